@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import (
+    Algorithm, ConfigError, SeedStream, ShapeError, check_fitness, sanitize_fitness, worst_to_finite,
+)
+
+
+def test_seed_stream_reproducible_and_checkpointed(tmp_path):
+    a, b = SeedStream(3), SeedStream(3)
+    xa = [tf.random.stateless_normal([4], seed=a.next()).numpy() for _ in range(3)]
+    xb = [tf.random.stateless_normal([4], seed=b.next()).numpy() for _ in range(3)]
+    np.testing.assert_array_equal(xa, xb)
+    assert not np.allclose(xa[0], xa[1])
+    ckpt = tf.train.Checkpoint(s=a)
+    path = ckpt.save(str(tmp_path / "c"))
+    after = tf.random.stateless_normal([4], seed=a.next()).numpy()
+    c = SeedStream(99)
+    tf.train.Checkpoint(s=c).restore(path)
+    np.testing.assert_array_equal(tf.random.stateless_normal([4], seed=c.next()).numpy(), after)
+
+
+def test_bad_seed():
+    with pytest.raises(ConfigError, match="seed"):
+        SeedStream(-1)
+
+
+def test_fitness_sanitizing():
+    f = tf.constant([1.0, np.nan, -np.inf, np.inf, -2.0])
+    s = sanitize_fitness(f).numpy()
+    assert s[1] == -np.inf and s[2] == -np.inf and np.isfinite(s[3])
+    w = worst_to_finite(f).numpy()
+    assert np.all(np.isfinite(w)) and w[1] == -2.0
+    assert np.all(worst_to_finite(tf.constant([np.nan, np.nan])).numpy() == 0)
+
+
+def test_check_fitness_shape_error():
+    with pytest.raises(ShapeError, match=r"shape \[4\]"):
+        check_fitness(np.zeros(3), 4)
+    with pytest.raises(ShapeError, match="float"):
+        check_fitness(tf.constant(["a"] * 4), 4)
+
+
+class _Mean(Algorithm):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.m = tf.Variable(tf.zeros([self.num_dims]))
+
+    def _ask(self):
+        return self.m + tf.random.stateless_normal([self.popsize, self.num_dims], seed=self.seeds.next())
+
+    def _tell(self, x, fitness):
+        self.m.assign(x[tf.argmax(fitness)])
+
+
+def test_algorithm_base_traces_once_and_validates():
+    algo = _Mean(num_dims=3, popsize=5, seed=0)
+    for _ in range(4):
+        x = algo.ask()
+        algo.tell(x, -tf.reduce_sum(x**2, 1))
+    assert algo.traces == {"ask": 1, "tell": 1}
+    with pytest.raises(ShapeError, match="population"):
+        algo.tell(tf.zeros([4, 3]), tf.zeros([5]))
+    assert int(algo.generation.numpy()) == 4

@@ -1,0 +1,246 @@
+"""The seams every tfevo algorithm shares.
+
+An *algorithm* is a :class:`tf.Module` whose whole state lives in
+``tf.Variable`` attributes, so ``tf.train.Checkpoint(algorithm=algo)`` saves and
+restores a run.  It follows the ask/tell protocol::
+
+    population = algo.ask()            # tensors with a leading axis P
+    fitness = evaluate(population)     # float32 [P], higher is better
+    algo.tell(population, fitness)
+
+Fitness is maximised everywhere (a minimisation problem returns the negated
+loss).  A NaN or ``-inf`` fitness means "worst" and never corrupts state: use
+:func:`sanitize_fitness` before any arithmetic on fitness values.
+
+Randomness comes from :class:`SeedStream`, a counter-based stream of seeds for
+TensorFlow's *stateless* random ops.  The stream is a variable, so it is
+checkpointed with the algorithm; the same seed gives the same run on any device
+and a restored run continues exactly like the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = [
+    "TfevoError",
+    "ConfigError",
+    "ShapeError",
+    "SeedStream",
+    "Algorithm",
+    "sanitize_fitness",
+    "worst_to_finite",
+    "check_fitness",
+    "check_population",
+    "TraceCounter",
+]
+
+
+class TfevoError(Exception):
+    """Base class of tfevo's own errors."""
+
+
+class ConfigError(TfevoError, ValueError):
+    """An impossible or unknown configuration value."""
+
+
+class ShapeError(TfevoError, ValueError):
+    """A tensor with the wrong shape or dtype was passed in."""
+
+
+class SeedStream(tf.Module):
+    """A checkpointable stream of seeds for stateless random ops.
+
+    ``next()`` returns an ``int32 [2]`` seed (usable by every
+    ``tf.random.stateless_*`` op) and advances an internal counter.  It works
+    eagerly and inside ``tf.function``.
+
+    Example:
+
+    >>> s = SeedStream(0)
+    >>> x = tf.random.stateless_normal([3], seed=s.next())
+    """
+
+    def __init__(self, seed: int, name: str | None = None):
+        super().__init__(name=name)
+        seed = int(seed)
+        if not (0 <= seed < 2**31):
+            raise ConfigError(f"seed must be an integer in [0, 2**31), got {seed}")
+        self.seed = tf.Variable(seed, dtype=tf.int64, trainable=False, name="seed")
+        self.counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="counter")
+
+    def next(self) -> tf.Tensor:
+        c = self.counter.assign_add(1)
+        # Mix seed and counter into two int32 words (stateless ops take [2]).
+        hi = tf.cast(self.seed, tf.int32)
+        lo = tf.cast(tf.math.floormod(c, 2**31 - 1), tf.int32)
+        return tf.stack([hi, lo])
+
+    def split(self, n: int) -> tf.Tensor:
+        """Returns ``n`` independent seeds ``int32 [n, 2]`` from one draw."""
+        return tf.random.experimental.stateless_split(self.next(), num=n)
+
+
+def sanitize_fitness(fitness: tf.Tensor) -> tf.Tensor:
+    """Maps NaN and -inf to -inf and +inf to the largest float32.
+
+    The result orders correctly (NaN becomes the worst value) and is safe for
+    ranking.  Use :func:`worst_to_finite` before arithmetic on raw values.
+    """
+    fitness = tf.convert_to_tensor(fitness, tf.float32)
+    fitness = tf.where(tf.math.is_nan(fitness), tf.constant(-np.inf, tf.float32), fitness)
+    return tf.minimum(fitness, tf.float32.max)
+
+
+def worst_to_finite(fitness: tf.Tensor) -> tf.Tensor:
+    """Replaces non-finite (worst) fitness by the smallest finite value present.
+
+    If no value is finite, every entry becomes 0.  The result is always finite.
+    """
+    fitness = sanitize_fitness(fitness)
+    finite = tf.math.is_finite(fitness)
+    lowest = tf.reduce_min(tf.where(finite, fitness, tf.float32.max))
+    lowest = tf.where(tf.reduce_any(finite), lowest, 0.0)
+    return tf.where(finite, fitness, lowest)
+
+
+def check_fitness(fitness: Any, popsize: int, name: str = "fitness") -> tf.Tensor:
+    """Validates a fitness vector (Python-side, before any compiled call)."""
+    fitness = tf.convert_to_tensor(fitness)
+    if not (fitness.dtype.is_floating or fitness.dtype.is_integer):
+        raise ShapeError(f"{name} must be a float tensor, got dtype {fitness.dtype.name}")
+    fitness = tf.cast(fitness, tf.float32)
+    if fitness.shape.rank != 1 or (fitness.shape[0] is not None and fitness.shape[0] != popsize):
+        raise ShapeError(
+            f"{name} must have shape [{popsize}] (one value per member), got {fitness.shape.as_list()}"
+        )
+    return fitness
+
+
+def check_population(x: Any, shape: tuple, name: str = "population", dtype=tf.float32) -> tf.Tensor:
+    """Validates a population tensor against a fully known shape."""
+    x = tf.convert_to_tensor(x)
+    if x.dtype != dtype:
+        if x.dtype.is_floating and dtype.is_floating:
+            x = tf.cast(x, dtype)
+        else:
+            raise ShapeError(f"{name} must have dtype {dtype.name}, got {x.dtype.name}")
+    if x.shape.as_list() != list(shape):
+        raise ShapeError(f"{name} must have shape {list(shape)}, got {x.shape.as_list()}")
+    return x
+
+
+class TraceCounter:
+    """Counts how often a Python function body is traced by ``tf.function``."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def wrap(self, name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            self.counts[name] = self.counts.get(name, 0) + 1
+            return fn(*args, **kwargs)
+
+        return inner
+
+
+class Algorithm(tf.Module):
+    """Base class of every ask/tell algorithm on flat parameter vectors.
+
+    Subclasses implement ``_ask() -> [P, D]`` and ``_tell(x, fitness)`` with
+    TensorFlow ops only; this class compiles them once (fixed signatures),
+    validates inputs with clear errors, sanitizes fitness and counts traces
+    (``self.traces``).  Subclasses keep all state in ``tf.Variable`` attributes.
+
+    Attributes:
+      num_dims: D, the length of one parameter vector.
+      popsize: P, the number of members returned by ``ask``.
+      seeds: the :class:`SeedStream` used for all randomness.
+    """
+
+    #: whether ``_ask``/``_tell`` may be XLA-compiled.
+    jit_compile: bool = False
+
+    def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None):
+        super().__init__(name=name)
+        if int(num_dims) < 1:
+            raise ConfigError(f"num_dims must be >= 1, got {num_dims}")
+        if int(popsize) < 1:
+            raise ConfigError(f"popsize must be >= 1, got {popsize}")
+        self.num_dims = int(num_dims)
+        self.popsize = int(popsize)
+        self.seeds = SeedStream(seed)
+        self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        self._trace_counter = TraceCounter()
+        self._ask_fn = None
+        self._tell_fn = None
+
+    # -- to implement -------------------------------------------------------
+    def _ask(self) -> tf.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _tell(self, x: tf.Tensor, fitness: tf.Tensor) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- public API ---------------------------------------------------------
+    @property
+    def traces(self) -> dict[str, int]:
+        """How many times ``ask`` and ``tell`` were traced."""
+        return dict(self._trace_counter.counts)
+
+    def ask(self) -> tf.Tensor:
+        """Returns the next population, ``float32 [popsize, num_dims]``."""
+        if self._ask_fn is None:
+            self._ask_fn = tf.function(
+                self._trace_counter.wrap("ask", self._ask),
+                input_signature=[],
+                jit_compile=self.jit_compile,
+            )
+        return self._ask_fn()
+
+    def tell(self, x, fitness) -> None:
+        """Updates the state from a population and its fitness (higher is better)."""
+        x = check_population(x, (self.popsize, self.num_dims), "population")
+        fitness = check_fitness(fitness, self.popsize)
+        if self._tell_fn is None:
+
+            def tell_body(x, fitness):
+                self._tell(x, sanitize_fitness(fitness))
+                self.generation.assign_add(1)
+                return tf.constant(0)
+
+            self._tell_fn = tf.function(
+                self._trace_counter.wrap("tell", tell_body),
+                input_signature=[
+                    tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
+                    tf.TensorSpec([self.popsize], tf.float32),
+                ],
+                jit_compile=self.jit_compile,
+            )
+        self._tell_fn(x, fitness)
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """The current centre of the search (subclasses override)."""
+        raise NotImplementedError
+
+    @property
+    def best(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """(best parameters seen, its fitness); subclasses track these."""
+        return self.best_params, self.best_fitness
+
+    def _init_best(self):
+        self.best_params = tf.Variable(tf.zeros([self.num_dims]), trainable=False, name="best_params")
+        self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
+
+    def _update_best(self, x: tf.Tensor, fitness: tf.Tensor) -> None:
+        """Call from ``_tell`` with sanitized fitness to keep the best member."""
+        i = tf.argmax(fitness)
+        better = fitness[i] > self.best_fitness
+        self.best_params.assign(tf.where(better, x[i], self.best_params))
+        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))

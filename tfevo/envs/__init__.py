@@ -1,0 +1,60 @@
+"""Batched environments behind one entry point, :func:`make`.
+
+* In-graph TensorFlow control tasks (CartPole-v1, Acrobot-v1, MountainCar-v0,
+  MountainCarContinuous-v0, Pendulum-v1) -> :class:`~tfevo.envs.base.TFEnv`.
+* ``ALE/<Game>-v5`` -> ale-py's native threaded vector env.
+* MuJoCo locomotion ``-v5`` ids -> batched MuJoCo stepped in native threads.
+* Any other Gymnasium id -> Gymnasium's own vector env (fallback).
+"""
+
+from __future__ import annotations
+
+from tfevo._lazy import import_parts
+from tfevo.core import ConfigError
+from tfevo.envs.base import ActionSpec, HostVectorEnv, StepResult, TFEnv
+
+_MODULES = ("classic", "mujoco", "atari", "gym")
+__all__ = ["make", "ActionSpec", "HostVectorEnv", "StepResult", "TFEnv", "list_envs"]
+__all__ += import_parts(__name__, _MODULES, globals())
+
+
+def list_envs() -> dict[str, str]:
+    from tfevo import registry
+
+    return registry.names("env")
+
+
+def make(env_id: str, num_envs: int = 1, **kwargs):
+    """Creates a batched environment of ``num_envs`` copies of ``env_id``.
+
+    Registered ids (in-graph control tasks, MuJoCo) come first; ``ALE/...`` ids
+    go to ale-py; any other id that Gymnasium knows is wrapped with Gymnasium's
+    own vector environment.  An unknown id raises :class:`ConfigError`.
+    """
+    from tfevo import registry
+
+    if not isinstance(env_id, str) or not env_id:
+        raise ConfigError(f"env id must be a non-empty string, got {env_id!r}")
+    if int(num_envs) < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+    known = registry.names("env")
+    if env_id in known:
+        return registry.get("env", env_id)(num_envs=int(num_envs), **kwargs)
+    if env_id.startswith("ALE/"):
+        from tfevo.envs import atari
+
+        return atari.make_atari(env_id, num_envs=int(num_envs), **kwargs)
+    try:
+        import gymnasium as gym
+
+        gym_known = env_id in gym.registry
+    except ImportError:  # pragma: no cover
+        gym_known = False
+    if gym_known:
+        from tfevo.envs import gym as gym_env
+
+        return gym_env.GymVectorEnv(env_id, num_envs=int(num_envs), **kwargs)
+    raise ConfigError(
+        f"unknown environment id {env_id!r}; tfevo knows {', '.join(sorted(known)) or '(none)'}, "
+        "'ALE/<Game>-v5' Atari ids, and any id registered with Gymnasium"
+    )

@@ -1,0 +1,6 @@
+"""Evaluators: in-graph rollouts and the pipelined host scheduler."""
+
+from tfevo._lazy import import_parts
+
+_MODULES = ("ingraph", "pipelined", "normalization")
+__all__ = import_parts(__name__, _MODULES, globals())
