@@ -15,6 +15,7 @@ INSTALL_REQUIRES = [
     "ale-py>=0.10",  # Atari ROMs ship inside the wheel
     "mujoco>=3.2",
     "numpy>=1.23",
+    "tensorboard>=2.16",  # tf.summary needs it (TensorFlow no longer pulls it in)
     "tqdm>=4.60",  # progress bars
     "matplotlib>=3.6",  # learning curves, archive heatmaps
     "pyyaml>=6.0",  # YAML configs (TOML uses tomllib / tomli)
