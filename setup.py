@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "tqdm>=4.60",  # progress bars
     "matplotlib>=3.6",  # learning curves, archive heatmaps
     "pyyaml>=6.0",  # YAML configs (TOML uses tomllib / tomli)
+    "pydantic>=2.0",  # config validation with errors that name the field
     "tomli>=2.0; python_version < '3.11'",
     "sympy>=1.12",  # expression export / simplification (NEAT, GP)
     "scikit-learn>=1.3",  # classification data sets shipped with it, estimator API

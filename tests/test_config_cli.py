@@ -1,0 +1,53 @@
+import json
+
+import pytest
+
+from tfevo.cli import main, make_parser
+from tfevo.core import ConfigError
+from tfevo.training.config import DEFAULT_CONFIG, load_config, parse_config
+
+
+def test_default_config_valid():
+    cfg = parse_config(DEFAULT_CONFIG)
+    assert cfg.env.id == "CartPole-v1" and cfg.run.generations > 0
+
+
+@pytest.mark.parametrize("data, msg", [
+    ({"run": {"generations": 5}, "algorithm": {"popsiz": 3}}, r"algorithm\.popsiz: unknown field"),
+    ({"run": {"generations": 5}, "algorithm": {"popsize": 1}}, r"algorithm\.popsize"),
+    ({"run": {}}, "set a budget"),
+    ({"run": {"generations": 5}, "policy": {"kind": "transformer"}}, r"policy\.kind"),
+    ({"run": {"generations": 5}, "policy": {"hidden": [0]}}, "hidden"),
+    ({"run": {"generations": "many"}}, r"run\.generations"),
+])
+def test_bad_configs_name_the_field(data, msg):
+    with pytest.raises(ConfigError, match=msg):
+        parse_config(data)
+
+
+def test_load_toml_yaml_json(tmp_path):
+    (tmp_path / "a.toml").write_text('name = "x"\n[run]\ngenerations = 3\n[env]\nid = "Pendulum-v1"\n')
+    (tmp_path / "a.yaml").write_text("name: x\nrun: {generations: 3}\nenv: {id: Pendulum-v1}\n")
+    (tmp_path / "a.json").write_text(json.dumps({"name": "x", "run": {"generations": 3}, "env": {"id": "Pendulum-v1"}}))
+    cfgs = [load_config(tmp_path / f"a.{e}") for e in ("toml", "yaml", "json")]
+    assert cfgs[0] == cfgs[1] == cfgs[2]
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    (tmp_path / "b.toml").write_text("[run\n")
+    with pytest.raises(ConfigError, match="could not be parsed"):
+        load_config(tmp_path / "b.toml")
+
+
+def test_cli_help_everywhere(capsys):
+    for cmd in ([], ["train"], ["eval"], ["play"], ["plot"], ["list"]):
+        with pytest.raises(SystemExit) as e:
+            make_parser().parse_args(cmd + ["--help"])
+        assert e.value.code == 0
+        assert "usage: tfevo" in capsys.readouterr().out
+
+
+def test_cli_reports_config_errors(tmp_path, capsys):
+    (tmp_path / "bad.toml").write_text("[run]\ngenerations = 2\n[algorithm]\nname = 'openai_es'\nfoo = 1\n")
+    assert main(["train", str(tmp_path / "bad.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "algorithm.foo: unknown field" in err

@@ -1,0 +1,319 @@
+"""The ``tfevo`` command line.
+
+    tfevo train [CONFIG]            train (no CONFIG: a ~1 minute CartPole OpenAI-ES run)
+    tfevo eval RUN_DIR              score the best individual over N episodes
+    tfevo play RUN_DIR --video F    render the best agent to a video
+    tfevo plot RUN_DIR              fitness curves as PNG
+    tfevo list [KIND]               algorithms, environments, problems, policies
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _quiet_tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _set_override(data: dict, assignment: str) -> None:
+    """Applies ``a.b.c=value`` (value parsed as JSON when possible)."""
+    from tfevo.core import ConfigError
+
+    if "=" not in assignment:
+        raise ConfigError(f"--set expects key=value, got {assignment!r}")
+    key, raw = assignment.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    node = data
+    parts = key.strip().split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {p} is not a table")
+    node[parts[-1]] = value
+
+
+def _load(args):
+    import copy
+
+    from tfevo.training import config as C
+
+    if args.config is None:
+        data = copy.deepcopy(C.DEFAULT_CONFIG)
+        source = "<built-in default>"
+    else:
+        path = Path(args.config)
+        cfg = C.load_config(path)
+        data = cfg.to_dict()
+        source = str(path)
+    for s in args.set or []:
+        _set_override(data, s)
+    if args.run_dir:
+        data.setdefault("run", {})["dir"] = args.run_dir
+    if args.generations:
+        data.setdefault("run", {})["generations"] = args.generations
+    if args.seed is not None:
+        data.setdefault("run", {})["seed"] = args.seed
+    return C.parse_config(data, source)
+
+
+def cmd_train(args) -> int:
+    from tfevo.core import ConfigError
+    from tfevo.training import Trainer
+    from tfevo.training.builders import build
+    from tfevo.training.plot import plot_run, read_progress, text_curve
+
+    cfg = _load(args)
+    run_dir = cfg.run_dir
+    saved = run_dir / "config.json"
+    if saved.exists():
+        old = json.loads(saved.read_text())
+        new = cfg.to_dict()
+        budget_keys = ("generations", "frames", "seconds")
+        strip = lambda d: {**d, "run": {k: v for k, v in d["run"].items() if k not in budget_keys}}  # noqa: E731
+        if strip(old) != strip(new):
+            raise ConfigError(
+                f"{run_dir} holds a run with a different config; pass --run-dir to start a new run "
+                "(only the budget may change when resuming)"
+            )
+    print(f"tfevo: {cfg.name}: {cfg.algorithm.name} on {cfg.env.id}, popsize {cfg.algorithm.popsize}, "
+          f"run directory {run_dir}")
+    setup = build(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = saved.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
+    os.replace(tmp, saved)
+    print(f"tfevo: {setup.model.num_params} parameters per member")
+    trainer = Trainer(
+        setup.algorithm, setup.evaluator, run_dir=run_dir,
+        generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
+        checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
+        progress=not args.no_progress, extra_trackables=setup.trackables,
+    )
+    trainer.run()
+    rows = read_progress(run_dir)
+    print("\nlearning curve:")
+    print(text_curve(rows))
+    png = plot_run(run_dir)
+    last = rows[-1] if rows else {}
+    print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {last.get('generation', 0)} generations, "
+          f"{last.get('frames', 0)} frames, {last.get('wall_time', 0.0):.1f} s")
+    print(f"run saved in {run_dir} (checkpoints, progress.jsonl, tensorboard/); curve: {png}")
+    print(f"next: tfevo eval {run_dir}   |   tensorboard --logdir {run_dir / 'tensorboard'}")
+    return 0
+
+
+def _restore_setup(run_dir: Path):
+    from tfevo.core import ConfigError
+    from tfevo.training import config as C
+    from tfevo.training.builders import best_params, build
+
+    saved = run_dir / "config.json"
+    if not saved.exists():
+        raise ConfigError(f"{run_dir} is not a tfevo run directory (no config.json)")
+    cfg = C.parse_config(json.loads(saved.read_text()), str(saved))
+    return cfg, best_params(run_dir)
+
+
+def _host_episodes(cfg, params, episodes: int, seed: int, render: bool = False):
+    """Runs the best member in Gymnasium-compatible single envs; returns returns (and frames)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tfevo.training.builders import _env_spec, make_policy
+
+    obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+    policy, model = make_policy(cfg, obs_shape, action_spec)
+    from tfevo import envs
+
+    env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
+    params = tf.convert_to_tensor(params[None], tf.float32)
+    if isinstance(env, envs.TFEnv):
+        state, obs = env.reset(tf.constant([seed, 0], tf.int32))
+        ret = np.zeros(episodes)
+        done = np.zeros(episodes, bool)
+        steps = 0
+        limit = cfg.env.max_steps or env.max_episode_steps or 10**9
+        while not done.all() and steps < limit:
+            act = policy.forward(params, obs[None])[0]
+            res = env.step(state, act)
+            state, obs = res.state, res.obs
+            ret += np.where(done, 0.0, res.reward.numpy())
+            done |= res.terminated.numpy() | res.truncated.numpy()
+            steps += 1
+        return ret
+    idx = np.arange(episodes)
+    obs = env.reset(idx, np.arange(episodes) + seed)
+    ret = np.zeros(episodes)
+    done = np.zeros(episodes, bool)
+    steps = 0
+    limit = cfg.env.max_steps or 10**9
+    while not done.all() and steps < limit:
+        active = idx[~done]
+        act = policy.forward(tf.repeat(params, len(active), 0), tf.convert_to_tensor(obs[~done][:, None]))[:, 0]
+        got, o, r, term, trunc = env.step(act.numpy(), active)
+        obs = obs.copy()
+        obs[got] = o
+        ret[got] += r
+        done[got] |= term | trunc
+        steps += 1
+    env.close()
+    return ret
+
+
+def cmd_eval(args) -> int:
+    import numpy as np
+
+    run_dir = Path(args.run_dir)
+    cfg, params = _restore_setup(run_dir)
+    rets = _host_episodes(cfg, params, args.episodes, args.seed)
+    print(f"{cfg.env.id}: best individual of {run_dir} over {args.episodes} episodes:")
+    print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")
+    print("  returns: " + " ".join(f"{r:.4g}" for r in rets))
+    return 0
+
+
+def cmd_play(args) -> int:
+    import gymnasium as gym
+    import numpy as np
+    import tensorflow as tf
+
+    from tfevo.training.builders import _env_spec, make_policy
+
+    run_dir = Path(args.run_dir)
+    cfg, params = _restore_setup(run_dir)
+    obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+    policy, _ = make_policy(cfg, obs_shape, action_spec)
+    env_id = cfg.env.id
+    kwargs = {"render_mode": "rgb_array"}
+    if env_id.startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+        # The policy sees the deep-neuroevolution preprocessing; render the raw frames.
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, **kwargs)
+        env = FrameStackObservation(AtariPreprocessing(env, frame_skip=4, noop_max=30), 4)
+    else:
+        env = gym.make(env_id, **kwargs)
+    obs, _ = env.reset(seed=args.seed)
+    frames = [env.render()]
+    total, steps = 0.0, 0
+    p = tf.convert_to_tensor(params[None], tf.float32)
+    while True:
+        o = np.asarray(obs)
+        if o.ndim == 3 and o.shape[0] == 4:  # frame stack first -> HWC
+            o = np.transpose(o, (1, 2, 0))
+        a = policy.forward(p, tf.convert_to_tensor(o[None, None]))[0, 0].numpy()
+        obs, r, term, trunc, _ = env.step(a)
+        total += float(r)
+        steps += 1
+        frames.append(env.render())
+        if term or trunc or (args.max_steps and steps >= args.max_steps):
+            break
+    env.close()
+    import imageio.v2 as imageio
+
+    out = Path(args.video)
+    imageio.mimsave(out, frames, fps=args.fps) if out.suffix == ".gif" else imageio.mimwrite(out, frames, fps=args.fps)
+    print(f"{env_id}: return {total:.4g} over {steps} steps; video written to {out}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from tfevo.training.plot import plot_run
+
+    out = plot_run(args.run_dir, args.out, x=args.x)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from tfevo import registry
+
+    kinds = {"algorithms": "strategy", "strategies": "strategy", "envs": "env", "environments": "env",
+             "problems": "problem", "policies": "policy", "evaluators": "evaluator"}
+    chosen = [kinds[args.kind]] if args.kind else ["strategy", "env", "problem", "policy", "evaluator"]
+    titles = {"strategy": "algorithms", "env": "environments", "problem": "problems",
+              "policy": "policies", "evaluator": "evaluators"}
+    for kind in chosen:
+        table = registry.names(kind)
+        print(f"{titles[kind]}:")
+        for name, doc in table.items():
+            print(f"  {name:<28} {doc}")
+        if kind == "env":
+            print(f"  {'ALE/<Game>-v5':<28} Atari through ale-py's native vector env")
+            print(f"  {'<any Gymnasium id>':<28} Gymnasium's own vector env (fallback)")
+        print()
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfevo", description="Population-batched neuroevolution in TensorFlow.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train from a TOML/YAML config (default: quick CartPole run)",
+                       description="Train from a config file; with no CONFIG, a ~1 minute CartPole-v1 "
+                                   "OpenAI-ES run. Re-running with the same run directory resumes.")
+    p.add_argument("config", nargs="?", help="config file (.toml, .yaml, .json)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. algorithm.popsize=128")
+    p.add_argument("--run-dir", help="run directory (default: run.dir or runs/<name>)")
+    p.add_argument("--generations", type=int, help="generation budget")
+    p.add_argument("--seed", type=int, help="seed of the run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("eval", help="score the best individual of a run over N episodes")
+    p.add_argument("run_dir")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=12345)
+    p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("play", help="render the best agent of a run to a video")
+    p.add_argument("run_dir")
+    p.add_argument("--video", required=True, help="output file (.mp4 or .gif)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fps", type=int, default=30)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.set_defaults(fn=cmd_play)
+
+    p = sub.add_parser("plot", help="fitness curves of a run as PNG")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="output PNG (default RUN_DIR/learning_curve.png)")
+    p.add_argument("--x", default="generation", choices=["generation", "frames", "wall_time"])
+    p.set_defaults(fn=cmd_plot)
+
+    p = sub.add_parser("list", help="list algorithms, environments, problems, policies")
+    p.add_argument("kind", nargs="?", choices=["algorithms", "strategies", "envs", "environments", "problems",
+                                               "policies", "evaluators"])
+    p.set_defaults(fn=cmd_list)
+    return parser
+
+
+def main(argv=None) -> int:
+    _quiet_tf()
+    args = make_parser().parse_args(argv)
+    from tfevo.core import TfevoError
+
+    try:
+        return args.fn(args)
+    except TfevoError as e:
+        print(f"tfevo: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tfevo: interrupted; re-run the same command to resume from the last checkpoint", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Turns a validated :class:`~tfevo.training.config.Config` into live objects.
+
+``build(config)`` returns a :class:`Setup` with the environment, the policy
+family, the algorithm and the evaluator, ready for :class:`Trainer`.  All
+checks that can fail (unknown env id, unknown strategy or argument, action
+space the policy cannot drive) run here, before any training work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import numpy as np
+
+from tfevo import registry
+from tfevo.core import ConfigError
+
+__all__ = ["Setup", "build", "make_policy", "make_algorithm"]
+
+_INIT_NAMES = ("init_params", "mean_init", "init_mean", "x0")
+
+
+@dataclasses.dataclass
+class Setup:
+    config: Any
+    env: Any
+    policy: Any
+    model: Any  # tfevo.nn.PopulationModel
+    algorithm: Any
+    evaluator: Any
+    trackables: dict
+
+
+def _env_spec(env_id: str, kwargs: dict):
+    """Probes an environment for its observation shape and action spec (1 slot)."""
+    from tfevo import envs
+
+    env = envs.make(env_id, 1, **kwargs)
+    try:
+        return tuple(env.observation_shape), env.action_spec, isinstance(env, envs.TFEnv)
+    finally:
+        if hasattr(env, "close"):
+            env.close()
+
+
+def make_policy(cfg, obs_shape, action_spec):
+    from tfevo import nn
+
+    p = cfg.policy
+    out = action_spec.policy_output_size
+    if p.kind == "nature_dqn":
+        if len(obs_shape) != 3:
+            raise ConfigError(f"policy.kind 'nature_dqn' needs image observations, env gives shape {obs_shape}")
+        template = nn.nature_dqn(out, input_shape=obs_shape)
+    elif p.kind == "linear":
+        template = nn.mlp(obs_shape, out, hidden=(), activation=p.activation)
+    else:
+        template = nn.mlp(obs_shape, out, hidden=tuple(p.hidden), activation=p.activation)
+    model = nn.PopulationModel(template)
+    policy = nn.Policy(model, action_spec, continuous=p.continuous)
+    return policy, model
+
+
+def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: dict, init=None):
+    cls = registry.get("strategy", name)
+    sig = inspect.signature(cls.__init__)
+    accepted = [k for k in sig.parameters if k not in ("self",)]
+    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    for k in params:
+        if k in ("num_dims", "popsize", "seed"):
+            raise ConfigError(f"algorithm.params.{k}: set it outside params (algorithm.popsize, run.seed)")
+        if k not in accepted and not has_var_kw:
+            raise ConfigError(
+                f"algorithm.params.{k}: {name} has no parameter {k!r}; it takes: "
+                + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
+            )
+    kwargs = dict(params)
+    if init is not None:
+        for nm in _INIT_NAMES:
+            if nm in accepted and nm not in kwargs:
+                kwargs[nm] = init
+                break
+    try:
+        return cls(num_dims=num_dims, popsize=popsize, seed=seed, **kwargs)
+    except TypeError as e:
+        raise ConfigError(f"algorithm {name}: {e}") from None
+
+
+def build(cfg) -> Setup:
+    from tfevo import envs, rollout
+
+    seed = cfg.run.seed
+    obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
+    policy, model = make_policy(cfg, obs_shape, action_spec)
+    kind = cfg.evaluator.kind
+    if kind == "auto":
+        kind = "ingraph" if in_graph else "pipelined"
+    if kind == "ingraph" and not in_graph:
+        raise ConfigError(
+            f"evaluator.kind 'ingraph' needs an in-graph TensorFlow env; {cfg.env.id} runs on the host: use 'pipelined'"
+        )
+    popsize = cfg.algorithm.popsize
+    init = model.init_params(1, seed)[0]
+    algorithm = make_algorithm(cfg.algorithm.name, model.num_params, popsize, seed, cfg.algorithm.params, init)
+    trackables = {}
+    if kind == "ingraph":
+        env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
+        evaluator = rollout.InGraphEvaluator(
+            env, policy, episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
+            jit_compile=cfg.evaluator.jit_compile,
+        )
+    else:
+        num_envs = cfg.evaluator.num_envs or min(popsize, 64)
+        normalizer = None
+        if cfg.evaluator.obs_norm:
+            normalizer = rollout.ObservationNormalizer(obs_shape)
+            trackables["obs_norm"] = normalizer
+        evaluator = rollout.PipelinedEvaluator(
+            cfg.env.id, policy, num_envs=num_envs, num_subsets=cfg.evaluator.num_subsets,
+            episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
+            obs_norm=normalizer, env_kwargs=cfg.env.kwargs,
+        )
+        env = None
+    return Setup(cfg, env, policy, model, algorithm, evaluator, trackables)
+
+
+def best_params(run_dir) -> np.ndarray:
+    """Reads the best individual from a run directory's latest checkpoint."""
+    import tensorflow as tf
+
+    path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
+    if path is None:
+        raise ConfigError(f"{run_dir}: no checkpoint found")
+    reader = tf.train.load_checkpoint(path)
+    keys = [k for k in reader.get_variable_to_shape_map() if k.startswith("trainer/best/")]
+    if not keys:
+        raise ConfigError(f"{run_dir}: checkpoint has no best individual yet")
+    return reader.get_tensor(sorted(keys)[0])
