@@ -210,8 +210,20 @@ class PopulationModel:
 
     # ------------------------------------------------------------------ parse
     def _parse(self, model):
+        if isinstance(model, keras.Sequential):
+            graph = getattr(model, "_functional", None)
+            if graph is None:
+                raise ConfigError(
+                    f"the Sequential template {model.name!r} is not built: start it with keras.Input(shape) "
+                    "or call model.build((None, *input_shape))"
+                )
+            self._parse_graph(model, graph)
+        else:
+            self._parse_graph(model, model)
+
+    def _parse_graph(self, model, graph):
         try:
-            inputs, outputs = model.inputs, model.outputs
+            inputs, outputs = graph.inputs, graph.outputs
         except (AttributeError, ValueError):
             inputs = outputs = None
         if not inputs or not outputs:
@@ -228,13 +240,13 @@ class PopulationModel:
         self._input_id = id(inputs[0])
         self._output_id = id(outputs[0])
 
-        if not hasattr(model, "_nodes_by_depth"):
+        if not hasattr(graph, "_nodes_by_depth"):
             raise ConfigError(f"template {model.name!r}: subclassed models are not supported (use Sequential or functional)")
         all_weights = list(model.weights)
         index_of = {id(v): i for i, v in enumerate(all_weights)}
         used = set()
         steps = []
-        nodes_by_depth = model._nodes_by_depth
+        nodes_by_depth = graph._nodes_by_depth
         for depth in sorted(nodes_by_depth, reverse=True):
             for node in nodes_by_depth[depth]:
                 op = node.operation

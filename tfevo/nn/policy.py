@@ -1,0 +1,256 @@
+"""Policies: a :class:`PopulationModel` plus an action space.
+
+:class:`Policy` maps ``(params [P, D], obs [P, B, *obs_shape])`` to actions for
+every member at once -- the *policy family* seam of tfevo's rollouts -- and
+:func:`mlp` / :func:`nature_dqn` build the usual Keras templates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import keras
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError, TraceCounter
+from tfevo.envs.base import ActionSpec
+from tfevo.nn.model import PopulationModel
+from tfevo.registry import register
+
+__all__ = ["Policy", "mlp", "nature_dqn"]
+
+
+@register("policy", "mlp", doc="Multi-layer perceptron template: mlp(obs_shape, out, hidden=(64, 64), activation='tanh')")
+def mlp(obs_shape, out: int, hidden=(64, 64), activation="tanh", output_activation=None,
+        layer_norm: bool = False, name: str = "mlp") -> keras.Model:
+    """A Keras MLP template ``obs_shape -> out`` (inputs of rank > 1 are flattened).
+
+    Args:
+      obs_shape: per-sample observation shape, e.g. ``(4,)``.
+      out: number of outputs (logits for discrete actions, A for continuous).
+      hidden: sizes of the hidden layers (``()`` gives a linear policy).
+      activation: activation of the hidden layers.
+      output_activation: activation of the output layer (default linear).
+      layer_norm: add a ``LayerNormalization`` after each hidden Dense.
+
+    Example:
+
+    >>> template = mlp((8,), 2, hidden=(32, 32))
+    >>> pm = PopulationModel(template)
+    """
+    obs_shape = tuple(int(d) for d in (obs_shape if isinstance(obs_shape, (tuple, list)) else (obs_shape,)))
+    if int(out) < 1:
+        raise ConfigError(f"mlp: out must be >= 1, got {out}")
+    if any(int(h) < 1 for h in hidden):
+        raise ConfigError(f"mlp: hidden sizes must be >= 1, got {tuple(hidden)}")
+    layers = [keras.Input(obs_shape)]
+    if len(obs_shape) > 1:
+        layers.append(keras.layers.Flatten())
+    for h in hidden:
+        layers.append(keras.layers.Dense(int(h), activation=activation))
+        if layer_norm:
+            layers.append(keras.layers.LayerNormalization())
+    layers.append(keras.layers.Dense(int(out), activation=output_activation))
+    return keras.Sequential(layers, name=name)
+
+
+@register("policy", "nature_dqn", doc="Nature-DQN conv net template (32 8x8/4, 64 4x4/2, 64 3x3/1, SAME, 512, actions)")
+def nature_dqn(num_actions: int, input_shape=(84, 84, 4), name: str = "nature_dqn") -> keras.Model:
+    """The Nature-DQN network (Mnih et al. 2015) as used by the Deep GA.
+
+    Conv 32 8x8 stride 4, conv 64 4x4 stride 2, conv 64 3x3 stride 1 (ReLU,
+    SAME padding), Dense 512 ReLU, Dense ``num_actions`` (linear logits).
+    On 84x84x4 inputs with 18 actions it has exactly 4,052,658 parameters
+    (feature maps 21x21x32 -> 11x11x64 -> 11x11x64 = 7744 features).
+
+    Example:
+
+    >>> template = nature_dqn(18)
+    >>> template.count_params()
+    4052658
+    """
+    if int(num_actions) < 1:
+        raise ConfigError(f"nature_dqn: num_actions must be >= 1, got {num_actions}")
+    input_shape = tuple(int(d) for d in input_shape)
+    if len(input_shape) != 3:
+        raise ConfigError(f"nature_dqn: input_shape must be (H, W, C), got {input_shape}")
+    L = keras.layers
+    return keras.Sequential(
+        [
+            keras.Input(input_shape),
+            L.Conv2D(32, 8, strides=4, padding="same", activation="relu"),
+            L.Conv2D(64, 4, strides=2, padding="same", activation="relu"),
+            L.Conv2D(64, 3, strides=1, padding="same", activation="relu"),
+            L.Flatten(),
+            L.Dense(512, activation="relu"),
+            L.Dense(int(num_actions)),
+        ],
+        name=name,
+    )
+
+
+class Policy:
+    """Actions of a whole population from a :class:`PopulationModel`.
+
+    Args:
+      model: the population model (its output size must equal
+        ``action_spec.policy_output_size``).
+      action_spec: the environment's :class:`tfevo.envs.base.ActionSpec`.
+      continuous: for continuous actions, ``"tanh"`` maps the raw outputs
+        ``y`` to ``low + (tanh(y) + 1) / 2 * (high - low)`` (needs finite
+        bounds; no bounds means [-1, 1]); ``"clip"`` clips ``y`` to
+        ``[low, high]`` (identity when the spec has no bounds).
+      obs_scale: ``"auto"`` (default) divides uint8 observations (Atari
+        frames) by 255 and leaves float observations as they are; a number
+        multiplies every observation by it; ``None`` disables scaling.
+
+    Discrete actions are the argmax of the logits, ``int32 [P, B]``;
+    continuous actions are ``float32 [P, B, *action_shape]``.
+
+    Example:
+
+    >>> from tfevo.envs.base import ActionSpec
+    >>> pm = PopulationModel(mlp((4,), 2, hidden=(16,)))
+    >>> policy = Policy(pm, ActionSpec(discrete=True, num_actions=2))
+    >>> params = pm.init_params(32, seed=0)
+    >>> actions = policy.forward(params, tf.zeros([32, 1, 4]))              # int32 [32, 1]
+    >>> some = policy.forward(params, tf.zeros([3, 1, 4]), tf.constant([0, 7, 9]))  # [3, 1]
+    """
+
+    def __init__(self, model: PopulationModel, action_spec: ActionSpec, continuous: str = "tanh",
+                 obs_scale="auto"):
+        if not isinstance(model, PopulationModel):
+            raise ConfigError(f"Policy needs a PopulationModel, got {type(model).__name__}")
+        if not isinstance(action_spec, ActionSpec):
+            raise ConfigError(f"Policy needs an ActionSpec, got {type(action_spec).__name__}")
+        if continuous not in ("tanh", "clip"):
+            raise ConfigError(f"continuous must be 'tanh' or 'clip', got {continuous!r}")
+        if not (obs_scale is None or obs_scale == "auto" or isinstance(obs_scale, (int, float))):
+            raise ConfigError(f"obs_scale must be 'auto', a number or None, got {obs_scale!r}")
+        self.model = model
+        self.action_spec = action_spec
+        self.continuous = continuous
+        self.obs_scale = obs_scale
+        need = action_spec.policy_output_size
+        have = int(np.prod(model.output_shape))
+        if need < 1:
+            raise ConfigError(f"action spec needs {need} outputs; check num_actions/shape")
+        if have != need or (action_spec.discrete and model.output_shape[-1:] != (need,)):
+            raise ConfigError(
+                f"the model outputs shape {model.output_shape} but the action spec needs {need} "
+                f"({'logits' if action_spec.discrete else 'action values'})"
+            )
+        self._low = self._high = None
+        if not action_spec.discrete:
+            shape = tuple(action_spec.shape)
+            low, high = action_spec.low, action_spec.high
+            if low is None and high is None:
+                if continuous == "tanh":
+                    low, high = -1.0, 1.0
+            if low is not None:
+                self._low = np.broadcast_to(np.asarray(low, np.float32), shape).copy()
+                self._high = np.broadcast_to(np.asarray(high, np.float32), shape).copy()
+                if continuous == "tanh" and not (np.all(np.isfinite(self._low)) and np.all(np.isfinite(self._high))):
+                    raise ConfigError("continuous='tanh' needs finite action bounds; use continuous='clip'")
+                if np.any(self._high < self._low):
+                    raise ConfigError("action spec has high < low")
+        self._trace_counter = TraceCounter()
+        self._fns: dict = {}
+
+    @property
+    def num_params(self) -> int:
+        """D, the parameter count of one member."""
+        return self.model.num_params
+
+    @property
+    def traces(self) -> dict:
+        """How many times each forward variant was traced."""
+        return dict(self._trace_counter.counts)
+
+    def init_params(self, popsize: int, seed=0) -> tf.Tensor:
+        """``[popsize, D]`` initial parameters (see :meth:`PopulationModel.init_params`)."""
+        return self.model.init_params(popsize, seed)
+
+    def prepare(self, params) -> list:
+        """Splits ``params [P, D]`` into per-layer weights once (see :meth:`PopulationModel.unflatten`).
+
+        Passing the result to :meth:`forward` for every step of a rollout
+        avoids re-splitting the parameters at each step, and lets the subset
+        path read the chosen members' weights in place (``indexed_matmul``).
+        """
+        return self.model.unflatten(params)
+
+    def preprocess(self, obs) -> tf.Tensor:
+        """Observations -> float32 model inputs (uint8 frames scaled to [0, 1] by default)."""
+        obs = tf.convert_to_tensor(obs)
+        scale = self.obs_scale
+        if scale == "auto":
+            scale = 1.0 / 255.0 if obs.dtype == tf.uint8 else None
+        x = tf.cast(obs, tf.float32)
+        return x * scale if scale is not None else x
+
+    def actions_from_outputs(self, y) -> tf.Tensor:
+        """Raw model outputs ``[n, B, out]`` -> actions (argmax, tanh-squash or clip)."""
+        spec = self.action_spec
+        if spec.discrete:
+            return tf.argmax(y, axis=-1, output_type=tf.int32)
+        y = tf.reshape(y, tf.concat([tf.shape(y)[:2], list(spec.shape)], 0))
+        if self._low is None:
+            return y
+        low, high = tf.constant(self._low), tf.constant(self._high)
+        if self.continuous == "tanh":
+            return low + (tf.tanh(y) + 1.0) * 0.5 * (high - low)
+        return tf.clip_by_value(y, low, high)
+
+    def _fn(self, split: bool, indexed: bool):
+        key = (split, indexed)
+        if key in self._fns:
+            return self._fns[key]
+        model = self.model
+
+        def body(params, obs, idx=None):
+            weights = params if split else model.unflatten_graph(params if idx is None else tf.gather(params, idx))
+            use_idx = idx if (split and indexed) else None
+            y = model._run(weights, self.preprocess(obs), use_idx)
+            return self.actions_from_outputs(y)
+
+        name = ("split" if split else "flat") + ("_idx" if indexed else "")
+        wrapped = self._trace_counter.wrap(name, body)
+        fn = tf.function(wrapped, jit_compile=False, reduce_retracing=False, autograph=False)
+        self._fns[key] = fn
+        return fn
+
+    def outputs(self, params, obs, indices=None) -> tf.Tensor:
+        """Raw network outputs ``[P or n, B, *output_shape]`` (after obs preprocessing)."""
+        return self.model(params, self.preprocess(obs), indices)
+
+    def forward(self, params, obs, indices=None) -> tf.Tensor:
+        """Actions of every member (or of members ``indices``).
+
+        Args:
+          params: float32 ``[P, D]`` or the list from :meth:`prepare`.
+          obs: ``[P, B, *obs_shape]`` (``[n, B, ...]`` with ``indices``), float
+            or uint8.
+          indices: optional int32 ``[n]``, the members to run.
+
+        Returns:
+          int32 ``[P or n, B]`` (discrete) or float32 ``[P or n, B, *action_shape]``.
+        """
+        split = isinstance(params, (list, tuple))
+        if split:
+            params = self.model._check_weights(params)
+        else:
+            params = self.model._check_params(params)
+        obs = tf.convert_to_tensor(obs)
+        want = tuple(self.model.input_shape)
+        if obs.shape.rank != 2 + len(want) or tuple(obs.shape[2:]) != want:
+            raise ShapeError(f"obs must have shape [P, B, {', '.join(map(str, want))}], got {obs.shape.as_list()}")
+        if indices is None:
+            return self._fn(split, False)(params, obs)
+        idx = tf.cast(tf.convert_to_tensor(indices), tf.int32)
+        if idx.shape.rank != 1:
+            raise ShapeError(f"indices must be an int32 vector [n], got shape {idx.shape.as_list()}")
+        if obs.shape[0] is not None and idx.shape[0] is not None and obs.shape[0] != idx.shape[0]:
+            raise ShapeError(f"with indices, obs must have n={idx.shape[0]} rows on axis 0, got {obs.shape[0]}")
+        return self._fn(split, True)(params, obs, idx)
+
+    __call__ = forward
