@@ -1,0 +1,146 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.qd import (CVTArchive, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
+                      PolynomialMutationEmitter, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
+                      sphere_linproj, sphere_qd, linproj_descriptor_bounds)
+
+
+def reference_insert(arch_fit, arch_occ, arch_sol, cells, fit, sol):
+    """Per-candidate reference: process cells; best-in-batch (first on ties) vs incumbent."""
+    arch_fit, arch_occ, arch_sol = arch_fit.copy(), arch_occ.copy(), arch_sol.copy()
+    status = np.zeros(len(fit), int)
+    for c in np.unique(cells):
+        idx = [i for i in range(len(fit)) if cells[i] == c and np.isfinite(fit[i])]
+        if not idx:
+            continue
+        w = idx[int(np.argmax([fit[i] for i in idx]))]  # argmax returns the first max
+        if not arch_occ[c] or fit[w] > arch_fit[c]:
+            status[w] = 1 if arch_occ[c] else 2
+            arch_fit[c], arch_occ[c], arch_sol[c] = fit[w], True, sol[w]
+    return arch_fit, arch_occ, arch_sol, status
+
+
+def test_batched_insertion_matches_reference_with_collisions():
+    rng = np.random.default_rng(0)
+    a = GridArchive(3, [4, 3], [(0, 1), (0, 1)])
+    for _ in range(6):
+        b = 200
+        desc = rng.uniform(-0.2, 1.2, size=(b, 2)).astype(np.float32)  # out of range clipped
+        fit = rng.integers(0, 20, size=b).astype(np.float32)  # many ties
+        fit[rng.random(b) < 0.1] = np.nan
+        fit[rng.random(b) < 0.05] = -np.inf
+        sol = rng.normal(size=(b, 3)).astype(np.float32)
+        cells = a.index_of(desc).numpy()
+        ref = reference_insert(a.fitness.numpy()[:12], a.occupied.numpy()[:12], a.solutions.numpy()[:12],
+                               cells, fit, sol)
+        res = a.add(sol, fit, desc)
+        np.testing.assert_array_equal(a.occupied.numpy()[:12], ref[1])
+        np.testing.assert_array_equal(a.fitness.numpy()[:12][ref[1]], ref[0][ref[1]])
+        np.testing.assert_array_equal(a.solutions.numpy()[:12], ref[2])
+        np.testing.assert_array_equal(res.status.numpy(), ref[3])
+        assert not a.occupied.numpy()[12]  # trash row stays empty
+
+
+def test_grid_index_row_major_and_clipping():
+    a = GridArchive(1, [10, 5], [(0, 1), (-1, 1)])
+    idx = a.index_of(tf.constant([[0.0, -1.0], [0.95, 0.99], [2.0, 5.0], [0.15, 0.0]])).numpy()
+    assert list(idx) == [0, 9 * 5 + 4, 49, 1 * 5 + 2]
+
+
+def test_cvt_archive_nearest_centroid_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path))
+    a = CVTArchive(2, cells=50, ranges=[(0, 1), (0, 1)], num_samples=5000, iterations=10)
+    assert list((tmp_path / "cvt").glob("*.npy"))
+    c = a.centroids.numpy()
+    pts = np.random.default_rng(1).uniform(size=(300, 2)).astype(np.float32)
+    ref = np.argmin(((pts[:, None] - c[None]) ** 2).sum(-1), 1)
+    np.testing.assert_array_equal(a.index_of(pts).numpy(), ref)
+    b = CVTArchive(2, cells=50, ranges=[(0, 1), (0, 1)], num_samples=5000, iterations=10)
+    np.testing.assert_array_equal(b.centroids.numpy(), c)
+    # centroids spread over the box: every sample's nearest centroid is close
+    assert np.max(np.sqrt(((pts[:, None] - c[None]) ** 2).sum(-1)).min(1)) < 0.25
+
+
+def _run(seed, gens, emitters_fn, dim=10, ckpt=None):
+    a = GridArchive(dim, [20, 20], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(dim))
+    me = MAPElites(a, emitters_fn(dim), init_bounds=(0, 1), seed=seed)
+    return me
+
+
+def test_rastrigin_qd_coverage_and_score_grow_to_targets():
+    dim = 20
+    a = GridArchive(dim, [32, 32], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(dim))
+    me = MAPElites(a, [IsoLineEmitter(dim, 256, bounds=(0, 1))], init_bounds=(0, 1), seed=0)
+    cov, qd = [], []
+    for _ in range(60):  # 15360 evaluations
+        x = me.ask()
+        f, d = rastrigin_qd(x)
+        me.tell(x, f, d)
+        m = me.metrics()
+        cov.append(m["coverage"])
+        qd.append(m["qd_score"])
+    assert all(np.diff(qd) >= 0) and all(np.diff(cov) >= 0)  # elitist archive never loses
+    assert cov[-1] >= 0.9 and cov[0] < 0.25
+    assert qd[-1] > 1.5 * qd[0]
+    # mean fitness improves well beyond the random initial batch
+    assert m["max_fitness"] > -300
+
+
+def test_reproducible_and_checkpoint_resume_exact(tmp_path):
+    def make():
+        a = GridArchive(6, [10, 10], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(6))
+        em = [IsoLineEmitter(6, 32, bounds=(0, 1)), GaussianEmitter(6, 16, sigma=0.05, bounds=(0, 1)),
+              PolynomialMutationEmitter(6, 16, bounds=(0, 1))]
+        return MAPElites(a, em, init_bounds=(0, 1), seed=7)
+
+    def step(me):
+        x = me.ask()
+        f, d = rastrigin_qd(x)
+        me.tell(x, f, d)
+        return x.numpy()
+
+    full = make()
+    xs = [step(full) for _ in range(8)]
+    part = make()
+    for _ in range(4):
+        step(part)
+    path = tf.train.Checkpoint(me=part).save(str(tmp_path / "ck"))
+    resumed = make()
+    tf.train.Checkpoint(me=resumed).restore(path)
+    for i in range(4, 8):
+        np.testing.assert_array_equal(step(resumed), xs[i])
+    np.testing.assert_array_equal(resumed.archive.fitness.numpy(), full.archive.fitness.numpy())
+
+
+def test_bad_inputs():
+    a = GridArchive(3, [4, 4], [(0, 1), (0, 1)])
+    with pytest.raises(ShapeError, match="descriptors"):
+        a.add(np.zeros((5, 3)), np.zeros(5), np.zeros((5, 3)))
+    with pytest.raises(ConfigError, match="high > low"):
+        GridArchive(3, [4], [(1, 0)])
+    with pytest.raises(ConfigError, match="solution_dim"):
+        MAPElites(a, [GaussianEmitter(4, 8)], init_bounds=(0, 1))
+    me = MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=(0, 1))
+    with pytest.raises(ShapeError, match="fitness"):
+        me.tell(me.ask(), np.zeros(7), np.zeros((7, 2)))
+
+
+def test_tasks_and_heatmap(tmp_path):
+    x = tf.fill([2, 4], 0.5)  # maps to the origin
+    f, d = rastrigin_qd(x)
+    np.testing.assert_allclose(f.numpy(), 0.0, atol=1e-4)
+    np.testing.assert_allclose(d.numpy(), 0.5)
+    f, _ = sphere_qd(tf.zeros([1, 3]))
+    np.testing.assert_allclose(f.numpy(), [-3 * 5.12**2], rtol=1e-6)
+    f, d = sphere_linproj(tf.fill([1, 4], 0.4 * 5.12))
+    np.testing.assert_allclose(f.numpy(), [100.0], rtol=1e-6)
+    np.testing.assert_allclose(d.numpy(), [[2 * 2.048, 2 * 2.048]], rtol=1e-6)
+    a = GridArchive(4, [8, 8], [(0, 1), (0, 1)])
+    xs = tf.random.stateless_uniform([100, 4], seed=[1, 2])
+    f, d = rastrigin_qd(xs)
+    a.add(xs, f, d)
+    out = archive_heatmap(a, tmp_path / "h.png")
+    assert out.stat().st_size > 1000

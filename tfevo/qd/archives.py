@@ -1,0 +1,314 @@
+"""Preallocated MAP-Elites archives: :class:`GridArchive` and :class:`CVTArchive`.
+
+An archive holds, for each of its ``cells``, one elite: its solution
+``[cells, D]``, fitness ``[cells]`` and descriptor ``[cells, k]``, plus an
+``occupied`` mask.  All of it lives in fixed-shape ``tf.Variable``s, so an
+archive is checkpointable and every operation is one tensor program.
+
+Insertion of a batch (:meth:`Archive.add`) resolves collisions in one pass:
+candidates with a non-finite fitness (NaN/-inf: "dead") are dropped; among
+candidates landing in the same cell only the best survives (ties: the first in
+the batch); it enters only if the cell is empty or its fitness is strictly
+higher than the incumbent's.  The returned status per candidate is
+``0`` not added, ``1`` improved an occupied cell, ``2`` filled a new cell, and
+the improvement value is the fitness gain (or fitness minus the QD offset for
+a new cell), which CMA-ME-style emitters rank by.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError, sanitize_fitness
+
+__all__ = ["Archive", "GridArchive", "CVTArchive", "AddResult", "kmeans_centroids"]
+
+
+class AddResult(NamedTuple):
+    """Per-candidate outcome of :meth:`Archive.add`."""
+
+    status: tf.Tensor  # int32 [B]: 0 not added, 1 improved, 2 new cell
+    value: tf.Tensor  # float32 [B]: improvement (new: fitness - offset), 0 if not added
+    cell: tf.Tensor  # int32 [B]: the cell each candidate maps to
+
+
+class Archive(tf.Module):
+    """Base class: storage, batched insertion, sampling and metrics.
+
+    Subclasses define ``num_cells``, ``descriptor_dim`` and :meth:`index_of`.
+
+    Args:
+      solution_dim: D.
+      qd_offset: the fitness offset of the QD-score
+        (``qd_score = sum over filled cells of (fitness - qd_offset)``); set it
+        to a lower bound of the fitness so every elite counts positively.
+    """
+
+    def __init__(self, solution_dim: int, num_cells: int, descriptor_dim: int, qd_offset: float = 0.0,
+                 name: str | None = None):
+        super().__init__(name=name)
+        if int(solution_dim) < 1:
+            raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
+        if int(num_cells) < 1:
+            raise ConfigError(f"an archive needs at least one cell, got {num_cells}")
+        self.solution_dim = int(solution_dim)
+        self.num_cells = int(num_cells)
+        self.descriptor_dim = int(descriptor_dim)
+        self.qd_offset = float(qd_offset)
+        # One extra "trash" row absorbs the writes of candidates that do not enter.
+        self.solutions = tf.Variable(tf.zeros([self.num_cells + 1, self.solution_dim]), trainable=False,
+                                     name="solutions")
+        self.fitness = tf.Variable(tf.fill([self.num_cells + 1], -np.inf), trainable=False, name="fitness")
+        self.descriptors = tf.Variable(tf.zeros([self.num_cells + 1, self.descriptor_dim]), trainable=False,
+                                       name="descriptors")
+        self.occupied = tf.Variable(tf.zeros([self.num_cells + 1], tf.bool), trainable=False, name="occupied")
+        self._add_fn = None
+
+    # -- to implement -------------------------------------------------------
+    def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
+        """Cell index ``int32 [B]`` of each descriptor ``[B, k]``."""
+        raise NotImplementedError
+
+    # -- insertion ----------------------------------------------------------
+    def _check(self, solutions, fitness, descriptors):
+        solutions = tf.convert_to_tensor(solutions, tf.float32)
+        fitness = tf.convert_to_tensor(fitness, tf.float32)
+        descriptors = tf.convert_to_tensor(descriptors, tf.float32)
+        b = solutions.shape[0]
+        if solutions.shape.rank != 2 or solutions.shape[1] != self.solution_dim:
+            raise ShapeError(f"solutions must have shape [B, {self.solution_dim}], got {solutions.shape.as_list()}")
+        if fitness.shape.as_list() != [b]:
+            raise ShapeError(f"fitness must have shape [{b}], got {fitness.shape.as_list()}")
+        if descriptors.shape.as_list() != [b, self.descriptor_dim]:
+            raise ShapeError(
+                f"descriptors must have shape [{b}, {self.descriptor_dim}], got {descriptors.shape.as_list()}")
+        return solutions, fitness, descriptors
+
+    def _add(self, solutions, fitness, descriptors):
+        n = self.num_cells
+        b = tf.shape(fitness)[0]
+        fitness = sanitize_fitness(fitness)
+        finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
+        alive = tf.math.is_finite(fitness) & finite_desc
+        cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
+        masked = tf.where(alive, fitness, -np.inf)
+        # (ii) best candidate per cell within the batch
+        seg = tf.where(alive, cell, n)  # dead candidates go to the trash segment
+        batch_best = tf.math.unsorted_segment_max(masked, seg, n + 1)
+        is_best = alive & tf.equal(masked, tf.gather(batch_best, seg))
+        order = tf.range(b)
+        first = tf.math.unsorted_segment_min(tf.where(is_best, order, b), seg, n + 1)
+        winner = is_best & tf.equal(order, tf.gather(first, seg))
+        # (iii) against the incumbent
+        inc_fit = tf.gather(self.fitness, cell)
+        inc_occ = tf.gather(self.occupied, cell)
+        better = winner & (tf.logical_not(inc_occ) | (masked > inc_fit))
+        target = tf.where(better, cell, n)[:, None]
+        self.solutions.scatter_nd_update(target, solutions)
+        self.fitness.scatter_nd_update(target, masked)
+        self.descriptors.scatter_nd_update(target, descriptors)
+        self.occupied.scatter_nd_update(target, tf.ones([b], tf.bool))
+        # keep the trash row empty
+        self.fitness.scatter_nd_update([[n]], [-np.inf])
+        self.occupied.scatter_nd_update([[n]], [False])
+        # status/value for every candidate (also the non-winners, against the pre-batch incumbent)
+        new = alive & tf.logical_not(inc_occ)
+        improve = alive & inc_occ & (masked > inc_fit)
+        status = tf.where(better & new, 2, tf.where(better & improve, 1, 0))
+        value = tf.where(new, masked - self.qd_offset, tf.where(improve, masked - inc_fit, 0.0))
+        return AddResult(status=tf.cast(status, tf.int32), value=tf.where(alive, value, 0.0), cell=cell)
+
+    def add(self, solutions, fitness, descriptors) -> AddResult:
+        """Inserts a batch (see the module docstring for the exact rule)."""
+        solutions, fitness, descriptors = self._check(solutions, fitness, descriptors)
+        if self._add_fn is None:
+            self._add_fn = tf.function(self._add, jit_compile=False)
+        return self._add_fn(solutions, fitness, descriptors)
+
+    # -- reading ------------------------------------------------------------
+    def sample(self, n: int, seed: tf.Tensor) -> tf.Tensor:
+        """``n`` solutions drawn uniformly (with replacement) among filled cells.
+
+        If the archive is empty, returns zeros (callers initialize first).
+        """
+        occ = self.occupied[: self.num_cells]
+        logits = tf.where(occ, 0.0, -np.inf)[None]
+        logits = tf.where(tf.reduce_any(occ), logits, tf.zeros_like(logits))
+        idx = tf.random.stateless_categorical(logits, n, seed=seed, dtype=tf.int32)[0]
+        return tf.gather(self.solutions, idx)
+
+    def sample_indices(self, n: int, seed: tf.Tensor) -> tf.Tensor:
+        occ = self.occupied[: self.num_cells]
+        logits = tf.where(occ, 0.0, -np.inf)[None]
+        logits = tf.where(tf.reduce_any(occ), logits, tf.zeros_like(logits))
+        return tf.random.stateless_categorical(logits, n, seed=seed, dtype=tf.int32)[0]
+
+    @property
+    def size(self) -> tf.Tensor:
+        return tf.reduce_sum(tf.cast(self.occupied[: self.num_cells], tf.int32))
+
+    def metrics(self) -> dict[str, float]:
+        """coverage (fraction of cells filled), qd_score, max_fitness, mean_fitness, size."""
+        occ = self.occupied[: self.num_cells].numpy()
+        fit = self.fitness[: self.num_cells].numpy().astype(np.float64)
+        if not occ.any():
+            return {"coverage": 0.0, "qd_score": 0.0, "max_fitness": float("nan"),
+                    "mean_fitness": float("nan"), "size": 0}
+        return {
+            "coverage": float(occ.mean()),
+            "qd_score": float(np.sum(fit[occ] - self.qd_offset)),
+            "max_fitness": float(fit[occ].max()),
+            "mean_fitness": float(fit[occ].mean()),
+            "size": int(occ.sum()),
+        }
+
+    def elites(self):
+        """(solutions, fitness, descriptors, cell indices) of the filled cells, as numpy."""
+        occ = self.occupied[: self.num_cells].numpy()
+        idx = np.nonzero(occ)[0]
+        return (self.solutions.numpy()[idx], self.fitness.numpy()[idx], self.descriptors.numpy()[idx], idx)
+
+    def best(self):
+        """(solution, fitness) of the best elite."""
+        fit = tf.where(self.occupied, self.fitness, -np.inf)
+        i = tf.argmax(fit)
+        return self.solutions[i], fit[i]
+
+
+class GridArchive(Archive):
+    """A regular grid over a box of descriptor space.
+
+    Args:
+      solution_dim: D.
+      dims: bins per descriptor dimension, e.g. ``[100, 100]``.
+      ranges: ``[(low, high), ...]`` per descriptor dimension.  Descriptors
+        outside are clipped into the border cells (as pyribs does).
+      qd_offset: see :class:`Archive`.
+
+    Example:
+
+    >>> archive = GridArchive(10, dims=[20, 20], ranges=[(0, 1), (0, 1)])
+    >>> res = archive.add(x, fitness, descriptors)
+    """
+
+    def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None):
+        dims = [int(d) for d in dims]
+        if not dims or any(d < 1 for d in dims):
+            raise ConfigError(f"dims must be a non-empty list of positive bin counts, got {dims}")
+        ranges = [tuple(float(v) for v in r) for r in ranges]
+        if len(ranges) != len(dims):
+            raise ConfigError(f"ranges has {len(ranges)} entries but dims has {len(dims)}")
+        for lo, hi in ranges:
+            if not hi > lo:
+                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+        super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name)
+        self.dims = dims
+        self.ranges = ranges
+        self._lo = tf.constant([r[0] for r in ranges], tf.float32)
+        self._hi = tf.constant([r[1] for r in ranges], tf.float32)
+        self._bins = tf.constant(dims, tf.int32)
+        strides = np.cumprod([1] + dims[::-1])[:-1][::-1].copy()  # row-major
+        self._strides = tf.constant(strides, tf.int32)
+
+    def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
+        """Per-dimension bin ``int32 [B, k]``."""
+        d = tf.convert_to_tensor(descriptors, tf.float32)
+        frac = (d - self._lo) / (self._hi - self._lo)
+        b = tf.cast(tf.floor(frac * tf.cast(self._bins, tf.float32)), tf.int32)
+        return tf.clip_by_value(b, 0, self._bins - 1)
+
+    def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(self.grid_index(descriptors) * self._strides, axis=1)
+
+    def cell_centers(self) -> np.ndarray:
+        axes = [np.linspace(lo, hi, d + 1)[:-1] + (hi - lo) / d / 2 for (lo, hi), d in zip(self.ranges, self.dims)]
+        mesh = np.meshgrid(*axes, indexing="ij")
+        return np.stack([m.reshape(-1) for m in mesh], axis=1)
+
+
+def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
+    """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
+    x = tf.convert_to_tensor(samples, tf.float32)
+    n = int(x.shape[0])
+    if n < k:
+        raise ConfigError(f"k-means needs at least k={k} samples, got {n}")
+    perm = tf.argsort(tf.random.stateless_uniform([n], seed=[seed, 17]))[:k]
+    c = tf.gather(x, perm)
+    x2 = tf.reduce_sum(x * x, 1, keepdims=True)
+
+    @tf.function
+    def step(c):
+        d = x2 - 2.0 * tf.matmul(x, c, transpose_b=True) + tf.reduce_sum(c * c, 1)[None]
+        a = tf.argmin(d, 1, output_type=tf.int32)
+        s = tf.math.unsorted_segment_sum(x, a, k)
+        cnt = tf.math.unsorted_segment_sum(tf.ones([n]), a, k)
+        return tf.where(cnt[:, None] > 0, s / tf.maximum(cnt[:, None], 1.0), c)
+
+    for _ in range(int(iterations)):
+        c = step(c)
+    return c.numpy()
+
+
+class CVTArchive(Archive):
+    """A centroidal Voronoi tessellation archive (Vassiliades et al. 2018).
+
+    Centroids come from k-means on ``num_samples`` points drawn uniformly in
+    the descriptor box (TensorFlow k-means, seeded) and are cached on disk
+    (``$TFEVO_CACHE`` or ``~/.cache/tfevo/cvt``) keyed by all their parameters,
+    so the next run with the same settings loads them.  A descriptor's cell is
+    its nearest centroid.
+
+    Args:
+      solution_dim: D.
+      cells: number of centroids.
+      ranges: ``[(low, high), ...]`` per descriptor dimension.
+      num_samples: points for k-means (default ``max(100_000, 10*cells)``).
+      centroids: optionally, an array ``[cells, k]`` to use directly.
+    """
+
+    def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
+                 iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, name: str | None = None):
+        ranges = [tuple(float(v) for v in r) for r in ranges]
+        for lo, hi in ranges:
+            if not hi > lo:
+                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+        k = len(ranges)
+        if centroids is None:
+            centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
+                                        iterations, seed, cache)
+        centroids = np.asarray(centroids, np.float32)
+        if centroids.shape != (int(cells), k):
+            raise ShapeError(f"centroids must have shape [{cells}, {k}], got {list(centroids.shape)}")
+        super().__init__(solution_dim, int(cells), k, qd_offset, name=name)
+        self.ranges = ranges
+        self.centroids = tf.constant(centroids)
+        self._c2 = tf.reduce_sum(self.centroids * self.centroids, 1)
+
+    @staticmethod
+    def _centroids(cells, ranges, num_samples, iterations, seed, cache):
+        key = hashlib.sha256(repr((cells, ranges, num_samples, iterations, seed)).encode()).hexdigest()[:16]
+        root = os.environ.get("TFEVO_CACHE") or os.path.join(Path.home(), ".cache", "tfevo")
+        path = Path(root) / "cvt" / f"cvt-{key}.npy"
+        if cache and path.is_file():
+            return np.load(path)
+        lo = np.array([r[0] for r in ranges], np.float32)
+        hi = np.array([r[1] for r in ranges], np.float32)
+        u = tf.random.stateless_uniform([num_samples, len(ranges)], seed=[seed, 3]).numpy()
+        c = kmeans_centroids(lo + u * (hi - lo), cells, iterations, seed)
+        if cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
+            np.save(tmp, c)
+            os.replace(tmp, path)
+        return c
+
+    def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
+        d = tf.convert_to_tensor(descriptors, tf.float32)
+        dist = self._c2[None] - 2.0 * tf.matmul(d, self.centroids, transpose_b=True)
+        return tf.argmin(dist, axis=1, output_type=tf.int32)

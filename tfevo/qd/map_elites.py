@@ -1,0 +1,110 @@
+"""MAP-Elites as ask/tell (Mouret & Clune 2015; batched as in QDax 2022).
+
+::
+
+    me = MAPElites(archive, [IsoLineEmitter(D, 1000, bounds=(0, 1))], init_bounds=(0, 1), seed=0)
+    for _ in range(100):
+        x = me.ask()
+        fitness, descriptors = task(x)
+        me.tell(x, fitness, descriptors)
+    me.metrics()   # coverage, qd_score, max/mean fitness
+
+The first ``ask`` (archive empty) returns ``batch_size`` solutions drawn
+uniformly in ``init_bounds`` (or from ``init_solutions``).  Each later ``ask``
+concatenates the emitters' batches in order; ``tell`` inserts them all in one
+batched insertion and hands each emitter its slice of the outcome.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness
+from tfevo.qd.archives import Archive
+from tfevo.qd.emitters import Emitter
+from tfevo.registry import register
+
+__all__ = ["MAPElites"]
+
+
+@register("strategy", "map_elites")
+class MAPElites(tf.Module):
+    """MAP-Elites with any archive and a mix of emitters.
+
+    Args:
+      archive: a :class:`~tfevo.qd.GridArchive` or :class:`~tfevo.qd.CVTArchive`.
+      emitters: list of :class:`~tfevo.qd.emitters.Emitter` (their
+        ``solution_dim`` must equal the archive's).
+      init_bounds: ``(low, high)`` for the random initial batch.
+      init_solutions: or an explicit ``[B, D]`` initial batch.
+      seed: the run's seed.
+    """
+
+    def __init__(self, archive: Archive, emitters: list[Emitter], init_bounds=None, init_solutions=None,
+                 seed: int = 0, name: str | None = None):
+        super().__init__(name=name)
+        if not emitters:
+            raise ConfigError("MAPElites needs at least one emitter")
+        for e in emitters:
+            if e.solution_dim != archive.solution_dim:
+                raise ConfigError(
+                    f"emitter {type(e).__name__} has solution_dim {e.solution_dim}, archive has {archive.solution_dim}")
+        if init_bounds is None and init_solutions is None:
+            raise ConfigError("give init_bounds=(low, high) or init_solutions for the first batch")
+        self.archive = archive
+        self.emitters = list(emitters)
+        self.batch_size = sum(e.batch_size for e in emitters)
+        self.num_dims = archive.solution_dim
+        self.popsize = self.batch_size
+        self.seeds = SeedStream(seed)
+        self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
+        if init_solutions is not None:
+            init = tf.convert_to_tensor(init_solutions, tf.float32)
+            if init.shape.as_list() != [self.batch_size, self.num_dims]:
+                raise ShapeError(f"init_solutions must have shape [{self.batch_size}, {self.num_dims}], "
+                                 f"got {init.shape.as_list()}")
+            self._init = init
+            self._init_bounds = None
+        else:
+            lo, hi = init_bounds
+            self._init = None
+            self._init_bounds = (np.broadcast_to(np.float32(lo), [self.num_dims]).astype(np.float32),
+                                 np.broadcast_to(np.float32(hi), [self.num_dims]).astype(np.float32))
+        self._emit_fn = None
+
+    def ask(self) -> tf.Tensor:
+        """The next batch ``[batch_size, D]``."""
+        seed = self.seeds.next()
+        if int(self.archive.size.numpy()) == 0:
+            if self._init is not None:
+                return self._init
+            lo, hi = self._init_bounds
+            u = tf.random.stateless_uniform([self.batch_size, self.num_dims], seed=seed)
+            return lo + u * (hi - lo)
+        seeds = tf.random.experimental.stateless_split(seed, len(self.emitters))
+        return tf.concat([e.emit(self.archive, seeds[i]) for i, e in enumerate(self.emitters)], axis=0)
+
+    def tell(self, solutions, fitness, descriptors) -> None:
+        """Inserts the evaluated batch and informs the emitters."""
+        fitness = check_fitness(fitness, self.batch_size)
+        descriptors = tf.convert_to_tensor(descriptors, tf.float32)
+        was_empty = int(self.archive.size.numpy()) == 0
+        result = self.archive.add(solutions, fitness, descriptors)
+        if not was_empty:
+            start = 0
+            for e in self.emitters:
+                sl = slice(start, start + e.batch_size)
+                e.tell(solutions[sl], fitness[sl], descriptors[sl],
+                       type(result)(result.status[sl], result.value[sl], result.cell[sl]))
+                start += e.batch_size
+        self.generation.assign_add(1)
+        self.evaluations.assign_add(self.batch_size)
+
+    def metrics(self) -> dict[str, float]:
+        return self.archive.metrics()
+
+    @property
+    def best(self):
+        return self.archive.best()

@@ -1,0 +1,87 @@
+"""Quality-diversity benchmark tasks, vectorized over the batch.
+
+Each task maps solutions ``x [B, D]`` to ``(fitness [B], descriptors [B, 2])``.
+
+* :func:`rastrigin_qd` / :func:`sphere_qd` -- the QDax black-box tasks:
+  parameters in ``[0, 1]^D`` are mapped affinely to ``[-5.12, 5.12]^D``;
+  fitness is the negated Rastrigin / sphere value; the descriptors are the
+  first two parameters (in ``[0, 1]``).  Fitness bounds: Rastrigin in
+  ``[-(10 + 5.12^2 + 10) D, 0]`` (use ``qd_offset = rastrigin_qd_offset(D)``),
+  sphere in ``[-5.12^2 D, 0]``.
+* :func:`rastrigin_linproj` / :func:`sphere_linproj` -- the pyribs/CMA-ME
+  linear-projection variants: unbounded ``x``, the optimum shifted to
+  ``0.4 * 5.12``, fitness normalized to ``[0, 100]``, descriptors the sums of
+  the (clipped) first and second halves of ``x``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from tfevo.registry import register
+
+__all__ = ["rastrigin_qd", "sphere_qd", "rastrigin_linproj", "sphere_linproj", "rastrigin_qd_offset",
+           "linproj_descriptor_bounds"]
+
+_R = 5.12
+
+
+def _to_domain(x):
+    return tf.convert_to_tensor(x, tf.float32) * (2 * _R) - _R
+
+
+@register("problem", "rastrigin_qd", doc="QDax Rastrigin QD task: [0,1]^D -> negated Rastrigin, desc = x[:2]")
+def rastrigin_qd(x):
+    x = tf.convert_to_tensor(x, tf.float32)
+    z = _to_domain(x)
+    d = tf.cast(tf.shape(x)[1], tf.float32)
+    f = 10.0 * d + tf.reduce_sum(z * z - 10.0 * tf.cos(2.0 * math.pi * z), axis=1)
+    return -f, x[:, :2]
+
+
+def rastrigin_qd_offset(dim: int) -> float:
+    """A lower bound of :func:`rastrigin_qd` fitness (the QD-score offset)."""
+    return -float(dim) * (10.0 + _R**2 + 10.0)
+
+
+@register("problem", "sphere_qd", doc="QDax Sphere QD task: [0,1]^D -> negated sphere, desc = x[:2]")
+def sphere_qd(x):
+    x = tf.convert_to_tensor(x, tf.float32)
+    z = _to_domain(x)
+    return -tf.reduce_sum(z * z, axis=1), x[:, :2]
+
+
+def _linproj_desc(x):
+    clipped = tf.where(tf.abs(x) <= _R, x, _R / x)
+    half = tf.shape(x)[1] // 2
+    return tf.stack([tf.reduce_sum(clipped[:, :half], 1), tf.reduce_sum(clipped[:, half:], 1)], axis=1)
+
+
+def linproj_descriptor_bounds(dim: int):
+    """Descriptor ranges of the linear-projection tasks: each half sums to at most 5.12 * D/2."""
+    b = _R * (dim // 2)
+    return [(-b, b), (-b, b)]
+
+
+@register("problem", "sphere_linproj", doc="pyribs sphere with linear-projection descriptors, fitness in [0,100]")
+def sphere_linproj(x):
+    x = tf.convert_to_tensor(x, tf.float32)
+    d = tf.cast(tf.shape(x)[1], tf.float32)
+    shift = 0.4 * _R
+    raw = tf.reduce_sum(tf.square(x - shift), 1)
+    worst = tf.square(-_R - shift) * d
+    return (raw - worst) / (0.0 - worst) * 100.0, _linproj_desc(x)
+
+
+@register("problem", "rastrigin_linproj", doc="pyribs Rastrigin with linear-projection descriptors, fitness in [0,100]")
+def rastrigin_linproj(x):
+    x = tf.convert_to_tensor(x, tf.float32)
+    d = tf.cast(tf.shape(x)[1], tf.float32)
+    shift = 0.4 * _R
+    z = x - shift
+    raw = 10.0 * d + tf.reduce_sum(z * z - 10.0 * tf.cos(2.0 * math.pi * z), 1)
+    zw = -_R - shift
+    worst = (10.0 + zw * zw - 10.0 * math.cos(2.0 * math.pi * zw)) * d
+    return (raw - worst) / (0.0 - worst) * 100.0, _linproj_desc(x)
