@@ -1,0 +1,641 @@
+"""Batched MuJoCo locomotion environments stepped in native threads.
+
+:class:`MujocoVectorEnv` runs ``num_envs`` copies of one Gymnasium ``-v5``
+locomotion task (Swimmer, Hopper, HalfCheetah, Walker2d, Ant, Humanoid) on one
+``MjModel`` compiled from the very XML file Gymnasium uses.  Each step gives
+the same observations, rewards, terminations and truncations as
+``gymnasium.make(env_id)`` with its default keyword arguments, from the same
+start state and actions (the tests check this to ~1e-12 in float64).
+
+Two backends step the simulations; both release the GIL, so ``send`` returns
+at once and TensorFlow can run inference while the physics runs:
+
+* ``"batch"`` -- MuJoCo's own batched stepper (``mujoco.batch.Batch``): every
+  simulation is a row of one state array, stepped by a C++ thread pool, and
+  the fields the task reads are copied out by MuJoCo into ``[N, ...]`` arrays,
+  so no Python runs per simulation.  Used where the task reads only fields
+  that ``mj_step`` computes (Swimmer, Hopper, HalfCheetah, Walker2d).
+* ``"threads"`` -- one ``MjData`` per simulation and a persistent pool of
+  Python threads, each looping over its share of the simulations calling
+  ``mj_step`` and ``mj_rnePostConstraint`` (both release the GIL).  Needed for
+  Ant and Humanoid, whose observations and contact costs use ``cfrc_ext``
+  computed *after* the step, as Gymnasium does.
+
+Rewards, terminations, observations and reset noise are computed with numpy
+over the whole batch (:mod:`tfevo.envs.mujoco_tasks`).
+
+MuJoCo's default log handler appends warnings to ``MUJOCO_LOG.TXT`` in the
+current directory; creating an environment turns that file off (console
+printing stays) unless the user has configured a log file path of their own.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.envs.base import ActionSpec, HostVectorEnv
+from tfevo.envs import mujoco_tasks
+from tfevo.registry import register
+
+__all__ = ["MujocoVectorEnv", "MUJOCO_ENV_IDS"]
+
+MUJOCO_ENV_IDS = mujoco_tasks.ENV_IDS
+_LOG_LOCK = threading.Lock()
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mujoco():
+    try:
+        import mujoco  # noqa: F401
+    except ImportError as e:  # pragma: no cover
+        raise ConfigError("MuJoCo environments need the `mujoco` package: pip install mujoco") from e
+    return mujoco
+
+
+def assets_dir() -> Path:
+    """Folder of the XML models shipped with the installed Gymnasium."""
+    try:
+        import gymnasium
+    except ImportError as e:  # pragma: no cover
+        raise ConfigError("MuJoCo environments load Gymnasium's model files: pip install gymnasium") from e
+    return Path(gymnasium.__file__).resolve().parent / "envs" / "mujoco" / "assets"
+
+
+def disable_log_file() -> None:
+    """Stops MuJoCo's default handler from writing ``MUJOCO_LOG.TXT`` in the cwd.
+
+    Only the default relative log file is turned off; a log file path that the
+    user configured with ``mujoco.MjLogConfig`` is left alone.  Warnings are
+    still printed to the console.
+    """
+    mujoco = _mujoco()
+    if not hasattr(mujoco, "MjLogConfig"):  # pragma: no cover - MuJoCo < 3.4
+        return
+    with _LOG_LOCK:
+        cfg = mujoco.MjLogConfig.get()
+        if cfg.logto_file and not os.path.isabs(cfg.logfile):
+            cfg.logto_file = False
+            cfg.set()
+
+
+def _compile(task: mujoco_tasks.Task):
+    """The task's MjModel plus floor-contact sensors for the feet descriptors.
+
+    Contact sensors only read contacts; they do not change the dynamics (the
+    agreement tests compare against Gymnasium's unmodified model).
+    """
+    mujoco = _mujoco()
+    path = assets_dir() / task.xml
+    if not path.is_file():
+        raise ConfigError(f"model file {path} not found; is Gymnasium >= 1.0 installed?")
+    spec = mujoco.MjSpec.from_file(str(path))
+    for g in task.feet:
+        spec.add_sensor(
+            name=f"_tfevo_contact_{g}",
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_GEOM,
+            objname=g,
+            reftype=mujoco.mjtObj.mjOBJ_GEOM,
+            refname=task.floor,
+            intprm=[1 << int(mujoco.mjtConDataField.mjCONDATA_FOUND), 0, 1],
+        )
+    # Gymnasium's XML files use attributes MuJoCo prints deprecation notes about;
+    # they are not the user's concern, so compile with the console quiet.
+    with _LOG_LOCK:
+        cfg = mujoco.MjLogConfig.get() if hasattr(mujoco, "MjLogConfig") else None
+        if cfg is not None:
+            quiet = mujoco.MjLogConfig.get()
+            quiet.logto_console = False
+            quiet.logto_file = False
+            quiet.set()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = spec.compile()
+        finally:
+            if cfg is not None:
+                cfg.set()
+    return model
+
+
+# ------------------------------------------------------------------ randomness
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finalizer, elementwise on uint64 arrays (wrapping arithmetic)."""
+    x = np.asarray(x, np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return x
+
+
+def _uniform01(keys: np.ndarray, count: int, offset: int = 0) -> np.ndarray:
+    """``[n, count]`` float64 in [0, 1): counter-based stream per key, vectorized."""
+    ctr = np.arange(offset + 1, offset + count + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = keys[:, None] + ctr[None, :] * np.uint64(0x9E3779B97F4A7C15)
+    return (_mix64(x) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def _normal(keys: np.ndarray, count: int, offset: int) -> np.ndarray:
+    """``[n, count]`` standard normals (Box-Muller on two uniform streams)."""
+    u1 = _uniform01(keys, count, offset)
+    u2 = _uniform01(keys, count, offset + count)
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
+# --------------------------------------------------------------------- workers
+class _Job:
+    """Countdown latch for the chunks of one send(), with error capture."""
+
+    def __init__(self, parts: int):
+        self._left = parts
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.error: BaseException | None = None
+        if parts == 0:
+            self._done.set()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        with self._lock:
+            if error is not None and self.error is None:
+                self.error = error
+            self._left -= 1
+            if self._left <= 0:
+                self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+
+
+class _Pool:
+    """A fixed set of daemon threads, each with its own FIFO of callables."""
+
+    def __init__(self, nthreads: int, name: str):
+        self._queues = [queue.SimpleQueue() for _ in range(nthreads)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(q,), name=f"{name}-{i}", daemon=True)
+            for i, q in enumerate(self._queues)
+        ]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _run(q: queue.SimpleQueue) -> None:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            fn, job = item
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - re-raised by recv()
+                job.finish(e)
+            else:
+                job.finish()
+
+    def submit(self, fns: list) -> _Job:
+        """Runs ``fns[i]`` on thread ``i`` (None = nothing); returns the latch."""
+        todo = [(i, f) for i, f in enumerate(fns) if f is not None]
+        job = _Job(len(todo))
+        for i, f in todo:
+            self._queues[i].put((f, job))
+        return job
+
+    def close(self) -> None:
+        for q in self._queues:
+            q.put(None)
+        for t in self._threads:
+            t.join(timeout=5)
+
+
+# -------------------------------------------------------------------- backends
+class _BatchBackend:
+    """All simulations as rows of one ``mujoco.batch.Batch`` (native threads)."""
+
+    name = "batch"
+
+    def __init__(self, model, task, num_envs: int, num_threads: int):
+        from mujoco import batch as mjbatch
+
+        self.model, self.task = model, task
+        self.b = mjbatch.Batch(model, num_envs, nthread=num_threads)
+        self.raw = {"qpos": self.b.bind("qpos"), "qvel": self.b.bind("qvel")}
+        for f in task.fields:
+            self.raw[f] = self.b.bind(f)
+        if model.nsensordata:
+            self.raw["sensordata"] = self.b.bind("sensordata")
+        self.ctrl = self.b.bind("ctrl")
+        self._pool = _Pool(1, "tfevo-mujoco-batch")
+        self.b.reset()
+
+    def set_state(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        mujoco = _mujoco()
+        self.b.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE.value)
+        self.raw["qpos"][ids] = qpos
+        self.raw["qvel"][ids] = qvel
+        self.b.forward(ids)
+
+    def start_step(self, ids: np.ndarray, ctrl: np.ndarray) -> _Job:
+        self.ctrl[ids] = ctrl
+        nstep = self.task.frame_skip
+        return self._pool.submit([lambda: self.b.step(ids, nstep=nstep)])
+
+    def get_data(self, i: int):
+        return self.b.get_data(int(i))
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _ThreadBackend:
+    """One MjData per simulation; a pool of Python threads around mj_step."""
+
+    name = "threads"
+
+    def __init__(self, model, task, num_envs: int, num_threads: int):
+        mujoco = _mujoco()
+        self.model, self.task = model, task
+        self.datas = [mujoco.MjData(model) for _ in range(num_envs)]
+        d0 = self.datas[0]
+        names = ["qpos", "qvel", *task.fields] + (["sensordata"] if model.nsensordata else [])
+        self.raw = {f: np.zeros((num_envs, *np.shape(getattr(d0, f))), np.float64) for f in names}
+        self._names = names
+        self.nthreads = max(1, int(num_threads))
+        self._pool = _Pool(self.nthreads, "tfevo-mujoco")
+        for i in range(num_envs):
+            self._gather(i, self.datas[i])
+
+    def _gather(self, i: int, d) -> None:
+        for f in self._names:
+            self.raw[f][i] = getattr(d, f)
+
+    def set_state(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        mujoco = _mujoco()
+        m = self.model
+        for j, i in enumerate(ids):  # reset path, not per step
+            d = self.datas[i]
+            mujoco.mj_resetData(m, d)
+            d.qpos[:] = qpos[j]
+            d.qvel[:] = qvel[j]
+            mujoco.mj_forward(m, d)
+            self._gather(i, d)
+
+    def start_step(self, ids: np.ndarray, ctrl: np.ndarray) -> _Job:
+        mujoco = _mujoco()
+        m, datas, nstep, rne = self.model, self.datas, self.task.frame_skip, self.task.rne_post
+        step, post, gather = mujoco.mj_step, mujoco.mj_rnePostConstraint, self._gather
+
+        def run(lo: int, hi: int):
+            def body():
+                for j in range(lo, hi):
+                    i = ids[j]
+                    d = datas[i]
+                    d.ctrl[:] = ctrl[j]
+                    step(m, d, nstep)
+                    if rne:
+                        post(m, d)
+                    gather(i, d)
+
+            return body
+
+        n = len(ids)
+        k = min(self.nthreads, n)
+        bounds = np.linspace(0, n, k + 1).astype(int) if k else [0]
+        fns = [run(bounds[t], bounds[t + 1]) for t in range(k)]
+        return self._pool.submit(fns)
+
+    def get_data(self, i: int):
+        return self.datas[int(i)]
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# ------------------------------------------------------------------------- env
+class MujocoVectorEnv(HostVectorEnv):
+    """``num_envs`` copies of a Gymnasium ``-v5`` MuJoCo locomotion task.
+
+    Same models, frame skips, rewards, terminations, observations and reset
+    noise distributions as ``gymnasium.make(env_id)`` with default kwargs,
+    truncation after ``max_episode_steps`` (Gymnasium's ``TimeLimit``).
+    Actions are not clipped (MuJoCo clips controls to ``ctrlrange`` inside the
+    step; control costs use the action as given, as Gymnasium does).
+
+    Args:
+      env_id: one of ``Swimmer-v5``, ``Hopper-v5``, ``HalfCheetah-v5``,
+        ``Walker2d-v5``, ``Ant-v5``, ``Humanoid-v5``.
+      num_envs: number of simulations (slots).
+      num_threads: native threads stepping them (default: all CPUs).
+      backend: ``"batch"`` (MuJoCo's batched stepper), ``"threads"`` (a
+        Python thread pool around ``mj_step``) or ``"auto"`` (batch where the
+        task allows it; Ant and Humanoid need ``"threads"``).
+      seed: seeds the reset noise of slots reset without an explicit seed.
+      max_episode_steps: steps before ``truncated`` (Gymnasium: 1000).
+      obs_dtype: dtype of observations (float32, or float64 for exactness).
+
+    Example::
+
+        import numpy as np
+        from tfevo.envs import make
+        env = make("HalfCheetah-v5", 64)
+        obs = env.reset(np.arange(64), seeds=np.arange(64))
+        env.send(np.zeros((64, 6), np.float32), np.arange(64))
+        # ... run TensorFlow inference for another group here ...
+        idx, obs, reward, terminated, truncated = env.recv()
+        print(env.descriptors(idx).shape)   # (64, 4): x, y, 2 feet
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        num_threads: int | None = None,
+        backend: str = "auto",
+        seed: int = 0,
+        max_episode_steps: int = 1000,
+        obs_dtype=np.float32,
+    ):
+        tasks = mujoco_tasks.make_tasks()
+        if env_id not in tasks:
+            raise ConfigError(
+                f"unknown MuJoCo environment {env_id!r}; known: {', '.join(tasks)}"
+            )
+        if int(num_envs) < 1:
+            raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+        if int(max_episode_steps) < 1:
+            raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        if backend not in ("auto", "batch", "threads"):
+            raise ConfigError(f"backend must be 'auto', 'batch' or 'threads', got {backend!r}")
+        task = tasks[env_id]
+        if backend == "auto":
+            backend = "threads" if task.rne_post else "batch"
+        if backend == "batch" and task.rne_post:
+            raise ConfigError(
+                f"{env_id} reads cfrc_ext after mj_rnePostConstraint, which mujoco.batch cannot "
+                "compute; use backend='threads'"
+            )
+        obs_dtype = np.dtype(obs_dtype)
+        if obs_dtype not in (np.float32, np.float64):
+            raise ConfigError(f"obs_dtype must be float32 or float64, got {obs_dtype}")
+        num_threads = (os.cpu_count() or 1) if num_threads is None else int(num_threads)
+        if num_threads < 1:
+            raise ConfigError(f"num_threads must be >= 1, got {num_threads}")
+
+        disable_log_file()
+        mujoco = _mujoco()
+        self.env_id = env_id
+        self.task = task
+        self.num_envs = int(num_envs)
+        self.max_episode_steps = int(max_episode_steps)
+        self.observation_dtype = obs_dtype
+        self.model = _compile(task)
+        m = self.model
+        if isinstance(task.position, mujoco_tasks._MassCenter):
+            task.position.body_mass = m.body_mass.copy()
+        self.dt = float(m.opt.timestep * task.frame_skip)
+        ref = mujoco.MjData(m)
+        self.init_qpos = ref.qpos.copy()
+        self.init_qvel = ref.qvel.copy()
+        low, high = m.actuator_ctrlrange.copy().astype(np.float32).T
+        self.action_spec = ActionSpec(discrete=False, shape=(m.nu,), low=low, high=high)
+        self.num_threads = num_threads
+        cls = _BatchBackend if backend == "batch" else _ThreadBackend
+        self._sim = cls(m, task, self.num_envs, num_threads)
+        self.backend = self._sim.name
+        obs = task.observe(self._rows(np.arange(1)))
+        self.observation_shape = (int(obs.shape[1]),)
+        self.foot_geoms = tuple(task.feet)
+        self.descriptor_names = ("x", "y") + tuple(f"contact:{g}" for g in task.feet)
+        # per-slot bookkeeping
+        self._base_key = _mix64(np.array([np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)]))[0]
+        self._episode = np.zeros(self.num_envs, np.uint64)
+        self._steps = np.zeros(self.num_envs, np.int64)
+        self._contact_steps = np.zeros((self.num_envs, len(task.feet)), np.int64)
+        self._busy = np.zeros(self.num_envs, bool)
+        self._pending: collections.deque = collections.deque()
+        self._closed = False
+
+    # ------------------------------------------------------------ helpers
+    def _rows(self, ids: np.ndarray) -> dict:
+        return {f: np.asarray(a[ids], np.float64) for f, a in self._sim.raw.items()}
+
+    def _check_indices(self, indices, what: str) -> np.ndarray:
+        if indices is None:
+            return np.arange(self.num_envs)
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+            raise ShapeError(f"{what}: indices must be a 1-D integer array, got shape {idx.shape} {idx.dtype}")
+        idx = idx.astype(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
+            raise ShapeError(f"{what}: indices must be in [0, {self.num_envs}), got {idx.min()}..{idx.max()}")
+        if np.unique(idx).size != idx.size:
+            raise ShapeError(f"{what}: indices must be unique")
+        if self._closed:
+            raise ConfigError(f"{what}: the environment is closed")
+        return idx
+
+    def _check_idle(self, idx: np.ndarray, what: str) -> None:
+        if self._busy[idx].any():
+            raise ConfigError(f"{what}: slots {idx[self._busy[idx]][:5].tolist()} are still stepping; call recv() first")
+
+    def _obs(self, raw: dict) -> np.ndarray:
+        return self.task.observe(raw).astype(self.observation_dtype, copy=False)
+
+    def _start(self, idx: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        order = np.argsort(idx, kind="stable")
+        ids = idx[order].astype(np.int32)
+        self._sim.set_state(ids, qpos[order], qvel[order])
+        self._steps[idx] = 0
+        self._contact_steps[idx] = 0
+        out = np.empty((idx.size, *self.observation_shape), self.observation_dtype)
+        out[order] = self._obs(self._rows(ids))
+        return out
+
+    # ------------------------------------------------------------ public API
+    def reset(self, indices: np.ndarray | None = None, seeds: np.ndarray | None = None) -> np.ndarray:
+        """Resets slots to the model's initial state plus Gymnasium's reset noise.
+
+        qpos gets uniform noise in ``[-s, s]``; qvel gets uniform or normal
+        (std ``s``) noise as the Gymnasium task does, ``s`` its
+        ``reset_noise_scale``.  The noise of a slot is a function of its seed
+        only (a counter-based stream, drawn for all slots at once); without
+        seeds, slot ``i``'s k-th reset uses a seed derived from (``seed``, i, k).
+
+        Returns:
+          float observations ``[n, obs_dim]``.
+        """
+        idx = self._check_indices(indices, "reset")
+        self._check_idle(idx, "reset")
+        n = idx.size
+        if seeds is None:
+            with np.errstate(over="ignore"):
+                keys = _mix64(_mix64(self._base_key ^ _mix64(idx.astype(np.uint64))) + self._episode[idx])
+            self._episode[idx] += np.uint64(1)
+        else:
+            s = np.asarray(seeds)
+            if s.shape != (n,) or not np.issubdtype(s.dtype, np.integer):
+                raise ShapeError(f"reset: seeds must be integers of shape ({n},), got {s.shape} {s.dtype}")
+            keys = _mix64(s.astype(np.int64).view(np.uint64) ^ np.uint64(0x5DEECE66D))
+        nq, nv, sc = self.model.nq, self.model.nv, self.task.reset_noise_scale
+        qpos = self.init_qpos + (-sc + 2.0 * sc * _uniform01(keys, nq, 0))
+        if self.task.qvel_noise == "normal":
+            qvel = self.init_qvel + sc * _normal(keys, nv, nq)
+        else:
+            qvel = self.init_qvel + (-sc + 2.0 * sc * _uniform01(keys, nv, nq))
+        return self._start(idx, qpos, qvel)
+
+    def set_state(self, indices: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """Starts episodes in ``indices`` from given joint positions/velocities.
+
+        Does what Gymnasium's reset does after drawing its noise
+        (``mj_resetData``, write qpos/qvel, ``mj_forward``), so copying
+        ``env.unwrapped.data.qpos/qvel`` from a Gymnasium env after its reset
+        continues identically.  Returns the observations ``[n, obs_dim]``.
+        """
+        idx = self._check_indices(indices, "set_state")
+        self._check_idle(idx, "set_state")
+        qpos = np.asarray(qpos, np.float64)
+        qvel = np.asarray(qvel, np.float64)
+        if qpos.shape != (idx.size, self.model.nq):
+            raise ShapeError(f"set_state: qpos must have shape ({idx.size}, {self.model.nq}), got {qpos.shape}")
+        if qvel.shape != (idx.size, self.model.nv):
+            raise ShapeError(f"set_state: qvel must have shape ({idx.size}, {self.model.nv}), got {qvel.shape}")
+        return self._start(idx, qpos, qvel)
+
+    def get_state(self, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(qpos [n, nq], qvel [n, nv])`` of the slots (float64 copies)."""
+        idx = self._check_indices(indices, "get_state")
+        self._check_idle(idx, "get_state")
+        return (np.array(self._sim.raw["qpos"][idx], np.float64), np.array(self._sim.raw["qvel"][idx], np.float64))
+
+    def send(self, actions: np.ndarray, indices: np.ndarray | None = None) -> None:
+        """Starts one step of the slots ``indices`` with ``actions [n, nu]``; returns at once.
+
+        Several sends on disjoint slots may be in flight; ``recv`` returns
+        their results in the order they were sent.
+        """
+        idx = self._check_indices(indices, "send")
+        self._check_idle(idx, "send")
+        a = np.asarray(actions)
+        nu = self.model.nu
+        if a.shape != (idx.size, nu):
+            raise ShapeError(
+                f"send: {self.env_id} takes actions of shape (len(indices), {nu}) = ({idx.size}, {nu}), got {a.shape}"
+            )
+        if not np.issubdtype(a.dtype, np.number):
+            raise ShapeError(f"send: actions must be numeric, got {a.dtype}")
+        order = np.argsort(idx, kind="stable")
+        ids = np.ascontiguousarray(idx[order], dtype=np.int32)
+        ctrl = np.ascontiguousarray(a[order], dtype=np.float64)
+        before = self.task.position(self._rows(ids))
+        self._busy[ids] = True
+        try:
+            job = self._sim.start_step(ids, ctrl)
+        except BaseException:
+            self._busy[ids] = False
+            raise
+        self._pending.append((idx, order, ids, ctrl, before, job))
+
+    def recv(self):
+        """Waits for the oldest ``send`` and returns its results.
+
+        Returns:
+          ``(indices [n] int64, obs [n, obs_dim], reward float32 [n],
+          terminated bool [n], truncated bool [n])`` in the order of the
+          ``indices`` given to ``send``.
+        """
+        if not self._pending:
+            raise ConfigError("recv() without a pending send()")
+        idx, order, ids, ctrl, before, job = self._pending.popleft()
+        try:
+            job.wait()
+        finally:
+            self._busy[ids] = False
+        raw = self._rows(ids)
+        after = self.task.position(raw)
+        xvel = (after[:, 0] - before[:, 0]) / self.dt
+        reward, terminated = self.task.reward(raw, xvel, ctrl)
+        obs = self._obs(raw)
+        self._steps[ids] += 1
+        truncated = self._steps[ids] >= self.max_episode_steps
+        if self.task.feet:
+            self._contact_steps[ids] += raw["sensordata"][:, : len(self.task.feet)] > 0
+        n = idx.size
+        o = np.empty((n, *self.observation_shape), self.observation_dtype)
+        r = np.empty(n, np.float32)
+        te = np.empty(n, bool)
+        tr = np.empty(n, bool)
+        o[order], r[order], te[order], tr[order] = obs, reward, terminated, truncated
+        return idx, o, r, te, tr
+
+    def descriptors(self, indices: np.ndarray | None = None) -> np.ndarray:
+        """Behaviour descriptors of the current episodes of ``indices``.
+
+        Columns (see ``descriptor_names``): final torso ``x, y`` (root joint
+        position; ``y`` is 0 for the planar Hopper, Walker2d and HalfCheetah),
+        then for each foot geom in ``foot_geoms`` the fraction of steps of the
+        episode at whose end that geom touched the floor, in [0, 1].
+        """
+        idx = self._check_indices(indices, "descriptors")
+        self._check_idle(idx, "descriptors")
+        xy = self.task.xy(self._rows(idx))
+        steps = np.maximum(self._steps[idx], 1)[:, None]
+        frac = self._contact_steps[idx] / steps
+        return np.concatenate([xy, frac], axis=1).astype(np.float32)
+
+    def episode_steps(self, indices: np.ndarray | None = None) -> np.ndarray:
+        """Steps taken in the current episode of each slot."""
+        idx = self._check_indices(indices, "episode_steps")
+        return self._steps[idx].copy()
+
+    def get_data(self, index: int):
+        """An ``MjData`` holding slot ``index``'s simulation (for rendering)."""
+        return self._sim.get_data(int(self._check_indices([index], "get_data")[0]))
+
+    def close(self) -> None:
+        """Stops the worker threads; the environment cannot step afterwards."""
+        if not self._closed:
+            while self._pending:
+                try:
+                    self._pending.popleft()[-1].wait()
+                except Exception:  # noqa: BLE001 - closing anyway
+                    pass
+            self._sim.close()
+            self._closed = True
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MujocoVectorEnv({self.env_id!r}, num_envs={self.num_envs}, backend={self.backend!r})"
+
+
+def _factory(env_id: str):
+    def make_env(num_envs: int = 1, **kwargs) -> MujocoVectorEnv:
+        return MujocoVectorEnv(env_id, num_envs=num_envs, **kwargs)
+
+    make_env.__name__ = f"make_{env_id.split('-')[0].lower()}"
+    make_env.__doc__ = (
+        f"{env_id}: batched MuJoCo (Gymnasium-identical), stepped in native threads. "
+        f"``make_env(num_envs, **kwargs)`` -> :class:`MujocoVectorEnv`."
+    )
+    return make_env
+
+
+for _id in MUJOCO_ENV_IDS:
+    register("env", _id)(_factory(_id))
+del _id
