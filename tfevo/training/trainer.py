@@ -143,6 +143,13 @@ class Trainer(tf.Module):
         objects = {"trainer": self, "algorithm": algorithm}
         if _is_trackable(evaluator):
             objects["evaluator"] = evaluator
+        elif hasattr(evaluator, "__dict__"):
+            # Plain-Python evaluators: checkpoint their variables/modules (seed
+            # counters, observation statistics) through a container.
+            state = {k.lstrip("_") or k: v for k, v in vars(evaluator).items()
+                     if isinstance(v, (tf.Variable, tf.Module))}
+            if state:
+                objects["evaluator"] = tf.train.Checkpoint(**state)
         for k, v in (extra_trackables or {}).items():
             objects[k] = v
         self._checkpoint = tf.train.Checkpoint(**objects)
