@@ -1,0 +1,316 @@
+"""Configuration of tensorized NEAT (neat-python names where they exist)."""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+from typing import Any
+
+from tfevo.core import ConfigError
+from tfevo.neat import functions as F
+
+__all__ = ["NEATConfig", "TENSORNEAT_ALIASES"]
+
+# TensorNEAT hyperparameter name -> NEATConfig field (same meaning).
+TENSORNEAT_ALIASES = {
+    "inputs": "num_inputs",
+    "outputs": "num_outputs",
+    "max_nodes": "max_nodes",
+    "max_conns": "max_conns",
+    "max_species": "max_species",
+    "compatibility_disjoint": "compatibility_disjoint_coefficient",
+    "compatibility_homologous": "compatibility_weight_coefficient",
+    "node_add": "node_add_prob",
+    "node_delete": "node_delete_prob",
+    "conn_add": "conn_add_prob",
+    "conn_delete": "conn_delete_prob",
+    "genome_elitism": "elitism",
+    "bias_init_std": "bias_init_stdev",
+    "response_init_std": "response_init_stdev",
+    "weight_init_std": "weight_init_stdev",
+    "activation_replace_rate": "activation_mutate_rate",
+    "aggregation_replace_rate": "aggregation_mutate_rate",
+    "fitness_target": "fitness_threshold",
+}
+
+
+@dataclasses.dataclass
+class NEATConfig:
+    """Every hyperparameter of :class:`tfevo.neat.NEAT`.
+
+    Names follow neat-python's config file where one exists; the TensorNEAT
+    paper's names are accepted by :meth:`from_dict` (see ``TENSORNEAT_ALIASES``).
+
+    Problem and capacity:
+      num_inputs, num_outputs: network inputs / outputs (input keys are
+        ``0..I-1``, output keys ``I..I+O-1``; both are real nodes in slots
+        ``0..I+O-1`` of every genome).
+      pop_size: P, the population size.
+      max_nodes: N_max, node slots per genome (inputs and outputs included).
+      max_conns: C_max, connection slots per genome.
+      feed_forward: True -> acyclic genomes (add-connection rejects cycles);
+        False -> recurrent genomes (any connection, state carried over steps).
+      num_hidden: hidden nodes of the initial genomes.
+      initial_connection: ``"full"`` (inputs->hidden->outputs, inputs->outputs
+        when there are no hidden nodes), ``"full_direct"`` (also inputs->outputs
+        when there are hidden nodes), ``"partial"`` (each connection of
+        ``full_direct`` kept with probability ``connection_fraction``) or
+        ``"none"``.
+      connection_fraction: keep probability for ``"partial"``.
+
+    Speciation (distance = node part + connection part, each
+    ``(weight_coeff * sum of homologous gene distances + disjoint_coeff *
+    #disjoint) / max(#genes)``; a node gene's distance is
+    ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
+    a connection's ``|dweight| + [enabled differs]``; input nodes are not
+    genes):
+      compatibility_disjoint_coefficient (TensorNEAT ``compatibility_disjoint``)
+      compatibility_weight_coefficient (TensorNEAT ``compatibility_homologous``)
+      compatibility_threshold: a genome joins the closest species whose
+        representative is nearer than this, else founds a new species.
+      max_species: species slots; when full, genomes join the closest species.
+
+    Stagnation and reproduction:
+      species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``,
+        a species' fitness for stagnation and ranking.
+      max_stagnation: generations without improvement of a species' fitness
+        after which it is removed.
+      species_elitism: the best this-many species are never removed for
+        stagnation.
+      elitism: best genomes of each species copied unchanged (TensorNEAT
+        ``genome_elitism``).
+      survival_threshold: fraction of each species (best first) allowed to
+        reproduce (at least 2 members when there are 2).
+      min_species_size: fewest offspring a surviving species gets.
+      spawn_number_change_rate: smoothing of offspring counts, the fraction of
+        the gap between last size and the target size closed per generation
+        (neat-python hard-codes 0.5).
+      allotment: ``"fitness"`` (neat-python: mean adjusted fitness,
+        normalised by the population's fitness range) or ``"rank"`` (linear
+        in species rank, TensorNEAT style).
+      interspecies_crossover_prob: chance that the second parent comes from
+        any species' survivors.
+      crossover_prob: chance that a non-elite child is a crossover of two
+        parents (else a mutated copy of one); neat-python always crosses
+        (a pair may be the same genome).
+
+    Structural mutation (each applied independently per child):
+      node_add_prob, node_delete_prob, conn_add_prob, conn_delete_prob.
+
+    Attribute mutation (per gene; ``*_mutate_rate`` perturbs by
+    ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value;
+    values are clipped to ``[*_min_value, *_max_value]``; ``*_init_type`` is
+    ``"gaussian"`` or ``"uniform"``):
+      bias_*, response_*, weight_* as neat-python.
+      enabled_default, enabled_mutate_rate (a hit sets a random state).
+      activation_default, activation_options, activation_mutate_rate
+        (TensorNEAT ``activation_replace_rate``).
+      aggregation_default, aggregation_options, aggregation_mutate_rate.
+
+    Runner:
+      fitness_threshold: :meth:`NEAT.run` stops when the best fitness reaches it.
+      no_fitness_termination: ignore ``fitness_threshold``.
+    """
+
+    num_inputs: int = 2
+    num_outputs: int = 1
+    pop_size: int = 150
+    max_nodes: int = 32
+    max_conns: int = 64
+    feed_forward: bool = True
+    num_hidden: int = 0
+    initial_connection: str = "full"
+    connection_fraction: float = 1.0
+
+    compatibility_disjoint_coefficient: float = 1.0
+    compatibility_weight_coefficient: float = 0.5
+    compatibility_threshold: float = 3.0
+    max_species: int = 32
+
+    species_fitness_func: str = "max"
+    max_stagnation: int = 20
+    species_elitism: int = 2
+    elitism: int = 2
+    survival_threshold: float = 0.2
+    min_species_size: int = 2
+    spawn_number_change_rate: float = 0.5
+    allotment: str = "fitness"
+    interspecies_crossover_prob: float = 0.0
+    crossover_prob: float = 1.0
+
+    node_add_prob: float = 0.2
+    node_delete_prob: float = 0.2
+    conn_add_prob: float = 0.5
+    conn_delete_prob: float = 0.5
+
+    bias_init_mean: float = 0.0
+    bias_init_stdev: float = 1.0
+    bias_init_type: str = "gaussian"
+    bias_max_value: float = 30.0
+    bias_min_value: float = -30.0
+    bias_mutate_power: float = 0.5
+    bias_mutate_rate: float = 0.7
+    bias_replace_rate: float = 0.1
+
+    response_init_mean: float = 1.0
+    response_init_stdev: float = 0.0
+    response_init_type: str = "gaussian"
+    response_max_value: float = 30.0
+    response_min_value: float = -30.0
+    response_mutate_power: float = 0.0
+    response_mutate_rate: float = 0.0
+    response_replace_rate: float = 0.0
+
+    weight_init_mean: float = 0.0
+    weight_init_stdev: float = 1.0
+    weight_init_type: str = "gaussian"
+    weight_max_value: float = 30.0
+    weight_min_value: float = -30.0
+    weight_mutate_power: float = 0.5
+    weight_mutate_rate: float = 0.8
+    weight_replace_rate: float = 0.1
+
+    enabled_default: bool = True
+    enabled_mutate_rate: float = 0.01
+
+    activation_default: str = "sigmoid"
+    activation_options: tuple = ("sigmoid",)
+    activation_mutate_rate: float = 0.0
+    aggregation_default: str = "sum"
+    aggregation_options: tuple = ("sum",)
+    aggregation_mutate_rate: float = 0.0
+
+    fitness_threshold: float = float("inf")
+    no_fitness_termination: bool = False
+
+    def __post_init__(self):
+        self.activation_options = tuple(_as_names(self.activation_options))
+        self.aggregation_options = tuple(_as_names(self.aggregation_options))
+        self.validate()
+
+    # ------------------------------------------------------------------
+    def validate(self) -> "NEATConfig":
+        """Raises :class:`ConfigError` naming the first impossible value."""
+        I, O = int(self.num_inputs), int(self.num_outputs)
+        if I < 1 or O < 1:
+            raise ConfigError(f"num_inputs and num_outputs must be >= 1, got {I}, {O}")
+        if self.pop_size < 2:
+            raise ConfigError(f"pop_size must be >= 2, got {self.pop_size}")
+        need = I + O + int(self.num_hidden)
+        if self.max_nodes < need:
+            raise ConfigError(
+                f"max_nodes={self.max_nodes} is smaller than inputs+outputs+num_hidden={need}"
+            )
+        nconn = self._initial_conn_count()
+        if self.max_conns < max(nconn, 1):
+            raise ConfigError(
+                f"max_conns={self.max_conns} cannot hold the {nconn} initial connections "
+                f"of initial_connection={self.initial_connection!r}"
+            )
+        if self.initial_connection not in ("full", "full_direct", "partial", "none"):
+            raise ConfigError(
+                f"initial_connection must be 'full', 'full_direct', 'partial' or 'none', got {self.initial_connection!r}"
+            )
+        if not 0.0 <= self.connection_fraction <= 1.0:
+            raise ConfigError(f"connection_fraction must be in [0, 1], got {self.connection_fraction}")
+        if self.max_species < 1:
+            raise ConfigError(f"max_species must be >= 1, got {self.max_species}")
+        if self.species_fitness_func not in ("max", "mean", "min", "median"):
+            raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
+        if self.allotment not in ("fitness", "rank"):
+            raise ConfigError(f"allotment must be 'fitness' or 'rank', got {self.allotment!r}")
+        if not 0.0 < self.survival_threshold <= 1.0:
+            raise ConfigError(f"survival_threshold must be in (0, 1], got {self.survival_threshold}")
+        if self.elitism < 0 or self.species_elitism < 0 or self.min_species_size < 1:
+            raise ConfigError("elitism and species_elitism must be >= 0 and min_species_size >= 1")
+        if self.max_stagnation < 1:
+            raise ConfigError(f"max_stagnation must be >= 1, got {self.max_stagnation}")
+        if not 0.0 <= self.spawn_number_change_rate <= 1.0:
+            raise ConfigError(f"spawn_number_change_rate must be in [0, 1], got {self.spawn_number_change_rate}")
+        if self.compatibility_threshold <= 0:
+            raise ConfigError(f"compatibility_threshold must be > 0, got {self.compatibility_threshold}")
+        for name in ("node_add_prob", "node_delete_prob", "conn_add_prob", "conn_delete_prob",
+                     "interspecies_crossover_prob", "crossover_prob", "enabled_mutate_rate",
+                     "activation_mutate_rate", "aggregation_mutate_rate"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ConfigError(f"{name} must be a probability in [0, 1], got {v}")
+        for a in ("bias", "response", "weight"):
+            r = getattr(self, f"{a}_mutate_rate") + getattr(self, f"{a}_replace_rate")
+            if getattr(self, f"{a}_mutate_rate") < 0 or getattr(self, f"{a}_replace_rate") < 0 or r > 1.0 + 1e-9:
+                raise ConfigError(f"{a}_mutate_rate + {a}_replace_rate must be probabilities summing to <= 1")
+            if getattr(self, f"{a}_min_value") > getattr(self, f"{a}_max_value"):
+                raise ConfigError(f"{a}_min_value must be <= {a}_max_value")
+            if getattr(self, f"{a}_init_type") not in ("gaussian", "normal", "uniform"):
+                raise ConfigError(f"{a}_init_type must be 'gaussian' or 'uniform'")
+        for n in self.activation_options + (self.activation_default,):
+            F.activation_id(n)
+        for n in self.aggregation_options + (self.aggregation_default,):
+            F.aggregation_id(n)
+        if self.activation_default not in self.activation_options:
+            raise ConfigError(f"activation_default {self.activation_default!r} is not in activation_options")
+        if self.aggregation_default not in self.aggregation_options:
+            raise ConfigError(f"aggregation_default {self.aggregation_default!r} is not in aggregation_options")
+        return self
+
+    def _initial_conn_count(self) -> int:
+        I, O, H = int(self.num_inputs), int(self.num_outputs), int(self.num_hidden)
+        if self.initial_connection == "none":
+            return 0
+        if H == 0:
+            return I * O
+        n = I * H + H * O
+        if self.initial_connection in ("full_direct", "partial"):
+            n += I * O
+        return n
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NEATConfig":
+        """Builds a config from a dict using neat-python or TensorNEAT names."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        out = {}
+        for k, v in d.items():
+            k2 = TENSORNEAT_ALIASES.get(k, k)
+            if k2 not in fields:
+                raise ConfigError(f"unknown NEAT hyperparameter {k!r}")
+            out[k2] = v
+        return cls(**out)
+
+    @classmethod
+    def from_neat_python(cls, path: str, **overrides) -> "NEATConfig":
+        """Reads a neat-python config file (the sections' keys we know); keys we
+        don't model (e.g. ``reset_on_extinction``) are ignored."""
+        cp = configparser.ConfigParser()
+        if not cp.read(path):
+            raise ConfigError(f"cannot read neat-python config {path!r}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        vals: dict[str, Any] = {}
+        for sec in cp.sections():
+            for k, v in cp.items(sec):
+                k2 = {"feed_forward": "feed_forward", "compatibility_threshold": "compatibility_threshold"}.get(k, k)
+                if k2 in fields:
+                    vals[k2] = v
+        for k, v in list(vals.items()):
+            t = type(getattr(cls, k, None)) if not isinstance(getattr(cls, k, None), tuple) else tuple
+            default = fields[k].default
+            if isinstance(default, bool):
+                vals[k] = v.strip().lower() in ("true", "1", "yes")
+            elif isinstance(default, int):
+                vals[k] = int(float(v))
+            elif isinstance(default, float):
+                vals[k] = float(v)
+            elif isinstance(default, tuple):
+                vals[k] = tuple(v.split())
+            else:
+                parts = v.split()
+                vals[k] = parts[0] if parts else v
+                if k == "initial_connection" and len(parts) > 1:
+                    vals["connection_fraction"] = float(parts[1])
+        vals.update(overrides)
+        return cls(**vals)
+
+
+def _as_names(x) -> list[str]:
+    if isinstance(x, str):
+        return x.split()
+    return [str(n) for n in x]

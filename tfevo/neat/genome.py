@@ -1,0 +1,153 @@
+"""Tensor layout of NEAT genomes and population initialisation.
+
+A population is two NaN-padded float32 tensors:
+
+* ``nodes [P, N_max, 5]`` with columns ``(key, bias, response, aggregation id,
+  activation id)``.  Slots ``0..I-1`` always hold the input nodes (keys
+  ``0..I-1``), slots ``I..I+O-1`` the output nodes (keys ``I..I+O-1``); hidden
+  nodes live in the other slots.  An empty slot is a row of NaN.
+* ``conns [P, C_max, 5]`` with columns ``(in key, out key, enabled, weight,
+  innovation marker)``.  An empty slot is a row of NaN.
+
+Node keys are global (a counter shared by the population), and innovation
+markers are global too: within a population the same ``(in, out)`` pair always
+carries the same marker, so crossover and the compatibility distance align
+homologous genes by marker.  Adding a gene writes the first NaN row; deleting
+writes NaN.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.neat import functions as F
+from tfevo.neat.config import NEATConfig
+
+__all__ = [
+    "NODE_KEY", "NODE_BIAS", "NODE_RESPONSE", "NODE_AGG", "NODE_ACT", "NODE_DIM",
+    "CONN_IN", "CONN_OUT", "CONN_ENABLED", "CONN_WEIGHT", "CONN_MARKER", "CONN_DIM",
+    "Population", "init_attribute", "initial_population", "conn_slots", "node_valid",
+    "conn_valid", "pair_hash",
+]
+
+NODE_KEY, NODE_BIAS, NODE_RESPONSE, NODE_AGG, NODE_ACT = range(5)
+NODE_DIM = 5
+CONN_IN, CONN_OUT, CONN_ENABLED, CONN_WEIGHT, CONN_MARKER = range(5)
+CONN_DIM = 5
+
+
+class Population(NamedTuple):
+    """The population tensors returned by ``NEAT.ask()``."""
+
+    nodes: tf.Tensor  # float32 [P, N_max, 5]
+    conns: tf.Tensor  # float32 [P, C_max, 5]
+
+
+def node_valid(nodes: tf.Tensor) -> tf.Tensor:
+    """bool [..., N]: which node slots hold a node."""
+    return tf.logical_not(tf.math.is_nan(nodes[..., NODE_KEY]))
+
+
+def conn_valid(conns: tf.Tensor) -> tf.Tensor:
+    """bool [..., C]: which connection slots hold a connection."""
+    return tf.logical_not(tf.math.is_nan(conns[..., CONN_IN]))
+
+
+def pair_hash(in_key: tf.Tensor, out_key: tf.Tensor) -> tf.Tensor:
+    """int64 id of an (in, out) key pair (keys are exact integers < 2**24)."""
+    a = tf.cast(tf.where(tf.math.is_nan(in_key), -1.0, in_key), tf.int64)
+    b = tf.cast(tf.where(tf.math.is_nan(out_key), -1.0, out_key), tf.int64)
+    return a * (2**25) + b
+
+
+def init_attribute(cfg: NEATConfig, name: str, shape, seed) -> tf.Tensor:
+    """Fresh values of ``bias``/``response``/``weight`` as neat-python's
+    FloatAttribute (gaussian clipped, or uniform within mean +- 2 stdev
+    clipped to the bounds)."""
+    mean = getattr(cfg, f"{name}_init_mean")
+    std = getattr(cfg, f"{name}_init_stdev")
+    lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
+    kind = getattr(cfg, f"{name}_init_type")
+    if kind == "uniform":
+        a, b = max(lo, mean - 2 * std), min(hi, mean + 2 * std)
+        return tf.random.stateless_uniform(shape, seed, minval=a, maxval=b)
+    v = mean + std * tf.random.stateless_normal(shape, seed)
+    return tf.clip_by_value(v, lo, hi)
+
+
+def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Node-slot indices (int32 [..., C]) of each connection's in and out node.
+
+    Empty connection slots get index 0; mask them with :func:`conn_valid`.
+    """
+    keys = nodes[..., NODE_KEY]  # [..., N]
+    eq_in = tf.equal(conns[..., CONN_IN][..., :, None], keys[..., None, :])
+    eq_out = tf.equal(conns[..., CONN_OUT][..., :, None], keys[..., None, :])
+    return (tf.argmax(tf.cast(eq_in, tf.int8), axis=-1, output_type=tf.int32),
+            tf.argmax(tf.cast(eq_out, tf.int8), axis=-1, output_type=tf.int32))
+
+
+def _initial_pairs(cfg: NEATConfig):
+    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
+    inputs = list(range(I))
+    outputs = list(range(I, I + O))
+    hidden = list(range(I + O, I + O + H))
+    pairs = []
+    if cfg.initial_connection == "none":
+        return pairs
+    if H == 0:
+        pairs += [(i, o) for i in inputs for o in outputs]
+    else:
+        pairs += [(i, h) for i in inputs for h in hidden]
+        pairs += [(h, o) for h in hidden for o in outputs]
+        if cfg.initial_connection in ("full_direct", "partial"):
+            pairs += [(i, o) for i in inputs for o in outputs]
+    return pairs
+
+
+def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, int, int]:
+    """Builds the initial population.
+
+    Returns ``(nodes, conns, next_node_key, next_marker)``: every genome has the
+    same structure (``cfg.initial_connection``; ``"partial"`` drops each
+    connection with probability ``1 - connection_fraction``) and fresh random
+    attributes.  The initial connections get markers ``0..n-1``.
+    """
+    P, N, C = cfg.pop_size, cfg.max_nodes, cfg.max_conns
+    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
+    seeds = tf.random.experimental.stateless_split(seed, 6)
+    n_real = I + O + H
+    keys = np.full([N], np.nan, np.float32)
+    keys[:n_real] = np.arange(n_real)
+    keys = tf.broadcast_to(tf.constant(keys), [P, N])
+    bias = init_attribute(cfg, "bias", [P, N], seeds[0])
+    resp = init_attribute(cfg, "response", [P, N], seeds[1])
+    is_input = tf.range(N) < I
+    bias = tf.where(is_input, 0.0, bias)
+    resp = tf.where(is_input, 1.0, resp)
+    agg = tf.fill([P, N], float(F.aggregation_id(cfg.aggregation_default)))
+    act = tf.fill([P, N], float(F.activation_id(cfg.activation_default)))
+    nodes = tf.stack([keys, bias, resp, agg, act], axis=-1)
+    nodes = tf.where((tf.range(N) < n_real)[None, :, None], nodes, np.nan)
+
+    pairs = _initial_pairs(cfg)
+    n = len(pairs)
+    pin = np.full([C], np.nan, np.float32)
+    pout = np.full([C], np.nan, np.float32)
+    mk = np.full([C], np.nan, np.float32)
+    if n:
+        pin[:n] = [a for a, _ in pairs]
+        pout[:n] = [b for _, b in pairs]
+        mk[:n] = np.arange(n)
+    w = init_attribute(cfg, "weight", [P, C], seeds[2])
+    en = tf.fill([P, C], 1.0 if cfg.enabled_default else 0.0)
+    conns = tf.stack([tf.broadcast_to(pin, [P, C]), tf.broadcast_to(pout, [P, C]), en, w,
+                      tf.broadcast_to(mk, [P, C])], axis=-1)
+    keep = (tf.range(C) < n)[None, :]
+    if cfg.initial_connection == "partial":
+        keep = keep & (tf.random.stateless_uniform([P, C], seeds[3]) < cfg.connection_fraction)
+    conns = tf.where(keep[..., None], conns, np.nan)
+    return nodes, conns, n_real, n

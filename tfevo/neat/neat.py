@@ -1,0 +1,368 @@
+"""NEAT as an ask/tell tf.Module (tensorized speciation and reproduction)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter, check_fitness, sanitize_fitness, worst_to_finite
+from tfevo.neat import operators as ops
+from tfevo.neat.config import NEATConfig
+from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, initial_population
+from tfevo.registry import register
+
+__all__ = ["NEAT"]
+
+_INF = float("inf")
+
+
+@register("strategy", "neat", doc="Tensorized NEAT (speciation, crossover by markers, structural mutation).")
+class NEAT(tf.Module):
+    """NeuroEvolution of Augmenting Topologies on NaN-padded population tensors.
+
+    ``ask()`` returns the population ``(nodes [P,N,5], conns [P,C,5])``;
+    ``tell(population, fitness [P])`` speciates it, removes stagnant species,
+    allots offspring, and breeds the next population (elites, crossover by
+    innovation markers, structural and attribute mutation), all as one
+    compiled TensorFlow program.  All state lives in ``tf.Variable``s, so
+    ``tf.train.Checkpoint(neat=algo)`` saves/restores a run exactly.
+
+    Example:
+
+    >>> cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=150)
+    >>> algo = NEAT(cfg, seed=0)
+    >>> pop = algo.ask()
+    >>> algo.tell(pop, fitness)          # fitness float32 [150], higher is better
+
+    Attributes (variables): ``nodes``, ``conns``, ``generation``,
+    ``next_node_key``, ``next_marker``, species tensors ``species_*``,
+    ``best_nodes``/``best_conns``/``best_fitness`` (best genome ever told),
+    ``skipped_node_slots``/``skipped_conn_slots`` (structural mutations skipped
+    because a genome had no free slot).
+    """
+
+    def __init__(self, config: NEATConfig, seed: int = 0, name: str | None = None):
+        super().__init__(name=name)
+        if not isinstance(config, NEATConfig):
+            raise ConfigError(f"config must be a NEATConfig, got {type(config).__name__}")
+        self.config = config.validate()
+        cfg = self.config
+        P, N, C, S = cfg.pop_size, cfg.max_nodes, cfg.max_conns, cfg.max_species
+        self.popsize = P
+        self.seeds = SeedStream(seed)
+        nodes, conns, nk, nm = initial_population(cfg, self.seeds.next())
+        self.nodes = tf.Variable(nodes, trainable=False, name="nodes")
+        self.conns = tf.Variable(conns, trainable=False, name="conns")
+        self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        self.next_node_key = tf.Variable(nk, dtype=tf.int64, trainable=False, name="next_node_key")
+        self.next_marker = tf.Variable(nm, dtype=tf.int64, trainable=False, name="next_marker")
+        self.next_species_key = tf.Variable(0, dtype=tf.int64, trainable=False, name="next_species_key")
+        self.species_active = tf.Variable(tf.zeros([S], tf.bool), trainable=False, name="species_active")
+        self.species_key = tf.Variable(tf.fill([S], tf.constant(-1, tf.int64)), trainable=False, name="species_key")
+        self.species_rep_nodes = tf.Variable(tf.fill([S, N, NODE_DIM], np.nan), trainable=False, name="species_rep_nodes")
+        self.species_rep_conns = tf.Variable(tf.fill([S, C, CONN_DIM], np.nan), trainable=False, name="species_rep_conns")
+        self.species_best_fitness = tf.Variable(tf.fill([S], -_INF), trainable=False, name="species_best_fitness")
+        self.species_last_improved = tf.Variable(tf.zeros([S], tf.int64), trainable=False, name="species_last_improved")
+        self.species_created = tf.Variable(tf.zeros([S], tf.int64), trainable=False, name="species_created")
+        self.species_size = tf.Variable(tf.zeros([S], tf.int32), trainable=False, name="species_size")
+        self.species_fitness = tf.Variable(tf.fill([S], -_INF), trainable=False, name="species_fitness")
+        self.member_species = tf.Variable(tf.fill([P], -1), trainable=False, name="member_species")
+        self.best_nodes = tf.Variable(nodes[0], trainable=False, name="best_nodes")
+        self.best_conns = tf.Variable(conns[0], trainable=False, name="best_conns")
+        self.best_fitness = tf.Variable(-_INF, trainable=False, name="best_fitness")
+        self.skipped_node_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_node_slots")
+        self.skipped_conn_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_conn_slots")
+        self._trace_counter = TraceCounter()
+        self._tell_fn = None
+
+    # ------------------------------------------------------------------
+    @property
+    def traces(self) -> dict[str, int]:
+        """How many times ``tell`` was traced (should stay 1)."""
+        return dict(self._trace_counter.counts)
+
+    @property
+    def num_species(self) -> int:
+        """Number of live species."""
+        return int(tf.reduce_sum(tf.cast(self.species_active, tf.int32)))
+
+    @property
+    def best(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(best nodes [N,5], best conns [C,5], its fitness) seen so far."""
+        return self.best_nodes, self.best_conns, self.best_fitness
+
+    def ask(self) -> Population:
+        """The current population ``Population(nodes [P,N,5], conns [P,C,5])``."""
+        return Population(tf.identity(self.nodes), tf.identity(self.conns))
+
+    def tell(self, population, fitness) -> None:
+        """Speciates ``population`` with its ``fitness [P]`` (higher is better;
+        NaN/-inf = worst) and breeds the next population."""
+        cfg = self.config
+        if isinstance(population, (tuple, list)) and len(population) == 2:
+            nodes, conns = population
+        else:
+            raise ShapeError("population must be the (nodes, conns) pair returned by ask()")
+        nodes = tf.convert_to_tensor(nodes, tf.float32)
+        conns = tf.convert_to_tensor(conns, tf.float32)
+        if nodes.shape.as_list() != [cfg.pop_size, cfg.max_nodes, NODE_DIM]:
+            raise ShapeError(f"nodes must have shape {[cfg.pop_size, cfg.max_nodes, NODE_DIM]}, got {nodes.shape.as_list()}")
+        if conns.shape.as_list() != [cfg.pop_size, cfg.max_conns, CONN_DIM]:
+            raise ShapeError(f"conns must have shape {[cfg.pop_size, cfg.max_conns, CONN_DIM]}, got {conns.shape.as_list()}")
+        fitness = check_fitness(fitness, cfg.pop_size)
+        if self._tell_fn is None:
+            self._tell_fn = tf.function(
+                self._trace_counter.wrap("tell", self._tell),
+                input_signature=[tf.TensorSpec(nodes.shape, tf.float32), tf.TensorSpec(conns.shape, tf.float32),
+                                 tf.TensorSpec([cfg.pop_size], tf.float32)],
+                jit_compile=False,
+            )
+        self._tell_fn(nodes, conns, fitness)
+
+    # ------------------------------------------------------------------
+    def _distances(self, rep_nodes, rep_conns, nodes, conns):
+        """[S, P] distances of S representatives to the population."""
+        return tf.map_fn(lambda rc: ops.distance_one_to_many(self.config, rc[0], rc[1], nodes, conns),
+                         (rep_nodes, rep_conns), fn_output_signature=tf.TensorSpec([None], tf.float32),
+                         parallel_iterations=4)
+
+    def _speciate(self, nodes, conns):
+        cfg = self.config
+        S, P = cfg.max_species, cfg.pop_size
+        thr = cfg.compatibility_threshold
+        gen = self.generation
+        active = self.species_active.read_value()
+        D = self._distances(self.species_rep_nodes, self.species_rep_conns, nodes, conns)
+        D = tf.where(active[:, None], D, _INF)
+        # 1) each existing species (in creation order) takes the closest free genome as representative
+        order = tf.argsort(tf.where(active, self.species_key, tf.int64.max), stable=True)
+
+        def pick(i, taken, rep_idx):
+            s = order[i]
+            d = tf.where(taken, _INF, D[s])
+            j = tf.argmin(d, output_type=tf.int32)
+            ok = active[s] & (d[j] < _INF)
+            rep_idx = tf.tensor_scatter_nd_update(rep_idx, [[s]], [tf.where(ok, j, -1)])
+            taken = taken | (tf.one_hot(j, P, on_value=True, off_value=False) & ok)
+            return i + 1, taken, rep_idx
+
+        _, taken, rep_idx = tf.while_loop(lambda i, t, r: i < S, pick,
+                                          (0, tf.zeros([P], tf.bool), tf.fill([S], -1)))
+        alive = rep_idx >= 0
+        safe = tf.maximum(rep_idx, 0)
+        rep_n = tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan)
+        rep_c = tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan)
+        D = self._distances(rep_n, rep_c, nodes, conns)
+        D = tf.where(alive[:, None], D, _INF)
+        # 2) others join the closest species within the threshold
+        best_s = tf.argmin(D, axis=0, output_type=tf.int32)
+        best_d = tf.reduce_min(D, axis=0)
+        sp = tf.where(best_d < thr, best_s, -1)
+        rep_pos = tf.boolean_mask(safe, alive)
+        rep_sp = tf.cast(tf.where(alive)[:, 0], tf.int32)
+        sp = tf.tensor_scatter_nd_update(sp, rep_pos[:, None], rep_sp)
+        keys = self.species_key.read_value()
+        created = self.species_created.read_value()
+        best_f = self.species_best_fitness.read_value()
+        last_imp = self.species_last_improved.read_value()
+        nkey = self.next_species_key.read_value()
+
+        # 3) unassigned genomes found new species (greedy, first unassigned first)
+        def found(sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx):
+            un = sp < 0
+            p = tf.argmax(tf.cast(un, tf.int8), output_type=tf.int32)
+            s = tf.argmax(tf.cast(~alive, tf.int8), output_type=tf.int32)
+            d = ops.distance_one_to_many(cfg, nodes[p], conns[p], nodes, conns)
+            D = tf.tensor_scatter_nd_update(D, [[s]], d[None])
+            join = (un & (d < thr)) | tf.one_hot(p, P, on_value=True, off_value=False)
+            sp = tf.where(join, s, sp)
+            upd = lambda x, v: tf.tensor_scatter_nd_update(x, [[s]], [v])  # noqa: E731
+            return (sp, upd(alive, True), D, upd(keys, nkey), upd(created, gen), upd(best_f, -_INF),
+                    upd(last_imp, gen), nkey + 1, upd(rep_idx, p))
+
+        sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx = tf.while_loop(
+            lambda sp, alive, *rest: tf.reduce_any(sp < 0) & tf.reduce_any(~alive), found,
+            (sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx))
+        # 4) no free species slot: join the closest species regardless of threshold
+        sp = tf.where(sp < 0, tf.argmin(D, axis=0, output_type=tf.int32), sp)
+        safe = tf.maximum(rep_idx, 0)
+        self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan))
+        self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan))
+        self.next_species_key.assign(nkey)
+        return sp, alive, keys, created, best_f, last_imp
+
+    def _spawn(self, alive, size, fit_s, adj_s, rank):
+        """Offspring per species [S] (int32, sums to P)."""
+        cfg = self.config
+        P = cfg.pop_size
+        min_size = float(max(cfg.min_species_size, cfg.elitism))
+        if cfg.allotment == "rank":
+            n_alive = tf.reduce_sum(tf.cast(alive, tf.float32))
+            share = tf.where(alive, n_alive - tf.cast(rank, tf.float32), 0.0)
+        else:
+            share = tf.where(alive, adj_s, 0.0)
+        tot = tf.reduce_sum(share)
+        target = tf.where(tot > 0, tf.maximum(min_size, share / tf.maximum(tot, 1e-12) * P), min_size)
+        prev = tf.cast(size, tf.float32)
+        d = (target - prev) * cfg.spawn_number_change_rate
+        c = tf.round(d)
+        spawn = prev + tf.where(tf.abs(c) > 0, c, tf.sign(d))
+        spawn = tf.where(alive, spawn, 0.0)
+        total = tf.reduce_sum(spawn)
+        spawn = tf.where(alive, tf.maximum(min_size, tf.round(spawn * P / tf.maximum(total, 1.0))), 0.0)
+        spawn = tf.cast(spawn, tf.int32)
+
+        # make the sum exactly P: add/remove one at a time from the largest/smallest-above-1
+        def fix(spawn):
+            diff = P - tf.reduce_sum(spawn)
+            big = tf.argmax(tf.where(alive, spawn, -1), output_type=tf.int32)
+            cand = tf.where(alive & (spawn > 1), spawn, -1)
+            shrink = tf.argmax(cand, output_type=tf.int32)
+            step = tf.clip_by_value(diff, -tf.maximum(cand[shrink] - 1, 1), P)
+            tgt = tf.where(diff > 0, big, shrink)
+            return tf.tensor_scatter_nd_add(spawn, [[tgt]], [step])
+
+        spawn = tf.while_loop(lambda s: tf.reduce_sum(s) != P, fix, (spawn,), maximum_iterations=4 * cfg.max_species + 4)[0]
+        return spawn
+
+    def _tell(self, nodes, conns, fitness):
+        cfg = self.config
+        P, S = cfg.pop_size, cfg.max_species
+        gen = self.generation.read_value()
+        f = sanitize_fitness(fitness)
+        ff = worst_to_finite(f)
+        # best genome ever
+        i = tf.argmax(f, output_type=tf.int32)
+        better = f[i] > self.best_fitness
+        self.best_nodes.assign(tf.where(better, nodes[i], self.best_nodes))
+        self.best_conns.assign(tf.where(better, conns[i], self.best_conns))
+        self.best_fitness.assign(tf.where(better, f[i], self.best_fitness))
+
+        sp, alive, keys, created, best_f, last_imp = self._speciate(nodes, conns)
+        self.member_species.assign(sp)
+        size = tf.math.unsorted_segment_sum(tf.ones([P], tf.int32), sp, S)
+        alive = alive & (size > 0)
+        if cfg.species_fitness_func == "max":
+            fit_s = tf.math.unsorted_segment_max(ff, sp, S)
+        elif cfg.species_fitness_func == "min":
+            fit_s = tf.math.unsorted_segment_min(ff, sp, S)
+        elif cfg.species_fitness_func == "mean":
+            fit_s = tf.math.unsorted_segment_mean(ff, sp, S)
+        else:  # median via sorted order
+            fit_s = self._segment_median(ff, sp, size)
+        fit_s = tf.where(alive, fit_s, -_INF)
+        improved = alive & (fit_s > best_f)
+        last_imp = tf.where(improved, gen, last_imp)
+        best_f = tf.where(improved, fit_s, best_f)
+        # stagnation, protecting the best species_elitism species
+        rank = tf.argsort(tf.argsort(-fit_s, stable=True), stable=True)  # 0 = best
+        protected = rank < cfg.species_elitism
+        stagnant = alive & ((gen - last_imp) >= cfg.max_stagnation) & ~protected
+        all_stag = tf.reduce_all(stagnant | ~alive)
+        stagnant = stagnant & ~(all_stag & tf.equal(rank, 0))
+        alive = alive & ~stagnant
+        # adjusted fitness (neat-python): mean member fitness scaled by the range
+        member_alive = tf.gather(alive, sp)
+        fmin = tf.reduce_min(tf.where(member_alive, ff, _INF))
+        fmax = tf.reduce_max(tf.where(member_alive, ff, -_INF))
+        frange = tf.maximum(1.0, fmax - fmin)
+        mean_s = tf.math.unsorted_segment_mean(ff, sp, S)
+        adj = tf.where(alive, (mean_s - fmin) / frange, 0.0)
+        arank = tf.argsort(tf.argsort(tf.where(alive, -fit_s, _INF), stable=True), stable=True)
+        spawn = self._spawn(alive, size, fit_s, adj, arank)
+
+        # ---- reproduction --------------------------------------------------
+        seeds = tf.random.experimental.stateless_split(self.seeds.next(), 8)
+        o1 = tf.argsort(-ff, stable=True)
+        o2 = tf.argsort(tf.gather(sp, o1), stable=True)
+        order = tf.gather(o1, o2)  # members grouped by species, best first
+        start = tf.cumsum(size, exclusive=True)
+        cum = tf.cumsum(spawn)
+        child_sp = tf.searchsorted(cum, tf.range(P), side="right", out_type=tf.int32)
+        child_sp = tf.minimum(child_sp, S - 1)
+        j = tf.range(P) - tf.gather(cum - spawn, child_sp)
+        n_elite = tf.minimum(size, cfg.elitism)
+        is_elite = j < tf.gather(n_elite, child_sp)
+        k = tf.minimum(size, tf.maximum(tf.cast(tf.math.ceil(cfg.survival_threshold * tf.cast(size, tf.float32)), tf.int32), 2))
+        k = tf.maximum(k, 1)
+        u = tf.random.stateless_uniform([P, 5], seeds[0])
+        kc = tf.gather(k, child_sp)
+        st = tf.gather(start, child_sp)
+        r1 = tf.minimum(tf.cast(u[:, 0] * tf.cast(kc, tf.float32), tf.int32), kc - 1)
+        r2 = tf.minimum(tf.cast(u[:, 1] * tf.cast(kc, tf.float32), tf.int32), kc - 1)
+        p1 = tf.gather(order, st + tf.where(is_elite, j, r1))
+        p2 = tf.gather(order, st + r2)
+        if cfg.interspecies_crossover_prob > 0:
+            logits = tf.where(alive, 0.0, -_INF)[None]
+            other = tf.random.stateless_categorical(logits, P, seeds[1], dtype=tf.int32)[0]
+            ko = tf.gather(k, other)
+            ro = tf.minimum(tf.cast(u[:, 2] * tf.cast(ko, tf.float32), tf.int32), ko - 1)
+            p2 = tf.where(u[:, 3] < cfg.interspecies_crossover_prob, tf.gather(order, tf.gather(start, other) + ro), p2)
+        if cfg.crossover_prob < 1.0:
+            p2 = tf.where(u[:, 4] < cfg.crossover_prob, p2, p1)
+        p2 = tf.where(is_elite, p1, p2)
+        swap = tf.gather(ff, p2) > tf.gather(ff, p1)
+        p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
+        cn, cc = ops.crossover(tf.gather(nodes, p1), tf.gather(conns, p1), tf.gather(nodes, p2),
+                               tf.gather(conns, p2), seeds[2])
+        cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, seeds[3], self.next_node_key.read_value(),
+                                              self.next_marker.read_value())
+        self.nodes.assign(cn)
+        self.conns.assign(cc)
+        self.next_node_key.assign(nk)
+        self.next_marker.assign(nm)
+        self.skipped_node_slots.assign_add(skn)
+        self.skipped_conn_slots.assign_add(skc)
+        # species bookkeeping (stagnant species die)
+        self.species_active.assign(alive)
+        self.species_key.assign(tf.where(alive, keys, -1))
+        self.species_created.assign(created)
+        self.species_best_fitness.assign(tf.where(alive, best_f, -_INF))
+        self.species_last_improved.assign(last_imp)
+        self.species_size.assign(tf.where(alive, size, 0))
+        self.species_fitness.assign(fit_s)
+        self.species_rep_nodes.assign(tf.where(alive[:, None, None], self.species_rep_nodes, np.nan))
+        self.species_rep_conns.assign(tf.where(alive[:, None, None], self.species_rep_conns, np.nan))
+        self.generation.assign_add(1)
+        return tf.constant(0)
+
+    @staticmethod
+    def _segment_median(x, seg, size):
+        o1 = tf.argsort(x, stable=True)
+        o2 = tf.argsort(tf.gather(seg, o1), stable=True)
+        xs = tf.gather(x, tf.gather(o1, o2))
+        start = tf.cumsum(size, exclusive=True)
+        lo = start + tf.maximum(size - 1, 0) // 2
+        hi = start + size // 2
+        n = tf.shape(x)[0] - 1
+        return 0.5 * (tf.gather(xs, tf.minimum(lo, n)) + tf.gather(xs, tf.minimum(hi, n)))
+
+    # ------------------------------------------------------------------
+    def run(self, evaluate: Callable, generations: int, fitness_threshold: float | None = None,
+            verbose: bool = False) -> dict:
+        """Host loop: ``evaluate(population) -> fitness [P]`` for up to
+        ``generations`` generations, stopping once the best fitness reaches
+        ``fitness_threshold`` (default: the config's).  Returns a summary dict
+        with ``generations`` run, ``solved`` and ``best_fitness``."""
+        thr = self.config.fitness_threshold if fitness_threshold is None else fitness_threshold
+        if self.config.no_fitness_termination:
+            thr = _INF
+        solved, g = False, 0
+        t0 = time.perf_counter()
+        for g in range(1, int(generations) + 1):
+            pop = self.ask()
+            fit = evaluate(pop)
+            best_now = float(tf.reduce_max(sanitize_fitness(fit)))
+            if best_now >= thr:
+                self.tell(pop, fit)
+                solved = True
+                break
+            self.tell(pop, fit)
+            if verbose:
+                print(f"gen {g}: best {best_now:.4f} species {self.num_species}")
+        return {"generations": g, "solved": solved, "best_fitness": float(self.best_fitness.numpy()),
+                "seconds": time.perf_counter() - t0}

@@ -1,0 +1,120 @@
+"""Fitness problems for NEAT populations: XOR, 3-bit XOR, function fitting.
+
+A problem is callable on a population ``(nodes, conns)`` and returns fitness
+``float32 [P]`` (higher is better); the whole population is evaluated on all
+cases in one compiled call.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.neat import network as net
+from tfevo.neat.config import NEATConfig
+from tfevo.registry import register
+
+__all__ = ["SupervisedProblem", "XOR", "XOR3", "FunctionFit"]
+
+
+class SupervisedProblem:
+    """Fitness from input/target pairs.
+
+    ``fitness = max_fitness - sum over cases and outputs of (y - target)^2``
+    (neat-python's XOR example uses ``4 - sum``; ``max_fitness`` defaults to the
+    number of cases) when ``loss="sse"``; ``loss="mse"`` gives
+    ``-mean squared error``.
+    """
+
+    def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
+        self.inputs = np.asarray(inputs, np.float32)
+        self.targets = np.asarray(targets, np.float32)
+        if self.inputs.ndim != 2 or self.targets.ndim != 2 or len(self.inputs) != len(self.targets):
+            raise ConfigError("inputs must be [B, I] and targets [B, O] with the same B")
+        if loss not in ("sse", "mse"):
+            raise ConfigError(f"loss must be 'sse' or 'mse', got {loss!r}")
+        self.loss = loss
+        self.max_fitness = float(len(self.inputs) if max_fitness is None else max_fitness)
+        self.num_inputs = self.inputs.shape[1]
+        self.num_outputs = self.targets.shape[1]
+        self._fns = {}
+
+    def config(self, **kw) -> NEATConfig:
+        """A NEATConfig with this problem's input/output counts (overrides in ``kw``)."""
+        return NEATConfig(num_inputs=self.num_inputs, num_outputs=self.num_outputs, **kw)
+
+    def _compile(self, cfg: NEATConfig, P: int, N: int, C: int):
+        x = tf.constant(self.inputs)
+        t = tf.constant(self.targets)
+        I, O = self.num_inputs, self.num_outputs
+
+        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)])
+        def fit(nodes, conns):
+            n = net.transform(nodes, conns, I, cfg.feed_forward)
+            xb = tf.broadcast_to(x[None], [P, x.shape[0], I])
+            if cfg.feed_forward:
+                y = net.forward(n, xb, I, O, cfg.activation_options, cfg.aggregation_options)
+            else:
+                state = net.initial_state(n, x.shape[0])
+                _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1)
+            err = tf.square(y - t[None])
+            if self.loss == "sse":
+                f = self.max_fitness - tf.reduce_sum(err, axis=[1, 2])
+            else:
+                f = -tf.reduce_mean(err, axis=[1, 2])
+            return tf.where(tf.math.is_finite(f), f, -np.inf)
+
+        return fit
+
+    def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
+        """Fitness ``[P]`` of ``population = (nodes, conns)``."""
+        nodes, conns = population
+        P, N, C = nodes.shape[0], nodes.shape[1], conns.shape[1]
+        key = (id(config), P, N, C)
+        if key not in self._fns:
+            self._fns[key] = self._compile(config, P, N, C)
+        return self._fns[key](nodes, conns)
+
+    def __call__(self, population, config: NEATConfig) -> tf.Tensor:
+        return self.evaluate(population, config)
+
+
+def _parity(bits: int):
+    xs = np.array(list(itertools.product([0.0, 1.0], repeat=bits)), np.float32)
+    ys = (xs.sum(1) % 2)[:, None].astype(np.float32)
+    return xs, ys
+
+
+@register("problem", "xor", doc="2-input XOR for NEAT (fitness 4 - SSE, solved at 3.9).")
+class XOR(SupervisedProblem):
+    """2-input XOR; fitness ``4 - sum of squared errors`` (solved at 3.9 as in
+    neat-python's example)."""
+
+    solved_at = 3.9
+
+    def __init__(self):
+        super().__init__(*_parity(2))
+
+
+@register("problem", "xor3", doc="3-input parity (XOR) for NEAT (fitness 8 - SSE).")
+class XOR3(SupervisedProblem):
+    """3-input parity; fitness ``8 - sum of squared errors`` (solved at 7.8)."""
+
+    solved_at = 7.8
+
+    def __init__(self):
+        super().__init__(*_parity(3))
+
+
+@register("problem", "neat_function_fit", doc="Fit y = f(x) on a grid with NEAT (fitness -MSE).")
+class FunctionFit(SupervisedProblem):
+    """Fit a 1-D function on ``num_points`` points of ``[low, high]``;
+    fitness ``-mean squared error``.  Example: ``FunctionFit(np.sin, -3, 3)``."""
+
+    def __init__(self, fn=None, low: float = -1.0, high: float = 1.0, num_points: int = 32):
+        fn = fn or (lambda x: x ** 2)
+        x = np.linspace(low, high, num_points, dtype=np.float32)[:, None]
+        super().__init__(x, np.asarray(fn(x), np.float32), loss="mse")
