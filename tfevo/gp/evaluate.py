@@ -1,0 +1,223 @@
+"""Evaluation of all trees on all data points at once.
+
+Two implementations with the same results:
+
+* :func:`evaluate_reference` -- pure TensorFlow: a stack machine that walks
+  the prefix arrays right to left (one ``tf.while_loop`` step per position,
+  vectorised over trees and data points; the population is processed in
+  chunks to bound memory).
+* the C++ op ``GpEval``/``GpMse`` from ``custom_ops/gp_eval.cc`` -- the same
+  stack machine threaded over (tree, block of 64 points) work items, i.e.
+  population x data "hybrid" parallelism.
+
+:func:`evaluate` and :func:`mse` pick the op when it is built and every
+function in use is a built-in, else the reference.  ``backend="tf"`` or
+``"op"`` forces one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo import ops as _ops
+from tfevo.core import ConfigError, ShapeError
+from tfevo.gp.trees import CONST, FUNC, OUT, PAD, VAR, FunctionSet, Trees, get_function, node_arity
+
+__all__ = ["evaluate", "evaluate_reference", "mse", "mse_reference", "op_available", "BACKENDS"]
+
+BACKENDS = ("auto", "op", "tf")
+
+
+def op_available() -> bool:
+    """True if the ``gp_eval`` custom op is built and loadable."""
+    return _ops.load("gp_eval") is not None
+
+
+def _all_functions() -> FunctionSet:
+    from tfevo.gp.trees import _TABLE
+
+    return FunctionSet(list(_TABLE))
+
+
+def _stack_depth(L: int, fset: FunctionSet) -> int:
+    a = max(fset.max_arity, 2)
+    return 1 + ((a - 1) * (L - 1)) // a + 1
+
+
+def _eval_chunk(types, values, sizes, x, fset: FunctionSet, K: int):
+    """Reference stack machine for one chunk of trees; returns [C, K, N]."""
+    C = tf.shape(types)[0]
+    L = types.shape[1]
+    per_tree = x.shape.rank == 3
+    N = tf.shape(x)[-2]
+    S = _stack_depth(L, fset)
+    ar = node_arity(types, values)
+    maxlen = tf.reduce_max(sizes[:, 0])
+    xt = tf.transpose(x, [0, 2, 1]) if per_tree else tf.transpose(x)  # [C,F,N] / [F,N]
+    F = tf.shape(x)[-1]
+    rows = tf.range(C)
+    fids = [f.fid for f in fset.functions]
+    tT, vT, aT = tf.transpose(types), tf.transpose(values), tf.transpose(ar)
+    nan = tf.constant(np.nan, tf.float32)
+
+    def body(j, stack, sp, outs, bad):
+        t, v, a = tT[j], vT[j], aT[j]
+        real = tf.not_equal(t, PAD)
+        args = []
+        for q in range(max(fset.max_arity, 1)):
+            idx = tf.clip_by_value(sp - 1 - q, 0, S)
+            args.append(tf.gather(stack, idx, batch_dims=1))  # [C, N]
+        vi = tf.cast(v, tf.int32)
+        var_ok = (vi >= 0) & (vi < F)
+        if per_tree:
+            xv = tf.gather(xt, tf.clip_by_value(vi, 0, F - 1), batch_dims=1)
+        else:
+            xv = tf.gather(xt, tf.clip_by_value(vi, 0, F - 1))
+        xv = tf.where(var_ok[:, None], xv, nan)
+        res = tf.where(tf.equal(t, CONST)[:, None], v[:, None] * tf.ones_like(args[0]), xv)
+        known = tf.zeros_like(real)
+        for f, fid in zip(fset.functions, fids):
+            sel = tf.equal(t, FUNC) & tf.equal(vi, fid)
+            known = known | sel
+            res = tf.where(sel[:, None], f.tf_fn(*args[: f.arity]), res)
+        is_out = tf.equal(t, OUT)
+        res = tf.where(is_out[:, None], args[0], res)
+        bad = bad | (tf.equal(t, FUNC) & ~known) | (real & (sp < a))
+        if K > 1:
+            k = tf.clip_by_value(vi, 0, K - 1)
+            add = tf.where(is_out[:, None], args[0], 0.0)
+            outs = tf.tensor_scatter_nd_add(outs, tf.stack([rows, k], 1), add)
+        new_sp = tf.where(real & ~is_out, sp - a + 1, sp)
+        slot = tf.where(real & ~is_out, new_sp - 1, S)  # S = scratch slot
+        stack = tf.tensor_scatter_nd_update(stack, tf.stack([rows, slot], 1), res)
+        return j - 1, stack, new_sp, outs, bad
+
+    stack0 = tf.zeros(tf.stack([C, S + 1, N]))
+    outs0 = tf.zeros(tf.stack([C, K, N]))
+    _, stack, sp, outs, bad = tf.while_loop(
+        lambda j, *_: j >= 0, body,
+        (maxlen - 1, stack0, tf.zeros([C], tf.int32), outs0, tf.zeros([C], tf.bool)))
+    bad = bad | tf.not_equal(sp, 1) | (sizes[:, 0] <= 0)
+    y = stack[:, 0:1, :] if K == 1 else outs
+    return tf.where(bad[:, None, None], nan, y)
+
+
+def _prep(trees, x):
+    t = tf.convert_to_tensor(trees[0], tf.int32)
+    v = tf.convert_to_tensor(trees[1], tf.float32)
+    s = tf.convert_to_tensor(trees[2], tf.int32)
+    x = tf.convert_to_tensor(x, tf.float32)
+    if t.shape.rank != 2:
+        raise ShapeError(f"trees must be [P, L_max], got {t.shape.as_list()}")
+    if x.shape.rank not in (2, 3):
+        raise ShapeError(f"x must be [N, F] or [P, N, F], got {x.shape.as_list()}")
+    return t, v, s, x
+
+
+def evaluate_reference(trees, x, num_outputs: int = 1, functions=None,
+                       chunk_bytes: int = 64 << 20) -> tf.Tensor:
+    """Pure-TensorFlow evaluation of every tree on every point.
+
+    Args:
+      trees: :class:`Trees` (or a (types, values, sizes) triple), ``[P, L]``.
+      x: float32 ``[N, F]`` (shared data) or ``[P, N, F]`` (per tree).
+      num_outputs: ``K``; with ``K > 1`` output ``k`` is the sum of the
+        values reaching the ``out k`` nodes.
+      functions: the functions that may occur (a :class:`FunctionSet` or
+        names); default: the whole table (slower).
+      chunk_bytes: memory budget of one chunk of trees' stacks.
+
+    Returns:
+      float32 ``[P, N]`` (``K == 1``) or ``[P, K, N]``; NaN for invalid
+      trees.
+    """
+    t, v, s, x = _prep(trees, x)
+    fset = _all_functions() if functions is None else FunctionSet(functions)
+    K = int(num_outputs)
+    P, L = t.shape[0], t.shape[1]
+    N = x.shape[-2]
+    S = _stack_depth(L, fset)
+    per = max(1, int(chunk_bytes // max(1, (S + 1 + K) * (N or 1) * 4)))
+    if P is None or P <= per:
+        y = _eval_chunk(t, v, s, x, fset, K)
+    else:
+        nch = -(-P // per)
+        pad = nch * per - P
+        def padit(a):
+            return tf.pad(a, [[0, pad]] + [[0, 0]] * (a.shape.rank - 1))
+        tp, vp, spd = padit(t), padit(v), padit(s)
+        if x.shape.rank == 3:
+            xp = tf.reshape(padit(x), [nch, per, N, x.shape[2]])
+        else:
+            xp = None
+        def one(i):
+            sl = slice(None)
+            del sl
+            ti = tf.reshape(tp, [nch, per, L])[i]
+            vi = tf.reshape(vp, [nch, per, L])[i]
+            si = tf.reshape(spd, [nch, per, L])[i]
+            xi = x if xp is None else xp[i]
+            return _eval_chunk(ti, vi, si, xi, fset, K)
+        ys = tf.map_fn(one, tf.range(nch), fn_output_signature=tf.TensorSpec([per, K, N], tf.float32),
+                       parallel_iterations=1)
+        y = tf.reshape(ys, [nch * per, K, N])[:P]
+    return y[:, 0, :] if K == 1 else y
+
+
+def _use_op(backend: str, fset: FunctionSet | None) -> bool:
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if backend == "tf":
+        return False
+    builtin = fset is None or fset.builtin_only
+    if backend == "op":
+        if not builtin:
+            raise ConfigError("backend='op' cannot evaluate user-registered functions")
+        if not op_available():
+            raise ConfigError("backend='op' requested but the gp_eval custom op is not available")
+        return True
+    return builtin and op_available()
+
+
+def evaluate(trees, x, num_outputs: int = 1, functions=None, backend: str = "auto") -> tf.Tensor:
+    """Evaluates every tree on every point: ``[P, N]`` or ``[P, K, N]``.
+
+    Uses the C++ op when available (``backend="auto"``), else
+    :func:`evaluate_reference`; see there for the arguments.
+    """
+    fset = None if functions is None else FunctionSet(functions)
+    t, v, s, x = _prep(trees, x)
+    if _use_op(backend, fset):
+        y = _ops.load("gp_eval").gp_eval(t, v, s, x, num_outputs=int(num_outputs))
+        return y[:, 0, :] if int(num_outputs) == 1 else y
+    return evaluate_reference((t, v, s), x, num_outputs, fset)
+
+
+def _finite_loss(loss):
+    return tf.where(tf.math.is_finite(loss), loss, tf.constant(np.inf, tf.float32))
+
+
+def mse_reference(trees, x, y, functions=None) -> tf.Tensor:
+    """Mean squared error per tree ``[P]`` (pure TF); non-finite => ``inf``."""
+    pred = evaluate_reference(trees, x, 1, functions)
+    y = tf.convert_to_tensor(y, tf.float32)
+    return _finite_loss(tf.reduce_mean(tf.square(pred - y[None, :]), axis=1))
+
+
+def mse(trees, x, y, functions=None, backend: str = "auto") -> tf.Tensor:
+    """Mean squared error of every tree on ``(x [N, F], y [N])``: ``[P]``.
+
+    With the op this is fused (predictions are never materialised).  A tree
+    whose predictions are not all finite gets ``inf``.
+    """
+    fset = None if functions is None else FunctionSet(functions)
+    t, v, s, x = _prep(trees, x)
+    y = tf.convert_to_tensor(y, tf.float32)
+    if y.shape.rank != 1:
+        raise ShapeError(f"y must be [N], got {y.shape.as_list()}")
+    if x.shape.rank != 2:
+        raise ShapeError(f"x must be [N, F] for mse, got {x.shape.as_list()}")
+    if _use_op(backend, fset):
+        return _finite_loss(_ops.load("gp_eval").gp_mse(t, v, s, x, y))
+    return mse_reference((t, v, s), x, y, fset)

@@ -1,0 +1,586 @@
+"""Tensorized prefix encoding of GP trees and the function table.
+
+A population of ``P`` trees is three tensors of shape ``[P, L_max]``
+(:class:`Trees`):
+
+* ``types``  (int32): :data:`PAD`, :data:`CONST`, :data:`VAR`, :data:`FUNC`
+  or :data:`OUT`;
+* ``values`` (float32): the constant, the variable index, the function id or
+  the output index;
+* ``sizes``  (int32): the number of nodes of the subtree rooted at each
+  position (0 on padding).
+
+Nodes are stored in prefix order, so the subtree rooted at position ``i`` is
+the slice ``[i, i + sizes[i])`` and the whole tree occupies
+``[0, sizes[0])``.  Positions after the tree are padding.
+
+Output nodes (:data:`OUT`, value = output index ``k``) have one child.  They
+pass their child's value up unchanged and add it to output ``k``; a tree with
+``num_outputs > 1`` returns those sums (the root value is not an output).
+
+Functions come from one global table (:func:`get_function`); built-ins have
+protected versions (no NaN from a division by zero, a log of a negative, ...)
+that the TensorFlow evaluator, the C++ op and the NumPy interpreter implement
+identically.  :func:`register_function` adds user functions (evaluated by the
+TensorFlow reference only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+
+__all__ = [
+    "PAD", "CONST", "VAR", "FUNC", "OUT",
+    "Trees", "GPFunction", "FunctionSet", "register_function", "get_function",
+    "builtin_functions", "validate", "check_trees", "tree_lengths",
+    "compute_sizes", "from_prefix", "to_prefix", "to_infix",
+    "interpret", "PROTECT_EPS", "EXP_CLIP",
+]
+
+PAD, CONST, VAR, FUNC, OUT = 0, 1, 2, 3, 4
+
+#: threshold below which protected div/log/inv/pow treat a value as zero.
+PROTECT_EPS = 1e-3
+#: protected exp clamps its argument to at most this value.
+EXP_CLIP = 80.0
+
+
+class Trees(NamedTuple):
+    """A population of prefix-encoded trees, each field ``[P, L_max]``."""
+
+    types: tf.Tensor
+    values: tf.Tensor
+    sizes: tf.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class GPFunction:
+    """One entry of the function table.
+
+    Attributes:
+      name: the name used in function sets (``"add"``).
+      arity: number of children (1..4).
+      fid: the id stored in ``values`` of function nodes.
+      tf_fn: TensorFlow implementation on same-shaped float32 tensors.
+      np_fn: NumPy implementation (float32 arrays), used by the interpreter.
+      infix: format string for :func:`to_infix` (``"({0} + {1})"``) or None
+        for ``name(args)``.
+      sympy_fn: callable on sympy expressions, or None (then an undefined
+        sympy Function of that name is used).
+      builtin: True if the C++ op implements it.
+    """
+
+    name: str
+    arity: int
+    fid: int
+    tf_fn: Callable
+    np_fn: Callable
+    infix: str | None = None
+    sympy_fn: Callable | None = None
+    builtin: bool = True
+
+
+_TABLE: dict[str, GPFunction] = {}
+_BY_ID: dict[int, GPFunction] = {}
+
+
+def _f32(x):
+    return np.asarray(x, np.float32)
+
+
+def _np_where(c, a, b):
+    return _f32(np.where(c, a, b))
+
+
+def _tf_div(a, b):
+    ok = tf.abs(b) > PROTECT_EPS
+    return tf.where(ok, a / tf.where(ok, b, 1.0), 1.0)
+
+
+def _np_div(a, b):
+    with np.errstate(all="ignore"):
+        ok = np.abs(b) > PROTECT_EPS
+        return _f32(np.where(ok, a / np.where(ok, b, 1.0), 1.0))
+
+
+def _tf_pow(a, b):
+    x = tf.abs(a)
+    ok = x > PROTECT_EPS
+    return tf.where(ok, tf.pow(tf.where(ok, x, 1.0), b), 0.0)
+
+
+def _np_pow(a, b):
+    with np.errstate(all="ignore"):
+        x = np.abs(a)
+        ok = x > PROTECT_EPS
+        return _f32(np.where(ok, np.power(np.where(ok, x, 1.0), b), 0.0))
+
+
+def _tf_log(a):
+    x = tf.abs(a)
+    ok = x > PROTECT_EPS
+    return tf.where(ok, tf.math.log(tf.where(ok, x, 1.0)), 0.0)
+
+
+def _np_log(a):
+    with np.errstate(all="ignore"):
+        x = np.abs(a)
+        ok = x > PROTECT_EPS
+        return _f32(np.where(ok, np.log(np.where(ok, x, 1.0)), 0.0))
+
+
+def _tf_inv(a):
+    ok = tf.abs(a) > PROTECT_EPS
+    return tf.where(ok, 1.0 / tf.where(ok, a, 1.0), 0.0)
+
+
+def _np_inv(a):
+    with np.errstate(all="ignore"):
+        ok = np.abs(a) > PROTECT_EPS
+        return _f32(np.where(ok, 1.0 / np.where(ok, a, 1.0), 0.0))
+
+
+def _np(fn):
+    def inner(*args):
+        with np.errstate(all="ignore"):
+            return _f32(fn(*args))
+
+    return inner
+
+
+def _sympy_table():
+    import sympy as sp
+
+    def div(a, b):
+        return a / b
+
+    return {
+        "add": lambda a, b: a + b,
+        "sub": lambda a, b: a - b,
+        "mul": lambda a, b: a * b,
+        "div": div,
+        "pow": lambda a, b: sp.Abs(a) ** b,
+        "max": sp.Max,
+        "min": sp.Min,
+        "neg": lambda a: -a,
+        "abs": sp.Abs,
+        "sqrt": lambda a: sp.sqrt(sp.Abs(a)),
+        "log": lambda a: sp.log(sp.Abs(a)),
+        "exp": sp.exp,
+        "sin": sp.sin,
+        "cos": sp.cos,
+        "tan": sp.tan,
+        "tanh": sp.tanh,
+        "sigmoid": lambda a: 1 / (1 + sp.exp(-a)),
+        "inv": lambda a: 1 / a,
+        "iflt": lambda a, b, c, d: sp.Piecewise((c, sp.StrictLessThan(a, b)), (d, True)),
+        "square": lambda a: a**2,
+        "cube": lambda a: a**3,
+    }
+
+
+# (name, arity, tf_fn, np_fn, infix) in the order of their C++ op codes.
+_BUILTINS = [
+    ("add", 2, lambda a, b: a + b, _np(lambda a, b: a + b), "({0} + {1})"),
+    ("sub", 2, lambda a, b: a - b, _np(lambda a, b: a - b), "({0} - {1})"),
+    ("mul", 2, lambda a, b: a * b, _np(lambda a, b: a * b), "({0} * {1})"),
+    ("div", 2, _tf_div, _np_div, "({0} / {1})"),
+    ("pow", 2, _tf_pow, _np_pow, "(|{0}| ** {1})"),
+    ("max", 2, lambda a, b: tf.where(a > b, a, b), _np(lambda a, b: np.where(a > b, a, b)), None),
+    ("min", 2, lambda a, b: tf.where(a < b, a, b), _np(lambda a, b: np.where(a < b, a, b)), None),
+    ("neg", 1, lambda a: -a, _np(lambda a: -a), "(-{0})"),
+    ("abs", 1, tf.abs, _np(np.abs), None),
+    ("sqrt", 1, lambda a: tf.sqrt(tf.abs(a)), _np(lambda a: np.sqrt(np.abs(a))), None),
+    ("log", 1, _tf_log, _np_log, None),
+    ("exp", 1, lambda a: tf.exp(tf.where(a > EXP_CLIP, EXP_CLIP, a)),
+     _np(lambda a: np.exp(np.where(a > EXP_CLIP, EXP_CLIP, a))), None),
+    ("sin", 1, tf.sin, _np(np.sin), None),
+    ("cos", 1, tf.cos, _np(np.cos), None),
+    ("tan", 1, tf.tan, _np(np.tan), None),
+    ("tanh", 1, tf.tanh, _np(np.tanh), None),
+    ("sigmoid", 1, lambda a: 1.0 / (1.0 + tf.exp(-a)), _np(lambda a: 1.0 / (1.0 + np.exp(-a))), None),
+    ("inv", 1, _tf_inv, _np_inv, None),
+    ("iflt", 4, lambda a, b, c, d: tf.where(a < b, c, d), _np(lambda a, b, c, d: np.where(a < b, c, d)), None),
+    ("square", 1, lambda a: a * a, _np(lambda a: a * a), None),
+    ("cube", 1, lambda a: a * a * a, _np(lambda a: a * a * a), None),
+]
+
+for _i, (_n, _a, _t, _p, _fmt) in enumerate(_BUILTINS):
+    _fn = GPFunction(_n, _a, _i, _t, _p, _fmt, None, True)
+    _TABLE[_n] = _fn
+    _BY_ID[_i] = _fn
+
+#: user functions get ids from here on (the C++ op rejects them).
+_USER_ID0 = 1000
+MAX_ARITY = 4
+
+
+def builtin_functions() -> list[str]:
+    """Names of the built-in (C++-accelerated) functions, in id order."""
+    return [n for n, *_ in _BUILTINS]
+
+
+def register_function(name: str, arity: int, tf_fn: Callable, np_fn: Callable | None = None,
+                      infix: str | None = None, sympy_fn: Callable | None = None) -> GPFunction:
+    """Adds a user function to the global table and returns it.
+
+    ``tf_fn`` takes ``arity`` float32 tensors of equal shape and returns one;
+    ``np_fn`` (optional, defaults to running ``tf_fn`` eagerly) is used by the
+    NumPy interpreter.  Trees that use a user function are evaluated with the
+    TensorFlow reference (the C++ op knows only built-ins).
+
+    Example:
+
+    >>> f = register_function("hypot", 2, lambda a, b: tf.sqrt(a * a + b * b))
+    >>> FunctionSet(["add", "mul", "hypot"]).arities
+    [2, 2, 2]
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(f"function name must be an identifier, got {name!r}")
+    if not (1 <= int(arity) <= MAX_ARITY):
+        raise ConfigError(f"function arity must be in 1..{MAX_ARITY}, got {arity}")
+    if name in _TABLE and _TABLE[name].builtin:
+        raise ConfigError(f"{name!r} is a built-in function and cannot be redefined")
+    if not callable(tf_fn):
+        raise ConfigError("tf_fn must be callable")
+    fid = _TABLE[name].fid if name in _TABLE else _USER_ID0 + sum(1 for f in _TABLE.values() if not f.builtin)
+    if np_fn is None:
+        def np_fn(*args, _f=tf_fn):  # noqa: E306
+            return np.asarray(_f(*[tf.constant(a, tf.float32) for a in args]), np.float32)
+    fn = GPFunction(name, int(arity), fid, tf_fn, np_fn, infix, sympy_fn, False)
+    _TABLE[name] = fn
+    _BY_ID[fid] = fn
+    return fn
+
+
+def get_function(key) -> GPFunction:
+    """Looks a function up by name or id."""
+    if isinstance(key, str):
+        if key not in _TABLE:
+            raise ConfigError(f"unknown GP function {key!r}; known: {', '.join(sorted(_TABLE))}")
+        return _TABLE[key]
+    k = int(key)
+    if k not in _BY_ID:
+        raise ConfigError(f"unknown GP function id {k}")
+    return _BY_ID[k]
+
+
+class FunctionSet:
+    """The functions a run may use (a subset of the global table).
+
+    Args:
+      names: function names (or :class:`GPFunction` objects), e.g.
+        ``["add", "sub", "mul", "div"]``.
+
+    Attributes:
+      functions: the :class:`GPFunction` entries.
+      ids, arities: parallel lists.
+      max_arity: the largest arity present.
+      builtin_only: True if the C++ op can evaluate every function.
+    """
+
+    def __init__(self, names: Sequence):
+        if isinstance(names, FunctionSet):
+            names = [f.name for f in names.functions]
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        names = list(names)
+        if not names:
+            raise ConfigError("function set must not be empty")
+        fns = [n if isinstance(n, GPFunction) else get_function(n) for n in names]
+        seen = set()
+        self.functions = []
+        for f in fns:
+            if f.name not in seen:
+                seen.add(f.name)
+                self.functions.append(f)
+        self.ids = [f.fid for f in self.functions]
+        self.arities = [f.arity for f in self.functions]
+        self.names = [f.name for f in self.functions]
+        self.max_arity = max(self.arities)
+        self.builtin_only = all(f.builtin for f in self.functions)
+
+    def __len__(self):
+        return len(self.functions)
+
+    def __repr__(self):
+        return f"FunctionSet({self.names})"
+
+
+def arity_table(extra_ids: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, arities) of every known function, as int32 arrays."""
+    ids = np.array(sorted(_BY_ID), np.int32)
+    ar = np.array([_BY_ID[i].arity for i in ids], np.int32)
+    return ids, ar
+
+
+def node_arity(types: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """Arity of every node (0 for leaves and padding), same shape as ``types``."""
+    ids, ar = arity_table()
+    fid = tf.cast(values, tf.int32)
+    if ids.max() < 64:
+        lut = np.zeros(64, np.int32)
+        lut[ids] = ar
+        a = tf.gather(tf.constant(lut), tf.clip_by_value(fid, 0, 63))
+    else:
+        a = tf.zeros_like(fid)
+        for i, k in zip(ids, ar):
+            a = tf.where(tf.equal(fid, int(i)), int(k), a)
+    a = tf.where(tf.equal(types, FUNC), a, 0)
+    return tf.where(tf.equal(types, OUT), 1, a)
+
+
+def tree_lengths(trees: Trees) -> tf.Tensor:
+    """Number of nodes of each tree, int32 [P]."""
+    return trees.sizes[:, 0]
+
+
+def compute_sizes(types: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """Subtree sizes ``int32 [P, L]`` of prefix sequences (PAD => 0).
+
+    Uses the prefix-sum characterisation: with ``d_j = sum_{k<=j} (1 - arity_k)``,
+    the subtree at ``i`` ends at the first ``j >= i`` with
+    ``d_j = d_{i-1} + 1``.  One right-to-left scan over positions keeps, for
+    each level, the nearest position reaching it (vectorised over trees).
+    """
+    types = tf.convert_to_tensor(types, tf.int32)
+    values = tf.convert_to_tensor(values, tf.float32)
+    P = tf.shape(types)[0]
+    L = types.shape[1] if types.shape[1] is not None else tf.shape(types)[1]
+    ar = node_arity(types, values)
+    real = tf.not_equal(types, PAD)
+    step = tf.where(real, 1 - ar, 0)
+    d = tf.cumsum(step, axis=1)  # d_j
+    d_prev = d - step  # d_{i-1}
+    # levels lie in [-(L), 1]; index = level + L
+    Lt = tf.shape(types)[1]
+    big = Lt + 1
+    table0 = tf.fill([P, 2 * Lt + 2], big)
+    rows = tf.range(P)
+    dT = tf.transpose(d)
+    dpT = tf.transpose(d_prev)
+    realT = tf.transpose(real)
+
+    def body(j, table, ends):
+        lvl = dT[j] + Lt
+        table = tf.tensor_scatter_nd_update(
+            table, tf.stack([rows, lvl], 1), tf.fill([P], j))
+        tgt = dpT[j] + 1 + Lt
+        e = tf.gather(table, tgt, batch_dims=1)
+        ends = ends.write(j, tf.where(realT[j], e - j + 1, 0))
+        return j - 1, table, ends
+
+    ends = tf.TensorArray(tf.int32, size=Lt)
+    _, _, ends = tf.while_loop(lambda j, *_: j >= 0, body, (Lt - 1, table0, ends))
+    sizes = tf.transpose(ends.stack())
+    sizes = tf.where(sizes > Lt, 0, sizes)  # incomplete trees => 0 (invalid)
+    return tf.ensure_shape(sizes, types.shape)
+
+
+def check_trees(trees, popsize: int | None = None, max_len: int | None = None,
+                name: str = "trees") -> Trees:
+    """Converts to :class:`Trees` and checks dtypes/shapes (not validity)."""
+    if not isinstance(trees, (tuple, list)) or len(trees) != 3:
+        raise ShapeError(f"{name} must be a (types, values, sizes) triple")
+    t = tf.convert_to_tensor(trees[0])
+    v = tf.convert_to_tensor(trees[1])
+    s = tf.convert_to_tensor(trees[2])
+    if not t.dtype.is_integer or not s.dtype.is_integer:
+        raise ShapeError(f"{name}: types and sizes must be integer tensors, got {t.dtype.name}, {s.dtype.name}")
+    if not v.dtype.is_floating:
+        raise ShapeError(f"{name}: values must be a float tensor, got {v.dtype.name}")
+    t, v, s = tf.cast(t, tf.int32), tf.cast(v, tf.float32), tf.cast(s, tf.int32)
+    if t.shape.rank != 2 or t.shape != v.shape or t.shape != s.shape:
+        raise ShapeError(
+            f"{name}: types, values, sizes must all be [P, L_max], got "
+            f"{t.shape.as_list()}, {v.shape.as_list()}, {s.shape.as_list()}")
+    if popsize is not None and t.shape[0] != popsize:
+        raise ShapeError(f"{name} must have {popsize} trees, got {t.shape[0]}")
+    if max_len is not None and t.shape[1] != max_len:
+        raise ShapeError(f"{name} must have L_max={max_len}, got {t.shape[1]}")
+    return Trees(t, v, s)
+
+
+def validate(trees, num_vars: int | None = None, num_outputs: int | None = None) -> np.ndarray:
+    """Which trees are valid, ``bool [P]`` (NumPy).
+
+    A tree is valid iff it is a non-empty prefix sequence whose stored sizes
+    equal the sizes recomputed from the node arities, every position after
+    the tree is padding, every function id is known, variable indices are
+    in ``[0, num_vars)`` and output indices in ``[0, num_outputs)`` (when
+    given).  Used by the tests after every operator.
+    """
+    t, v, s = (np.asarray(x) for x in trees)
+    P, L = t.shape
+    ok = np.ones(P, bool)
+    ids, ar = arity_table()
+    amap = dict(zip(ids.tolist(), ar.tolist()))
+    for p in range(P):
+        n = int(s[p, 0])
+        if n < 1 or n > L or t[p, 0] == PAD:
+            ok[p] = False
+            continue
+        if np.any(t[p, n:] != PAD) or np.any(s[p, n:] != 0) or np.any(t[p, :n] == PAD):
+            ok[p] = False
+            continue
+        good = True
+        arity = np.zeros(n, int)
+        for i in range(n):
+            ty = t[p, i]
+            if ty == FUNC:
+                fid = int(v[p, i])
+                if fid != v[p, i] or fid not in amap:
+                    good = False
+                    break
+                arity[i] = amap[fid]
+            elif ty == OUT:
+                arity[i] = 1
+                if num_outputs is not None and not (0 <= v[p, i] < num_outputs and v[p, i] == int(v[p, i])):
+                    good = False
+                    break
+            elif ty == VAR:
+                if num_vars is not None and not (0 <= v[p, i] < num_vars and v[p, i] == int(v[p, i])):
+                    good = False
+                    break
+            elif ty == CONST:
+                pass
+            else:
+                good = False
+                break
+        if not good:
+            ok[p] = False
+            continue
+        # recompute sizes by a right-to-left stack
+        stack = []
+        sizes = np.zeros(n, int)
+        for i in range(n - 1, -1, -1):
+            a = arity[i]
+            if len(stack) < a:
+                good = False
+                break
+            sz = 1 + sum(stack.pop() for _ in range(a))
+            sizes[i] = sz
+            stack.append(sz)
+        if not good or len(stack) != 1 or not np.array_equal(sizes, s[p, :n]):
+            ok[p] = False
+    return ok
+
+
+def from_prefix(nodes: Sequence[Sequence], max_len: int) -> Trees:
+    """Builds :class:`Trees` from Python prefix lists.
+
+    Each tree is a list of tokens: a function name (``"add"``), ``"x3"`` for
+    variable 3, ``"out1"`` for an output node, or a number (a constant).
+
+    >>> t = from_prefix([["add", "x0", 1.5]], max_len=8)
+    >>> t.sizes.numpy()[0, :3].tolist()
+    [3, 1, 1]
+    """
+    P = len(nodes)
+    types = np.zeros((P, max_len), np.int32)
+    values = np.zeros((P, max_len), np.float32)
+    for p, toks in enumerate(nodes):
+        if len(toks) > max_len:
+            raise ShapeError(f"tree {p} has {len(toks)} nodes > max_len={max_len}")
+        for i, tok in enumerate(toks):
+            if isinstance(tok, str) and tok.startswith("x") and tok[1:].isdigit():
+                types[p, i], values[p, i] = VAR, int(tok[1:])
+            elif isinstance(tok, str) and tok.startswith("out") and tok[3:].isdigit():
+                types[p, i], values[p, i] = OUT, int(tok[3:])
+            elif isinstance(tok, str):
+                types[p, i], values[p, i] = FUNC, get_function(tok).fid
+            else:
+                types[p, i], values[p, i] = CONST, float(tok)
+    sizes = compute_sizes(tf.constant(types), tf.constant(values))
+    return Trees(tf.constant(types), tf.constant(values), sizes)
+
+
+def to_prefix(trees, index: int = 0) -> list:
+    """The tokens of one tree (inverse of :func:`from_prefix`)."""
+    t, v, s = (np.asarray(x)[index] for x in trees)
+    out = []
+    for i in range(int(s[0])):
+        if t[i] == FUNC:
+            out.append(get_function(int(v[i])).name)
+        elif t[i] == VAR:
+            out.append(f"x{int(v[i])}")
+        elif t[i] == OUT:
+            out.append(f"out{int(v[i])}")
+        else:
+            out.append(float(v[i]))
+    return out
+
+
+def _fmt_const(c: float, precision: int) -> str:
+    s = f"{c:.{precision}g}"
+    return f"({s})" if c < 0 else s
+
+
+def to_infix(trees, index: int = 0, var_names: Sequence[str] | None = None,
+             precision: int = 4) -> str:
+    """Readable infix string of one tree (``"(x0 + sin(x1))"``)."""
+    t, v, s = (np.asarray(x)[index] for x in trees)
+    n = int(s[0])
+    if n == 0:
+        return "<empty>"
+
+    def name(k):
+        return var_names[k] if var_names is not None else f"x{k}"
+
+    def rec(i):
+        ty = t[i]
+        if ty == CONST:
+            return _fmt_const(float(v[i]), precision)
+        if ty == VAR:
+            return name(int(v[i]))
+        if ty == OUT:
+            return f"out{int(v[i])}<- {rec(i + 1)}"
+        f = get_function(int(v[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(s[c])
+        if f.infix:
+            return f.infix.format(*args)
+        return f"{f.name}({', '.join(args)})"
+
+    return rec(0)
+
+
+def interpret(trees, x, index: int, num_outputs: int = 1) -> np.ndarray:
+    """Straightforward recursive NumPy interpreter of one tree (test oracle).
+
+    ``x``: float32 ``[N, F]``.  Returns ``[N]`` (one output) or
+    ``[num_outputs, N]``.
+    """
+    t, v, s = (np.asarray(a)[index] for a in trees)
+    x = np.asarray(x, np.float32)
+    N = x.shape[0]
+    outs = np.zeros((num_outputs, N), np.float32)
+
+    def rec(i):
+        ty = t[i]
+        if ty == CONST:
+            return np.full(N, v[i], np.float32)
+        if ty == VAR:
+            return x[:, int(v[i])].astype(np.float32)
+        if ty == OUT:
+            val = rec(i + 1)
+            k = int(v[i])
+            outs[k] = (outs[k] + val).astype(np.float32)
+            return val
+        f = get_function(int(v[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(s[c])
+        return _f32(f.np_fn(*args))
+
+    root = rec(0)
+    return root if num_outputs == 1 else outs
