@@ -1,0 +1,101 @@
+"""ARS: augmented random search (Mania, Guy & Recht 2018).
+
+Each generation draws ``N = P/2`` directions ``delta_k ~ N(0, I)`` and evaluates
+``theta + nu delta_k`` (first half of the population) and ``theta - nu delta_k``
+(second half).  Directions are scored by ``max(r+_k, r-_k)``; the ``b`` best
+(``num_top``) are kept and
+
+    theta <- theta + alpha / (b * sigma_R) * sum_top (r+_k - r-_k) delta_k
+
+where ``sigma_R`` is the standard deviation of the ``2b`` rewards used
+(reward-std normalization; switch off with ``normalize_rewards=False``).
+
+Variants of the paper:
+  * V1: ``num_top = P/2`` (all directions); V1-t: ``num_top < P/2``.
+  * V2 / V2-t: the same update; the additional *observation normalization*
+    (running mean/std of states applied to the linear policy's input) belongs
+    to the evaluator/policy, not to this strategy.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError, worst_to_finite
+from tfevo.registry import register
+from tfevo.strategies.shaping import _center, _default_popsize, _positive, _update_best
+
+__all__ = ["ARS"]
+
+
+@register("strategy", "ars")
+class ARS(Algorithm):
+    """Augmented random search (Mania et al. 2018), V1/V1-t update with reward-std scaling.
+
+    Args:
+      num_dims: D, number of parameters.
+      popsize: P = 2N, must be even (N directions, each evaluated both ways).
+      step_size: alpha.
+      noise_std: nu, the exploration noise.
+      num_top: b, the number of best directions used (default all: V1/V2).
+      normalize_rewards: divide the step by the std of the used rewards.
+      init_params: initial parameters ``[D]`` (default zeros, as in the paper).
+      seed: random seed.
+
+    Raw rewards are used (no ranking); NaN/-inf rewards are replaced by the
+    lowest finite reward of the generation before any arithmetic.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> ars = ARS(num_dims=10, popsize=32, step_size=0.02, noise_std=0.03, num_top=8, seed=0)
+    >>> x = ars.ask(); ars.tell(x, -tf.reduce_sum(x * x, axis=1))
+    """
+
+    jit_compile = True
+
+    def __init__(self, num_dims: int, popsize: int | None = None, step_size: float = 0.02,
+                 noise_std: float = 0.03, num_top: int | None = None, normalize_rewards: bool = True,
+                 init_params=None, seed: int = 0, name: str | None = None):
+        num_dims = int(num_dims)
+        if popsize is None:
+            popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        if self.popsize % 2:
+            raise ConfigError(f"popsize must be even (each direction is evaluated +/-), got {self.popsize}")
+        n = self.popsize // 2
+        self.num_top = n if num_top is None else int(num_top)
+        if not 1 <= self.num_top <= n:
+            raise ConfigError(f"num_top must be in [1, popsize/2 = {n}], got {num_top}")
+        self.step_size = _positive(step_size, "step_size")
+        self.noise_std = _positive(noise_std, "noise_std")
+        self.normalize_rewards = bool(normalize_rewards)
+        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+        self._init_best()
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """The current parameters ``theta`` ``[D]``."""
+        return tf.convert_to_tensor(self.center)
+
+    def _ask(self):
+        d = self.noise_std * tf.random.stateless_normal([self.popsize // 2, self.num_dims],
+                                                        seed=self.seeds.next())
+        return tf.concat([self.center + d, self.center - d], axis=0)
+
+    def _tell(self, x, fitness):
+        _update_best(self, x, fitness)
+        r = worst_to_finite(fitness)
+        n = self.popsize // 2
+        rp, rm = r[:n], r[n:]
+        delta = (x[:n] - x[n:]) / (2.0 * self.noise_std)
+        b = self.num_top
+        if b < n:
+            top = tf.math.top_k(tf.maximum(rp, rm), k=b, sorted=False).indices
+            rp, rm, delta = tf.gather(rp, top), tf.gather(rm, top), tf.gather(delta, top)
+        step = tf.linalg.matvec(delta, rp - rm, transpose_a=True) * (self.step_size / b)
+        if self.normalize_rewards:
+            used = tf.concat([rp, rm], axis=0)
+            std = tf.math.reduce_std(used)
+            step = tf.math.divide_no_nan(step, std)  # all rewards equal -> no step
+        self.center.assign_add(step)

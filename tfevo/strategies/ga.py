@@ -1,0 +1,156 @@
+"""GaussianGA: the deep-neuroevolution genetic algorithm of Such et al. (2017).
+
+A simple, mutation-only GA that scales to millions of parameters: truncation
+selection (the top ``T`` members are parents), Gaussian mutation
+``x' = x + sigma * eps`` of a uniformly chosen parent, no crossover, and
+elitism with re-evaluated elite candidates.
+
+The exact elitism rule (noisy fitness is why elites are re-evaluated):
+
+1. Every member carries the mean of all evaluations it has received (a new
+   child has one; a member copied unmodified into the next population adds
+   one evaluation per generation it survives).
+2. In generation 0 the *elite* is the member with the best fitness.  In later
+   generations the elite is the member with the best mean fitness **among the
+   rows copied over from the previous generation** (the previous elite and the
+   previous ``num_elite_candidates`` candidates, all just re-evaluated).  So a
+   newly mutated child can only become the elite after at least one
+   re-evaluation.
+3. The next population is ``[elite, E candidates, P - 1 - E children]``: the
+   candidates are the ``E = num_elite_candidates`` best members by mean fitness
+   other than the elite; children are mutated copies of parents drawn uniformly
+   from the top ``T`` members by mean fitness (the elite and re-evaluated rows
+   compete with their means).
+
+``tell`` must receive the population returned by ``ask``, in the same order
+(rows are matched with their evaluation history).  Genomes stored as lists of
+seeds (Such et al.'s compression) are not implemented; the state is the
+population tensor itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
+from tfevo.registry import register
+from tfevo.strategies.shaping import _positive, _update_best
+
+__all__ = ["GaussianGA"]
+
+_WORST = -1e30  # fitness of a failed (NaN/-inf) evaluation inside the running means
+_MASKED = -3e30  # below any real mean
+
+
+@register("strategy", "ga")
+class GaussianGA(Algorithm):
+    """Truncation-selection GA with Gaussian mutation and re-evaluated elites (Such et al. 2017).
+
+    Args:
+      num_dims: D, number of parameters.
+      popsize: P (Such et al. used 1000 for Atari).
+      truncation: T, number of parents (Such et al.: 20).
+      sigma: mutation standard deviation (Such et al.: 0.002 for Atari).
+      num_elite_candidates: E, members besides the elite copied unmodified into
+        the next population to be re-evaluated (Such et al.: 10); 0 keeps only the elite.
+      init_params: ``[P, D]`` initial population used as is, or ``[D]`` (member 0 is
+        ``init_params``, the others ``init_params + init_sigma * N(0, I)``).  Default zeros ``[D]``.
+      init_sigma: noise of the initial population for ``[D]`` init (default ``sigma``).
+      init_fn: alternatively a function ``seed (int32 [2]) -> [P, D]`` building the
+        initial population (e.g. a per-member network initializer).
+      seed: random seed.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> ga = GaussianGA(num_dims=10, popsize=100, truncation=20, sigma=0.1, seed=0)
+    >>> for _ in range(50):
+    ...     x = ga.ask()
+    ...     ga.tell(x, -tf.reduce_sum(x * x, axis=1))
+    >>> elite = ga.elite
+    """
+
+    jit_compile = True
+
+    def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
+                 num_elite_candidates: int = 10, init_params=None, init_sigma: float | None = None,
+                 init_fn=None, seed: int = 0, name: str | None = None):
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        p, d = self.popsize, self.num_dims
+        self.truncation = int(truncation)
+        if not 1 <= self.truncation <= p:
+            raise ConfigError(f"truncation must be in [1, popsize={p}], got {truncation}")
+        self.num_elite_candidates = int(num_elite_candidates)
+        if not 0 <= self.num_elite_candidates <= p - 2:
+            raise ConfigError(
+                f"num_elite_candidates must be in [0, popsize-2={p - 2}] (room for children), "
+                f"got {num_elite_candidates}")
+        self.sigma = _positive(sigma, "sigma")
+        init_sigma = self.sigma if init_sigma is None else _positive(init_sigma, "init_sigma")
+        pop = self._initial_population(init_params, init_sigma, init_fn, seed)
+        self.population = tf.Variable(pop, trainable=False, name="population")
+        self.eval_sum = tf.Variable(tf.zeros([p]), trainable=False, name="eval_sum")
+        self.eval_count = tf.Variable(tf.zeros([p]), trainable=False, name="eval_count")
+        self.elite_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="elite_fitness")
+        self._init_best()
+
+    def _initial_population(self, init_params, init_sigma, init_fn, seed):
+        p, d = self.popsize, self.num_dims
+        init_seed = SeedStream(seed).split(2)[1]  # independent of the run's own stream
+        if init_fn is not None:
+            if init_params is not None:
+                raise ConfigError("give either init_params or init_fn, not both")
+            pop = tf.convert_to_tensor(init_fn(init_seed), tf.float32)
+            if pop.shape.as_list() != [p, d]:
+                raise ShapeError(f"init_fn must return shape [{p}, {d}], got {pop.shape.as_list()}")
+            return pop
+        if init_params is None:
+            init_params = np.zeros([d], np.float32)
+        init = np.asarray(init_params, np.float32)
+        if init.shape == (p, d):
+            return tf.constant(init)
+        if init.shape != (d,):
+            raise ShapeError(f"init_params must have shape [{d}] or [{p}, {d}], got {list(init.shape)}")
+        noise = init_sigma * tf.random.stateless_normal([p, d], seed=init_seed)
+        noise = tf.concat([tf.zeros([1, d]), noise[1:]], axis=0)
+        return tf.constant(init)[None, :] + noise
+
+    @property
+    def elite(self) -> tf.Tensor:
+        """The current elite (member 0 of the next population) ``[D]``."""
+        return tf.convert_to_tensor(self.population[0])
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """For a GA, the elite."""
+        return self.elite
+
+    def _ask(self):
+        return tf.identity(self.population)
+
+    def _tell(self, x, fitness):
+        _update_best(self, x, fitness)
+        p, e, t = self.popsize, self.num_elite_candidates, self.truncation
+        f = tf.maximum(fitness, _WORST)  # sanitized: NaN/-inf -> -1e30, stays finite
+        total = self.eval_sum + f
+        count = self.eval_count + 1.0
+        score = total / count
+        idx = tf.range(p)
+        carried = tf.logical_or(idx <= e, tf.equal(self.generation, 0))
+        elite = tf.argmax(tf.where(carried, score, _MASKED), output_type=tf.int32)
+        keep = elite[None]
+        if e > 0:
+            others = tf.tensor_scatter_nd_update(score, elite[None, None], [_MASKED])
+            keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
+        parents = tf.math.top_k(score, k=t).indices
+        seed_choice, seed_noise = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
+        n_child = p - 1 - e
+        choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)
+        children = tf.gather(x, tf.gather(parents, choice))
+        children += self.sigma * tf.random.stateless_normal([n_child, self.num_dims], seed=seed_noise)
+        self.population.assign(tf.concat([tf.gather(x, keep), children], axis=0))
+        zeros = tf.zeros([n_child])
+        self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))
+        self.eval_count.assign(tf.concat([tf.gather(count, keep), zeros], axis=0))
+        self.elite_fitness.assign(tf.gather(score, elite))

@@ -1,0 +1,119 @@
+"""OpenAI-ES: the evolution strategy of Salimans et al. (2017).
+
+Search distribution ``N(theta, sigma^2 I)``.  Each generation samples ``P/2``
+noise vectors ``eps`` and evaluates the mirrored pairs ``theta +- sigma eps``;
+fitness is replaced by centered ranks ``w`` (see
+:func:`tfevo.strategies.shaping.centered_rank`) and the gradient estimate
+
+    g = 1 / (P sigma) * sum_i w_i eps_i  -  weight_decay * theta
+
+is handed to an optimizer (Adam by default) whose step is added to ``theta``.
+``sigma`` may decay geometrically to a floor.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError
+from tfevo.registry import register
+from tfevo.strategies.optimizers import get_optimizer
+from tfevo.strategies.shaping import (
+    _center, _default_popsize, _positive, _update_best, centered_rank, z_score,
+)
+
+__all__ = ["OpenES"]
+
+
+@register("strategy", "openai_es")
+class OpenES(Algorithm):
+    """OpenAI evolution strategy (Salimans et al. 2017).
+
+    Args:
+      num_dims: D, number of parameters.
+      popsize: P (even when ``mirrored``); default ``4 + floor(3 ln D)`` rounded up to even.
+      sigma: initial noise standard deviation (Salimans et al. used 0.02).
+      learning_rate: optimizer step size (Salimans et al.: 0.01).
+      optimizer: ``"adam"`` (default), ``"sgd"``, ``"clipup"`` or an
+        :class:`~tfevo.strategies.optimizers.Optimizer` instance.
+      weight_decay: L2 coefficient applied to the centre in the gradient
+        (Salimans et al.: 0.005); 0 disables it.
+      sigma_decay: factor applied to sigma after each generation (1 = constant).
+      sigma_limit: floor for the decayed sigma.
+      mirrored: antithetic sampling (pairs ``theta +- sigma eps``).
+      fitness_shaping: ``"centered_rank"`` (default), ``"z_score"`` or ``"raw"``.
+      init_params: initial centre ``[D]`` (default zeros).
+      seed: random seed.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> es = OpenES(num_dims=10, popsize=64, sigma=0.1, learning_rate=0.05, seed=0)
+    >>> for _ in range(100):
+    ...     x = es.ask()
+    ...     es.tell(x, -tf.reduce_sum(x * x, axis=1))   # maximise -||x||^2
+    """
+
+    jit_compile = True
+
+    def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 0.02,
+                 learning_rate: float = 0.01, optimizer="adam", weight_decay: float = 0.005,
+                 sigma_decay: float = 1.0, sigma_limit: float = 0.0, mirrored: bool = True,
+                 fitness_shaping: str = "centered_rank", init_params=None, seed: int = 0,
+                 name: str | None = None):
+        num_dims = int(num_dims)
+        if popsize is None:
+            popsize = _default_popsize(num_dims, even=mirrored) if num_dims >= 1 else 2
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        if mirrored and self.popsize % 2:
+            raise ConfigError(f"popsize must be even with mirrored sampling, got {self.popsize}")
+        if fitness_shaping not in ("centered_rank", "z_score", "raw"):
+            raise ConfigError(
+                f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
+        if not 0.0 < float(sigma_decay) <= 1.0:
+            raise ConfigError(f"sigma_decay must be in (0, 1], got {sigma_decay}")
+        self.mirrored = bool(mirrored)
+        self.fitness_shaping = fitness_shaping
+        self.weight_decay = _positive(weight_decay, "weight_decay", allow_zero=True)
+        self.sigma_decay = float(sigma_decay)
+        self.sigma_limit = _positive(sigma_limit, "sigma_limit", allow_zero=True)
+        self.optimizer = get_optimizer(optimizer, _positive(learning_rate, "learning_rate"), self.num_dims)
+        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=tf.float32, trainable=False, name="sigma")
+        self._init_best()
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """The search centre ``theta`` ``[D]``."""
+        return tf.convert_to_tensor(self.center)
+
+    def _ask(self):
+        seed = self.seeds.next()
+        if self.mirrored:
+            eps = tf.random.stateless_normal([self.popsize // 2, self.num_dims], seed=seed)
+            eps = tf.concat([eps, -eps], axis=0)
+        else:
+            eps = tf.random.stateless_normal([self.popsize, self.num_dims], seed=seed)
+        return self.center[None, :] + self.sigma * eps
+
+    def _shape(self, fitness):
+        if self.fitness_shaping == "centered_rank":
+            return centered_rank(fitness)
+        if self.fitness_shaping == "z_score":
+            return z_score(fitness)
+        from tfevo.core import worst_to_finite
+
+        return worst_to_finite(fitness)
+
+    def _tell(self, x, fitness):
+        _update_best(self, x, fitness)
+        w = self._shape(fitness)
+        # sum_i w_i eps_i = (w^T x - sum(w) theta) / sigma  (one matrix-vector product)
+        wx = tf.linalg.matvec(x, w, transpose_a=True)
+        weighted_eps = (wx - tf.reduce_sum(w) * self.center) / self.sigma
+        grad = weighted_eps / (self.popsize * self.sigma)
+        if self.weight_decay > 0:
+            grad = grad - self.weight_decay * self.center
+        self.center.assign_add(self.optimizer.step(grad))
+        if self.sigma_decay < 1.0:
+            self.sigma.assign(tf.maximum(self.sigma * self.sigma_decay, self.sigma_limit))

@@ -1,0 +1,123 @@
+"""PGPE: policy gradients with parameter-based exploration (Sehnke et al. 2010).
+
+Search distribution ``N(mu, diag(sigma^2))``.  Each generation draws ``P/2``
+perturbations ``eps ~ N(0, diag(sigma^2))`` and evaluates the symmetric pairs
+``mu + eps`` and ``mu - eps``.  With (shaped) fitness ``f+`` and ``f-`` of a pair
+and baseline ``b`` (the mean shaped fitness), the gradient estimates are
+
+    grad_mu    = mean_pairs( eps * (f+ - f-) / 2 )
+    grad_sigma = mean_pairs( ((f+ + f-) / 2 - b) * (eps^2 - sigma^2) / sigma )
+
+``grad_mu`` goes to an optimizer (ClipUp by default, as recommended by Toklu et
+al. 2020), ``sigma`` takes a plain ascent step ``sigma_lr * grad_sigma`` whose
+relative size is clipped to ``sigma_max_change`` (Toklu et al. defaults:
+0.1 and 0.2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError, worst_to_finite
+from tfevo.registry import register
+from tfevo.strategies.optimizers import get_optimizer
+from tfevo.strategies.shaping import (
+    _center, _default_popsize, _per_dim, _positive, _update_best, centered_rank, z_score,
+)
+
+__all__ = ["PGPE"]
+
+
+@register("strategy", "pgpe")
+class PGPE(Algorithm):
+    """PGPE with symmetric sampling and per-dimension sigma adaptation.
+
+    Args:
+      num_dims: D, number of parameters.
+      popsize: P, must be even (P/2 symmetric pairs); default ``4 + floor(3 ln D)`` rounded to even.
+      center_learning_rate: step size of the centre optimizer (for ClipUp,
+        Toklu et al. recommend ``max_speed / 2``).
+      sigma_init: initial standard deviation, scalar or ``[D]``; alternatively
+        give ``radius_init`` (then ``sigma = radius_init / sqrt(D)`` per dimension).
+      sigma_lr: learning rate of sigma (Toklu et al.: 0.1).
+      sigma_max_change: sigma changes by at most this fraction per generation (0.2).
+      optimizer: ``"clipup"`` (default), ``"adam"``, ``"sgd"`` or an Optimizer instance.
+      max_speed: ClipUp's velocity limit (default ``2 * center_learning_rate``).
+      momentum: ClipUp/SGD momentum (default 0.9 for ClipUp, 0 for SGD).
+      fitness_shaping: ``"centered_rank"`` (default), ``"z_score"`` or ``"raw"``.
+      init_params: initial centre ``[D]`` (default zeros).
+      seed: random seed.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> es = PGPE(num_dims=10, popsize=50, center_learning_rate=0.1, sigma_init=0.5, seed=0)
+    >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x * x, axis=1))
+    """
+
+    jit_compile = True
+
+    def __init__(self, num_dims: int, popsize: int | None = None, center_learning_rate: float = 0.15,
+                 sigma_init=0.1, radius_init: float | None = None, sigma_lr: float = 0.1,
+                 sigma_max_change: float = 0.2, optimizer="clipup", max_speed: float | None = None,
+                 momentum: float | None = None, fitness_shaping: str = "centered_rank",
+                 init_params=None, seed: int = 0, name: str | None = None):
+        num_dims = int(num_dims)
+        if popsize is None:
+            popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        if self.popsize % 2:
+            raise ConfigError(f"popsize must be even (symmetric pairs), got {self.popsize}")
+        if fitness_shaping not in ("centered_rank", "z_score", "raw"):
+            raise ConfigError(
+                f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
+        self.fitness_shaping = fitness_shaping
+        lr = _positive(center_learning_rate, "center_learning_rate")
+        kwargs = {}
+        if isinstance(optimizer, str) and optimizer.lower() == "clipup":
+            kwargs["max_speed"] = max_speed
+            kwargs["momentum"] = 0.9 if momentum is None else momentum
+        elif isinstance(optimizer, str) and optimizer.lower() == "sgd" and momentum is not None:
+            kwargs["momentum"] = momentum
+        self.optimizer = get_optimizer(optimizer, lr, self.num_dims, **kwargs)
+        self.sigma_lr = _positive(sigma_lr, "sigma_lr", allow_zero=True)
+        self.sigma_max_change = _positive(sigma_max_change, "sigma_max_change")
+        if radius_init is not None:
+            sigma0 = np.full([self.num_dims], _positive(radius_init, "radius_init") / np.sqrt(self.num_dims),
+                             np.float32)
+        else:
+            sigma0 = _per_dim(sigma_init, self.num_dims, "sigma_init")
+        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+        self.sigma = tf.Variable(sigma0, trainable=False, name="sigma")
+        self._init_best()
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """The search centre ``mu`` ``[D]``."""
+        return tf.convert_to_tensor(self.center)
+
+    def _ask(self):
+        eps = self.sigma * tf.random.stateless_normal([self.popsize // 2, self.num_dims], seed=self.seeds.next())
+        return tf.concat([self.center + eps, self.center - eps], axis=0)
+
+    def _tell(self, x, fitness):
+        _update_best(self, x, fitness)
+        if self.fitness_shaping == "centered_rank":
+            w = centered_rank(fitness)
+        elif self.fitness_shaping == "z_score":
+            w = z_score(fitness)
+        else:
+            w = worst_to_finite(fitness)
+        n = self.popsize // 2
+        eps = 0.5 * (x[:n] - x[n:])  # recovers the perturbation of each pair
+        fp, fm = w[:n], w[n:]
+        grad_mu = tf.linalg.matvec(eps, 0.5 * (fp - fm), transpose_a=True) / n
+        baseline = tf.reduce_mean(w)
+        s = self.sigma
+        grad_sigma = tf.linalg.matvec(
+            (tf.square(eps) - tf.square(s)) / s, 0.5 * (fp + fm) - baseline, transpose_a=True) / n
+        self.center.assign_add(self.optimizer.step(grad_mu))
+        new_sigma = s + self.sigma_lr * grad_sigma
+        self.sigma.assign(tf.clip_by_value(new_sigma, s * (1.0 - self.sigma_max_change),
+                                           s * (1.0 + self.sigma_max_change)))

@@ -1,0 +1,212 @@
+"""Fitness shaping: turning raw fitness ``[P]`` into update weights.
+
+Every function here takes fitness with **higher is better** and treats NaN and
+``-inf`` as the worst possible value (through :func:`tfevo.core.sanitize_fitness`),
+so a crashed or diverged evaluation never corrupts a strategy's state.  All are
+pure TensorFlow and work eagerly, inside ``tf.function`` and under XLA.
+
+Example:
+
+>>> import tensorflow as tf
+>>> from tfevo.strategies.shaping import centered_rank
+>>> centered_rank(tf.constant([3.0, 1.0, float("nan"), 2.0])).numpy()
+array([ 0.5       , -0.16666667, -0.5       ,  0.16666667], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError, sanitize_fitness, worst_to_finite
+
+__all__ = ["ranks", "centered_rank", "z_score", "weight_decay", "nes_utilities", "utility_weights"]
+
+
+def ranks(fitness) -> tf.Tensor:
+    """Returns the rank of every member, ``int32 [P]``: 0 for the worst, P-1 for the best.
+
+    NaN and ``-inf`` count as the worst values.  Ties are broken by position
+    (the earlier member gets the lower rank), so the result is a permutation.
+    """
+    f = sanitize_fitness(fitness)
+    order = tf.argsort(f, stable=True)  # ascending: worst first
+    p = tf.shape(f)[0]
+    return tf.scatter_nd(order[:, None], tf.range(p, dtype=tf.int32), [p])
+
+
+def centered_rank(fitness) -> tf.Tensor:
+    """Centered ranks of Salimans et al. (2017): ranks scaled linearly to [-0.5, 0.5].
+
+    The worst member gets -0.5, the best +0.5, the rest evenly in between
+    (``rank / (P - 1) - 0.5``).  With a single member the result is 0.  The
+    values sum to zero, which makes the estimated gradient invariant to any
+    monotone transformation of fitness.
+
+    Args:
+      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+
+    Returns:
+      float32 ``[P]``.
+    """
+    r = tf.cast(ranks(fitness), tf.float32)
+    p = tf.cast(tf.shape(r)[0], tf.float32)
+    return tf.where(p > 1.0, r / tf.maximum(p - 1.0, 1.0) - 0.5, tf.zeros_like(r))
+
+
+def z_score(fitness, eps: float = 1e-8) -> tf.Tensor:
+    """Standardized fitness ``(f - mean) / std``.
+
+    Non-finite (worst) entries are first replaced by the lowest finite value
+    present (:func:`tfevo.core.worst_to_finite`), so they get the lowest score.
+    Values are rescaled by their largest magnitude before the statistics are
+    taken, so huge fitness values do not overflow.  If all values are equal
+    the result is all zeros.
+
+    Args:
+      fitness: float ``[P]``, higher is better.
+      eps: added to the standard deviation.
+
+    Returns:
+      float32 ``[P]`` with mean 0 and (unless constant) standard deviation ~1.
+    """
+    f = worst_to_finite(fitness)
+    scale = tf.reduce_max(tf.abs(f))
+    f = f / tf.where(scale > 0, scale, 1.0)
+    centered = f - tf.reduce_mean(f)
+    std = tf.sqrt(tf.reduce_mean(tf.square(centered)))
+    return tf.where(std > 0, centered / (std + eps), tf.zeros_like(centered))
+
+
+def weight_decay(x, coeff: float) -> tf.Tensor:
+    """L2 penalty to add to fitness: ``-coeff * sum(x**2)`` per member.
+
+    Fitness is maximised, so the term is negative; use
+    ``fitness + weight_decay(x, 0.005)`` to prefer small parameters.
+
+    Args:
+      x: float ``[P, D]`` population (or ``[D]`` single vector).
+      coeff: the L2 coefficient (>= 0).
+
+    Returns:
+      float32 ``[P]`` (or a scalar for ``[D]`` input).
+    """
+    x = tf.convert_to_tensor(x, tf.float32)
+    return -tf.cast(coeff, tf.float32) * tf.reduce_sum(tf.square(x), axis=-1)
+
+
+def nes_utilities(popsize: int) -> np.ndarray:
+    """NES utility values by rank (Wierstra et al. 2014), best rank first.
+
+    ``u_i = max(0, log(P/2 + 1) - log(i)) / sum_j max(0, log(P/2 + 1) - log(j)) - 1/P``
+    for ``i = 1..P``: the better half gets positive weight decreasing with
+    rank, the values sum to zero.
+
+    Returns:
+      float32 numpy array ``[P]``; entry 0 belongs to the best member.
+    """
+    popsize = int(popsize)
+    if popsize < 1:
+        raise ConfigError(f"popsize must be >= 1, got {popsize}")
+    i = np.arange(1, popsize + 1, dtype=np.float64)
+    u = np.maximum(0.0, math.log(popsize / 2.0 + 1.0) - np.log(i))
+    u = u / u.sum() - 1.0 / popsize
+    return u.astype(np.float32)
+
+
+def utility_weights(fitness, utilities=None) -> tf.Tensor:
+    """Assigns NES utilities (see :func:`nes_utilities`) to members by fitness rank.
+
+    Args:
+      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+      utilities: optional ``[P]`` table, best rank first (default
+        ``nes_utilities(P)``; P must then be known statically).
+
+    Returns:
+      float32 ``[P]``: the utility of each member.
+    """
+    fitness = tf.convert_to_tensor(fitness, tf.float32)
+    if utilities is None:
+        p = fitness.shape[0]
+        if p is None:
+            raise ShapeError("utility_weights needs a static population size or an explicit table")
+        utilities = nes_utilities(p)
+    utilities = tf.convert_to_tensor(utilities, tf.float32)
+    r = ranks(fitness)  # 0 = worst
+    p = tf.shape(r)[0]
+    return tf.gather(utilities, p - 1 - r)
+
+
+# -- helpers shared by the strategies (not public API) ----------------------
+
+
+def _center(init_params, num_dims: int, name: str = "init_params") -> np.ndarray:
+    """Validates an initial centre ``[D]`` (None -> zeros)."""
+    if init_params is None:
+        return np.zeros([num_dims], np.float32)
+    c = np.asarray(init_params, np.float32)
+    if c.shape != (num_dims,):
+        raise ShapeError(f"{name} must have shape [{num_dims}], got {list(c.shape)}")
+    if not np.all(np.isfinite(c)):
+        raise ConfigError(f"{name} must be finite")
+    return c
+
+
+def _positive(value, name: str, allow_zero: bool = False) -> float:
+    v = float(value)
+    if not (v > 0 or (allow_zero and v == 0)) or not math.isfinite(v):
+        raise ConfigError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return v
+
+
+def _per_dim(value, num_dims: int, name: str) -> np.ndarray:
+    """A positive scalar or ``[D]`` vector -> float32 ``[D]``."""
+    v = np.asarray(value, np.float32)
+    if v.ndim == 0:
+        v = np.full([num_dims], v, np.float32)
+    if v.shape != (num_dims,):
+        raise ShapeError(f"{name} must be a scalar or have shape [{num_dims}], got {list(v.shape)}")
+    if not np.all(v > 0) or not np.all(np.isfinite(v)):
+        raise ConfigError(f"{name} must be finite and > 0")
+    return v
+
+
+def _bounds(bounds, num_dims: int):
+    """``(low, high)`` scalars or ``[D]`` each -> two float32 ``[D]`` arrays, or None."""
+    if bounds is None:
+        return None
+    try:
+        low, high = bounds
+    except (TypeError, ValueError):
+        raise ConfigError("bounds must be a pair (low, high)") from None
+    low = np.broadcast_to(np.asarray(low, np.float32), [num_dims]).copy() if np.ndim(low) == 0 else np.asarray(low, np.float32)
+    high = np.broadcast_to(np.asarray(high, np.float32), [num_dims]).copy() if np.ndim(high) == 0 else np.asarray(high, np.float32)
+    if low.shape != (num_dims,) or high.shape != (num_dims,):
+        raise ShapeError(f"bounds must be scalars or have shape [{num_dims}]")
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+        raise ConfigError("bounds must be finite with low < high in every dimension")
+    return low, high
+
+
+def _default_popsize(num_dims: int, even: bool = False) -> int:
+    """The usual NES/CMA default ``4 + floor(3 ln D)`` (rounded up to even if asked)."""
+    p = 4 + int(math.floor(3 * math.log(num_dims)))
+    if even and p % 2:
+        p += 1
+    return p
+
+
+def _update_best(algo, x: tf.Tensor, fitness: tf.Tensor) -> None:
+    """XLA-friendly replacement of ``Algorithm._update_best`` (gather, not a dynamic slice).
+
+    Indexing ``x[i]`` with a tensor ``i`` lowers to a strided slice whose bounds
+    XLA needs as compile-time constants, which makes every new population value
+    trigger a recompilation under ``jit_compile=True``.
+    """
+    i = tf.argmax(fitness, output_type=tf.int32)
+    fi = tf.gather(fitness, i)
+    better = fi > algo.best_fitness
+    algo.best_params.assign(tf.where(better, tf.gather(x, i), algo.best_params))
+    algo.best_fitness.assign(tf.where(better, fi, algo.best_fitness))

@@ -1,0 +1,98 @@
+"""SNES: separable natural evolution strategy (Schaul, Glasmachers & Schmidhuber 2011).
+
+Search distribution ``N(mu, diag(sigma^2))``.  With standard-normal samples
+``z_i``, ``x_i = mu + sigma * z_i`` and NES utilities ``u_i`` assigned by rank
+(:func:`tfevo.strategies.shaping.nes_utilities`), one generation is
+
+    mu    <- mu + eta_mu * sigma * sum_i u_i z_i
+    sigma <- sigma * exp(eta_sigma / 2 * sum_i u_i (z_i^2 - 1))
+
+with the defaults of Wierstra et al. (2014): ``P = 4 + floor(3 ln D)``,
+``eta_mu = 1`` and ``eta_sigma = (3 + ln D) / (5 sqrt(D))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError
+from tfevo.registry import register
+from tfevo.strategies.shaping import (
+    _center, _default_popsize, _per_dim, _positive, _update_best, nes_utilities, ranks,
+)
+
+__all__ = ["SNES"]
+
+_MIN_SIGMA = 1e-30  # keeps sigma a normal positive float32 (z = (x - mu) / sigma)
+
+
+@register("strategy", "snes")
+class SNES(Algorithm):
+    """Separable NES with utility-weights fitness shaping and the default learning rates.
+
+    Args:
+      num_dims: D, number of parameters.
+      popsize: P (default ``4 + floor(3 ln D)``).
+      sigma_init: initial standard deviation, scalar or ``[D]``.
+      lr_mean: eta_mu (default 1).
+      lr_sigma: eta_sigma (default ``(3 + ln D) / (5 sqrt(D))``).
+      mirrored: draw ``z`` in antithetic pairs (P must be even); off by default as in the paper.
+      init_params: initial mean ``[D]`` (default zeros).
+      seed: random seed.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> es = SNES(num_dims=10, sigma_init=1.0, seed=0)
+    >>> for _ in range(200):
+    ...     x = es.ask()
+    ...     es.tell(x, -tf.reduce_sum(x * x, axis=1))
+    """
+
+    jit_compile = True
+
+    def __init__(self, num_dims: int, popsize: int | None = None, sigma_init=1.0,
+                 lr_mean: float = 1.0, lr_sigma: float | None = None, mirrored: bool = False,
+                 init_params=None, seed: int = 0, name: str | None = None):
+        num_dims = int(num_dims)
+        if popsize is None:
+            popsize = _default_popsize(num_dims, even=mirrored) if num_dims >= 1 else 2
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        if self.popsize < 2:
+            raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
+        self.mirrored = bool(mirrored)
+        if self.mirrored and self.popsize % 2:
+            raise ConfigError(f"popsize must be even with mirrored sampling, got {self.popsize}")
+        self.lr_mean = _positive(lr_mean, "lr_mean")
+        d = self.num_dims
+        self.lr_sigma = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if lr_sigma is None else \
+            _positive(lr_sigma, "lr_sigma")
+        self.utilities = tf.constant(nes_utilities(self.popsize))
+        self.center = tf.Variable(_center(init_params, d), trainable=False, name="center")
+        self.sigma = tf.Variable(_per_dim(sigma_init, d, "sigma_init"), trainable=False, name="sigma")
+        self._init_best()
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """The search mean ``mu`` ``[D]``."""
+        return tf.convert_to_tensor(self.center)
+
+    def _ask(self):
+        seed = self.seeds.next()
+        if self.mirrored:
+            z = tf.random.stateless_normal([self.popsize // 2, self.num_dims], seed=seed)
+            z = tf.concat([z, -z], axis=0)
+        else:
+            z = tf.random.stateless_normal([self.popsize, self.num_dims], seed=seed)
+        return self.center + self.sigma * z
+
+    def _tell(self, x, fitness):
+        _update_best(self, x, fitness)
+        u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
+        z = (x - self.center) / self.sigma
+        grad_mu = tf.linalg.matvec(z, u, transpose_a=True)
+        grad_sigma = tf.linalg.matvec(tf.square(z), u, transpose_a=True)  # sum(u) = 0 drops the -1
+        self.center.assign_add(self.lr_mean * self.sigma * grad_mu)
+        self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.lr_sigma * grad_sigma), _MIN_SIGMA))
