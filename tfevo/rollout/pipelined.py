@@ -68,17 +68,21 @@ def _bucket_sizes(max_n: int, mode: str) -> np.ndarray:
 
 
 @registry.register("evaluator", "pipelined", doc="Pipelined host-simulator evaluator (K subsets, active-slot inference)")
-class PipelinedEvaluator:
+class PipelinedEvaluator(tf.Module):
     """Evaluates populations on host simulators with pipelined inference.
 
     Args:
       env: a Gymnasium/tfevo env id (``"ALE/Pong-v5"``, ``"HalfCheetah-v5"``,
         ``"CartPole-v1"``, ...), or a callable ``env_fn(num_slots) ->
         HostVectorEnv`` (called once per subset).
-      policy: object with ``forward(params [P, D], obs [n, B, *obs], indices
-        [n]) -> actions [n, B, ...]`` (a ``tfevo.nn`` Policy).  For discrete
-        envs a float output with last axis ``num_actions`` is read as logits
-        and argmax'ed; continuous actions are clipped to the env's bounds.
+      policy: object with ``forward(params, obs [n, B, *obs], indices [n])
+        -> actions [n, B, ...]`` (a :class:`tfevo.nn.Policy`).  If it has
+        ``prepare(params [P, D])`` that is called once per evaluation and its
+        result is what ``forward`` receives (``Policy.prepare`` splits the
+        parameters into per-layer tensors once, so each step's forward reads
+        the active members' weights in place).  For discrete envs a float
+        output with last axis ``num_actions`` is read as logits and
+        argmax'ed; continuous actions are clipped to the env's bounds.
       num_envs: total number of simulator slots (split evenly over subsets).
       num_subsets: ``K``; 1 = serial, >= 2 = pipelined.
       episodes: episodes per member (fitness = mean return).
@@ -94,8 +98,9 @@ class PipelinedEvaluator:
       bucket: ``"pow2"`` (pad active rows to powers of two), ``"full"``
         (always all slots, masked) or ``"none"`` (exact ``n``).
       jit_compile: XLA-compile the forward pass.
-      obs_scale: multiply observations by this in the graph (default
-        ``1/255`` for uint8 frames, else 1).
+      obs_scale: multiply observations by this in the graph (default:
+        ``1/255`` for uint8 frames unless the policy has its own
+        ``preprocess``, else 1).
       common_seeds: all members use the same episode seeds (common random
         numbers) instead of one seed per (member, episode).
 
@@ -103,8 +108,10 @@ class PipelinedEvaluator:
       last_stats: dict of the last call: ``frames``, ``steps``, ``seconds``,
         ``forward_rows`` (rows the policy actually computed, before padding),
         ``padded_rows``, ``forward_calls``.
-      calls: ``tf.Variable`` counting calls (checkpointable); episode seeds
-        depend on it, so a restored run continues with the same seeds.
+      calls: ``tf.Variable`` counting calls; episode seeds depend on it.  The
+        evaluator is a ``tf.Module``: ``tf.train.Checkpoint(evaluator=ev)``
+        saves ``calls`` and the observation normalizer, so a restored run
+        continues with the same seeds and statistics.
     """
 
     def __init__(
@@ -126,6 +133,7 @@ class PipelinedEvaluator:
         common_seeds: bool = False,
         update_obs_norm: bool = True,
     ):
+        super().__init__(name="pipelined_evaluator")
         if not hasattr(policy, "forward"):
             raise ConfigError("policy must have a forward(params, obs, indices) method")
         num_envs, num_subsets, episodes = int(num_envs), int(num_subsets), int(episodes)
@@ -163,8 +171,9 @@ class PipelinedEvaluator:
         self.action_spec = e0.action_spec
         self.frames_per_step = int(getattr(e0, "frames_per_step", 1))
         self.num_envs = num_envs
-        if obs_scale is None:
-            obs_scale = 1.0 / 255.0 if self.observation_dtype == np.uint8 else 1.0
+        if obs_scale is None:  # a policy with its own preprocess() scales frames itself
+            own = hasattr(policy, "preprocess") and obs_norm is None
+            obs_scale = 1.0 / 255.0 if (self.observation_dtype == np.uint8 and not own) else 1.0
         self.obs_scale = float(obs_scale)
         if obs_norm is True:
             obs_norm = ObservationNormalizer(self.observation_shape)
@@ -212,7 +221,12 @@ class PipelinedEvaluator:
         return rng.integers(0, 2**31 - 1, size=(popsize, self.episodes))
 
     # -- forward --------------------------------------------------------------
-    def _build_forward(self, num_dims: int):
+    def _prepare(self, params_t):
+        """Policy-specific per-call preparation (e.g. ``Policy.prepare`` splits params once)."""
+        prep = getattr(self.policy, "prepare", None)
+        return prep(params_t) if callable(prep) else params_t
+
+    def _build_forward(self, prepared):
         spec = self.action_spec
         policy = self.policy
         norm = self.obs_norm
@@ -221,7 +235,9 @@ class PipelinedEvaluator:
 
         def fwd(params, obs, idx):
             self.traces += 1
-            x = tf.cast(obs, tf.float32)
+            x = obs
+            if scale != 1.0 or norm is not None:
+                x = tf.cast(x, tf.float32)
             if scale != 1.0:
                 x = x * scale
             if norm is not None:
@@ -238,12 +254,13 @@ class PipelinedEvaluator:
                 out = tf.clip_by_value(out, np.asarray(spec.low, np.float32), np.asarray(spec.high, np.float32))
             return out
 
+        p_sig = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), prepared)
         sig = [
-            tf.TensorSpec([None, num_dims], tf.float32),
+            p_sig,
             tf.TensorSpec([None, 1, *self.observation_shape], in_dtype),
             tf.TensorSpec([None], tf.int32),
         ]
-        return tf.function(fwd, input_signature=sig, jit_compile=self.jit_compile, reduce_retracing=True)
+        return tf.function(fwd, input_signature=sig, jit_compile=self.jit_compile)
 
     def _forward(self, params_t, k: int, obs: np.ndarray, members: np.ndarray, stats: dict) -> np.ndarray:
         n = members.size
@@ -273,9 +290,11 @@ class PipelinedEvaluator:
         P, D = int(params_t.shape[0]), int(params_t.shape[1])
         if P < 1:
             raise ShapeError("params must hold at least one member")
-        if self._forward_fn is None or self._num_dims != D:
-            self._forward_fn = self._build_forward(D)
-            self._num_dims = D
+        prepared = self._prepare(params_t)
+        key = tuple((tuple(t.shape), t.dtype) for t in tf.nest.flatten(prepared))
+        if self._forward_fn is None or self._num_dims != key:
+            self._forward_fn = self._build_forward(prepared)
+            self._num_dims = key
         E = self.episodes
         seeds = self.episode_seeds(P)
         jobs_member = np.repeat(np.arange(P), E)
@@ -315,7 +334,7 @@ class PipelinedEvaluator:
             obs = so[active]
             if norm_acc is not None:
                 nonlocal_acc[0] = merge_moments(nonlocal_acc[0], batch_moments(obs, self.observation_shape))
-            actions = self._forward(params_t, k, obs, jobs_member[sj[active]], stats)
+            actions = self._forward(prepared, k, obs, jobs_member[sj[active]], stats)
             env.send(actions, active)
             pending[k] = True
 
