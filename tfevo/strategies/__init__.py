@@ -10,6 +10,6 @@ from tfevo._lazy import import_parts
 _MODULES = (
     "shaping", "optimizers",
     "open_es", "pgpe", "ars", "snes", "xnes", "ga", "random_search", "de", "pso",
-    "cma_es", "sep_cma_es", "restarts", "lm_ma_es",
+    "cma_es", "sep_cma_es", "restarts", "lm_ma_es", "seed_ga",
 )
 __all__ = import_parts(__name__, _MODULES, globals())

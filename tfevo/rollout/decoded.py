@@ -1,0 +1,63 @@
+"""Evaluating compact genomes chunk by chunk.
+
+:class:`GenomeEvaluator` wraps any parameter evaluator (in-graph or
+pipelined) for algorithms whose population is not a ``[P, D]`` matrix but a
+compact encoding with a ``decode`` (e.g. :class:`tfevo.strategies.SeedGA`'s
+seed lists): the population is decoded and evaluated ``chunk_size`` members
+at a time, so at most ``chunk_size x D`` parameters exist at once (a
+population of 1000 Nature-DQN networks never does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.registry import register
+
+__all__ = ["GenomeEvaluator"]
+
+
+@register("evaluator", "genome", doc="decode compact genomes chunk by chunk, then evaluate with another evaluator")
+class GenomeEvaluator:
+    """``evaluate(genomes) -> fitness`` through ``decode`` and an inner evaluator.
+
+    Args:
+      evaluator: object with ``evaluate(params [n, D])`` (or a callable).
+      decode: ``genomes [n, ...] -> params [n, D]`` (e.g. ``SeedGA.decode``).
+      chunk_size: members decoded at once (default: all).
+
+    Attributes:
+      last_frames: environment frames of the last call (summed over chunks).
+    """
+
+    def __init__(self, evaluator, decode, chunk_size: int | None = None):
+        if chunk_size is not None and int(chunk_size) < 1:
+            raise ConfigError(f"chunk_size must be >= 1, got {chunk_size}")
+        self.evaluator = evaluator
+        self.decode = decode
+        self.chunk_size = None if chunk_size is None else int(chunk_size)
+        self.last_frames = 0
+
+    def _inner(self, params):
+        ev = self.evaluator
+        out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
+        frames = getattr(ev, "last_frames", None)
+        return out, (int(frames) if frames is not None else int(params.shape[0]))
+
+    def evaluate(self, genomes):
+        genomes = tf.convert_to_tensor(genomes)
+        p = int(genomes.shape[0])
+        step = self.chunk_size or p
+        outs, frames = [], 0
+        for start in range(0, p, step):
+            out, fr = self._inner(self.decode(genomes[start:start + step]))
+            outs.append(out)
+            frames += fr
+        self.last_frames = frames
+        if isinstance(outs[0], (tuple, list)):
+            return tuple(tf.concat([o[i] for o in outs], axis=0) for i in range(len(outs[0])))
+        return tf.concat(outs, axis=0)
+
+    __call__ = evaluate

@@ -1,0 +1,266 @@
+"""Deep GA with genomes stored as lists of random seeds (Such et al. 2017).
+
+A member of generation ``g`` is the seed of its initial parameters followed by
+the seeds of the ``g'`` Gaussian mutations on its lineage::
+
+    theta = init_fn(s_0) + sigma * (eps(s_1) + eps(s_2) + ... + eps(s_k))
+
+so a genome costs ``4 * (k + 2)`` bytes however large the network is (the
+Nature-DQN's ~4M parameters included), and checkpoints and tf.distribute
+messages stay tiny.  The population is an ``int32 [P, L]`` tensor: column 0
+holds the number of seeds ``k + 1``, columns ``1..k+1`` the seeds, the rest
+``-1`` padding.  ``L = max_generations + 2``.
+
+Materialization is cheap because :class:`SeedGA` keeps the parameters of the
+current parents (the top ``T`` and the re-evaluated rows) in a cache: a child
+is ``parent + sigma * eps(s_new)`` (one stateless normal draw) and a copied
+elite is its parent exactly.  Genomes whose parent is not cached (e.g. right
+after restoring a checkpoint) are rebuilt from their full seed list, so
+``decode`` is correct for any genome.  Use :meth:`SeedGA.decode` on the slice
+of the population an evaluator is about to run (see
+:class:`tfevo.rollout.GenomeEvaluator`), so only that subset is ever held as
+full parameter vectors.
+
+Selection and elitism follow :class:`~tfevo.strategies.GaussianGA` exactly:
+truncation selection of ``T`` parents by mean fitness, the elite and
+``num_elite_candidates`` candidates copied unmodified so they are
+re-evaluated, the elite chosen among re-evaluated rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import Algorithm, ConfigError, ShapeError, check_fitness, sanitize_fitness
+from tfevo.registry import register
+
+__all__ = ["SeedGA"]
+
+_WORST = -1e30
+_MASKED = -3e30
+_SALT = 0x5EED  # second word of every mutation's stateless seed
+
+
+class _NotTracked:
+    """Holds the parent cache outside tf.Module tracking (never checkpointed)."""
+
+    def __init__(self):
+        self.params = None
+        self.lineage = None
+
+
+@register("strategy", "seed_ga")
+class SeedGA(Algorithm):
+    """Truncation GA whose genomes are seed lists (Such et al. 2017's compact encoding).
+
+    Args:
+      num_dims: D, parameters per network.
+      popsize: P (the paper: 1000 on Atari).
+      truncation: T parents (the paper: 20).
+      sigma: mutation power (the paper: 0.002 on Atari).
+      num_elite_candidates: rows copied unmodified for re-evaluation besides the elite.
+      max_generations: the longest lineage the genome tensor can hold.
+      init_fn: ``seed int32 [2] -> [D]`` initial parameters of a member
+        (e.g. ``lambda s: model.init_params(1, s)[0]``); default
+        ``init_sigma * N(0, I)``.
+      init_sigma: scale of the default initializer.
+      seed: random seed.
+
+    Example:
+
+    >>> ga = SeedGA(num_dims=1000, popsize=64, truncation=8, sigma=0.05, seed=0)
+    >>> g = ga.ask()                      # int32 [64, L]: seed lists
+    >>> params = ga.decode(g)             # float32 [64, 1000]
+    >>> ga.tell(g, -tf.reduce_sum(params ** 2, axis=1))
+    """
+
+    def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
+                 num_elite_candidates: int = 10, max_generations: int = 1000, init_fn=None,
+                 init_sigma: float = 0.05, seed: int = 0, name: str | None = None):
+        super().__init__(num_dims, popsize, seed=seed, name=name)
+        p = self.popsize
+        self.truncation = int(truncation)
+        if not 1 <= self.truncation <= p:
+            raise ConfigError(f"truncation must be in [1, popsize={p}], got {truncation}")
+        self.num_elite_candidates = int(num_elite_candidates)
+        if not 0 <= self.num_elite_candidates <= p - 2:
+            raise ConfigError(f"num_elite_candidates must be in [0, popsize-2={p - 2}], got {num_elite_candidates}")
+        if not sigma > 0:
+            raise ConfigError(f"sigma must be > 0, got {sigma}")
+        if int(max_generations) < 1:
+            raise ConfigError(f"max_generations must be >= 1, got {max_generations}")
+        self.sigma = float(sigma)
+        self.max_generations = int(max_generations)
+        self.genome_length = self.max_generations + 2
+        self.init_sigma = float(init_sigma)
+        self._init_fn = init_fn
+        L = self.genome_length
+        # generation 0: one init seed per member, drawn from the run's seed
+        s0 = tf.random.stateless_uniform([p], seed=[int(seed), 1], minval=0, maxval=2**31 - 1, dtype=tf.int32)
+        genomes = tf.concat([tf.ones([p, 1], tf.int32), s0[:, None], -tf.ones([p, L - 2], tf.int32)], axis=1)
+        self.population = tf.Variable(genomes, trainable=False, name="population")
+        self.eval_sum = tf.Variable(tf.zeros([p]), trainable=False, name="eval_sum")
+        self.eval_count = tf.Variable(tf.zeros([p]), trainable=False, name="eval_count")
+        c = self.truncation + 1 + self.num_elite_candidates
+        self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
+        self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
+        self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
+        self._cache = _NotTracked()
+        self._decode_fn = None
+
+    # -- the ask/tell seam (genomes are int32, so ask/tell are overridden) ----
+    def ask(self) -> tf.Tensor:
+        """The population as seed lists ``int32 [P, L]``."""
+        if int(self.generation.numpy()) > self.max_generations:
+            raise ConfigError(
+                f"SeedGA genomes hold {self.max_generations} generations of mutations; raise max_generations")
+        return tf.identity(self.population)
+
+    def tell(self, genomes, fitness) -> None:
+        genomes = tf.convert_to_tensor(genomes)
+        if genomes.dtype != tf.int32 or genomes.shape.as_list() != [self.popsize, self.genome_length]:
+            raise ShapeError(f"genomes must be int32 [{self.popsize}, {self.genome_length}], "
+                             f"got {genomes.dtype.name} {genomes.shape.as_list()}")
+        fitness = check_fitness(fitness, self.popsize)
+        if self._tell_fn is None:
+            self._tell_fn = tf.function(
+                self._trace_counter.wrap("tell", self._tell_graph),
+                input_signature=[tf.TensorSpec([self.popsize, self.genome_length], tf.int32),
+                                 tf.TensorSpec([self.popsize], tf.float32)],
+            )
+        self._tell_fn(genomes, fitness)
+        # refresh the parent cache (materialize the new parents once)
+        self._refresh_cache(genomes)
+
+    def _tell_graph(self, g, fitness):
+        fitness = sanitize_fitness(fitness)
+        i = tf.argmax(fitness, output_type=tf.int32)
+        better = fitness[i] > self.best_fitness
+        self.best_genome.assign(tf.where(better, g[i], self.best_genome))
+        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
+        p, e, t = self.popsize, self.num_elite_candidates, self.truncation
+        f = tf.maximum(fitness, _WORST)
+        total = self.eval_sum + f
+        count = self.eval_count + 1.0
+        score = total / count
+        idx = tf.range(p)
+        carried = tf.logical_or(idx <= e, tf.equal(self.generation, 0))
+        elite = tf.argmax(tf.where(carried, score, _MASKED), output_type=tf.int32)
+        keep = elite[None]
+        if e > 0:
+            others = tf.tensor_scatter_nd_update(score, elite[None, None], [_MASKED])
+            keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
+        parents = tf.math.top_k(score, k=t).indices
+        s_choice, s_mut = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
+        n_child = p - 1 - e
+        choice = tf.random.stateless_uniform([n_child], seed=s_choice, minval=0, maxval=t, dtype=tf.int32)
+        child_parent = tf.gather(g, tf.gather(parents, choice))
+        new_seeds = tf.random.stateless_uniform([n_child], seed=s_mut, minval=0, maxval=2**31 - 1, dtype=tf.int32)
+        n = child_parent[:, 0]  # seeds so far; the new one goes to column n + 1
+        cols = tf.range(self.genome_length)[None]
+        children = tf.where(tf.equal(cols, (n + 1)[:, None]), new_seeds[:, None], child_parent)
+        children = tf.where(tf.equal(cols, 0), (n + 1)[:, None], children)
+        self.population.assign(tf.concat([tf.gather(g, keep), children], axis=0))
+        zeros = tf.zeros([n_child])
+        self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))
+        self.eval_count.assign(tf.concat([tf.gather(count, keep), zeros], axis=0))
+        self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
+        self.generation.assign_add(1)
+        return tf.constant(0)
+
+    # -- materialization -------------------------------------------------------
+    def _init_params(self, seed_word):
+        seed = tf.stack([seed_word, tf.constant(0, tf.int32)])
+        if self._init_fn is None:
+            return self.init_sigma * tf.random.stateless_normal([self.num_dims], seed=seed)
+        return tf.reshape(tf.cast(self._init_fn(seed), tf.float32), [self.num_dims])
+
+    def _eps(self, seed_word):
+        return tf.random.stateless_normal([self.num_dims], seed=tf.stack([seed_word, tf.constant(_SALT, tf.int32)]))
+
+    def _rebuild(self, genome):
+        """Full reconstruction of one genome from its seed list."""
+        n = genome[0]
+        theta = self._init_params(genome[1])
+
+        def body(j, acc):
+            return j + 1, acc + self.sigma * self._eps(genome[j + 1])
+
+        _, theta = tf.while_loop(lambda j, acc: j < n, body, (tf.constant(1), theta))
+        return theta
+
+    def _decode_graph(self, genomes, cache_params, cache_lineage):
+        L = self.genome_length
+        pos = tf.range(L)[None, None]  # [1, 1, L]
+        g = genomes[:, None, :]  # [n, 1, L]
+        c = cache_lineage[None]  # [1, C, L]
+        n_g = genomes[:, 0][:, None]  # [n, 1]
+        n_c = cache_lineage[:, 0][None]  # [1, C]
+        same_seed = tf.equal(g, c)  # [n, C, L]
+        # exact: same length and same seeds in columns 1..n
+        in_g = (pos >= 1) & (pos <= n_g[..., None])
+        exact = tf.equal(n_g, n_c) & tf.reduce_all(same_seed | ~in_g, axis=2)
+        # prefix: cache row is the parent (one seed shorter, all its seeds equal)
+        in_c = (pos >= 1) & (pos <= n_c[..., None])
+        prefix = tf.equal(n_g, n_c + 1) & tf.reduce_all(same_seed | ~in_c, axis=2)
+        has_exact = tf.reduce_any(exact, 1)
+        has_prefix = tf.reduce_any(prefix, 1)
+        ex_i = tf.argmax(tf.cast(exact, tf.int32), 1, output_type=tf.int32)
+        pre_i = tf.argmax(tf.cast(prefix, tf.int32), 1, output_type=tf.int32)
+        last_seed = tf.gather(genomes, genomes[:, 0], batch_dims=1)
+
+        # fast path: cached parent (+ one mutation); rare path: rebuild from all seeds
+        eps = tf.map_fn(self._eps, last_seed, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32),
+                        parallel_iterations=16)
+        fast = tf.where(has_exact[:, None], tf.gather(cache_params, ex_i),
+                        tf.gather(cache_params, pre_i) + self.sigma * eps)
+        need = ~(has_exact | has_prefix)
+        rebuilt = tf.cond(
+            tf.reduce_any(need),
+            lambda: tf.map_fn(self._rebuild, genomes, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32)),
+            lambda: tf.zeros_like(fast),
+        )
+        return tf.where(need[:, None], rebuilt, fast)
+
+    def _refresh_cache(self, genomes=None):
+        lineage = self.parent_lineage
+        if self._cache.lineage is not None and np.array_equal(self._cache.lineage, lineage.numpy()):
+            return
+        # decode the new parents with the old cache (children of old parents: one draw each)
+        old_p = self._cache.params if self._cache.params is not None else tf.zeros([1, self.num_dims])
+        old_l = self._cache.lineage if self._cache.lineage is not None else -np.ones([1, self.genome_length], np.int32)
+        params = self._decode(tf.convert_to_tensor(lineage), old_p, tf.constant(old_l))
+        self._cache.params = params
+        self._cache.lineage = lineage.numpy()
+
+    def _decode(self, genomes, cache_params, cache_lineage):
+        if self._decode_fn is None:
+            self._decode_fn = tf.function(
+                self._decode_graph,
+                input_signature=[tf.TensorSpec([None, self.genome_length], tf.int32),
+                                 tf.TensorSpec([None, self.num_dims], tf.float32),
+                                 tf.TensorSpec([None, self.genome_length], tf.int32)],
+            )
+        return self._decode_fn(genomes, cache_params, cache_lineage)
+
+    def decode(self, genomes) -> tf.Tensor:
+        """Parameters ``float32 [n, D]`` of seed-list genomes ``int32 [n, L]``."""
+        genomes = tf.convert_to_tensor(genomes)
+        if genomes.dtype != tf.int32 or genomes.shape.rank != 2 or genomes.shape[1] != self.genome_length:
+            raise ShapeError(f"genomes must be int32 [n, {self.genome_length}], "
+                             f"got {genomes.dtype.name} {genomes.shape.as_list()}")
+        if int(self.generation.numpy()) > 0:
+            self._refresh_cache()
+        if self._cache.params is None:
+            return self._decode(genomes, tf.zeros([1, self.num_dims]), -tf.ones([1, self.genome_length], tf.int32))
+        return self._decode(genomes, self._cache.params, tf.constant(self._cache.lineage))
+
+    @property
+    def elite(self) -> tf.Tensor:
+        """The elite's genome (row 0 of the next population)."""
+        return tf.convert_to_tensor(self.population[0])
+
+    @property
+    def best(self):
+        return self.decode(self.best_genome[None])[0], self.best_fitness
