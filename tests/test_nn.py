@@ -134,6 +134,8 @@ def test_indices_equal_full_run_gathered():
     idx = tf.constant([7, 0, 3, 3, 8], tf.int32)
     xs = tf.gather(x, idx)
     np.testing.assert_allclose(pm(params, xs, idx).numpy(), full[idx.numpy()], rtol=RTOL, atol=ATOL)
+    small = tf.constant([4, 4], tf.int32)  # 2n <= P: the gather-rows-first branch
+    np.testing.assert_allclose(pm(params, tf.gather(x, small), small).numpy(), full[[4, 4]], rtol=RTOL, atol=ATOL)
     weights = pm.unflatten(params)  # pre-split path through indexed_matmul
     np.testing.assert_allclose(pm(weights, xs, idx).numpy(), full[idx.numpy()], rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(pm(weights, x).numpy(), full, rtol=RTOL, atol=ATOL)

@@ -31,6 +31,12 @@ from tfevo.nn.layers import population_conv2d, population_dense
 
 __all__ = ["PopulationModel"]
 
+
+def _op_available() -> bool:
+    from tfevo.nn.indexed import indexed_matmul_op_available
+
+    return indexed_matmul_op_available()
+
 L = keras.layers
 
 
@@ -335,6 +341,10 @@ class PopulationModel:
         return [tf.reshape(t, tf.concat([tf.shape(params)[:1], s], 0)) if s else tf.reshape(t, [-1])
                 for t, s in zip(parts, self.weight_shapes)]
 
+    def weight_signature(self, popsize=None) -> list:
+        """``tf.TensorSpec`` list matching :meth:`unflatten`'s output (for ``input_signature``)."""
+        return [tf.TensorSpec((popsize,) + s, tf.float32) for s in self.weight_shapes]
+
     def from_keras(self, model: keras.Model) -> tf.Tensor:
         """A Keras model with the template's architecture -> its ``[D]`` vector."""
         return self.flatten(model.get_weights())
@@ -400,23 +410,42 @@ class PopulationModel:
             tensors[step.out] = step.fn(tensors[step.inp], w, indices)
         return tensors[self._output_id]
 
+    def forward_graph(self, params, x, indices=None):
+        """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
+
+        For use inside a caller's own ``tf.function`` (rollouts).  ``params`` is
+        ``[P, D]`` or the list from :meth:`unflatten`; ``x`` float32.
+
+        With flat ``params`` and ``indices``, the subset runs either by
+        gathering its parameter rows first (cheaper when ``2 n <= P`` or
+        without the C++ op), or by splitting all parameters and letting
+        ``indexed_matmul`` read the chosen members' weights in place.
+        """
+        if isinstance(params, (list, tuple)):
+            return self._run(params, x, indices)
+        if indices is None:
+            return self._run(self.unflatten_graph(params), x, None)
+
+        def gather_first():
+            return self._run(self.unflatten_graph(tf.gather(params, indices)), x, None)
+
+        if not _op_available():
+            return gather_first()
+
+        def in_place():
+            return self._run(self.unflatten_graph(params), x, indices)
+
+        return tf.cond(2 * tf.shape(indices)[0] <= tf.shape(params)[0], gather_first, in_place)
+
     def _fn(self, kind):
         fn = self._fns.get(kind)
         if fn is not None:
             return fn
-        if kind == "flat":
-            body = lambda params, x: self._run(self.unflatten_graph(params), x, None)
-        elif kind == "flat_idx":
-            body = lambda params, x, idx: self._run(self.unflatten_graph(tf.gather(params, idx)), x, None)
-        elif kind == "split":
-            body = lambda weights, x: self._run(weights, x, None)
-        else:  # split_idx
-            body = lambda weights, x, idx: self._run(weights, x, idx)
-        jit = self.jit_compile
-        if kind == "split_idx":
-            from tfevo.nn.indexed import indexed_matmul_op_available
-
-            jit = jit and not indexed_matmul_op_available()
+        if kind.endswith("_idx"):
+            body = lambda params, x, idx: self.forward_graph(params, x, idx)
+        else:
+            body = lambda params, x: self.forward_graph(params, x, None)
+        jit = self.jit_compile and not (kind.endswith("_idx") and _op_available())
         fn = tf.function(self._trace_counter.wrap(kind, body), jit_compile=jit, reduce_retracing=False, autograph=False)
         self._fns[kind] = fn
         return fn

@@ -205,19 +205,25 @@ class Policy:
         key = (split, indexed)
         if key in self._fns:
             return self._fns[key]
-        model = self.model
 
         def body(params, obs, idx=None):
-            weights = params if split else model.unflatten_graph(params if idx is None else tf.gather(params, idx))
-            use_idx = idx if (split and indexed) else None
-            y = model._run(weights, self.preprocess(obs), use_idx)
-            return self.actions_from_outputs(y)
+            return self.forward_graph(params, obs, idx)
 
         name = ("split" if split else "flat") + ("_idx" if indexed else "")
         wrapped = self._trace_counter.wrap(name, body)
         fn = tf.function(wrapped, jit_compile=False, reduce_retracing=False, autograph=False)
         self._fns[key] = fn
         return fn
+
+    def forward_graph(self, params, obs, indices=None) -> tf.Tensor:
+        """:meth:`forward` as plain TensorFlow ops (no checks, no ``tf.function``).
+
+        Use inside your own ``tf.function``; ``params`` may be ``[P, D]`` or the
+        list from :meth:`prepare` (then pass ``model.weight_signature()`` as the
+        matching ``input_signature`` entry).
+        """
+        y = self.model.forward_graph(params, self.preprocess(obs), indices)
+        return self.actions_from_outputs(y)
 
     def outputs(self, params, obs, indices=None) -> tf.Tensor:
         """Raw network outputs ``[P or n, B, *output_shape]`` (after obs preprocessing)."""
