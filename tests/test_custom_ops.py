@@ -1,0 +1,127 @@
+"""TfevoIndexedMatmul (custom_ops/indexed_matmul.cc) against its pure-TF reference."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo import ops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def op():
+    mod = ops.load("indexed_matmul")
+    if mod is None:
+        pytest.skip("no C++ compiler / TensorFlow headers: the reference is used (see test_fallback_*)")
+    return mod.tfevo_indexed_matmul
+
+
+def reference(x, w, idx):
+    return tf.matmul(x, tf.gather(w, idx))
+
+
+@pytest.mark.parametrize(
+    "n,b,k,m,M",
+    [(1, 1, 1, 1, 1), (7, 1, 33, 5, 9), (5, 3, 7, 300, 12), (16, 8, 64, 64, 16), (3, 1, 3136, 512, 6), (0, 2, 4, 3, 5),
+     (4, 2, 300, 700, 4)],
+)
+def test_equals_reference(op, n, b, k, m, M):
+    rng = np.random.default_rng(n * 1000 + k)
+    x = tf.constant(rng.normal(size=(n, b, k)), tf.float32)
+    w = tf.constant(rng.normal(size=(M, k, m)), tf.float32)
+    idx = tf.constant(rng.integers(0, M, n), tf.int32)
+    got = op(x, w, idx)
+    assert got.shape == (n, b, m) and got.dtype == tf.float32
+    want = reference(x, w, idx)
+    if n == 0:
+        return
+    # Both kernels sum k float32 products in different orders; the products
+    # themselves are exact, so agreement is limited by float32 rounding of the
+    # sums.  Entry-wise rtol 1e-6 (plus an absolute term for sums that cancel),
+    # and the op must be as accurate as the reference against float64.
+    exact = np.einsum("nbk,nkm->nbm", x.numpy().astype(np.float64), w.numpy().astype(np.float64)[idx.numpy()])
+    err_op = np.abs(got.numpy() - exact).max()
+    err_ref = np.abs(want.numpy() - exact).max()
+    assert err_op <= 2.0 * err_ref + 1e-6 * np.sqrt(k), (err_op, err_ref)
+    atol = 4 * np.finfo(np.float32).eps * np.sqrt(k) * np.abs(exact).max()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=atol)
+
+
+def test_repeated_and_subset_indices(op):
+    rng = np.random.default_rng(5)
+    w = tf.constant(rng.normal(size=(10, 6, 4)), tf.float32)
+    x = tf.constant(rng.normal(size=(10, 2, 6)), tf.float32)
+    full = op(x, w, tf.range(10))
+    sub = op(tf.gather(x, [9, 9, 0]), w, tf.constant([9, 9, 0]))
+    np.testing.assert_array_equal(sub.numpy(), tf.gather(full, [9, 9, 0]).numpy())
+
+
+def test_shape_function_and_graph_use(op):
+    f = tf.function(lambda x, w, i: op(x, w, i),
+                    input_signature=[tf.TensorSpec([None, 1, 8]), tf.TensorSpec([4, 8, 3]), tf.TensorSpec([None], tf.int32)])
+    cf = f.get_concrete_function()
+    assert cf.structured_outputs.shape.as_list() == [None, 1, 3]
+    out = f(tf.ones([2, 1, 8]), tf.ones([4, 8, 3]), tf.constant([0, 3]))
+    np.testing.assert_allclose(out.numpy(), np.full((2, 1, 3), 8.0))
+
+
+def test_errors(op):
+    w = tf.zeros([4, 3, 2])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"idx\[1\] = 4 is out of range \[0, 4\)"):
+        op(tf.zeros([2, 1, 3]), w, tf.constant([0, 4]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"idx\[0\] = -1"):
+        op(tf.zeros([1, 1, 3]), w, tf.constant([-1]))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        op(tf.zeros([2, 1, 5]), w, tf.constant([0, 1]))  # k mismatch
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        op(tf.zeros([2, 1, 3]), w, tf.constant([0]))  # n mismatch
+
+
+def _start(code, **env):
+    full = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", **env)
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=full)
+
+
+CHECK = """
+    import logging, numpy as np, tensorflow as tf
+    logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+    from tfevo import ops
+    assert ops.load("indexed_matmul") is None
+    assert ops.load("indexed_matmul") is None  # asked twice, warned once
+    from tfevo.nn.indexed import indexed_matmul
+    x, w, i = tf.random.normal([3, 2, 4]), tf.random.normal([5, 4, 6]), tf.constant([4, 0, 4])
+    np.testing.assert_array_equal(indexed_matmul(x, w, i).numpy(), tf.matmul(x, tf.gather(w, i)).numpy())
+    print("FALLBACK-OK")
+"""
+
+
+def test_fallback_without_compiler(tmp_path):
+    """A fresh process with no compiler anywhere: one log line, reference results."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc = _start(CHECK, CXX="/nonexistent", PATH=str(empty), TFEVO_CACHE=str(tmp_path / "c1"))
+    out, err = proc.communicate(timeout=300)
+    assert "FALLBACK-OK" in out, err[-3000:]
+    lines = [l for l in err.splitlines() if l.startswith("LOG tfevo.ops")]
+    assert len(lines) == 1, err[-3000:]
+    assert "indexed_matmul" in lines[0] and "compiler" in lines[0]
+
+
+def test_fallback_when_disabled(tmp_path, monkeypatch, caplog):
+    """TFEVO_DISABLE_CUSTOM_OPS=1: nothing is compiled or loaded, the reference runs."""
+    monkeypatch.setenv("TFEVO_DISABLE_CUSTOM_OPS", "1")
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path / "c2"))
+    assert ops.load("indexed_matmul") is None
+    assert not list(tmp_path.rglob("*.so"))
+    from tfevo.nn import indexed
+
+    x, w, i = tf.random.normal([3, 2, 4]), tf.random.normal([5, 4, 6]), tf.constant([4, 0, 4])
+    np.testing.assert_array_equal(indexed.indexed_matmul(x, w, i, use_op=False).numpy(), reference(x, w, i).numpy())
+    assert len([r for r in caplog.records if r.name == "tfevo.ops"]) <= 1
