@@ -158,22 +158,24 @@ class _Job:
 
     def __init__(self, parts: int):
         self._left = parts
-        self._lock = threading.Lock()
-        self._done = threading.Event()
+        self._count_lock = threading.Lock()
+        self._done = threading.Lock()  # held until the last part finishes
         self.error: BaseException | None = None
-        if parts == 0:
-            self._done.set()
+        if parts > 0:
+            self._done.acquire()
 
     def finish(self, error: BaseException | None = None) -> None:
-        with self._lock:
+        with self._count_lock:
             if error is not None and self.error is None:
                 self.error = error
             self._left -= 1
-            if self._left <= 0:
-                self._done.set()
+            last = self._left == 0
+        if last:
+            self._done.release()
 
     def wait(self) -> None:
-        self._done.wait()
+        self._done.acquire()
+        self._done.release()
         if self.error is not None:
             raise self.error
 
@@ -416,6 +418,7 @@ class MujocoVectorEnv(HostVectorEnv):
         obs = task.observe(self._rows(np.arange(1)))
         self.observation_shape = (int(obs.shape[1]),)
         self.foot_geoms = tuple(task.feet)
+        self._position_fields = ("xpos",) if "xpos" in task.fields else ("xipos",) if "xipos" in task.fields else ("qpos",)
         self.descriptor_names = ("x", "y") + tuple(f"contact:{g}" for g in task.feet)
         # per-slot bookkeeping
         self._base_key = _mix64(np.array([np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)]))[0]
@@ -427,8 +430,17 @@ class MujocoVectorEnv(HostVectorEnv):
         self._closed = False
 
     # ------------------------------------------------------------ helpers
-    def _rows(self, ids: np.ndarray) -> dict:
-        return {f: np.asarray(a[ids], np.float64) for f, a in self._sim.raw.items()}
+    def _rows(self, ids: np.ndarray, fields=None) -> dict:
+        raw = self._sim.raw
+        return {f: raw[f][ids] for f in (fields or raw)}
+
+    @staticmethod
+    def _sort(idx: np.ndarray):
+        """(order or None if already increasing, sorted int32 ids)."""
+        if idx.size < 2 or (idx[1:] > idx[:-1]).all():
+            return None, np.ascontiguousarray(idx, dtype=np.int32)
+        order = np.argsort(idx, kind="stable")
+        return order, np.ascontiguousarray(idx[order], dtype=np.int32)
 
     def _check_indices(self, indices, what: str) -> np.ndarray:
         if indices is None:
@@ -436,10 +448,10 @@ class MujocoVectorEnv(HostVectorEnv):
         idx = np.asarray(indices)
         if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
             raise ShapeError(f"{what}: indices must be a 1-D integer array, got shape {idx.shape} {idx.dtype}")
-        idx = idx.astype(np.int64)
+        idx = idx.astype(np.int64, copy=False)
         if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
             raise ShapeError(f"{what}: indices must be in [0, {self.num_envs}), got {idx.min()}..{idx.max()}")
-        if np.unique(idx).size != idx.size:
+        if idx.size > 1 and not (idx[1:] > idx[:-1]).all() and np.unique(idx).size != idx.size:
             raise ShapeError(f"{what}: indices must be unique")
         if self._closed:
             raise ConfigError(f"{what}: the environment is closed")
@@ -453,13 +465,17 @@ class MujocoVectorEnv(HostVectorEnv):
         return self.task.observe(raw).astype(self.observation_dtype, copy=False)
 
     def _start(self, idx: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-        order = np.argsort(idx, kind="stable")
-        ids = idx[order].astype(np.int32)
-        self._sim.set_state(ids, qpos[order], qvel[order])
+        order, ids = self._sort(idx)
+        if order is not None:
+            qpos, qvel = qpos[order], qvel[order]
+        self._sim.set_state(ids, qpos, qvel)
         self._steps[idx] = 0
         self._contact_steps[idx] = 0
-        out = np.empty((idx.size, *self.observation_shape), self.observation_dtype)
-        out[order] = self._obs(self._rows(ids))
+        obs = self._obs(self._rows(ids))
+        if order is None:
+            return obs
+        out = np.empty_like(obs)
+        out[order] = obs
         return out
 
     # ------------------------------------------------------------ public API
@@ -535,10 +551,9 @@ class MujocoVectorEnv(HostVectorEnv):
             )
         if not np.issubdtype(a.dtype, np.number):
             raise ShapeError(f"send: actions must be numeric, got {a.dtype}")
-        order = np.argsort(idx, kind="stable")
-        ids = np.ascontiguousarray(idx[order], dtype=np.int32)
-        ctrl = np.ascontiguousarray(a[order], dtype=np.float64)
-        before = self.task.position(self._rows(ids))
+        order, ids = self._sort(idx)
+        ctrl = np.ascontiguousarray(a if order is None else a[order], dtype=np.float64)
+        before = self.task.position(self._rows(ids, self._position_fields))
         self._busy[ids] = True
         try:
             job = self._sim.start_step(ids, ctrl)
@@ -571,8 +586,11 @@ class MujocoVectorEnv(HostVectorEnv):
         truncated = self._steps[ids] >= self.max_episode_steps
         if self.task.feet:
             self._contact_steps[ids] += raw["sensordata"][:, : len(self.task.feet)] > 0
+        reward = reward.astype(np.float32)
+        if order is None:
+            return idx, obs, reward, terminated, truncated
         n = idx.size
-        o = np.empty((n, *self.observation_shape), self.observation_dtype)
+        o = np.empty_like(obs)
         r = np.empty(n, np.float32)
         te = np.empty(n, bool)
         tr = np.empty(n, bool)

@@ -72,8 +72,9 @@ def _sq(a: np.ndarray) -> np.ndarray:
 
 
 def _root_x(raw: Raw) -> np.ndarray:
-    q = raw["qpos"]
-    return np.stack([q[:, 0], np.zeros_like(q[:, 0])], axis=1)
+    out = np.zeros((raw["qpos"].shape[0], 2))
+    out[:, 0] = raw["qpos"][:, 0]
+    return out
 
 
 def _root_xy(raw: Raw) -> np.ndarray:
