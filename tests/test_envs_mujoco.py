@@ -267,3 +267,19 @@ def test_no_mujoco_log_file(tmp_path, monkeypatch):
         old.set()
     assert (tmp_path / "MUJOCO_LOG.TXT").exists()
     os.remove(tmp_path / "MUJOCO_LOG.TXT")
+
+
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5", "Ant-v5"])
+def test_gymnasium_reset_rng_matches_gymnasium_reset(env_id):
+    """reset_rng='gymnasium': reset(seeds=[s]) == gymnasium reset(seed=s), also the next unseeded reset."""
+    ref = gym.make(env_id)
+    env = MujocoVectorEnv(env_id, 3, reset_rng="gymnasium", obs_dtype=np.float64)
+    seeds = np.array([5, 17, 99])
+    obs = env.reset(seeds=seeds)
+    for j, s in enumerate(seeds):
+        o, _ = ref.reset(seed=int(s))
+        np.testing.assert_array_equal(obs[j], o)
+    o2, _ = ref.reset()  # continues the seed-99 generator, as slot 2 does
+    np.testing.assert_array_equal(env.reset(np.array([2]))[0], o2)
+    with pytest.raises(ConfigError, match="reset_rng"):
+        MujocoVectorEnv(env_id, 1, reset_rng="torch")

@@ -343,6 +343,13 @@ class MujocoVectorEnv(HostVectorEnv):
         Python thread pool around ``mj_step``) or ``"auto"`` (batch where the
         task allows it; Ant and Humanoid need ``"threads"``).
       seed: seeds the reset noise of slots reset without an explicit seed.
+      reset_rng: ``"counter"`` (default): reset noise from a counter-based
+        stream drawn for all reset slots at once with numpy; a slot's noise
+        depends only on its seed.  ``"gymnasium"``: one
+        ``np.random.default_rng`` per slot drawn exactly as Gymnasium does,
+        so ``reset(seeds=[s])`` starts from the very state that
+        ``gymnasium.make(env_id).reset(seed=s)`` does (a short per-slot loop
+        at reset time; steps are unaffected).
       max_episode_steps: steps before ``truncated`` (Gymnasium: 1000).
       obs_dtype: dtype of observations (float32, or float64 for exactness).
 
@@ -365,6 +372,7 @@ class MujocoVectorEnv(HostVectorEnv):
         num_threads: int | None = None,
         backend: str = "auto",
         seed: int = 0,
+        reset_rng: str = "counter",
         max_episode_steps: int = 1000,
         obs_dtype=np.float32,
     ):
@@ -387,6 +395,8 @@ class MujocoVectorEnv(HostVectorEnv):
                 f"{env_id} reads cfrc_ext after mj_rnePostConstraint, which mujoco.batch cannot "
                 "compute; use backend='threads'"
             )
+        if reset_rng not in ("counter", "gymnasium"):
+            raise ConfigError(f"reset_rng must be 'counter' or 'gymnasium', got {reset_rng!r}")
         obs_dtype = np.dtype(obs_dtype)
         if obs_dtype not in (np.float32, np.float64):
             raise ConfigError(f"obs_dtype must be float32 or float64, got {obs_dtype}")
@@ -421,7 +431,10 @@ class MujocoVectorEnv(HostVectorEnv):
         self._position_fields = ("xpos",) if "xpos" in task.fields else ("xipos",) if "xipos" in task.fields else ("qpos",)
         self.descriptor_names = ("x", "y") + tuple(f"contact:{g}" for g in task.feet)
         # per-slot bookkeeping
+        self.seed = int(seed)
+        self.reset_rng = reset_rng
         self._base_key = _mix64(np.array([np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)]))[0]
+        self._gym_rngs: dict = {}  # slot -> np.random.Generator (reset_rng="gymnasium")
         self._episode = np.zeros(self.num_envs, np.uint64)
         self._steps = np.zeros(self.num_envs, np.int64)
         self._contact_steps = np.zeros((self.num_envs, len(task.feet)), np.int64)
@@ -494,22 +507,46 @@ class MujocoVectorEnv(HostVectorEnv):
         idx = self._check_indices(indices, "reset")
         self._check_idle(idx, "reset")
         n = idx.size
+        if seeds is not None:
+            seeds = np.asarray(seeds)
+            if seeds.shape != (n,) or not np.issubdtype(seeds.dtype, np.integer):
+                raise ShapeError(f"reset: seeds must be integers of shape ({n},), got {seeds.shape} {seeds.dtype}")
+        nq, nv, sc = self.model.nq, self.model.nv, self.task.reset_noise_scale
+        if self.reset_rng == "gymnasium":
+            qpos, qvel = self._gymnasium_noise(idx, seeds)
+            return self._start(idx, self.init_qpos + qpos, self.init_qvel + qvel)
         if seeds is None:
             with np.errstate(over="ignore"):
                 keys = _mix64(_mix64(self._base_key ^ _mix64(idx.astype(np.uint64))) + self._episode[idx])
             self._episode[idx] += np.uint64(1)
         else:
-            s = np.asarray(seeds)
-            if s.shape != (n,) or not np.issubdtype(s.dtype, np.integer):
-                raise ShapeError(f"reset: seeds must be integers of shape ({n},), got {s.shape} {s.dtype}")
-            keys = _mix64(s.astype(np.int64).view(np.uint64) ^ np.uint64(0x5DEECE66D))
-        nq, nv, sc = self.model.nq, self.model.nv, self.task.reset_noise_scale
+            keys = _mix64(seeds.astype(np.int64).view(np.uint64) ^ np.uint64(0x5DEECE66D))
         qpos = self.init_qpos + (-sc + 2.0 * sc * _uniform01(keys, nq, 0))
         if self.task.qvel_noise == "normal":
             qvel = self.init_qvel + sc * _normal(keys, nv, nq)
         else:
             qvel = self.init_qvel + (-sc + 2.0 * sc * _uniform01(keys, nv, nq))
         return self._start(idx, qpos, qvel)
+
+    def _gymnasium_noise(self, idx: np.ndarray, seeds):
+        """Per-slot Generators drawn in Gymnasium's order (reset_rng="gymnasium")."""
+        nq, nv, sc = self.model.nq, self.model.nv, self.task.reset_noise_scale
+        if seeds is not None and (seeds < 0).any():
+            raise ConfigError("reset: Gymnasium seeds must be non-negative")
+        dq = np.empty((idx.size, nq))
+        dv = np.empty((idx.size, nv))
+        for j, i in enumerate(idx.tolist()):  # reset path only, a few microseconds per slot
+            if seeds is not None:
+                self._gym_rngs[i] = np.random.default_rng(int(seeds[j]))
+            elif i not in self._gym_rngs:
+                self._gym_rngs[i] = np.random.default_rng([self.seed & 0xFFFFFFFF, i])
+            rng = self._gym_rngs[i]
+            dq[j] = rng.uniform(low=-sc, high=sc, size=nq)
+            if self.task.qvel_noise == "normal":
+                dv[j] = sc * rng.standard_normal(nv)
+            else:
+                dv[j] = rng.uniform(low=-sc, high=sc, size=nv)
+        return dq, dv
 
     def set_state(self, indices: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
         """Starts episodes in ``indices`` from given joint positions/velocities.
