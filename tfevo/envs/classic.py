@@ -287,8 +287,20 @@ def _rounded_mul(a, b):
     return tf.math.multiply_no_nan(a, b)
 
 
+def _uniform01(seed, shape) -> tf.Tensor:
+    """float64 uniform in [0, 1) with 53 random bits, identical with and without XLA.
+
+    (``stateless_uniform(dtype=float64)`` converts bits to doubles
+    differently under XLA; the integer Philox stream is the same, so the
+    conversion is done here, like NumPy's ``random()``.)
+    """
+    bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None, dtype=tf.int64, alg="philox")
+    top = tf.bitwise.right_shift(tf.bitcast(bits, tf.uint64), tf.constant(11, tf.uint64))
+    return tf.cast(top, _F64) * (1.0 / 9007199254740992.0)
+
+
 def _uniform(seed, shape, low, high):
-    return tf.random.stateless_uniform(shape, seed=seed, minval=low, maxval=high, dtype=_F64)
+    return low + (high - low) * _uniform01(seed, shape)
 
 
 def _check_bounds(low, high):
@@ -339,6 +351,19 @@ class CartPole(ClassicControlEnv):
         self.polemass_length = self.masspole * self.length
         self.theta_threshold_radians = 12 * 2 * math.pi / 360
         self.x_threshold = 2.4
+        self._opaque_constants([1], **self._constant_values())  # creates the variable eagerly
+
+    def _constant_values(self) -> dict:
+        return dict(
+            force_mag=self.force_mag,
+            polemass_length=self.polemass_length,
+            total_mass=self.total_mass,
+            gravity=self.gravity,
+            length=self.length,
+            four_thirds=4.0 / 3.0,
+            masspole=self.masspole,
+            tau=self.tau,
+        )
 
     @property
     def observation_high(self):
@@ -353,17 +378,7 @@ class CartPole(ClassicControlEnv):
         # that neither Grappler nor XLA rewrites ``x / 1.1`` into
         # ``x * (1 / 1.1)`` or reorders constant products: this keeps results
         # bit-identical to Gymnasium's NumPy float64 arithmetic.
-        c = self._opaque_constants(
-            tf.shape(x),
-            force_mag=self.force_mag,
-            polemass_length=self.polemass_length,
-            total_mass=self.total_mass,
-            gravity=self.gravity,
-            length=self.length,
-            four_thirds=4.0 / 3.0,
-            masspole=self.masspole,
-            tau=self.tau,
-        )
+        c = self._opaque_constants(tf.shape(x), **self._constant_values())
         force = tf.where(tf.equal(action, 1), c["force_mag"], -c["force_mag"])
         costheta = tf.cos(theta)
         sintheta = tf.sin(theta)
@@ -701,7 +716,7 @@ class Pendulum(ClassicControlEnv):
 
     def _sample(self, seed, n):
         high = tf.constant([self.x_init, self.y_init], _F64)
-        u = tf.random.stateless_uniform([n, 2], seed=seed, dtype=_F64)
+        u = _uniform01(seed, [n, 2])
         return -high + u * (2 * high)
 
     def _dynamics(self, physics, fresh, action):

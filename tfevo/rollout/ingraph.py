@@ -1,0 +1,310 @@
+"""In-graph evaluator: a whole population's episodes in one ``tf.function``.
+
+:class:`InGraphEvaluator` rolls out every member of a population for
+``episodes`` episodes each, all at once, with an in-graph environment
+(:class:`~tfevo.envs.base.TFEnv`, e.g. the classic control tasks of
+:mod:`tfevo.envs.classic`).  One ``tf.while_loop`` steps ``P x episodes``
+environments and runs the policy of every member on its own observations;
+finished episodes stop accumulating reward (done masks) and the loop stops
+as soon as every episode has ended.  The whole loop is XLA compiled when the
+policy's ops allow it.
+
+Example:
+
+>>> import tfevo
+>>> from tfevo.envs import make
+>>> from tfevo.nn import Policy, PopulationModel, mlp
+>>> env = make("CartPole-v1")
+>>> policy = Policy(PopulationModel(mlp((4,), 2, hidden=(16,))), env.action_spec)
+>>> ev = InGraphEvaluator(env, policy, episodes=2, seed=0)
+>>> fitness = ev.evaluate(policy.init_params(64, seed=0))     # float32 [64]
+>>> ev.last_frames                                            # env steps used
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter
+from tfevo.envs.base import TFEnv
+from tfevo.registry import register
+
+__all__ = ["InGraphEvaluator", "EpisodeResult"]
+
+
+class EpisodeResult(NamedTuple):
+    """What one call of :meth:`InGraphEvaluator.evaluate_episodes` returns.
+
+    Attributes:
+      fitness: float32 ``[P]``, mean episode return of each member.
+      returns: float32 ``[P, B]``, the return of every episode.
+      lengths: int32 ``[P, B]``, environment steps of every episode.
+      final_obs: float32 ``[P, B, *obs_shape]``, the last observation of
+        every episode (handy for behaviour descriptors in quality-diversity).
+    """
+
+    fitness: tf.Tensor
+    returns: tf.Tensor
+    lengths: tf.Tensor
+    final_obs: tf.Tensor
+
+
+def _tile_batch(x: tf.Tensor, p: int) -> tf.Tensor:
+    """``[B, ...] -> [p * B, ...]`` with row ``i * B + b`` = ``x[b]``."""
+    return tf.tile(x, [p] + [1] * (x.shape.rank - 1))
+
+
+@register("evaluator", "ingraph")
+class InGraphEvaluator(tf.Module):
+    """Evaluates a population on an in-graph environment in one ``tf.function``.
+
+    Fitness of a member = mean over ``episodes`` of the summed reward of each
+    episode; an episode ends at its first termination or truncation
+    (``max_episode_steps`` of the environment, or ``max_steps`` if given).
+
+    Args:
+      env: a :class:`~tfevo.envs.base.TFEnv` or an environment id for
+        :func:`tfevo.envs.make` (e.g. ``"CartPole-v1"``).
+      policy: the policy family: ``forward(params [P, D], obs [P, B, *obs])
+        -> actions`` int ``[P, B]`` (discrete) or float32 ``[P, B, A]``.
+        A :class:`tfevo.nn.Policy` is used through its graph path
+        (weights split once per evaluation, not once per step).
+      episodes: B, episodes per member.
+      max_steps: optional cap on the steps of every episode (default: the
+        environment's ``max_episode_steps``).
+      seed: seed of the :class:`~tfevo.core.SeedStream` that draws the start
+        states; each call of :meth:`evaluate` uses the next seed, so a run is
+        reproducible and the stream is saved with ``tf.train.Checkpoint``.
+      common_random_numbers: if True, every member faces the same ``B``
+        start states within one call (new ones on the next call), which
+        reduces the noise when comparing members.
+      jit_compile: XLA-compile the rollout.  ``"auto"`` (default) tries XLA
+        and falls back to the plain graph (with a warning) if an op of the
+        policy has no XLA kernel.
+
+    Attributes:
+      last_frames: environment steps used by the last call (sum of episode
+        lengths), a Python int -- what a Trainer counts as frames.
+      last_returns, last_lengths: ``[P, B]`` tensors of the last call.
+      total_frames: int64 variable, frames used over all calls (checkpointed).
+      traces: ``{name: count}`` of traces of the rollout function.
+
+    Example:
+
+    >>> ev = InGraphEvaluator("Pendulum-v1", policy, episodes=3, common_random_numbers=True)
+    >>> res = ev.evaluate_episodes(params)          # EpisodeResult
+    >>> res.returns.shape                           # [P, 3]
+    """
+
+    def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None, seed: int = 0,
+                 common_random_numbers: bool = False, jit_compile="auto", name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(env, str):
+            from tfevo.envs import make
+
+            env = make(env, 1)
+        if not isinstance(env, TFEnv):
+            raise ConfigError(
+                f"InGraphEvaluator needs an in-graph TFEnv (e.g. 'CartPole-v1'), got {type(env).__name__}; "
+                "host simulators go through tfevo.rollout.PipelinedEvaluator"
+            )
+        if not callable(getattr(policy, "forward", None)):
+            raise ConfigError(f"policy must have a forward(params, obs) method, got {type(policy).__name__}")
+        if int(episodes) < 1:
+            raise ConfigError(f"episodes must be >= 1, got {episodes}")
+        limit = env.max_episode_steps if max_steps is None else int(max_steps)
+        if max_steps is not None and int(max_steps) < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        if limit < 1:
+            raise ConfigError(f"{env.env_id} has no max_episode_steps; pass max_steps")
+        if max_steps is not None and env.max_episode_steps > 0:
+            limit = min(limit, env.max_episode_steps)
+        if jit_compile not in ("auto", True, False):
+            raise ConfigError(f"jit_compile must be 'auto', True or False, got {jit_compile!r}")
+        self.env = env
+        self.policy = policy
+        self.episodes = int(episodes)
+        self.max_steps = int(limit)
+        self.common_random_numbers = bool(common_random_numbers)
+        self.jit_compile = jit_compile
+        self.seeds = SeedStream(seed)
+        self.total_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="total_frames")
+        self.last_frames = 0
+        self.last_returns = None
+        self.last_lengths = None
+        self._trace_counter = TraceCounter()
+        self._fns: dict = {}
+        self._num_params = getattr(policy, "num_params", None)
+        try:
+            self._reset_takes_n = "num_envs" in inspect.signature(env.reset).parameters
+        except (TypeError, ValueError):  # pragma: no cover
+            self._reset_takes_n = False
+
+    # ------------------------------------------------------------------
+    @property
+    def traces(self) -> dict:
+        """How many times the rollout was traced (once per population size)."""
+        return dict(self._trace_counter.counts)
+
+    @property
+    def observation_shape(self) -> tuple:
+        return tuple(self.env.observation_shape)
+
+    def _reset(self, seed, n: int):
+        if self._reset_takes_n:
+            return self.env.reset(seed, num_envs=n)
+        if self.env.num_envs != n:
+            raise ConfigError(
+                f"{type(self.env).__name__}.reset has no num_envs argument, so the env must be created "
+                f"with num_envs={n} (population x episodes), got {self.env.num_envs}"
+            )
+        return self.env.reset(seed)
+
+    def _check_actions(self, actions, p: int) -> tf.Tensor:
+        spec = self.env.action_spec
+        b = self.episodes
+        actions = tf.convert_to_tensor(actions)
+        if spec.discrete:
+            want = [p, b]
+            if not actions.dtype.is_integer or actions.shape.as_list() != want:
+                raise ShapeError(
+                    f"policy.forward must return int32 actions of shape {want} for {self.env.env_id}, "
+                    f"got {actions.dtype.name} {actions.shape.as_list()}"
+                )
+            return tf.reshape(tf.cast(actions, tf.int32), [p * b])
+        want = [p, b, *spec.shape]
+        if not actions.dtype.is_floating or actions.shape.as_list() != want:
+            raise ShapeError(
+                f"policy.forward must return float32 actions of shape {want} for {self.env.env_id}, "
+                f"got {actions.dtype.name} {actions.shape.as_list()}"
+            )
+        return tf.reshape(tf.cast(actions, tf.float32), [p * b, *spec.shape])
+
+    def _policy_fns(self):
+        """(prepare, forward) for the policy: the graph path of tfevo.nn.Policy if present."""
+        pol = self.policy
+        model = getattr(pol, "model", None)
+        if callable(getattr(pol, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
+            return model.unflatten_graph, pol.forward_graph
+        return (lambda params: params), pol.forward
+
+    def _rollout(self, params):
+        p = params.shape[0]
+        b = self.episodes
+        n = p * b
+        env = self.env
+        obs_shape = list(env.observation_shape)
+        prepare, forward = self._policy_fns()
+        weights = prepare(params)
+
+        seed = self.seeds.next()
+        if self.common_random_numbers:
+            state, obs = self._reset(seed, b)
+            state = tf.nest.map_structure(lambda x: _tile_batch(x, p), state)
+            obs = _tile_batch(obs, p)
+        else:
+            state, obs = self._reset(seed, n)
+        obs = tf.cast(obs, tf.float32)
+
+        def cond(t, state, obs, done, returns, lengths, final_obs):
+            return tf.logical_and(t < self.max_steps, tf.logical_not(tf.reduce_all(done)))
+
+        def body(t, state, obs, done, returns, lengths, final_obs):
+            actions = forward(weights, tf.reshape(obs, [p, b] + obs_shape))
+            actions = self._check_actions(actions, p)
+            res = env.step(state, actions)
+            alive = tf.logical_not(done)
+            returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
+            lengths = lengths + tf.cast(alive, tf.int32)
+            new_obs = tf.cast(res.obs, tf.float32)
+            alive_obs = tf.reshape(alive, [n] + [1] * len(obs_shape))
+            final_obs = tf.where(alive_obs, new_obs, final_obs)
+            ended = res.terminated | res.truncated | (t + 1 >= self.max_steps)
+            done = done | ended
+            return t + 1, res.state, new_obs, done, returns, lengths, final_obs
+
+        init = (
+            tf.constant(0, tf.int32),
+            state,
+            obs,
+            tf.zeros([n], tf.bool),
+            tf.zeros([n], tf.float64),
+            tf.zeros([n], tf.int32),
+            obs,
+        )
+        _, _, _, _, returns, lengths, final_obs = tf.while_loop(cond, body, init, maximum_iterations=self.max_steps)
+        returns = tf.reshape(returns, [p, b])
+        lengths = tf.reshape(lengths, [p, b])
+        fitness = tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
+        self.total_frames.assign_add(tf.reduce_sum(tf.cast(lengths, tf.int64)))
+        return fitness, tf.cast(returns, tf.float32), lengths, tf.reshape(final_obs, [p, b] + obs_shape)
+
+    def _function(self, p: int, d: int, jit: bool):
+        key = (p, d, jit)
+        if key not in self._fns:
+            self._fns[key] = tf.function(
+                self._trace_counter.wrap("rollout", self._rollout),
+                input_signature=[tf.TensorSpec([p, d], tf.float32)],
+                jit_compile=jit,
+                autograph=False,  # the loop is an explicit tf.while_loop
+            )
+        return self._fns[key]
+
+    def _check_params(self, params) -> tf.Tensor:
+        params = tf.convert_to_tensor(params)
+        if not params.dtype.is_floating:
+            raise ShapeError(f"params must be a float32 tensor [P, D], got dtype {params.dtype.name}")
+        params = tf.cast(params, tf.float32)
+        if params.shape.rank != 2 or params.shape[0] == 0:
+            raise ShapeError(f"params must have shape [P, D] with P >= 1, got {params.shape.as_list()}")
+        if self._num_params is not None and params.shape[1] != self._num_params:
+            raise ShapeError(
+                f"params must have shape [P, {self._num_params}] (the policy's parameter count), "
+                f"got {params.shape.as_list()}"
+            )
+        return params
+
+    def evaluate_episodes(self, params) -> EpisodeResult:
+        """Rolls out every member; returns fitness, per-episode returns and lengths.
+
+        Args:
+          params: float32 ``[P, D]`` flat parameters of the population.
+
+        Returns:
+          an :class:`EpisodeResult`.  Also sets ``last_frames``,
+          ``last_returns`` and ``last_lengths``.
+        """
+        params = self._check_params(params)
+        p, d = params.shape
+        jit = self.jit_compile
+        if jit == "auto":
+            try:
+                out = self._function(p, d, True)(params)
+            except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.NotFoundError) as e:
+                if "XLA" not in str(e) and "compil" not in str(e).lower():
+                    raise
+                warnings.warn(
+                    f"InGraphEvaluator: XLA could not compile the rollout ({str(e).splitlines()[0][:200]}); "
+                    "using the plain graph instead",
+                    RuntimeWarning,
+                )
+                self.jit_compile = False
+                out = self._function(p, d, False)(params)
+        else:
+            out = self._function(p, d, bool(jit))(params)
+        result = EpisodeResult(*out)
+        self.last_returns = result.returns
+        self.last_lengths = result.lengths
+        self.last_frames = int(tf.reduce_sum(result.lengths).numpy())
+        return result
+
+    def evaluate(self, params) -> tf.Tensor:
+        """Fitness ``float32 [P]``: mean return over ``episodes`` episodes (higher is better)."""
+        return self.evaluate_episodes(params).fitness
+
+    __call__ = evaluate
