@@ -497,7 +497,8 @@ class PopulationModel:
         if x.shape[0] != idx.shape[0]:
             raise ShapeError(f"with indices, inputs must have n={idx.shape[0]} rows on axis 0, got {x.shape[0]}")
         if tf.executing_eagerly() and idx.shape[0] and popsize is not None:
-            lo, hi = int(tf.reduce_min(idx)), int(tf.reduce_max(idx))
+            iv = idx.numpy()
+            lo, hi = int(iv.min()), int(iv.max())
             if lo < 0 or hi >= popsize:
                 raise ShapeError(f"indices must lie in [0, {popsize}), got values in [{lo}, {hi}]")
         return self._fn(kind + "_idx")(params, x, idx)
