@@ -283,3 +283,69 @@ def test_gymnasium_reset_rng_matches_gymnasium_reset(env_id):
     np.testing.assert_array_equal(env.reset(np.array([2]))[0], o2)
     with pytest.raises(ConfigError, match="reset_rng"):
         MujocoVectorEnv(env_id, 1, reset_rng="torch")
+
+
+@pytest.mark.parametrize("backend", ["batch", "threads"])
+def test_native_stepping_releases_the_gil(backend):
+    """The design assumption behind non-blocking send(): while one long native
+    step call runs in a worker, the Python main thread keeps running."""
+    import threading
+
+    env = MujocoVectorEnv("HalfCheetah-v5", 4, backend=backend, num_threads=1)
+    env.reset()
+    done = threading.Event()
+
+    def long_call():
+        if backend == "batch":
+            env._sim.b.step(None, nstep=4000)
+        else:
+            mujoco.mj_step(env.model, env._sim.datas[0], 16000)
+        done.set()
+
+    t = threading.Thread(target=long_call)
+    t.start()
+    spins = 0
+    while not done.is_set():
+        spins += 1
+    t.join()
+    assert spins > 1000, spins  # a GIL held for the whole call would give ~0
+
+
+def test_empty_send_and_backends_agree_on_descriptors():
+    envs = [MujocoVectorEnv("HalfCheetah-v5", 5, backend=b, obs_dtype=np.float64) for b in ("batch", "threads")]
+    rng = np.random.default_rng(3)
+    for e in envs:
+        e.reset(seeds=np.arange(5))
+        e.send(np.zeros((0, 6)), np.zeros(0, np.int64))
+        idx, o, r, te, tr = e.recv()
+        assert idx.size == 0 and o.shape == (0, 17) and r.shape == (0,)
+    for _ in range(50):
+        a = rng.uniform(-1, 1, size=(5, 6))
+        outs = [e.step(a, np.arange(5)) for e in envs]
+        np.testing.assert_array_equal(outs[0][1], outs[1][1])
+        np.testing.assert_array_equal(outs[0][2], outs[1][2])
+    np.testing.assert_array_equal(envs[0].descriptors(), envs[1].descriptors())
+    assert envs[0].descriptors()[:, 2:].max() > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", [c[0] for c in CASES])
+def test_full_episodes_agree_with_gymnasium(env_id):
+    """1000-step episodes from 3 Gymnasium-seeded starts; resets on termination."""
+    ref = gym.make(env_id)
+    env = MujocoVectorEnv(env_id, 1, obs_dtype=np.float64, reset_rng="gymnasium")
+    for seed in (0, 1, 2):
+        o_r, _ = ref.reset(seed=seed)
+        o = env.reset(np.array([0]), seeds=np.array([seed]))
+        np.testing.assert_array_equal(o[0], o_r)
+        rng = np.random.default_rng(seed)
+        for t in range(1000):
+            a = rng.uniform(-1, 1, size=(1, env.model.nu)).astype(np.float32) * env.action_spec.high
+            o_r, r_r, te_r, tr_r, _ = ref.step(a[0])
+            _, o, r, te, tr = env.step(a, np.array([0]))
+            np.testing.assert_allclose(o[0], o_r, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(r[0], r_r, rtol=1e-6, atol=1e-6)
+            assert (bool(te[0]), bool(tr[0])) == (bool(te_r), bool(tr_r)), t
+            if te_r or tr_r:
+                o_r, _ = ref.reset()
+                np.testing.assert_array_equal(env.reset(np.array([0]))[0], o_r)
