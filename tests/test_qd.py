@@ -134,7 +134,7 @@ def test_tasks_and_heatmap(tmp_path):
     np.testing.assert_allclose(f.numpy(), 0.0, atol=1e-4)
     np.testing.assert_allclose(d.numpy(), 0.5)
     f, _ = sphere_qd(tf.zeros([1, 3]))
-    np.testing.assert_allclose(f.numpy(), [-3 * 5.12**2], rtol=1e-6)
+    np.testing.assert_allclose(f.numpy(), [-3 * 25.0], rtol=1e-6)
     f, d = sphere_linproj(tf.fill([1, 4], 0.4 * 5.12))
     np.testing.assert_allclose(f.numpy(), [100.0], rtol=1e-6)
     np.testing.assert_allclose(d.numpy(), [[2 * 2.048, 2 * 2.048]], rtol=1e-6)

@@ -132,22 +132,26 @@ class Archive(tf.Module):
         return self._add_fn(solutions, fitness, descriptors)
 
     # -- reading ------------------------------------------------------------
+    def sample_indices(self, n: int, seed: tf.Tensor) -> tf.Tensor:
+        """``n`` cell indices drawn uniformly (with replacement) among filled cells.
+
+        O(cells + n): a uniform rank in ``[0, filled)`` is mapped to its cell by
+        a binary search in the running count of filled cells (fixed shapes, so
+        it also compiles with XLA).  An empty archive yields cell 0.
+        """
+        occ = tf.cast(self.occupied[: self.num_cells], tf.int32)
+        running = tf.cumsum(occ)
+        filled = running[-1]
+        r = tf.random.stateless_uniform([n], seed=seed, minval=0, maxval=tf.maximum(filled, 1), dtype=tf.int32)
+        idx = tf.searchsorted(running, r + 1, side="left", out_type=tf.int32)
+        return tf.minimum(idx, self.num_cells - 1)
+
     def sample(self, n: int, seed: tf.Tensor) -> tf.Tensor:
         """``n`` solutions drawn uniformly (with replacement) among filled cells.
 
-        If the archive is empty, returns zeros (callers initialize first).
+        If the archive is empty, returns the (zero) solution of cell 0.
         """
-        occ = self.occupied[: self.num_cells]
-        logits = tf.where(occ, 0.0, -np.inf)[None]
-        logits = tf.where(tf.reduce_any(occ), logits, tf.zeros_like(logits))
-        idx = tf.random.stateless_categorical(logits, n, seed=seed, dtype=tf.int32)[0]
-        return tf.gather(self.solutions, idx)
-
-    def sample_indices(self, n: int, seed: tf.Tensor) -> tf.Tensor:
-        occ = self.occupied[: self.num_cells]
-        logits = tf.where(occ, 0.0, -np.inf)[None]
-        logits = tf.where(tf.reduce_any(occ), logits, tf.zeros_like(logits))
-        return tf.random.stateless_categorical(logits, n, seed=seed, dtype=tf.int32)[0]
+        return tf.gather(self.solutions, self.sample_indices(n, seed))
 
     @property
     def size(self) -> tf.Tensor:

@@ -35,11 +35,17 @@ def _bounds(bounds, dim):
 class Emitter(tf.Module):
     """Base emitter.
 
+    ``graph_safe = True`` declares that ``emit``/``tell`` are pure TensorFlow
+    (no Python decisions on tensor values), so MAP-Elites compiles the whole
+    ask and tell into one ``tf.function`` each.
+
     Args:
       solution_dim: D.
       batch_size: candidates per ``emit``.
       bounds: ``(low, high)`` scalars or ``[D]`` arrays; candidates are clipped.
     """
+
+    graph_safe = True
 
     def __init__(self, solution_dim: int, batch_size: int, bounds=None, name: str | None = None):
         super().__init__(name=name)
@@ -142,6 +148,8 @@ class ESEmitter(Emitter):
         ``(num_dims, popsize, seed, mean_init) -> Algorithm``.
       sigma: the ES's initial step size.
     """
+
+    graph_safe = False
 
     def __init__(self, solution_dim, batch_size, strategy="cma_es", sigma: float = 0.1, bounds=None, seed: int = 0,
                  name=None, **strategy_kwargs):

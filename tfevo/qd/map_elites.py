@@ -72,24 +72,59 @@ class MAPElites(tf.Module):
             self._init = None
             self._init_bounds = (np.broadcast_to(np.float32(lo), [self.num_dims]).astype(np.float32),
                                  np.broadcast_to(np.float32(hi), [self.num_dims]).astype(np.float32))
-        self._emit_fn = None
+        self._ask_fn = None
+        self._tell_fn = None
 
-    def ask(self) -> tf.Tensor:
-        """The next batch ``[batch_size, D]``."""
-        seed = self.seeds.next()
-        if int(self.archive.size.numpy()) == 0:
-            if self._init is not None:
-                return self._init
-            lo, hi = self._init_bounds
-            u = tf.random.stateless_uniform([self.batch_size, self.num_dims], seed=seed)
-            return lo + u * (hi - lo)
+    def _initial(self, seed):
+        if self._init is not None:
+            return self._init
+        lo, hi = self._init_bounds
+        u = tf.random.stateless_uniform([self.batch_size, self.num_dims], seed=seed)
+        return lo + u * (hi - lo)
+
+    def _emit_all(self, seed):
         seeds = tf.random.experimental.stateless_split(seed, len(self.emitters))
         return tf.concat([e.emit(self.archive, seeds[i]) for i, e in enumerate(self.emitters)], axis=0)
 
-    def tell(self, solutions, fitness, descriptors) -> None:
-        """Inserts the evaluated batch and informs the emitters."""
+    def _ask_graph(self):
+        seed = self.seeds.next()
+        empty = tf.equal(self.archive.size, 0)
+        return tf.cond(empty, lambda: self._initial(seed), lambda: self._emit_all(seed))
+
+    def _tell_graph(self, solutions, fitness, descriptors):
+        was_empty = tf.equal(self.archive.size, 0)
+        result = self.archive._add(solutions, fitness, descriptors)
+        del was_empty  # graph-safe emitters take no feedback
+        self.generation.assign_add(1)
+        self.evaluations.assign_add(self.batch_size)
+        return result
+
+    @property
+    def _compiled(self) -> bool:
+        return all(getattr(e, "graph_safe", False) for e in self.emitters)
+
+    def ask(self) -> tf.Tensor:
+        """The next batch ``[batch_size, D]``."""
+        if self._compiled:
+            if self._ask_fn is None:
+                self._ask_fn = tf.function(self._ask_graph, input_signature=[])
+            return self._ask_fn()
+        seed = self.seeds.next()
+        if int(self.archive.size.numpy()) == 0:
+            return self._initial(seed)
+        return self._emit_all(seed)
+
+    def tell(self, solutions, fitness, descriptors):
+        """Inserts the evaluated batch, informs the emitters, returns the :class:`AddResult`."""
         fitness = check_fitness(fitness, self.batch_size)
-        descriptors = tf.convert_to_tensor(descriptors, tf.float32)
+        solutions, fitness, descriptors = self.archive._check(solutions, fitness, descriptors)
+        if self._compiled:
+            if self._tell_fn is None:
+                self._tell_fn = tf.function(self._tell_graph, input_signature=[
+                    tf.TensorSpec([self.batch_size, self.num_dims], tf.float32),
+                    tf.TensorSpec([self.batch_size], tf.float32),
+                    tf.TensorSpec([self.batch_size, self.archive.descriptor_dim], tf.float32)])
+            return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
         result = self.archive.add(solutions, fitness, descriptors)
         if not was_empty:
@@ -101,6 +136,7 @@ class MAPElites(tf.Module):
                 start += e.batch_size
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.batch_size)
+        return result
 
     def metrics(self) -> dict[str, float]:
         return self.archive.metrics()

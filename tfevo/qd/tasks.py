@@ -2,12 +2,12 @@
 
 Each task maps solutions ``x [B, D]`` to ``(fitness [B], descriptors [B, 2])``.
 
-* :func:`rastrigin_qd` / :func:`sphere_qd` -- the QDax black-box tasks:
-  parameters in ``[0, 1]^D`` are mapped affinely to ``[-5.12, 5.12]^D``;
-  fitness is the negated Rastrigin / sphere value; the descriptors are the
-  first two parameters (in ``[0, 1]``).  Fitness bounds: Rastrigin in
-  ``[-(10 + 5.12^2 + 10) D, 0]`` (use ``qd_offset = rastrigin_qd_offset(D)``),
-  sphere in ``[-5.12^2 D, 0]``.
+* :func:`rastrigin_qd` / :func:`sphere_qd` -- the QDax black-box tasks,
+  exactly as QDax defines them: parameters in ``[0, 1]^D`` are mapped to
+  ``x = 10 p - 5`` in ``[-5, 5]^D``; fitness is the negated Rastrigin /
+  sphere value; the descriptors are the first two parameters (in
+  ``[0, 1]``).  Fitness bounds: Rastrigin in ``[-45 D, 0]`` (use
+  ``qd_offset = rastrigin_qd_offset(D)``), sphere in ``[-25 D, 0]``.
 * :func:`rastrigin_linproj` / :func:`sphere_linproj` -- the pyribs/CMA-ME
   linear-projection variants: unbounded ``x``, the optimum shifted to
   ``0.4 * 5.12``, fitness normalized to ``[0, 100]``, descriptors the sums of
@@ -29,7 +29,7 @@ _R = 5.12
 
 
 def _to_domain(x):
-    return tf.convert_to_tensor(x, tf.float32) * (2 * _R) - _R
+    return tf.convert_to_tensor(x, tf.float32) * 10.0 - 5.0
 
 
 @register("problem", "rastrigin_qd", doc="QDax Rastrigin QD task: [0,1]^D -> negated Rastrigin, desc = x[:2]")
@@ -43,7 +43,7 @@ def rastrigin_qd(x):
 
 def rastrigin_qd_offset(dim: int) -> float:
     """A lower bound of :func:`rastrigin_qd` fitness (the QD-score offset)."""
-    return -float(dim) * (10.0 + _R**2 + 10.0)
+    return -45.0 * float(dim)
 
 
 @register("problem", "sphere_qd", doc="QDax Sphere QD task: [0,1]^D -> negated sphere, desc = x[:2]")

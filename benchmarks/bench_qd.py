@@ -1,0 +1,204 @@
+"""MAP-Elites side by side: tfevo vs pyribs vs QDax (JAX on CPU), one run.
+
+Task: QDax's Rastrigin QD (100-D parameters in [0,1], descriptors = first two
+parameters), 100x100 grid, Iso+LineDD (iso 0.005, line 0.05), batch sizes
+100 / 1000 / 10000 at an equal evaluation budget.  Whole loop = emit,
+evaluate, insert.  Also archive insertions per second alone (grid and a
+10k-cell CVT).
+
+    python benchmarks/bench_qd.py [--budget 200000] [--qdax-python /path/to/venv/bin/python]
+
+QDax runs in a subprocess (its own virtual environment, since it pins its own
+JAX stack); pyribs and tfevo in this process.  Times are medians over the
+iterations after the first two (warm-up/compilation reported apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+DIM = 100
+GRID = (100, 100)
+ISO, LINE = 0.005, 0.05
+
+
+def rastrigin_np(x):
+    z = x * 10.0 - 5.0
+    f = 10.0 * x.shape[1] + np.sum(z * z - 10.0 * np.cos(2.0 * np.pi * z), axis=1)
+    return -f, x[:, :2]
+
+
+def run_tfevo(batch, budget, seed=0):
+    import tensorflow as tf
+
+    from tfevo.qd import GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
+
+    archive = GridArchive(DIM, GRID, [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(DIM))
+    me = MAPElites(archive, [IsoLineEmitter(DIM, batch, iso_sigma=ISO, line_sigma=LINE, bounds=(0, 1))],
+                   init_bounds=(0, 1), seed=seed)
+    iters = max(3, budget // batch)
+    times = []
+    for i in range(iters):
+        t = time.perf_counter()
+        x = me.ask()
+        f, d = rastrigin_qd(x)
+        me.tell(x, f, d)
+        times.append(time.perf_counter() - t)
+    m = me.metrics()
+    return {"iters": iters, "first_s": times[0] + times[1], "median_s": float(np.median(times[2:])),
+            "evals_per_s": batch / float(np.median(times[2:])), "qd_score": m["qd_score"],
+            "coverage": m["coverage"], "max_fitness": m["max_fitness"]}
+
+
+def run_ribs(batch, budget, seed=0):
+    from ribs.archives import GridArchive
+    from ribs.emitters import IsoLineEmitter
+    from ribs.schedulers import Scheduler
+
+    offset = -45.0 * DIM
+    archive = GridArchive(solution_dim=DIM, dims=GRID, ranges=[(0, 1), (0, 1)], qd_score_offset=offset, seed=seed)
+    rng = np.random.default_rng(seed)
+    init = rng.uniform(0, 1, size=(batch, DIM))
+    emitter = IsoLineEmitter(archive, iso_sigma=ISO, line_sigma=LINE, initial_solutions=init,
+                             bounds=[(0, 1)] * DIM, batch_size=batch, seed=seed)
+    sched = Scheduler(archive, [emitter])
+    iters = max(3, budget // batch)
+    times = []
+    for i in range(iters):
+        t = time.perf_counter()
+        x = sched.ask()
+        f, d = rastrigin_np(x)
+        sched.tell(f, d)
+        times.append(time.perf_counter() - t)
+    st = archive.stats
+    return {"iters": iters, "first_s": times[0] + times[1], "median_s": float(np.median(times[2:])),
+            "evals_per_s": batch / float(np.median(times[2:])), "qd_score": float(st.qd_score),
+            "coverage": float(st.coverage), "max_fitness": float(st.obj_max)}
+
+
+QDAX_SCRIPT = textwrap.dedent('''
+    import json, sys, time, functools
+    import numpy as np, jax, jax.numpy as jnp
+    from qdax.core.map_elites import MAPElites
+    from qdax.core.containers.mapelites_repertoire import compute_euclidean_centroids
+    from qdax.core.emitters.mutation_operators import isoline_variation
+    from qdax.core.emitters.standard_emitters import MixingEmitter
+    from qdax.tasks.standard_functions import rastrigin_scoring_function
+    from qdax.utils.metrics import default_qd_metrics
+    batch, budget, dim, iso, line = [float(a) for a in sys.argv[1:6]]
+    batch, budget, dim = int(batch), int(budget), int(dim)
+    key = jax.random.key(0)
+    key, sub = jax.random.split(key)
+    init = jax.random.uniform(sub, (batch, dim))
+    var = functools.partial(isoline_variation, iso_sigma=iso, line_sigma=line, minval=0.0, maxval=1.0)
+    emitter = MixingEmitter(mutation_fn=None, variation_fn=var, variation_percentage=1.0, batch_size=batch)
+    me = MAPElites(scoring_function=rastrigin_scoring_function, emitter=emitter,
+                   metrics_function=functools.partial(default_qd_metrics, qd_offset=45.0 * dim))
+    centroids = compute_euclidean_centroids(grid_shape=(100, 100), minval=0.0, maxval=1.0)
+    key, sub = jax.random.split(key)
+    rep, est, _ = me.init(init, centroids, sub)
+    update = jax.jit(me.update)
+    iters = max(3, budget // batch)
+    times = []
+    for i in range(iters):
+        key, sub = jax.random.split(key)
+        t = time.perf_counter()
+        rep, est, metrics = update(rep, est, sub)
+        jax.block_until_ready(rep.fitnesses)
+        times.append(time.perf_counter() - t)
+    med = float(np.median(times[2:]))
+    print(json.dumps({"iters": iters, "first_s": times[0] + times[1], "median_s": med, "evals_per_s": batch / med,
+                      "qd_score": float(metrics["qd_score"]), "coverage": float(metrics["coverage"]) / 100.0,
+                      "max_fitness": float(metrics["max_fitness"])}))
+''')
+
+
+def run_qdax(python, batch, budget):
+    try:
+        out = subprocess.run([python, "-c", QDAX_SCRIPT, str(batch), str(budget), str(DIM), str(ISO), str(LINE)],
+                             capture_output=True, text=True, timeout=1800,
+                             env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def insertion_rate(kind, batch=10000, reps=20):
+    import tensorflow as tf
+
+    from tfevo.qd import CVTArchive, GridArchive
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(batch, DIM)).astype(np.float32)
+    f, d = rastrigin_np(x)
+    f, d = f.astype(np.float32), d.astype(np.float32)
+    if kind == "grid":
+        a = GridArchive(DIM, GRID, [(0, 1), (0, 1)])
+        from ribs.archives import GridArchive as RG
+
+        r = RG(solution_dim=DIM, dims=GRID, ranges=[(0, 1), (0, 1)])
+    else:
+        a = CVTArchive(DIM, 10000, [(0, 1), (0, 1)], num_samples=100000, iterations=20)
+        from ribs.archives import CVTArchive as RC
+
+        r = RC(solution_dim=DIM, centroids=a.centroids.numpy(), ranges=[(0, 1), (0, 1)])
+    xt, ft, dt = tf.constant(x), tf.constant(f), tf.constant(d)
+    a.add(xt, ft, dt)
+    r.add(x, f, d)
+    tt, tr = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        a.add(xt, ft + 1e-3, dt)
+        _ = a.fitness.numpy()[0]
+        tt.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        r.add(x, f, d)
+        tr.append(time.perf_counter() - t)
+    return batch / np.median(tt), batch / np.median(tr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", type=int, default=200_000)
+    ap.add_argument("--batches", default="100,1000,10000")
+    ap.add_argument("--qdax-python", default=os.environ.get("QDAX_PYTHON", "/tmp/qdaxenv/bin/python"))
+    args = ap.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    print(f"# MAP-Elites Rastrigin-QD {DIM}-D, grid {GRID[0]}x{GRID[1]}, Iso+LineDD, budget {args.budget} evaluations")
+    print(f"load: {os.getloadavg()}")
+    print("| batch | library | evals/s (median) | warm-up s | QD-score | coverage | max fitness | tfevo / lib |")
+    print("|---|---|---|---|---|---|---|---|")
+    for b in batches:
+        rows = {"tfevo": run_tfevo(b, args.budget), "pyribs": run_ribs(b, args.budget)}
+        if os.path.exists(args.qdax_python):
+            rows["QDax"] = run_qdax(args.qdax_python, b, args.budget)
+        for lib, r in rows.items():
+            if "error" in r:
+                print(f"| {b} | {lib} | error: {r['error']} | | | | | |")
+                continue
+            ratio = rows["tfevo"]["evals_per_s"] / r["evals_per_s"]
+            # QD-score reported with QDax's convention (offset added): sum(f + 45 D) over filled cells
+            print(f"| {b} | {lib} | {r['evals_per_s']:.0f} | {r['first_s']:.2f} | {r['qd_score']:.4g} | "
+                  f"{r['coverage']:.3f} | {r['max_fitness']:.1f} | {ratio:.2f}x |")
+    print()
+    print("| archive | tfevo insertions/s | pyribs insertions/s | ratio |")
+    print("|---|---|---|---|")
+    for kind in ("grid", "cvt"):
+        t, r = insertion_rate(kind)
+        print(f"| {kind} (batch 10000) | {t:.3g} | {r:.3g} | {t / r:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
