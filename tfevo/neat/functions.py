@@ -183,8 +183,14 @@ def _agg_min(x, mask):
 
 def _agg_maxabs(x, mask):
     a = _masked(tf.abs(x), mask, -1.0)
-    i = tf.argmax(a, axis=-2)
-    return tf.squeeze(tf.gather(x, i[..., None, :], axis=-2, batch_dims=len(x.shape) - 2), -2)
+    i = tf.argmax(a, axis=-2, output_type=tf.int32)
+    return _take(x, i)
+
+
+def _take(x, i):
+    """x[..., i[..., n], n] for x [..., K, N] and i [..., N]."""
+    oh = tf.one_hot(i, tf.shape(x)[-2], axis=len(i.shape) - 1, dtype=x.dtype)
+    return tf.reduce_sum(tf.where(oh > 0, x, tf.zeros_like(x)), axis=-2)
 
 
 def _agg_mean(x, mask):
@@ -200,10 +206,7 @@ def _agg_median(x, mask):
     k = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-2)
     lo = tf.maximum((k - 1) // 2, 0)
     hi = tf.maximum(k // 2, 0)
-    nd = len(x.shape) - 2
-    a = tf.squeeze(tf.gather(s, lo[..., None, :], axis=-2, batch_dims=nd), -2)
-    b = tf.squeeze(tf.gather(s, hi[..., None, :], axis=-2, batch_dims=nd), -2)
-    return 0.5 * (a + b)
+    return 0.5 * (_take(s, lo) + _take(s, hi))
 
 
 # name -> f(x [..., K, N], mask [..., K, N]) -> [..., N], reducing over axis -2

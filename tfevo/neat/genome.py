@@ -81,13 +81,21 @@ def init_attribute(cfg: NEATConfig, name: str, shape, seed) -> tf.Tensor:
 def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Node-slot indices (int32 [..., C]) of each connection's in and out node.
 
-    Empty connection slots get index 0; mask them with :func:`conn_valid`.
+    Empty connection slots get an arbitrary index; mask them with
+    :func:`conn_valid`.  Sorted lookup, O(C log N) per genome.
     """
-    keys = nodes[..., NODE_KEY]  # [..., N]
-    eq_in = tf.equal(conns[..., CONN_IN][..., :, None], keys[..., None, :])
-    eq_out = tf.equal(conns[..., CONN_OUT][..., :, None], keys[..., None, :])
-    return (tf.argmax(tf.cast(eq_in, tf.int8), axis=-1, output_type=tf.int32),
-            tf.argmax(tf.cast(eq_out, tf.int8), axis=-1, output_type=tf.int32))
+    N = nodes.shape[-2]
+    C = conns.shape[-2]
+    lead = tf.shape(nodes)[:-2]
+    keys = tf.reshape(nodes[..., NODE_KEY], [-1, N])
+    kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
+    order = tf.argsort(kb, axis=-1, stable=True)
+    sk = tf.gather(kb, order, batch_dims=1)
+    q = tf.reshape(tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT]], -2), [-1, 2 * C])
+    q = tf.where(tf.math.is_nan(q), tf.constant(-1.0, tf.float32), q)
+    pos = tf.minimum(tf.searchsorted(sk, q, side="left", out_type=tf.int32), N - 1)
+    slot = tf.reshape(tf.gather(order, pos, batch_dims=1), tf.concat([lead, [2, C]], 0))
+    return slot[..., 0, :], slot[..., 1, :]
 
 
 def _initial_pairs(cfg: NEATConfig):

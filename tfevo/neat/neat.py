@@ -120,15 +120,19 @@ class NEAT(tf.Module):
                 input_signature=[tf.TensorSpec(nodes.shape, tf.float32), tf.TensorSpec(conns.shape, tf.float32),
                                  tf.TensorSpec([cfg.pop_size], tf.float32)],
                 jit_compile=False,
+                autograph=False,
             )
         self._tell_fn(nodes, conns, fitness)
 
     # ------------------------------------------------------------------
-    def _distances(self, rep_nodes, rep_conns, nodes, conns):
-        """[S, P] distances of S representatives to the population."""
-        return tf.map_fn(lambda rc: ops.distance_one_to_many(self.config, rc[0], rc[1], nodes, conns),
-                         (rep_nodes, rep_conns), fn_output_signature=tf.TensorSpec([None], tf.float32),
-                         parallel_iterations=4)
+    def _distances(self, rep_nodes, rep_conns, nodes, conns, alive):
+        """[S, P] distances of the live representatives to the population (+inf
+        for dead species slots; only live ones are computed)."""
+        S = self.config.max_species
+        live = tf.cast(tf.where(alive)[:, 0], tf.int32)
+        d = ops.distance_matrix(self.config, tf.gather(rep_nodes, live), tf.gather(rep_conns, live), nodes, conns)
+        full = tf.fill([S, self.config.pop_size], _INF)
+        return tf.tensor_scatter_nd_update(full, live[:, None], d)
 
     def _speciate(self, nodes, conns):
         cfg = self.config
@@ -136,7 +140,7 @@ class NEAT(tf.Module):
         thr = cfg.compatibility_threshold
         gen = self.generation
         active = self.species_active.read_value()
-        D = self._distances(self.species_rep_nodes, self.species_rep_conns, nodes, conns)
+        D = self._distances(self.species_rep_nodes, self.species_rep_conns, nodes, conns, active)
         D = tf.where(active[:, None], D, _INF)
         # 1) each existing species (in creation order) takes the closest free genome as representative
         order = tf.argsort(tf.where(active, self.species_key, tf.int64.max), stable=True)
@@ -156,7 +160,7 @@ class NEAT(tf.Module):
         safe = tf.maximum(rep_idx, 0)
         rep_n = tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan)
         rep_c = tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan)
-        D = self._distances(rep_n, rep_c, nodes, conns)
+        D = self._distances(rep_n, rep_c, nodes, conns, alive)
         D = tf.where(alive[:, None], D, _INF)
         # 2) others join the closest species within the threshold
         best_s = tf.argmin(D, axis=0, output_type=tf.int32)

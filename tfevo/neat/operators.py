@@ -294,3 +294,53 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         en = tf.where(cgene & (r < cfg.enabled_mutate_rate), newv, en)
     conns = tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT], en, w, conns[..., CONN_MARKER]], -1)
     return nodes, conns, next_key, next_marker, skip_n, skip_c
+
+
+def _align_many(query: tf.Tensor, keys: tf.Tensor):
+    """``query [P, Q]`` looked up in each row of ``keys [S, K]`` -> found,
+    idx ``[S, P, Q]`` (vectorised over S and P)."""
+    S = tf.shape(keys)[0]
+    P = tf.shape(query)[0]
+    K = keys.shape[-1]
+    kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
+    order = tf.argsort(kb, axis=-1, stable=True)
+    sorted_b = tf.gather(kb, order, batch_dims=1)  # [S, K]
+    q = tf.where(tf.math.is_nan(query), tf.constant(-1.0, tf.float32), query)
+    seq = tf.reshape(tf.repeat(sorted_b[:, None, :], P, axis=1), [-1, K])
+    qq = tf.reshape(tf.tile(q[None], [S, 1, 1]), [S * P, -1])
+    pos = tf.searchsorted(seq, qq, side="left", out_type=tf.int32)
+    pos = tf.reshape(tf.minimum(pos, K - 1), [S, P, -1])
+    found = tf.equal(tf.gather(sorted_b, pos, batch_dims=1), q[None]) & ~tf.math.is_nan(query)[None]
+    return found, tf.gather(order, pos, batch_dims=1)
+
+
+def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
+    """Compatibility distances ``[S, P]`` of representatives ``[S, N, 5]``,
+    ``[S, C, 5]`` to a population (same formula as :func:`distance_one_to_many`)."""
+    I = cfg.num_inputs
+    dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
+    gn = nodes[:, I:]
+    rn = rep_nodes[:, I:]
+    found, idx = _align_many(gn[..., NODE_KEY], rn[..., NODE_KEY])
+    other = tf.gather(rn, idx, batch_dims=1)  # [S, P, Nh, 5]
+    g = gn[None]
+    d = (tf.abs(g[..., NODE_BIAS] - other[..., NODE_BIAS]) + tf.abs(g[..., NODE_RESPONSE] - other[..., NODE_RESPONSE])
+         + tf.cast(tf.not_equal(g[..., NODE_ACT], other[..., NODE_ACT]), tf.float32)
+         + tf.cast(tf.not_equal(g[..., NODE_AGG], other[..., NODE_AGG]), tf.float32))
+    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
+    nm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
+    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[None]
+    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[:, None]
+    nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
+    found, idx = _align_many(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER])
+    other = tf.gather(rep_conns, idx, batch_dims=1)  # [S, P, C, 5]
+    g = conns[None]
+    d = tf.abs(g[..., CONN_WEIGHT] - other[..., CONN_WEIGHT]) + tf.cast(
+        tf.not_equal(g[..., CONN_ENABLED], other[..., CONN_ENABLED]), tf.float32)
+    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
+    cm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
+    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[None]
+    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[:, None]
+    cd = (wc * hom + dc * (ca + cb - 2.0 * cm)) / tf.maximum(tf.maximum(ca, cb), 1.0)
+    cd = tf.where((ca + cb) > 0, cd, 0.0)
+    return nd + cd

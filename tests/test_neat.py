@@ -1,0 +1,232 @@
+"""Tests of tensorized NEAT: inference vs a per-genome reference, operator
+invariants, slot exhaustion, reproducibility, checkpoints, XOR."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.neat import NEAT, XOR, NEATConfig
+from tfevo.neat import functions as F
+from tfevo.neat import network as net
+from tfevo.neat.genome import CONN_MARKER, conn_valid, node_valid, pair_hash
+
+ACTS = ("sigmoid", "tanh", "relu", "identity", "gauss", "abs", "clamped", "hat", "elu", "lelu", "softplus")
+AGGS = ("sum", "product", "max", "min", "maxabs", "median", "mean")
+
+
+def _evolved(feed_forward=True, gens=6, **kw):
+    """A population with varied structure and attributes (random fitness)."""
+    base = dict(num_inputs=3, num_outputs=2, pop_size=40, max_nodes=16, max_conns=40, feed_forward=feed_forward,
+                node_add_prob=0.6, conn_add_prob=0.8, node_delete_prob=0.1, conn_delete_prob=0.2,
+                activation_options=ACTS, activation_mutate_rate=0.5, aggregation_options=AGGS,
+                aggregation_mutate_rate=0.5, response_mutate_rate=0.5, response_mutate_power=0.5,
+                weight_max_value=3.0, weight_min_value=-3.0, bias_max_value=2.0, bias_min_value=-2.0,
+                response_max_value=2.0, response_min_value=-2.0, compatibility_threshold=1.5, enabled_mutate_rate=0.2)
+    base.update(kw)
+    cfg = NEATConfig(**base)
+    algo = NEAT(cfg, seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(gens):
+        pop = algo.ask()
+        algo.tell(pop, rng.normal(size=cfg.pop_size).astype(np.float32))
+    return cfg, algo
+
+
+@pytest.fixture(scope="module")
+def ff_pop():
+    return _evolved(True)
+
+
+def test_activations_match_python_definitions():
+    z = np.linspace(-3, 3, 61).astype(np.float32)
+    for name, fn in F.ACTIVATIONS.items():
+        got = fn(tf.constant(z)).numpy()
+        want = np.array([F.PY_ACTIVATIONS[name](float(v)) for v in z])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_feedforward_inference_matches_reference(ff_pop):
+    cfg, algo = ff_pop
+    nodes, conns = algo.ask()
+    assert int(tf.reduce_max(tf.reduce_sum(tf.cast(node_valid(nodes), tf.int32), -1))) > cfg.num_inputs + cfg.num_outputs
+    x = np.random.default_rng(1).uniform(-1, 1, size=(cfg.pop_size, 5, 3)).astype(np.float32)
+    n = net.transform(nodes, conns, 3, True)
+    y = net.forward(n, x, 3, 2, cfg.activation_options, cfg.aggregation_options).numpy()
+    for p in range(cfg.pop_size):
+        ref = net.reference_forward(nodes[p].numpy(), conns[p].numpy(), x[p], 3, 2)
+        np.testing.assert_allclose(y[p], ref, rtol=2e-3, atol=2e-4, err_msg=f"genome {p}")
+
+
+def test_recurrent_inference_matches_reference():
+    cfg, algo = _evolved(False, gens=5)
+    nodes, conns = algo.ask()
+    xs = np.random.default_rng(2).uniform(-1, 1, size=(cfg.pop_size, 4, 3)).astype(np.float32)
+    n = net.transform(nodes, conns, 3, False)
+    # at least one genome has a cycle (recurrent structure exercised)
+    assert any(_has_cycle(nodes[p].numpy(), conns[p].numpy()) for p in range(cfg.pop_size))
+    for settle in (1, 2):
+        state = net.initial_state(n, 1)
+        outs = []
+        for t in range(4):
+            state, y = net.recurrent_step(n, state, xs[:, t:t + 1], 3, 2, cfg.activation_options,
+                                          cfg.aggregation_options, settle)
+            outs.append(y.numpy()[:, 0])
+        outs = np.stack(outs, 1)
+        for p in range(cfg.pop_size):
+            ref = net.reference_recurrent(nodes[p].numpy(), conns[p].numpy(), xs[p], 3, 2, settle)
+            np.testing.assert_allclose(outs[p], ref, rtol=2e-3, atol=2e-4, err_msg=f"genome {p} settle {settle}")
+
+
+def _has_cycle(nodes, conns, I=3, O=2):
+    try:
+        net.reference_forward(nodes, conns, np.zeros((1, I)), I, O)
+        return False
+    except ValueError:
+        return True
+
+
+def _check_invariants(cfg, nodes, conns, feed_forward=True):
+    nodes, conns = nodes.numpy(), conns.numpy()
+    I, O = cfg.num_inputs, cfg.num_outputs
+    # NaN padding intact: a row is all-NaN or has no NaN
+    for arr in (nodes, conns):
+        nan = np.isnan(arr)
+        assert np.all(nan.all(-1) | ~nan.any(-1))
+    # inputs/outputs are real nodes in their fixed slots
+    np.testing.assert_array_equal(nodes[:, :I + O, 0], np.broadcast_to(np.arange(I + O), (len(nodes), I + O)))
+    pair_marker = {}
+    for p in range(len(nodes)):
+        keys = set(nodes[p, ~np.isnan(nodes[p, :, 0]), 0].astype(int))
+        assert len(keys) == int((~np.isnan(nodes[p, :, 0])).sum())  # unique node keys
+        c = conns[p][~np.isnan(conns[p, :, 0])]
+        pairs = [(int(a), int(b)) for a, b in c[:, :2]]
+        assert len(set(pairs)) == len(pairs), "duplicate connection"
+        assert len(set(c[:, 4].tolist())) == len(c), "duplicate marker in a genome"
+        for (a, b), m in zip(pairs, c[:, 4]):
+            assert a in keys and b in keys, "connection to a missing node"
+            assert b >= I, "connection into an input"
+            assert pair_marker.setdefault((a, b), m) == m, "same pair with different markers"
+        if feed_forward:
+            assert not _has_cycle(nodes[p], conns[p], I, O)
+
+
+def test_operator_invariants_feedforward(ff_pop):
+    cfg, algo = ff_pop
+    _check_invariants(cfg, *algo.ask())
+
+
+def test_slot_exhaustion_is_counted_and_harmless():
+    cfg, algo = _evolved(True, gens=4, max_nodes=7, max_conns=9, node_add_prob=1.0, conn_add_prob=1.0,
+                         node_delete_prob=0.0, conn_delete_prob=0.0)
+    assert int(algo.skipped_node_slots.numpy()) + int(algo.skipped_conn_slots.numpy()) > 0
+    _check_invariants(cfg, *algo.ask())
+
+
+def test_crossover_takes_fitter_parents_genes(ff_pop):
+    from tfevo.neat.operators import crossover
+    cfg, algo = ff_pop
+    nodes, conns = algo.ask()
+    n1, c1, n2, c2 = nodes[:10], conns[:10], nodes[10:20], conns[10:20]
+    cn, cc = crossover(n1, c1, n2, c2, tf.constant([4, 5]))
+    # same genes (keys / markers) as parent 1, attributes from one of the parents
+    np.testing.assert_array_equal(np.isnan(cn.numpy()), np.isnan(n1.numpy()))
+    np.testing.assert_array_equal(cn.numpy()[..., 0], n1.numpy()[..., 0])
+    np.testing.assert_array_equal(cc.numpy()[..., [0, 1, 4]], c1.numpy()[..., [0, 1, 4]])
+    for p in range(10):
+        m2 = {m: w for m, w in zip(c2[p, :, 4].numpy(), c2[p, :, 3].numpy()) if not np.isnan(m)}
+        for m, w, w1 in zip(cc[p, :, 4].numpy(), cc[p, :, 3].numpy(), c1[p, :, 3].numpy()):
+            if np.isnan(m):
+                continue
+            assert w == w1 or (m in m2 and w == m2[m])
+
+
+def test_bad_config_and_inputs_raise_clear_errors():
+    with pytest.raises(ConfigError, match="max_nodes"):
+        NEATConfig(num_inputs=4, num_outputs=2, max_nodes=5)
+    with pytest.raises(ConfigError, match="max_conns"):
+        NEATConfig(num_inputs=4, num_outputs=2, max_conns=5)
+    with pytest.raises(ConfigError, match="unknown activation"):
+        NEATConfig(activation_options=("sigmoid", "nope"))
+    with pytest.raises(ConfigError, match="unknown NEAT hyperparameter"):
+        NEATConfig.from_dict({"inputs": 2, "bogus": 1})
+    cfg = NEATConfig.from_dict({"inputs": 2, "outputs": 1, "compatibility_homologous": 0.7, "genome_elitism": 3})
+    assert cfg.compatibility_weight_coefficient == 0.7 and cfg.elitism == 3
+    algo = NEAT(NEATConfig(pop_size=10), seed=0)
+    nodes, conns = algo.ask()
+    with pytest.raises(ShapeError, match="fitness"):
+        algo.tell((nodes, conns), np.zeros(9, np.float32))
+    with pytest.raises(ShapeError, match="nodes"):
+        algo.tell((nodes[:5], conns), np.zeros(10, np.float32))
+
+
+def test_same_seed_same_run_checkpoint_and_nan_fitness(tmp_path):
+    """Two runs from one seed are identical; a run restored from a checkpoint
+    continues exactly; NaN/-inf fitness never corrupts state."""
+    prob = XOR()
+    cfg = prob.config(pop_size=50)
+
+    def fit(pop):
+        f = prob(pop, cfg).numpy()
+        f[::7] = np.nan
+        f[1::11] = -np.inf
+        return f
+
+    a = NEAT(cfg, seed=11)
+    ha = []
+    path = None
+    for g in range(6):
+        if g == 3:
+            path = tf.train.Checkpoint(neat=a).write(str(tmp_path / "ckpt"))
+        pop = a.ask()
+        ha.append((pop.nodes.numpy(), pop.conns.numpy()))
+        a.tell(pop, fit(pop))
+    b = NEAT(cfg, seed=11)
+    for g in range(6):
+        pop = b.ask()
+        np.testing.assert_array_equal(pop.nodes.numpy(), ha[g][0])
+        np.testing.assert_array_equal(pop.conns.numpy(), ha[g][1])
+        b.tell(pop, fit(pop))
+    # restore generation 3 into b and continue: identical to a's generations 3..5
+    tf.train.Checkpoint(neat=b).read(path).assert_consumed()
+    assert int(b.generation.numpy()) == 3
+    for g in range(3, 6):
+        pop = b.ask()
+        np.testing.assert_array_equal(pop.conns.numpy(), ha[g][1])
+        b.tell(pop, fit(pop))
+    np.testing.assert_array_equal(b.nodes.numpy(), a.nodes.numpy())
+    np.testing.assert_array_equal(b.species_key.numpy(), a.species_key.numpy())
+    # another seed gives another population
+    c = NEAT(cfg, seed=12)
+    assert not np.array_equal(c.ask().conns.numpy()[..., 3], ha[0][1][..., 3])
+    assert np.isfinite(a.best_fitness.numpy())
+    assert np.all(np.isfinite(a.species_best_fitness.numpy()[a.species_active.numpy()]))
+    _check_invariants(cfg, *a.ask())
+    assert a.traces == {"tell": 1}
+
+
+def _solve_xor(seed, gens=300):
+    prob = XOR()
+    cfg = prob.config(pop_size=150, fitness_threshold=3.9)
+    algo = NEAT(cfg, seed=seed)
+    r = algo.run(lambda pop: prob(pop, cfg), gens)
+    if r["solved"]:
+        # the best genome really solves it (reference evaluator)
+        n, c, _ = algo.best
+        y = net.reference_forward(n.numpy(), c.numpy(), prob.inputs, 2, 1)
+        assert 4.0 - float(((y - prob.targets) ** 2).sum()) >= 3.9 - 1e-3
+    return r
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_xor_solved(seed):
+    r = _solve_xor(seed)
+    assert r["solved"], r
+
+
+@pytest.mark.slow
+def test_xor_solved_9_of_10_seeds():
+    solved = sum(_solve_xor(s)["solved"] for s in range(10))
+    assert solved >= 9
