@@ -349,3 +349,17 @@ def test_full_episodes_agree_with_gymnasium(env_id):
             if te_r or tr_r:
                 o_r, _ = ref.reset()
                 np.testing.assert_array_equal(env.reset(np.array([0]))[0], o_r)
+
+
+@pytest.mark.parametrize("backend", ["batch", "threads"])
+def test_nan_action_gives_nan_reward_and_keeps_the_simulation(backend):
+    """As in Gymnasium: MuJoCo zeroes a non-finite control (with a warning) and the
+    control cost makes the reward NaN, which fitness code treats as worst."""
+    env = MujocoVectorEnv("Hopper-v5", 2, backend=backend, obs_dtype=np.float64)
+    ref = MujocoVectorEnv("Hopper-v5", 2, backend=backend, obs_dtype=np.float64)
+    env.reset(seeds=np.array([1, 2]))
+    ref.reset(seeds=np.array([1, 2]))
+    _, o, r, _, _ = env.step(np.array([[np.nan, 0, 0], [0.1, 0.2, 0.3]]), np.arange(2))
+    _, o_ref, r_ref, _, _ = ref.step(np.array([[0.0, 0, 0], [0.1, 0.2, 0.3]]), np.arange(2))
+    assert np.isnan(r[0]) and r[1] == r_ref[1]
+    np.testing.assert_array_equal(o, o_ref)  # the NaN control acted as zero

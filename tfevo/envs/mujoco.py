@@ -407,14 +407,12 @@ class MujocoVectorEnv(HostVectorEnv):
         disable_log_file()
         mujoco = _mujoco()
         self.env_id = env_id
-        self.task = task
         self.num_envs = int(num_envs)
         self.max_episode_steps = int(max_episode_steps)
         self.observation_dtype = obs_dtype
         self.model = _compile(task)
         m = self.model
-        if isinstance(task.position, mujoco_tasks._MassCenter):
-            task.position.body_mass = m.body_mass.copy()
+        self.task = task = task.for_model(m)
         self.dt = float(m.opt.timestep * task.frame_skip)
         ref = mujoco.MjData(m)
         self.init_qpos = ref.qpos.copy()

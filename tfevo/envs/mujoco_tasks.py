@@ -17,6 +17,7 @@ that read ``cfrc_ext``), exactly as Gymnasium's ``MujocoEnv`` leaves them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import numpy as np
@@ -50,6 +51,8 @@ class Task:
       feet: geom names whose contact with the floor is counted for the
         feet-contact descriptors.
       floor: name of the floor geom.
+      position_uses_mass: ``position`` also takes the model's ``body_mass``
+        (bound by :meth:`for_model`).
     """
 
     env_id: str
@@ -65,6 +68,14 @@ class Task:
     xy: Callable
     feet: tuple = ()
     floor: str = "floor"
+    position_uses_mass: bool = False
+
+    def for_model(self, model) -> "Task":
+        """This task with model constants (body masses) bound into its functions."""
+        if not self.position_uses_mass:
+            return self
+        mass = np.array(model.body_mass, np.float64)
+        return dataclasses.replace(self, position=functools.partial(self.position, body_mass=mass))
 
 
 def _sq(a: np.ndarray) -> np.ndarray:
@@ -156,16 +167,10 @@ def _ant_reward(raw: Raw, xvel: np.ndarray, action: np.ndarray):
 
 
 # -------------------------------------------------------------------- Humanoid
-class _MassCenter:
-    """``raw -> [n, 2]``: x-y of the centre of mass (Gymnasium's mass_center)."""
-
-    def __init__(self):
-        self.body_mass = None  # set from the model by the environment
-
-    def __call__(self, raw: Raw) -> np.ndarray:
-        m = self.body_mass
-        num = np.einsum("b,nbj->nj", m, raw["xipos"])
-        return (num / m.sum())[:, 0:2].copy()
+def _mass_center(raw: Raw, body_mass: np.ndarray) -> np.ndarray:
+    """``[n, 2]``: x-y of the centre of mass from ``xipos`` (Gymnasium's mass_center)."""
+    num = np.einsum("b,nbj->nj", body_mass, raw["xipos"])
+    return (num / body_mass.sum())[:, 0:2].copy()
 
 
 def _humanoid_obs(raw: Raw) -> np.ndarray:
@@ -194,7 +199,7 @@ def _humanoid_reward(raw: Raw, xvel: np.ndarray, action: np.ndarray):
 
 
 def make_tasks() -> dict[str, Task]:
-    """A fresh ``{env_id: Task}`` table (Humanoid's mass centre is per model)."""
+    """The ``{env_id: Task}`` table (bind model constants with ``Task.for_model``)."""
     return {
         "Swimmer-v5": Task(
             "Swimmer-v5", "swimmer.xml", 4, 0.1, "uniform", (), False,
@@ -221,8 +226,8 @@ def make_tasks() -> dict[str, Task]:
         "Humanoid-v5": Task(
             "Humanoid-v5", "humanoid.xml", 5, 0.01, "uniform",
             ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext"), True,
-            _MassCenter(), _humanoid_obs, _humanoid_reward, _root_xy,
-            ("right_foot", "left_foot"),
+            _mass_center, _humanoid_obs, _humanoid_reward, _root_xy,
+            ("right_foot", "left_foot"), position_uses_mass=True,
         ),
     }
 
