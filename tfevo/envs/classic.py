@@ -120,6 +120,13 @@ class ClassicControlEnv(TFEnv):
             if int(max_episode_steps) < 0:
                 raise ConfigError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
             self.max_episode_steps = int(max_episode_steps)
+        with tf.init_scope():
+            # int64 zeros that no compiler can prove to be zero (see _rounded_mul).
+            self._zero_bits = tf.Variable(0, dtype=tf.int64, trainable=False, name="zero_bits")
+
+    def _rmul(self, a, b):
+        """``a * b`` rounded exactly like NumPy before it is added to anything."""
+        return _rounded_mul(a, b, self._zero_bits.read_value())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs})"
@@ -276,15 +283,16 @@ class ClassicControlEnv(TFEnv):
         return ClassicState(phys, steps_t, fresh_t), self._observe(phys)
 
 
-def _rounded_mul(a, b):
-    """``a * b`` rounded before any following addition, also under XLA.
+def _rounded_mul(a, b, zero_bits):
+    """``a * b`` rounded to float64 before any following addition, also under XLA.
 
-    XLA's CPU backend contracts ``a * b + c`` into a fused multiply-add,
-    which rounds once where NumPy rounds twice.  ``multiply_no_nan`` lowers to
-    a select around the product, which LLVM cannot contract; it equals
-    ``a * b`` whenever ``b`` is non-zero (and ``0`` when ``b == 0``).
+    XLA's CPU backend contracts ``a * b + c`` into a fused multiply-add, which
+    rounds once where NumPy rounds twice.  XOR-ing the product's bits with
+    ``zero_bits`` (int64 zeros read from a variable, so no compiler can prove
+    they are zero) is an exact identity that no optimizer can see through.
     """
-    return tf.math.multiply_no_nan(a, b)
+    bits = tf.bitcast(a * b, tf.int64)
+    return tf.bitcast(tf.bitwise.bitwise_xor(bits, zero_bits), _F64)
 
 
 def _uniform01(seed, shape) -> tf.Tensor:
@@ -299,8 +307,8 @@ def _uniform01(seed, shape) -> tf.Tensor:
     return tf.cast(top, _F64) * (1.0 / 9007199254740992.0)
 
 
-def _uniform(seed, shape, low, high):
-    return low + (high - low) * _uniform01(seed, shape)
+def _uniform(env, seed, shape, low, high):
+    return low + env._rmul(_uniform01(seed, shape), high - low)
 
 
 def _check_bounds(low, high):
@@ -370,7 +378,7 @@ class CartPole(ClassicControlEnv):
         return np.array([self.x_threshold * 2, np.inf, self.theta_threshold_radians * 2, np.inf], np.float32)
 
     def _sample(self, seed, n):
-        return _uniform(seed, [n, 4], self.reset_low, self.reset_high)
+        return _uniform(self, seed, [n, 4], self.reset_low, self.reset_high)
 
     def _dynamics(self, physics, fresh, action):
         x, x_dot, theta, theta_dot = tf.unstack(physics, axis=1)
@@ -380,19 +388,18 @@ class CartPole(ClassicControlEnv):
         # bit-identical to Gymnasium's NumPy float64 arithmetic.
         c = self._opaque_constants(tf.shape(x), **self._constant_values())
         force = tf.where(tf.equal(action, 1), c["force_mag"], -c["force_mag"])
+        rmul = self._rmul
         costheta = tf.cos(theta)
         sintheta = tf.sin(theta)
-        # ``_rounded_mul`` keeps XLA from fusing a product and the following
-        # sum into one FMA (one rounding instead of NumPy's two).
-        temp = (force + _rounded_mul(c["polemass_length"] * tf.square(theta_dot), sintheta)) / c["total_mass"]
-        thetaacc = (_rounded_mul(sintheta, c["gravity"]) - _rounded_mul(temp, costheta)) / (
+        temp = (force + rmul(c["polemass_length"] * tf.square(theta_dot), sintheta)) / c["total_mass"]
+        thetaacc = (rmul(c["gravity"], sintheta) - rmul(costheta, temp)) / (
             c["length"] * (c["four_thirds"] - c["masspole"] * tf.square(costheta) / c["total_mass"])
         )
         xacc = temp - c["polemass_length"] * thetaacc * costheta / c["total_mass"]
-        x = x + _rounded_mul(x_dot, c["tau"])
-        x_dot = x_dot + _rounded_mul(xacc, c["tau"])
-        theta = theta + _rounded_mul(theta_dot, c["tau"])
-        theta_dot = theta_dot + _rounded_mul(thetaacc, c["tau"])
+        x = x + rmul(c["tau"], x_dot)
+        x_dot = x_dot + rmul(c["tau"], xacc)
+        theta = theta + rmul(c["tau"], theta_dot)
+        theta_dot = theta_dot + rmul(c["tau"], thetaacc)
         terminated = (
             (x < -self.x_threshold)
             | (x > self.x_threshold)
@@ -463,7 +470,7 @@ class Acrobot(ClassicControlEnv):
         return np.array([1.0, 1.0, 1.0, 1.0, self.MAX_VEL_1, self.MAX_VEL_2], np.float32)
 
     def _sample(self, seed, n):
-        return _f32(_uniform(seed, [n, 4], self.reset_low, self.reset_high))
+        return _f32(_uniform(self, seed, [n, 4], self.reset_low, self.reset_high))
 
     def _dsdt(self, s, a):
         m1, m2 = self.LINK_MASS_1, self.LINK_MASS_2
@@ -568,7 +575,7 @@ class MountainCar(ClassicControlEnv):
         return np.array([self.max_position, self.max_speed], np.float32)
 
     def _sample(self, seed, n):
-        pos = _uniform(seed, [n], self.reset_low, self.reset_high)
+        pos = _uniform(self, seed, [n], self.reset_low, self.reset_high)
         return tf.stack([pos, tf.zeros_like(pos)], axis=1)
 
     def _dynamics(self, physics, fresh, action):
@@ -635,7 +642,7 @@ class MountainCarContinuous(ClassicControlEnv):
         return np.array([self.max_position, self.max_speed], np.float32)
 
     def _sample(self, seed, n):
-        pos = _uniform(seed, [n], self.reset_low, self.reset_high)
+        pos = _uniform(self, seed, [n], self.reset_low, self.reset_high)
         return tf.stack([pos, tf.zeros_like(pos)], axis=1)
 
     def _dynamics(self, physics, fresh, action):
@@ -717,7 +724,7 @@ class Pendulum(ClassicControlEnv):
     def _sample(self, seed, n):
         high = tf.constant([self.x_init, self.y_init], _F64)
         u = _uniform01(seed, [n, 2])
-        return -high + u * (2 * high)
+        return -high + self._rmul(u, 2 * high)
 
     def _dynamics(self, physics, fresh, action):
         th, thdot = tf.unstack(physics, axis=1)
