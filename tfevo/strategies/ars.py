@@ -52,7 +52,7 @@ class ARS(Algorithm):
     >>> x = ars.ask(); ars.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int | None = None, step_size: float = 0.02,
                  noise_std: float = 0.03, num_top: int | None = None, normalize_rewards: bool = True,

@@ -75,7 +75,7 @@ class DifferentialEvolution(Algorithm):
     >>> x = de.ask(); de.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int, variant: str = "rand/1/bin", F: float = 0.5,
                  CR: float = 0.9, bounds=None, init_params=None, init_sigma: float = 1.0, seed: int = 0,

@@ -71,7 +71,7 @@ class GaussianGA(Algorithm):
     >>> elite = ga.elite
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
                  num_elite_candidates: int = 10, init_params=None, init_sigma: float | None = None,

@@ -54,7 +54,7 @@ class OpenES(Algorithm):
     ...     es.tell(x, -tf.reduce_sum(x * x, axis=1))   # maximise -||x||^2
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 0.02,
                  learning_rate: float = 0.01, optimizer="adam", weight_decay: float = 0.005,

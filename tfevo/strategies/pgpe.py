@@ -56,7 +56,7 @@ class PGPE(Algorithm):
     >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int | None = None, center_learning_rate: float = 0.15,
                  sigma_init=0.1, radius_init: float | None = None, sigma_lr: float = 0.1,

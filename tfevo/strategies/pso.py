@@ -47,7 +47,7 @@ class PSO(Algorithm):
     >>> x = pso.ask(); pso.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int, inertia: float = 0.7298, cognitive: float = 1.49618,
                  social: float = 1.49618, bounds=None, max_velocity: float | None = None, init_params=None,

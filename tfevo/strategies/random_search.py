@@ -38,7 +38,7 @@ class RandomSearch(Algorithm):
     >>> params, fitness = rs.best
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int, init_params=None, sigma=1.0, bounds=None,
                  adapt_center: bool = False, seed: int = 0, name: str | None = None):

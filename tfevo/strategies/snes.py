@@ -51,7 +51,7 @@ class SNES(Algorithm):
     ...     es.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
-    jit_compile = True
+    jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma_init=1.0,
                  lr_mean: float = 1.0, lr_sigma: float | None = None, mirrored: bool = False,
