@@ -41,7 +41,7 @@ import gymnasium as gym  # noqa: E402
 import mujoco  # noqa: E402
 from mujoco import rollout as mj_rollout  # noqa: E402
 
-from tfevo.envs.mujoco import MujocoVectorEnv  # noqa: E402
+from tfevo.envs.mujoco import MujocoVectorEnv, disable_log_file  # noqa: E402
 
 REPEATS = 3
 WINDOW = 0.8  # seconds per timed window
@@ -173,6 +173,7 @@ def main(argv=None):
     if args.quick:
         REPEATS, WINDOW = 1, 0.4
     C = CPU_RATES
+    disable_log_file()  # Gymnasium's envs would log MuJoCo's compiler notes into ./MUJOCO_LOG.TXT
     print(f"# bench_mujoco  {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print(f"mujoco {mujoco.__version__}, gymnasium {gym.__version__}, {os.cpu_count()} CPUs; "
           f"median of {REPEATS} x {WINDOW}s windows after a warm-up window")

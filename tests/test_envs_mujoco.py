@@ -20,7 +20,11 @@ except ImportError:  # pragma: no cover
 
 from tfevo.core import ConfigError, ShapeError  # noqa: E402
 from tfevo.envs import make  # noqa: E402
-from tfevo.envs.mujoco import MUJOCO_ENV_IDS, MujocoVectorEnv  # noqa: E402
+from tfevo.envs.mujoco import MUJOCO_ENV_IDS, MujocoVectorEnv, disable_log_file  # noqa: E402
+
+# Gymnasium's own envs (the references below) would otherwise log MuJoCo's
+# compiler notes into MUJOCO_LOG.TXT in the directory pytest runs from.
+disable_log_file()
 
 # (env_id, steps, backends); Humanoid is the heaviest, so fewer steps.
 CASES = [
@@ -243,30 +247,41 @@ def test_send_returns_before_the_physics_is_done():
 
 
 def test_no_mujoco_log_file(tmp_path, monkeypatch):
-    """MuJoCo warnings during stepping must not create MUJOCO_LOG.TXT in the cwd."""
+    """Creating an env turns MuJoCo's default MUJOCO_LOG.TXT off; warnings during
+    stepping then leave no file in the cwd.  A user-chosen log path is kept."""
     monkeypatch.chdir(tmp_path)
-    env = MujocoVectorEnv("Hopper-v5", 1, backend="threads")
-    env.reset()
-
-    def blow_up():
-        qpos, qvel = env.get_state([0])
-        env.set_state(np.array([0]), qpos, qvel + 1e12)  # huge velocities: MuJoCo warns
-        env.step(np.zeros((1, 3)), np.array([0]))
-        return sum(w.number for w in env.get_data(0).warning)  # BADQVEL/BADQACC...
-
-    assert blow_up() > 0  # a warning was really issued
-    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
-    # control: with MuJoCo's default file logging the same warning writes the file
     old = mujoco.MjLogConfig.get()
-    cfg = mujoco.MjLogConfig.get()
-    cfg.logto_file, cfg.logto_console = True, False
-    cfg.set()
     try:
+        cfg = mujoco.MjLogConfig.get()  # MuJoCo's defaults: log to ./MUJOCO_LOG.TXT
+        cfg.logto_file, cfg.logto_console, cfg.logfile = True, False, "MUJOCO_LOG.TXT"
+        cfg.set()
+        env = MujocoVectorEnv("Hopper-v5", 1, backend="threads")
+        assert not mujoco.MjLogConfig.get().logto_file
+        env.reset()
+
+        def blow_up():
+            qpos, qvel = env.get_state([0])
+            env.set_state(np.array([0]), qpos, qvel + 1e12)  # huge velocities: MuJoCo warns
+            env.step(np.zeros((1, 3)), np.array([0]))
+            return sum(w.number for w in env.get_data(0).warning)  # BADQVEL/BADQACC...
+
+        assert blow_up() > 0  # a warning was really issued
+        assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+        # control: with MuJoCo's default file logging the same warning writes the file
+        cfg.set()
         assert blow_up() > 0
+        assert (tmp_path / "MUJOCO_LOG.TXT").exists()
+        os.remove(tmp_path / "MUJOCO_LOG.TXT")
+        # a log file path the user chose is left alone
+        mine = mujoco.MjLogConfig.get()
+        mine.logto_file, mine.logfile = True, str(tmp_path / "mine.log")
+        mine.set()
+        MujocoVectorEnv("Hopper-v5", 1)
+        assert mujoco.MjLogConfig.get().logto_file
     finally:
         old.set()
-    assert (tmp_path / "MUJOCO_LOG.TXT").exists()
-    os.remove(tmp_path / "MUJOCO_LOG.TXT")
+        disable_log_file()
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
 
 
 @pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5", "Ant-v5"])
