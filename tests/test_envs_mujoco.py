@@ -80,6 +80,7 @@ def test_agrees_with_gymnasium(env_id, steps, backend):
 def test_float32_observations_and_registry():
     env = make("HalfCheetah-v5", 3)
     assert isinstance(env, MujocoVectorEnv) and env.backend == "batch"
+    assert make("HalfCheetah-v5", 2, backend="threads", num_threads=1).backend == "threads"
     assert make("Ant-v5", 1).backend == "threads"
     obs = env.reset(np.arange(3), seeds=np.array([1, 2, 3]))
     assert obs.dtype == np.float32 and obs.shape == (3, 17) == (3, *env.observation_shape)
@@ -116,9 +117,10 @@ def test_batched_equals_one_at_a_time(env_id, backend):
     np.testing.assert_array_equal(together.descriptors(), alone.descriptors())
 
 
-def test_two_sends_in_flight_on_disjoint_slots():
-    env = MujocoVectorEnv("Hopper-v5", 6, obs_dtype=np.float64)
-    ref = MujocoVectorEnv("Hopper-v5", 6, obs_dtype=np.float64)
+@pytest.mark.parametrize("backend", ["batch", "threads"])
+def test_two_sends_in_flight_on_disjoint_slots(backend):
+    env = MujocoVectorEnv("Hopper-v5", 6, backend=backend, num_threads=2, obs_dtype=np.float64)
+    ref = MujocoVectorEnv("Hopper-v5", 6, backend=backend, obs_dtype=np.float64)
     env.reset(seeds=np.arange(6))
     ref.reset(seeds=np.arange(6))
     a = np.linspace(-1, 1, 18).reshape(6, 3)
