@@ -57,6 +57,7 @@ def test_deep_neuroevolution_preset_runs(game):
 
 def test_slot_reset_reproducible_from_seed():
     env = AtariEnv("ALE/Frostbite-v5", num_envs=3)
+    assert env.seed_mode == "fast"
     env.reset(np.arange(3), [0, 1, 2])
     actions = np.random.default_rng(3).integers(0, 18, 150)
     f0, r0, _ = _play(env, 0, 1234, actions)
@@ -67,9 +68,27 @@ def test_slot_reset_reproducible_from_seed():
     f2, r2, _ = _play(env, 2, 1234, actions)
     np.testing.assert_array_equal(f0, f2)
     assert r0 == r2
+    # the seed sets the random no-op start: the first n actions are replaced by NOOP
+    n = int(np.random.default_rng(1234).integers(0, 31))
+    other = actions.copy()
+    other[:n] = (other[:n] + 5) % 18
+    f4, _, _ = _play(env, 1, 1234, other)
+    np.testing.assert_array_equal(f0, f4)
+    n99 = int(np.random.default_rng(99).integers(0, 31))
+    assert n99 != n
     f3, _, _ = _play(env, 1, 99, actions)
-    assert not np.array_equal(f0, f3)  # a different seed changes the no-op start
+    assert not np.array_equal(f0, f3)  # a different no-op start changes the episode
     env.close()
+
+
+def test_exact_seed_mode_reseeds_ale():
+    env = AtariEnv("ALE/Pong-v5", num_envs=2, preset="gymnasium")  # sticky actions -> exact
+    assert env.seed_mode == "exact"
+    env.reset([0, 1], [0, 1])
+    actions = np.random.default_rng(0).integers(0, 6, 60)
+    a = _play(env, 0, 7, actions)
+    b = _play(env, 1, 7, actions)
+    np.testing.assert_array_equal(a[0], b[0])
 
 
 def test_frame_cap_truncates():

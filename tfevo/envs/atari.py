@@ -39,6 +39,17 @@ Presets (``preset=``):
   84x84x4 grayscale observations (``ALE/...-v5`` itself returns raw RGB
   frames).
 
+Seeding (``seed_mode=``): ale-py can only re-seed an emulator by reloading
+its ROM, which makes a seeded reset ~20x slower than a plain one.  With
+``"fast"`` (the default whenever sticky actions are off) emulators are never
+re-seeded: Atari emulation is deterministic, and the random no-op start is
+done here instead -- the first ``n ~ U{0..noop_max}`` agent steps after a
+reset play NOOP whatever action is sent (the DQN protocol's "up to 30 no-op
+actions"), with ``n`` drawn from the reset's seed.  So an episode is a pure
+function of (seed, actions), whatever ran in the slot before.  ``"exact"``
+(the default with sticky actions, whose random stream lives inside the
+emulator) re-seeds ale-py on every seeded reset and lets it do the no-ops.
+
 Every preset value can be overridden by keyword (``noop_max=0``,
 ``max_num_frames_per_episode=...``, ``repeat_action_probability=...``, ...).
 
@@ -136,6 +147,9 @@ class AtariEnv(HostVectorEnv):
         ``num_envs``).
       channels_last: observations ``[n, H, W, stack]`` (Keras convention,
         default) instead of ale-py's ``[n, stack, H, W]``.
+      seed_mode: ``"fast"``, ``"exact"`` or ``"auto"`` (default: fast unless
+        sticky actions are on); see the module docstring.
+      seed: seeds the no-op counts of resets done without explicit seeds.
       **options: overrides of preset values: ``frameskip``, ``noop_max``,
         ``img_height``, ``img_width``, ``grayscale``, ``stack_num``,
         ``maxpool``, ``repeat_action_probability``,
@@ -157,6 +171,8 @@ class AtariEnv(HostVectorEnv):
         preset: str = "deep_neuroevolution",
         num_threads: int = 0,
         channels_last: bool = True,
+        seed_mode: str = "auto",
+        seed: int = 0,
         **options,
     ):
         import ale_py
@@ -172,6 +188,12 @@ class AtariEnv(HostVectorEnv):
             raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
         cfg = dict(PRESETS[preset])
         cfg.update(options)
+        if seed_mode not in ("auto", "fast", "exact"):
+            raise ConfigError(f"seed_mode must be 'auto', 'fast' or 'exact', got {seed_mode!r}")
+        if seed_mode == "auto":
+            seed_mode = "exact" if float(cfg["repeat_action_probability"]) > 0 else "fast"
+        if int(cfg["noop_max"]) < 0:
+            raise ConfigError(f"noop_max must be >= 0, got {cfg['noop_max']}")
         if int(cfg["frameskip"]) < 1:
             raise ConfigError(f"frameskip must be >= 1, got {cfg['frameskip']}")
         if not 0.0 <= float(cfg["repeat_action_probability"]) <= 1.0:
@@ -184,6 +206,10 @@ class AtariEnv(HostVectorEnv):
         self.num_envs = int(num_envs)
         self.channels_last = bool(channels_last)
         self.frames_per_step = int(cfg["frameskip"])
+        self.seed_mode = seed_mode
+        self._noop_max = int(cfg["noop_max"])
+        self._noops_left = np.zeros(self.num_envs, np.int64)
+        self._rng = np.random.default_rng(int(seed))
         self._ale = ale_py.ALEVectorInterface(
             rom_path=rom,
             num_envs=self.num_envs,
@@ -193,7 +219,7 @@ class AtariEnv(HostVectorEnv):
             img_width=int(cfg["img_width"]),
             grayscale=bool(cfg["grayscale"]),
             maxpool=bool(cfg["maxpool"]),
-            noop_max=int(cfg["noop_max"]),
+            noop_max=int(cfg["noop_max"]) if seed_mode == "exact" else 0,
             use_fire_reset=bool(cfg["use_fire_reset"]),
             episodic_life=bool(cfg["episodic_life"]),
             life_loss_info=False,
@@ -241,8 +267,9 @@ class AtariEnv(HostVectorEnv):
         """Resets slots ``indices`` (seeded, one int seed each); returns their first frames.
 
         A slot reset with seed ``s`` plays exactly the same episode for the
-        same actions, whatever ran in it before.  ``seeds=None`` continues
-        each slot's own random stream (not reproducible across schedules).
+        same actions, whatever ran in it before (``seed_mode`` "fast": the
+        seed fixes the no-op count; "exact": ale-py is re-seeded).
+        ``seeds=None`` draws from the env's own stream instead.
         """
         if self._pending is not None:
             raise RuntimeError("reset() called between send() and recv()")
@@ -253,12 +280,20 @@ class AtariEnv(HostVectorEnv):
             # ale-py needs one full reset before partial ones.
             self._ale.reset(np.arange(self.num_envs, dtype=np.int32), np.full(self.num_envs, -1, np.int32))
         self._started = True
-        if seeds is None:
-            seeds = np.full(idx.size, -1, np.int64)
-        else:
+        if seeds is not None:
             seeds = np.asarray(seeds, np.int64).reshape(-1)
             if seeds.size != idx.size:
                 raise ShapeError(f"need one seed per reset slot ({idx.size}), got {seeds.size}")
+        if self.seed_mode == "fast":
+            if seeds is None:
+                noops = self._rng.integers(0, self._noop_max + 1, idx.size)
+            else:
+                noops = np.array([np.random.default_rng(int(s)).integers(0, self._noop_max + 1) for s in seeds])
+            self._noops_left[idx] = noops
+            seeds = np.full(idx.size, -1, np.int64)  # never re-seed (= reload) the emulator
+        elif seeds is None:
+            seeds = np.full(idx.size, -1, np.int64)
+        else:
             seeds = np.mod(seeds, 2**31 - 1)
         frames, info = self._ale.reset(idx.astype(np.int32), seeds.astype(np.int32))
         pos = np.empty(self.num_envs, np.int64)
@@ -280,6 +315,11 @@ class AtariEnv(HostVectorEnv):
             raise ShapeError(f"Atari actions must be in [0, {n}), got min {actions.min()} max {actions.max()}")
         full = self._noop.copy()
         full[idx] = actions
+        left = self._noops_left[idx]
+        if left.any():  # random no-op start (fast seed mode): NOOP is action 0 in every action set
+            forced = idx[left > 0]
+            full[forced] = 0
+            self._noops_left[forced] -= 1
         self._ale.send(full, self._paddle)
         self._pending = idx
 

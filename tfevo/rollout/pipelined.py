@@ -107,7 +107,9 @@ class PipelinedEvaluator(tf.Module):
     Attributes:
       last_stats: dict of the last call: ``frames``, ``steps``, ``seconds``,
         ``forward_rows`` (rows the policy actually computed, before padding),
-        ``padded_rows``, ``forward_calls``.
+        ``padded_rows``, ``forward_calls``, and where the time went:
+        ``forward_seconds`` (inference), ``recv_seconds`` (waiting for
+        simulators), ``reset_seconds``, ``prepare_seconds``.
       calls: ``tf.Variable`` counting calls; episode seeds depend on it.  The
         evaluator is a ``tf.Module``: ``tf.train.Checkpoint(evaluator=ev)``
         saves ``calls`` and the observation normalizer, so a restored run
@@ -272,8 +274,10 @@ class PipelinedEvaluator(tf.Module):
         stats["forward_rows"] += n
         stats["padded_rows"] += b
         stats["forward_calls"] += 1
-        out = self._forward_fn(params_t, obs[:, None], members.astype(np.int32))
-        return out.numpy()[:n]
+        t0 = time.perf_counter()
+        out = self._forward_fn(params_t, obs[:, None], members.astype(np.int32)).numpy()[:n]
+        stats["forward_seconds"] += time.perf_counter() - t0
+        return out
 
     # -- evaluation -----------------------------------------------------------
     def evaluate(self, params):
@@ -290,6 +294,7 @@ class PipelinedEvaluator(tf.Module):
         P, D = int(params_t.shape[0]), int(params_t.shape[1])
         if P < 1:
             raise ShapeError("params must hold at least one member")
+        t_prep = time.perf_counter()
         prepared = self._prepare(params_t)
         key = tuple((tuple(t.shape), t.dtype) for t in tf.nest.flatten(prepared))
         if self._forward_fn is None or self._num_dims != key:
@@ -307,8 +312,10 @@ class PipelinedEvaluator(tf.Module):
         norm_acc = (0.0, np.zeros(self.observation_shape), np.zeros(self.observation_shape)) if (
             self.obs_norm is not None and self.update_obs_norm
         ) else None
-        stats = dict(forward_rows=0, padded_rows=0, forward_calls=0)
+        stats = dict(forward_rows=0, padded_rows=0, forward_calls=0, forward_seconds=0.0, recv_seconds=0.0,
+                     reset_seconds=0.0)
         t0 = time.perf_counter()
+        stats["prepare_seconds"] = t0 - t_prep
 
         K = self.num_subsets
         slot_job = [np.full(e.num_envs, -1, np.int64) for e in self.envs]
@@ -325,7 +332,9 @@ class PipelinedEvaluator(tf.Module):
                 slots = free[:take]
                 jobs = np.arange(next_job, next_job + take)
                 next_job += take
+                tr = time.perf_counter()
                 so[slots] = env.reset(slots, jobs_seed[jobs])
+                stats["reset_seconds"] += time.perf_counter() - tr
                 sj[slots] = jobs
             active = np.flatnonzero(sj >= 0)
             if active.size == 0:
@@ -348,7 +357,9 @@ class PipelinedEvaluator(tf.Module):
                     continue
                 progressed = True
                 env, sj, so = self.envs[k], slot_job[k], slot_obs[k]
+                tr = time.perf_counter()
                 idx, obs, rew, term, trunc = env.recv()
+                stats["recv_seconds"] += time.perf_counter() - tr
                 jobs = sj[idx]
                 returns[jobs] += rew
                 steps[jobs] += 1

@@ -1,0 +1,307 @@
+"""Benchmarks of the pipelined evaluator, the host envs and the indexed_matmul op.
+
+Run ``python benchmarks/bench_pipeline.py`` (all sections, a few minutes) or
+pick sections: ``--sections raw_atari,atari,naive_atari,raw_mujoco,mujoco,
+naive_mujoco,buckets,op``.  Prints markdown tables.  Every number is the
+median of ``--repeats`` timed runs after one warm-up run; the warm-up time
+(trace/compile + first call) is reported separately.
+
+Throughput = member-steps per second *including inference*, i.e. agent steps
+of all members divided by wall time of ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+ROWS: list[tuple] = []
+
+
+def row(section, config, value, unit, extra=""):
+    ROWS.append((section, config, value, unit, extra))
+    print(f"| {section} | {config} | {value:,.1f} | {unit} | {extra} |", flush=True)
+
+
+def timed(fn, repeats):
+    t0 = time.perf_counter()
+    fn()
+    warm = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return warm, statistics.median(times), times
+
+
+# ---------------------------------------------------------------- Atari
+def raw_atari(args):
+    from ale_py.vector_env import AtariVectorEnv
+
+    for n in (16, 32):
+        env = AtariVectorEnv("frostbite", num_envs=n, noop_max=30, reward_clipping=False, use_fire_reset=False,
+                             repeat_action_probability=0.0, full_action_space=True, max_num_frames_per_episode=20000)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        steps = 200
+
+        def run():
+            for _ in range(steps):
+                env.step(rng.integers(0, 18, n).astype(np.int32))
+
+        warm, med, _ = timed(run, args.repeats)
+        row("raw AtariVectorEnv (Frostbite, random actions)", f"{n} envs", n * steps / med, "steps/s",
+            f"{4 * n * steps / med:,.0f} frames/s")
+        env.close()
+
+
+def _dqn_policy(num_actions):
+    from tfevo.envs.base import ActionSpec
+    from tfevo.nn.model import PopulationModel
+    from tfevo.nn.policy import Policy, nature_dqn
+
+    pm = PopulationModel(nature_dqn(num_actions))
+    return pm, Policy(pm, ActionSpec(discrete=True, num_actions=num_actions))
+
+
+def atari(args):
+    from tfevo.rollout.pipelined import PipelinedEvaluator
+
+    pm, policy = _dqn_policy(18)
+    P = args.atari_pop
+    params = pm.init_params(P, seed=0)
+    res = {}
+    for K in (1, 2, 4):
+        ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=args.atari_slots, num_subsets=K,
+                                max_steps=args.atari_steps, seed=0)
+        warm, med, _ = timed(lambda: ev.evaluate(params), args.repeats)
+        steps = ev.last_stats["steps"]
+        res[K] = steps / med
+        row("eval Nature-DQN GA pop %d, Frostbite, cap %d steps" % (P, args.atari_steps),
+            f"K={K}, {args.atari_slots} slots", steps / med, "steps/s",
+            f"warm-up {warm:.1f}s; {ev.last_stats['forward_calls']} forward calls")
+        ev.close()
+    del params
+    return res
+
+
+def naive_atari(args):
+    import gymnasium as gym
+    import keras
+
+    from tfevo.nn.policy import nature_dqn
+
+    P = args.naive_pop
+
+    def make():
+        e = gym.make("ALE/Frostbite-v5", frameskip=1, repeat_action_probability=0.0, full_action_space=True)
+        e = gym.wrappers.AtariPreprocessing(e, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+        return gym.wrappers.FrameStackObservation(e, 4)
+
+    vec = gym.vector.SyncVectorEnv([make] * P)
+    models = []
+    for i in range(P):
+        m = nature_dqn(18)
+        keras.utils.set_random_seed(i)
+        models.append(keras.models.clone_model(m))
+
+    def run():
+        obs, _ = vec.reset(seed=0)
+        for _ in range(args.atari_steps):
+            x = np.transpose(obs, (0, 2, 3, 1)).astype(np.float32) / 255.0
+            acts = np.array([int(np.argmax(models[i].predict_on_batch(x[i:i + 1])[0])) for i in range(P)])
+            obs, *_ = vec.step(acts)
+
+    warm, med, _ = timed(run, max(1, args.repeats - 1))
+    row("naive: Gymnasium SyncVectorEnv + per-member Keras predict_on_batch (Frostbite, Nature-DQN)",
+        f"pop {P}", P * args.atari_steps / med, "steps/s", f"warm-up {warm:.1f}s")
+    vec.close()
+    return P * args.atari_steps / med
+
+
+# ---------------------------------------------------------------- MuJoCo
+def raw_mujoco(args):
+    from tfevo.envs.mujoco import MujocoVectorEnv
+
+    out = {}
+    for n in (args.mj_slots,):
+        env = MujocoVectorEnv("HalfCheetah-v5", num_envs=n)
+        idx = np.arange(n)
+        env.reset(idx, seeds=idx)
+        rng = np.random.default_rng(0)
+        acts = rng.uniform(-1, 1, (100, n, 6)).astype(np.float32)
+
+        def run():
+            for t in range(100):
+                env.send(acts[t], idx)
+                env.recv()
+
+        warm, med, _ = timed(run, args.repeats)
+        out[n] = 100 * n / med
+        row("raw MujocoVectorEnv HalfCheetah-v5 (random actions)", f"{n} envs, backend {env.backend}",
+            out[n], "steps/s")
+        env.close()
+    return out[args.mj_slots]
+
+
+def _mlp_policy(env_id="HalfCheetah-v5"):
+    from tfevo.envs.mujoco import MujocoVectorEnv
+    from tfevo.nn.model import PopulationModel
+    from tfevo.nn.policy import Policy, mlp
+
+    e = MujocoVectorEnv(env_id, 1)
+    pm = PopulationModel(mlp(e.observation_shape, e.action_spec.policy_output_size, hidden=(64, 64)))
+    return pm, Policy(pm, e.action_spec)
+
+
+def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, HalfCheetah-v5, cap %d steps"):
+    from tfevo.rollout.pipelined import PipelinedEvaluator
+
+    pm, policy = _mlp_policy()
+    P = args.mj_pop
+    params = pm.init_params(P, seed=0)
+    res = {}
+    for K in Ks:
+        ev = PipelinedEvaluator("HalfCheetah-v5", policy, num_envs=args.mj_slots, num_subsets=K,
+                                max_steps=args.mj_steps, seed=0, bucket=bucket)
+        warm, med, _ = timed(lambda: ev.evaluate(params), args.repeats)
+        steps = ev.last_stats["steps"]
+        res[K] = steps / med
+        row(section % (P, args.mj_steps), f"K={K}, {args.mj_slots} slots, bucket={bucket}", steps / med,
+            "steps/s", f"warm-up {warm:.1f}s; {ev.last_stats['forward_calls']} forward calls")
+        ev.close()
+    return res
+
+
+def buckets(args):
+    out = {}
+    for b in ("pow2", "full", "none"):
+        out[b] = mujoco(args, bucket=b, Ks=(2,), section="bucket mode, MLP pop %d HalfCheetah cap %d")[2]
+    return out
+
+
+def naive_mujoco(args):
+    import gymnasium as gym
+    import keras
+
+    from tfevo.nn.policy import mlp
+
+    P = args.naive_pop
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("HalfCheetah-v5")] * P)
+    models = []
+    for i in range(P):
+        keras.utils.set_random_seed(i)
+        models.append(mlp((17,), 6, hidden=(64, 64)))
+    steps = min(args.mj_steps, 100)
+
+    def run():
+        obs, _ = vec.reset(seed=0)
+        for _ in range(steps):
+            acts = np.stack([models[i].predict_on_batch(obs[i:i + 1].astype(np.float32))[0] for i in range(P)])
+            obs, *_ = vec.step(np.tanh(acts))
+
+    warm, med, _ = timed(run, max(1, args.repeats - 1))
+    row("naive: Gymnasium SyncVectorEnv + per-member Keras predict_on_batch (HalfCheetah, MLP 64x64)",
+        f"pop {P}", P * steps / med, "steps/s", f"warm-up {warm:.1f}s")
+    vec.close()
+    return P * steps / med
+
+
+# ---------------------------------------------------------------- custom op
+def op(args):
+    from tfevo import ops
+
+    mod = ops.load("indexed_matmul")
+    if mod is None:
+        print("custom op unavailable; skipping")
+        return {}
+    out = {}
+    for name, (P, b, k, m) in {"Nature-DQN dense 7744x512": (64, 1, 7744, 512),
+                               "MLP hidden 64x64": (256, 1, 64, 64)}.items():
+        w = tf.random.normal([P, k, m])
+        for frac in (1.0, 0.5, 0.1):
+            n = max(1, int(round(P * frac)))
+            x = tf.random.normal([n, b, k])
+            idx = tf.constant(np.sort(np.random.default_rng(0).choice(P, n, replace=False)), tf.int32)
+            f_op = tf.function(lambda x, w, i: mod.tfevo_indexed_matmul(x, w, i))
+            f_ref = tf.function(lambda x, w, i: tf.matmul(x, tf.gather(w, i)))
+            reps = 20 if k > 1000 else 200
+
+            def bench(f):
+                f(x, w, idx).numpy()
+                ts = []
+                for _ in range(args.repeats):
+                    t0 = time.perf_counter()
+                    for _ in range(reps):
+                        r = f(x, w, idx)
+                    r.numpy()
+                    ts.append((time.perf_counter() - t0) / reps)
+                return statistics.median(ts)
+
+            t_op, t_ref = bench(f_op), bench(f_ref)
+            out[(name, frac)] = t_ref / t_op
+            row(f"indexed_matmul {name}, P={P}", f"active {int(frac * 100)}% (n={n})", t_op * 1e3, "ms/call (op)",
+                f"reference gather+matmul {t_ref * 1e3:.3f} ms; speed-up x{t_ref / t_op:.2f}")
+    return out
+
+
+SECTIONS = {
+    "raw_atari": raw_atari,
+    "atari": atari,
+    "naive_atari": naive_atari,
+    "raw_mujoco": raw_mujoco,
+    "mujoco": mujoco,
+    "naive_mujoco": naive_mujoco,
+    "buckets": buckets,
+    "op": op,
+}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sections", default=",".join(SECTIONS))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--atari-pop", type=int, default=256)
+    p.add_argument("--atari-slots", type=int, default=32)
+    p.add_argument("--atari-steps", type=int, default=20)
+    p.add_argument("--mj-pop", type=int, default=256)
+    p.add_argument("--mj-slots", type=int, default=64)
+    p.add_argument("--mj-steps", type=int, default=200)
+    p.add_argument("--naive-pop", type=int, default=8)
+    args = p.parse_args(argv)
+    print(f"load: {os.getloadavg()}  tf {tf.__version__}  cpus {os.cpu_count()}")
+    print("| section | config | value | unit | notes |\n|---|---|---|---|---|")
+    results = {}
+    for s in args.sections.split(","):
+        results[s] = SECTIONS[s](args)
+    print(f"load after: {os.getloadavg()}")
+    ratios = []
+    if "raw_mujoco" in results and "mujoco" in results:
+        for K, v in results["mujoco"].items():
+            ratios.append(f"HalfCheetah K={K}: {v / results['raw_mujoco']:.2f} of raw simulator limit")
+    if "atari" in results:
+        a = results["atari"]
+        ratios.append(f"Atari pipelined/serial: K=2 x{a[2] / a[1]:.2f}, K=4 x{a[4] / a[1]:.2f}")
+        if "naive_atari" in results:
+            ratios.append(f"Atari vs naive: K=1 x{a[1] / results['naive_atari']:.1f}, "
+                          f"best x{max(a.values()) / results['naive_atari']:.1f}")
+    if "mujoco" in results and "naive_mujoco" in results:
+        m = results["mujoco"]
+        ratios.append(f"HalfCheetah vs naive: K=1 x{m[1] / results['naive_mujoco']:.1f}, "
+                      f"best x{max(m.values()) / results['naive_mujoco']:.1f}")
+    for r in ratios:
+        print("-", r)
+
+
+if __name__ == "__main__":
+    main()
