@@ -154,15 +154,31 @@ def _normal(keys: np.ndarray, count: int, offset: int) -> np.ndarray:
 
 # --------------------------------------------------------------------- workers
 class _Job:
-    """Countdown latch for the chunks of one send(), with error capture."""
+    """Countdown latch for the parts of one send(), with error capture.
 
-    def __init__(self, parts: int):
+    The thread that finishes the last part runs ``on_done`` (the batched
+    bookkeeping of the step) and stores its value in ``result``, so the
+    caller's ``recv`` only waits and returns.
+    """
+
+    def __init__(self, parts: int, on_done=None):
         self._left = parts
         self._count_lock = threading.Lock()
         self._done = threading.Lock()  # held until the last part finishes
+        self._on_done = on_done
         self.error: BaseException | None = None
-        if parts > 0:
-            self._done.acquire()
+        self.result = None
+        self._done.acquire()
+        if parts == 0:
+            self._complete()
+
+    def _complete(self) -> None:
+        if self.error is None and self._on_done is not None:
+            try:
+                self.result = self._on_done()
+            except BaseException as e:  # noqa: BLE001 - re-raised by wait()
+                self.error = e
+        self._done.release()
 
     def finish(self, error: BaseException | None = None) -> None:
         with self._count_lock:
@@ -171,13 +187,14 @@ class _Job:
             self._left -= 1
             last = self._left == 0
         if last:
-            self._done.release()
+            self._complete()
 
-    def wait(self) -> None:
+    def wait(self):
         self._done.acquire()
         self._done.release()
         if self.error is not None:
             raise self.error
+        return self.result
 
 
 class _Pool:
@@ -206,10 +223,10 @@ class _Pool:
             else:
                 job.finish()
 
-    def submit(self, fns: list) -> _Job:
-        """Runs ``fns[i]`` on thread ``i`` (None = nothing); returns the latch."""
+    def submit(self, fns: list, on_done=None) -> _Job:
+        """Runs ``fns[i]`` on thread ``i`` (None = nothing), then ``on_done``; returns the latch."""
         todo = [(i, f) for i, f in enumerate(fns) if f is not None]
-        job = _Job(len(todo))
+        job = _Job(len(todo), on_done)
         for i, f in todo:
             self._queues[i].put((f, job))
         return job
@@ -248,10 +265,10 @@ class _BatchBackend:
         self.raw["qvel"][ids] = qvel
         self.b.forward(ids)
 
-    def start_step(self, ids: np.ndarray, ctrl: np.ndarray) -> _Job:
+    def start_step(self, ids: np.ndarray, ctrl: np.ndarray, on_done=None) -> _Job:
         self.ctrl[ids] = ctrl
         nstep = self.task.frame_skip
-        return self._pool.submit([lambda: self.b.step(ids, nstep=nstep)])
+        return self._pool.submit([lambda: self.b.step(ids, nstep=nstep)], on_done)
 
     def get_data(self, i: int):
         return self.b.get_data(int(i))
@@ -293,7 +310,7 @@ class _ThreadBackend:
             mujoco.mj_forward(m, d)
             self._gather(i, d)
 
-    def start_step(self, ids: np.ndarray, ctrl: np.ndarray) -> _Job:
+    def start_step(self, ids: np.ndarray, ctrl: np.ndarray, on_done=None) -> _Job:
         mujoco = _mujoco()
         m, datas, nstep, rne = self.model, self.datas, self.task.frame_skip, self.task.rne_post
         step, post, gather = mujoco.mj_step, mujoco.mj_rnePostConstraint, self._gather
@@ -315,7 +332,7 @@ class _ThreadBackend:
         k = min(self.nthreads, n)
         bounds = np.linspace(0, n, k + 1).astype(int) if k else [0]
         fns = [run(bounds[t], bounds[t + 1]) for t in range(k)]
-        return self._pool.submit(fns)
+        return self._pool.submit(fns, on_done)
 
     def get_data(self, i: int):
         return self.datas[int(i)]
@@ -591,27 +608,18 @@ class MujocoVectorEnv(HostVectorEnv):
         before = self.task.position(self._rows(ids, self._position_fields))
         self._busy[ids] = True
         try:
-            job = self._sim.start_step(ids, ctrl)
+            job = self._sim.start_step(ids, ctrl, lambda: self._finish_step(idx, order, ids, ctrl, before))
         except BaseException:
             self._busy[ids] = False
             raise
-        self._pending.append((idx, order, ids, ctrl, before, job))
+        self._pending.append((ids, job))
 
-    def recv(self):
-        """Waits for the oldest ``send`` and returns its results.
+    def _finish_step(self, idx, order, ids, ctrl, before):
+        """Rewards, terminations, observations and counters of a finished step.
 
-        Returns:
-          ``(indices [n] int64, obs [n, obs_dim], reward float32 [n],
-          terminated bool [n], truncated bool [n])`` in the order of the
-          ``indices`` given to ``send``.
+        Runs in the worker thread that finished the step's physics (the slots
+        are busy, so no other call touches their rows meanwhile).
         """
-        if not self._pending:
-            raise ConfigError("recv() without a pending send()")
-        idx, order, ids, ctrl, before, job = self._pending.popleft()
-        try:
-            job.wait()
-        finally:
-            self._busy[ids] = False
         raw = self._rows(ids)
         after = self.task.position(raw)
         xvel = (after[:, 0] - before[:, 0]) / self.dt
@@ -631,6 +639,22 @@ class MujocoVectorEnv(HostVectorEnv):
         tr = np.empty(n, bool)
         o[order], r[order], te[order], tr[order] = obs, reward, terminated, truncated
         return idx, o, r, te, tr
+
+    def recv(self):
+        """Waits for the oldest ``send`` and returns its results.
+
+        Returns:
+          ``(indices [n] int64, obs [n, obs_dim], reward float32 [n],
+          terminated bool [n], truncated bool [n])`` in the order of the
+          ``indices`` given to ``send``.
+        """
+        if not self._pending:
+            raise ConfigError("recv() without a pending send()")
+        ids, job = self._pending.popleft()
+        try:
+            return job.wait()
+        finally:
+            self._busy[ids] = False
 
     def descriptors(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Behaviour descriptors of the current episodes of ``indices``.
