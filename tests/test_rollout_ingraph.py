@@ -191,9 +191,13 @@ def test_registered_as_evaluator():
 
 
 def test_tfevo_nn_policy_graph_path_matches_forward():
-    nn = pytest.importorskip("tfevo.nn")
-    env = make("Acrobot-v1")
-    policy = nn.Policy(nn.PopulationModel(nn.mlp(env.observation_shape, 3, hidden=(16,))), env.action_spec)
+    pytest.importorskip("tfevo.nn")
+    from tfevo.problems.control import control_problem
+
+    policy, ev, d = control_problem("Acrobot-v1", hidden=(16,), episodes=2, max_steps=60, seed=2,
+                                    jit_compile=False)
+    assert d == 6 * 16 + 16 + 16 * 3 + 3 == policy.num_params
+    env = ev.env
     params = policy.init_params(6, seed=1)
 
     class ViaForward:  # hides forward_graph, so the evaluator calls forward()
@@ -202,7 +206,7 @@ def test_tfevo_nn_policy_graph_path_matches_forward():
         def forward(self, p, obs):
             return policy.forward(p, obs)
 
-    a = InGraphEvaluator(env, policy, episodes=2, max_steps=60, seed=2, jit_compile=False).evaluate_episodes(params)
+    a = ev.evaluate_episodes(params)
     b = InGraphEvaluator(env, ViaForward(), episodes=2, max_steps=60, seed=2, jit_compile=False).evaluate_episodes(params)
     np.testing.assert_array_equal(a.returns.numpy(), b.returns.numpy())
     assert a.returns.shape == (6, 2) and np.all(a.lengths.numpy() <= 60)
