@@ -139,15 +139,15 @@ def raw_mujoco(args):
         idx = np.arange(n)
         env.reset(idx, seeds=idx)
         rng = np.random.default_rng(0)
-        acts = rng.uniform(-1, 1, (100, n, 6)).astype(np.float32)
+        acts = rng.uniform(-1, 1, (300, n, 6)).astype(np.float32)
 
         def run():
-            for t in range(100):
+            for t in range(300):
                 env.send(acts[t], idx)
                 env.recv()
 
         warm, med, _ = timed(run, args.repeats)
-        out[n] = 100 * n / med
+        out[n] = 300 * n / med
         row("raw MujocoVectorEnv HalfCheetah-v5 (random actions)", f"{n} envs, backend {env.backend}",
             out[n], "steps/s")
         env.close()
