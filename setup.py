@@ -24,6 +24,7 @@ INSTALL_REQUIRES = [
     "sympy>=1.12",  # expression export / simplification (NEAT, GP)
     "scikit-learn>=1.3",  # classification data sets shipped with it, estimator API
     "imageio>=2.30",  # videos from `tfevo play`
+    "pygame>=2.1",  # Gymnasium's classic-control rendering for `tfevo play`
     "imageio-ffmpeg>=0.4",
 ]
 

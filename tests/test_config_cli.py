@@ -51,3 +51,35 @@ def test_cli_reports_config_errors(tmp_path, capsys):
     assert main(["train", str(tmp_path / "bad.toml")]) == 2
     err = capsys.readouterr().err
     assert "algorithm.foo: unknown field" in err
+
+
+def test_cli_train_eval_plot_resume(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), "--generations", "3", "--no-progress",
+            "--set", "algorithm.popsize=16", "--set", "policy.hidden=[8]", "--set", "env.episodes=1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "learning curve" in out and str(run) in out
+    rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [1, 2, 3]
+    assert (run / "learning_curve.png").stat().st_size > 1000
+    # same run dir, bigger budget: resumes at generation 3
+    assert main(args[:3] + ["--generations", "5"] + args[5:]) == 0
+    out = capsys.readouterr().out
+    assert "resumed" in out
+    rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [1, 2, 3, 4, 5]
+    # a different config in the same run dir is refused
+    assert main(args + ["--set", "algorithm.popsize=32"]) == 2
+    assert "different config" in capsys.readouterr().err
+    assert main(["eval", str(run), "--episodes", "2"]) == 0
+    assert "mean" in capsys.readouterr().out
+    assert main(["plot", str(run), "--out", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").exists()
+
+
+def test_cli_unknown_env_and_strategy_param(tmp_path, capsys):
+    assert main(["train", "--run-dir", str(tmp_path / "a"), "--set", "env.id=NoSuchEnv-v9"]) == 2
+    assert "unknown environment id 'NoSuchEnv-v9'" in capsys.readouterr().err
+    assert main(["train", "--run-dir", str(tmp_path / "b"), "--set", "algorithm.params.bogus=1"]) == 2
+    assert "openai_es has no parameter 'bogus'" in capsys.readouterr().err

@@ -19,7 +19,29 @@ __all__ = ["main"]
 
 
 def _quiet_tf():
+    """Imports TensorFlow with its C++ start-up chatter (CUDA probing, oneDNN notes) muted.
+
+    Set TFEVO_VERBOSE=1 to see it.  An import error is shown as usual.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ.get("TFEVO_VERBOSE"):
+        return
+    try:
+        saved = os.dup(2)
+    except OSError:  # pragma: no cover - no stderr fd
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                import tensorflow as tf  # noqa: F401
+
+                tf.config.list_physical_devices()  # the CUDA probe logs here
+            except Exception:  # noqa: BLE001 - re-raised below with stderr back
+                pass
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _set_override(data: dict, assignment: str) -> None:
@@ -225,7 +247,8 @@ def cmd_play(args) -> int:
     import imageio.v2 as imageio
 
     out = Path(args.video)
-    imageio.mimsave(out, frames, fps=args.fps) if out.suffix == ".gif" else imageio.mimwrite(out, frames, fps=args.fps)
+    imageio.mimsave(out, frames, fps=args.fps) if out.suffix == ".gif" else imageio.mimwrite(
+        out, frames, fps=args.fps, macro_block_size=1)
     print(f"{env_id}: return {total:.4g} over {steps} steps; video written to {out}")
     return 0
 

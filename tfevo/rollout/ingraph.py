@@ -138,7 +138,7 @@ class InGraphEvaluator(tf.Module):
         self.last_returns = None
         self.last_lengths = None
         self._trace_counter = TraceCounter()
-        self._fns: dict = {}
+        object.__setattr__(self, "_fns", {})  # plain dict of compiled rollouts: not checkpointed
         self._num_params = getattr(policy, "num_params", None)
         try:
             self._reset_takes_n = "num_envs" in inspect.signature(env.reset).parameters

@@ -133,7 +133,7 @@ class Config(_Strict):
 #: The built-in default of `tfevo train`: CartPole-v1, OpenAI-ES, in-graph, about a minute.
 DEFAULT_CONFIG: dict = {
     "name": "cartpole-openai-es",
-    "run": {"seed": 0, "generations": 40},
+    "run": {"seed": 0, "generations": 60},
     "env": {"id": "CartPole-v1", "episodes": 3},
     "policy": {"kind": "mlp", "hidden": [16]},
     "algorithm": {"name": "openai_es", "popsize": 64, "params": {"sigma": 0.1, "learning_rate": 0.05}},
