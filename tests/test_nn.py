@@ -86,10 +86,11 @@ def test_nature_dqn_matches_per_member_keras():
     [(3, 1, "same", (9, 10)), (3, 1, "valid", (9, 10)), (8, 4, "same", (84, 84)), (8, 4, "valid", (30, 33)),
      (4, 2, "same", (21, 21)), (4, 2, "valid", (11, 12)), ((3, 5), (2, 1), "same", (10, 9)), (1, 2, "valid", (7, 7))],
 )
-def test_population_conv2d_matches_keras_conv2d(kernel, strides, padding, hw):
+@pytest.mark.parametrize("method", ["im2col", "grouped"])
+def test_population_conv2d_matches_keras_conv2d(kernel, strides, padding, hw, method):
     P, B, C, F = 3, 2, 4, 5
     layer = nn.PopulationConv2D(F, kernel, strides=strides, padding=padding, activation="relu",
-                                bias_initializer="random_normal", seed=3)
+                                bias_initializer="random_normal", seed=3, method=method)
     x = tf.random.stateless_normal((P, B) + hw + (C,), [5, 6])
     y = layer(x)
     for p in range(P):
@@ -141,18 +142,21 @@ def test_indices_equal_full_run_gathered():
     np.testing.assert_allclose(pm(weights, x).numpy(), full, rtol=RTOL, atol=ATOL)
 
 
-def test_indices_conv_net():
+@pytest.mark.parametrize("method", ["im2col", "grouped"])
+def test_indices_conv_net(method):
     template = keras.Sequential([keras.Input((12, 12, 2)), L.Conv2D(4, 3, strides=2, activation="relu"),
                                  L.Conv2D(3, 2, padding="valid"), L.Flatten(), L.Dense(3)])
-    pm = nn.PopulationModel(template)
+    pm = nn.PopulationModel(template, conv_method=method)
     P = 6
     params = perturbed(pm, P)
     x = tf.random.stateless_normal((P, 2, 12, 12, 2), [3, 3])
     full = pm(params, x).numpy()
     np.testing.assert_allclose(full, per_member(pm, params, x), rtol=RTOL, atol=ATOL)
-    idx = np.array([5, 1], np.int32)
-    got = pm(pm.unflatten(params), tf.gather(x, idx), idx)
-    np.testing.assert_allclose(got.numpy(), full[idx], rtol=RTOL, atol=ATOL)
+    for idx in (np.array([5, 1], np.int32), np.array([0, 2, 2, 5], np.int32)):
+        got = pm(pm.unflatten(params), tf.gather(x, idx), idx)
+        np.testing.assert_allclose(got.numpy(), full[idx], rtol=RTOL, atol=ATOL)
+        got = pm(params, tf.gather(x, idx), idx)
+        np.testing.assert_allclose(got.numpy(), full[idx], rtol=RTOL, atol=ATOL)
 
 
 def test_indexed_matmul_reference_and_op_agree_with_numpy():

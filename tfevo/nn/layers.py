@@ -27,6 +27,7 @@ __all__ = [
     "population_dense",
     "population_conv2d",
     "conv_output_size",
+    "CONV_METHODS",
     "PopulationDense",
     "PopulationConv2D",
 ]
@@ -119,7 +120,23 @@ def _patches(x4, kh, kw, sh, sw, padding):
     )
 
 
-def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activation=None, indices=None):
+def _grouped_conv(x, kernel, sh, sw, padding):
+    """All members as one grouped convolution: groups = members, channels stacked."""
+    _, _, h, w, c = x.shape.as_list()
+    p, b = _dim(x, 0), _dim(x, 1)
+    kh, kw, _, f = kernel.shape.as_list()[1:]
+    xg = tf.reshape(tf.transpose(x, [1, 2, 3, 0, 4]), [b, h, w, -1])  # [B, H, W, P*C]
+    kg = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [kh, kw, c, -1])  # [kh, kw, C, P*F]
+    y = tf.nn.conv2d(xg, kg, [1, sh, sw, 1], padding.upper())  # [B, Ho, Wo, P*F]
+    ho, wo = y.shape[1], y.shape[2]
+    return tf.transpose(tf.reshape(y, [b, ho, wo, p, f]), [3, 0, 1, 2, 4])
+
+
+CONV_METHODS = ("im2col", "grouped")
+
+
+def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activation=None, indices=None,
+                      method="im2col"):
     """2-D convolution of every member with its own kernel (channels last).
 
     Implemented as im2col (``tf.image.extract_patches``) followed by one batched
@@ -134,6 +151,11 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
       padding: ``"same"`` or ``"valid"`` (TensorFlow semantics).
       activation: a Keras activation or ``None``.
       indices: optional int32 ``[n]``, see :func:`population_dense`.
+      method: ``"im2col"`` (default): patches + batched matmul (through
+        ``indexed_matmul`` with ``indices``); ``"grouped"``: the members'
+        channels are stacked and run as one grouped ``tf.nn.conv2d`` (groups =
+        members), which avoids materializing the patches (kernels of
+        ``indices`` are gathered first).  Both equal ``keras.layers.Conv2D``.
 
     Returns:
       float32 ``[P or n, B, Ho, Wo, F]``.
@@ -162,6 +184,14 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
     ho, wo = conv_output_size(h, kh, sh, padding), conv_output_size(w, kw, sw, padding)
     if ho < 1 or wo < 1:
         raise ShapeError(f"population_conv2d: input {h}x{w} is smaller than the {kh}x{kw} kernel (padding='valid')")
+    if method not in CONV_METHODS:
+        raise ConfigError(f"method must be one of {CONV_METHODS}, got {method!r}")
+    if method == "grouped":
+        k = kernel if indices is None else tf.gather(kernel, indices)
+        y = _grouped_conv(x, k, sh, sw, padding)
+        y = _add_bias(y, bias, indices, 3)
+        act = _activation(activation)
+        return act(y) if act is not None else y
     p, b = _dim(x, 0), _dim(x, 1)
     cols = _patches(tf.reshape(x, [-1, h, w, c]), kh, kw, sh, sw, padding)
     cols = tf.reshape(cols, [p, -1, kh * kw * c])
@@ -295,6 +325,7 @@ class PopulationConv2D(_PopulationLayer):
       population_size: P; inferred from the input when omitted.
       activation, use_bias, kernel_initializer, bias_initializer, seed: as in
         :class:`PopulationDense`.
+      method: ``"im2col"`` or ``"grouped"``, see :func:`population_conv2d`.
 
     Example:
 
@@ -304,8 +335,11 @@ class PopulationConv2D(_PopulationLayer):
 
     def __init__(self, filters, kernel_size, strides=1, padding="same", population_size=None,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", seed=None, **kwargs):
+                 bias_initializer="zeros", seed=None, method="im2col", **kwargs):
         super().__init__(population_size=population_size, seed=seed, **kwargs)
+        if method not in CONV_METHODS:
+            raise ConfigError(f"method must be one of {CONV_METHODS}, got {method!r}")
+        self.method = method
         if int(filters) < 1:
             raise ConfigError(f"filters must be >= 1, got {filters}")
         self.filters = int(filters)
@@ -336,7 +370,7 @@ class PopulationConv2D(_PopulationLayer):
     def call(self, inputs, indices=None):
         return population_conv2d(inputs, tf.convert_to_tensor(self.kernel),
                                  None if self.bias is None else tf.convert_to_tensor(self.bias),
-                                 self.strides, self.padding, self.activation, indices)
+                                 self.strides, self.padding, self.activation, indices, self.method)
 
     def compute_output_shape(self, input_shape):
         p, b, h, w, _ = input_shape
@@ -350,6 +384,6 @@ class PopulationConv2D(_PopulationLayer):
             filters=self.filters, kernel_size=self.kernel_size, strides=self.strides, padding=self.padding,
             population_size=self.population_size, activation=keras.activations.serialize(self.activation),
             use_bias=self.use_bias, kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer), seed=self.seed,
+            bias_initializer=keras.initializers.serialize(self.bias_initializer), seed=self.seed, method=self.method,
         )
         return cfg

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError, TraceCounter
 from tfevo.nn.init import as_seed, sample_population
-from tfevo.nn.layers import population_conv2d, population_dense
+from tfevo.nn.layers import CONV_METHODS, population_conv2d, population_dense
 
 __all__ = ["PopulationModel"]
 
@@ -60,7 +60,7 @@ def _dense_fn(layer):
     return fn
 
 
-def _conv_fn(layer):
+def _conv_fn(layer, method):
     if layer.data_format != "channels_last":
         raise ConfigError(f"layer {layer.name!r} (Conv2D): only data_format='channels_last' is supported")
     if tuple(layer.dilation_rate) != (1, 1):
@@ -72,7 +72,7 @@ def _conv_fn(layer):
     act, strides, padding = layer.activation, tuple(layer.strides), layer.padding
 
     def fn(x, w, idx):
-        return population_conv2d(x, w[0], w[1] if len(w) > 1 else None, strides, padding, act, idx)
+        return population_conv2d(x, w[0], w[1] if len(w) > 1 else None, strides, padding, act, idx, method)
 
     return fn
 
@@ -205,9 +205,12 @@ class PopulationModel:
     >>> best = pm.to_keras(params[0])                          # an ordinary keras.Model
     """
 
-    def __init__(self, template: keras.Model, jit_compile: bool = False):
+    def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "im2col"):
         if not isinstance(template, keras.Model):
             raise ConfigError(f"PopulationModel needs a keras.Model template, got {type(template).__name__}")
+        if conv_method not in CONV_METHODS:
+            raise ConfigError(f"conv_method must be one of {CONV_METHODS}, got {conv_method!r}")
+        self.conv_method = conv_method
         self.template = template
         self.jit_compile = bool(jit_compile)
         self._trace_counter = TraceCounter()
@@ -291,7 +294,7 @@ class PopulationModel:
                 raise ConfigError(f"layer {name}: LoRA Dense layers are not supported")
             fn = _dense_fn(op)
         elif type(op) is L.Conv2D:
-            fn = _conv_fn(op)
+            fn = _conv_fn(op, self.conv_method)
         elif type(op) is L.LayerNormalization:
             fn = _layernorm_fn(op, sample_rank)
         elif type(op) is L.Flatten:
