@@ -1,0 +1,146 @@
+"""Exporting a tree: infix string, sympy expression, Keras layer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfevo.gp.trees import CONST, FUNC, OUT, VAR, get_function, to_infix
+
+__all__ = ["to_infix", "to_sympy", "GPExpression", "to_keras"]
+
+
+def _one(trees, index):
+    t, v, s = (np.asarray(a) for a in trees)
+    return t[index], v[index], s[index]
+
+
+def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True, var_names=None):
+    """Sympy expression of one tree (a list of expressions if ``num_outputs > 1``).
+
+    Protected operators are written as their unprotected mathematical forms
+    (``div`` -> ``a/b``, ``log`` -> ``log(|a|)``), which agree with the tree
+    wherever the protection is inactive.
+    """
+    import sympy as sp
+
+    from tfevo.gp.trees import _sympy_table
+
+    table = _sympy_table()
+    t, v, s = _one(trees, index)
+    nvars = int(v[t == VAR].max()) + 1 if np.any(t == VAR) else 0
+    names = var_names or [f"x{i}" for i in range(nvars)]
+    syms = [sp.Symbol(n) for n in names]
+    outs = [sp.Integer(0) for _ in range(num_outputs)]
+
+    def rec(i):
+        ty = t[i]
+        if ty == CONST:
+            return sp.Float(float(v[i]), 6)
+        if ty == VAR:
+            return syms[int(v[i])]
+        if ty == OUT:
+            val = rec(i + 1)
+            outs[int(v[i])] = outs[int(v[i])] + val
+            return val
+        f = get_function(int(v[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(s[c])
+        fn = f.sympy_fn or table.get(f.name) or sp.Function(f.name)
+        return fn(*args)
+
+    root = rec(0)
+    res = [root] if num_outputs == 1 else outs
+    if simplify:
+        res = [sp.simplify(e) for e in res]
+    return res[0] if num_outputs == 1 else res
+
+
+def _keras_layer_cls():
+    import keras
+
+    @keras.saving.register_keras_serializable(package="tfevo")
+    class GPExpression(keras.layers.Layer):
+        """A Keras layer computing one GP tree on inputs ``[batch, F]``.
+
+        Output: ``[batch]`` (one output) or ``[batch, K]``.  Serializable:
+        the prefix arrays are the layer's config.
+
+        Example:
+
+        >>> layer = to_keras(best_tree)
+        >>> y = layer(np.zeros((4, 2), np.float32))
+        """
+
+        def __init__(self, types, values, sizes, num_outputs=1, **kw):
+            super().__init__(**kw)
+            self.tree_types = [int(a) for a in types]
+            self.tree_values = [float(a) for a in values]
+            self.tree_sizes = [int(a) for a in sizes]
+            self.num_outputs = int(num_outputs)
+
+        def call(self, x):
+            import tensorflow as tf
+
+            x = tf.convert_to_tensor(x, tf.float32)
+            t, v, s = self.tree_types, self.tree_values, self.tree_sizes
+            outs = [None] * self.num_outputs
+            zeros = tf.zeros_like(x[:, 0])
+
+            def rec(i):
+                if t[i] == CONST:
+                    return zeros + v[i]
+                if t[i] == VAR:
+                    return x[:, int(v[i])]
+                if t[i] == OUT:
+                    val = rec(i + 1)
+                    k = int(v[i])
+                    outs[k] = val if outs[k] is None else outs[k] + val
+                    return val
+                f = get_function(int(v[i]))
+                args, c = [], i + 1
+                for _ in range(f.arity):
+                    args.append(rec(c))
+                    c += s[c]
+                return f.tf_fn(*args)
+
+            root = rec(0)
+            if self.num_outputs == 1:
+                return root
+            return tf.stack([zeros if o is None else o for o in outs], axis=1)
+
+        def get_config(self):
+            cfg = super().get_config()
+            cfg.update(types=self.tree_types, values=self.tree_values, sizes=self.tree_sizes,
+                       num_outputs=self.num_outputs)
+            return cfg
+
+    return GPExpression
+
+
+_CLS = None
+
+
+def GPExpression(*args, **kw):  # noqa: N802 - class factory (keras imported lazily)
+    """Creates the Keras layer class instance (see :func:`to_keras`)."""
+    global _CLS
+    if _CLS is None:
+        _CLS = _keras_layer_cls()
+    return _CLS(*args, **kw)
+
+
+def to_keras(trees, index: int = 0, num_outputs: int = 1, num_inputs: int | None = None, model: bool = False):
+    """A Keras layer (or, with ``model=True``, a ``keras.Model`` taking
+    ``[batch, num_inputs]``) that computes tree ``index``."""
+    t, v, s = _one(trees, index)
+    n = int(s[0])
+    layer = GPExpression(t[:n].tolist(), v[:n].tolist(), s[:n].tolist(), num_outputs)
+    if not model:
+        return layer
+    import keras
+
+    if num_inputs is None:
+        num_inputs = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 1
+    inp = keras.Input((int(num_inputs),))
+    return keras.Model(inp, layer(inp))
