@@ -244,7 +244,10 @@ class PipelinedEvaluator(tf.Module):
                 x = x * scale
             if norm is not None:
                 x = norm.normalize(x)
-            out = policy.forward(params, x, idx)
+            # Inside our own tf.function: a policy's graph-level entry point
+            # (no Python-side checks, no nested tf.function) when it has one.
+            fg = getattr(policy, "forward_graph", None)
+            out = fg(params, x, idx) if callable(fg) else policy.forward(params, x, idx)
             out = tf.convert_to_tensor(out)
             if spec.discrete:
                 if out.dtype.is_floating and out.shape.rank >= 3 and out.shape[-1] == spec.num_actions:
@@ -262,7 +265,7 @@ class PipelinedEvaluator(tf.Module):
             tf.TensorSpec([None, 1, *self.observation_shape], in_dtype),
             tf.TensorSpec([None], tf.int32),
         ]
-        return tf.function(fwd, input_signature=sig, jit_compile=self.jit_compile)
+        return tf.function(fwd, input_signature=sig, jit_compile=self.jit_compile, autograph=False)
 
     def _forward(self, params_t, k: int, obs: np.ndarray, members: np.ndarray, stats: dict) -> np.ndarray:
         n = members.size
