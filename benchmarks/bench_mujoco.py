@@ -48,6 +48,7 @@ WINDOW = 0.8  # seconds per timed window
 
 
 CPU_RATES: dict = {}  # label -> steps per CPU-second of this process (all its threads)
+CALLER_US: dict = {}  # label -> CPU microseconds of the calling thread per send+recv
 
 
 def timed(step, steps_per_call: int, label: str = "") -> float:
@@ -94,6 +95,11 @@ def bench_tfevo(env_id: str, n: int, threads: int, backend: str):
         c[0] += 1
 
     rate = timed(step, n, f"tfevo-{backend}-{env_id}-{n}-{threads}")
+    # CPU time of the calling thread per send+recv: what pipelined inference loses
+    t0, k = time.thread_time(), 200
+    for _ in range(k):
+        step()
+    CALLER_US[f"{backend}-{env_id}-{n}-{threads}"] = (time.thread_time() - t0) / k * 1e6
     env.close()
     return rate, build
 
@@ -201,14 +207,17 @@ def main(argv=None):
                   f"{rb / loop:.2f}x | {rb / sync:.2f}x | {ra_txt} | {bb:.2f}, {sync_build:.2f} |", flush=True)
             rows.append((n, th))
     print(f"\n## {env_id}: steps per CPU-second of the process (all threads; Async's workers not counted)\n")
-    print("| num_envs | threads | tfevo batch | tfevo threads | raw mujoco.rollout | gym Sync | batch / loop | batch / Sync |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| num_envs | threads | tfevo batch | tfevo threads | raw mujoco.rollout | gym Sync | batch / loop | batch / Sync "
+          "| caller-thread CPU µs per send+recv (batch, threads) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n, th in rows:
         b = C[f"tfevo-batch-{env_id}-{n}-{th}"]
         t = C[f"tfevo-threads-{env_id}-{n}-{th}"]
         r = C[f"rollout-{env_id}-{n}-{th}"]
         sy = C[f"sync-{env_id}-{n}"]
-        print(f"| {n} | {th} | {b:,.0f} | {t:,.0f} | {r:,.0f} | {sy:,.0f} | {b / lc:.2f}x | {b / sy:.2f}x |")
+        cb, ct = CALLER_US[f"batch-{env_id}-{n}-{th}"], CALLER_US[f"threads-{env_id}-{n}-{th}"]
+        print(f"| {n} | {th} | {b:,.0f} | {t:,.0f} | {r:,.0f} | {sy:,.0f} | {b / lc:.2f}x | {b / sy:.2f}x "
+              f"| {cb:.0f}, {ct:.0f} |")
 
     print("\n## Ant-v5 and Humanoid-v5, 64 envs (tfevo threads backend)\n")
     print("| env | threads | tfevo steps/s | gym loop | gym Sync | / loop | / Sync "

@@ -152,6 +152,13 @@ def _normal(keys: np.ndarray, count: int, offset: int) -> np.ndarray:
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
 
 
+def _selector(ids: np.ndarray):
+    """``slice`` for sorted contiguous ids (cheap views), else the ids themselves."""
+    if ids.size and int(ids[-1]) - int(ids[0]) == ids.size - 1 and (ids.size < 2 or ids[1] > ids[0]):
+        return slice(int(ids[0]), int(ids[-1]) + 1)
+    return ids
+
+
 # --------------------------------------------------------------------- workers
 class _Job:
     """Countdown latch for the parts of one send(), with error capture.
@@ -266,7 +273,7 @@ class _BatchBackend:
         self.b.forward(ids)
 
     def start_step(self, ids: np.ndarray, ctrl: np.ndarray, on_done=None) -> _Job:
-        self.ctrl[ids] = ctrl
+        self.ctrl[_selector(ids)] = ctrl
         nstep = self.task.frame_skip
         return self._pool.submit([lambda: self.b.step(ids, nstep=nstep)], on_done)
 
@@ -443,7 +450,6 @@ class MujocoVectorEnv(HostVectorEnv):
         obs = task.observe(self._rows(np.arange(1)))
         self.observation_shape = (int(obs.shape[1]),)
         self.foot_geoms = tuple(task.feet)
-        self._position_fields = ("xpos",) if "xpos" in task.fields else ("xipos",) if "xipos" in task.fields else ("qpos",)
         self.descriptor_names = ("x", "y") + tuple(f"contact:{g}" for g in task.feet)
         # per-slot bookkeeping
         self.seed = int(seed)
@@ -454,13 +460,16 @@ class MujocoVectorEnv(HostVectorEnv):
         self._steps = np.zeros(self.num_envs, np.int64)
         self._contact_steps = np.zeros((self.num_envs, len(task.feet)), np.int64)
         self._busy = np.zeros(self.num_envs, bool)
+        self._position = self.task.position(self._rows(np.arange(self.num_envs)))  # [N, 2], per slot
         self._pending: collections.deque = collections.deque()
         self._closed = False
 
     # ------------------------------------------------------------ helpers
     def _rows(self, ids: np.ndarray, fields=None) -> dict:
+        """Raw fields of the slots ``ids`` (views for a contiguous range, else copies)."""
         raw = self._sim.raw
-        return {f: raw[f][ids] for f in (fields or raw)}
+        sel = _selector(ids)
+        return {f: raw[f][sel] for f in (fields or raw)}
 
     @staticmethod
     def _sort(idx: np.ndarray):
@@ -499,7 +508,9 @@ class MujocoVectorEnv(HostVectorEnv):
         self._sim.set_state(ids, qpos, qvel)
         self._steps[idx] = 0
         self._contact_steps[idx] = 0
-        obs = self._obs(self._rows(ids))
+        rows = self._rows(ids)
+        self._position[ids] = self.task.position(rows)
+        obs = self._obs(rows)
         if order is None:
             return obs
         out = np.empty_like(obs)
@@ -605,7 +616,7 @@ class MujocoVectorEnv(HostVectorEnv):
             raise ShapeError(f"send: actions must be numeric, got {a.dtype}")
         order, ids = self._sort(idx)
         ctrl = np.ascontiguousarray(a if order is None else a[order], dtype=np.float64)
-        before = self.task.position(self._rows(ids, self._position_fields))
+        before = self._position[ids]  # == task.position of the slots' current raw fields
         self._busy[ids] = True
         try:
             job = self._sim.start_step(ids, ctrl, lambda: self._finish_step(idx, order, ids, ctrl, before))
@@ -622,6 +633,7 @@ class MujocoVectorEnv(HostVectorEnv):
         """
         raw = self._rows(ids)
         after = self.task.position(raw)
+        self._position[ids] = after
         xvel = (after[:, 0] - before[:, 0]) / self.dt
         reward, terminated = self.task.reward(raw, xvel, ctrl)
         obs = self._obs(raw)
