@@ -107,3 +107,19 @@ def test_optimizer_checkpoint_and_errors(tmp_path):
     with pytest.raises(ConfigError, match="unknown optimizer"):
         get_optimizer("lion", 0.1, 2)
     assert isinstance(get_optimizer("ClipUp", 0.1, 2), ClipUp)
+
+
+def test_fast_normal_distribution_and_determinism():
+    from tfevo.strategies.shaping import _normal
+
+    z = _normal([2001, 50], tf.constant([3, 4])).numpy()
+    assert z.shape == (2001, 50) and np.all(np.isfinite(z))
+    flat = z.ravel()
+    assert abs(flat.mean()) < 0.01 and abs(flat.std() - 1.0) < 0.01
+    assert abs(np.mean(flat**4) - 3.0) < 0.1  # Gaussian kurtosis
+    assert abs(np.mean(flat > 1.96) - 0.025) < 0.003
+    assert abs(np.corrcoef(z[:1000].ravel(), z[1000:2000].ravel())[0, 1]) < 0.02  # cos/sin halves independent
+    np.testing.assert_array_equal(z, _normal([2001, 50], tf.constant([3, 4])).numpy())
+    s = _normal([4, 3], tf.constant([1, 1]), scale=tf.constant([1.0, 2.0, 0.0])).numpy()
+    np.testing.assert_allclose(s[:, 1] / 2.0, _normal([4, 3], tf.constant([1, 1])).numpy()[:, 1], rtol=1e-6)
+    assert np.all(s[:, 2] == 0)

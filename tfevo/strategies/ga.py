@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _positive, _update_best
+from tfevo.strategies.shaping import _normal, _positive, _update_best
 
 __all__ = ["GaussianGA"]
 
@@ -148,7 +148,7 @@ class GaussianGA(Algorithm):
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)
         children = tf.gather(x, tf.gather(parents, choice))
-        children += self.sigma * tf.random.stateless_normal([n_child, self.num_dims], seed=seed_noise)
+        children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma)
         self.population.assign(tf.concat([tf.gather(x, keep), children], axis=0))
         zeros = tf.zeros([n_child])
         self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))

@@ -19,7 +19,7 @@ from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _positive, _update_best, centered_rank, z_score,
+    _center, _default_popsize, _normal, _positive, _update_best, centered_rank, z_score,
 )
 
 __all__ = ["OpenES"]
@@ -90,11 +90,9 @@ class OpenES(Algorithm):
     def _ask(self):
         seed = self.seeds.next()
         if self.mirrored:
-            eps = tf.random.stateless_normal([self.popsize // 2, self.num_dims], seed=seed)
-            eps = tf.concat([eps, -eps], axis=0)
-        else:
-            eps = tf.random.stateless_normal([self.popsize, self.num_dims], seed=seed)
-        return self.center[None, :] + self.sigma * eps
+            e = _normal([self.popsize // 2, self.num_dims], seed, scale=self.sigma)
+            return tf.concat([self.center + e, self.center - e], axis=0)
+        return self.center + _normal([self.popsize, self.num_dims], seed, scale=self.sigma)
 
     def _shape(self, fitness):
         if self.fitness_shaping == "centered_rank":

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _bounds, _center, _per_dim, _update_best
+from tfevo.strategies.shaping import _bounds, _center, _normal, _per_dim, _update_best
 
 __all__ = ["RandomSearch"]
 
@@ -65,7 +65,7 @@ class RandomSearch(Algorithm):
         if self.bounds is not None:
             low, high = self.bounds
             return low + (high - low) * tf.random.stateless_uniform(shape, seed=seed)
-        return self.center + self.sigma * tf.random.stateless_normal(shape, seed=seed)
+        return self.center + _normal(shape, seed, scale=self.sigma)
 
     def _tell(self, x, fitness):
         _update_best(self, x, fitness)

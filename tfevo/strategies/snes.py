@@ -20,7 +20,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _per_dim, _positive, _update_best, nes_utilities, ranks,
+    _center, _default_popsize, _normal, _per_dim, _positive, _update_best, nes_utilities, ranks,
 )
 
 __all__ = ["SNES"]
@@ -82,11 +82,9 @@ class SNES(Algorithm):
     def _ask(self):
         seed = self.seeds.next()
         if self.mirrored:
-            z = tf.random.stateless_normal([self.popsize // 2, self.num_dims], seed=seed)
-            z = tf.concat([z, -z], axis=0)
-        else:
-            z = tf.random.stateless_normal([self.popsize, self.num_dims], seed=seed)
-        return self.center + self.sigma * z
+            e = _normal([self.popsize // 2, self.num_dims], seed, scale=self.sigma)
+            return tf.concat([self.center + e, self.center - e], axis=0)
+        return self.center + _normal([self.popsize, self.num_dims], seed, scale=self.sigma)
 
     def _tell(self, x, fitness):
         _update_best(self, x, fitness)

@@ -26,7 +26,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _positive, _update_best, nes_utilities, ranks,
+    _center, _default_popsize, _normal, _positive, _update_best, nes_utilities, ranks,
 )
 
 __all__ = ["XNES"]
@@ -93,7 +93,7 @@ class XNES(Algorithm):
         return tf.square(self.sigma) * tf.matmul(self.B, self.B, transpose_b=True)
 
     def _ask(self):
-        z = self.z.assign(tf.random.stateless_normal([self.popsize, self.num_dims], seed=self.seeds.next()))
+        z = self.z.assign(_normal([self.popsize, self.num_dims], self.seeds.next()))
         return self.center + self.sigma * tf.matmul(z, self.B, transpose_b=True)
 
     def _tell(self, x, fitness):

@@ -1,0 +1,142 @@
+"""Overhead of one ask+tell (no evaluation): tfevo OpenAI-ES / SNES vs evosax (JAX on CPU, jitted).
+
+Usage::
+
+    python benchmarks/bench_strategies.py [--dims 100 1000 10000] [--repeats 7] [--budget 0.3]
+
+For every (strategy, D, P) both libraries get the same configuration (OpenAI-ES:
+mirrored sampling, centered ranks, Adam lr 0.01, no weight decay; SNES: default
+utilities and learning rates), a warm-up generation (compile/trace time is
+reported separately), then ``repeats`` timed blocks of generations; the table
+shows the median seconds per generation.  ``ratio`` = evosax time / tfevo time
+(> 1 means tfevo is faster).  Fitness is a fixed random vector in each
+library's own array type, so no conversion is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+
+def _time_blocks(step, budget: float, repeats: int) -> float:
+    """Median seconds per call of ``step`` over ``repeats`` blocks of ~budget seconds each."""
+    t = time.perf_counter()
+    step()
+    one = max(time.perf_counter() - t, 1e-6)
+    n = max(1, int(budget / one))
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            step()
+        times.append((time.perf_counter() - t) / n)
+    return float(np.median(times))
+
+
+def bench_tfevo(name: str, d: int, p: int, budget: float, repeats: int):
+    import tensorflow as tf
+
+    from tfevo.strategies import SNES, OpenES
+
+    if name == "OpenAI-ES":
+        algo = OpenES(d, p, sigma=0.02, learning_rate=0.01, optimizer="adam", weight_decay=0.0, seed=0)
+    else:
+        algo = SNES(d, p, seed=0)
+    fit = tf.random.stateless_normal([p], seed=[1, 2])
+    t = time.perf_counter()
+    x = algo.ask()
+    algo.tell(x, fit)
+    _ = algo.mean.numpy()
+    compile_s = time.perf_counter() - t
+
+    def step():
+        x = algo.ask()
+        algo.tell(x, fit)
+
+    sec = _time_blocks(step, budget, repeats)
+    _ = algo.mean.numpy()  # everything finished
+    assert algo.traces == {"ask": 1, "tell": 1}
+    return sec, compile_s
+
+
+def bench_evosax(name: str, d: int, p: int, budget: float, repeats: int):
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from evosax.algorithms import SNES, Open_ES
+
+    solution = jnp.zeros(d)
+    if name == "OpenAI-ES":
+        es = Open_ES(p, solution, use_antithetic_sampling=True, optimizer=optax.adam(0.01),
+                     std_schedule=optax.constant_schedule(0.02))
+    else:
+        es = SNES(p, solution)
+    params = es.default_params
+    key = jax.random.key(0)
+    fit = jax.random.normal(jax.random.key(1), (p,))
+    t = time.perf_counter()
+    state = es.init(key, solution, params)
+    pop, state = es.ask(key, state, params)
+    state, _ = es.tell(key, pop, fit, state, params)
+    jax.block_until_ready(state)
+    compile_s = time.perf_counter() - t
+    box = {"state": state, "key": key}
+
+    def step():
+        key, k1, k2 = jax.random.split(box["key"], 3)
+        pop, st = es.ask(k1, box["state"], params)
+        st, _ = es.tell(k2, pop, fit, st, params)
+        box["state"], box["key"] = st, key
+
+    def step_sync():
+        step()
+        jax.block_until_ready(box["state"])
+
+    # JAX dispatches asynchronously: block every generation (a user reads fitness each generation).
+    sec = _time_blocks(step_sync, budget, repeats)
+    return sec, compile_s
+
+
+def default_popsize(d: int, even: bool) -> int:
+    from tfevo.strategies.shaping import _default_popsize
+
+    return _default_popsize(d, even=even)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dims", type=int, nargs="+", default=[100, 1000, 10000])
+    ap.add_argument("--pops", nargs="+", default=["default", "256"])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--budget", type=float, default=0.3, help="seconds per timed block")
+    ap.add_argument("--algos", nargs="+", default=["OpenAI-ES", "SNES"])
+    args = ap.parse_args()
+
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"<!-- uptime at start: {load} -->")
+    print("| strategy | D | P | tfevo s/gen | evosax s/gen | ratio (evosax/tfevo) | tfevo first call s | evosax first call s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.algos:
+        for d in args.dims:
+            for pop in args.pops:
+                p = default_popsize(d, even=(name == "OpenAI-ES")) if pop == "default" else int(pop)
+                t_sec, t_comp = bench_tfevo(name, d, p, args.budget, args.repeats)
+                e_sec, e_comp = bench_evosax(name, d, p, args.budget, args.repeats)
+                print(f"| {name} | {d} | {p}{' (default)' if pop == 'default' else ''} | {t_sec:.3e} | "
+                      f"{e_sec:.3e} | {e_sec / t_sec:.2f} | {t_comp:.2f} | {e_comp:.2f} |", flush=True)
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"<!-- uptime at end: {load} -->")
+
+
+if __name__ == "__main__":
+    main()
