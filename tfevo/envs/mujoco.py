@@ -60,6 +60,14 @@ def _mujoco():
     return mujoco
 
 
+def _has_batch() -> bool:
+    try:
+        from mujoco import batch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def assets_dir() -> Path:
     """Folder of the XML models shipped with the installed Gymnasium."""
     try:
@@ -413,7 +421,9 @@ class MujocoVectorEnv(HostVectorEnv):
             raise ConfigError(f"backend must be 'auto', 'batch' or 'threads', got {backend!r}")
         task = tasks[env_id]
         if backend == "auto":
-            backend = "threads" if task.rne_post else "batch"
+            backend = "threads" if task.rne_post or not _has_batch() else "batch"
+        elif backend == "batch" and not _has_batch():
+            raise ConfigError("backend='batch' needs mujoco.batch (MuJoCo >= 4.0); use backend='threads'")
         if backend == "batch" and task.rne_post:
             raise ConfigError(
                 f"{env_id} reads cfrc_ext after mj_rnePostConstraint, which mujoco.batch cannot "
