@@ -1,0 +1,445 @@
+"""CMA-ES: covariance matrix adaptation evolution strategy (full covariance).
+
+Implements the (mu/mu_w, lambda)-CMA-ES with the default parameters of
+Hansen's tutorial ("The CMA Evolution Strategy: A Tutorial", arXiv:1604.00772,
+2016): recombination weights including *negative* weights (active CMA), cumulative
+step-size adaptation, rank-one plus rank-mu covariance update with the h_sigma
+stall, and a lazily refreshed eigendecomposition ``C = B diag(D**2) B^T``.
+
+All state lives in ``tf.Variable`` attributes (checkpointable with
+``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
+whole population, traced once per population size.  The numeric core of
+``tell`` is XLA-compiled; the eigendecomposition (LAPACK through
+``tf.linalg.eigh``) runs only every ``lazy_gap`` generations inside a
+``tf.cond``, as in pycma, which is what makes large dimensions cheap.
+
+Fitness is maximised (higher is better); NaN/-inf count as worst.  ``tell``
+derives every update from the population it is given (``y = (x - m) / sigma``),
+so rows may be clipped, repaired or re-ordered by the caller.
+
+Termination diagnostics (tolfun, tolx, conditioncov, noeffectaxis,
+noeffectcoord, stagnation, tolupsigma) are evaluated in-graph at every ``tell``
+and exposed as :attr:`CMAES.stop_reasons`; the restart wrappers in
+:mod:`tfevo.strategies.restarts` use them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfevo.core import Algorithm, ConfigError, ShapeError
+from tfevo.registry import register
+
+__all__ = ["CMAES", "cma_default_popsize", "STOP_REASONS"]
+
+#: bit positions of :attr:`CMAES.stop_flags`.
+STOP_REASONS = (
+    "tolfun",
+    "tolx",
+    "conditioncov",
+    "noeffectaxis",
+    "noeffectcoord",
+    "stagnation",
+    "tolupsigma",
+)
+
+
+def cma_default_popsize(num_dims: int) -> int:
+    """The default population size ``4 + floor(3 ln n)`` of CMA-ES."""
+    return 4 + int(math.floor(3 * math.log(int(num_dims))))
+
+
+def _dtype(dtype) -> tf.DType:
+    dt = tf.as_dtype(dtype)
+    if dt not in (tf.float32, tf.float64):
+        raise ConfigError(f"dtype must be float32 or float64, got {dt.name}")
+    return dt
+
+
+class _CMABase(Algorithm):
+    """Shared machinery of CMA-ES variants (weights, CSA, stop criteria).
+
+    Subclasses define how the covariance is stored: ``_init_cov``,
+    ``_sample_y(z)``, ``_inv_sqrt(y)``, ``_update_cov(...)``, ``_refresh``,
+    ``_cov_diag``, ``_axis_scales`` and ``_learning_rates``.
+    """
+
+    jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
+
+    def __init__(
+        self,
+        num_dims: int,
+        popsize: int | None = None,
+        sigma_init: float = 1.0,
+        mean_init=None,
+        seed: int = 0,
+        bounds=None,
+        active: bool = True,
+        dtype="float32",
+        tolfun: float = 1e-11,
+        tolx: float = 1e-11,
+        name: str | None = None,
+    ):
+        num_dims = int(num_dims)
+        if num_dims < 1:
+            raise ConfigError(f"num_dims must be >= 1, got {num_dims}")
+        if popsize is None:
+            popsize = cma_default_popsize(num_dims)
+        if int(popsize) < 2:
+            raise ConfigError(f"popsize must be >= 2 for CMA-ES, got {popsize}")
+        super().__init__(num_dims, int(popsize), seed=seed, name=name)
+        if not (np.isfinite(sigma_init) and sigma_init > 0):
+            raise ConfigError(f"sigma_init must be a positive finite number, got {sigma_init}")
+        self.dtype = _dtype(dtype)
+        self.active = bool(active)
+        self.sigma_init = float(sigma_init)
+        self.tolfun = float(tolfun)
+        self.tolx = float(tolx)
+        if mean_init is None:
+            mean0 = np.zeros([num_dims])
+        else:
+            mean0 = np.asarray(mean_init, dtype=np.float64)
+            if mean0.ndim == 0:
+                mean0 = np.full([num_dims], float(mean0))
+            if mean0.shape != (num_dims,):
+                raise ShapeError(f"mean_init must have shape [{num_dims}], got {list(mean0.shape)}")
+            if not np.all(np.isfinite(mean0)):
+                raise ConfigError("mean_init must be finite")
+        self.mean_init = mean0
+        self.bounds = None
+        if bounds is not None:
+            lo, hi = bounds
+            lo = np.broadcast_to(np.asarray(lo, np.float64), [num_dims]).copy()
+            hi = np.broadcast_to(np.asarray(hi, np.float64), [num_dims]).copy()
+            if np.any(lo >= hi):
+                raise ConfigError("bounds must satisfy lower < upper in every coordinate")
+            self.bounds = (lo, hi)
+        n = num_dims
+        dt = self.dtype
+        self.chi_n = math.sqrt(n) * (1.0 - 1.0 / (4.0 * n) + 1.0 / (21.0 * n * n))
+        # Stagnation history: long enough for the smallest sensible popsize.
+        lam_min = min(self.popsize, cma_default_popsize(n))
+        self.hist_len = int(min(20000, 120 + math.ceil(30.0 * n / lam_min)))
+        # -- state --------------------------------------------------------
+        self._mean = tf.Variable(tf.constant(mean0, dt), trainable=False, name="mean")
+        self.sigma = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="sigma")
+        self.p_sigma = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_sigma")
+        self.p_c = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_c")
+        self._init_cov()
+        self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="best_f_hist")
+        self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="median_f_hist")
+        self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
+        self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
+        self._init_best()
+        self._fn_cache: dict[int, tuple] = {}
+        self._configure(self.popsize)
+
+    # ------------------------------------------------------------------
+    # strategy parameters (Python constants per popsize)
+    def _configure(self, popsize: int) -> None:
+        """(Re)computes the popsize-dependent constants and selects the
+        compiled functions for that popsize (traced once per popsize)."""
+        if self._ask_fn is not None:
+            self._fn_cache[self.popsize] = (self._ask_fn, self._tell_fn, self._core_fn)
+        self.popsize = int(popsize)
+        self._ask_fn, self._tell_fn, self._core_fn = self._fn_cache.get(self.popsize, (None, None, None))
+        n, lam = self.num_dims, self.popsize
+        mu = lam // 2
+        wp = math.log((lam + 1) / 2.0) - np.log(np.arange(1, lam + 1, dtype=np.float64))
+        pos, neg = wp[:mu], wp[mu:]
+        mueff = pos.sum() ** 2 / (pos**2).sum()
+        mueff_neg = neg.sum() ** 2 / max((neg**2).sum(), 1e-300) if len(neg) else 0.0
+        self.mu, self.mueff = mu, float(mueff)
+        self.c_sigma = (mueff + 2.0) / (n + mueff + 5.0)
+        self.d_sigma = 1.0 + 2.0 * max(0.0, math.sqrt((mueff - 1.0) / (n + 1.0)) - 1.0) + self.c_sigma
+        self.c_c = (4.0 + mueff / n) / (n + 4.0 + 2.0 * mueff / n)
+        c1, cmu = self._learning_rates(n, mueff)
+        self.c1, self.cmu = c1, cmu
+        w = np.zeros(lam)
+        w[:mu] = pos / pos.sum()
+        if self.active and len(neg) and abs(neg.sum()) > 0:
+            alpha_mu = 1.0 + c1 / cmu
+            alpha_mueff = 1.0 + 2.0 * mueff_neg / (mueff + 2.0)
+            alpha_posdef = (1.0 - c1 - cmu) / (n * cmu)
+            w[mu:] = min(alpha_mu, alpha_mueff, alpha_posdef) * neg / np.abs(neg).sum()
+        self.weights_np = w
+        self.weights = tf.constant(w, self.dtype)
+        # Lazy eigendecomposition gap (generations), as pycma: 0.5 / (n (c1 + cmu)).
+        self.lazy_gap = max(1, int(0.5 / (n * (c1 + cmu))))
+        # tolfun / stagnation windows.
+        self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
+        self.stag_window = int(min(self.hist_len, 120 + math.ceil(30.0 * n / lam)))
+
+    def _learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------
+    # public API
+    @property
+    def mean(self) -> tf.Tensor:
+        """The current search centre (float32 [D])."""
+        return tf.cast(self._mean, tf.float32)
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        """Names of the termination criteria met at the last ``tell``."""
+        flags = int(self.stop_flags.numpy())
+        return [r for i, r in enumerate(STOP_REASONS) if flags & (1 << i)]
+
+    def ask(self) -> tf.Tensor:
+        """Samples ``popsize`` members ``x = m + sigma * B D z``: float32 [P, D]."""
+        if self._ask_fn is None:
+            self._ask_fn = tf.function(
+                self._trace_counter.wrap("ask", self._ask_body), input_signature=[], jit_compile=True
+            )
+        return self._ask_fn()
+
+    def tell(self, x, fitness) -> None:
+        """Updates mean, step size and covariance from ``x [P, D]`` and fitness
+        ``[P]`` (higher is better; NaN/-inf are worst)."""
+        from tfevo.core import check_fitness, check_population
+
+        x = check_population(x, (self.popsize, self.num_dims), "population")
+        fitness = check_fitness(fitness, self.popsize)
+        if self._tell_fn is None:
+            self._tell_fn = tf.function(
+                self._trace_counter.wrap("tell", self._tell_core),
+                input_signature=[
+                    tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
+                    tf.TensorSpec([self.popsize], tf.float32),
+                ],
+                jit_compile=True,
+            )
+            # LAPACK eigh is far faster than XLA's on CPU: keep it outside XLA.
+            self._core_fn = tf.function(self._post_tell, input_signature=[])
+        self._tell_fn(x, fitness)
+        self._core_fn()
+
+    def reset(self, mean=None, sigma=None) -> None:
+        """Resets the search distribution (mean, sigma, C = I, paths, histories).
+
+        The seed stream, generation counter and best-so-far are kept.  Used by
+        the restart wrappers; callable eagerly.
+        """
+        mean = self.mean_init if mean is None else mean
+        self._mean.assign(tf.cast(tf.reshape(mean, [self.num_dims]), self.dtype))
+        self.sigma.assign(tf.cast(self.sigma_init if sigma is None else sigma, self.dtype))
+        self.p_sigma.assign(tf.zeros_like(self.p_sigma))
+        self.p_c.assign(tf.zeros_like(self.p_c))
+        self._reset_cov()
+        self.best_f_hist.assign(tf.zeros_like(self.best_f_hist))
+        self.median_f_hist.assign(tf.zeros_like(self.median_f_hist))
+        self.stop_flags.assign(0)
+        self.restart_generation.assign(self.generation)
+
+    # ------------------------------------------------------------------
+    # compiled bodies
+    def _ask_body(self):
+        z = tf.random.stateless_normal([self.popsize, self.num_dims], seed=self.seeds.next(), dtype=self.dtype)
+        x = self._mean[None, :] + self.sigma * self._sample_y(z)
+        if self.bounds is not None:
+            x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
+        return tf.cast(x, tf.float32)
+
+    def _post_tell(self):
+        local_g = self.generation - self.restart_generation
+        need = tf.math.floormod(local_g, self.lazy_gap) == 0
+        return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
+
+    def _tell_core(self, x, fitness):
+        n, lam, dt = self.num_dims, self.popsize, self.dtype
+        fitness = tf.where(tf.math.is_nan(fitness), -np.inf, fitness)
+        fitness = tf.minimum(fitness, tf.float32.max)
+        self._update_best(x, fitness)
+        xd = tf.cast(x, dt)
+        row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)
+        fitness = tf.where(row_ok, fitness, -np.inf)
+        any_finite = tf.reduce_any(tf.math.is_finite(fitness))
+        order = tf.argsort(fitness, direction="DESCENDING", stable=True)
+        f_sorted = tf.gather(fitness, order)
+        m, sigma = self._mean, self.sigma
+        y = (tf.gather(xd, order) - m[None, :]) / sigma
+        y = tf.where(tf.gather(row_ok, order)[:, None], y, tf.zeros_like(y))
+        w = self.weights
+        y_w = tf.linalg.matvec(y[: self.mu], w[: self.mu], transpose_a=True)
+        m_new = m + sigma * y_w
+        cs, cc = self.c_sigma, self.c_c
+        p_sigma = (1.0 - cs) * self.p_sigma + math.sqrt(cs * (2.0 - cs) * self.mueff) * self._inv_sqrt(y_w[None, :])[0]
+        ps_norm = tf.norm(p_sigma)
+        g1 = tf.cast(self.generation - self.restart_generation + 1, dt)
+        h_sigma = tf.cast(
+            ps_norm / tf.sqrt(1.0 - tf.pow(tf.constant(1.0 - cs, dt), 2.0 * g1))
+            < (1.4 + 2.0 / (n + 1.0)) * self.chi_n,
+            dt,
+        )
+        p_c = (1.0 - cc) * self.p_c + h_sigma * math.sqrt(cc * (2.0 - cc) * self.mueff) * y_w
+        if self.active:
+            inv = self._inv_sqrt(y[self.mu :])
+            sq = tf.reduce_sum(tf.square(inv), axis=1)
+            scale = n / tf.maximum(sq, tf.constant(1e-30, dt))
+            w_neg = w[self.mu :] * scale
+            w_eff = tf.concat([w[: self.mu], w_neg], 0)
+        else:
+            w_eff = w
+        delta_h = (1.0 - h_sigma) * cc * (2.0 - cc)
+        decay = 1.0 + self.c1 * delta_h - self.c1 - self.cmu * float(self.weights_np.sum())
+        self._update_cov(decay, p_c, y, w_eff, any_finite)
+        log_step = (cs / self.d_sigma) * (ps_norm / self.chi_n - 1.0)
+        sigma_new = sigma * tf.exp(tf.minimum(log_step, 1.0))
+        keep = any_finite & tf.math.is_finite(sigma_new) & tf.reduce_all(tf.math.is_finite(m_new))
+        self._mean.assign(tf.where(keep, m_new, m))
+        self.p_sigma.assign(tf.where(keep, p_sigma, self.p_sigma))
+        self.p_c.assign(tf.where(keep, p_c, self.p_c))
+        self.sigma.assign(tf.where(keep, sigma_new, sigma))
+        self._update_stop(f_sorted)
+        self.generation.assign_add(1)
+        return tf.constant(0)
+
+    def _update_best(self, x, fitness):
+        # tf.gather, not x[i]: XLA treats a strided-slice index as a compile-time
+        # constant and would recompile for every new argmax.
+        i = tf.argmax(fitness, output_type=tf.int32)
+        fi = tf.gather(fitness, i)
+        better = fi > self.best_fitness
+        self.best_params.assign(tf.where(better, tf.gather(x, i), self.best_params))
+        self.best_fitness.assign(tf.where(better, fi, self.best_fitness))
+
+    def _refresh_op(self):
+        self._refresh()
+        return tf.constant(0)
+
+    def _update_stop(self, f_sorted):
+        """Evaluates the termination criteria (bit flags in ``stop_flags``)."""
+        n, dt = self.num_dims, self.dtype
+        g = self.generation - self.restart_generation  # generations since (re)start, before increment
+        slot = tf.cast(tf.math.floormod(g, self.hist_len), tf.int32)
+        finite = tf.math.is_finite(f_sorted)
+        best = f_sorted[0]
+        med = f_sorted[self.popsize // 2]
+        self.best_f_hist.scatter_nd_update([[slot]], [best])
+        self.median_f_hist.scatter_nd_update([[slot]], [med])
+        count = tf.minimum(g + 1, self.hist_len)
+        # ordered history, oldest first: positions slot-count+1 .. slot
+        idx = tf.math.floormod(slot - tf.range(self.hist_len - 1, -1, -1), self.hist_len)
+
+        def window(k):
+            return tf.gather(self.best_f_hist, idx[self.hist_len - k :])
+
+        # tolfun: range of recent bests and of this generation below tolfun.
+        recent = window(min(self.tolfun_window, self.hist_len))
+        cur_range = tf.where(tf.reduce_all(finite), f_sorted[0] - f_sorted[-1], np.inf)
+        hist_range = tf.reduce_max(recent) - tf.reduce_min(recent)
+        tolfun = (count >= self.tolfun_window) & (cur_range <= self.tolfun) & (hist_range <= self.tolfun)
+        sigma = self.sigma
+        scales = self._axis_scales()  # sqrt of eigenvalues (or diag) of C
+        cdiag = self._cov_diag()
+        tolx = tf.reduce_all(sigma * tf.maximum(tf.abs(self.p_c), tf.sqrt(cdiag)) < self.tolx * self.sigma_init)
+        cond_lim = 1e14 if dt == tf.float64 else 1e12
+        cond = tf.square(tf.reduce_max(scales) / tf.maximum(tf.reduce_min(scales), 1e-300 if dt == tf.float64 else 1e-37)) > cond_lim
+        m = self._mean
+        noeffectaxis = self._no_effect_axis(g)
+        noeffectcoord = tf.reduce_any(tf.equal(m, m + 0.2 * sigma * tf.sqrt(cdiag)))
+        # stagnation: medians of the last 20% of best and median histories no
+        # better than those of the first 20% of the window.
+        k = self.stag_window
+        q = max(1, int(0.2 * k))
+        bh = tf.gather(self.best_f_hist, idx[self.hist_len - k :])
+        mh = tf.gather(self.median_f_hist, idx[self.hist_len - k :])
+
+        def med_of(v):
+            return tfp.stats.percentile(v, 50.0, interpolation="midpoint")
+
+        stagn = (count >= k) & (med_of(bh[-q:]) <= med_of(bh[:q])) & (med_of(mh[-q:]) <= med_of(mh[:q]))
+        tolupsigma = sigma > 1e20 * self.sigma_init * tf.reduce_max(scales)
+        flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma]
+        bits = tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)])
+        self.stop_flags.assign(bits)
+
+    def _no_effect_axis(self, g):
+        i = tf.cast(tf.math.floormod(g, self.num_dims), tf.int32)
+        shift = 0.1 * self.sigma * tf.gather(self._axis_scales(), i) * self._axis_vector(i)
+        return tf.reduce_all(tf.equal(self._mean, self._mean + shift))
+
+
+@register("strategy", "cma_es")
+class CMAES(_CMABase):
+    """CMA-ES with full covariance matrix (Hansen's tutorial defaults, active CMA).
+
+    Args:
+      num_dims: dimension ``n`` of the search space.
+      popsize: ``lambda``; default ``4 + floor(3 ln n)``.
+      sigma_init: initial step size ``sigma_0`` (> 0).
+      mean_init: initial mean (scalar or ``[n]``); default zeros.
+      seed: seed of the :class:`~tfevo.core.SeedStream` (same seed, same run).
+      bounds: optional ``(lower, upper)`` (scalars or ``[n]``); sampled members
+        are clipped into the box (``tell`` learns from the clipped points).
+      active: use negative recombination weights (active CMA, default True).
+      dtype: ``"float32"`` (default, fastest) or ``"float64"`` for the internal
+        state; ``ask`` always returns float32.
+      tolfun, tolx: thresholds of the ``tolfun``/``tolx`` stop criteria.
+
+    Attributes (tf.Variables): ``sigma``, ``C``, ``B``, ``D`` (square roots of
+    the eigenvalues), ``p_sigma``, ``p_c``, ``best_params``, ``best_fitness``,
+    ``stop_flags``; :attr:`mean` is the float32 centre, :attr:`stop_reasons`
+    the names of the met termination criteria.
+
+    Example:
+
+    >>> es = CMAES(num_dims=10, sigma_init=0.5, seed=1)
+    >>> for _ in range(300):
+    ...     x = es.ask()
+    ...     es.tell(x, -tf.reduce_sum(x**2, axis=1))   # maximise -||x||^2
+    """
+
+    def _learning_rates(self, n, mueff):
+        c1 = 2.0 / ((n + 1.3) ** 2 + mueff)
+        cmu = min(1.0 - c1, 2.0 * (mueff - 2.0 + 1.0 / mueff) / ((n + 2.0) ** 2 + mueff))
+        return c1, cmu
+
+    def _init_cov(self):
+        n, dt = self.num_dims, self.dtype
+        self.C = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="C")
+        self.B = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="B")
+        self.D = tf.Variable(tf.ones([n], dt), trainable=False, name="D")
+
+    def _reset_cov(self):
+        n, dt = self.num_dims, self.dtype
+        self.C.assign(tf.eye(n, dtype=dt))
+        self.B.assign(tf.eye(n, dtype=dt))
+        self.D.assign(tf.ones([n], dt))
+
+    def _sample_y(self, z):
+        return tf.matmul(z * self.D[None, :], self.B, transpose_b=True)
+
+    def _inv_sqrt(self, y):
+        return tf.matmul(tf.matmul(y, self.B) / self.D[None, :], self.B, transpose_b=True)
+
+    def _update_cov(self, decay, p_c, y, w_eff, ok):
+        rank_mu = tf.matmul(y * w_eff[:, None], y, transpose_a=True)
+        c_new = decay * self.C + self.c1 * (p_c[:, None] * p_c[None, :]) + self.cmu * rank_mu
+        ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
+        self.C.assign(tf.where(ok, c_new, self.C))
+
+    def _refresh(self):
+        """Eigendecomposition of C (symmetrised); eigenvalues kept positive."""
+        c = 0.5 * (self.C + tf.transpose(self.C))
+        e, v = tf.linalg.eigh(c)
+        floor = tf.reduce_max(e) * (1e-14 if self.dtype == tf.float64 else 1e-12)
+        e = tf.maximum(e, tf.maximum(floor, tf.constant(np.finfo(self.dtype.as_numpy_dtype).tiny, self.dtype)))
+        ok = tf.reduce_all(tf.math.is_finite(e)) & tf.reduce_all(tf.math.is_finite(v))
+        self.C.assign(tf.where(ok, c, self.C))
+        self.B.assign(tf.where(ok, v, self.B))
+        self.D.assign(tf.where(ok, tf.sqrt(e), self.D))
+
+    def _cov_diag(self):
+        return tf.linalg.diag_part(self.C)
+
+    def _axis_scales(self):
+        return self.D
+
+    def _axis_vector(self, i):
+        return tf.gather(self.B, i, axis=1)
