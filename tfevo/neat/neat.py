@@ -45,8 +45,10 @@ class NEAT(tf.Module):
     because a genome had no free slot).
     """
 
-    def __init__(self, config: NEATConfig, seed: int = 0, name: str | None = None):
+    def __init__(self, config: NEATConfig, seed: int = 0, jit_compile: bool = False, name: str | None = None):
         super().__init__(name=name)
+        self.jit_compile = bool(jit_compile)
+        self.jit_breed = False
         if not isinstance(config, NEATConfig):
             raise ConfigError(f"config must be a NEATConfig, got {type(config).__name__}")
         self.config = config.validate()
@@ -78,6 +80,8 @@ class NEAT(tf.Module):
         self.skipped_conn_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_conn_slots")
         self._trace_counter = TraceCounter()
         self._tell_fn = None
+        # crossover + mutation: static shapes, XLA-compiled as one cluster
+        self._breed_fn = tf.function(self._breed, autograph=False, jit_compile=self.jit_breed)
 
     # ------------------------------------------------------------------
     @property
@@ -119,7 +123,7 @@ class NEAT(tf.Module):
                 self._trace_counter.wrap("tell", self._tell),
                 input_signature=[tf.TensorSpec(nodes.shape, tf.float32), tf.TensorSpec(conns.shape, tf.float32),
                                  tf.TensorSpec([cfg.pop_size], tf.float32)],
-                jit_compile=False,
+                jit_compile=self.jit_compile,
                 autograph=False,
             )
         self._tell_fn(nodes, conns, fitness)
@@ -311,10 +315,8 @@ class NEAT(tf.Module):
         p2 = tf.where(is_elite, p1, p2)
         swap = tf.gather(ff, p2) > tf.gather(ff, p1)
         p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
-        cn, cc = ops.crossover(tf.gather(nodes, p1), tf.gather(conns, p1), tf.gather(nodes, p2),
-                               tf.gather(conns, p2), seeds[2])
-        cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, seeds[3], self.next_node_key.read_value(),
-                                              self.next_marker.read_value())
+        cn, cc, nk, nm, skn, skc = self._breed_fn(nodes, conns, p1, p2, is_elite, seeds[2], seeds[3],
+                                                  self.next_node_key.read_value(), self.next_marker.read_value())
         self.nodes.assign(cn)
         self.conns.assign(cc)
         self.next_node_key.assign(nk)
@@ -333,6 +335,11 @@ class NEAT(tf.Module):
         self.species_rep_conns.assign(tf.where(alive[:, None, None], self.species_rep_conns, np.nan))
         self.generation.assign_add(1)
         return tf.constant(0)
+
+    def _breed(self, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
+        cn, cc = ops.crossover(tf.gather(nodes, p1), tf.gather(conns, p1), tf.gather(nodes, p2),
+                               tf.gather(conns, p2), s_cross)
+        return ops.mutate(self.config, cn, cc, ~is_elite, s_mut, next_key, next_marker)
 
     @staticmethod
     def _segment_median(x, seg, size):

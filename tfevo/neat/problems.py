@@ -51,7 +51,7 @@ class SupervisedProblem:
         t = tf.constant(self.targets)
         I, O = self.num_inputs, self.num_outputs
 
-        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False)
+        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=True)
         def fit(nodes, conns):
             n = net.transform(nodes, conns, I, cfg.feed_forward)
             xb = tf.broadcast_to(x[None], [P, x.shape[0], I])

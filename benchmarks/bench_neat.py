@@ -1,0 +1,258 @@
+"""tfevo.neat vs neat-python 2.x on the same machine.
+
+Seconds per generation (median of a few generations after warm-up; trace /
+compile time of the first generation reported separately) on XOR and
+CartPole-v1 at several population sizes, with neat-python serial and with its
+ParallelEvaluator; and generations to solve XOR (threshold 3.9, pop 150,
+<= 300 generations) over seeds.
+
+    python benchmarks/bench_neat.py                 # full table (a few minutes)
+    python benchmarks/bench_neat.py --quick         # smaller
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import numpy as np  # noqa: E402
+
+NEAT_PY_CFG = """
+[NEAT]
+fitness_criterion     = max
+fitness_threshold     = {thr}
+pop_size              = {pop}
+reset_on_extinction   = False
+no_fitness_termination = {noterm}
+
+[DefaultGenome]
+activation_default      = sigmoid
+activation_mutate_rate  = 0.0
+activation_options      = sigmoid
+aggregation_default     = sum
+aggregation_mutate_rate = 0.0
+aggregation_options     = sum
+bias_init_mean          = 0.0
+bias_init_stdev         = 1.0
+bias_max_value          = 30.0
+bias_min_value          = -30.0
+bias_mutate_power       = 0.5
+bias_mutate_rate        = 0.7
+bias_replace_rate       = 0.1
+compatibility_disjoint_coefficient = 1.0
+compatibility_weight_coefficient   = 0.5
+conn_add_prob           = 0.5
+conn_delete_prob        = 0.5
+enabled_default         = True
+enabled_mutate_rate     = 0.01
+feed_forward            = True
+initial_connection      = full
+node_add_prob           = 0.2
+node_delete_prob        = 0.2
+num_hidden              = 0
+num_inputs              = {nin}
+num_outputs             = {nout}
+response_init_mean      = 1.0
+response_init_stdev     = 0.0
+response_max_value      = 30.0
+response_min_value      = -30.0
+response_mutate_power   = 0.0
+response_mutate_rate    = 0.0
+response_replace_rate   = 0.0
+weight_init_mean        = 0.0
+weight_init_stdev       = 1.0
+weight_max_value        = 30
+weight_min_value        = -30
+weight_mutate_power     = 0.5
+weight_mutate_rate      = 0.8
+weight_replace_rate     = 0.1
+
+[DefaultSpeciesSet]
+compatibility_threshold = 3.0
+
+[DefaultStagnation]
+species_fitness_func = max
+max_stagnation       = 20
+species_elitism      = 2
+
+[DefaultReproduction]
+elitism            = 2
+survival_threshold = 0.2
+"""
+
+XOR_IN = [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)]
+XOR_OUT = [0.0, 1.0, 1.0, 0.0]
+
+
+# ---------------------------------------------------------------- neat-python
+def _np_config(pop, nin, nout, thr=3.9, noterm=True):
+    import neat
+
+    text = NEAT_PY_CFG.format(pop=pop, nin=nin, nout=nout, thr=thr, noterm=noterm)
+    fd, path = tempfile.mkstemp(suffix=".cfg")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    cfg = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet, neat.DefaultStagnation, path)
+    os.unlink(path)
+    return cfg
+
+
+def np_xor_genome(genome, config):
+    import neat
+
+    net = neat.nn.FeedForwardNetwork.create(genome, config)
+    f = 4.0
+    for xi, xo in zip(XOR_IN, XOR_OUT):
+        f -= (net.activate(xi)[0] - xo) ** 2
+    return f
+
+
+def np_cartpole_genome(genome, config, seed=0):
+    import gymnasium as gym
+    import neat
+
+    net = neat.nn.FeedForwardNetwork.create(genome, config)
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=seed)
+    total = 0.0
+    while True:
+        out = net.activate(obs)
+        obs, r, term, trunc, _ = env.step(int(np.argmax(out)))
+        total += r
+        if term or trunc:
+            break
+    env.close()
+    return total
+
+
+def _serial(fn):
+    def run(genomes, config):
+        for _, g in genomes:
+            g.fitness = fn(g, config)
+    return run
+
+
+def neat_python_gen_times(problem, pop, gens, parallel):
+    import neat
+
+    nin, nout = (2, 1) if problem == "xor" else (4, 2)
+    fn = np_xor_genome if problem == "xor" else np_cartpole_genome
+    cfg = _np_config(pop, nin, nout)
+    p = neat.Population(cfg)
+    times = []
+    pe = neat.ParallelEvaluator(multiprocessing.cpu_count(), fn) if parallel else None
+    ev = pe.evaluate if parallel else _serial(fn)
+    for _ in range(gens):
+        t = time.perf_counter()
+        p.run(ev, 1)
+        times.append(time.perf_counter() - t)
+    if pe is not None:
+        pe.close() if hasattr(pe, "close") else None
+    return times
+
+
+def neat_python_solve(seed, gens=300):
+    import random
+
+    import neat
+
+    random.seed(seed)
+    cfg = _np_config(150, 2, 1, thr=3.9, noterm=False)
+    p = neat.Population(cfg)
+    best = p.run(_serial(np_xor_genome), gens)
+    solved = best.fitness >= 3.9
+    return solved, p.generation
+
+
+# ---------------------------------------------------------------------- tfevo
+def tfevo_gen_times(problem, pop, gens):
+    from tfevo.neat import NEAT, XOR, NEATConfig
+    from tfevo.neat.policy import ControlProblem
+
+    if problem == "xor":
+        prob = XOR()
+        cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+        ev = lambda p: prob(p, cfg)  # noqa: E731
+    else:
+        cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=pop, max_nodes=24, max_conns=48)
+        cp = ControlProblem("CartPole-v1", cfg, episodes=1)
+        ev = cp
+    algo = NEAT(cfg, seed=0)
+    times = []
+    for _ in range(gens + 1):
+        t = time.perf_counter()
+        pop_ = algo.ask()
+        f = ev(pop_)
+        algo.tell(pop_, f)
+        algo.nodes.numpy()
+        times.append(time.perf_counter() - t)
+    return times[0], times[1:]
+
+
+def tfevo_solve(seed, gens=300):
+    from tfevo.neat import NEAT, XOR
+
+    prob = XOR()
+    cfg = prob.config(pop_size=150, fitness_threshold=3.9)
+    algo = NEAT(cfg, seed=seed)
+    r = algo.run(lambda p: prob(p, cfg), gens)
+    return r["solved"], r["generations"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--skip-solve", action="store_true")
+    args = ap.parse_args()
+    with open("/proc/loadavg") as f:
+        load_before = f.read().split()[:3]
+    rows = []
+    sizes = {"xor": [150, 1000, 10000], "cartpole": [150, 1000, 10000]}
+    np_gens = {150: 5, 1000: 3, 10000: 1}
+    tf_gens = {150: 5, 1000: 5, 10000: 3}
+    for problem in ("xor", "cartpole"):
+        for pop in sizes[problem]:
+            if args.quick and pop > 1000:
+                continue
+            trace, tt = tfevo_gen_times(problem, pop, tf_gens[pop])
+            t_tf = statistics.median(tt)
+            skip_serial = problem == "cartpole" and pop >= 10000
+            t_np = statistics.median(neat_python_gen_times(problem, pop, np_gens[pop], False)) if not skip_serial else math.nan
+            t_pp = statistics.median(neat_python_gen_times(problem, pop, np_gens[pop], True))
+            rows.append((problem, pop, t_tf, trace, t_np, t_pp))
+            print(f"# {problem} pop {pop}: tfevo {t_tf:.4f}s (first {trace:.2f}s) neat-python {t_np:.4f}s parallel {t_pp:.4f}s",
+                  flush=True)
+    print()
+    print("| problem | pop | tfevo s/gen | tfevo first gen (trace+compile) s | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
+    print("|---|---|---|---|---|---|---|---|")
+    for problem, pop, t_tf, trace, t_np, t_pp in rows:
+        print(f"| {problem} | {pop} | {t_tf:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | {t_np / t_tf:.1f}x | {t_pp / t_tf:.1f}x |")
+    if not args.skip_solve:
+        print()
+        res_tf = [tfevo_solve(s) for s in range(args.seeds)]
+        res_np = [neat_python_solve(s) for s in range(args.seeds)]
+        print("| library | XOR solved (of %d) | median generations (solved runs) | median evaluations |" % args.seeds)
+        print("|---|---|---|---|")
+        for name, res in (("tfevo.neat", res_tf), ("neat-python", res_np)):
+            g = [n for ok, n in res if ok]
+            med = statistics.median(g) if g else math.nan
+            print(f"| {name} | {sum(ok for ok, _ in res)} | {med} | {med * 150:.0f} |")
+        print()
+        print("per-seed generations tfevo:", [n if ok else None for ok, n in res_tf])
+        print("per-seed generations neat-python:", [n if ok else None for ok, n in res_np])
+    with open("/proc/loadavg") as f:
+        print(f"\nload average before: {' '.join(load_before)}; after: {' '.join(f.read().split()[:3])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""CPPNs and HyperNEAT on top of tensorized NEAT.
+
+A CPPN is an ordinary NEAT genome whose inputs are coordinates and whose nodes
+may use many activation functions (:func:`cppn_config`).  :func:`query_cppn`
+evaluates a whole CPPN population at any set of coordinates in one call.
+
+HyperNEAT (Stanley et al. 2009) uses the CPPN to paint the weights of a fixed
+*substrate* network: for each substrate connection ``(src, dst)`` the CPPN is
+queried at ``(coords[src], coords[dst])`` (plus a constant bias input); a raw
+output ``w`` becomes the weight
+``sign(w) * (|w| - threshold) / (1 - threshold) * max_weight`` when
+``|w| > threshold`` and 0 otherwise (no connection).  The substrate then runs
+batched for the whole population: a *layered* substrate as an MLP (one batched
+matmul per layer pair), a *full* or *custom* substrate as a recurrent network
+updated ``activation_steps`` times with the inputs clamped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.neat import functions as F
+from tfevo.neat import network as net
+from tfevo.neat.config import NEATConfig
+
+__all__ = ["cppn_config", "query_cppn", "Substrate", "HyperNEAT", "SubstrateNetwork", "HyperNEATProblem"]
+
+CPPN_ACTIVATIONS = ("sigmoid", "tanh", "sin", "gauss", "identity", "abs", "relu", "square")
+
+
+def cppn_config(num_coords: int, num_outputs: int = 1, **kw) -> NEATConfig:
+    """A NEATConfig for CPPNs with ``num_coords`` coordinate inputs: several
+    activation functions (mutated at rate 0.1), identity as default for
+    new nodes' starting point; override anything in ``kw``."""
+    base = dict(num_inputs=num_coords, num_outputs=num_outputs, activation_default="tanh",
+                activation_options=CPPN_ACTIVATIONS, activation_mutate_rate=0.1)
+    base.update(kw)
+    return NEATConfig(**base)
+
+
+def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
+    """Evaluates every CPPN of ``population = (nodes, conns)`` at ``coords
+    [Q, num_inputs]`` -> ``[P, Q, num_outputs]``."""
+    nodes, conns = population
+    coords = tf.convert_to_tensor(coords, tf.float32)
+    n = net.transform(nodes, conns, config.num_inputs, True)
+    P = tf.shape(nodes)[0]
+    x = tf.broadcast_to(coords[None], tf.concat([[P], tf.shape(coords)], 0))
+    return net.forward(n, x, config.num_inputs, config.num_outputs, config.activation_options,
+                       config.aggregation_options)
+
+
+@dataclasses.dataclass
+class Substrate:
+    """Node coordinates and the connections HyperNEAT paints.
+
+    Nodes are ordered inputs, hidden, outputs; ``conns`` are ``(src, dst)``
+    index pairs into that order.  Build one with :meth:`layered` (an MLP:
+    every node of layer l to every node of layer l+1), :meth:`full` (inputs
+    to hidden and outputs, hidden to hidden and outputs, optionally outputs
+    back to hidden) or :meth:`custom`.
+    """
+
+    input_coords: np.ndarray
+    hidden_coords: np.ndarray
+    output_coords: np.ndarray
+    conns: np.ndarray  # int [Q, 2]
+    layers: tuple | None = None  # node counts per layer for layered substrates
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.input_coords)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.output_coords)
+
+    @property
+    def coords(self) -> np.ndarray:
+        return np.concatenate([self.input_coords, self.hidden_coords, self.output_coords]).astype(np.float32)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.coords)
+
+    @property
+    def coord_dims(self) -> int:
+        return self.coords.shape[1]
+
+    def queries(self, bias_input: bool = True) -> np.ndarray:
+        """CPPN inputs ``[Q, 2*dims (+1)]`` for every substrate connection."""
+        c = self.coords
+        q = np.concatenate([c[self.conns[:, 0]], c[self.conns[:, 1]]], 1)
+        if bias_input:
+            q = np.concatenate([q, np.ones([len(q), 1], np.float32)], 1)
+        return q.astype(np.float32)
+
+    @classmethod
+    def layered(cls, layers: Sequence) -> "Substrate":
+        """MLP substrate from a list of coordinate arrays (input layer first,
+        output layer last)."""
+        layers = [np.asarray(l, np.float32) for l in layers]
+        if len(layers) < 2 or any(l.ndim != 2 for l in layers):
+            raise ConfigError("layered substrate needs >= 2 layers, each a [n, dims] coordinate array")
+        if len({l.shape[1] for l in layers}) != 1:
+            raise ConfigError("all substrate coordinates must have the same number of dimensions")
+        offs = np.cumsum([0] + [len(l) for l in layers])
+        conns = [(offs[k] + i, offs[k + 1] + j) for k in range(len(layers) - 1)
+                 for i in range(len(layers[k])) for j in range(len(layers[k + 1]))]
+        hidden = np.concatenate(layers[1:-1]) if len(layers) > 2 else np.zeros([0, layers[0].shape[1]], np.float32)
+        return cls(layers[0], hidden, layers[-1], np.asarray(conns, np.int32), tuple(len(l) for l in layers))
+
+    @classmethod
+    def full(cls, input_coords, hidden_coords, output_coords, recurrent: bool = False) -> "Substrate":
+        """Fully connected substrate (evaluated as a recurrent network)."""
+        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
+        I, H, O = len(i), len(h), len(o)
+        ins = range(I)
+        hid = range(I, I + H)
+        outs = range(I + H, I + H + O)
+        pairs = [(a, b) for a in ins for b in list(hid) + list(outs)]
+        pairs += [(a, b) for a in hid for b in list(hid) + list(outs) if recurrent or a != b]
+        if recurrent:
+            pairs += [(a, b) for a in outs for b in list(hid) + list(outs)]
+        return cls(i, h, o, np.asarray(pairs, np.int32))
+
+    @classmethod
+    def custom(cls, input_coords, hidden_coords, output_coords, conns) -> "Substrate":
+        """Any coordinates and any ``(src, dst)`` connection list."""
+        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
+        conns = np.asarray(conns, np.int32)
+        n = len(i) + len(h) + len(o)
+        if conns.ndim != 2 or conns.shape[1] != 2 or conns.min() < 0 or conns.max() >= n:
+            raise ConfigError(f"conns must be [Q, 2] indices into the {n} substrate nodes")
+        if np.any(conns[:, 1] < len(i)):
+            raise ConfigError("substrate connections cannot end in an input node")
+        return cls(i, h, o, conns)
+
+
+class SubstrateNetwork(NamedTuple):
+    """Decoded substrate weights for a population."""
+
+    weights: tf.Tensor  # [P, M, M] dense (src, dst)
+
+
+class HyperNEAT:
+    """Decodes CPPN populations into substrate networks and runs them batched.
+
+    Args:
+      substrate: a :class:`Substrate`.
+      weight_threshold: CPPN outputs with ``|w| <= threshold`` give no connection.
+      max_weight: weight scale.
+      activation: substrate node activation (name).
+      activation_steps: updates of non-layered substrates per input.
+      bias_input: feed a constant 1 to the CPPN as an extra input.
+      output_activation: activation of output nodes (default: ``activation``).
+
+    Example::
+
+        sub = Substrate.layered([[(-1, -1), (1, -1), (0, -1)], [(-1, 0), (0, 0), (1, 0)], [(0, 1)]])
+        hn = HyperNEAT(sub)
+        cfg = hn.cppn_config(pop_size=150)
+        algo = NEAT(cfg, seed=0)
+        y = hn.forward(hn.decode(algo.ask(), cfg), x)   # x [P, B, 3]
+    """
+
+    def __init__(self, substrate: Substrate, weight_threshold: float = 0.2, max_weight: float = 5.0,
+                 activation: str = "sigmoid", activation_steps: int = 10, bias_input: bool = True,
+                 output_activation: str | None = None):
+        if not 0.0 <= weight_threshold < 1.0:
+            raise ConfigError(f"weight_threshold must be in [0, 1), got {weight_threshold}")
+        F.activation_id(activation)
+        self.substrate = substrate
+        self.weight_threshold = float(weight_threshold)
+        self.max_weight = float(max_weight)
+        self.activation = activation
+        self.output_activation = output_activation or activation
+        F.activation_id(self.output_activation)
+        self.activation_steps = int(activation_steps)
+        self.bias_input = bool(bias_input)
+        self._queries = tf.constant(substrate.queries(bias_input))
+
+    @property
+    def cppn_inputs(self) -> int:
+        """Inputs of the CPPN: 2 x coordinate dims (+1 bias)."""
+        return 2 * self.substrate.coord_dims + int(self.bias_input)
+
+    def cppn_config(self, **kw) -> NEATConfig:
+        """A CPPN NEATConfig sized for this substrate (override with ``kw``)."""
+        return cppn_config(self.cppn_inputs, 1, **kw)
+
+    def scale(self, w: tf.Tensor) -> tf.Tensor:
+        """Raw CPPN outputs -> substrate weights (threshold and scaling)."""
+        t = self.weight_threshold
+        a = tf.abs(w)
+        return tf.where(a > t, tf.sign(w) * (a - t) / (1.0 - t) * self.max_weight, 0.0)
+
+    def decode(self, population, config: NEATConfig) -> SubstrateNetwork:
+        """CPPN population -> dense substrate weights ``[P, M, M]``."""
+        if config.num_inputs != self.cppn_inputs:
+            raise ConfigError(f"CPPN config needs {self.cppn_inputs} inputs, has {config.num_inputs}")
+        raw = query_cppn(population, self._queries, config)[..., 0]  # [P, Q]
+        w = self.scale(raw)
+        M = self.substrate.num_nodes
+        P = tf.shape(w)[0]
+        c = self.substrate.conns
+        flat = tf.constant(c[:, 0] * M + c[:, 1], tf.int32)
+        dense = tf.scatter_nd(flat[:, None], tf.transpose(w), [M * M, P])
+        return SubstrateNetwork(tf.reshape(tf.transpose(dense), [P, M, M]))
+
+    def forward(self, decoded: SubstrateNetwork, x) -> tf.Tensor:
+        """Runs the substrate: ``x [P, B, num_inputs]`` -> ``[P, B, num_outputs]``."""
+        s = self.substrate
+        W = decoded.weights
+        x = tf.convert_to_tensor(x, tf.float32)
+        I, O, M = s.num_inputs, s.num_outputs, s.num_nodes
+        act = F.ACTIVATIONS[self.activation]
+        oact = F.ACTIVATIONS[self.output_activation]
+        if s.layers is not None:
+            offs = np.cumsum([0] + list(s.layers))
+            h = x
+            for k in range(len(s.layers) - 1):
+                Wk = W[:, offs[k]:offs[k + 1], offs[k + 1]:offs[k + 2]]
+                z = tf.linalg.matmul(h, Wk)
+                h = oact(z) if k == len(s.layers) - 2 else act(z)
+            return h
+        P = tf.shape(x)[0]
+        B = tf.shape(x)[1]
+        v = tf.concat([x, tf.zeros(tf.stack([P, B, M - I]))], -1)
+        is_out = tf.range(M) >= M - O
+        for _ in range(self.activation_steps):
+            z = tf.linalg.matmul(v, W)
+            y = tf.where(is_out, oact(z), act(z))
+            v = tf.concat([x, y[..., I:]], -1)
+        return v[..., M - O:]
+
+
+class HyperNEATProblem:
+    """Supervised fitness of HyperNEAT substrates: ``max_fitness - SSE``
+    (``max_fitness`` = number of cases by default)."""
+
+    def __init__(self, hyperneat: HyperNEAT, inputs, targets, max_fitness: float | None = None):
+        self.hn = hyperneat
+        self.inputs = np.asarray(inputs, np.float32)
+        self.targets = np.asarray(targets, np.float32)
+        self.max_fitness = float(len(self.inputs) if max_fitness is None else max_fitness)
+        self._fn = None
+
+    def __call__(self, population, config: NEATConfig) -> tf.Tensor:
+        """Fitness ``[P]`` of a CPPN population."""
+        if self._fn is None:
+            P, N, C = config.pop_size, config.max_nodes, config.max_conns
+
+            @tf.function(autograph=False, input_signature=[tf.TensorSpec([P, N, 5]), tf.TensorSpec([P, C, 5])])
+            def fit(nodes, conns):
+                d = self.hn.decode((nodes, conns), config)
+                x = tf.broadcast_to(tf.constant(self.inputs)[None], [P, *self.inputs.shape])
+                y = self.hn.forward(d, x)
+                f = self.max_fitness - tf.reduce_sum(tf.square(y - self.targets[None]), [1, 2])
+                return tf.where(tf.math.is_finite(f), f, -np.inf)
+
+            self._fn = fit
+        return self._fn(*population)
