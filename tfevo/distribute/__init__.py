@@ -1,0 +1,15 @@
+"""tfevo.distribute -- population sharding over ``tf.distribute`` replicas.
+
+One script runs unchanged on one CPU, several logical CPUs, several GPUs
+(``MirroredStrategy``) and several machines (``MultiWorkerMirroredStrategy``
+via ``TF_CONFIG``): each replica evaluates its shard of the population, the
+fitness is all-gathered, and every worker calls ``tell`` itself with the same
+inputs, so all keep identical state.  Results with a fixed seed do not depend
+on the number of replicas.
+"""
+
+from tfevo.distribute.evaluator import DistributedEvaluator, member_seeds, shard_layout
+from tfevo.distribute.rollout import ShardedRollout
+from tfevo.distribute.strategy import make_strategy, split_cpu
+
+__all__ = ["DistributedEvaluator", "ShardedRollout", "member_seeds", "shard_layout", "make_strategy", "split_cpu"]

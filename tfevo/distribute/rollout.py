@@ -1,0 +1,105 @@
+"""In-graph rollouts whose result depends only on each member's own seed.
+
+:class:`ShardedRollout` is an ``evaluate_fn`` for
+:class:`~tfevo.distribute.DistributedEvaluator`: it rolls out a shard of
+members on an in-graph :class:`~tfevo.envs.base.TFEnv`, starting member ``i``'s
+``episodes`` episodes from states drawn with member ``i``'s own seed (not one
+seed for the whole batch as :class:`tfevo.rollout.InGraphEvaluator` does), so a
+member's return is the same whichever replica runs it and however large the
+shard is.
+
+Example:
+
+>>> env = tfevo.envs.make("CartPole-v1")
+>>> policy = Policy(PopulationModel(mlp((4,), 2, hidden=(16,))), env.action_spec)
+>>> ev = DistributedEvaluator(strategy, ShardedRollout(env, policy, episodes=2), seed=0)
+>>> fitness = ev.evaluate(params)                  # float32 [P] on every worker
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.envs.base import TFEnv
+
+__all__ = ["ShardedRollout"]
+
+
+class ShardedRollout:
+    """Per-member-seeded in-graph rollout of a shard (an ``evaluate_fn``).
+
+    Args:
+      env: a :class:`~tfevo.envs.base.TFEnv` (its ``reset(seed, num_envs=n)``
+        is called once per member with that member's seed) or an env id.
+      policy: ``forward(params [S, D], obs [S, B, *obs]) -> actions``; a
+        :class:`tfevo.nn.Policy` is used through its graph path.
+      episodes: B, episodes per member (fitness = mean return).
+      max_steps: optional cap on episode length.
+
+    Calling it as ``fn(params [S, D], indices [S], seeds [S, 2])`` returns
+    fitness ``float32 [S]``.
+    """
+
+    def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None):
+        if isinstance(env, str):
+            from tfevo.envs import make
+
+            env = make(env, 1)
+        if not isinstance(env, TFEnv):
+            raise ConfigError(f"ShardedRollout needs an in-graph TFEnv, got {type(env).__name__}")
+        if not callable(getattr(policy, "forward", None)):
+            raise ConfigError(f"policy must have forward(params, obs), got {type(policy).__name__}")
+        if int(episodes) < 1:
+            raise ConfigError(f"episodes must be >= 1, got {episodes}")
+        limit = env.max_episode_steps if max_steps is None else min(
+            int(max_steps), env.max_episode_steps or int(max_steps))
+        if limit < 1:
+            raise ConfigError(f"{env.env_id} has no max_episode_steps and max_steps={max_steps}; pass max_steps >= 1")
+        self.env = env
+        self.policy = policy
+        self.episodes = int(episodes)
+        self.max_steps = int(limit)
+
+    def _policy_fns(self):
+        pol = self.policy
+        model = getattr(pol, "model", None)
+        if callable(getattr(pol, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
+            return model.unflatten_graph, pol.forward_graph
+        return (lambda params: params), pol.forward
+
+    def __call__(self, params, indices, seeds):
+        params = tf.cast(params, tf.float32)
+        if params.shape.rank != 2:
+            raise ShapeError(f"params must be [S, D], got {params.shape.as_list()}")
+        s, b = params.shape[0], self.episodes
+        n = s * b
+        env = self.env
+        obs_shape = list(env.observation_shape)
+        spec = env.action_spec
+        prepare, forward = self._policy_fns()
+        weights = prepare(params)
+
+        probe_state, probe_obs = env.reset(seeds[0], num_envs=b)
+        sig = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), (probe_state, probe_obs))
+        state, obs = tf.map_fn(lambda sd: env.reset(sd, num_envs=b), seeds, fn_output_signature=sig)
+        # [S, B, ...] -> [S * B, ...]; row i * B + e = member i, episode e
+        state = tf.nest.map_structure(lambda t: tf.reshape(t, [n] + t.shape.as_list()[2:]), state)
+        obs = tf.cast(tf.reshape(obs, [n] + obs_shape), tf.float32)
+
+        def cond(t, state, obs, done, returns):
+            return tf.logical_and(t < self.max_steps, tf.logical_not(tf.reduce_all(done)))
+
+        def body(t, state, obs, done, returns):
+            a = forward(weights, tf.reshape(obs, [s, b] + obs_shape))
+            a = tf.reshape(tf.cast(a, tf.int32 if spec.discrete else tf.float32), [n] + ([] if spec.discrete else list(spec.shape)))
+            res = env.step(state, a)
+            alive = tf.logical_not(done)
+            returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
+            done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
+            return t + 1, res.state, tf.cast(res.obs, tf.float32), done, returns
+
+        init = (tf.constant(0), state, obs, tf.zeros([n], tf.bool), tf.zeros([n], tf.float64))
+        out = tf.while_loop(cond, body, init, maximum_iterations=self.max_steps)
+        returns = tf.reshape(out[4], [s, b])
+        return tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
