@@ -91,8 +91,11 @@ def test_step_for_step_agreement_with_gymnasium(trajectories, jit):
     for k in range(K):
         n = done_at[k]
         total += n
-        np.testing.assert_allclose(obs[:n, k], obs_g[1 : n + 1, k], rtol=1e-6, atol=1e-6,
-                                   err_msg=f"{env_id} env {k}")
+        if jit:  # XLA: products are rounded before sums (no FMA), so bit-identical
+            np.testing.assert_array_equal(obs[:n, k], obs_g[1 : n + 1, k], err_msg=f"{env_id} env {k}")
+        else:  # graph mode: Grappler may reassociate a few sums (Acrobot), ~1e-17
+            np.testing.assert_allclose(obs[:n, k], obs_g[1 : n + 1, k], rtol=1e-6, atol=1e-6,
+                                       err_msg=f"{env_id} env {k}")
         np.testing.assert_array_equal(rew[:n, k], rew_g[:n, k].astype(np.float32))
         np.testing.assert_array_equal(term[:n, k], term_g[:n, k])
         np.testing.assert_array_equal(trunc[:n, k], trunc_g[:n, k])
@@ -107,17 +110,6 @@ def test_trajectories_cover_termination_and_truncation(trajectories):
         assert trunc.any()
     if env_id in ("MountainCar-v0", "MountainCarContinuous-v0"):
         assert term.any()
-
-
-def test_cartpole_bit_identical_under_xla():
-    """CartPole keeps its products rounded like NumPy even under XLA."""
-    actions = np.random.default_rng(7).integers(0, 2, size=(300, K)).astype(np.int32)
-    env = make("CartPole-v1", K)
-    state, _ = env.reset(tf.constant([3, 4]))
-    a = _tf_rollout(env, state, actions, jit=False)
-    b = _tf_rollout(env, state, actions, jit=True)
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
 
 
 @pytest.mark.parametrize("env_id", CLASSIC_ENV_IDS)

@@ -464,6 +464,7 @@ class Acrobot(ClassicControlEnv):
     def __init__(self, num_envs=1, max_episode_steps=None, reset_low=-0.1, reset_high=0.1):
         super().__init__(num_envs, max_episode_steps)
         self.reset_low, self.reset_high = _check_bounds(reset_low, reset_high)
+        self._opaque_constants([1], **self._constant_values())  # creates the variable eagerly
 
     @property
     def observation_high(self):
@@ -472,48 +473,76 @@ class Acrobot(ClassicControlEnv):
     def _sample(self, seed, n):
         return _f32(_uniform(self, seed, [n, 4], self.reset_low, self.reset_high))
 
-    def _dsdt(self, s, a):
+    def _constant_values(self) -> dict:
         m1, m2 = self.LINK_MASS_1, self.LINK_MASS_2
         l1 = self.LINK_LENGTH_1
         lc1, lc2 = self.LINK_COM_POS_1, self.LINK_COM_POS_2
         I1 = I2 = self.LINK_MOI
         g = 9.8
+        dt = self.dt - 0.0
+        # Constant prefixes folded by Python exactly as in Gymnasium's source.
+        return dict(
+            d1_a=m1 * lc1**2,
+            d1_b=l1**2 + lc2**2,
+            d1_c=2 * l1 * lc2,
+            m2=m2,
+            i1=I1,
+            i2=I2,
+            d2_a=lc2**2,
+            d2_b=l1 * lc2,
+            phi2_k=m2 * lc2 * g,
+            half_pi=np.pi / 2.0,
+            phi1_a=-m2 * l1 * lc2,
+            phi1_b=2 * m2 * l1 * lc2,
+            phi1_c=(m1 * lc1 + m2 * l1) * g,
+            dd2_k=m2 * l1 * lc2,
+            den_a=m2 * lc2**2 + I2,
+            dt=dt,
+            dt2=dt / 2.0,
+            dt6=dt / 6.0,
+            two=2.0,
+        )
+
+    def _dsdt(self, s, a, c):
+        # Gymnasium's "book" equations, same association order; constants are
+        # opaque [N] tensors and every product feeding a sum is rounded first
+        # (``_rmul``), so graph mode and XLA both round exactly like NumPy.
+        rmul = self._rmul
         theta1, theta2, dtheta1, dtheta2 = s
-        # Same association order as Gymnasium's expressions (Python folds the
-        # constant prefixes identically), so graph-mode results agree bit for
-        # bit with NumPy.
         cos2 = tf.cos(theta2)
         sin2 = tf.sin(theta2)
-        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos2) + I1 + I2
-        d2 = m2 * (lc2**2 + l1 * lc2 * cos2) + I2
-        phi2 = m2 * lc2 * g * tf.cos(theta1 + theta2 - _PI / 2.0)
+        d1 = c["d1_a"] + rmul(c["m2"], c["d1_b"] + rmul(c["d1_c"], cos2)) + c["i1"] + c["i2"]
+        d2 = rmul(c["m2"], c["d2_a"] + rmul(c["d2_b"], cos2)) + c["i2"]
+        phi2 = rmul(c["phi2_k"], tf.cos(theta1 + theta2 - c["half_pi"]))
         phi1 = (
-            -m2 * l1 * lc2 * tf.square(dtheta2) * sin2
-            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
-            + (m1 * lc1 + m2 * l1) * g * tf.cos(theta1 - _PI / 2)
+            rmul(c["phi1_a"] * tf.square(dtheta2), sin2)
+            - rmul(c["phi1_b"] * dtheta2 * dtheta1, sin2)
+            + rmul(c["phi1_c"], tf.cos(theta1 - c["half_pi"]))
             + phi2
         )
-        ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * tf.square(dtheta1) * sin2 - phi2) / (
-            m2 * lc2**2 + I2 - tf.square(d2) / d1
+        ddtheta2 = (a + rmul(d2 / d1, phi1) - rmul(c["dd2_k"] * tf.square(dtheta1), sin2) - phi2) / (
+            c["den_a"] - tf.square(d2) / d1
         )
-        ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+        ddtheta1 = -(rmul(d2, ddtheta2) + phi1) / d1
         return (dtheta1, dtheta2, ddtheta1, ddtheta2)
 
     def _dynamics(self, physics, fresh, action):
         torque = tf.cast(action, _F64) - 1.0
         y0 = tuple(tf.unstack(physics, axis=1))
-        dt = self.dt - 0.0
-        dt2 = dt / 2.0
+        c = self._opaque_constants(tf.shape(torque), **self._constant_values())
+        rmul = self._rmul
 
         def axpy(y, h, k):
-            return tuple(yi + h * ki for yi, ki in zip(y, k))
+            return tuple(yi + rmul(h, ki) for yi, ki in zip(y, k))
 
-        k1 = self._dsdt(y0, torque)
-        k2 = self._dsdt(axpy(y0, dt2, k1), torque)
-        k3 = self._dsdt(axpy(y0, dt2, k2), torque)
-        k4 = self._dsdt(axpy(y0, dt, k3), torque)
+        k1 = self._dsdt(y0, torque, c)
+        k2 = self._dsdt(axpy(y0, c["dt2"], k1), torque, c)
+        k3 = self._dsdt(axpy(y0, c["dt2"], k2), torque, c)
+        k4 = self._dsdt(axpy(y0, c["dt"], k3), torque, c)
+        two = c["two"]
         ns = [
-            y + dt / 6.0 * (a + 2 * b + 2 * c + d) for y, a, b, c, d in zip(y0, k1, k2, k3, k4)
+            y + rmul(c["dt6"], k_1 + rmul(two, k_2) + rmul(two, k_3) + k_4)
+            for y, k_1, k_2, k_3, k_4 in zip(y0, k1, k2, k3, k4)
         ]
         ns[0] = _wrap(ns[0], -_PI, _PI)
         ns[1] = _wrap(ns[1], -_PI, _PI)
@@ -580,8 +609,8 @@ class MountainCar(ClassicControlEnv):
 
     def _dynamics(self, physics, fresh, action):
         position, velocity = tf.unstack(physics, axis=1)
-        push = tf.cast(action - 1, _F64) * self.force
-        velocity = velocity + (push + tf.cos(3 * position) * (-self.gravity))
+        push = self._rmul(tf.cast(action - 1, _F64), self.force)
+        velocity = velocity + (push + self._rmul(tf.cos(3 * position), -self.gravity))
         velocity = tf.clip_by_value(velocity, -self.max_speed, self.max_speed)
         position = position + velocity
         position = tf.clip_by_value(position, self.min_position, self.max_position)
@@ -660,10 +689,10 @@ class MountainCarContinuous(ClassicControlEnv):
         a = tf.cast(action[:, 0], _F64)  # exact (float32 -> float64)
         clipped = (a < self.min_action) | (a > self.max_action)
         force = tf.clip_by_value(a, self.min_action, self.max_action)
-        cos_term = 0.0025 * tf.cos(fr(3 * position))
+        cos_term = self._rmul(tf.cos(fr(3 * position)), 0.0025)
         # float32 action: float32 product and difference; clipped: Python floats.
         d_f32 = _f32(_f32(force * float(np.float32(self.power))) - _f32(cos_term))
-        d_f64 = force * self.power - cos_term
+        d_f64 = self._rmul(force, self.power) - cos_term
         d = tf.where(clipped, d_f64, d_f32)
         velocity = fr(velocity + fr(d))
         velocity = tf.where(velocity > thr(self.max_speed), tf.constant(self.max_speed, _F64), velocity)
@@ -674,7 +703,7 @@ class MountainCarContinuous(ClassicControlEnv):
         at_wall = fr(position) == thr(self.min_position)
         velocity = tf.where(at_wall & (velocity < 0), tf.zeros_like(velocity), velocity)
         terminated = (fr(position) >= thr(self.goal_position)) & (velocity >= thr(self.goal_velocity))
-        reward = tf.where(terminated, tf.constant(100.0, _F64), 0.0) - tf.square(a) * 0.1
+        reward = tf.where(terminated, tf.constant(100.0, _F64), 0.0) - self._rmul(tf.square(a), 0.1)
         physics = _f32(tf.stack([position, velocity], axis=1))
         return physics, reward, terminated
 
@@ -730,14 +759,14 @@ class Pendulum(ClassicControlEnv):
         th, thdot = tf.unstack(physics, axis=1)
         g, m, l, dt = self.g, self.m, self.l, self.dt
         u32 = tf.clip_by_value(action[:, 0], -self.max_torque, self.max_torque)  # float32
-        u = tf.cast(u32, _F64)
         norm = tf.math.floormod(th + _PI, 2 * _PI) - _PI
         # ``0.001 * u**2`` and ``3.0 * u`` are float32 operations in Gymnasium.
-        costs = tf.square(norm) + 0.1 * tf.square(thdot) + tf.cast(0.001 * tf.square(u32), _F64)
-        newthdot = thdot + (3 * g / (2 * l) * tf.sin(th) + tf.cast(3.0 / (m * l**2) * u32, _F64)) * dt
+        rmul = self._rmul  # products rounded before the sums they feed (no FMA)
+        costs = rmul(norm, norm) + rmul(tf.square(thdot), 0.1) + tf.cast(0.001 * tf.square(u32), _F64)
+        accel = rmul(tf.sin(th), 3 * g / (2 * l)) + tf.cast(3.0 / (m * l**2) * u32, _F64)
+        newthdot = thdot + rmul(accel, dt)
         newthdot = tf.clip_by_value(newthdot, -float(self.max_speed), float(self.max_speed))
-        newth = th + newthdot * dt
-        del u
+        newth = th + rmul(newthdot, dt)
         return tf.stack([newth, newthdot], axis=1), -costs, tf.zeros(tf.shape(th), tf.bool)
 
     def _observe(self, physics):
