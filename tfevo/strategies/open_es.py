@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError
+from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
@@ -99,16 +99,18 @@ class OpenES(Algorithm):
             return centered_rank(fitness)
         if self.fitness_shaping == "z_score":
             return z_score(fitness)
-        from tfevo.core import worst_to_finite
-
         return worst_to_finite(fitness)
 
     def _tell(self, x, fitness):
         _update_best(self, x, fitness)
         w = self._shape(fitness)
-        # sum_i w_i eps_i = (w^T x - sum(w) theta) / sigma  (one matrix-vector product)
-        wx = tf.linalg.matvec(x, w, transpose_a=True)
-        weighted_eps = (wx - tf.reduce_sum(w) * self.center) / self.sigma
+        if self.fitness_shaping == "raw":  # weights do not sum to 0: form eps explicitly
+            weighted_eps = tf.linalg.matvec((x - self.center) / self.sigma, w, transpose_a=True)
+        else:
+            # sum_i w_i eps_i = (w^T x - sum(w) theta) / sigma: one matrix-vector product,
+            # no [P, D] temporary (sum(w) = 0 up to rounding for ranks and z-scores)
+            wx = tf.linalg.matvec(x, w, transpose_a=True)
+            weighted_eps = (wx - tf.reduce_sum(w) * self.center) / self.sigma
         grad = weighted_eps / (self.popsize * self.sigma)
         if self.weight_decay > 0:
             grad = grad - self.weight_decay * self.center
