@@ -67,6 +67,12 @@ def distance_one_to_many(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) ->
     return nd + cd
 
 
+def _bits(u, k):
+    """k independent fair coin flips [..., k] from one uniform per row."""
+    scaled = tf.cast(tf.floor(u[..., None] * (2.0 ** tf.range(1, k + 1, dtype=tf.float32))), tf.int32)
+    return tf.math.floormod(scaled, 2) == 1
+
+
 def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tensor]:
     """Children of parent pairs (parent 1 is the fitter one, row-wise).
 
@@ -77,13 +83,13 @@ def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tenso
     s = tf.random.experimental.stateless_split(seed, 2)
     found, idx = align(nodes1[..., NODE_KEY], nodes2[..., NODE_KEY])
     other = tf.gather(nodes2, idx, batch_dims=1)
-    pick = found[..., None] & (tf.random.stateless_uniform(tf.shape(nodes1), s[0]) < 0.5)
-    pick = pick & (tf.range(NODE_DIM) != NODE_KEY)
+    coin = _bits(tf.random.stateless_uniform(tf.shape(nodes1)[:-1], s[0]), NODE_DIM)
+    pick = found[..., None] & coin & (tf.range(NODE_DIM) != NODE_KEY)
     nodes = tf.where(pick, other, nodes1)
     found, idx = align(conns1[..., CONN_MARKER], conns2[..., CONN_MARKER])
     other = tf.gather(conns2, idx, batch_dims=1)
-    pick = found[..., None] & (tf.random.stateless_uniform(tf.shape(conns1), s[1]) < 0.5)
-    pick = pick & ((tf.range(CONN_DIM) == CONN_ENABLED) | (tf.range(CONN_DIM) == CONN_WEIGHT))
+    coin = _bits(tf.random.stateless_uniform(tf.shape(conns1)[:-1], s[1]), CONN_DIM)
+    pick = found[..., None] & coin & ((tf.range(CONN_DIM) == CONN_ENABLED) | (tf.range(CONN_DIM) == CONN_WEIGHT))
     conns = tf.where(pick, other, conns1)
     return nodes, conns
 
@@ -103,15 +109,20 @@ def reachable_from(adj: tf.Tensor, start: tf.Tensor) -> tf.Tensor:
 
 
 def _mutate_float(cfg, name, v, mask, seed):
-    s = tf.random.experimental.stateless_split(seed, 3)
+    s = tf.random.experimental.stateless_split(seed, 2)
     rate, rep = getattr(cfg, f"{name}_mutate_rate"), getattr(cfg, f"{name}_replace_rate")
     power = getattr(cfg, f"{name}_mutate_power")
     lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
     if rate == 0.0 and rep == 0.0:
         return v
     r = tf.random.stateless_uniform(tf.shape(v), s[0])
-    pert = tf.clip_by_value(v + power * tf.random.stateless_normal(tf.shape(v), s[1]), lo, hi)
-    fresh = init_attribute(cfg, name, tf.shape(v), s[2])
+    # one normal draw serves both branches (a gene is perturbed OR replaced)
+    z = tf.random.stateless_normal(tf.shape(v), s[1])
+    pert = tf.clip_by_value(v + power * z, lo, hi)
+    if getattr(cfg, f"{name}_init_type") == "uniform":
+        fresh = init_attribute(cfg, name, tf.shape(v), s[1])
+    else:
+        fresh = tf.clip_by_value(getattr(cfg, f"{name}_init_mean") + getattr(cfg, f"{name}_init_stdev") * z, lo, hi)
     out = tf.where(r < rate, pert, tf.where(r < rate + rep, fresh, v))
     return tf.where(mask, out, v)
 
@@ -322,21 +333,21 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     gn = nodes[:, I:]
     rn = rep_nodes[:, I:]
     found, idx = _align_many(gn[..., NODE_KEY], rn[..., NODE_KEY])
-    other = tf.gather(rn, idx, batch_dims=1)  # [S, P, Nh, 5]
     g = gn[None]
-    d = (tf.abs(g[..., NODE_BIAS] - other[..., NODE_BIAS]) + tf.abs(g[..., NODE_RESPONSE] - other[..., NODE_RESPONSE])
-         + tf.cast(tf.not_equal(g[..., NODE_ACT], other[..., NODE_ACT]), tf.float32)
-         + tf.cast(tf.not_equal(g[..., NODE_AGG], other[..., NODE_AGG]), tf.float32))
+    d = tf.zeros_like(found, tf.float32)
+    for col in (NODE_BIAS, NODE_RESPONSE):
+        d += tf.abs(g[..., col] - tf.gather(rn[..., col], idx, batch_dims=1))
+    for col in (NODE_ACT, NODE_AGG):
+        d += tf.cast(tf.not_equal(g[..., col], tf.gather(rn[..., col], idx, batch_dims=1)), tf.float32)
     hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
     nm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
     na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[None]
     nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[:, None]
     nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
     found, idx = _align_many(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER])
-    other = tf.gather(rep_conns, idx, batch_dims=1)  # [S, P, C, 5]
     g = conns[None]
-    d = tf.abs(g[..., CONN_WEIGHT] - other[..., CONN_WEIGHT]) + tf.cast(
-        tf.not_equal(g[..., CONN_ENABLED], other[..., CONN_ENABLED]), tf.float32)
+    d = tf.abs(g[..., CONN_WEIGHT] - tf.gather(rep_conns[..., CONN_WEIGHT], idx, batch_dims=1)) + tf.cast(
+        tf.not_equal(g[..., CONN_ENABLED], tf.gather(rep_conns[..., CONN_ENABLED], idx, batch_dims=1)), tf.float32)
     hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
     cm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
     ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[None]
