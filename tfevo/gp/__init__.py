@@ -26,6 +26,9 @@ from tfevo.gp.operators import (  # noqa: F401
 )
 from tfevo.gp.selection import rank_selection, roulette, select, tournament, truncation  # noqa: F401
 from tfevo.gp.algorithm import OPERATORS, GeneticProgramming, GPConfig  # noqa: F401
+from tfevo.gp.export import GPExpression, to_keras, to_sympy  # noqa: F401
+from tfevo.gp.sklearn import SymbolicClassifier, SymbolicRegressor  # noqa: F401
+from tfevo.gp.policy import GPPolicy  # noqa: F401
 
 __all__ = [
     "Trees", "FunctionSet", "GPFunction", "TerminalSet", "register_function", "get_function",
@@ -35,6 +38,7 @@ __all__ = [
     "leaf_biased_crossover", "subtree_mutation", "hoist_mutation", "point_mutation",
     "multi_point_mutation", "insert_mutation", "delete_mutation", "constant_mutation",
     "multi_constant_mutation", "select", "tournament", "truncation", "roulette", "rank_selection",
-    "GeneticProgramming", "GPConfig", "OPERATORS",
+    "GeneticProgramming", "GPConfig", "OPERATORS", "to_sympy", "to_keras", "GPExpression",
+    "SymbolicRegressor", "SymbolicClassifier", "GPPolicy",
     "PAD", "CONST", "VAR", "FUNC", "OUT",
 ]

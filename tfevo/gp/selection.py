@@ -81,8 +81,15 @@ def rank_selection(seed, fitness, n: int, pressure: float = 1.5) -> tf.Tensor:
 def select(method: str, seed, fitness, n: int, survival: float = 1.0, **kw) -> tf.Tensor:
     """Dispatches to a selection method by name (see :data:`SELECTIONS`)."""
     fitness = sanitize_fitness(fitness)
-    if survival < 1.0:
-        fitness = tf.where(survivors_mask(fitness, survival), fitness, -np.inf)
+    P = fitness.shape[0]
+    k = max(1, int(math.ceil(float(survival) * P)))
+    if k < P:  # select among the survivors only, then map back
+        pool = tf.argsort(fitness, direction="DESCENDING", stable=True)[:k]
+        return tf.gather(pool, _select(method, seed, tf.gather(fitness, pool), n, **kw))
+    return _select(method, seed, fitness, n, **kw)
+
+
+def _select(method, seed, fitness, n, **kw):
     if method == "tournament":
         return tournament(seed, fitness, n, kw.get("tournament_size", 7))
     if method == "truncation":
