@@ -36,9 +36,15 @@ import tensorflow as tf  # noqa: E402
 from tfevo import nn  # noqa: E402
 
 
-def median_time(fn, reps):
+def median_time(fn, reps, min_seconds=0.3, max_reps=300):
+    """Median wall time of ``fn`` over at least ``reps`` calls (after the caller's warm-up).
+
+    Cheap calls are repeated until ``min_seconds`` have passed (at most
+    ``max_reps`` calls), so sub-millisecond timings are medians of many calls.
+    """
     ts = []
-    for _ in range(reps):
+    start = time.perf_counter()
+    while len(ts) < reps or (time.perf_counter() - start < min_seconds and len(ts) < max_reps):
         t = time.perf_counter()
         out = fn()
         np.asarray(out)
@@ -116,6 +122,11 @@ def bench_case(name, template, popsize, batch, loop_members, reps, with_jax=True
 
     weights = pm.unflatten(params)
     t_split = median_time(lambda: pm(weights, x), reps)
+    t_grouped = None
+    if any(isinstance(l, keras.layers.Conv2D) for l in template.layers):
+        pg = nn.PopulationModel(template, conv_method="grouped")
+        np.asarray(pg(weights, x))
+        t_grouped = median_time(lambda: pg(weights, x), reps)
 
     # per-member Keras loop on a subset of members, extrapolated to P
     k = min(loop_members, popsize)
@@ -151,7 +162,7 @@ def bench_case(name, template, popsize, batch, loop_members, reps, with_jax=True
     rate = flops / t_pop
     mm_rate, n = matmul_rate(flops, reps)
     row = dict(
-        case=name, P=popsize, B=batch, D=pm.num_params, t_pop=t_pop, t_split=t_split, trace=trace,
+        case=name, P=popsize, B=batch, D=pm.num_params, t_pop=t_pop, t_split=t_split, trace=trace, t_grouped=t_grouped,
         t_loop=t_loop, t_loop2=t_loop2, extrap=k < popsize, k=k, t_jax=t_jax, gflops=rate / 1e9,
         mm_gflops=mm_rate / 1e9, mm_n=n, wgbs=popsize * pm.num_params * 4 / t_split / 1e9,
     )
@@ -190,15 +201,17 @@ def main():
         rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, p, 1, 2 if args.quick else 4, reps,
                                subset=p // 4))
     rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, 16, 8, 2 if args.quick else 4, reps))
-    print("| network | P | B | D | tfevo forward ms | tfevo, pre-split weights ms | trace+first-call overhead ms "
+    print("| network | P | B | D | tfevo forward ms | tfevo, pre-split weights ms | pre-split, grouped conv ms "
+          "| trace+first-call overhead ms "
           "| Keras loop set_weights+call ms | speed-up | Keras loop pre-built models ms | speed-up "
           "| JAX jit(vmap) ms | tfevo/JAX time ratio | GFLOP/s | plain matmul GFLOP/s (n) | fraction "
           "| weights read GB/s (pre-split) |")
-    print("|" + "---|" * 17)
+    print("|" + "---|" * 18)
     for r in rows:
         star = "*" if r["extrap"] else ""
         jr = "-" if r["t_jax"] is None else f"{r['t_pop'] / r['t_jax']:.2f}"
         print(f"| {r['case']} | {r['P']} | {r['B']} | {r['D']:,} | {fmt_ms(r['t_pop'])} | {fmt_ms(r['t_split'])} "
+              f"| {fmt_ms(r['t_grouped'])} "
               f"| {fmt_ms(r['trace'])} | {fmt_ms(r['t_loop'])}{star} | {r['t_loop'] / r['t_pop']:.1f}x "
               f"| {fmt_ms(r['t_loop2'])}{star} | {r['t_loop2'] / r['t_pop']:.1f}x | {fmt_ms(r['t_jax'])} | {jr} "
               f"| {r['gflops']:.2f} | {r['mm_gflops']:.1f} ({r['mm_n']}) | {r['gflops'] / r['mm_gflops']:.2f} | {r['wgbs']:.2f} |")
