@@ -143,68 +143,70 @@ def _restore_setup(run_dir: Path):
     if not saved.exists():
         raise ConfigError(f"{run_dir} is not a tfevo run directory (no config.json)")
     cfg = C.parse_config(json.loads(saved.read_text()), str(saved))
-    return cfg, best_params(run_dir)
-
-
-def _host_episodes(cfg, params, episodes: int, seed: int, render: bool = False):
-    """Runs the best member in Gymnasium-compatible single envs; returns returns (and frames)."""
-    import numpy as np
-    import tensorflow as tf
-
-    from tfevo.training.builders import _env_spec, make_policy
-
-    obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
-    policy, model = make_policy(cfg, obs_shape, action_spec)
-    from tfevo import envs
-
-    env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
-    params = tf.convert_to_tensor(params[None], tf.float32)
-    if isinstance(env, envs.TFEnv):
-        state, obs = env.reset(tf.constant([seed, 0], tf.int32))
-        ret = np.zeros(episodes)
-        done = np.zeros(episodes, bool)
-        steps = 0
-        limit = cfg.env.max_steps or env.max_episode_steps or 10**9
-        while not done.all() and steps < limit:
-            act = policy.forward(params, obs[None])[0]
-            res = env.step(state, act)
-            state, obs = res.state, res.obs
-            ret += np.where(done, 0.0, res.reward.numpy())
-            done |= res.terminated.numpy() | res.truncated.numpy()
-            steps += 1
-        return ret
-    idx = np.arange(episodes)
-    obs = env.reset(idx, np.arange(episodes) + seed)
-    ret = np.zeros(episodes)
-    done = np.zeros(episodes, bool)
-    steps = 0
-    limit = cfg.env.max_steps or 10**9
-    while not done.all() and steps < limit:
-        active = idx[~done]
-        act = policy.forward(tf.repeat(params, len(active), 0), tf.convert_to_tensor(obs[~done][:, None]))[:, 0]
-        got, o, r, term, trunc = env.step(act.numpy(), active)
-        obs = obs.copy()
-        obs[got] = o
-        ret[got] += r
-        done[got] |= term | trunc
-        steps += 1
-    env.close()
-    return ret
+    return cfg, best_params(run_dir, cfg)
 
 
 def cmd_eval(args) -> int:
     import numpy as np
+    import tensorflow as tf
+
+    from tfevo.training.builders import make_eval_evaluator
 
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
-    rets = _host_episodes(cfg, params, args.episodes, args.seed)
+    ev, _ = make_eval_evaluator(cfg, args.episodes, args.seed, run_dir)
+    p = tf.convert_to_tensor(params[None], tf.float32)
+    if hasattr(ev, "evaluate_episodes"):
+        rets = np.asarray(ev.evaluate_episodes(p).returns).reshape(-1)
+    else:
+        rets = np.asarray(ev.evaluate(p)).reshape(-1)
     print(f"{cfg.env.id}: best individual of {run_dir} over {args.episodes} episodes:")
-    print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")
-    print("  returns: " + " ".join(f"{r:.4g}" for r in rets))
+    if rets.size == args.episodes:
+        print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")
+        print("  returns: " + " ".join(f"{r:.4g}" for r in rets))
+    else:
+        print(f"  mean return {float(np.mean(rets)):.4g}")
     return 0
 
 
+_MUJOCO_RENDER = """
+import sys, numpy as np, gymnasium as gym, imageio.v2 as imageio
+env_id, states, out, fps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+d = np.load(states)
+env = gym.make(env_id, render_mode="rgb_array")
+env.reset(seed=0)
+frames = []
+for qpos, qvel in zip(d["qpos"], d["qvel"]):
+    env.unwrapped.set_state(qpos, qvel)
+    frames.append(env.render())
+env.close()
+if out.endswith(".gif"):
+    imageio.mimsave(out, frames, fps=fps)
+else:
+    imageio.mimwrite(out, frames, fps=fps, macro_block_size=1)
+"""
+
+
+def _write_video(out: Path, frames, fps: int) -> None:
+    import imageio.v2 as imageio
+
+    if out.suffix == ".gif":
+        imageio.mimsave(out, frames, fps=fps)
+    else:
+        imageio.mimwrite(out, frames, fps=fps, macro_block_size=1)
+
+
 def cmd_play(args) -> int:
+    """Runs the best member for one episode and writes a video.
+
+    MuJoCo frames are rendered in a child process without TensorFlow (MuJoCo's
+    EGL renderer and TensorFlow crash when loaded in one process): this
+    process plays the episode and records the simulator states, the child
+    replays and renders them.
+    """
+    import subprocess
+    import tempfile
+
     import gymnasium as gym
     import numpy as np
     import tensorflow as tf
@@ -215,8 +217,17 @@ def cmd_play(args) -> int:
     cfg, params = _restore_setup(run_dir)
     obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
     policy, _ = make_policy(cfg, obs_shape, action_spec)
+    normalize = lambda o: o  # noqa: E731
+    if cfg.evaluator.obs_norm:
+        from tfevo.rollout import ObservationNormalizer
+
+        norm = ObservationNormalizer(obs_shape, clip=10.0)
+        path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
+        tf.train.Checkpoint(obs_norm=norm).restore(path).expect_partial()
+        normalize = lambda o: norm.normalize(tf.cast(o, tf.float32))  # noqa: E731
     env_id = cfg.env.id
-    kwargs = {"render_mode": "rgb_array"}
+    out = Path(args.video)
+    is_mujoco = False
     if env_id.startswith("ALE/"):
         import ale_py
 
@@ -224,31 +235,57 @@ def cmd_play(args) -> int:
         # The policy sees the deep-neuroevolution preprocessing; render the raw frames.
         from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-        env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, **kwargs)
+        env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, render_mode="rgb_array")
         env = FrameStackObservation(AtariPreprocessing(env, frame_skip=4, noop_max=30), 4)
     else:
-        env = gym.make(env_id, **kwargs)
+        env = gym.make(env_id)
+        is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
+        if not is_mujoco:
+            env.close()
+            env = gym.make(env_id, render_mode="rgb_array")
     obs, _ = env.reset(seed=args.seed)
-    frames = [env.render()]
+    frames, qpos, qvel = [], [], []
+
+    def record():
+        if is_mujoco:
+            qpos.append(env.unwrapped.data.qpos.copy())
+            qvel.append(env.unwrapped.data.qvel.copy())
+        else:
+            frames.append(env.render())
+
+    record()
     total, steps = 0.0, 0
     p = tf.convert_to_tensor(params[None], tf.float32)
     while True:
         o = np.asarray(obs)
+        if o.dtype == np.float64:
+            o = o.astype(np.float32)
         if o.ndim == 3 and o.shape[0] == 4:  # frame stack first -> HWC
             o = np.transpose(o, (1, 2, 0))
-        a = policy.forward(p, tf.convert_to_tensor(o[None, None]))[0, 0].numpy()
+        a = policy.forward(p, normalize(tf.convert_to_tensor(o[None, None])))[0, 0].numpy()
         obs, r, term, trunc, _ = env.step(a)
         total += float(r)
         steps += 1
-        frames.append(env.render())
+        record()
         if term or trunc or (args.max_steps and steps >= args.max_steps):
             break
     env.close()
-    import imageio.v2 as imageio
+    if is_mujoco:
+        with tempfile.TemporaryDirectory() as tmp:
+            states = Path(tmp) / "states.npz"
+            np.savez(states, qpos=np.array(qpos), qvel=np.array(qvel))
+            env_vars = dict(os.environ)
+            if not env_vars.get("DISPLAY"):
+                env_vars.setdefault("MUJOCO_GL", "egl")
+            proc = subprocess.run([sys.executable, "-c", _MUJOCO_RENDER, env_id, str(states), str(out), str(args.fps)],
+                                  env=env_vars, capture_output=True, text=True)
+            if proc.returncode != 0:
+                from tfevo.core import TfevoError
 
-    out = Path(args.video)
-    imageio.mimsave(out, frames, fps=args.fps) if out.suffix == ".gif" else imageio.mimwrite(
-        out, frames, fps=args.fps, macro_block_size=1)
+                raise TfevoError(f"rendering {env_id} failed (set MUJOCO_GL=egl or osmesa): "
+                                 f"{proc.stderr.strip()[-500:]}")
+    else:
+        _write_video(out, frames, args.fps)
     print(f"{env_id}: return {total:.4g} over {steps} steps; video written to {out}")
     return 0
 

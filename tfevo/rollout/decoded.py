@@ -43,8 +43,9 @@ class GenomeEvaluator:
     def _inner(self, params):
         ev = self.evaluator
         out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
-        frames = getattr(ev, "last_frames", None)
-        return out, (int(frames) if frames is not None else int(params.shape[0]))
+        from tfevo.training.trainer import frames_of
+
+        return out, frames_of(ev, params.shape[0])
 
     def evaluate(self, genomes):
         genomes = tf.convert_to_tensor(genomes)

@@ -63,7 +63,7 @@ def make_policy(cfg, obs_shape, action_spec):
     return policy, model
 
 
-def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: dict, init=None):
+def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: dict, init=None, init_fn=None):
     cls = registry.get("strategy", name)
     sig = inspect.signature(cls.__init__)
     accepted = [k for k in sig.parameters if k not in ("self",)]
@@ -77,7 +77,9 @@ def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: di
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
     kwargs = dict(params)
-    if init is not None:
+    if init_fn is not None and "init_fn" in accepted and "init_fn" not in kwargs and "init_params" not in kwargs:
+        kwargs["init_fn"] = init_fn
+    elif init is not None:
         for nm in _INIT_NAMES:
             if nm in accepted and nm not in kwargs:
                 kwargs[nm] = init
@@ -86,6 +88,13 @@ def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: di
         return cls(num_dims=num_dims, popsize=popsize, seed=seed, **kwargs)
     except TypeError as e:
         raise ConfigError(f"algorithm {name}: {e}") from None
+
+
+def _member_init_fn(model, name):
+    """Per-member network initializer for algorithms that build their own population."""
+    if name == "seed_ga":
+        return lambda s: model.init_params(1, s)[0]
+    return None
 
 
 def build(cfg) -> Setup:
@@ -103,19 +112,20 @@ def build(cfg) -> Setup:
         )
     popsize = cfg.algorithm.popsize
     init = model.init_params(1, seed)[0]
-    algorithm = make_algorithm(cfg.algorithm.name, model.num_params, popsize, seed, cfg.algorithm.params, init)
+    algorithm = make_algorithm(cfg.algorithm.name, model.num_params, popsize, seed, cfg.algorithm.params, init,
+                               init_fn=_member_init_fn(model, cfg.algorithm.name))
     trackables = {}
     if kind == "ingraph":
         env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
         evaluator = rollout.InGraphEvaluator(
             env, policy, episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
-            jit_compile=cfg.evaluator.jit_compile,
+            jit_compile="auto" if not cfg.evaluator.jit_compile else True,
         )
     else:
         num_envs = cfg.evaluator.num_envs or min(popsize, 64)
         normalizer = None
         if cfg.evaluator.obs_norm:
-            normalizer = rollout.ObservationNormalizer(obs_shape)
+            normalizer = rollout.ObservationNormalizer(obs_shape, clip=10.0)
             trackables["obs_norm"] = normalizer
         evaluator = rollout.PipelinedEvaluator(
             cfg.env.id, policy, num_envs=num_envs, num_subsets=cfg.evaluator.num_subsets,
@@ -123,11 +133,48 @@ def build(cfg) -> Setup:
             obs_norm=normalizer, env_kwargs=cfg.env.kwargs,
         )
         env = None
+    if hasattr(algorithm, "decode"):  # compact genomes (seed GA): decode chunk by chunk
+        inner = evaluator
+        evaluator = rollout.GenomeEvaluator(inner, algorithm.decode,
+                                            chunk_size=cfg.evaluator.decode_chunk or None)
+        trackables["inner_evaluator"] = inner
     return Setup(cfg, env, policy, model, algorithm, evaluator, trackables)
 
 
-def best_params(run_dir) -> np.ndarray:
-    """Reads the best individual from a run directory's latest checkpoint."""
+def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
+    """An evaluator for scoring one member over ``episodes`` episodes (``tfevo eval``).
+
+    Observation statistics saved with the run are restored and frozen.
+    """
+    import tensorflow as tf
+
+    from tfevo import rollout
+
+    obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
+    policy, model = make_policy(cfg, obs_shape, action_spec)
+    if in_graph:
+        from tfevo import envs
+
+        env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
+        return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed), model
+    normalizer = None
+    if cfg.evaluator.obs_norm:
+        normalizer = rollout.ObservationNormalizer(obs_shape, clip=10.0)
+        if run_dir is not None:
+            path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
+            if path is not None:
+                tf.train.Checkpoint(obs_norm=normalizer).restore(path).expect_partial()
+    ev = rollout.PipelinedEvaluator(cfg.env.id, policy, num_envs=min(episodes, 16), num_subsets=1,
+                                    episodes=episodes, max_steps=cfg.env.max_steps, seed=seed,
+                                    obs_norm=normalizer, update_obs_norm=False, env_kwargs=cfg.env.kwargs)
+    return ev, model
+
+
+def best_params(run_dir, cfg=None) -> np.ndarray:
+    """The best individual's parameters ``[D]`` from a run directory's latest checkpoint.
+
+    Seed-list genomes (``seed_ga``) are rebuilt from their seeds.
+    """
     import tensorflow as tf
 
     path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
@@ -137,4 +184,11 @@ def best_params(run_dir) -> np.ndarray:
     keys = [k for k in reader.get_variable_to_shape_map() if k.startswith("trainer/best/")]
     if not keys:
         raise ConfigError(f"{run_dir}: checkpoint has no best individual yet")
-    return reader.get_tensor(sorted(keys)[0])
+    best = reader.get_tensor(sorted(keys)[0])
+    if best.dtype.kind in "iu" and cfg is not None:  # a genome: decode it
+        obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+        _, model = make_policy(cfg, obs_shape, action_spec)
+        algo = make_algorithm(cfg.algorithm.name, model.num_params, cfg.algorithm.popsize, cfg.run.seed,
+                              cfg.algorithm.params, init_fn=_member_init_fn(model, cfg.algorithm.name))
+        best = algo._rebuild(tf.constant(best)).numpy()
+    return best

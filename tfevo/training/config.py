@@ -109,7 +109,8 @@ class EvaluatorConfig(_Strict):
     num_envs: Optional[int] = Field(None, ge=1, description="Simulator slots (pipelined); default min(P, 64).")
     num_subsets: int = Field(2, ge=1, description="K subsets that alternate (pipelined; 1 = serial).")
     obs_norm: bool = Field(False, description="Running observation normalization (ES on MuJoCo).")
-    jit_compile: bool = Field(False, description="XLA-compile the in-graph rollout.")
+    jit_compile: bool = Field(False, description="Force XLA for the in-graph rollout (default: try it).")
+    decode_chunk: int = Field(0, ge=0, description="Compact genomes (seed_ga) decoded this many at a time (0: all).")
 
 
 class Config(_Strict):

@@ -59,7 +59,8 @@ def text_curve(rows: list[dict], width: int = 40, max_rows: int = 12) -> str:
     if not rows:
         return "(no generations)"
     n = len(rows)
-    idx = sorted(set([round(i * (n - 1) / max(1, max_rows - 1)) for i in range(min(n, max_rows))]))
+    k = min(n, max_rows)
+    idx = sorted(set(round(i * (n - 1) / max(1, k - 1)) for i in range(k)))
     bests = [r["best"] for r in rows if r.get("best") is not None]
     lo, hi = (min(bests), max(bests)) if bests else (0.0, 1.0)
     span = hi - lo if hi > lo else 1.0

@@ -65,6 +65,19 @@ class GenerationLog:
         return json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()})
 
 
+def frames_of(evaluator, default: int) -> int:
+    """Environment frames an evaluator reports for its last call.
+
+    Reads ``last_frames`` or ``last_stats["frames"]``; ``default`` otherwise.
+    """
+    frames = getattr(evaluator, "last_frames", None)
+    if frames is None:
+        stats = getattr(evaluator, "last_stats", None)
+        if isinstance(stats, dict):
+            frames = stats.get("frames")
+    return int(frames) if frames is not None else int(default)
+
+
 def _is_trackable(obj) -> bool:
     return isinstance(obj, tf.__internal__.tracking.Trackable) if hasattr(tf, "__internal__") else isinstance(obj, tf.Module)
 
@@ -212,9 +225,7 @@ class Trainer(tf.Module):
             raise FitnessError(f"evaluator returned fitness of dtype {fitness.dtype.name}; expected float32 [P]")
         if fitness.shape.rank != 1:
             raise FitnessError(f"evaluator returned fitness of shape {fitness.shape.as_list()}; expected [P]")
-        frames = getattr(ev, "last_frames", None)
-        frames = int(frames) if frames is not None else int(fitness.shape[0])
-        return fitness, extras, frames
+        return fitness, extras, frames_of(ev, fitness.shape[0])
 
     def _track_best(self, population, fitness):
         f = np.nan_to_num(fitness.numpy().astype(np.float64), nan=-np.inf)
