@@ -286,6 +286,8 @@ def test_policy_discrete_continuous_and_uint8():
     frames = tf.constant(np.random.default_rng(0).integers(0, 256, (4, 6, 5)), tf.uint8)
     np.testing.assert_array_equal(disc.forward(params, frames).numpy(),
                                   pm(params, tf.cast(frames, tf.float32) / 255.0).numpy().argmax(-1))
+    with pytest.raises(ShapeError, match=r"\[0, 4\)"):
+        disc.forward(params, tf.gather(obs, [0]), [4])
     with pytest.raises(ConfigError, match="needs 4"):
         nn.Policy(pm, ActionSpec(discrete=True, num_actions=4))
     with pytest.raises(ConfigError, match="finite"):

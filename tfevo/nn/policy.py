@@ -257,6 +257,11 @@ class Policy:
             raise ShapeError(f"indices must be an int32 vector [n], got shape {idx.shape.as_list()}")
         if obs.shape[0] is not None and idx.shape[0] is not None and obs.shape[0] != idx.shape[0]:
             raise ShapeError(f"with indices, obs must have n={idx.shape[0]} rows on axis 0, got {obs.shape[0]}")
+        popsize = params[0].shape[0] if split else params.shape[0]
+        if tf.executing_eagerly() and idx.shape[0] and popsize is not None:
+            iv = idx.numpy()
+            if iv.min() < 0 or iv.max() >= popsize:
+                raise ShapeError(f"indices must lie in [0, {popsize}), got values in [{iv.min()}, {iv.max()}]")
         return self._fn(split, True)(params, obs, idx)
 
     __call__ = forward
