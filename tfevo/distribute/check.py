@@ -109,7 +109,7 @@ def run_checks(strategy, generations: int = 3, which=CHECKS) -> dict[str, np.nda
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def compare(a: dict, b: dict, ignore=("es_traces",)) -> list[str]:
+def compare(a: dict, b: dict, ignore=("es_traces", "num_replicas")) -> list[str]:
     """Names of the arrays that differ (NaN == NaN) between two results."""
     bad = []
     for k in sorted(set(a) | set(b)):
