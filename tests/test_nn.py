@@ -55,7 +55,23 @@ def functional_mlp():
     return keras.Model(inp, out)
 
 
-@pytest.mark.parametrize("build", [seq_mlp, functional_mlp], ids=["sequential", "functional"])
+def mixed_layers():
+    return keras.Sequential([
+        keras.Input((24,)),
+        L.Dense(32, kernel_initializer="orthogonal", bias_initializer="random_uniform"),
+        L.LeakyReLU(negative_slope=0.1),
+        L.Dropout(0.5),
+        L.Reshape((4, 4, 2)),
+        L.Conv2D(3, 2, padding="same", kernel_initializer="lecun_normal"),
+        L.ELU(),
+        L.LayerNormalization(axis=[1, 2, 3], center=False),
+        L.Flatten(),
+        L.Dense(4, kernel_initializer="truncated_normal"),
+        L.Softmax(),
+    ])
+
+
+@pytest.mark.parametrize("build", [seq_mlp, functional_mlp, mixed_layers], ids=["sequential", "functional", "mixed"])
 def test_mlp_matches_per_member_keras(build):
     template = build()
     pm = nn.PopulationModel(template)
@@ -317,3 +333,12 @@ def test_registry_names():
     assert registry.get("policy", "mlp") is nn.mlp
     assert registry.get("policy", "nature_dqn") is nn.nature_dqn
     assert "mlp" in registry.names("policy")
+
+
+def test_orthogonal_members_are_orthogonal():
+    w = nn.sample_population("orthogonal", (6, 4), popsize=5, seed=3).numpy()
+    for p in range(5):
+        np.testing.assert_allclose(w[p].T @ w[p], np.eye(4), atol=1e-5)
+    assert not np.allclose(w[0], w[1])
+    wide = nn.sample_population(keras.initializers.Orthogonal(gain=2.0), (3, 7), popsize=2, seed=3).numpy()
+    np.testing.assert_allclose(wide[1] @ wide[1].T, 4 * np.eye(3), atol=1e-4)
