@@ -13,7 +13,7 @@ Example:
 
 >>> import tensorflow as tf
 >>> from tfevo.strategies.optimizers import Adam
->>> opt = Adam(learning_rate=0.1); opt.build(3)
+>>> opt = Adam(learning_rate=0.1).build(3)
 >>> theta = tf.Variable(tf.zeros(3))
 >>> _ = theta.assign_add(opt.step(tf.constant([1.0, -2.0, 0.0])))
 """

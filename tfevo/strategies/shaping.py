@@ -9,8 +9,8 @@ Example:
 
 >>> import tensorflow as tf
 >>> from tfevo.strategies.shaping import centered_rank
->>> centered_rank(tf.constant([3.0, 1.0, float("nan"), 2.0])).numpy()
-array([ 0.5       , -0.16666667, -0.5       ,  0.16666667], dtype=float32)
+>>> centered_rank(tf.constant([3.0, 1.0, float("nan"), 2.0])).numpy().round(4)
+array([ 0.5   , -0.1667, -0.5   ,  0.1667], dtype=float32)
 """
 
 from __future__ import annotations
