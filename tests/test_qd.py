@@ -144,3 +144,52 @@ def test_tasks_and_heatmap(tmp_path):
     a.add(xs, f, d)
     out = archive_heatmap(a, tmp_path / "h.png")
     assert out.stat().st_size > 1000
+
+
+def test_map_elites_through_trainer_resumes_exactly(tmp_path):
+    from tfevo.training import Trainer
+
+    def make(run):
+        a = GridArchive(8, [10, 10], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(8))
+        me = MAPElites(a, [IsoLineEmitter(8, 64, bounds=(0, 1))], init_bounds=(0, 1), seed=3)
+        return me, Trainer(me, rastrigin_qd, run_dir=run, generations=6, progress=False, verbose=False)
+
+    me_full, t = make(tmp_path / "a")
+    t.run()
+    me_part, t = make(tmp_path / "b")
+    t.budget_generations = 3
+    t.run()
+    me_res, t = make(tmp_path / "b")
+    assert int(t.generation.numpy()) == 3
+    t.run()
+    np.testing.assert_array_equal(me_res.archive.fitness.numpy(), me_full.archive.fitness.numpy())
+    np.testing.assert_array_equal(me_res.archive.solutions.numpy(), me_full.archive.solutions.numpy())
+    import json
+
+    last = json.loads((tmp_path / "b" / "progress.jsonl").read_text().splitlines()[-1])
+    assert last["coverage"] == pytest.approx(me_full.metrics()["coverage"])  # QD metrics logged
+
+
+def test_qd_rl_on_mujoco_with_feet_contact_descriptors():
+    from tfevo import envs, nn
+    from tfevo.rollout import PipelinedEvaluator
+
+    spec = envs.make("Walker2d-v5", 1)
+    model = nn.PopulationModel(nn.mlp(spec.observation_shape, spec.action_spec.policy_output_size, hidden=(8,)))
+    ev = PipelinedEvaluator("Walker2d-v5", nn.Policy(model, spec.action_spec), num_envs=8, num_subsets=2,
+                            max_steps=40, descriptors=True)
+
+    def evaluate(p):
+        f, d = ev.evaluate(p)
+        return f, tf.convert_to_tensor(d)[:, 2:4]
+
+    a = GridArchive(model.num_params, [8, 8], [(0, 1), (0, 1)], qd_offset=-100.0)
+    me = MAPElites(a, [IsoLineEmitter(model.num_params, 16, iso_sigma=0.05, line_sigma=0.2)],
+                   init_solutions=model.init_params(16, seed=0), seed=0)
+    for _ in range(3):
+        x = me.ask()
+        f, d = evaluate(x)
+        assert d.shape == (16, 2) and np.all((d.numpy() >= 0) & (d.numpy() <= 1))
+        me.tell(x, f, d)
+    m = me.metrics()
+    assert m["size"] >= 2 and np.isfinite(m["max_fitness"])
