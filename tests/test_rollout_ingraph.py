@@ -97,7 +97,8 @@ def test_cartpole_returns_equal_gymnasium_exactly():
     np.testing.assert_array_equal(res.returns.numpy(), ref_ret.astype(np.float32))
     np.testing.assert_array_equal(res.fitness.numpy(), ref_ret.mean(1).astype(np.float32))
     assert ref_len.max() == 500 and ref_len.min() < 50  # balancing and falling members
-    assert ev.last_frames == ref_len.sum() == int(ev.total_frames.numpy())
+    assert ev.last_frames == ref_len.sum() == int(ev.total_frames.numpy()) == ev.last_stats["frames"]
+    assert ev.last_stats["steps"] == 500 and ev.last_stats["episodes"] == 12
     # the XLA-compiled rollout gives the very same episodes
     evx = InGraphEvaluator("CartPole-v1", SignPolicy(), episodes=2, seed=11, jit_compile=True)
     resx = evx.evaluate_episodes(params)

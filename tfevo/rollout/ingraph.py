@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import time
 import warnings
 from typing import Any, NamedTuple
 
@@ -91,6 +92,8 @@ class InGraphEvaluator(tf.Module):
       last_frames: environment steps used by the last call (sum of episode
         lengths), a Python int -- what a Trainer counts as frames.
       last_returns, last_lengths: ``[P, B]`` tensors of the last call.
+      last_stats: dict of the last call: ``frames``, ``steps`` (loop
+        iterations, the longest episode), ``episodes``, ``seconds``.
       total_frames: int64 variable, frames used over all calls (checkpointed).
       traces: ``{name: count}`` of traces of the rollout function.
 
@@ -135,6 +138,7 @@ class InGraphEvaluator(tf.Module):
         self.seeds = SeedStream(seed)
         self.total_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="total_frames")
         self.last_frames = 0
+        self.last_stats: dict = {}
         self.last_returns = None
         self.last_lengths = None
         self._trace_counter = TraceCounter()
@@ -281,6 +285,7 @@ class InGraphEvaluator(tf.Module):
         """
         params = self._check_params(params)
         p, d = params.shape
+        start = time.perf_counter()
         jit = self.jit_compile
         if jit == "auto":
             try:
@@ -300,7 +305,14 @@ class InGraphEvaluator(tf.Module):
         result = EpisodeResult(*out)
         self.last_returns = result.returns
         self.last_lengths = result.lengths
-        self.last_frames = int(tf.reduce_sum(result.lengths).numpy())
+        lengths = result.lengths.numpy()
+        self.last_frames = int(lengths.sum())
+        self.last_stats = dict(
+            frames=self.last_frames,
+            steps=int(lengths.max()),
+            episodes=int(lengths.size),
+            seconds=time.perf_counter() - start,
+        )
         return result
 
     def evaluate(self, params) -> tf.Tensor:
