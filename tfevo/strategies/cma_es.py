@@ -69,6 +69,7 @@ class _CMABase(Algorithm):
     """
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
+    _lazy_eigen = True
 
     def __init__(
         self,
@@ -169,7 +170,7 @@ class _CMABase(Algorithm):
         self.weights_np = w
         self.weights = tf.constant(w, self.dtype)
         # Lazy eigendecomposition gap (generations), as pycma: 0.5 / (n (c1 + cmu)).
-        self.lazy_gap = max(1, int(0.5 / (n * (c1 + cmu))))
+        self.lazy_gap = max(1, int(0.5 / (n * max(c1 + cmu, 1e-12))))
         # tolfun / stagnation windows.
         self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
         self.stag_window = int(min(self.hist_len, 120 + math.ceil(30.0 * n / lam)))
@@ -217,7 +218,8 @@ class _CMABase(Algorithm):
             # LAPACK eigh is far faster than XLA's on CPU: keep it outside XLA.
             self._core_fn = tf.function(self._post_tell, input_signature=[])
         self._tell_fn(x, fitness)
-        self._core_fn()
+        if self._lazy_eigen:
+            self._core_fn()
 
     def reset(self, mean=None, sigma=None) -> None:
         """Resets the search distribution (mean, sigma, C = I, paths, histories).
