@@ -12,9 +12,10 @@ a leading population axis ``P``: flat parameters ``[P, D]``, SeedGA seed lists
    ``decode_fn`` (e.g. ``SeedGA.decode``) turns that shard's compact genomes
    into parameters *on the replica*, so only ``S`` rows are ever materialized
    there.
-3. ``strategy.run`` evaluates each shard; ``strategy.gather`` (an all-gather
-   under ``MultiWorkerMirroredStrategy``) returns the full fitness vector on
-   every worker, which then calls ``tell`` itself.  The algorithm is
+3. ``strategy.run`` evaluates each shard; the shards' results are concatenated
+   in replica order (an all-gather, ``strategy.gather``, under
+   ``MultiWorkerMirroredStrategy``), so the full fitness vector is on every
+   worker, which then calls ``tell`` itself.  The algorithm is
    deterministic given (state, population, fitness), so every worker keeps an
    identical state without ever broadcasting it.
 
@@ -181,9 +182,15 @@ class DistributedEvaluator(tf.Module):
             strategy = self.strategy
             body = self._replica_body(popsize)
 
+            multi_worker = bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+
             def step(dist_shard, dist_idx, call_seed):
                 out = strategy.run(body, args=(dist_shard, dist_idx, call_seed))
-                return tuple(strategy.gather(o, axis=0) for o in out)
+                if multi_worker:  # all-gather across workers (collective ops)
+                    return tuple(strategy.gather(o, axis=0) for o in out)
+                # one worker: replicas are local, concatenate in replica order (no collective group,
+                # so several strategies can coexist in one process)
+                return tuple(tf.concat(strategy.experimental_local_results(o), axis=0) for o in out)
 
             self._steps[key] = tf.function(self._trace_counter.wrap("step", step), autograph=False)
         return self._steps[key]
