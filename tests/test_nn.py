@@ -97,12 +97,15 @@ def test_nature_dqn_matches_per_member_keras():
     np.testing.assert_allclose(y.numpy(), per_member(pm, params, x), rtol=RTOL, atol=1e-5)
 
 
+CONV_CASES = [(3, 1, "same", (9, 10)), (3, 1, "valid", (9, 10)), (8, 4, "same", (84, 84)), (8, 4, "valid", (30, 33)),
+              (4, 2, "same", (21, 21)), (4, 2, "valid", (11, 12)), ((3, 5), (2, 1), "same", (10, 9)),
+              (1, 2, "valid", (7, 7))]
+
+
 @pytest.mark.parametrize(
-    "kernel,strides,padding,hw",
-    [(3, 1, "same", (9, 10)), (3, 1, "valid", (9, 10)), (8, 4, "same", (84, 84)), (8, 4, "valid", (30, 33)),
-     (4, 2, "same", (21, 21)), (4, 2, "valid", (11, 12)), ((3, 5), (2, 1), "same", (10, 9)), (1, 2, "valid", (7, 7))],
+    "kernel,strides,padding,hw,method",
+    [c + ("im2col",) for c in CONV_CASES] + [c + ("grouped",) for c in CONV_CASES[1:7:2]] + [CONV_CASES[2] + ("grouped",), CONV_CASES[6] + ("grouped",)],
 )
-@pytest.mark.parametrize("method", ["im2col", "grouped"])
 def test_population_conv2d_matches_keras_conv2d(kernel, strides, padding, hw, method):
     P, B, C, F = 3, 2, 4, 5
     layer = nn.PopulationConv2D(F, kernel, strides=strides, padding=padding, activation="relu",
@@ -330,9 +333,10 @@ def test_forward_inside_outer_function_with_unknown_sizes():
 def test_registry_names():
     from tfevo import registry
 
-    assert registry.get("policy", "mlp") is nn.mlp
-    assert registry.get("policy", "nature_dqn") is nn.nature_dqn
-    assert "mlp" in registry.names("policy")
+    # importing tfevo.nn registered them (registry.get would import every other part too)
+    assert registry._REGISTRY["policy"]["mlp"] is nn.mlp
+    assert registry._REGISTRY["policy"]["nature_dqn"] is nn.nature_dqn
+    assert "Nature-DQN" in registry._DOCS["policy"]["nature_dqn"]
 
 
 def test_orthogonal_members_are_orthogonal():
