@@ -128,7 +128,8 @@ def main():
 
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"<!-- uptime at start: {load} -->")
-    print("| strategy | D | P | tfevo s/gen | evosax s/gen | ratio (evosax/tfevo) | tfevo first call s | evosax first call s |")
+    print("| strategy | D | P | tfevo s/gen | evosax s/gen | ratio (evosax/tfevo) "
+          "| tfevo first call s | evosax first call s |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.algos:
         for d in args.dims:

@@ -181,8 +181,9 @@ def _bounds(bounds, num_dims: int):
         low, high = bounds
     except (TypeError, ValueError):
         raise ConfigError("bounds must be a pair (low, high)") from None
-    low = np.broadcast_to(np.asarray(low, np.float32), [num_dims]).copy() if np.ndim(low) == 0 else np.asarray(low, np.float32)
-    high = np.broadcast_to(np.asarray(high, np.float32), [num_dims]).copy() if np.ndim(high) == 0 else np.asarray(high, np.float32)
+    low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+    low = np.full([num_dims], low, np.float32) if low.ndim == 0 else low
+    high = np.full([num_dims], high, np.float32) if high.ndim == 0 else high
     if low.shape != (num_dims,) or high.shape != (num_dims,):
         raise ShapeError(f"bounds must be scalars or have shape [{num_dims}]")
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
