@@ -102,6 +102,24 @@ CHECK = """
 """
 
 
+def test_fallback_without_compiler_in_process(tmp_path, monkeypatch, caplog):
+    """No compiler (CXX=/nonexistent, empty PATH, empty cache): None, exactly one warning."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("CXX", "/nonexistent")
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path / "c0"))
+    monkeypatch.delenv("TFEVO_DISABLE_CUSTOM_OPS", raising=False)
+    monkeypatch.setattr(ops, "_CACHE", {})
+    monkeypatch.setattr(ops, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="tfevo.ops"):
+        assert ops.load("indexed_matmul") is None
+        assert ops.load("indexed_matmul") is None
+    recs = [r for r in caplog.records if r.name == "tfevo.ops"]
+    assert len(recs) == 1 and "indexed_matmul" in recs[0].getMessage() and "compiler" in recs[0].getMessage()
+
+
+@pytest.mark.slow
 def test_fallback_without_compiler(tmp_path):
     """A fresh process with no compiler anywhere: one log line, reference results."""
     empty = tmp_path / "bin"
