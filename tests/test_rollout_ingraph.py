@@ -163,6 +163,27 @@ def test_seeds_reproducible_crn_traces_and_checkpoint(tmp_path):
     np.testing.assert_array_equal(rc[0], ref[0].astype(np.float32))
 
 
+def test_descriptors_for_quality_diversity():
+    params = np.array([[1.0, 0.5], [0.0, 0.0], [-1.0, 0.3]], np.float32)
+    ev = InGraphEvaluator("CartPole-v1", SignPolicy(), episodes=2, seed=4, descriptor_fn="final_obs",
+                          jit_compile=False)
+    fitness, desc = ev.evaluate(params)
+    res = ev.evaluate_episodes(params)  # next seed: other episodes, same shapes
+    assert fitness.shape == (3,) and desc.shape == (3, 4)
+    np.testing.assert_allclose(res.descriptors.numpy(), res.final_obs.numpy().mean(1), rtol=1e-6)
+    # the final observation of a fallen pole is beyond the +-12 degree limit
+    fallen = res.lengths.numpy() < 500
+    fo = res.final_obs.numpy()[fallen]
+    assert fallen.any() and np.all((np.abs(fo[:, 2]) > 0.2094) | (np.abs(fo[:, 0]) > 2.4))
+    custom = InGraphEvaluator("CartPole-v1", SignPolicy(), episodes=2, seed=4, jit_compile=False,
+                              descriptor_fn=lambda o, r, n: tf.cast(n, tf.float32) / 500.0)
+    _, d2 = custom.evaluate(params)
+    np.testing.assert_allclose(d2.numpy(), custom.last_lengths.numpy() / 500.0)
+    bad = InGraphEvaluator("CartPole-v1", SignPolicy(), jit_compile=False, descriptor_fn=lambda o, r, n: r[:, 0])
+    with pytest.raises(ShapeError, match="descriptor_fn"):
+        bad.evaluate(params)
+
+
 def test_errors_are_clear():
     ev = InGraphEvaluator("CartPole-v1", SignPolicy(), jit_compile=False)
     with pytest.raises(ShapeError, match=r"\[P, 2\]"):

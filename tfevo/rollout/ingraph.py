@@ -28,14 +28,13 @@ import time
 import warnings
 from typing import Any, NamedTuple
 
-import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter
 from tfevo.envs.base import TFEnv
 from tfevo.registry import register
 
-__all__ = ["InGraphEvaluator", "EpisodeResult"]
+__all__ = ["InGraphEvaluator", "EpisodeResult", "final_obs_descriptor"]
 
 
 class EpisodeResult(NamedTuple):
@@ -47,12 +46,20 @@ class EpisodeResult(NamedTuple):
       lengths: int32 ``[P, B]``, environment steps of every episode.
       final_obs: float32 ``[P, B, *obs_shape]``, the last observation of
         every episode (handy for behaviour descriptors in quality-diversity).
+      descriptors: float32 ``[P, k]`` from ``descriptor_fn``, or None.
     """
 
     fitness: tf.Tensor
     returns: tf.Tensor
     lengths: tf.Tensor
     final_obs: tf.Tensor
+    descriptors: Any = None
+
+
+def final_obs_descriptor(final_obs, returns, lengths):
+    """Behaviour descriptor: the episode-mean final observation, ``[P, prod(obs_shape)]``."""
+    p = tf.shape(final_obs)[0]
+    return tf.reshape(tf.reduce_mean(final_obs, axis=1), [p, -1])
 
 
 def _tile_batch(x: tf.Tensor, p: int) -> tf.Tensor:
@@ -87,6 +94,11 @@ class InGraphEvaluator(tf.Module):
       jit_compile: XLA-compile the rollout.  ``"auto"`` (default) tries XLA
         and falls back to the plain graph (with a warning) if an op of the
         policy has no XLA kernel.
+      descriptor_fn: optional behaviour descriptors for quality-diversity:
+        ``fn(final_obs [P, B, *obs], returns [P, B], lengths [P, B]) ->
+        float32 [P, k]`` (TensorFlow ops, run inside the rollout), or
+        ``"final_obs"`` for the episode-mean final observation.  When set,
+        :meth:`evaluate` returns ``(fitness, descriptors)``.
 
     Attributes:
       last_frames: environment steps used by the last call (sum of episode
@@ -105,7 +117,8 @@ class InGraphEvaluator(tf.Module):
     """
 
     def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None, seed: int = 0,
-                 common_random_numbers: bool = False, jit_compile="auto", name: str | None = None):
+                 common_random_numbers: bool = False, jit_compile="auto", descriptor_fn=None,
+                 name: str | None = None):
         super().__init__(name=name)
         if isinstance(env, str):
             from tfevo.envs import make
@@ -129,6 +142,11 @@ class InGraphEvaluator(tf.Module):
             limit = min(limit, env.max_episode_steps)
         if jit_compile not in ("auto", True, False):
             raise ConfigError(f"jit_compile must be 'auto', True or False, got {jit_compile!r}")
+        if descriptor_fn == "final_obs":
+            descriptor_fn = final_obs_descriptor
+        if descriptor_fn is not None and not callable(descriptor_fn):
+            raise ConfigError(f"descriptor_fn must be callable or 'final_obs', got {descriptor_fn!r}")
+        self.descriptor_fn = descriptor_fn
         self.env = env
         self.policy = policy
         self.episodes = int(episodes)
@@ -246,7 +264,16 @@ class InGraphEvaluator(tf.Module):
         lengths = tf.reshape(lengths, [p, b])
         fitness = tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
         self.total_frames.assign_add(tf.reduce_sum(tf.cast(lengths, tf.int64)))
-        return fitness, tf.cast(returns, tf.float32), lengths, tf.reshape(final_obs, [p, b] + obs_shape)
+        returns = tf.cast(returns, tf.float32)
+        final_obs = tf.reshape(final_obs, [p, b] + obs_shape)
+        if self.descriptor_fn is None:
+            return fitness, returns, lengths, final_obs
+        desc = tf.convert_to_tensor(self.descriptor_fn(final_obs, returns, lengths))
+        if desc.shape.rank != 2 or desc.shape[0] != p or not desc.dtype.is_floating:
+            raise ShapeError(
+                f"descriptor_fn must return float32 [P={p}, k], got {desc.dtype.name} {desc.shape.as_list()}"
+            )
+        return fitness, returns, lengths, final_obs, tf.cast(desc, tf.float32)
 
     def _function(self, p: int, d: int, jit: bool):
         key = (p, d, jit)
@@ -315,8 +342,14 @@ class InGraphEvaluator(tf.Module):
         )
         return result
 
-    def evaluate(self, params) -> tf.Tensor:
-        """Fitness ``float32 [P]``: mean return over ``episodes`` episodes (higher is better)."""
-        return self.evaluate_episodes(params).fitness
+    def evaluate(self, params):
+        """Fitness ``float32 [P]``: mean return over ``episodes`` episodes (higher is better).
+
+        With ``descriptor_fn``, returns ``(fitness, descriptors [P, k])``.
+        """
+        res = self.evaluate_episodes(params)
+        if self.descriptor_fn is None:
+            return res.fitness
+        return res.fitness, res.descriptors
 
     __call__ = evaluate
