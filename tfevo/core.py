@@ -163,8 +163,12 @@ class Algorithm(tf.Module):
       seeds: the :class:`SeedStream` used for all randomness.
     """
 
-    #: whether ``_ask``/``_tell`` may be XLA-compiled.
+    #: whether ``_ask``/``_tell`` may be XLA-compiled (``jit_compile_ask`` /
+    #: ``jit_compile_tell`` override it per function, e.g. XLA for a tell
+    #: without random ops and graph mode for an ask full of random draws).
     jit_compile: bool = False
+    jit_compile_ask: bool | None = None
+    jit_compile_tell: bool | None = None
 
     def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None):
         super().__init__(name=name)
@@ -199,7 +203,7 @@ class Algorithm(tf.Module):
             self._ask_fn = tf.function(
                 self._trace_counter.wrap("ask", self._ask),
                 input_signature=[],
-                jit_compile=self.jit_compile,
+                jit_compile=self.jit_compile if self.jit_compile_ask is None else self.jit_compile_ask,
             )
         return self._ask_fn()
 
@@ -220,7 +224,7 @@ class Algorithm(tf.Module):
                     tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
                     tf.TensorSpec([self.popsize], tf.float32),
                 ],
-                jit_compile=self.jit_compile,
+                jit_compile=self.jit_compile if self.jit_compile_tell is None else self.jit_compile_tell,
             )
         self._tell_fn(x, fitness)
 
@@ -240,7 +244,8 @@ class Algorithm(tf.Module):
 
     def _update_best(self, x: tf.Tensor, fitness: tf.Tensor) -> None:
         """Call from ``_tell`` with sanitized fitness to keep the best member."""
-        i = tf.argmax(fitness)
-        better = fitness[i] > self.best_fitness
-        self.best_params.assign(tf.where(better, x[i], self.best_params))
-        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
+        i = tf.argmax(fitness, output_type=tf.int32)
+        f_i = tf.gather(fitness, i)  # gather (not x[i]): no XLA recompilation per population
+        better = f_i > self.best_fitness
+        self.best_params.assign(tf.where(better, tf.gather(x, i), self.best_params))
+        self.best_fitness.assign(tf.where(better, f_i, self.best_fitness))
