@@ -252,3 +252,13 @@ def test_openai_es_solves_cartpole():
                 break
     assert centre_score >= 475, f"centre scores {centre_score} after {gen + 1} generations"
     assert ev.traces == {"rollout": 1}
+
+
+def test_nan_member_does_not_affect_others():
+    params = np.array([[-1.0], [np.nan], [0.5]], np.float32)
+    ev = InGraphEvaluator("Pendulum-v1", TorquePolicy(), episodes=2, seed=8, jit_compile=False)
+    f = ev.evaluate(params).numpy()
+    ref = InGraphEvaluator("Pendulum-v1", TorquePolicy(), episodes=2, seed=8, jit_compile=False)
+    g = ref.evaluate(np.array([[-1.0], [0.0], [0.5]], np.float32)).numpy()
+    assert np.isnan(f[1])  # the broken member is NaN (= worst for every strategy) ...
+    np.testing.assert_array_equal(f[[0, 2]], g[[0, 2]])  # ... and the others are untouched
