@@ -17,9 +17,11 @@ def _structured_pop(cfg):
 
 
 def test_registry_names():
-    assert "neat" in registry.names("strategy")
-    for name in ("xor", "xor3"):
-        assert name in registry.names("problem")
+    import tfevo.neat  # noqa: F401  (registers its names)
+
+    assert registry._REGISTRY["strategy"]["neat"] is NEAT
+    for name in ("xor", "xor3", "neat_control"):
+        assert name in registry._REGISTRY["problem"]
 
 
 def test_cppn_query_and_hyperneat_decode_match_reference():

@@ -48,7 +48,6 @@ class NEAT(tf.Module):
     def __init__(self, config: NEATConfig, seed: int = 0, jit_compile: bool = False, name: str | None = None):
         super().__init__(name=name)
         self.jit_compile = bool(jit_compile)
-        self.jit_breed = False
         if not isinstance(config, NEATConfig):
             raise ConfigError(f"config must be a NEATConfig, got {type(config).__name__}")
         self.config = config.validate()
@@ -80,8 +79,7 @@ class NEAT(tf.Module):
         self.skipped_conn_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_conn_slots")
         self._trace_counter = TraceCounter()
         self._tell_fn = None
-        # crossover + mutation: static shapes, XLA-compiled as one cluster
-        self._breed_fn = tf.function(self._breed, autograph=False, jit_compile=self.jit_breed)
+        self._breed_fn = self._breed
 
     # ------------------------------------------------------------------
     @property
@@ -119,14 +117,9 @@ class NEAT(tf.Module):
             raise ShapeError(f"conns must have shape {[cfg.pop_size, cfg.max_conns, CONN_DIM]}, got {conns.shape.as_list()}")
         fitness = check_fitness(fitness, cfg.pop_size)
         if self._tell_fn is None:
-            self._tell_fn = tf.function(
-                self._trace_counter.wrap("tell", self._tell),
-                input_signature=[tf.TensorSpec(nodes.shape, tf.float32), tf.TensorSpec(conns.shape, tf.float32),
-                                 tf.TensorSpec([cfg.pop_size], tf.float32)],
-                jit_compile=self.jit_compile,
-                autograph=False,
-            )
-        self._tell_fn(nodes, conns, fitness)
+            self._tell_fn, self._trace_counter = _shared_tell(cfg, self.jit_compile)
+        state = [getattr(self, n) for n in _STATE_NAMES]
+        self._tell_fn(state, [self.seeds.seed, self.seeds.counter], nodes, conns, fitness)
 
     # ------------------------------------------------------------------
     def _distances(self, rep_nodes, rep_conns, nodes, conns, alive):
@@ -261,7 +254,7 @@ class NEAT(tf.Module):
         elif cfg.species_fitness_func == "mean":
             fit_s = tf.math.unsorted_segment_mean(ff, sp, S)
         else:  # median via sorted order
-            fit_s = self._segment_median(ff, sp, size)
+            fit_s = NEAT._segment_median(ff, sp, size)
         fit_s = tf.where(alive, fit_s, -_INF)
         improved = alive & (fit_s > best_f)
         last_imp = tf.where(improved, gen, last_imp)
@@ -377,3 +370,51 @@ class NEAT(tf.Module):
                 print(f"gen {g}: best {best_now:.4f} species {self.num_species}")
         return {"generations": g, "solved": solved, "best_fitness": float(self.best_fitness.numpy()),
                 "seconds": time.perf_counter() - t0}
+
+
+# ---------------------------------------------------------------------------
+# One compiled ``tell`` per distinct config, shared by every NEAT instance with
+# that config: the state variables are passed as arguments (tf.function keys a
+# trace on their shapes/dtypes, not their identity), so a second run with
+# another seed does not trace again.
+_STATE_NAMES = ["nodes", "conns", "generation", "next_node_key", "next_marker", "next_species_key",
+                "species_active", "species_key", "species_rep_nodes", "species_rep_conns", "species_best_fitness",
+                "species_last_improved", "species_created", "species_size", "species_fitness", "member_species",
+                "best_nodes", "best_conns", "best_fitness", "skipped_node_slots", "skipped_conn_slots"]
+_TELL_CACHE: dict = {}
+
+
+class _SeedView:
+    """SeedStream interface over passed-in variables."""
+
+    next = SeedStream.next
+
+    def __init__(self, seed, counter):
+        self.seed, self.counter = seed, counter
+
+
+class _StateView:
+    """Stands in for a NEAT instance inside the shared traced ``tell``."""
+
+    def __init__(self, config, state, seed_vars):
+        self.config = config
+        for n, v in zip(_STATE_NAMES, state):
+            setattr(self, n, v)
+        self.seeds = _SeedView(*seed_vars)
+        self._breed_fn = self._breed
+
+    def __getattr__(self, name):
+        attr = getattr(NEAT, name)
+        return attr.__get__(self) if callable(attr) else attr
+
+
+def _shared_tell(cfg: NEATConfig, jit: bool):
+    key = (repr(cfg), bool(jit))
+    if key not in _TELL_CACHE:
+        counter = TraceCounter()
+
+        def body(state, seed_vars, nodes, conns, fitness):
+            return NEAT._tell(_StateView(cfg, state, seed_vars), nodes, conns, fitness)
+
+        _TELL_CACHE[key] = (tf.function(counter.wrap("tell", body), autograph=False, jit_compile=jit), counter)
+    return _TELL_CACHE[key]

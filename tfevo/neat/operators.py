@@ -287,24 +287,32 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         cs, has = _random_choice(conn_valid(conns), s[7])
         conns = _write_row(conns, cs, want & has, tf.fill([P, CONN_DIM], np.nan))
 
-    # -- attributes ----------------------------------------------------------
+    nodes, conns = mutate_attributes(cfg, nodes, conns, active, s[8])
+    return nodes, conns, next_key, next_marker, skip_n, skip_c
+
+
+def mutate_attributes(cfg: NEATConfig, nodes, conns, active, seed):
+    """Attribute mutation of every gene of the ``active`` genomes."""
+    I = cfg.num_inputs
+    is_in_slot = tf.range(nodes.shape[1]) < I
+    s = tf.random.experimental.stateless_split(seed, 8)
     gene = node_valid(nodes) & ~is_in_slot[None, :] & active[:, None]
-    bias = _mutate_float(cfg, "bias", nodes[..., NODE_BIAS], gene, s[8])
-    resp = _mutate_float(cfg, "response", nodes[..., NODE_RESPONSE], gene, s[9])
+    bias = _mutate_float(cfg, "bias", nodes[..., NODE_BIAS], gene, s[0])
+    resp = _mutate_float(cfg, "response", nodes[..., NODE_RESPONSE], gene, s[1])
     act = _mutate_choice(nodes[..., NODE_ACT], [F.activation_id(n) for n in cfg.activation_options],
-                         cfg.activation_mutate_rate, gene, s[10])
+                         cfg.activation_mutate_rate, gene, s[2])
     agg = _mutate_choice(nodes[..., NODE_AGG], [F.aggregation_id(n) for n in cfg.aggregation_options],
-                         cfg.aggregation_mutate_rate, gene, s[11])
+                         cfg.aggregation_mutate_rate, gene, s[3])
     nodes = tf.stack([nodes[..., NODE_KEY], bias, resp, agg, act], -1)
     cgene = conn_valid(conns) & active[:, None]
-    w = _mutate_float(cfg, "weight", conns[..., CONN_WEIGHT], cgene, s[12])
+    w = _mutate_float(cfg, "weight", conns[..., CONN_WEIGHT], cgene, s[4])
     en = conns[..., CONN_ENABLED]
     if cfg.enabled_mutate_rate > 0:
-        r = tf.random.stateless_uniform(tf.shape(en), s[13])
-        newv = tf.cast(tf.random.stateless_uniform(tf.shape(en), s[14]) < 0.5, tf.float32)
+        r = tf.random.stateless_uniform(tf.shape(en), s[5])
+        newv = tf.cast(tf.random.stateless_uniform(tf.shape(en), s[6]) < 0.5, tf.float32)
         en = tf.where(cgene & (r < cfg.enabled_mutate_rate), newv, en)
     conns = tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT], en, w, conns[..., CONN_MARKER]], -1)
-    return nodes, conns, next_key, next_marker, skip_n, skip_c
+    return nodes, conns
 
 
 def _align_many(query: tf.Tensor, keys: tf.Tensor):

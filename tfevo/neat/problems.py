@@ -19,6 +19,8 @@ from tfevo.registry import register
 
 __all__ = ["SupervisedProblem", "XOR", "XOR3", "FunctionFit"]
 
+_COMPILED: dict = {}
+
 
 class SupervisedProblem:
     """Fitness from input/target pairs.
@@ -73,10 +75,11 @@ class SupervisedProblem:
         """Fitness ``[P]`` of ``population = (nodes, conns)``."""
         nodes, conns = population
         P, N, C = nodes.shape[0], nodes.shape[1], conns.shape[1]
-        key = (id(config), P, N, C)
-        if key not in self._fns:
-            self._fns[key] = self._compile(config, P, N, C)
-        return self._fns[key](nodes, conns)
+        key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
+               self.inputs.shape, self.targets.shape)
+        if key not in _COMPILED:  # shared by equal problems/configs: no retracing across runs
+            _COMPILED[key] = self._compile(config, P, N, C)
+        return _COMPILED[key](nodes, conns)
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:
         return self.evaluate(population, config)
