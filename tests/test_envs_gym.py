@@ -50,7 +50,7 @@ def test_slot_reset_is_reproducible_and_independent_of_other_slots():
     actions = rng.integers(0, 2, 300)
     o1, r1, d1 = _episode(env, 0, 42, actions)
     # step other slots in between: slot 2's episode with the same seed must match
-    env.send(np.array([1, 1]), np.array([0, 1]))
+    env.send(np.array([1]), np.array([1]))
     env.recv()
     o2, r2, d2 = _episode(env, 2, 42, actions)
     np.testing.assert_array_equal(o1, o2)
