@@ -207,3 +207,6 @@ def test_action_errors_name_expected_and_got():
         make("CartPole-v1", 1, reset_low=1.0, reset_high=0.0)
     with pytest.raises(ShapeError, match="seed"):
         env.reset(tf.constant([1, 2, 3]))
+    with pytest.raises(ConfigError, match=r"unknown option.*gravity.*known options.*g"):
+        make("Pendulum-v1", 2, gravity=9.81)
+    assert make("Pendulum-v1", 2, g=9.81).g == 9.81

@@ -46,6 +46,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import NamedTuple
 
@@ -111,6 +113,24 @@ class ClassicControlEnv(TFEnv):
     """
 
     state_size: int = 0
+
+    def __init_subclass__(cls, **kwargs):
+        # Unknown options (e.g. a typo in a config's env.kwargs) -> ConfigError
+        # listing the options the task has, instead of a bare TypeError.
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        known = [k for k in inspect.signature(init).parameters if k != "self"]
+
+        @functools.wraps(init)
+        def checked_init(self, *args, **kw):
+            unknown = sorted(k for k in kw if k not in known)
+            if unknown:
+                raise ConfigError(f"{cls.env_id}: unknown option(s) {unknown}; known options: {known}")
+            init(self, *args, **kw)
+
+        cls.__init__ = checked_init
 
     def __init__(self, num_envs: int = 1, max_episode_steps: int | None = None):
         if int(num_envs) < 1:
