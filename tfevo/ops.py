@@ -52,8 +52,12 @@ def cache_dir() -> Path:
 
 
 def _compiler() -> str | None:
-    for cxx in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if cxx and shutil.which(cxx):
+    """The C++ compiler: ``$CXX`` if set (and only it), else g++/c++/clang++ on PATH."""
+    explicit = os.environ.get("CXX")
+    if explicit:
+        return explicit if shutil.which(explicit) else None
+    for cxx in ("g++", "c++", "clang++"):
+        if shutil.which(cxx):
             return cxx
     return None
 
@@ -80,7 +84,7 @@ def build(name: str, force: bool = False) -> Path:
         return out
     cxx = _compiler()
     if cxx is None:
-        raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
+        raise RuntimeError("no C++ compiler found (install g++ or set CXX to one)")
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
@@ -102,6 +106,7 @@ def build(name: str, force: bool = False) -> Path:
 def load(name: str):
     """Returns the loaded op module for ``custom_ops/<name>.cc`` or ``None``."""
     if os.environ.get("TFEVO_DISABLE_CUSTOM_OPS", "") not in ("", "0"):
+        _warn_once(name, "TFEVO_DISABLE_CUSTOM_OPS is set")
         return None
     with _LOCK:
         if name in _CACHE:
