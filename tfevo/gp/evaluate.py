@@ -133,6 +133,10 @@ def evaluate_reference(trees, x, num_outputs: int = 1, functions=None,
       trees.
     """
     t, v, s, x = _prep(trees, x)
+    if tf.executing_eagerly():  # run the position loop as a graph, not op by op
+        fn = tf.function(lambda a, b, c, d: evaluate_reference((a, b, c), d, num_outputs, functions, chunk_bytes),
+                         autograph=False)
+        return fn(t, v, s, x)
     fset = _all_functions() if functions is None else FunctionSet(functions)
     K = int(num_outputs)
     P, L = t.shape[0], t.shape[1]
@@ -152,8 +156,6 @@ def evaluate_reference(trees, x, num_outputs: int = 1, functions=None,
         else:
             xp = None
         def one(i):
-            sl = slice(None)
-            del sl
             ti = tf.reshape(tp, [nch, per, L])[i]
             vi = tf.reshape(vp, [nch, per, L])[i]
             si = tf.reshape(spd, [nch, per, L])[i]

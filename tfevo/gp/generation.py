@@ -177,6 +177,9 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
 
     Works eagerly and inside ``tf.function``.
     """
+    if tf.executing_eagerly():  # run the position loop as a graph, not op by op
+        args = (popsize, max_len, functions, terminals, depth, method, num_outputs, p_func)
+        return tf.function(lambda s: generate(s, *args), autograph=False)(tf.convert_to_tensor(seed, tf.int32))
     fset = functions if isinstance(functions, FunctionSet) else FunctionSet(functions)
     dmin, dmax = int(depth[0]), int(depth[1])
     if dmin < 0 or dmax < dmin:

@@ -351,6 +351,8 @@ def compute_sizes(types: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
     """
     types = tf.convert_to_tensor(types, tf.int32)
     values = tf.convert_to_tensor(values, tf.float32)
+    if tf.executing_eagerly():  # run the position loop as a graph, not op by op
+        return tf.function(compute_sizes, autograph=False)(types, values)
     P = tf.shape(types)[0]
     L = types.shape[1] if types.shape[1] is not None else tf.shape(types)[1]
     ar = node_arity(types, values)
