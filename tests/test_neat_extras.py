@@ -133,3 +133,34 @@ def test_hyperneat_solves_substrate_xor():
         algo = NEAT(cfg, seed=seed)
         solved += algo.run(lambda p: prob(p, cfg), 300)["solved"]
     assert solved >= 2
+
+
+def test_problems_and_custom_activation_match_reference(tmp_path):
+    from tfevo.neat import XOR3, FunctionFit, register_activation
+    from tfevo.neat.problems import SupervisedProblem
+
+    register_activation("swish_t", lambda z: z * tf.sigmoid(z), lambda z: z / (1.0 + np.exp(-z)))
+    cfg = NEATConfig(num_inputs=3, num_outputs=1, pop_size=5, num_hidden=2, initial_connection="full_direct",
+                     activation_options=("swish_t", "sigmoid"), activation_default="swish_t")
+    pop = _structured_pop(cfg)
+    prob = XOR3()
+    f = prob(pop, cfg).numpy()
+    for p in range(5):
+        y = net.reference_forward(pop.nodes[p].numpy(), pop.conns[p].numpy(), prob.inputs, 3, 1)
+        assert abs(f[p] - (8.0 - ((y - prob.targets) ** 2).sum())) < 1e-3
+    cfg1 = NEATConfig(num_inputs=1, num_outputs=1, pop_size=5, num_hidden=1, activation_options=("tanh",),
+                      activation_default="tanh")
+    pop1 = _structured_pop(cfg1)
+    fit = FunctionFit(np.sin, -2, 2, 16)
+    f = fit(pop1, cfg1).numpy()
+    for p in range(5):
+        y = net.reference_forward(pop1.nodes[p].numpy(), pop1.conns[p].numpy(), fit.inputs, 1, 1)
+        assert abs(f[p] + ((y - fit.targets) ** 2).mean()) < 1e-4
+    # neat-python config files are read with their meaning
+    path = tmp_path / "np.cfg"
+    path.write_text("[NEAT]\npop_size = 77\nfitness_threshold = 3.9\n[DefaultGenome]\nnum_inputs = 2\n"
+                    "num_outputs = 1\nconn_add_prob = 0.3\ninitial_connection = partial 0.5\n"
+                    "activation_options = sigmoid tanh\n[DefaultSpeciesSet]\ncompatibility_threshold = 2.5\n")
+    c = NEATConfig.from_neat_python(str(path))
+    assert (c.pop_size, c.conn_add_prob, c.initial_connection, c.connection_fraction, c.compatibility_threshold,
+            c.activation_options) == (77, 0.3, "partial", 0.5, 2.5, ("sigmoid", "tanh"))
