@@ -93,16 +93,14 @@ def test_sharded_rollout_reproducible_and_checkpointed(tmp_path):
     np.testing.assert_array_equal(ev.evaluate(params).numpy(), a2)
     assert np.all(a1 >= 1) and np.all(a1 <= 100)
     # a member's return does not depend on which other members share its shard
-    sub = DistributedEvaluator(_one(), lambda p, i, s: ShardedRollout(env, policy, 2, 100)(p, i, s), seed=0)
     seeds = member_seeds(tf.constant([0, 1], tf.int32), tf.range(6), 6)
     alone = ShardedRollout(env, policy, 2, 100)(params[2:4], tf.range(2, 4), seeds[2:4]).numpy()
     together = ShardedRollout(env, policy, 2, 100)(params, tf.range(6), seeds).numpy()
     np.testing.assert_array_equal(alone, together[2:4])
-    del sub
 
 
 def test_three_logical_cpus_match_one_device_for_es_ga_neat_qd(tmp_path):
-    """ES, SeedGA (genomes decoded per replica), NEAT and MAP-Elites on 3 replicas
+    """ES, SeedGA (genomes decoded per replica), NEAT, MAP-Elites and host shards on 3 replicas
     (P not a multiple of 3: padding) end in bit-identical states to this
     process's single-device run."""
     out = tmp_path / "three.npz"
@@ -116,6 +114,7 @@ def test_three_logical_cpus_match_one_device_for_es_ga_neat_qd(tmp_path):
     here = run_checks(_one(), generations=2)
     assert compare(three, here) == []
     assert int(three["es_traces"]) == 1
+    assert int(three["host_replicas_used"]) == 3  # each replica drove its own host evaluator
 
 
 def _free_ports(n):
@@ -154,3 +153,41 @@ def test_two_worker_multiworker_mirrored_matches_single_process(tmp_path):
     assert compare(w0, w1) == []
     here = run_checks(_one(), generations=2, which=("es", "ga"))
     assert compare(w0, here) == []
+
+
+class _FakeHostEvaluator:
+    """A host evaluator like PipelinedEvaluator: numpy work, episode seeds from episode_seeds()."""
+
+    def __init__(self, episodes=2):
+        self.episodes = episodes
+        self.calls = 0
+
+    def episode_seeds(self, popsize, call=None):  # replaced per call by HostShards
+        return np.random.default_rng([99, self.calls]).integers(0, 2**31 - 1, size=(popsize, self.episodes))
+
+    def evaluate(self, params):
+        seeds = self.episode_seeds(len(params))
+        self.calls += 1
+        noise = np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
+        return -np.sum(np.asarray(params) ** 2, axis=1) + noise.mean(axis=1)
+
+
+def test_host_shards_layout_independent_and_reproducible():
+    from tfevo.distribute import HostShards, episode_seeds_from_member_seeds
+
+    x = tf.random.stateless_normal([5, 3], seed=[4, 4])
+    shards = HostShards(lambda: _FakeHostEvaluator(2), episodes=2)
+    seeds = member_seeds(tf.constant([1, 2], tf.int32), tf.range(5), 5)
+    whole = shards(x, tf.range(5), seeds).numpy()
+    part = shards(x[3:], tf.range(3, 5), seeds[3:]).numpy()
+    np.testing.assert_array_equal(part, whole[3:])
+    table = episode_seeds_from_member_seeds(seeds.numpy(), 2)
+    want = -np.sum(x.numpy() ** 2, 1) + np.array(
+        [np.mean([np.random.default_rng(int(s)).normal() for s in row]) for row in table])
+    np.testing.assert_allclose(whole, want, rtol=1e-5)
+    ev = DistributedEvaluator(_one(), shards, seed=0)
+    a = ev.evaluate(x).numpy()
+    assert not np.array_equal(a, ev.evaluate(x).numpy())  # new call seed -> new episodes
+    ev2 = DistributedEvaluator(_one(), HostShards(lambda: _FakeHostEvaluator(2), episodes=2), seed=0)
+    np.testing.assert_array_equal(ev2.evaluate(x).numpy(), a)
+    assert list(shards.evaluators) == [0]

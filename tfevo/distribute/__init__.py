@@ -9,7 +9,8 @@ on the number of replicas.
 """
 
 from tfevo.distribute.evaluator import DistributedEvaluator, member_seeds, shard_layout
+from tfevo.distribute.host import HostShards, episode_seeds_from_member_seeds
 from tfevo.distribute.rollout import ShardedRollout
 from tfevo.distribute.strategy import make_strategy, split_cpu
 
-__all__ = ["DistributedEvaluator", "ShardedRollout", "member_seeds", "shard_layout", "make_strategy", "split_cpu"]
+__all__ = ["DistributedEvaluator", "ShardedRollout", "HostShards", "episode_seeds_from_member_seeds", "member_seeds", "shard_layout", "make_strategy", "split_cpu"]

@@ -2,7 +2,8 @@
 
 Runs a few generations of an ES (OpenES on in-graph CartPole), the seed-encoded
 deep GA (:class:`~tfevo.strategies.SeedGA`, genomes decoded on each replica),
-NEAT (XOR) and MAP-Elites (Rastrigin QD) through a
+NEAT (XOR), MAP-Elites (Rastrigin QD) and SNES with per-replica host evaluators
+(:class:`~tfevo.distribute.HostShards`) through a
 :class:`~tfevo.distribute.DistributedEvaluator` and returns the final states.
 Run it on a new cluster to verify that every worker and every layout agrees::
 
@@ -22,7 +23,7 @@ import numpy as np
 
 __all__ = ["run_checks", "compare"]
 
-CHECKS = ("es", "ga", "neat", "qd")
+CHECKS = ("es", "ga", "neat", "qd", "host")
 
 
 def _es(strategy, generations):
@@ -100,16 +101,44 @@ def _qd(strategy, generations):
             "qd_fitness": archive.fitness.numpy(), "qd_solutions": archive.solutions.numpy()}
 
 
+class _NumpyHostEvaluator:
+    """A stand-in host evaluator (numpy 'simulator' with seeded noise) for the host check."""
+
+    def __init__(self, episodes: int = 2):
+        self.episodes = episodes
+
+    def episode_seeds(self, popsize, call=None):  # replaced per call by HostShards
+        return np.zeros((popsize, self.episodes), np.int64)
+
+    def evaluate(self, params):
+        seeds = self.episode_seeds(len(params))
+        noise = np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
+        return (-np.sum(np.square(params), axis=1) + 0.1 * noise.mean(axis=1)).astype(np.float32)
+
+
+def _host(strategy, generations):
+    from tfevo.distribute import DistributedEvaluator, HostShards
+    from tfevo.strategies import SNES
+
+    shards = HostShards(lambda: _NumpyHostEvaluator(2), episodes=2)
+    ev = DistributedEvaluator(strategy, shards, seed=1)
+    es = SNES(8, popsize=11, seed=3)
+    for _ in range(generations):
+        x = es.ask()
+        es.tell(x, ev.evaluate(x))
+    return {"host_mean": es.mean.numpy(), "host_replicas_used": np.int64(len(shards.evaluators))}
+
+
 def run_checks(strategy, generations: int = 3, which=CHECKS) -> dict[str, np.ndarray]:
     """Runs the chosen checks on ``strategy``; returns ``{name: final state array}``."""
-    fns = {"es": _es, "ga": _ga, "neat": _neat, "qd": _qd}
+    fns = {"es": _es, "ga": _ga, "neat": _neat, "qd": _qd, "host": _host}
     out = {}
     for name in which:
         out.update(fns[name](strategy, generations))
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def compare(a: dict, b: dict, ignore=("es_traces", "num_replicas")) -> list[str]:
+def compare(a: dict, b: dict, ignore=("es_traces", "num_replicas", "host_replicas_used")) -> list[str]:
     """Names of the arrays that differ (NaN == NaN) between two results."""
     bad = []
     for k in sorted(set(a) | set(b)):

@@ -86,7 +86,9 @@ class DistributedEvaluator(tf.Module):
         ``shard`` has the structure of the population (after ``decode_fn``);
         ``indices`` are the members' global row numbers (padding rows repeat
         real members); ``seeds`` are per-member seeds (:func:`member_seeds`).
-        A member's result must depend only on its row, index and seed.
+        A member's result must depend only on its row, index and seed.  It is
+        traced as written (no autograph): use ``tf.cond``/``tf.while_loop``
+        for control flow on tensor values.
       decode_fn: optional ``shard -> shard`` run eagerly on each replica's
         device before evaluation (e.g. ``SeedGA.decode``: genomes travel as
         seed lists, parameters are materialized where they are used).
@@ -173,8 +175,11 @@ class DistributedEvaluator(tf.Module):
                 raise ShapeError(f"descriptors must have shape [{s}, k], got {desc.shape.as_list()}")
             return fit, desc
 
+        # strategy.run would autograph-convert the body (and everything it calls); the
+        # evaluation functions here are plain TensorFlow ops, so keep them as written.
+        body = tf.autograph.experimental.do_not_convert(body)
         if self.jit_compile:
-            return tf.function(body, jit_compile=True)
+            return tf.function(body, jit_compile=True, autograph=False)
         return body
 
     def _step(self, key, popsize: int):
