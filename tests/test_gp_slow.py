@@ -28,7 +28,7 @@ def test_pagie1_full_budget_not_worse_than_gplearn():
     est = SymbolicRegressor(population_size=5000, generations=100, tournament_size=20,
                             function_set=("add", "sub", "mul", "div"), const_range=None, metric="mse",
                             p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01,
-                            p_point_mutation=0.01, n_jobs=2, random_state=0)
+                            p_point_mutation=0.01, n_jobs=1, random_state=0)
     est.fit(x, y)
     theirs = float(est.run_details_["best_fitness"][-1])
     print(f"pagie1 best MSE: tfevo {ours:.5f}  gplearn {theirs:.5f}")
