@@ -156,7 +156,7 @@ class InGraphEvaluator(tf.Module):
         self.seeds = SeedStream(seed)
         self.total_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="total_frames")
         self.last_frames = 0
-        self.last_stats: dict = {}
+        object.__setattr__(self, "last_stats", {})  # plain dict, not tracked by tf.Module
         self.last_returns = None
         self.last_lengths = None
         self._trace_counter = TraceCounter()
@@ -334,12 +334,12 @@ class InGraphEvaluator(tf.Module):
         self.last_lengths = result.lengths
         lengths = result.lengths.numpy()
         self.last_frames = int(lengths.sum())
-        self.last_stats = dict(
+        object.__setattr__(self, "last_stats", dict(
             frames=self.last_frames,
             steps=int(lengths.max()),
             episodes=int(lengths.size),
             seconds=time.perf_counter() - start,
-        )
+        ))
         return result
 
     def evaluate(self, params):
