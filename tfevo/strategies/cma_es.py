@@ -60,6 +60,13 @@ def _dtype(dtype) -> tf.DType:
     return dt
 
 
+class _Untracked:
+    """A plain holder that tf.Module does not track (kept out of checkpoints)."""
+
+    def __init__(self):
+        self.d = {}
+
+
 class _CMABase(Algorithm):
     """Shared machinery of CMA-ES variants (weights, CSA, stop criteria).
 
@@ -136,7 +143,7 @@ class _CMABase(Algorithm):
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
-        self._fn_cache: dict[int, tuple] = {}
+        self._fn_cache = _Untracked()  # popsize -> compiled functions (not checkpointed)
         self._configure(self.popsize)
 
     # ------------------------------------------------------------------
@@ -145,9 +152,9 @@ class _CMABase(Algorithm):
         """(Re)computes the popsize-dependent constants and selects the
         compiled functions for that popsize (traced once per popsize)."""
         if self._ask_fn is not None:
-            self._fn_cache[self.popsize] = (self._ask_fn, self._tell_fn, self._core_fn)
+            self._fn_cache.d[self.popsize] = (self._ask_fn, self._tell_fn, self._core_fn)
         self.popsize = int(popsize)
-        self._ask_fn, self._tell_fn, self._core_fn = self._fn_cache.get(self.popsize, (None, None, None))
+        self._ask_fn, self._tell_fn, self._core_fn = self._fn_cache.d.get(self.popsize, (None, None, None))
         n, lam = self.num_dims, self.popsize
         mu = lam // 2
         wp = math.log((lam + 1) / 2.0) - np.log(np.arange(1, lam + 1, dtype=np.float64))

@@ -36,6 +36,11 @@ from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 __all__ = ["IPOP", "BIPOP"]
 
 
+class _Log:
+    def __init__(self):
+        self.history = []
+
+
 class _Restarts(Algorithm):
     """Common machinery: holds an inner CMA-ES and restarts it."""
 
@@ -68,9 +73,15 @@ class _Restarts(Algorithm):
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
         self.last_stop_reasons: list[str] = []
-        self.history: list[tuple[int, int, list[str]]] = []  # (restart, popsize, reasons), this process only
+        self._log = _Log()
 
     # -- public ---------------------------------------------------------------
+    @property
+    def history(self) -> list:
+        """``(restart number, new popsize, stop reasons)`` of the restarts made
+        by this Python object (not checkpointed; counters are)."""
+        return self._log.history
+
     @property
     def traces(self):
         """Trace counts of the inner strategy (one per distinct popsize)."""
@@ -122,7 +133,7 @@ class _Restarts(Algorithm):
     def _restart_with(self, popsize, sigma):
         self.restarts.assign_add(1)
         self.current_popsize.assign(int(popsize))
-        self.history.append((int(self.restarts.numpy()), int(popsize), list(self.last_stop_reasons)))
+        self._log.history.append((int(self.restarts.numpy()), int(popsize), list(self.last_stop_reasons)))
         self._sync()
         self.inner.reset(mean=self._new_mean(), sigma=sigma)
 

@@ -1,0 +1,226 @@
+"""Tests of the CMA-ES family: CMAES, SepCMAES, LMMAES, IPOP, BIPOP."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.problems.bbob import rastrigin, rosenbrock, sphere
+from tfevo.strategies.cma_es import CMAES
+from tfevo.strategies.lm_ma_es import LMMAES
+from tfevo.strategies.restarts import BIPOP, IPOP
+from tfevo.strategies.sep_cma_es import SepCMAES
+
+
+def evals_to_target(es, f, target, max_evals):
+    """Runs es on f (minimised) until min f < target; returns evaluations or None."""
+    evals = 0
+    while evals < max_evals:
+        x = es.ask()
+        fx = f(x)
+        evals += int(x.shape[0])
+        es.tell(x, -fx)
+        if float(tf.reduce_min(fx)) < target:
+            return evals
+    return None
+
+
+def test_cma_sphere_budget():
+    # 10-D sphere to 1e-8 within 2000 evaluations (pycma median ~1160).
+    assert evals_to_target(CMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2000) is not None
+
+
+@pytest.mark.slow
+def test_cma_rosenbrock_budget():
+    # 10-D Rosenbrock to 1e-6 within 8000 evaluations (pycma median ~4600).
+    assert evals_to_target(CMAES(10, sigma_init=0.5, seed=1), rosenbrock, 1e-6, 8000) is not None
+
+
+def _pycma_evals(f, n, seed, target):
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 0.5, {"seed": seed + 1, "verbose": -9, "tolfun": 0,
+                                                      "tolx": 0, "tolfunhist": 0})
+    while es.countevals < 50000:
+        X = es.ask()
+        F = [float(f(tf.constant(np.asarray(X), tf.float32))[i]) for i in range(len(X))] if False else \
+            list(f(np.asarray(X)).numpy())
+        es.tell(X, F)
+        if min(F) < target:
+            return es.countevals
+    return np.inf
+
+
+def _compare_pycma(f, target, seeds):
+    ours = [evals_to_target(CMAES(10, sigma_init=0.5, seed=s), f, target, 50000) or np.inf for s in seeds]
+    theirs = [_pycma_evals(f, 10, s, target) for s in seeds]
+    return np.median(ours), np.median(theirs)
+
+
+@pytest.mark.slow
+def test_cma_matches_pycma_efficiency_sphere():
+    ours, theirs = _compare_pycma(sphere, 1e-8, range(5))
+    assert ours <= 1.5 * theirs, (ours, theirs)
+
+
+@pytest.mark.slow
+def test_cma_matches_pycma_efficiency_rosenbrock():
+    ours, theirs = _compare_pycma(rosenbrock, 1e-6, range(5))
+    assert ours <= 1.5 * theirs, (ours, theirs)
+
+
+def test_cma_float64_and_bounds():
+    es = CMAES(5, sigma_init=2.0, seed=3, bounds=(-1.0, 1.0), dtype="float64", mean_init=0.5)
+    x = es.ask()
+    assert x.dtype == tf.float32
+    assert float(tf.reduce_max(tf.abs(x))) <= 1.0
+    assert evals_to_target(es, lambda x: sphere(x - 0.3), 1e-8, 3000) is not None
+
+
+def test_sep_cma_sphere():
+    assert evals_to_target(SepCMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2000) is not None
+
+
+@pytest.mark.slow
+def test_sep_cma_ellipsoid():
+    scales = tf.constant(10.0 ** (3.0 * np.arange(20) / 19.0), tf.float32)  # cond 1e6, separable
+    ell = lambda x: tf.reduce_sum(tf.square(scales * (x - 1.0)), 1)
+    # Separable ellipsoid: full CMA needs ~2e4 evaluations in 20-D, sep-CMA far fewer.
+    assert evals_to_target(SepCMAES(20, sigma_init=1.0, seed=0), ell, 1e-6, 9000) is not None
+
+
+def test_lm_ma_es_sphere():
+    assert evals_to_target(LMMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2500) is not None
+
+
+@pytest.mark.slow
+def test_lm_ma_es_rosenbrock():
+    assert evals_to_target(LMMAES(10, sigma_init=0.5, seed=0), rosenbrock, 1e-6, 12000) is not None
+
+
+@pytest.mark.slow
+def test_lm_ma_es_inverse_transform_is_exact():
+    es = LMMAES(30, sigma_init=0.5, seed=0)
+    for _ in range(5):
+        x = es.ask()
+        es.tell(x, -sphere(x))
+    z = tf.random.stateless_normal([7, 30], seed=[1, 2])
+    d = es._sample_y(z)
+    np.testing.assert_allclose(es._inv_sqrt(d).numpy(), z.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _run(es, gens):
+    out = []
+    for _ in range(gens):
+        x = es.ask()
+        es.tell(x, -rosenbrock(x))
+        out.append(x.numpy())
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("cls", [CMAES, pytest.param(SepCMAES, marks=pytest.mark.slow),
+                                 pytest.param(LMMAES, marks=pytest.mark.slow)])
+def test_same_seed_identical_run(cls):
+    a = _run(cls(8, sigma_init=0.5, seed=5), 12)
+    b = _run(cls(8, sigma_init=0.5, seed=5), 12)
+    c = _run(cls(8, sigma_init=0.5, seed=6), 12)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("cls", [CMAES, SepCMAES, pytest.param(LMMAES, marks=pytest.mark.slow)])
+def test_checkpoint_restore_continues_exactly(cls, tmp_path):
+    es = cls(6, sigma_init=0.5, seed=2)
+    _run(es, 5)
+    path = tf.train.Checkpoint(algo=es).save(str(tmp_path / "ck"))
+    ref = _run(es, 4)  # the uninterrupted continuation
+    es2 = cls(6, sigma_init=0.5, seed=2)
+    tf.train.Checkpoint(algo=es2).restore(path).assert_consumed()
+    np.testing.assert_array_equal(_run(es2, 4), ref)
+
+
+def test_nan_fitness_is_worst_and_never_propagates():
+    es = CMAES(6, sigma_init=0.5, seed=0)
+    for g in range(40):
+        x = es.ask()
+        f = -sphere(x)
+        f = tf.tensor_scatter_nd_update(f, [[0], [3]], [np.nan, -np.inf])
+        if g == 7:
+            f = tf.fill([es.popsize], np.nan)  # a generation with no usable value
+        es.tell(x, f)
+    for v in (es._mean, es.sigma, es.C, es.B, es.D, es.p_sigma, es.p_c):
+        assert np.all(np.isfinite(v.numpy()))
+    assert float(sphere(es.mean[None])[0]) < 1e-2  # still converging
+    # A NaN member must be ranked worst: only it is non-finite, the mean moves
+    # toward the best, never toward it.
+    es = CMAES(2, sigma_init=1.0, seed=0)
+    x = tf.constant([[10.0, 10.0]] + [[0.1 * i, 0.0] for i in range(1, es.popsize)], tf.float32)
+    f = tf.concat([[np.nan], -tf.range(1, es.popsize, dtype=tf.float32)], 0)
+    es.tell(x, f)
+    assert float(tf.reduce_max(es.mean)) < 1.0
+
+
+def test_wrong_shapes_raise():
+    es = CMAES(4, seed=0)
+    x = es.ask()
+    with pytest.raises(ShapeError):
+        es.tell(x[:, :3], tf.zeros([es.popsize]))
+    with pytest.raises(ShapeError):
+        es.tell(x, tf.zeros([es.popsize + 1]))
+    with pytest.raises(ShapeError):
+        CMAES(4, mean_init=np.zeros(3))
+    with pytest.raises(ConfigError):
+        CMAES(4, sigma_init=-1.0)
+    with pytest.raises(ConfigError):
+        CMAES(4, popsize=1)
+
+
+def test_ask_tell_trace_once():
+    es = CMAES(5, seed=0)
+    _run(es, 10)
+    assert es.traces == {"ask": 1, "tell": 1}
+
+
+def test_ipop_restarts_double_popsize_and_checkpoint(tmp_path):
+    es = IPOP(4, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3)
+    base = es.popsize
+    sizes = set()
+    for _ in range(400):
+        x = es.ask()
+        assert x.shape == (es.popsize, 4)
+        sizes.add(es.popsize)
+        es.tell(x, -rastrigin(x))
+        if int(es.restarts.numpy()) >= 2:
+            break
+    assert int(es.restarts.numpy()) >= 2
+    assert {base, 2 * base, 4 * base} <= sizes | {es.popsize}
+    assert es.traces["ask"] == len(sizes | {es.popsize}) or es.traces["ask"] == len(sizes)
+    path = tf.train.Checkpoint(algo=es).save(str(tmp_path / "ck"))
+    x_ref = es.ask().numpy()
+    es2 = IPOP(4, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3)
+    tf.train.Checkpoint(algo=es2).restore(path)
+    np.testing.assert_array_equal(es2.ask().numpy(), x_ref)
+
+
+def _restart_rastrigin(cls, seed, budget):
+    es = cls(10, sigma_init=2.0, init_range=(-5, 5), seed=seed)
+    return evals_to_target(es, rastrigin, 1e-3, budget)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [IPOP, BIPOP])
+def test_restarts_solve_rastrigin_10d(cls):
+    # 10-D Rastrigin to f < 1e-3 within 3e5 evaluations (measured: 4e4-1e5).
+    assert _restart_rastrigin(cls, 0, 300000) is not None
+
+
+@pytest.mark.slow
+def test_bipop_alternates_regimes():
+    es = BIPOP(4, sigma_init=2.0, init_range=(-5, 5), seed=1, tolfun=1e-3, tolx=1e-3)
+    for _ in range(600):
+        x = es.ask()
+        es.tell(x, -rastrigin(x))
+        if int(es.restarts.numpy()) >= 3:
+            break
+    sizes = [p for _, p, _ in es.history]
+    assert len(sizes) >= 3
+    assert int(es.evals_small.numpy()) > 0 and int(es.evals_large.numpy()) > 0
