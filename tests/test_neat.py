@@ -1,7 +1,6 @@
 """Tests of tensorized NEAT: inference vs a per-genome reference, operator
 invariants, slot exhaustion, reproducibility, checkpoints, XOR."""
 
-import math
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import NEAT, XOR, NEATConfig
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
-from tfevo.neat.genome import CONN_MARKER, conn_valid, node_valid, pair_hash
+from tfevo.neat.genome import node_valid
 
 ACTS = ("sigmoid", "tanh", "relu", "identity", "gauss", "abs", "clamped", "hat", "elu", "lelu", "softplus")
 AGGS = ("sum", "product", "max", "min", "maxabs", "median", "mean")

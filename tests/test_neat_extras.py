@@ -137,13 +137,13 @@ def test_hyperneat_solves_substrate_xor():
 
 def test_problems_and_custom_activation_match_reference(tmp_path):
     from tfevo.neat import XOR3, FunctionFit, register_activation
-    from tfevo.neat.problems import SupervisedProblem
 
     register_activation("swish_t", lambda z: z * tf.sigmoid(z), lambda z: z / (1.0 + np.exp(-z)))
     cfg = NEATConfig(num_inputs=3, num_outputs=1, pop_size=5, num_hidden=2, initial_connection="full_direct",
                      activation_options=("swish_t", "sigmoid"), activation_default="swish_t")
     pop = _structured_pop(cfg)
     prob = XOR3()
+    prob.jit_compile = False  # same program, no XLA compile wait in the default suite
     f = prob(pop, cfg).numpy()
     for p in range(5):
         y = net.reference_forward(pop.nodes[p].numpy(), pop.conns[p].numpy(), prob.inputs, 3, 1)
@@ -152,6 +152,7 @@ def test_problems_and_custom_activation_match_reference(tmp_path):
                       activation_default="tanh")
     pop1 = _structured_pop(cfg1)
     fit = FunctionFit(np.sin, -2, 2, 16)
+    fit.jit_compile = False
     f = fit(pop1, cfg1).numpy()
     for p in range(5):
         y = net.reference_forward(pop1.nodes[p].numpy(), pop1.conns[p].numpy(), fit.inputs, 1, 1)

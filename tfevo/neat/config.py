@@ -291,7 +291,6 @@ class NEATConfig:
                 if k2 in fields:
                     vals[k2] = v
         for k, v in list(vals.items()):
-            t = type(getattr(cls, k, None)) if not isinstance(getattr(cls, k, None), tuple) else tuple
             default = fields[k].default
             if isinstance(default, bool):
                 vals[k] = v.strip().lower() in ("true", "1", "yes")

@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
-from tfevo.neat import functions as F
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 

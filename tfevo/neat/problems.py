@@ -28,8 +28,11 @@ class SupervisedProblem:
     ``fitness = max_fitness - sum over cases and outputs of (y - target)^2``
     (neat-python's XOR example uses ``4 - sum``; ``max_fitness`` defaults to the
     number of cases) when ``loss="sse"``; ``loss="mse"`` gives
-    ``-mean squared error``.
+    ``-mean squared error``.  The evaluation is XLA-compiled unless the
+    ``jit_compile`` attribute is set to False.
     """
+
+    jit_compile: bool = True
 
     def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
         self.inputs = np.asarray(inputs, np.float32)
@@ -53,7 +56,7 @@ class SupervisedProblem:
         t = tf.constant(self.targets)
         I, O = self.num_inputs, self.num_outputs
 
-        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=True)
+        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=self.jit_compile)
         def fit(nodes, conns):
             n = net.transform(nodes, conns, I, cfg.feed_forward)
             xb = tf.broadcast_to(x[None], [P, x.shape[0], I])
@@ -76,7 +79,7 @@ class SupervisedProblem:
         nodes, conns = population
         P, N, C = nodes.shape[0], nodes.shape[1], conns.shape[1]
         key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
-               self.inputs.shape, self.targets.shape)
+               self.inputs.shape, self.targets.shape, self.jit_compile)
         if key not in _COMPILED:  # shared by equal problems/configs: no retracing across runs
             _COMPILED[key] = self._compile(config, P, N, C)
         return _COMPILED[key](nodes, conns)
