@@ -76,6 +76,11 @@ def test_cli_train_eval_plot_resume(tmp_path, capsys):
     assert "mean" in capsys.readouterr().out
     assert main(["plot", str(run), "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").exists()
+    assert main(["play", str(run), "--video", str(tmp_path / "v.gif"), "--max-steps", "5"]) == 0
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(tmp_path / "v.gif")
+    assert len(frames) >= 5 and frames[0].shape[-1] in (3, 4)  # 6 frames; GIF may merge identical ones
 
 
 def test_cli_unknown_env_and_strategy_param(tmp_path, capsys):
