@@ -80,7 +80,7 @@ inline bool apply(int f, float* const* a, float* out, int n) {
     case TAN: o = x.tan(); break;
     case TANH: o = x.tanh(); break;
     case SIGMOID: o = 1.0f / (1.0f + (-x).exp()); break;
-    case INV: o = (x.abs() > kEps).select(x.inverse(), 0.0f); break;
+    case INV: o = (x.abs() > kEps).select(ArrF::Constant(n, 1.0f) / x, 0.0f); break;
     case IFLT: {
       MapC c(a[2], n), d(a[3], n);
       o = (x < y).select(c, d);
