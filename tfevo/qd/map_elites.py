@@ -39,10 +39,13 @@ class MAPElites(tf.Module):
       init_bounds: ``(low, high)`` for the random initial batch.
       init_solutions: or an explicit ``[B, D]`` initial batch.
       seed: the run's seed.
+      jit_compile: compile the graph-safe ``ask``/``tell``/``step`` programs
+        with XLA (``None``: tfevo's measured default, plain graphs for ``ask``
+        and ``tell``; see ``benchmarks/results/qd.md``).
     """
 
     def __init__(self, archive: Archive, emitters: list[Emitter], init_bounds=None, init_solutions=None,
-                 seed: int = 0, name: str | None = None):
+                 seed: int = 0, jit_compile: bool | None = None, name: str | None = None):
         super().__init__(name=name)
         if not emitters:
             raise ConfigError("MAPElites needs at least one emitter")
@@ -72,8 +75,10 @@ class MAPElites(tf.Module):
             self._init = None
             self._init_bounds = (np.broadcast_to(np.float32(lo), [self.num_dims]).astype(np.float32),
                                  np.broadcast_to(np.float32(hi), [self.num_dims]).astype(np.float32))
+        self.jit_compile = jit_compile
         self._ask_fn = None
         self._tell_fn = None
+        self._step_fns = {}
 
     def _initial(self, seed):
         if self._init is not None:
@@ -100,6 +105,16 @@ class MAPElites(tf.Module):
         return result
 
     @property
+    def _jit_ask(self) -> bool:
+        return bool(self.jit_compile)
+
+    @property
+    def _jit_tell(self) -> bool:
+        if self.jit_compile is None:
+            return bool(getattr(self.archive, "xla_insert", False))
+        return bool(self.jit_compile)
+
+    @property
     def _compiled(self) -> bool:
         return all(getattr(e, "graph_safe", False) for e in self.emitters)
 
@@ -107,7 +122,7 @@ class MAPElites(tf.Module):
         """The next batch ``[batch_size, D]``."""
         if self._compiled:
             if self._ask_fn is None:
-                self._ask_fn = tf.function(self._ask_graph, input_signature=[])
+                self._ask_fn = tf.function(self._ask_graph, input_signature=[], jit_compile=self._jit_ask)
             return self._ask_fn()
         seed = self.seeds.next()
         if int(self.archive.size.numpy()) == 0:
@@ -123,7 +138,8 @@ class MAPElites(tf.Module):
                 self._tell_fn = tf.function(self._tell_graph, input_signature=[
                     tf.TensorSpec([self.batch_size, self.num_dims], tf.float32),
                     tf.TensorSpec([self.batch_size], tf.float32),
-                    tf.TensorSpec([self.batch_size, self.archive.descriptor_dim], tf.float32)])
+                    tf.TensorSpec([self.batch_size, self.archive.descriptor_dim], tf.float32)],
+                    jit_compile=self._jit_tell)
             return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
         result = self.archive.add(solutions, fitness, descriptors)
@@ -137,6 +153,50 @@ class MAPElites(tf.Module):
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.batch_size)
         return result
+
+    def step(self, task_fn, iterations: int = 1):
+        """Runs ``iterations`` whole MAP-Elites iterations (ask, evaluate, tell) in one compiled program.
+
+        ``task_fn(x [B, D]) -> (fitness [B], descriptors [B, k])`` must be
+        TensorFlow-traceable (e.g. :func:`~tfevo.qd.rastrigin_qd`).  Equivalent
+        to ``iterations`` rounds of ``x = ask(); tell(x, *task_fn(x))`` (same
+        seeds, same archive), but traced once per ``(task_fn, iterations)``
+        into a single ``tf.function`` (a ``tf.while_loop`` over iterations),
+        with no host round trip in between.  Fitness is sanitized as in
+        ``tell`` (NaN/-inf = worst, never stored).  Needs graph-safe emitters
+        (all but :class:`~tfevo.qd.ESEmitter`); otherwise use ask/tell.
+
+        Returns the :class:`~tfevo.qd.archives.AddResult` of the last iteration.
+        """
+        if not self._compiled:
+            raise ConfigError("step() needs graph-safe emitters; ESEmitter needs ask()/tell()")
+        iterations = int(iterations)
+        if iterations < 1:
+            raise ConfigError(f"iterations must be >= 1, got {iterations}")
+        key = (task_fn, iterations)
+        fn = self._step_fns.get(key)
+        if fn is None:
+            b, k = self.batch_size, self.archive.descriptor_dim
+            ask = tf.function(self._ask_graph, jit_compile=self._jit_ask)
+            tell = tf.function(self._tell_graph, jit_compile=self._jit_tell)
+
+            def one():
+                x = ask()
+                f, d = task_fn(x)
+                f = tf.ensure_shape(tf.cast(f, tf.float32), [b])
+                d = tf.ensure_shape(tf.cast(d, tf.float32), [b, k])
+                return tell(x, f, d)
+
+            def body():
+                res = one()
+                if iterations > 1:
+                    res = tf.while_loop(lambda i, r: i < iterations, lambda i, r: (i + 1, one()),
+                                        (tf.constant(1), res))[1]
+                return res
+
+            fn = tf.function(body, input_signature=[], jit_compile=bool(self.jit_compile))  # None: mixed, per part
+            self._step_fns[key] = fn
+        return fn()
 
     def metrics(self) -> dict[str, float]:
         return self.archive.metrics()
