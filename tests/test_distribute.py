@@ -104,14 +104,19 @@ def test_three_logical_cpus_match_one_device_for_es_ga_neat_qd(tmp_path):
     (P not a multiple of 3: padding) end in bit-identical states to this
     process's single-device run."""
     out = tmp_path / "three.npz"
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "tfevo.distribute.check", "--logical-cpus", "3",
          "--generations", "2", "--out", str(out)],
-        env=_env(), capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        here = run_checks(_one(), generations=2)  # the reference, while the subprocess starts up
+        o, e = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, o[-2000:] + e[-3000:]
     three = dict(np.load(out))
     assert int(three["num_replicas"]) == 3
-    here = run_checks(_one(), generations=2)
     assert compare(three, here) == []
     assert int(three["es_traces"]) == 1
     assert int(three["host_replicas_used"]) == 3  # each replica drove its own host evaluator
