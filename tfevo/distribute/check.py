@@ -27,8 +27,6 @@ CHECKS = ("es", "ga", "neat", "qd", "host")
 
 
 def _es(strategy, generations):
-    import tensorflow as tf
-
     from tfevo.distribute import DistributedEvaluator, ShardedRollout
     from tfevo.envs import make
     from tfevo.nn import Policy, PopulationModel, mlp

@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
