@@ -9,7 +9,8 @@ stall, and a lazily refreshed eigendecomposition ``C = B diag(D**2) B^T``.
 All state lives in ``tf.Variable`` attributes (checkpointable with
 ``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
 whole population, traced once per population size.  The numeric core of
-``tell`` is XLA-compiled; the eigendecomposition (LAPACK through
+``tell`` is XLA-compiled; ``ask`` runs as a plain graph (XLA's CPU random
+normal generator is ~10x slower than TensorFlow's kernel); the eigendecomposition (LAPACK through
 ``tf.linalg.eigh``) runs only every ``lazy_gap`` generations inside a
 ``tf.cond``, as in pycma, which is what makes large dimensions cheap.
 
@@ -202,7 +203,7 @@ class _CMABase(Algorithm):
         """Samples ``popsize`` members ``x = m + sigma * B D z``: float32 [P, D]."""
         if self._ask_fn is None:
             self._ask_fn = tf.function(
-                self._trace_counter.wrap("ask", self._ask_body), input_signature=[], jit_compile=True
+                self._trace_counter.wrap("ask", self._ask_body), input_signature=[], jit_compile=False
             )
         return self._ask_fn()
 
