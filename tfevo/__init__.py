@@ -12,7 +12,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "core", "registry", "nn", "strategies", "neat", "gp", "qd", "envs",
+    "core", "registry", "nn", "strategies", "neat", "gp", "qd", "envs", "distribute",
     "rollout", "problems", "training", "ops",
 )
 
