@@ -37,10 +37,39 @@ from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
 from tfevo.strategies.shaping import _normal, _positive, _update_best
 
-__all__ = ["GaussianGA"]
+__all__ = ["GaussianGA", "elitist_truncation"]
 
 _WORST = -1e30  # fitness of a failed (NaN/-inf) evaluation inside the running means
 _MASKED = -3e30  # below any real mean
+
+
+def elitist_truncation(eval_sum, eval_count, fitness, generation, num_elite_candidates: int, truncation: int):
+    """Selection of the deep-neuroevolution GA (shared by :class:`GaussianGA` and ``SeedGA``).
+
+    Adds this generation's (sanitized) fitness to each row's running sums,
+    picks the elite among the rows carried over unmodified (rows
+    ``0..num_elite_candidates``; any row in generation 0), the
+    ``num_elite_candidates`` best other rows, and the top ``truncation``
+    parents, all by mean fitness.
+
+    Returns ``(total, count, score, elite, keep, parents)``: new running sums
+    and counts ``[P]``, mean fitness ``[P]``, the elite's row, the rows kept
+    unmodified ``[1 + E]`` (elite first) and the parent rows ``[T]``.
+    """
+    e = int(num_elite_candidates)
+    f = tf.maximum(fitness, _WORST)  # sanitized: NaN/-inf -> -1e30, stays finite
+    total = eval_sum + f
+    count = eval_count + 1.0
+    score = total / count
+    idx = tf.range(tf.shape(score)[0])
+    carried = tf.logical_or(idx <= e, tf.equal(generation, 0))
+    elite = tf.argmax(tf.where(carried, score, _MASKED), output_type=tf.int32)
+    keep = elite[None]
+    if e > 0:
+        others = tf.tensor_scatter_nd_update(score, elite[None, None], [_MASKED])
+        keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
+    parents = tf.math.top_k(score, k=int(truncation)).indices
+    return total, count, score, elite, keep, parents
 
 
 @register("strategy", "ga")
@@ -132,18 +161,8 @@ class GaussianGA(Algorithm):
     def _tell(self, x, fitness):
         _update_best(self, x, fitness)
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
-        f = tf.maximum(fitness, _WORST)  # sanitized: NaN/-inf -> -1e30, stays finite
-        total = self.eval_sum + f
-        count = self.eval_count + 1.0
-        score = total / count
-        idx = tf.range(p)
-        carried = tf.logical_or(idx <= e, tf.equal(self.generation, 0))
-        elite = tf.argmax(tf.where(carried, score, _MASKED), output_type=tf.int32)
-        keep = elite[None]
-        if e > 0:
-            others = tf.tensor_scatter_nd_update(score, elite[None, None], [_MASKED])
-            keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
-        parents = tf.math.top_k(score, k=t).indices
+        total, count, score, elite, keep, parents = elitist_truncation(
+            self.eval_sum, self.eval_count, fitness, self.generation, e, t)
         seed_choice, seed_noise = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)

@@ -34,11 +34,10 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, ShapeError, check_fitness, sanitize_fitness
 from tfevo.registry import register
+from tfevo.strategies.ga import elitist_truncation
 
 __all__ = ["SeedGA"]
 
-_WORST = -1e30
-_MASKED = -3e30
 _SALT = 0x5EED  # second word of every mutation's stateless seed
 
 
@@ -140,18 +139,8 @@ class SeedGA(Algorithm):
         self.best_genome.assign(tf.where(better, g[i], self.best_genome))
         self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
-        f = tf.maximum(fitness, _WORST)
-        total = self.eval_sum + f
-        count = self.eval_count + 1.0
-        score = total / count
-        idx = tf.range(p)
-        carried = tf.logical_or(idx <= e, tf.equal(self.generation, 0))
-        elite = tf.argmax(tf.where(carried, score, _MASKED), output_type=tf.int32)
-        keep = elite[None]
-        if e > 0:
-            others = tf.tensor_scatter_nd_update(score, elite[None, None], [_MASKED])
-            keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
-        parents = tf.math.top_k(score, k=t).indices
+        total, count, _, _, keep, parents = elitist_truncation(
+            self.eval_sum, self.eval_count, fitness, self.generation, e, t)
         s_choice, s_mut = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=s_choice, minval=0, maxval=t, dtype=tf.int32)
