@@ -152,7 +152,7 @@ class Archive(tf.Module):
         u = tf.random.stateless_uniform([n], seed=seed)
         r = tf.minimum(tf.cast(u * tf.cast(count, tf.float32), tf.int32), count - 1)
         idx = tf.searchsorted(running, r + 1, side="left", out_type=tf.int32)
-        return tf.minimum(idx, self.num_cells - 1)
+        return tf.where(filled > 0, tf.minimum(idx, self.num_cells - 1), 0)
 
     def sample(self, n: int, seed: tf.Tensor) -> tf.Tensor:
         """``n`` solutions drawn uniformly (with replacement) among filled cells.

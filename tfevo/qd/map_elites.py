@@ -28,6 +28,13 @@ from tfevo.registry import register
 __all__ = ["MAPElites"]
 
 
+class _Cache:
+    """A plain (non-trackable) holder, so tf.Module does not try to checkpoint it."""
+
+    def __init__(self):
+        self.fns = {}
+
+
 @register("strategy", "map_elites")
 class MAPElites(tf.Module):
     """MAP-Elites with any archive and a mix of emitters.
@@ -78,7 +85,7 @@ class MAPElites(tf.Module):
         self.jit_compile = jit_compile
         self._ask_fn = None
         self._tell_fn = None
-        self._step_fns = {}
+        self._step_fns = _Cache()  # compiled task per task_fn (kept out of checkpoints)
 
     def _initial(self, seed):
         if self._init is not None:
@@ -155,16 +162,17 @@ class MAPElites(tf.Module):
         return result
 
     def step(self, task_fn, iterations: int = 1):
-        """Runs ``iterations`` whole MAP-Elites iterations (ask, evaluate, tell) in one compiled program.
+        """Runs ``iterations`` whole MAP-Elites iterations: ask, evaluate, tell.
 
         ``task_fn(x [B, D]) -> (fitness [B], descriptors [B, k])`` must be
-        TensorFlow-traceable (e.g. :func:`~tfevo.qd.rastrigin_qd`).  Equivalent
-        to ``iterations`` rounds of ``x = ask(); tell(x, *task_fn(x))`` (same
-        seeds, same archive), but traced once per ``(task_fn, iterations)``
-        into a single ``tf.function`` (a ``tf.while_loop`` over iterations),
-        with no host round trip in between.  Fitness is sanitized as in
-        ``tell`` (NaN/-inf = worst, never stored).  Needs graph-safe emitters
-        (all but :class:`~tfevo.qd.ESEmitter`); otherwise use ask/tell.
+        TensorFlow-traceable (e.g. :func:`~tfevo.qd.rastrigin_qd`); it is
+        compiled once with a fixed input signature.  Exactly equivalent to
+        ``x = ask(); tell(x, *task_fn(x))`` (same seeds, same archive), but the
+        three compiled programs run back to back with no host round trip
+        (nothing is read back until you read the result).  Putting all three
+        into one ``tf.function`` graph measured ~2x slower on CPU than three
+        graphs (7 ms vs 3.7 ms at batch 1000), so they stay separate.  Needs
+        graph-safe emitters (all but :class:`~tfevo.qd.ESEmitter`).
 
         Returns the :class:`~tfevo.qd.archives.AddResult` of the last iteration.
         """
@@ -173,30 +181,24 @@ class MAPElites(tf.Module):
         iterations = int(iterations)
         if iterations < 1:
             raise ConfigError(f"iterations must be >= 1, got {iterations}")
-        key = (task_fn, iterations)
-        fn = self._step_fns.get(key)
+        fn = self._step_fns.fns.get(task_fn)
         if fn is None:
             b, k = self.batch_size, self.archive.descriptor_dim
-            ask = tf.function(self._ask_graph, jit_compile=self._jit_ask)
-            tell = tf.function(self._tell_graph, jit_compile=self._jit_tell)
 
-            def one():
-                x = ask()
+            def evaluate(x):
                 f, d = task_fn(x)
                 f = tf.ensure_shape(tf.cast(f, tf.float32), [b])
                 d = tf.ensure_shape(tf.cast(d, tf.float32), [b, k])
-                return tell(x, f, d)
+                return f, d
 
-            def body():
-                res = one()
-                if iterations > 1:
-                    res = tf.while_loop(lambda i, r: i < iterations, lambda i, r: (i + 1, one()),
-                                        (tf.constant(1), res))[1]
-                return res
-
-            fn = tf.function(body, input_signature=[], jit_compile=bool(self.jit_compile))  # None: mixed, per part
-            self._step_fns[key] = fn
-        return fn()
+            fn = tf.function(evaluate, input_signature=[tf.TensorSpec([b, self.num_dims], tf.float32)])
+            self._step_fns.fns[task_fn] = fn
+        result = None
+        for _ in range(iterations):
+            x = self.ask()
+            f, d = fn(x)
+            result = self.tell(x, f, d)
+        return result
 
     def metrics(self) -> dict[str, float]:
         return self.archive.metrics()

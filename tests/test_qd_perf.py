@@ -1,0 +1,144 @@
+"""The fast paths of tfevo.qd give exactly the same answers as the simple ones."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.qd import CVTArchive, ESEmitter, GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
+from tfevo.qd.emitters import standard_normal
+
+
+def _nearest_reference(pts, c):
+    """Brute force in numpy, float32 direct differences, ties to the lowest index."""
+    d = ((pts[:, None, :] - c[None, :, :]) ** 2).sum(-1)
+    return np.argmin(d, 1)
+
+
+def _hard_queries(rng, c, k, lo=0.0, hi=1.0):
+    n = len(c)
+    i, j = rng.integers(0, n, (2, 3000))
+    mids = (c[i] + c[j]) / 2  # on (or next to) a Voronoi border: near-ties
+    nudged = mids + rng.normal(scale=1e-6, size=mids.shape)
+    uniform = rng.uniform(lo - 0.3, hi + 0.3, size=(4000, k))  # also outside the box
+    far = np.array([[1e3] * k, [-1e4] * k, [0.5] * (k - 1) + [50.0]])  # brute-force fallback
+    return np.concatenate([mids, nudged, uniform, c, far]).astype(np.float32)
+
+
+@pytest.mark.parametrize("k,cells", [(2, 2000), (3, 700), (1, 300)])
+def test_cvt_bucket_lookup_equals_brute_force(k, cells):
+    rng = np.random.default_rng(k)
+    # clustered centroids (dense blobs + sparse rest) stress the padded bins
+    c = np.concatenate([rng.uniform(size=(cells // 2, k)),
+                        0.3 + 0.05 * rng.uniform(size=(cells - cells // 2, k))]).astype(np.float32)
+    fast = CVTArchive(3, cells, [(0.0, 1.0)] * k, centroids=c)
+    assert fast._buckets is not None
+    brute = CVTArchive(3, cells, [(0.0, 1.0)] * k, centroids=c, lookup="brute")
+    pts = _hard_queries(rng, c, k)
+    ref = _nearest_reference(pts, c)
+    np.testing.assert_array_equal(fast.index_of(pts).numpy(), ref)
+    np.testing.assert_array_equal(brute.index_of(pts).numpy(), ref)
+    # inside a compiled insertion too
+    f = rng.normal(size=len(pts)).astype(np.float32)
+    res = fast.add(np.zeros((len(pts), 3), np.float32), f, pts)
+    np.testing.assert_array_equal(res.cell.numpy(), ref)
+
+
+def test_cvt_bucket_ties_go_to_lowest_index():
+    c = np.array([[0.5, 0.5], [0.5, 0.5], [0.25, 0.25]] + [[x, 0.9] for x in np.linspace(0, 1, 70)], np.float32)
+    a = CVTArchive(1, len(c), [(0, 1), (0, 1)], centroids=c, lookup="buckets")
+    pts = np.array([[0.5, 0.5], [0.49, 0.51], [0.375, 0.375]], np.float32)  # last: exact midpoint of 0 and 2
+    np.testing.assert_array_equal(a.index_of(pts).numpy(), _nearest_reference(pts, c))
+
+
+def test_cvt_bad_lookup_option():
+    with pytest.raises(ConfigError, match="lookup"):
+        CVTArchive(2, 10, [(0, 1)], centroids=np.zeros((10, 1)), lookup="kd")
+
+
+def test_standard_normal_distribution_and_determinism():
+    s = tf.constant([4, 2])
+    z = standard_normal([20001, 7], s).numpy()  # odd row count
+    assert z.shape == (20001, 7)
+    np.testing.assert_array_equal(z, standard_normal([20001, 7], s).numpy())
+    assert not np.array_equal(z, standard_normal([20001, 7], tf.constant([4, 3])).numpy())
+    flat = np.sort(z.reshape(-1))
+    assert abs(flat.mean()) < 0.01 and abs(flat.std() - 1) < 0.01
+    # Kolmogorov-Smirnov distance to N(0, 1) (critical value at alpha=1e-3 is ~0.0046 here)
+    from math import erf, sqrt
+
+    cdf = 0.5 * (1 + np.vectorize(erf)(flat / sqrt(2)))
+    ecdf = np.arange(1, flat.size + 1) / flat.size
+    assert np.max(np.abs(cdf - ecdf)) < 0.0046
+    # rows and columns are uncorrelated (the cos and sin halves pair rows i and i + n/2)
+    corr = np.corrcoef(z[:10000].reshape(-1), z[10000:20000].reshape(-1))[0, 1]
+    assert abs(corr) < 0.02
+
+
+def test_sample_indices_uniform_over_filled_cells():
+    a = GridArchive(1, [50], [(0, 1)])
+    filled = np.arange(0, 50, 7)
+    occ = np.zeros(51, bool)
+    occ[filled] = True
+    a.occupied.assign(occ)
+    idx = a.sample_indices(70000, tf.constant([1, 1])).numpy()
+    assert set(np.unique(idx)) == set(filled)
+    counts = np.bincount(idx, minlength=50)[filled]
+    expected = 70000 / len(filled)
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 30  # 7 degrees of freedom: p ~ 1e-4
+    empty = GridArchive(1, [5], [(0, 1)])
+    assert set(empty.sample_indices(10, tf.constant([1, 1])).numpy()) == {0}
+
+
+def _make(seed, jit=None, batch=64, dim=8):
+    a = GridArchive(dim, [16, 16], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(dim))
+    return MAPElites(a, [IsoLineEmitter(dim, batch, bounds=(0, 1))], init_bounds=(0, 1), seed=seed, jit_compile=jit)
+
+
+def _state(me):
+    a = me.archive
+    return [v.numpy() for v in (a.solutions, a.fitness, a.occupied, me.generation, me.seeds.counter)]
+
+
+def _task_with_dead(x):
+    f, d = rastrigin_qd(x)
+    return tf.where(tf.range(tf.shape(x)[0]) % 9 == 0, np.float32(np.nan), f), d  # dead never enter
+
+
+def test_step_equals_ask_tell_and_xla_insert_equals_graph_insert():
+    loop, stepped, plain = _make(3), _make(3), _make(3, jit=False)
+    assert loop._jit_tell and not plain._jit_tell
+    for _ in range(12):
+        for me in (loop, plain):
+            x = me.ask()
+            me.tell(x, *_task_with_dead(x))
+    stepped.step(_task_with_dead, iterations=12)
+    for other in (stepped, plain):
+        for u, v in zip(_state(loop), _state(other)):
+            np.testing.assert_array_equal(u, v)
+    occ = loop.archive.occupied.numpy()[:-1]
+    assert occ.sum() > 50 and np.all(np.isfinite(loop.archive.fitness.numpy()[:-1][occ]))
+
+
+def test_step_checkpoint_resume_exact(tmp_path):
+    a = _make(5)
+    a.step(rastrigin_qd, iterations=4)
+    ckpt = tf.train.Checkpoint(me=a)
+    path = ckpt.write(str(tmp_path / "ck"))
+    a.step(rastrigin_qd, iterations=5)
+    b = _make(5)
+    tf.train.Checkpoint(me=b).read(path).assert_consumed()
+    b.step(rastrigin_qd, iterations=5)
+    for u, v in zip(_state(a), _state(b)):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_step_rejects_bad_use():
+    me = _make(0)
+    with pytest.raises(ConfigError, match="iterations"):
+        me.step(rastrigin_qd, iterations=0)
+    a = GridArchive(4, [4, 4], [(0, 1), (0, 1)])
+    es = MAPElites(a, [ESEmitter(4, 8, sigma=0.1)], init_bounds=(0, 1), seed=0)
+    with pytest.raises(ConfigError, match="graph-safe"):
+        es.step(rastrigin_qd)
