@@ -30,7 +30,6 @@ def test_cma_sphere_budget():
     assert evals_to_target(CMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2000) is not None
 
 
-@pytest.mark.slow
 def test_cma_rosenbrock_budget():
     # 10-D Rosenbrock to 1e-6 within 8000 evaluations (pycma median ~4600).
     assert evals_to_target(CMAES(10, sigma_init=0.5, seed=1), rosenbrock, 1e-6, 8000) is not None
@@ -56,7 +55,6 @@ def _compare_pycma(f, target, seeds):
     return np.median(ours), np.median(theirs)
 
 
-@pytest.mark.slow
 def test_cma_matches_pycma_efficiency_sphere():
     ours, theirs = _compare_pycma(sphere, 1e-8, range(5))
     assert ours <= 1.5 * theirs, (ours, theirs)
@@ -80,7 +78,6 @@ def test_sep_cma_sphere():
     assert evals_to_target(SepCMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2000) is not None
 
 
-@pytest.mark.slow
 def test_sep_cma_ellipsoid():
     scales = tf.constant(10.0 ** (3.0 * np.arange(20) / 19.0), tf.float32)  # cond 1e6, separable
     ell = lambda x: tf.reduce_sum(tf.square(scales * (x - 1.0)), 1)
@@ -97,7 +94,6 @@ def test_lm_ma_es_rosenbrock():
     assert evals_to_target(LMMAES(10, sigma_init=0.5, seed=0), rosenbrock, 1e-6, 12000) is not None
 
 
-@pytest.mark.slow
 def test_lm_ma_es_inverse_transform_is_exact():
     es = LMMAES(30, sigma_init=0.5, seed=0)
     for _ in range(5):
@@ -117,8 +113,7 @@ def _run(es, gens):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("cls", [CMAES, pytest.param(SepCMAES, marks=pytest.mark.slow),
-                                 pytest.param(LMMAES, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("cls", [CMAES, SepCMAES, LMMAES])
 def test_same_seed_identical_run(cls):
     a = _run(cls(8, sigma_init=0.5, seed=5), 12)
     b = _run(cls(8, sigma_init=0.5, seed=5), 12)
@@ -127,7 +122,7 @@ def test_same_seed_identical_run(cls):
     assert not np.array_equal(a, c)
 
 
-@pytest.mark.parametrize("cls", [CMAES, SepCMAES, pytest.param(LMMAES, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("cls", [CMAES, SepCMAES, LMMAES])
 def test_checkpoint_restore_continues_exactly(cls, tmp_path):
     es = cls(6, sigma_init=0.5, seed=2)
     _run(es, 5)
@@ -209,7 +204,7 @@ def _restart_rastrigin(cls, seed, budget):
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", [IPOP, BIPOP])
 def test_restarts_solve_rastrigin_10d(cls):
-    # 10-D Rastrigin to f < 1e-3 within 3e5 evaluations (measured: 4e4-1e5).
+    # 10-D Rastrigin to f < 1e-3 within 3e5 evaluations (measured: 4e4-1e5 for IPOP).
     assert _restart_rastrigin(cls, 0, 300000) is not None
 
 

@@ -115,13 +115,16 @@ class _Restarts(Algorithm):
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.popsize)
         self._account(self.popsize)
-        if int(self.inner.stop_flags.numpy()) != 0 and int(self.restarts.numpy()) < self.max_restarts:
+        if int(self.inner.stop_flags.numpy()) != 0 and self._can_restart():
             self.last_stop_reasons = self.inner.stop_reasons
             self._restart()
 
     # -- restart machinery ------------------------------------------------------
     def _account(self, n):
         pass
+
+    def _can_restart(self):
+        return int(self.restarts.numpy()) < self.max_restarts
 
     def _new_mean(self):
         if self.init_range is None:
@@ -178,7 +181,8 @@ class BIPOP(_Restarts):
     and ``sigma_init``; *small* runs use
     ``popsize = floor(base * (lambda_large / (2 base)) ** (U**2))`` and
     ``sigma = sigma_init * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
-    stream.  Args as :class:`IPOP`.
+    stream.  Args as :class:`IPOP`; ``max_restarts`` limits the number of
+    large-population restarts.
     """
 
     def __init__(self, *args, **kwargs):
@@ -187,6 +191,11 @@ class BIPOP(_Restarts):
         self.evals_small = tf.Variable(0, dtype=tf.int64, trainable=False, name="evals_small")
         self.n_large = tf.Variable(0, dtype=tf.int64, trainable=False, name="n_large")
         self.regime_small = tf.Variable(False, trainable=False, name="regime_small")
+
+    def _can_restart(self):
+        # max_restarts bounds the large-population restarts (Hansen 2009); small
+        # runs are interleaved without limit (their budget follows the large ones).
+        return int(self.n_large.numpy()) < self.max_restarts
 
     def _account(self, n):
         if bool(self.regime_small.numpy()):
