@@ -142,3 +142,16 @@ def test_step_rejects_bad_use():
     es = MAPElites(a, [ESEmitter(4, 8, sigma=0.1)], init_bounds=(0, 1), seed=0)
     with pytest.raises(ConfigError, match="graph-safe"):
         es.step(rastrigin_qd)
+
+
+def test_compiled_ask_shares_one_count_and_equals_eager_emit():
+    """The compiled ask computes the filled-cell count once for the empty check and
+    all parent samples; it must give exactly the eager emit (one count per sample)."""
+    me = _make(2)
+    me.step(rastrigin_qd, iterations=3)
+    assert me.archive._trace.running is None  # the shared count never leaks out of a trace
+    c = int(me.seeds.counter.numpy())
+    seed = tf.constant([int(me.seeds.seed.numpy()), c + 1], tf.int32)
+    expected = me._emit_all(seed).numpy()
+    np.testing.assert_array_equal(me.ask().numpy(), expected)
+    assert int(me.seeds.counter.numpy()) == c + 1

@@ -30,6 +30,13 @@ from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 __all__ = ["Archive", "GridArchive", "CVTArchive", "AddResult", "kmeans_centroids"]
 
 
+class _TraceCache:
+    """A plain (non-trackable) holder for tensors shared within one trace."""
+
+    def __init__(self):
+        self.running = None
+
+
 class AddResult(NamedTuple):
     """Per-candidate outcome of :meth:`Archive.add`."""
 
@@ -73,6 +80,7 @@ class Archive(tf.Module):
                                        name="descriptors")
         self.occupied = tf.Variable(tf.zeros([self.num_cells + 1], tf.bool), trainable=False, name="occupied")
         self._add_fn = None
+        self._trace = _TraceCache()
 
     # -- to implement -------------------------------------------------------
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
@@ -143,8 +151,7 @@ class Archive(tf.Module):
         a binary search in the running count of filled cells (fixed shapes, so
         it also compiles with XLA).  An empty archive yields cell 0.
         """
-        occ = tf.cast(self.occupied[: self.num_cells], tf.int32)
-        running = tf.cumsum(occ)
+        running = self._running_count()
         filled = running[-1]
         # A float uniform scaled to the count: the int32 stateless uniform with a
         # tensor maxval measured >10x slower on CPU.  Exact for < 2**24 cells.
@@ -153,6 +160,21 @@ class Archive(tf.Module):
         r = tf.minimum(tf.cast(u * tf.cast(count, tf.float32), tf.int32), count - 1)
         idx = tf.searchsorted(running, r + 1, side="left", out_type=tf.int32)
         return tf.where(filled > 0, tf.minimum(idx, self.num_cells - 1), 0)
+
+    def _running_count(self) -> tf.Tensor:
+        """Running count of filled cells ``int32 [cells]``.
+
+        While a running count is shared (:meth:`_share_running_count`, during one ``MAPElites.ask``
+        trace) the single cumsum computed there is reused, so the empty check
+        and every parent sample of the emitters share one pass over the cells.
+        """
+        if self._trace.running is not None:
+            return self._trace.running
+        return tf.cumsum(tf.cast(self.occupied[: self.num_cells], tf.int32))
+
+    def _share_running_count(self, running):
+        """Sets (a tensor) or clears (``None``) the shared running count; graph-trace use only."""
+        self._trace.running = running
 
     def sample(self, n: int, seed: tf.Tensor) -> tf.Tensor:
         """``n`` solutions drawn uniformly (with replacement) among filled cells.
