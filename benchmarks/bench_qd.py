@@ -41,7 +41,7 @@ def rastrigin_np(x):
 def run_tfevo(batch, budget, seed=0, fused=False):
     """tfevo's loop.  The task is rastrigin_qd compiled once with tf.function (the
     user's evaluation function; QDax jit-compiles its scoring function too).
-    ``fused``: ``me.step(task)`` (ask, compiled task, tell back to back, no host sync)."""
+    ``fused``: ``me.step(task)`` (one compiled program per iteration: ask, task, tell; no host sync)."""
     import tensorflow as tf
 
     from tfevo.qd import GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
