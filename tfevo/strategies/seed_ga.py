@@ -199,18 +199,20 @@ class SeedGA(Algorithm):
         pre_i = tf.argmax(tf.cast(prefix, tf.int32), 1, output_type=tf.int32)
         last_seed = tf.gather(genomes, genomes[:, 0], batch_dims=1)
 
-        # fast path: cached parent (+ one mutation); rare path: rebuild from all seeds
+        # fast path: cached parent (+ one mutation); rare path: rebuild from all seeds.
+        # Written to keep few [n, D] temporaries alive (n x 16 MB for a Nature-DQN).
         eps = tf.map_fn(self._eps, last_seed, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32),
-                        parallel_iterations=16)
-        fast = tf.where(has_exact[:, None], tf.gather(cache_params, ex_i),
-                        tf.gather(cache_params, pre_i) + self.sigma * eps)
+                        parallel_iterations=4)
+        parent = tf.where(has_exact, ex_i, pre_i)
+        scale = tf.where(has_exact, 0.0, self.sigma)  # an exact match is its cached parent, unchanged
+        fast = tf.gather(cache_params, parent) + scale[:, None] * eps
         need = ~(has_exact | has_prefix)
-        rebuilt = tf.cond(
+        return tf.cond(
             tf.reduce_any(need),
-            lambda: tf.map_fn(self._rebuild, genomes, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32)),
-            lambda: tf.zeros_like(fast),
+            lambda: tf.where(need[:, None], tf.map_fn(
+                self._rebuild, genomes, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32)), fast),
+            lambda: fast,
         )
-        return tf.where(need[:, None], rebuilt, fast)
 
     def _refresh_cache(self, genomes=None):
         lineage = self.parent_lineage
