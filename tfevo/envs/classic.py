@@ -579,8 +579,31 @@ class Acrobot(ClassicControlEnv):
 
 
 # ---------------------------------------------------------------------------
+
+
+class _MountainCarBase(ClassicControlEnv):
+    """What MountainCar-v0 and MountainCarContinuous-v0 share: options, bounds, start states."""
+
+    def __init__(self, num_envs=1, max_episode_steps=None, goal_velocity=0, reset_low=-0.6, reset_high=-0.4):
+        super().__init__(num_envs, max_episode_steps)
+        self.goal_velocity = float(goal_velocity)
+        self.reset_low, self.reset_high = _check_bounds(reset_low, reset_high)
+
+    @property
+    def observation_low(self):
+        return np.array([self.min_position, -self.max_speed], np.float32)
+
+    @property
+    def observation_high(self):
+        return np.array([self.max_position, self.max_speed], np.float32)
+
+    def _sample(self, seed, n):
+        pos = _uniform(self, seed, [n], self.reset_low, self.reset_high)
+        return tf.stack([pos, tf.zeros_like(pos)], axis=1)
+
+
 @register("env", "MountainCar-v0")
-class MountainCar(ClassicControlEnv):
+class MountainCar(_MountainCarBase):
     """MountainCar-v0: drive an under-powered car up the right hill.
 
     Observation float32 ``[N, 2]`` (position, velocity); action int32 ``[N]``
@@ -610,23 +633,6 @@ class MountainCar(ClassicControlEnv):
     force = 0.001
     gravity = 0.0025
 
-    def __init__(self, num_envs=1, max_episode_steps=None, goal_velocity=0, reset_low=-0.6, reset_high=-0.4):
-        super().__init__(num_envs, max_episode_steps)
-        self.goal_velocity = float(goal_velocity)
-        self.reset_low, self.reset_high = _check_bounds(reset_low, reset_high)
-
-    @property
-    def observation_low(self):
-        return np.array([self.min_position, -self.max_speed], np.float32)
-
-    @property
-    def observation_high(self):
-        return np.array([self.max_position, self.max_speed], np.float32)
-
-    def _sample(self, seed, n):
-        pos = _uniform(self, seed, [n], self.reset_low, self.reset_high)
-        return tf.stack([pos, tf.zeros_like(pos)], axis=1)
-
     def _dynamics(self, physics, fresh, action):
         position, velocity = tf.unstack(physics, axis=1)
         push = self._rmul(tf.cast(action - 1, _F64), self.force)
@@ -645,7 +651,7 @@ class MountainCar(ClassicControlEnv):
 
 # ---------------------------------------------------------------------------
 @register("env", "MountainCarContinuous-v0")
-class MountainCarContinuous(ClassicControlEnv):
+class MountainCarContinuous(_MountainCarBase):
     """MountainCarContinuous-v0: the mountain car with a continuous force.
 
     Observation float32 ``[N, 2]`` (position, velocity); action float32
@@ -676,23 +682,6 @@ class MountainCarContinuous(ClassicControlEnv):
     max_speed = 0.07
     goal_position = 0.45
     power = 0.0015
-
-    def __init__(self, num_envs=1, max_episode_steps=None, goal_velocity=0, reset_low=-0.6, reset_high=-0.4):
-        super().__init__(num_envs, max_episode_steps)
-        self.goal_velocity = float(goal_velocity)
-        self.reset_low, self.reset_high = _check_bounds(reset_low, reset_high)
-
-    @property
-    def observation_low(self):
-        return np.array([self.min_position, -self.max_speed], np.float32)
-
-    @property
-    def observation_high(self):
-        return np.array([self.max_position, self.max_speed], np.float32)
-
-    def _sample(self, seed, n):
-        pos = _uniform(self, seed, [n], self.reset_low, self.reset_high)
-        return tf.stack([pos, tf.zeros_like(pos)], axis=1)
 
     def _dynamics(self, physics, fresh, action):
         # While ``fresh`` the state is numpy float64 (after reset); afterwards
