@@ -19,7 +19,7 @@ from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _positive, _update_best, centered_rank, z_score,
+    _center, _default_popsize, _gaussian_population, _positive, _update_best, centered_rank, z_score,
 )
 
 __all__ = ["OpenES"]
@@ -88,11 +88,7 @@ class OpenES(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        seed = self.seeds.next()
-        if self.mirrored:
-            e = _normal([self.popsize // 2, self.num_dims], seed, scale=self.sigma)
-            return tf.concat([self.center + e, self.center - e], axis=0)
-        return self.center + _normal([self.popsize, self.num_dims], seed, scale=self.sigma)
+        return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
 
     def _shape(self, fitness):
         if self.fitness_shaping == "centered_rank":

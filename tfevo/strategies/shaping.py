@@ -231,3 +231,11 @@ def _normal(shape, seed, scale=None) -> tf.Tensor:
     t = (2.0 * math.pi) * u[1]
     z = tf.concat([r * tf.cos(t), r * tf.sin(t)], axis=0)
     return z if 2 * h == n else z[:n]
+
+
+def _gaussian_population(center, sigma, popsize: int, mirrored: bool, seed) -> tf.Tensor:
+    """``center + sigma * eps`` for ``popsize`` members; mirrored: ``[c + e, c - e]`` halves."""
+    if mirrored:
+        e = _normal([popsize // 2, center.shape[0]], seed, scale=sigma)
+        return tf.concat([center + e, center - e], axis=0)
+    return center + _normal([popsize, center.shape[0]], seed, scale=sigma)

@@ -20,7 +20,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _per_dim, _positive, _update_best, nes_utilities, ranks,
+    _center, _default_popsize, _gaussian_population, _per_dim, _positive, _update_best, nes_utilities, ranks,
 )
 
 __all__ = ["SNES"]
@@ -80,11 +80,7 @@ class SNES(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        seed = self.seeds.next()
-        if self.mirrored:
-            e = _normal([self.popsize // 2, self.num_dims], seed, scale=self.sigma)
-            return tf.concat([self.center + e, self.center - e], axis=0)
-        return self.center + _normal([self.popsize, self.num_dims], seed, scale=self.sigma)
+        return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
 
     def _tell(self, x, fitness):
         _update_best(self, x, fitness)
