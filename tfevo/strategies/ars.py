@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
-from tfevo.strategies.shaping import _center, _default_popsize, _normal, _positive, _update_best
+from tfevo.strategies.shaping import _center, _default_popsize, _normal, _positive
 
 __all__ = ["ARS"]
 
@@ -83,7 +83,7 @@ class ARS(Algorithm):
         return tf.concat([self.center + d, self.center - d], axis=0)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         r = worst_to_finite(fitness)
         n = self.popsize // 2
         rp, rm = r[:n], r[n:]

@@ -309,15 +309,6 @@ class _CMABase(Algorithm):
         self.generation.assign_add(1)
         return tf.constant(0)
 
-    def _update_best(self, x, fitness):
-        # tf.gather, not x[i]: XLA treats a strided-slice index as a compile-time
-        # constant and would recompile for every new argmax.
-        i = tf.argmax(fitness, output_type=tf.int32)
-        fi = tf.gather(fitness, i)
-        better = fi > self.best_fitness
-        self.best_params.assign(tf.where(better, tf.gather(x, i), self.best_params))
-        self.best_fitness.assign(tf.where(better, fi, self.best_fitness))
-
     def _refresh_op(self):
         self._refresh()
         return tf.constant(0)

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _bounds, _center, _update_best
+from tfevo.strategies.shaping import _bounds, _center
 
 __all__ = ["DifferentialEvolution", "distinct_indices"]
 
@@ -136,7 +136,7 @@ class DifferentialEvolution(Algorithm):
         return tf.where(tf.equal(self.generation, 0), pop, trial)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         f = tf.maximum(fitness, -tf.float32.max)  # NaN/-inf -> worst finite value
         accept = tf.logical_or(f >= self.fitness, tf.equal(self.generation, 0))
         self.population.assign(tf.where(accept[:, None], x, self.population))

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _normal, _positive, _update_best
+from tfevo.strategies.shaping import _normal, _positive
 
 __all__ = ["GaussianGA", "elitist_truncation"]
 
@@ -159,7 +159,7 @@ class GaussianGA(Algorithm):
         return tf.identity(self.population)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
         total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)

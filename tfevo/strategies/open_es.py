@@ -19,7 +19,7 @@ from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _positive, _update_best, centered_rank, z_score,
+    _center, _default_popsize, _gaussian_population, _positive, centered_rank, z_score,
 )
 
 __all__ = ["OpenES"]
@@ -98,7 +98,7 @@ class OpenES(Algorithm):
         return worst_to_finite(fitness)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         w = self._shape(fitness)
         if self.fitness_shaping == "raw":  # weights do not sum to 0: form eps explicitly
             weighted_eps = tf.linalg.matvec((x - self.center) / self.sigma, w, transpose_a=True)

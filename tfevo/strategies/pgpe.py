@@ -23,7 +23,7 @@ from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _per_dim, _positive, _update_best, centered_rank, z_score,
+    _center, _default_popsize, _normal, _per_dim, _positive, centered_rank, z_score,
 )
 
 __all__ = ["PGPE"]
@@ -102,7 +102,7 @@ class PGPE(Algorithm):
         return tf.concat([self.center + eps, self.center - eps], axis=0)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         if self.fitness_shaping == "centered_rank":
             w = centered_rank(fitness)
         elif self.fitness_shaping == "z_score":

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _bounds, _center, _positive, _update_best
+from tfevo.strategies.shaping import _bounds, _center, _positive
 
 __all__ = ["PSO"]
 
@@ -87,7 +87,7 @@ class PSO(Algorithm):
         return tf.identity(self.position)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         f = tf.maximum(fitness, -tf.float32.max)
         improved = tf.logical_or(f > self.personal_best_fitness, tf.equal(self.generation, 0))
         pbest = self.personal_best.assign(tf.where(improved[:, None], x, self.personal_best))

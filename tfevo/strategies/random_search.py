@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _bounds, _center, _normal, _per_dim, _update_best
+from tfevo.strategies.shaping import _bounds, _center, _normal, _per_dim
 
 __all__ = ["RandomSearch"]
 
@@ -68,6 +68,6 @@ class RandomSearch(Algorithm):
         return self.center + _normal(shape, seed, scale=self.sigma)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         if self.adapt_center:
             self.center.assign(tf.where(tf.math.is_finite(self.best_fitness), self.best_params, self.center))

@@ -199,20 +199,6 @@ def _default_popsize(num_dims: int, even: bool = False) -> int:
     return p
 
 
-def _update_best(algo, x: tf.Tensor, fitness: tf.Tensor) -> None:
-    """XLA-friendly replacement of ``Algorithm._update_best`` (gather, not a dynamic slice).
-
-    Indexing ``x[i]`` with a tensor ``i`` lowers to a strided slice whose bounds
-    XLA needs as compile-time constants, which makes every new population value
-    trigger a recompilation under ``jit_compile=True``.
-    """
-    i = tf.argmax(fitness, output_type=tf.int32)
-    fi = tf.gather(fitness, i)
-    better = fi > algo.best_fitness
-    algo.best_params.assign(tf.where(better, tf.gather(x, i), algo.best_params))
-    algo.best_fitness.assign(tf.where(better, fi, algo.best_fitness))
-
-
 def _normal(shape, seed, scale=None) -> tf.Tensor:
     """Standard normal samples ``[n, d]`` (times ``scale``) by Box-Muller from stateless uniforms.
 

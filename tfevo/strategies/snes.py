@@ -20,7 +20,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _per_dim, _positive, _update_best, nes_utilities, ranks,
+    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, ranks,
 )
 
 __all__ = ["SNES"]
@@ -83,7 +83,7 @@ class SNES(Algorithm):
         return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
         z = (x - self.center) / self.sigma
         grad_mu = tf.linalg.matvec(z, u, transpose_a=True)

@@ -26,7 +26,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _positive, _update_best, nes_utilities, ranks,
+    _center, _default_popsize, _normal, _positive, nes_utilities, ranks,
 )
 
 __all__ = ["XNES"]
@@ -97,7 +97,7 @@ class XNES(Algorithm):
         return self.center + self.sigma * tf.matmul(z, self.B, transpose_b=True)
 
     def _tell(self, x, fitness):
-        _update_best(self, x, fitness)
+        self._update_best(x, fitness)
         u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
         z = tf.convert_to_tensor(self.z)
         d = float(self.num_dims)
