@@ -137,7 +137,7 @@ def cmd_train(args) -> int:
 def _restore_setup(run_dir: Path):
     from tfevo.core import ConfigError
     from tfevo.training import config as C
-    from tfevo.training.builders import best_params, build
+    from tfevo.training.builders import best_params
 
     saved = run_dir / "config.json"
     if not saved.exists():
@@ -211,20 +211,14 @@ def cmd_play(args) -> int:
     import numpy as np
     import tensorflow as tf
 
-    from tfevo.training.builders import _env_spec, make_policy
+    from tfevo.training.builders import _env_spec, make_obs_norm, make_policy
 
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
     obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
     policy, _ = make_policy(cfg, obs_shape, action_spec)
-    normalize = lambda o: o  # noqa: E731
-    if cfg.evaluator.obs_norm:
-        from tfevo.rollout import ObservationNormalizer
-
-        norm = ObservationNormalizer(obs_shape, clip=10.0)
-        path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
-        tf.train.Checkpoint(obs_norm=norm).restore(path).expect_partial()
-        normalize = lambda o: norm.normalize(tf.cast(o, tf.float32))  # noqa: E731
+    norm = make_obs_norm(cfg, obs_shape, run_dir)
+    normalize = (lambda o: o) if norm is None else (lambda o: norm.normalize(tf.cast(o, tf.float32)))  # noqa: E731
     env_id = cfg.env.id
     out = Path(args.video)
     is_mujoco = False

@@ -123,9 +123,8 @@ def build(cfg) -> Setup:
         )
     else:
         num_envs = cfg.evaluator.num_envs or min(popsize, 64)
-        normalizer = None
-        if cfg.evaluator.obs_norm:
-            normalizer = rollout.ObservationNormalizer(obs_shape, clip=10.0)
+        normalizer = make_obs_norm(cfg, obs_shape)
+        if normalizer is not None:
             trackables["obs_norm"] = normalizer
         evaluator = rollout.PipelinedEvaluator(
             cfg.env.id, policy, num_envs=num_envs, num_subsets=cfg.evaluator.num_subsets,
@@ -141,13 +140,30 @@ def build(cfg) -> Setup:
     return Setup(cfg, env, policy, model, algorithm, evaluator, trackables)
 
 
+def make_obs_norm(cfg, obs_shape, run_dir=None):
+    """The run's observation normalizer (``None`` unless ``evaluator.obs_norm``).
+
+    With ``run_dir``, its statistics are restored from the latest checkpoint.
+    """
+    import tensorflow as tf
+
+    from tfevo import rollout
+
+    if not cfg.evaluator.obs_norm:
+        return None
+    normalizer = rollout.ObservationNormalizer(obs_shape, clip=10.0)
+    if run_dir is not None:
+        path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
+        if path is not None:
+            tf.train.Checkpoint(obs_norm=normalizer).restore(path).expect_partial()
+    return normalizer
+
+
 def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
     """An evaluator for scoring one member over ``episodes`` episodes (``tfevo eval``).
 
     Observation statistics saved with the run are restored and frozen.
     """
-    import tensorflow as tf
-
     from tfevo import rollout
 
     obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
@@ -157,13 +173,7 @@ def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
 
         env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
         return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed), model
-    normalizer = None
-    if cfg.evaluator.obs_norm:
-        normalizer = rollout.ObservationNormalizer(obs_shape, clip=10.0)
-        if run_dir is not None:
-            path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
-            if path is not None:
-                tf.train.Checkpoint(obs_norm=normalizer).restore(path).expect_partial()
+    normalizer = make_obs_norm(cfg, obs_shape, run_dir)
     ev = rollout.PipelinedEvaluator(cfg.env.id, policy, num_envs=min(episodes, 16), num_subsets=1,
                                     episodes=episodes, max_steps=cfg.env.max_steps, seed=seed,
                                     obs_norm=normalizer, update_obs_norm=False, env_kwargs=cfg.env.kwargs)
