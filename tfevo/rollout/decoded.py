@@ -10,7 +10,6 @@ population of 1000 Nature-DQN networks never does).
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError

@@ -246,7 +246,7 @@ class Trainer(tf.Module):
         return tf.nest.map_structure(lambda v: v.read_value(), self.best)
 
     # -- the loop -----------------------------------------------------------
-    def _done(self, start_wall: float) -> bool:
+    def _done(self) -> bool:
         if self.budget_generations is not None and int(self.generation.numpy()) >= self.budget_generations:
             return True
         if self.budget_frames is not None and int(self.frames.numpy()) >= self.budget_frames:
@@ -318,10 +318,9 @@ class Trainer(tf.Module):
 
             bar = tqdm(total=total, initial=int(self.generation.numpy()), unit="gen", dynamic_ncols=True,
                        disable=None)
-        start = time.perf_counter()
         self._last_saved = int(self.generation.numpy())
         try:
-            while not self._done(start):
+            while not self._done():
                 log = self.step()
                 # Log first, then checkpoint: on resume, log lines of generations
                 # after the restored checkpoint are dropped, so both stay in step.
