@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
-from tfevo.strategies.shaping import _center, _default_popsize, _normal, _positive
+from tfevo.strategies.shaping import _center, _default_popsize, _gaussian_population, _positive
 
 __all__ = ["ARS"]
 
@@ -79,8 +79,7 @@ class ARS(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        d = _normal([self.popsize // 2, self.num_dims], self.seeds.next(), scale=self.noise_std)
-        return tf.concat([self.center + d, self.center - d], axis=0)
+        return _gaussian_population(self.center, self.noise_std, self.popsize, True, self.seeds.next())
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfevo.core import Algorithm, ConfigError, ShapeError
+from tfevo.core import Algorithm, ConfigError, ShapeError, sanitize_fitness
 from tfevo.registry import register
 
 __all__ = ["CMAES", "cma_default_popsize", "STOP_REASONS"]
@@ -262,8 +262,7 @@ class _CMABase(Algorithm):
 
     def _tell_core(self, x, fitness):
         n, lam, dt = self.num_dims, self.popsize, self.dtype
-        fitness = tf.where(tf.math.is_nan(fitness), -np.inf, fitness)
-        fitness = tf.minimum(fitness, tf.float32.max)
+        fitness = sanitize_fitness(fitness)
         self._update_best(x, fitness)
         xd = tf.cast(x, dt)
         row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)

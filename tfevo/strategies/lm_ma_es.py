@@ -21,7 +21,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError, check_fitness, check_population
+from tfevo.core import ConfigError, sanitize_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import _CMABase, cma_default_popsize
 
@@ -93,8 +93,7 @@ class LMMAES(_CMABase):
 
     def _tell_core(self, x, fitness):
         n, dt = self.num_dims, self.dtype
-        fitness = tf.where(tf.math.is_nan(fitness), -np.inf, fitness)
-        fitness = tf.minimum(fitness, tf.float32.max)
+        fitness = sanitize_fitness(fitness)
         self._update_best(x, fitness)
         xd = tf.cast(x, dt)
         row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)

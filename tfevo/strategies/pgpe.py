@@ -23,7 +23,7 @@ from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _per_dim, _positive, centered_rank, z_score,
+    _gaussian_population, _center, _default_popsize, _per_dim, _positive, centered_rank, z_score,
 )
 
 __all__ = ["PGPE"]
@@ -98,8 +98,7 @@ class PGPE(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        eps = _normal([self.popsize // 2, self.num_dims], self.seeds.next(), scale=self.sigma)
-        return tf.concat([self.center + eps, self.center - eps], axis=0)
+        return _gaussian_population(self.center, self.sigma, self.popsize, True, self.seeds.next())
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
