@@ -94,8 +94,17 @@ class NEATConfig:
         parents (else a mutated copy of one); neat-python always crosses
         (a pair may be the same genome).
 
+      reset_on_extinction: when every species is stagnant (possible only
+        with ``species_elitism=0``) the population is replaced by a fresh
+        initial population and the species are cleared (neat-python with
+        ``reset_on_extinction = True``); False keeps the best species alive
+        (neat-python would raise ``CompleteExtinctionException``).
+
     Structural mutation (each applied independently per child):
       node_add_prob, node_delete_prob, conn_add_prob, conn_delete_prob.
+      structural_mutation_surer: add-connection on an existing connection
+        re-enables it (neat-python's option of that name; default False:
+        nothing happens, as neat-python's default).
 
     Attribute mutation (per gene; ``*_mutate_rate`` perturbs by
     ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value;
@@ -137,11 +146,13 @@ class NEATConfig:
     allotment: str = "fitness"
     interspecies_crossover_prob: float = 0.0
     crossover_prob: float = 1.0
+    reset_on_extinction: bool = True
 
     node_add_prob: float = 0.2
     node_delete_prob: float = 0.2
     conn_add_prob: float = 0.5
     conn_delete_prob: float = 0.5
+    structural_mutation_surer: bool = False
 
     bias_init_mean: float = 0.0
     bias_init_stdev: float = 1.0
@@ -279,7 +290,7 @@ class NEATConfig:
     @classmethod
     def from_neat_python(cls, path: str, **overrides) -> "NEATConfig":
         """Reads a neat-python config file (the sections' keys we know); keys we
-        don't model (e.g. ``reset_on_extinction``) are ignored."""
+        don't model (e.g. ``fitness_criterion``) are ignored."""
         cp = configparser.ConfigParser()
         if not cp.read(path):
             raise ConfigError(f"cannot read neat-python config {path!r}")

@@ -121,84 +121,98 @@ class NEAT(tf.Module):
         self._tell_fn(state, [self.seeds.seed, self.seeds.counter], nodes, conns, fitness)
 
     # ------------------------------------------------------------------
-    def _distances(self, rep_nodes, rep_conns, nodes, conns, alive):
-        """[S, P] distances of the live representatives to the population (+inf
-        for dead species slots; only live ones are computed)."""
-        S = self.config.max_species
-        live = tf.cast(tf.where(alive)[:, 0], tf.int32)
-        d = ops.distance_matrix(self.config, tf.gather(rep_nodes, live), tf.gather(rep_conns, live), nodes, conns)
-        full = tf.fill([S, self.config.pop_size], _INF)
-        return tf.tensor_scatter_nd_update(full, live[:, None], d)
-
     def _speciate(self, nodes, conns):
+        """neat-python's speciation on fixed-size tensors.
+
+        1) Each live species, in order of species key, takes the genome closest
+           to its old representative (and not yet taken) as its new one.
+        2) The other genomes, in population order, join the closest species
+           (representatives of step 1 and of species founded by EARLIER
+           genomes) nearer than the threshold, else found a new species.
+           Step 2 is exact without a loop over genomes: a running minimum
+           distance per genome is kept, and each new species (one
+           ``[P]`` distance pass) only updates the genomes after its founder.
+        3) With no free species slot left, a genome joins its closest species
+           regardless of the threshold.
+        Returns (species id per genome [P], live [S], keys, created,
+        best fitness, last improved)."""
         cfg = self.config
         S, P = cfg.max_species, cfg.pop_size
         thr = cfg.compatibility_threshold
-        gen = self.generation
+        gen = self.generation.read_value()
         active = self.species_active.read_value()
-        D = self._distances(self.species_rep_nodes, self.species_rep_conns, nodes, conns, active)
-        D = tf.where(active[:, None], D, _INF)
-        # 1) each existing species (in creation order) takes the closest free genome as representative
-        order = tf.argsort(tf.where(active, self.species_key, tf.int64.max), stable=True)
+        keys = self.species_key.read_value()
+        # -- 1) new representatives, species in key order
+        order = tf.argsort(tf.where(active, keys, tf.int64.max), stable=True)
+        n_live = tf.reduce_sum(tf.cast(active, tf.int32))
+        live = order[:n_live]
+        D = ops.distance_matrix(cfg, tf.gather(self.species_rep_nodes, live), tf.gather(self.species_rep_conns, live),
+                                nodes, conns)  # [n_live, P]
 
         def pick(i, taken, rep_idx):
-            s = order[i]
-            d = tf.where(taken, _INF, D[s])
+            d = tf.where(taken, _INF, D[i])
             j = tf.argmin(d, output_type=tf.int32)
-            ok = active[s] & (d[j] < _INF)
-            rep_idx = tf.tensor_scatter_nd_update(rep_idx, [[s]], [tf.where(ok, j, -1)])
+            ok = d[j] < _INF
+            rep_idx = tf.tensor_scatter_nd_update(rep_idx, [[live[i]]], [tf.where(ok, j, -1)])
             taken = taken | (tf.one_hot(j, P, on_value=True, off_value=False) & ok)
             return i + 1, taken, rep_idx
 
-        _, taken, rep_idx = tf.while_loop(lambda i, t, r: i < S, pick,
+        _, taken, rep_idx = tf.while_loop(lambda i, t, r: i < n_live, pick,
                                           (0, tf.zeros([P], tf.bool), tf.fill([S], -1)))
         alive = rep_idx >= 0
-        safe = tf.maximum(rep_idx, 0)
-        rep_n = tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan)
-        rep_c = tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan)
-        D = self._distances(rep_n, rep_c, nodes, conns, alive)
-        D = tf.where(alive[:, None], D, _INF)
-        # 2) others join the closest species within the threshold
-        best_s = tf.argmin(D, axis=0, output_type=tf.int32)
-        best_d = tf.reduce_min(D, axis=0)
-        sp = tf.where(best_d < thr, best_s, -1)
-        rep_pos = tf.boolean_mask(safe, alive)
-        rep_sp = tf.cast(tf.where(alive)[:, 0], tf.int32)
-        sp = tf.tensor_scatter_nd_update(sp, rep_pos[:, None], rep_sp)
-        keys = self.species_key.read_value()
+        ids = tf.cast(tf.where(alive)[:, 0], tf.int32)
+        rep = tf.gather(rep_idx, ids)
+        D = ops.distance_matrix(cfg, tf.gather(nodes, rep), tf.gather(conns, rep), nodes, conns)
+        D = tf.concat([D, tf.fill([1, P], _INF)], 0)  # a row for "no species"
+        best_d = tf.reduce_min(D, 0)
+        best_s = tf.gather(tf.concat([ids, [-1]], 0), tf.argmin(D, 0, output_type=tf.int32))
         created = self.species_created.read_value()
         best_f = self.species_best_fitness.read_value()
         last_imp = self.species_last_improved.read_value()
         nkey = self.next_species_key.read_value()
+        idx = tf.range(P)
 
-        # 3) unassigned genomes found new species (greedy, first unassigned first)
-        def found(sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx):
-            un = sp < 0
-            p = tf.argmax(tf.cast(un, tf.int8), output_type=tf.int32)
+        # -- 2) founders, in population order
+        def cand(best_d, taken, last):
+            return ~taken & (best_d >= thr) & (idx > last)
+
+        def found(best_d, best_s, taken, last, alive, rep_idx, keys, created, best_f, last_imp, nkey):
+            f = tf.argmax(tf.cast(cand(best_d, taken, last), tf.int8), output_type=tf.int32)
             s = tf.argmax(tf.cast(~alive, tf.int8), output_type=tf.int32)
-            d = ops.distance_one_to_many(cfg, nodes[p], conns[p], nodes, conns)
-            D = tf.tensor_scatter_nd_update(D, [[s]], d[None])
-            join = (un & (d < thr)) | tf.one_hot(p, P, on_value=True, off_value=False)
-            sp = tf.where(join, s, sp)
+            d = ops.distance_one_to_many(cfg, nodes[f], conns[f], nodes, conns)
+            better = (idx > f) & (d < best_d)
+            best_s = tf.where(better, s, best_s)
+            best_d = tf.where(better, d, best_d)
+            one = tf.one_hot(f, P, on_value=True, off_value=False)
+            best_s = tf.where(one, s, best_s)
+            taken = taken | one
             upd = lambda x, v: tf.tensor_scatter_nd_update(x, [[s]], [v])  # noqa: E731
-            return (sp, upd(alive, True), D, upd(keys, nkey), upd(created, gen), upd(best_f, -_INF),
-                    upd(last_imp, gen), nkey + 1, upd(rep_idx, p))
+            return (best_d, best_s, taken, f, upd(alive, True), upd(rep_idx, f), upd(keys, nkey), upd(created, gen),
+                    upd(best_f, -_INF), upd(last_imp, gen), nkey + 1)
 
-        sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx = tf.while_loop(
-            lambda sp, alive, *rest: tf.reduce_any(sp < 0) & tf.reduce_any(~alive), found,
-            (sp, alive, D, keys, created, best_f, last_imp, nkey, rep_idx))
-        # 4) no free species slot: join the closest species regardless of threshold
-        sp = tf.where(sp < 0, tf.argmin(D, axis=0, output_type=tf.int32), sp)
+        best_d, best_s, taken, _, alive, rep_idx, keys, created, best_f, last_imp, nkey = tf.while_loop(
+            lambda best_d, best_s, taken, last, alive, *rest: tf.reduce_any(cand(best_d, taken, last))
+            & tf.reduce_any(~alive),
+            found, (best_d, best_s, taken, tf.constant(-1), alive, rep_idx, keys, created, best_f, last_imp, nkey))
+        # -- members: own species for representatives/founders, else the closest
+        # visible species within the threshold, else (no free slot) the closest
+        sp = tf.maximum(best_s, 0)
         safe = tf.maximum(rep_idx, 0)
+        sp = tf.tensor_scatter_nd_update(sp, tf.boolean_mask(safe, alive)[:, None],
+                                         tf.cast(tf.where(alive)[:, 0], tf.int32))
         self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan))
         self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan))
         self.next_species_key.assign(nkey)
         return sp, alive, keys, created, best_f, last_imp
 
-    def _spawn(self, alive, size, fit_s, adj_s, rank):
-        """Offspring per species [S] (int32, sums to P)."""
+    def _spawn(self, alive, size, fit_s, adj_s, rank, keys):
+        """Offspring per species [S] (int32, sums to P), neat-python's
+        ``compute_spawn`` followed by its exact adjustment: missing members go
+        one at a time to the smallest species first, surplus is taken one at a
+        time from the largest (never below the minimum size); ties in species
+        order (fitness ascending, then key)."""
         cfg = self.config
-        P = cfg.pop_size
+        P, S = cfg.pop_size, cfg.max_species
         min_size = float(max(cfg.min_species_size, cfg.elitism))
         if cfg.allotment == "rank":
             n_alive = tf.reduce_sum(tf.cast(alive, tf.float32))
@@ -215,18 +229,32 @@ class NEAT(tf.Module):
         total = tf.reduce_sum(spawn)
         spawn = tf.where(alive, tf.maximum(min_size, tf.round(spawn * P / tf.maximum(total, 1.0))), 0.0)
         spawn = tf.cast(spawn, tf.int32)
+        mins = int(min_size)
+        # species order of neat-python's list: fitness ascending, then key
+        o = tf.argsort(tf.where(alive, keys, tf.int64.max), stable=True)
+        o = tf.gather(o, tf.argsort(tf.gather(tf.where(alive, fit_s, _INF), o), stable=True))
+        pos = tf.math.invert_permutation(o)  # position of each species in that order
+        n = tf.maximum(tf.reduce_sum(tf.cast(alive, tf.int32)), 1)
+        diff = P - tf.reduce_sum(spawn)
 
-        # make the sum exactly P: add/remove one at a time from the largest/smallest-above-1
-        def fix(spawn):
-            diff = P - tf.reduce_sum(spawn)
-            big = tf.argmax(tf.where(alive, spawn, -1), output_type=tf.int32)
-            cand = tf.where(alive & (spawn > 1), spawn, -1)
-            shrink = tf.argmax(cand, output_type=tf.int32)
-            step = tf.clip_by_value(diff, -tf.maximum(cand[shrink] - 1, 1), P)
-            tgt = tf.where(diff > 0, big, shrink)
-            return tf.tensor_scatter_nd_add(spawn, [[tgt]], [step])
+        def grow(spawn, diff):  # ascending by size, round robin
+            key = tf.where(alive, spawn * S + pos, tf.int32.max)
+            q = tf.math.invert_permutation(tf.argsort(key, stable=True))  # rank by (size, order)
+            return spawn + tf.where(alive, diff // n + tf.cast(q < diff % n, tf.int32), 0)
 
-        spawn = tf.while_loop(lambda s: tf.reduce_sum(s) != P, fix, (spawn,), maximum_iterations=4 * cfg.max_species + 4)[0]
+        def shrink(spawn, diff):  # descending by size, one per species per pass
+            def body(spawn, rem):
+                el = alive & (spawn > mins)
+                key = tf.where(el, -spawn * S + pos, tf.int32.max)
+                q = tf.math.invert_permutation(tf.argsort(key, stable=True))
+                take = el & (q < rem)
+                return spawn - tf.cast(take, tf.int32), rem - tf.reduce_sum(tf.cast(take, tf.int32))
+
+            return tf.while_loop(lambda s, r: (r > 0) & tf.reduce_any(alive & (s > mins)), body,
+                                 (spawn, -diff), maximum_iterations=P)[0]
+
+        spawn = tf.cond(diff > 0, lambda: grow(spawn, diff),
+                        lambda: tf.cond(diff < 0, lambda: shrink(spawn, diff), lambda: spawn))
         return spawn
 
     def _tell(self, nodes, conns, fitness):
@@ -262,8 +290,14 @@ class NEAT(tf.Module):
         rank = tf.argsort(tf.argsort(-fit_s, stable=True), stable=True)  # 0 = best
         protected = rank < cfg.species_elitism
         stagnant = alive & ((gen - last_imp) >= cfg.max_stagnation) & ~protected
-        all_stag = tf.reduce_all(stagnant | ~alive)
-        stagnant = stagnant & ~(all_stag & tf.equal(rank, 0))
+        extinct = tf.reduce_all(stagnant | ~alive)
+        if cfg.reset_on_extinction:
+            # neat-python: every species stagnant -> a fresh population (bred as
+            # if none were stagnant, then replaced below) and no species
+            stagnant = stagnant & ~extinct
+        else:
+            stagnant = stagnant & ~(extinct & tf.equal(rank, 0))
+            extinct = tf.constant(False)
         alive = alive & ~stagnant
         # adjusted fitness (neat-python): mean member fitness scaled by the range
         member_alive = tf.gather(alive, sp)
@@ -273,7 +307,7 @@ class NEAT(tf.Module):
         mean_s = tf.math.unsorted_segment_mean(ff, sp, S)
         adj = tf.where(alive, (mean_s - fmin) / frange, 0.0)
         arank = tf.argsort(tf.argsort(tf.where(alive, -fit_s, _INF), stable=True), stable=True)
-        spawn = self._spawn(alive, size, fit_s, adj, arank)
+        spawn = self._spawn(alive, size, fit_s, adj, arank, keys)
 
         # ---- reproduction --------------------------------------------------
         seeds = tf.random.experimental.stateless_split(self.seeds.next(), 8)
@@ -309,6 +343,9 @@ class NEAT(tf.Module):
         p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
         cn, cc, nk, nm, skn, skc = self._breed_fn(nodes, conns, p1, p2, is_elite, seeds[2], seeds[3],
                                                   self.next_node_key.read_value(), self.next_marker.read_value())
+        if cfg.reset_on_extinction:
+            cn, cc = tf.cond(extinct, lambda: initial_population(cfg, seeds[4])[:2], lambda: (cn, cc))
+            alive = alive & ~extinct
         self.nodes.assign(cn)
         self.conns.assign(cc)
         self.next_node_key.assign(nk)

@@ -13,9 +13,10 @@ from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import (CONN_DIM, CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT,
                                NODE_ACT, NODE_AGG, NODE_BIAS, NODE_DIM, NODE_KEY, NODE_RESPONSE,
-                               conn_slots, conn_valid, init_attribute, node_valid, pair_hash)
+                               conn_slots, conn_valid, node_valid, pair_hash)
 
-__all__ = ["align", "distance_one_to_many", "crossover", "mutate", "reachable_from"]
+__all__ = ["align", "distance_one_to_many", "distance_matrix", "crossover", "mutate", "mutate_attributes",
+           "reachable_from", "reachable_along"]
 
 _BIG = 3.0e38
 
@@ -35,42 +36,23 @@ def align(query: tf.Tensor, keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
 def distance_one_to_many(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
     """Compatibility distance of one genome (``[N,5]``, ``[C,5]``) to each of
-    ``nodes [P,N,5]``, ``conns [P,C,5]`` -> ``[P]`` (neat-python's formula)."""
-    I = cfg.num_inputs
-    dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
-    P = tf.shape(nodes)[0]
-    # -- nodes (input nodes are not genes)
-    gn = nodes[:, I:]
-    rn = rep_nodes[I:]
-    found, idx = align(gn[..., NODE_KEY], tf.broadcast_to(rn[None, :, NODE_KEY], tf.shape(gn[..., NODE_KEY])))
-    other = tf.gather(rn, idx)  # [P, Nh, 5]
-    d = (tf.abs(gn[..., NODE_BIAS] - other[..., NODE_BIAS]) + tf.abs(gn[..., NODE_RESPONSE] - other[..., NODE_RESPONSE])
-         + tf.cast(tf.not_equal(gn[..., NODE_ACT], other[..., NODE_ACT]), tf.float32)
-         + tf.cast(tf.not_equal(gn[..., NODE_AGG], other[..., NODE_AGG]), tf.float32))
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
-    nm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
-    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)
-    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32))
-    nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
-    # -- connections, aligned by innovation marker
-    found, idx = align(conns[..., CONN_MARKER], tf.broadcast_to(rep_conns[None, :, CONN_MARKER], tf.shape(conns[..., 0])))
-    other = tf.gather(rep_conns, idx)
-    d = tf.abs(conns[..., CONN_WEIGHT] - other[..., CONN_WEIGHT]) + tf.cast(
-        tf.not_equal(conns[..., CONN_ENABLED], other[..., CONN_ENABLED]), tf.float32)
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
-    cm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
-    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)
-    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32))
-    cd = (wc * hom + dc * (ca + cb - 2.0 * cm)) / tf.maximum(tf.maximum(ca, cb), 1.0)
-    cd = tf.where((ca + cb) > 0, cd, 0.0)
-    del P
-    return nd + cd
+    ``nodes [P,N,5]``, ``conns [P,C,5]`` -> ``[P]`` (neat-python's formula,
+    see :func:`distance_matrix`)."""
+    return distance_matrix(cfg, rep_nodes[None], rep_conns[None], nodes, conns)[0]
 
 
-def _bits(u, k):
-    """k independent fair coin flips [..., k] from one uniform per row."""
-    scaled = tf.cast(tf.floor(u[..., None] * (2.0 ** tf.range(1, k + 1, dtype=tf.float32))), tf.int32)
-    return tf.math.floormod(scaled, 2) == 1
+_TWO_PI = 6.283185307179586
+_ONE_MINUS = 1.0 - 2.0 ** -24
+
+
+def _coin_bits(seed, shape_p, n: int) -> tf.Tensor:
+    """``n`` independent fair coins per row ``[P, n]`` (bool) from one draw
+    of ``ceil(n / 32)`` random 32-bit words per row."""
+    words = (n + 31) // 32
+    raw = tf.random.stateless_uniform(tf.stack([shape_p, words]), seed, minval=None, maxval=None, dtype=tf.int32)
+    j = np.arange(n)
+    w = tf.gather(raw, tf.constant(j // 32, tf.int32), axis=1)
+    return tf.equal(tf.bitwise.bitwise_and(tf.bitwise.right_shift(w, tf.constant(j % 32, tf.int32)), 1), 1)
 
 
 def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tensor]:
@@ -78,19 +60,22 @@ def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tenso
 
     A child has exactly parent 1's genes (its disjoint and excess genes
     included); each attribute of a homologous gene (same node key / same
-    innovation marker) comes from either parent with probability 1/2.
+    innovation marker) comes from either parent with probability 1/2.  All
+    coins of a generation come from one draw of random bits.
     """
-    s = tf.random.experimental.stateless_split(seed, 2)
+    P = tf.shape(nodes1)[0]
+    N, C = nodes1.shape[1], conns1.shape[1]
+    coins = _coin_bits(seed, P, 4 * N + 2 * C)
+    f = tf.zeros([P, N, 1], tf.bool)
+    ncoin = tf.concat([f, tf.reshape(coins[:, :4 * N], [P, N, 4])], -1)  # key column never swaps
     found, idx = align(nodes1[..., NODE_KEY], nodes2[..., NODE_KEY])
     other = tf.gather(nodes2, idx, batch_dims=1)
-    coin = _bits(tf.random.stateless_uniform(tf.shape(nodes1)[:-1], s[0]), NODE_DIM)
-    pick = found[..., None] & coin & (tf.range(NODE_DIM) != NODE_KEY)
-    nodes = tf.where(pick, other, nodes1)
+    nodes = tf.where(found[..., None] & ncoin, other, nodes1)
+    fc = tf.zeros([P, C, 2], tf.bool)
+    ccoin = tf.concat([fc, tf.reshape(coins[:, 4 * N:], [P, C, 2]), fc[..., :1]], -1)  # enabled, weight
     found, idx = align(conns1[..., CONN_MARKER], conns2[..., CONN_MARKER])
     other = tf.gather(conns2, idx, batch_dims=1)
-    coin = _bits(tf.random.stateless_uniform(tf.shape(conns1)[:-1], s[1]), CONN_DIM)
-    pick = found[..., None] & coin & ((tf.range(CONN_DIM) == CONN_ENABLED) | (tf.range(CONN_DIM) == CONN_WEIGHT))
-    conns = tf.where(pick, other, conns1)
+    conns = tf.where(found[..., None] & ccoin, other, conns1)
     return nodes, conns
 
 
@@ -108,31 +93,69 @@ def reachable_from(adj: tf.Tensor, start: tf.Tensor) -> tf.Tensor:
     return r > 0.0
 
 
-def _mutate_float(cfg, name, v, mask, seed):
-    s = tf.random.experimental.stateless_split(seed, 2)
+def reachable_along(i_in: tf.Tensor, i_out: tf.Tensor, edge: tf.Tensor, start: tf.Tensor, num_nodes: int) -> tf.Tensor:
+    """bool [P, N]: node slots reachable from slot ``start [P]`` along the
+    connection list (slot indices ``i_in``/``i_out [P, C]``, ``edge [P, C]``
+    bool).  Works on the [P, C] list (no [P, N, N] matrix), one gather and one
+    segment sum per step, at most N steps (stops when nothing changes)."""
+    P = tf.shape(i_in)[0]
+    n = int(num_nodes)
+    r0 = tf.one_hot(start, n, on_value=True, off_value=False)
+    flat_out = tf.reshape(i_out + tf.range(P)[:, None] * n, [-1])
+
+    def body(i, r, changed):
+        src = tf.gather(r, i_in, batch_dims=1) & edge
+        hit = tf.math.unsorted_segment_max(tf.reshape(tf.cast(src, tf.int32), [-1]), flat_out, P * n)
+        nr = r | (tf.reshape(hit, [P, n]) > 0)
+        return i + 1, nr, tf.reduce_any(nr != r)
+
+    _, r, _ = tf.while_loop(lambda i, r, c: c & (i < n), body, (0, r0, True))
+    return r
+
+
+def _gauss(v01, u2):
+    """Standard normal from a uniform ``v01`` in [0, 1) and an independent
+    uniform ``u2`` (Box-Muller)."""
+    v = tf.minimum(v01, _ONE_MINUS)
+    return tf.sqrt(-2.0 * tf.math.log1p(-v)) * tf.cos(_TWO_PI * u2)
+
+
+def _fresh_float(cfg, name, v01, u2):
+    """neat-python FloatAttribute initial value from two uniforms."""
+    mean, std = getattr(cfg, f"{name}_init_mean"), getattr(cfg, f"{name}_init_stdev")
+    lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
+    if getattr(cfg, f"{name}_init_type") == "uniform":
+        a, b = max(lo, mean - 2 * std), min(hi, mean + 2 * std)
+        return a + (b - a) * v01
+    return tf.clip_by_value(mean + std * _gauss(v01, u2), lo, hi)
+
+
+def _mutate_float(cfg, name, v, mask, r, u2):
+    """Perturb (prob ``rate``) by N(0, power) or replace (prob ``replace``)
+    with a fresh value.  ``r`` decides; given the decision, ``r`` rescaled to
+    its interval is again uniform and (with ``u2``) gives the normal draw, so a
+    gene costs two uniforms."""
     rate, rep = getattr(cfg, f"{name}_mutate_rate"), getattr(cfg, f"{name}_replace_rate")
     power = getattr(cfg, f"{name}_mutate_power")
     lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
     if rate == 0.0 and rep == 0.0:
         return v
-    r = tf.random.stateless_uniform(tf.shape(v), s[0])
-    # one normal draw serves both branches (a gene is perturbed OR replaced)
-    z = tf.random.stateless_normal(tf.shape(v), s[1])
-    pert = tf.clip_by_value(v + power * z, lo, hi)
-    if getattr(cfg, f"{name}_init_type") == "uniform":
-        fresh = init_attribute(cfg, name, tf.shape(v), s[1])
-    else:
-        fresh = tf.clip_by_value(getattr(cfg, f"{name}_init_mean") + getattr(cfg, f"{name}_init_stdev") * z, lo, hi)
-    out = tf.where(r < rate, pert, tf.where(r < rate + rep, fresh, v))
+    pert_hit = r < rate
+    rep_hit = (r >= rate) & (r < rate + rep)
+    v01 = tf.where(pert_hit, r / max(rate, 1e-30), (r - rate) / max(rep, 1e-30))
+    pert = tf.clip_by_value(v + power * _gauss(v01, u2), lo, hi)
+    fresh = _fresh_float(cfg, name, v01, u2)
+    out = tf.where(pert_hit, pert, tf.where(rep_hit, fresh, v))
     return tf.where(mask, out, v)
 
 
-def _mutate_choice(v, options_ids, rate, mask, seed):
+def _mutate_choice(v, options_ids, rate, mask, r):
+    """With probability ``rate`` a random option (the decision uniform,
+    rescaled, picks it)."""
     if rate == 0.0 or len(options_ids) < 2:
         return v
-    s = tf.random.experimental.stateless_split(seed, 2)
-    r = tf.random.stateless_uniform(tf.shape(v), s[0])
-    pick = tf.random.stateless_uniform(tf.shape(v), s[1], 0, len(options_ids), dtype=tf.int32)
+    k = len(options_ids)
+    pick = tf.minimum(tf.cast(r / rate * k, tf.int32), k - 1)
     new = tf.gather(tf.constant(options_ids, tf.float32), pick)
     return tf.where(mask & (r < rate), new, v)
 
@@ -142,14 +165,22 @@ def _first_free(valid):
     return tf.argmax(tf.cast(free, tf.int8), -1, output_type=tf.int32), tf.reduce_any(free, -1)
 
 
-def _random_choice(mask, seed):
-    score = tf.where(mask, tf.random.stateless_uniform(tf.shape(mask), seed), -1.0)
-    return tf.argmax(score, -1, output_type=tf.int32), tf.reduce_any(mask, -1)
+def _random_choice(mask, u):
+    """A uniformly random True slot of each row of ``mask [P, K]`` from one
+    uniform ``u [P]`` per row (the ``floor(u * count)``-th True slot)."""
+    m = tf.cast(mask, tf.int32)
+    cnt = tf.reduce_sum(m, -1)
+    k = tf.minimum(tf.cast(u * tf.cast(cnt, tf.float32), tf.int32), cnt - 1)
+    hit = mask & tf.equal(tf.cumsum(m, axis=-1), (k + 1)[:, None])
+    return tf.argmax(tf.cast(hit, tf.int8), -1, output_type=tf.int32), cnt > 0
 
 
 def _write_row(x, slot, ok, row):
-    sel = (tf.one_hot(slot, tf.shape(x)[1], on_value=True, off_value=False) & ok[:, None])[..., None]
-    return tf.where(sel, row[:, None, :], x)
+    """x[p, slot[p]] = row[p] where ok[p]: one O(P) scatter, not a pass over x."""
+    P = tf.shape(x)[0]
+    ij = tf.stack([tf.range(P), slot], -1)
+    cur = tf.gather_nd(x, ij)
+    return tf.tensor_scatter_nd_update(x, ij, tf.where(ok[:, None], row, cur))
 
 
 def _new_ids(key: tf.Tensor, ok: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -162,40 +193,104 @@ def _new_ids(key: tf.Tensor, ok: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.gather(rank, idx), tf.reduce_sum(tf.cast(real, tf.int64))
 
 
+def _pair_markers(h_exist, valid, m_exist, h_new, ok, next_marker):
+    """Markers for new connections with pair hashes ``h_new [P]`` (rows ``ok``):
+    the marker an existing connection (``h_exist``/``m_exist [P, C]`` where
+    ``valid``) with the same pair carries, else a fresh marker shared by all
+    new rows with that pair.  Sort-based, O(P C log P): the P new hashes are
+    sorted once and every existing hash is binary-searched among them."""
+    P = tf.shape(h_new)[0]
+    big = tf.constant(_BIG, tf.float32)
+    hn = tf.where(ok, h_new, tf.int64.max)
+    o = tf.argsort(hn, stable=True)
+    hs = tf.gather(hn, o)  # sorted new hashes
+    he = tf.reshape(h_exist, [-1])
+    pos = tf.minimum(tf.searchsorted(hs, he, side="left", out_type=tf.int32), P - 1)
+    hit = tf.reshape(valid, [-1]) & tf.equal(tf.gather(hs, pos), he)
+    # group = run of equal sorted hashes
+    first = tf.concat([[True], tf.not_equal(hs[1:], hs[:-1])], 0)
+    grp = tf.cumsum(tf.cast(first, tf.int32)) - 1
+    m = tf.math.unsorted_segment_min(tf.where(hit, tf.reshape(m_exist, [-1]), big), tf.gather(grp, pos), P)
+    m_grp = tf.minimum(m, big)
+    need_grp = first & (m_grp >= big) & (hs < tf.int64.max)
+    fresh = tf.cumsum(tf.cast(need_grp, tf.int64)) - 1  # rank among groups needing one (constant in a group)
+    mg = tf.gather(m_grp, grp)
+    mk_sorted = tf.where(mg < big, mg, tf.cast(next_marker + fresh, tf.float32))
+    marker = tf.scatter_nd(o[:, None], mk_sorted, [P])
+    return marker, next_marker + tf.reduce_sum(tf.cast(need_grp, tf.int64))
+
+
+# per-genome uniform columns of one mutation call
+_G_ADD_NODE, _G_SPLIT, _G_DEL_NODE, _G_DEL_WHICH, _G_ADD_CONN, _G_FROM, _G_TO, _G_W1, _G_W2, \
+    _G_DEL_CONN, _G_DEL_CWHICH, _G_R1, _G_R2 = range(13)
+_G_COLS = 13
+
+
+def _attr_columns(cfg: NEATConfig):
+    """Which per-gene uniforms attribute mutation needs: (node cols, conn cols)."""
+    ncols, ccols = {}, {}
+    k = 0
+    for a in ("bias", "response"):
+        if getattr(cfg, f"{a}_mutate_rate") > 0 or getattr(cfg, f"{a}_replace_rate") > 0:
+            ncols[a] = (k, k + 1)
+            k += 2
+    if cfg.activation_mutate_rate > 0 and len(cfg.activation_options) > 1:
+        ncols["activation"] = (k,)
+        k += 1
+    if cfg.aggregation_mutate_rate > 0 and len(cfg.aggregation_options) > 1:
+        ncols["aggregation"] = (k,)
+        k += 1
+    j = 0
+    if cfg.weight_mutate_rate > 0 or cfg.weight_replace_rate > 0:
+        ccols["weight"] = (0, 1)
+        j = 2
+    if cfg.enabled_mutate_rate > 0:
+        ccols["enabled"] = (j,)
+        j += 1
+    return ncols, k, ccols, j
+
+
 def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
     """Mutates the genomes where ``active [P]`` (elites are left alone).
 
-    Structural mutations (each with its probability, in this order): add node
-    (split a random enabled connection: it is disabled, the new node gets bias
-    0 and the default activation/aggregation, in-weight 1 and out-weight the old
-    weight; genomes splitting the same marker in one call share the new node key
-    and markers), delete a random hidden node (and its connections), add a
-    connection from a random input/hidden node to a random hidden/output node
-    (an existing one is re-enabled; feed-forward genomes reject cycles; output
-    to output is rejected; the marker is the one the pair already has anywhere
+    Structural mutations (each with its probability, in this order, as
+    neat-python): add node (split a random connection, enabled or not: it is
+    disabled, the new node gets bias 0 and the default activation/aggregation,
+    in-weight 1 and out-weight the old weight; genomes splitting the same
+    marker in one call share the new node key and markers), delete a random
+    hidden node (and its connections), add a connection from a random
+    input/hidden node to a random hidden/output node (nothing happens if it
+    exists, unless ``structural_mutation_surer`` re-enables it; feed-forward
+    genomes reject cycles; the marker is the one the pair already has anywhere
     in the population, else a fresh one), delete a random connection.  Then
     attribute mutation of every gene.
+
+    All random numbers of the call come from ONE stateless draw ``[P, 13 +
+    N * a + C * b]`` (a, b = uniforms per node / connection gene that the
+    config's nonzero rates need), sliced per use.
 
     A structural mutation that finds no free slot is skipped.  Returns
     ``(nodes, conns, next_key, next_marker, skipped_node_slots, skipped_conn_slots)``.
     """
-    P, N, C = nodes.shape[0], nodes.shape[1], conns.shape[1]
+    N, C = nodes.shape[1], conns.shape[1]
     P = tf.shape(nodes)[0]
     I, O = cfg.num_inputs, cfg.num_outputs
-    s = tf.random.experimental.stateless_split(seed, 24)
+    ncols, kn, ccols, kc = _attr_columns(cfg)
+    u_all = tf.random.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
+    u = u_all[:, :_G_COLS]
+    un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], [P, N, kn])
+    uc = tf.reshape(u_all[:, _G_COLS + N * kn:], [P, C, kc])
     slot_n = tf.range(N)
     is_out_slot = (slot_n >= I) & (slot_n < I + O)
     is_in_slot = slot_n < I
     skip_n = tf.constant(0, tf.int64)
     skip_c = tf.constant(0, tf.int64)
-    u = tf.random.stateless_uniform([P, 4], s[0])
 
     # -- add node ------------------------------------------------------------
     if cfg.node_add_prob > 0:
-        want = active & (u[:, 0] < cfg.node_add_prob)
+        want = active & (u[:, _G_ADD_NODE] < cfg.node_add_prob)
         cv = conn_valid(conns)
-        en = cv & (conns[..., CONN_ENABLED] > 0.5)
-        csel, has = _random_choice(en, s[1])
+        csel, has = _random_choice(cv, u[:, _G_SPLIT])
         nslot, has_n = _first_free(node_valid(nodes))
         free_c = ~cv
         c1 = tf.argmax(tf.cast(free_c, tf.int8), -1, output_type=tf.int32)
@@ -211,22 +306,22 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         mk1 = tf.cast(next_marker + 2 * nid, tf.float32)
         next_key = next_key + nnew
         next_marker = next_marker + 2 * nnew
-        resp = init_attribute(cfg, "response", [P], s[2])
+        resp = _fresh_float(cfg, "response", u[:, _G_R1], u[:, _G_R2])
         row = tf.stack([key, tf.zeros([P]), resp,
                         tf.fill([P], float(F.aggregation_id(cfg.aggregation_default))),
                         tf.fill([P], float(F.activation_id(cfg.activation_default)))], -1)
         nodes = _write_row(nodes, nslot, ok, row)
-        dis = tf.one_hot(csel, C, on_value=True, off_value=False) & ok[:, None]
-        conns = tf.where(dis[..., None] & (tf.range(CONN_DIM) == CONN_ENABLED), 0.0, conns)
+        off = tf.constant([1.0, 1.0, 0.0, 1.0, 1.0]) * tf.ones([P, 1])
+        conns = _write_row(conns, csel, ok, split * off)  # the split connection is disabled
         ones = tf.ones([P])
         conns = _write_row(conns, c1, ok, tf.stack([split[:, CONN_IN], key, ones, ones, mk1], -1))
         conns = _write_row(conns, c2, ok, tf.stack([key, split[:, CONN_OUT], ones, split[:, CONN_WEIGHT], mk1 + 1.0], -1))
 
     # -- delete node ---------------------------------------------------------
     if cfg.node_delete_prob > 0:
-        want = active & (u[:, 1] < cfg.node_delete_prob)
+        want = active & (u[:, _G_DEL_NODE] < cfg.node_delete_prob)
         hidden = node_valid(nodes) & (slot_n >= I + O)
-        ns, has = _random_choice(hidden, s[3])
+        ns, has = _random_choice(hidden, u[:, _G_DEL_WHICH])
         ok = want & has
         k = tf.gather(nodes[..., NODE_KEY], ns, batch_dims=1)
         nodes = _write_row(nodes, ns, ok, tf.fill([P, NODE_DIM], np.nan))
@@ -236,126 +331,141 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
 
     # -- add connection ------------------------------------------------------
     if cfg.conn_add_prob > 0:
-        want = active & (u[:, 2] < cfg.conn_add_prob)
+        want = active & (u[:, _G_ADD_CONN] < cfg.conn_add_prob)
         nv = node_valid(nodes)
         cv = conn_valid(conns)
-        a, _ = _random_choice(nv & ~is_out_slot, s[4])
-        b, hasb = _random_choice(nv & ~is_in_slot, s[5])
+        a, _ = _random_choice(nv & ~is_out_slot, u[:, _G_FROM])
+        b, hasb = _random_choice(nv & ~is_in_slot, u[:, _G_TO])
         keys = nodes[..., NODE_KEY]
         ka = tf.gather(keys, a, batch_dims=1)
         kb = tf.gather(keys, b, batch_dims=1)
         same = tf.equal(conns[..., CONN_IN], ka[:, None]) & tf.equal(conns[..., CONN_OUT], kb[:, None])
         exists = tf.reduce_any(same, -1)
         want = want & hasb
-        # re-enable an existing connection
-        conns = tf.where((same & want[:, None])[..., None] & (tf.range(CONN_DIM) == CONN_ENABLED), 1.0, conns)
-        bad = is_out_slot[None, :] & tf.ones([P, 1], tf.bool)
-        both_out = tf.gather(bad, a, batch_dims=1) & tf.gather(bad, b, batch_dims=1)
+        if getattr(cfg, "structural_mutation_surer", False):  # re-enable an existing connection
+            conns = tf.where((same & want[:, None])[..., None] & (tf.range(CONN_DIM) == CONN_ENABLED), 1.0, conns)
+        both_out = tf.gather(is_out_slot, a) & tf.gather(is_out_slot, b)
         ok = want & ~exists & ~both_out
         if cfg.feed_forward:
             i_in, i_out = conn_slots(nodes, conns)
-            pidx = tf.broadcast_to(tf.range(P)[:, None], tf.shape(i_in))
-            idx = tf.reshape(tf.stack([pidx, i_in, i_out], -1), [-1, 3])
-            adj = tf.scatter_nd(idx, tf.reshape(tf.cast(cv, tf.float32), [-1]), tf.stack([P, N, N])) > 0.5
-            reach = reachable_from(adj, b)
+            reach = reachable_along(i_in, i_out, cv, b, N)
             cyc = tf.gather(reach, a, batch_dims=1)  # b reaches a (or a == b)
             ok = ok & ~cyc
         cslot, hasc = _first_free(cv)
         skip_c += tf.reduce_sum(tf.cast(ok & ~hasc, tf.int64))
         ok = ok & hasc
-        # marker: the pair's marker anywhere in the population, else fresh
-        h_exist = tf.reshape(tf.where(cv, pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), -1), [-1])
-        m_exist = tf.reshape(tf.where(cv, conns[..., CONN_MARKER], _BIG), [-1])
-        h_new = tf.where(ok, pair_hash(ka, kb), -1)
-        y, idx = tf.unique(tf.concat([h_exist, h_new], 0))
-        nseg = tf.size(y)
-        seg_m = tf.math.unsorted_segment_min(tf.concat([m_exist, tf.fill([P], _BIG)], 0), idx, nseg)
-        idx_new = tf.slice(idx, [tf.size(h_exist)], [P])
-        m_found = tf.gather(seg_m, idx_new)
-        need = ok & (m_found >= _BIG)
-        seg_need = tf.math.unsorted_segment_max(tf.cast(need, tf.int32), idx_new, nseg) > 0
-        rank = tf.cumsum(tf.cast(seg_need, tf.int64)) - 1
-        marker = tf.where(need, tf.cast(next_marker + tf.gather(rank, idx_new), tf.float32), m_found)
-        next_marker = next_marker + tf.reduce_sum(tf.cast(seg_need, tf.int64))
-        w = init_attribute(cfg, "weight", [P], s[6])
+        # marker: the pair's marker anywhere in the population, else a fresh one
+        # (shared by genomes adding the same pair now)
+        marker, next_marker = _pair_markers(pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), cv,
+                                            conns[..., CONN_MARKER], pair_hash(ka, kb), ok, next_marker)
+        w = _fresh_float(cfg, "weight", u[:, _G_W1], u[:, _G_W2])
         en = tf.fill([P], 1.0 if cfg.enabled_default else 0.0)
         conns = _write_row(conns, cslot, ok, tf.stack([ka, kb, en, w, marker], -1))
 
     # -- delete connection ---------------------------------------------------
     if cfg.conn_delete_prob > 0:
-        want = active & (u[:, 3] < cfg.conn_delete_prob)
-        cs, has = _random_choice(conn_valid(conns), s[7])
+        want = active & (u[:, _G_DEL_CONN] < cfg.conn_delete_prob)
+        cs, has = _random_choice(conn_valid(conns), u[:, _G_DEL_CWHICH])
         conns = _write_row(conns, cs, want & has, tf.fill([P, CONN_DIM], np.nan))
 
-    nodes, conns = mutate_attributes(cfg, nodes, conns, active, s[8])
+    nodes, conns = _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols)
     return nodes, conns, next_key, next_marker, skip_n, skip_c
 
 
-def mutate_attributes(cfg: NEATConfig, nodes, conns, active, seed):
-    """Attribute mutation of every gene of the ``active`` genomes."""
+def _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols):
     I = cfg.num_inputs
     is_in_slot = tf.range(nodes.shape[1]) < I
-    s = tf.random.experimental.stateless_split(seed, 8)
     gene = node_valid(nodes) & ~is_in_slot[None, :] & active[:, None]
-    bias = _mutate_float(cfg, "bias", nodes[..., NODE_BIAS], gene, s[0])
-    resp = _mutate_float(cfg, "response", nodes[..., NODE_RESPONSE], gene, s[1])
-    act = _mutate_choice(nodes[..., NODE_ACT], [F.activation_id(n) for n in cfg.activation_options],
-                         cfg.activation_mutate_rate, gene, s[2])
-    agg = _mutate_choice(nodes[..., NODE_AGG], [F.aggregation_id(n) for n in cfg.aggregation_options],
-                         cfg.aggregation_mutate_rate, gene, s[3])
-    nodes = tf.stack([nodes[..., NODE_KEY], bias, resp, agg, act], -1)
+    cols = [nodes[..., NODE_KEY], nodes[..., NODE_BIAS], nodes[..., NODE_RESPONSE], nodes[..., NODE_AGG],
+            nodes[..., NODE_ACT]]
+    for a, col in (("bias", NODE_BIAS), ("response", NODE_RESPONSE)):
+        if a in ncols:
+            i, j = ncols[a]
+            cols[col] = _mutate_float(cfg, a, cols[col], gene, un[..., i], un[..., j])
+    if "activation" in ncols:
+        cols[NODE_ACT] = _mutate_choice(cols[NODE_ACT], [F.activation_id(n) for n in cfg.activation_options],
+                                        cfg.activation_mutate_rate, gene, un[..., ncols["activation"][0]])
+    if "aggregation" in ncols:
+        cols[NODE_AGG] = _mutate_choice(cols[NODE_AGG], [F.aggregation_id(n) for n in cfg.aggregation_options],
+                                        cfg.aggregation_mutate_rate, gene, un[..., ncols["aggregation"][0]])
+    if len(ncols):
+        nodes = tf.stack(cols, -1)
     cgene = conn_valid(conns) & active[:, None]
-    w = _mutate_float(cfg, "weight", conns[..., CONN_WEIGHT], cgene, s[4])
+    w = conns[..., CONN_WEIGHT]
+    if "weight" in ccols:
+        i, j = ccols["weight"]
+        w = _mutate_float(cfg, "weight", w, cgene, uc[..., i], uc[..., j])
     en = conns[..., CONN_ENABLED]
-    if cfg.enabled_mutate_rate > 0:
-        r = tf.random.stateless_uniform(tf.shape(en), s[5])
-        newv = tf.cast(tf.random.stateless_uniform(tf.shape(en), s[6]) < 0.5, tf.float32)
-        en = tf.where(cgene & (r < cfg.enabled_mutate_rate), newv, en)
-    conns = tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT], en, w, conns[..., CONN_MARKER]], -1)
+    if "enabled" in ccols:
+        r = uc[..., ccols["enabled"][0]]
+        rate = cfg.enabled_mutate_rate
+        # a hit sets a random state: given r < rate, r < rate / 2 is a fair coin
+        en = tf.where(cgene & (r < rate), tf.cast(r < 0.5 * rate, tf.float32), en)
+    if len(ccols):
+        conns = tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT], en, w, conns[..., CONN_MARKER]], -1)
     return nodes, conns
+
+
+def mutate_attributes(cfg: NEATConfig, nodes, conns, active, seed):
+    """Attribute mutation of every gene of the ``active`` genomes (perturb or
+    replace bias/response/weight, replace activation/aggregation, flip
+    enabled), all uniforms from one stateless draw."""
+    P = tf.shape(nodes)[0]
+    N, C = nodes.shape[1], conns.shape[1]
+    ncols, kn, ccols, kc = _attr_columns(cfg)
+    u_all = tf.random.stateless_uniform(tf.stack([P, N * kn + C * kc]), seed)
+    un = tf.reshape(u_all[:, :N * kn], [P, N, kn])
+    uc = tf.reshape(u_all[:, N * kn:], [P, C, kc])
+    return _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols)
 
 
 def _align_many(query: tf.Tensor, keys: tf.Tensor):
     """``query [P, Q]`` looked up in each row of ``keys [S, K]`` -> found,
-    idx ``[S, P, Q]`` (vectorised over S and P)."""
+    idx ``[S, P, Q]`` (one sort of the S key rows, then one batched binary
+    search of all P*Q queries per row; nothing of size S*P*K is built)."""
     S = tf.shape(keys)[0]
     P = tf.shape(query)[0]
+    Q = query.shape[-1]
     K = keys.shape[-1]
     kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
     order = tf.argsort(kb, axis=-1, stable=True)
     sorted_b = tf.gather(kb, order, batch_dims=1)  # [S, K]
     q = tf.where(tf.math.is_nan(query), tf.constant(-1.0, tf.float32), query)
-    seq = tf.reshape(tf.repeat(sorted_b[:, None, :], P, axis=1), [-1, K])
-    qq = tf.reshape(tf.tile(q[None], [S, 1, 1]), [S * P, -1])
-    pos = tf.searchsorted(seq, qq, side="left", out_type=tf.int32)
-    pos = tf.reshape(tf.minimum(pos, K - 1), [S, P, -1])
+    qq = tf.broadcast_to(tf.reshape(q, [1, -1]), tf.stack([S, P * Q]))
+    pos = tf.searchsorted(sorted_b, qq, side="left", out_type=tf.int32)
+    pos = tf.reshape(tf.minimum(pos, K - 1), tf.stack([S, P, Q]))
     found = tf.equal(tf.gather(sorted_b, pos, batch_dims=1), q[None]) & ~tf.math.is_nan(query)[None]
     return found, tf.gather(order, pos, batch_dims=1)
 
 
 def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
     """Compatibility distances ``[S, P]`` of representatives ``[S, N, 5]``,
-    ``[S, C, 5]`` to a population (same formula as :func:`distance_one_to_many`)."""
+    ``[S, C, 5]`` to a population ``[P, N, 5]``, ``[P, C, 5]``.
+
+    neat-python's formula: node part + connection part, each
+    ``(weight_coeff * sum of homologous gene distances + disjoint_coeff *
+    #disjoint genes) / max(#genes)``; a node gene's distance is
+    ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
+    a connection's ``|dweight| + [enabled differs]``; input nodes are not genes,
+    connections are aligned by innovation marker."""
     I = cfg.num_inputs
     dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
     gn = nodes[:, I:]
     rn = rep_nodes[:, I:]
     found, idx = _align_many(gn[..., NODE_KEY], rn[..., NODE_KEY])
-    g = gn[None]
-    d = tf.zeros_like(found, tf.float32)
-    for col in (NODE_BIAS, NODE_RESPONSE):
-        d += tf.abs(g[..., col] - tf.gather(rn[..., col], idx, batch_dims=1))
-    for col in (NODE_ACT, NODE_AGG):
-        d += tf.cast(tf.not_equal(g[..., col], tf.gather(rn[..., col], idx, batch_dims=1)), tf.float32)
+    other = tf.gather(rn[..., 1:], idx, batch_dims=1)  # [S, P, Nh, 4]: bias, response, agg, act
+    g = gn[None, ..., 1:]
+    diff = tf.abs(g - other)
+    d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, tf.float32) + tf.cast(diff[..., 3] > 0, tf.float32)
     hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
     nm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
     na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[None]
     nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[:, None]
     nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
     found, idx = _align_many(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER])
-    g = conns[None]
-    d = tf.abs(g[..., CONN_WEIGHT] - tf.gather(rep_conns[..., CONN_WEIGHT], idx, batch_dims=1)) + tf.cast(
-        tf.not_equal(g[..., CONN_ENABLED], tf.gather(rep_conns[..., CONN_ENABLED], idx, batch_dims=1)), tf.float32)
+    other = tf.gather(rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1], idx, batch_dims=1)  # [S, P, C, 2]
+    diff = tf.abs(conns[None, ..., CONN_ENABLED:CONN_WEIGHT + 1] - other)
+    d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, tf.float32)
     hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
     cm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
     ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[None]
