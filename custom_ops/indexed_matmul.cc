@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
@@ -61,6 +62,13 @@ w: [M, k, m] weights of the whole population.
 idx: [n] member index (in [0, M)) of each row-block of x.
 out: [n, b, m].
 )doc");
+
+// Row-blocks with at most this many rows take the streaming (GEMV-like) path.
+constexpr int64_t kMaxStreamRows = 4;
+// Columns accumulated per pass over the weight rows (the accumulators stay in L1).
+constexpr int64_t kStreamCols = 1024;
+// Rows summed per block before adding into the total (bounds rounding growth).
+constexpr int64_t kSumBlock = 64;
 
 class IndexedMatmulOp : public OpKernel {
  public:
@@ -113,6 +121,50 @@ class IndexedMatmulOp : public OpKernel {
 
     using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using Stride = Eigen::OuterStride<>;
+    if (b <= kMaxStreamRows) {
+      // Few rows per member (one observation per step): the product is
+      // memory-bound on reading w[idx[i]].  Stream the weight block row by
+      // row (contiguous, read once) and update all b accumulators from each
+      // row (a vectorizable axpy).  Eigen's general product would pack
+      // (copy) the weight block first and so read it twice.
+      const int64_t scb = std::min<int64_t>(m, kStreamCols);
+      const int64_t s_num_cb = (m + scb - 1) / scb;
+      auto stream = [&](int64_t begin, int64_t end) {
+        std::vector<float> buf(2 * b * scb);
+        float* __restrict acc = buf.data();
+        float* __restrict tot = acc + b * scb;
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t i = u / s_num_cb;
+          const int64_t c0 = (u % s_num_cb) * scb;
+          const int64_t cw = std::min(scb, m - c0);
+          const float* __restrict xi = xp + i * b * k;
+          const float* __restrict wi = wp + static_cast<int64_t>(ip[i]) * k * m + c0;
+          // Two-level summation (blocks of kSumBlock rows, then over blocks)
+          // keeps the rounding error close to a blocked GEMM's for large k.
+          std::fill(tot, tot + b * cw, 0.0f);
+          for (int64_t k0 = 0; k0 < k; k0 += kSumBlock) {
+            const int64_t k1 = std::min(k, k0 + kSumBlock);
+            std::fill(acc, acc + b * cw, 0.0f);
+            for (int64_t kk = k0; kk < k1; ++kk) {
+              const float* __restrict wrow = wi + kk * m;
+              for (int64_t r = 0; r < b; ++r) {
+                const float xv = xi[r * k + kk];
+                float* __restrict ar = acc + r * cw;
+                for (int64_t c = 0; c < cw; ++c) ar[c] += xv * wrow[c];
+              }
+            }
+            for (int64_t c = 0; c < b * cw; ++c) tot[c] += acc[c];
+          }
+          for (int64_t r = 0; r < b; ++r) {
+            std::copy(tot + r * cw, tot + (r + 1) * cw, op + (i * b + r) * m + c0);
+          }
+        }
+      };
+      auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+      tensorflow::Shard(pool->num_threads, pool->workers, n * s_num_cb,
+                        std::max<int64_t>(1, 2 * b * k * scb), stream);
+      return;
+    }
     auto work = [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t i = u / num_cb;

@@ -29,7 +29,7 @@ def reference(x, w, idx):
 @pytest.mark.parametrize(
     "n,b,k,m,M",
     [(1, 1, 1, 1, 1), (7, 1, 33, 5, 9), (5, 3, 7, 300, 12), (16, 8, 64, 64, 16), (3, 1, 3136, 512, 6), (0, 2, 4, 3, 5),
-     (4, 2, 300, 700, 4)],
+     (4, 2, 300, 700, 4), (2, 4, 130, 1500, 3), (3, 5, 40, 17, 4)],
 )
 def test_equals_reference(op, n, b, k, m, M):
     rng = np.random.default_rng(n * 1000 + k)
@@ -51,6 +51,22 @@ def test_equals_reference(op, n, b, k, m, M):
     assert err_op <= 2.0 * err_ref + 1e-6 * np.sqrt(k), (err_op, err_ref)
     atol = 4 * np.finfo(np.float32).eps * np.sqrt(k) * np.abs(exact).max()
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=atol)
+
+
+def test_xla_compiled_caller_uses_reference(op):
+    """Inside jit_compile=True the op (no XLA kernel) is replaced by the reference."""
+    from tfevo.nn.indexed import indexed_matmul
+
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=(4, 1, 20)), tf.float32)
+    w = tf.constant(rng.normal(size=(6, 20, 9)), tf.float32)
+    idx = tf.constant([5, 0, 5, 2], tf.int32)
+    f = tf.function(indexed_matmul, jit_compile=True, autograph=False)
+    graph_ops = {n.op for n in f.get_concrete_function(x, w, idx).graph.as_graph_def().node}
+    assert "TfevoIndexedMatmul" not in graph_ops
+    np.testing.assert_allclose(f(x, w, idx).numpy(), reference(x, w, idx).numpy(), rtol=1e-5, atol=1e-5)
+    graph_ops = {n.op for n in tf.function(indexed_matmul).get_concrete_function(x, w, idx).graph.as_graph_def().node}
+    assert "TfevoIndexedMatmul" in graph_ops
 
 
 def test_repeated_and_subset_indices(op):

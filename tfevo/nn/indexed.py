@@ -35,6 +35,16 @@ def _op():
     return _OP
 
 
+def _in_xla_context() -> bool:
+    """Whether we are tracing a function that XLA will compile (the op has no XLA kernel)."""
+    try:
+        from tensorflow.python.ops import control_flow_util
+
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    except Exception:  # pragma: no cover - private API moved: assume no XLA
+        return False
+
+
 def indexed_matmul_op_available() -> bool:
     """Whether the C++ ``TfevoIndexedMatmul`` kernel is built and loaded."""
     return _op() is not None
@@ -66,7 +76,9 @@ def indexed_matmul(x, w, idx, use_op: bool | None = None):
       idx: int32 ``[n]``, which member of ``w`` each row of ``x`` belongs to
         (values in ``[0, M)``).
       use_op: force (``True``) or forbid (``False``) the C++ kernel; by default
-        it is used when available.
+        it is used when available, except inside an XLA-compiled function
+        (``jit_compile=True``), where the reference is used: XLA fuses the
+        gather and the batched matmul itself, and the op has no XLA kernel.
 
     Returns:
       float32 ``[n, b, m]``.
@@ -81,7 +93,7 @@ def indexed_matmul(x, w, idx, use_op: bool | None = None):
     w = tf.convert_to_tensor(w, tf.float32)
     idx = tf.cast(tf.convert_to_tensor(idx), tf.int32)
     _check(x, w, idx)
-    mod = _op() if use_op in (None, True) else None
+    mod = _op() if (use_op is True or (use_op is None and not _in_xla_context())) else None
     if use_op is True and mod is None:
         raise RuntimeError("the TfevoIndexedMatmul custom op is not available")
     if mod is not None:
