@@ -34,7 +34,8 @@ class _TraceCache:
     """A plain (non-trackable) holder for tensors shared within one trace."""
 
     def __init__(self):
-        self.running = None
+        self.running = None  # None, or {graph: running count} while an ask is traced
+        self.xla = False  # True while an ask is traced for XLA (custom ops are skipped)
 
 
 class AddResult(NamedTuple):
@@ -164,17 +165,23 @@ class Archive(tf.Module):
     def _running_count(self) -> tf.Tensor:
         """Running count of filled cells ``int32 [cells]``.
 
-        While a running count is shared (:meth:`_share_running_count`, during one ``MAPElites.ask``
-        trace) the single cumsum computed there is reused, so the empty check
-        and every parent sample of the emitters share one pass over the cells.
+        While a running count is shared (:meth:`_share_running_count`, during
+        one ``MAPElites.ask`` trace) the cumsum is computed at most once per
+        graph, on first use, so every parent sample of the emitters shares one
+        pass over the cells (and emitters that do not need it, such as the
+        fused Iso+LineDD kernel, cost none).
         """
-        if self._trace.running is not None:
-            return self._trace.running
-        return tf.cumsum(tf.cast(self.occupied[: self.num_cells], tf.int32))
+        shared = self._trace.running
+        if shared is None:
+            return tf.cumsum(tf.cast(self.occupied[: self.num_cells], tf.int32))
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in shared:
+            shared[graph] = tf.cumsum(tf.cast(self.occupied[: self.num_cells], tf.int32))
+        return shared[graph]
 
-    def _share_running_count(self, running):
-        """Sets (a tensor) or clears (``None``) the shared running count; graph-trace use only."""
-        self._trace.running = running
+    def _share_running_count(self, share: bool):
+        """Starts (``True``) or ends (``False``) sharing the running count; graph-trace use only."""
+        self._trace.running = {} if share else None
 
     def sample(self, n: int, seed: tf.Tensor) -> tf.Tensor:
         """``n`` solutions drawn uniformly (with replacement) among filled cells.

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream
 
-__all__ = ["standard_normal", "Emitter", "GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter", "ESEmitter"]
+__all__ = ["standard_normal", "emit_op_available", "Emitter", "GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter", "ESEmitter"]
 
 
 def _bounds(bounds, dim):
@@ -32,6 +32,27 @@ def _bounds(bounds, dim):
     if np.any(hi <= lo):
         raise ConfigError("bounds need high > low in every dimension")
     return tf.constant(lo), tf.constant(hi)
+
+
+_OP = None
+_OP_LOADED = False
+
+
+def _emit_op():
+    """The loaded ``qd_emit`` custom-op module or ``None`` (built/loaded once, lazily)."""
+    global _OP, _OP_LOADED
+    if not _OP_LOADED:
+        from tfevo import ops
+
+        mod = ops.load("qd_emit")
+        _OP = mod if (mod is not None and hasattr(mod, "tfevo_iso_line_emit")) else None
+        _OP_LOADED = True
+    return _OP
+
+
+def emit_op_available() -> bool:
+    """Whether the fused C++ Iso+LineDD kernel (``TfevoIsoLineEmit``) is built and loaded."""
+    return _emit_op() is not None
 
 
 def standard_normal(shape, seed) -> tf.Tensor:
@@ -107,17 +128,45 @@ class IsoLineEmitter(Emitter):
     """Iso+LineDD (Vassiliades & Mouret 2018): ``x1 + iso_sigma*N(0,I) + line_sigma*N(0,1)*(x2 - x1)``.
 
     Defaults follow QDax's Rastrigin/Sphere experiments (iso 0.005, line 0.05).
+
+    Args:
+      use_op: ``None`` (default) runs the fused C++ kernel
+        ``custom_ops/qd_emit.cc`` (op ``TfevoIsoLineEmit``) when it can be
+        built and the emit is not being compiled with XLA, else the
+        pure-TensorFlow reference; ``False`` forces the reference; ``True``
+        requires the kernel.  Both draw the same uniforms (the kernel
+        re-implements TensorFlow's stateless Philox stream bit for bit), so the
+        parents are identical and the candidates agree to float rounding of
+        the log/sin/cos.
     """
 
     def __init__(self, solution_dim, batch_size, iso_sigma: float = 0.005, line_sigma: float = 0.05,
-                 bounds=None, name=None):
+                 bounds=None, use_op: bool | None = None, name=None):
         super().__init__(solution_dim, batch_size, bounds, name)
         if iso_sigma < 0 or line_sigma < 0:
             raise ConfigError("iso_sigma and line_sigma must be >= 0")
         self.iso_sigma = float(iso_sigma)
         self.line_sigma = float(line_sigma)
+        if use_op and not emit_op_available():
+            raise ConfigError("use_op=True but the TfevoIsoLineEmit kernel could not be built or loaded "
+                              "(see the tfevo.ops warning)")
+        self.use_op = use_op
+
+    def _op_enabled(self, archive) -> bool:
+        if self.use_op is False or getattr(archive._trace, "xla", False):
+            return False
+        return emit_op_available()
 
     def emit(self, archive, seed):
+        if self._op_enabled(archive):
+            lo, hi = self.bounds if self.bounds is not None else (tf.zeros([0]), tf.zeros([0]))
+            return _emit_op().tfevo_iso_line_emit(
+                archive.solutions.handle, archive.occupied.handle, tf.cast(seed, tf.int32), lo, hi,
+                batch_size=self.batch_size, dim=self.solution_dim, iso_sigma=self.iso_sigma, line_sigma=self.line_sigma)
+        return self.emit_reference(archive, seed)
+
+    def emit_reference(self, archive, seed):
+        """The pure-TensorFlow Iso+LineDD batch (what the kernel computes)."""
         s = tf.random.experimental.stateless_split(seed, 4)
         x1 = archive.sample(self.batch_size, s[0])
         x2 = archive.sample(self.batch_size, s[1])

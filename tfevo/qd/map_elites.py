@@ -98,16 +98,18 @@ class MAPElites(tf.Module):
         seeds = tf.random.experimental.stateless_split(seed, len(self.emitters))
         return tf.concat([e.emit(self.archive, seeds[i]) for i, e in enumerate(self.emitters)], axis=0)
 
-    def _ask_graph(self):
+    def _ask_graph(self, xla: bool = False):
         seed = self.seeds.next()
-        # One cumsum over the cells serves the empty check and all parent samples.
-        running = tf.cumsum(tf.cast(self.archive.occupied[: self.archive.num_cells], tf.int32))
-        self.archive._share_running_count(running)
+        archive = self.archive
+        # The parent samples of all emitters share one filled-cell count (computed lazily).
+        archive._share_running_count(True)
+        archive._trace.xla = xla
         try:
-            empty = tf.equal(running[-1], 0)
+            empty = tf.logical_not(tf.reduce_any(archive.occupied[: archive.num_cells]))
             return tf.cond(empty, lambda: self._initial(seed), lambda: self._emit_all(seed))
         finally:
-            self.archive._share_running_count(None)
+            archive._share_running_count(False)
+            archive._trace.xla = False
 
     def _tell_graph(self, solutions, fitness, descriptors):
         was_empty = tf.equal(self.archive.size, 0)
@@ -135,7 +137,8 @@ class MAPElites(tf.Module):
         """The next batch ``[batch_size, D]``."""
         if self._compiled:
             if self._ask_fn is None:
-                self._ask_fn = tf.function(self._ask_graph, input_signature=[], jit_compile=self._jit_ask)
+                xla = self._jit_ask
+                self._ask_fn = tf.function(lambda: self._ask_graph(xla), input_signature=[], jit_compile=xla)
             return self._ask_fn()
         seed = self.seeds.next()
         if int(self.archive.size.numpy()) == 0:
@@ -192,13 +195,16 @@ class MAPElites(tf.Module):
         if fn is None:
             b, k = self.batch_size, self.archive.descriptor_dim
             evaluate = tf.function(task_fn, input_signature=[tf.TensorSpec([b, self.num_dims], tf.float32)])
+            # The insertion as a nested XLA function (one compiled cluster inside the step).
+            insert = tf.function(self._tell_graph, jit_compile=self._jit_tell)
+            xla_ask = self._jit_ask
 
             def iteration():
-                x = self._ask_graph()
+                x = self._ask_graph(xla_ask)
                 f, d = evaluate(x)
                 f = tf.ensure_shape(tf.cast(f, tf.float32), [b])
                 d = tf.ensure_shape(tf.cast(d, tf.float32), [b, k])
-                return self._tell_graph(x, f, d)
+                return insert(x, f, d)
 
             fn = tf.function(iteration, input_signature=[])
             self._step_fns.fns[task_fn] = fn
