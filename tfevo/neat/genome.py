@@ -84,17 +84,17 @@ def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
     Empty connection slots get an arbitrary index; mask them with
     :func:`conn_valid`.  Sorted lookup, O(C log N) per genome.
     """
-    N = nodes.shape[-2]
-    C = conns.shape[-2]
+    N = tf.shape(nodes)[-2]
+    C = tf.shape(conns)[-2]
     lead = tf.shape(nodes)[:-2]
-    keys = tf.reshape(nodes[..., NODE_KEY], [-1, N])
+    keys = tf.reshape(nodes[..., NODE_KEY], tf.stack([-1, N]))
     kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
     order = tf.argsort(kb, axis=-1, stable=True)
     sk = tf.gather(kb, order, batch_dims=1)
-    q = tf.reshape(tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT]], -2), [-1, 2 * C])
+    q = tf.reshape(tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT]], -2), tf.stack([-1, 2 * C]))
     q = tf.where(tf.math.is_nan(q), tf.constant(-1.0, tf.float32), q)
     pos = tf.minimum(tf.searchsorted(sk, q, side="left", out_type=tf.int32), N - 1)
-    slot = tf.reshape(tf.gather(order, pos, batch_dims=1), tf.concat([lead, [2, C]], 0))
+    slot = tf.reshape(tf.gather(order, pos, batch_dims=1), tf.concat([lead, tf.stack([2, C])], 0))
     return slot[..., 0, :], slot[..., 1, :]
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter, check_fitness, sanitize_fitness, worst_to_finite
 from tfevo.neat import operators as ops
 from tfevo.neat.config import NEATConfig
-from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, initial_population
+from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, conn_valid, initial_population, node_valid
 from tfevo.registry import register
 
 __all__ = ["NEAT"]
@@ -142,12 +142,17 @@ class NEAT(tf.Module):
         gen = self.generation.read_value()
         active = self.species_active.read_value()
         keys = self.species_key.read_value()
+        # distances only look at the used slot range (genomes are kept compact)
+        rep_n, rep_c = self.species_rep_nodes, self.species_rep_conns
+        wn = tf.maximum(ops.used_width(node_valid(nodes)), ops.used_width(node_valid(rep_n)))
+        wc = tf.maximum(ops.used_width(conn_valid(conns)), ops.used_width(conn_valid(rep_c)))
+        full_nodes, full_conns = nodes, conns
+        nodes, conns, rep_n, rep_c = nodes[:, :wn], conns[:, :wc], rep_n[:, :wn], rep_c[:, :wc]
         # -- 1) new representatives, species in key order
         order = tf.argsort(tf.where(active, keys, tf.int64.max), stable=True)
         n_live = tf.reduce_sum(tf.cast(active, tf.int32))
         live = order[:n_live]
-        D = ops.distance_matrix(cfg, tf.gather(self.species_rep_nodes, live), tf.gather(self.species_rep_conns, live),
-                                nodes, conns)  # [n_live, P]
+        D = ops.distance_matrix(cfg, tf.gather(rep_n, live), tf.gather(rep_c, live), nodes, conns)  # [n_live, P]
 
         def pick(i, taken, rep_idx):
             d = tf.where(taken, _INF, D[i])
@@ -200,8 +205,8 @@ class NEAT(tf.Module):
         safe = tf.maximum(rep_idx, 0)
         sp = tf.tensor_scatter_nd_update(sp, tf.boolean_mask(safe, alive)[:, None],
                                          tf.cast(tf.where(alive)[:, 0], tf.int32))
-        self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan))
-        self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan))
+        self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(full_nodes, safe), np.nan))
+        self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(full_conns, safe), np.nan))
         self.next_species_key.assign(nkey)
         return sp, alive, keys, created, best_f, last_imp
 
@@ -366,9 +371,20 @@ class NEAT(tf.Module):
         return tf.constant(0)
 
     def _breed(self, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
-        cn, cc = ops.crossover(tf.gather(nodes, p1), tf.gather(conns, p1), tf.gather(nodes, p2),
-                               tf.gather(conns, p2), s_cross)
-        return ops.mutate(self.config, cn, cc, ~is_elite, s_mut, next_key, next_marker)
+        """Crossover + mutation on the used slot range only (+1 node slot and
+        +3 connection slots, all that one mutation call can add), then the
+        children are compacted (genes first) and padded back to full size."""
+        cfg = self.config
+        N, C = cfg.max_nodes, cfg.max_conns
+        wn = tf.minimum(ops.used_width(node_valid(nodes)) + 1, N)
+        wc = tf.minimum(ops.used_width(conn_valid(conns)) + 3, C)
+        n, c = nodes[:, :wn], conns[:, :wc]
+        cn, cc = ops.crossover(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2), s_cross)
+        cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, s_mut, next_key, next_marker)
+        cn = tf.pad(ops.compact(cn, node_valid(cn)), [[0, 0], [0, N - wn], [0, 0]], constant_values=np.nan)
+        cc = tf.pad(ops.compact(cc, conn_valid(cc)), [[0, 0], [0, C - wc], [0, 0]], constant_values=np.nan)
+        P = cfg.pop_size
+        return (tf.ensure_shape(cn, [P, N, NODE_DIM]), tf.ensure_shape(cc, [P, C, CONN_DIM]), nk, nm, skn, skc)
 
     @staticmethod
     def _segment_median(x, seg, size):

@@ -50,9 +50,9 @@ def _coin_bits(seed, shape_p, n: int) -> tf.Tensor:
     of ``ceil(n / 32)`` random 32-bit words per row."""
     words = (n + 31) // 32
     raw = tf.random.stateless_uniform(tf.stack([shape_p, words]), seed, minval=None, maxval=None, dtype=tf.int32)
-    j = np.arange(n)
-    w = tf.gather(raw, tf.constant(j // 32, tf.int32), axis=1)
-    return tf.equal(tf.bitwise.bitwise_and(tf.bitwise.right_shift(w, tf.constant(j % 32, tf.int32)), 1), 1)
+    j = tf.range(n)
+    w = tf.gather(raw, j // 32, axis=1)
+    return tf.equal(tf.bitwise.bitwise_and(tf.bitwise.right_shift(w, (j % 32)[None, :]), 1), 1)
 
 
 def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tensor]:
@@ -63,16 +63,16 @@ def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tenso
     innovation marker) comes from either parent with probability 1/2.  All
     coins of a generation come from one draw of random bits.
     """
-    P = tf.shape(nodes1)[0]
-    N, C = nodes1.shape[1], conns1.shape[1]
+    P, N = tf.shape(nodes1)[0], tf.shape(nodes1)[1]
+    C = tf.shape(conns1)[1]
     coins = _coin_bits(seed, P, 4 * N + 2 * C)
-    f = tf.zeros([P, N, 1], tf.bool)
-    ncoin = tf.concat([f, tf.reshape(coins[:, :4 * N], [P, N, 4])], -1)  # key column never swaps
+    f = tf.zeros(tf.stack([P, N, 1]), tf.bool)
+    ncoin = tf.concat([f, tf.reshape(coins[:, :4 * N], tf.stack([P, N, 4]))], -1)  # key column never swaps
     found, idx = align(nodes1[..., NODE_KEY], nodes2[..., NODE_KEY])
     other = tf.gather(nodes2, idx, batch_dims=1)
     nodes = tf.where(found[..., None] & ncoin, other, nodes1)
-    fc = tf.zeros([P, C, 2], tf.bool)
-    ccoin = tf.concat([fc, tf.reshape(coins[:, 4 * N:], [P, C, 2]), fc[..., :1]], -1)  # enabled, weight
+    fc = tf.zeros(tf.stack([P, C, 2]), tf.bool)
+    ccoin = tf.concat([fc, tf.reshape(coins[:, 4 * N:], tf.stack([P, C, 2])), fc[..., :1]], -1)  # enabled, weight
     found, idx = align(conns1[..., CONN_MARKER], conns2[..., CONN_MARKER])
     other = tf.gather(conns2, idx, batch_dims=1)
     conns = tf.where(found[..., None] & ccoin, other, conns1)
@@ -93,20 +93,20 @@ def reachable_from(adj: tf.Tensor, start: tf.Tensor) -> tf.Tensor:
     return r > 0.0
 
 
-def reachable_along(i_in: tf.Tensor, i_out: tf.Tensor, edge: tf.Tensor, start: tf.Tensor, num_nodes: int) -> tf.Tensor:
+def reachable_along(i_in: tf.Tensor, i_out: tf.Tensor, edge: tf.Tensor, start: tf.Tensor, num_nodes) -> tf.Tensor:
     """bool [P, N]: node slots reachable from slot ``start [P]`` along the
     connection list (slot indices ``i_in``/``i_out [P, C]``, ``edge [P, C]``
     bool).  Works on the [P, C] list (no [P, N, N] matrix), one gather and one
     segment sum per step, at most N steps (stops when nothing changes)."""
     P = tf.shape(i_in)[0]
-    n = int(num_nodes)
+    n = num_nodes
     r0 = tf.one_hot(start, n, on_value=True, off_value=False)
     flat_out = tf.reshape(i_out + tf.range(P)[:, None] * n, [-1])
 
     def body(i, r, changed):
         src = tf.gather(r, i_in, batch_dims=1) & edge
         hit = tf.math.unsorted_segment_max(tf.reshape(tf.cast(src, tf.int32), [-1]), flat_out, P * n)
-        nr = r | (tf.reshape(hit, [P, n]) > 0)
+        nr = r | (tf.reshape(hit, tf.stack([P, n])) > 0)
         return i + 1, nr, tf.reduce_any(nr != r)
 
     _, r, _ = tf.while_loop(lambda i, r, c: c & (i < n), body, (0, r0, True))
@@ -193,6 +193,27 @@ def _new_ids(key: tf.Tensor, ok: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.gather(rank, idx), tf.reduce_sum(tf.cast(real, tf.int64))
 
 
+def used_width(valid: tf.Tensor) -> tf.Tensor:
+    """int32 scalar: 1 + the largest slot index holding a gene in any row of
+    ``valid [P, K]`` (0 if none); slicing ``[:, :used_width]`` drops only
+    empty slots."""
+    K = tf.shape(valid)[1]
+    last = tf.reduce_max(tf.where(valid, tf.range(K)[None, :] + 1, 0))
+    return last
+
+
+def compact(x: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
+    """Moves the gene rows of each genome ``x [P, K, D]`` to the front,
+    keeping their order (empty rows after them).  Fixed slots at the front
+    (inputs/outputs) stay where they are because they are always valid."""
+    v = tf.cast(valid, tf.int32)
+    n = tf.reduce_sum(v, -1, keepdims=True)
+    dest = tf.where(valid, tf.cumsum(v, -1) - 1, n + tf.cumsum(1 - v, -1) - 1)  # [P, K] new position
+    P = tf.shape(x)[0]
+    ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], tf.shape(dest)), dest], -1)
+    return tf.tensor_scatter_nd_update(x, ij, x)
+
+
 def _pair_markers(h_exist, valid, m_exist, h_new, ok, next_marker):
     """Markers for new connections with pair hashes ``h_new [P]`` (rows ``ok``):
     the marker an existing connection (``h_exist``/``m_exist [P, C]`` where
@@ -272,14 +293,13 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
     A structural mutation that finds no free slot is skipped.  Returns
     ``(nodes, conns, next_key, next_marker, skipped_node_slots, skipped_conn_slots)``.
     """
-    N, C = nodes.shape[1], conns.shape[1]
-    P = tf.shape(nodes)[0]
+    P, N, C = tf.shape(nodes)[0], tf.shape(nodes)[1], tf.shape(conns)[1]
     I, O = cfg.num_inputs, cfg.num_outputs
     ncols, kn, ccols, kc = _attr_columns(cfg)
     u_all = tf.random.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
     u = u_all[:, :_G_COLS]
-    un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], [P, N, kn])
-    uc = tf.reshape(u_all[:, _G_COLS + N * kn:], [P, C, kc])
+    un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], tf.stack([P, N, kn]))
+    uc = tf.reshape(u_all[:, _G_COLS + N * kn:], tf.stack([P, C, kc]))
     slot_n = tf.range(N)
     is_out_slot = (slot_n >= I) & (slot_n < I + O)
     is_in_slot = slot_n < I
@@ -374,7 +394,7 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
 
 def _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols):
     I = cfg.num_inputs
-    is_in_slot = tf.range(nodes.shape[1]) < I
+    is_in_slot = tf.range(tf.shape(nodes)[1]) < I
     gene = node_valid(nodes) & ~is_in_slot[None, :] & active[:, None]
     cols = [nodes[..., NODE_KEY], nodes[..., NODE_BIAS], nodes[..., NODE_RESPONSE], nodes[..., NODE_AGG],
             nodes[..., NODE_ACT]]
@@ -410,12 +430,11 @@ def mutate_attributes(cfg: NEATConfig, nodes, conns, active, seed):
     """Attribute mutation of every gene of the ``active`` genomes (perturb or
     replace bias/response/weight, replace activation/aggregation, flip
     enabled), all uniforms from one stateless draw."""
-    P = tf.shape(nodes)[0]
-    N, C = nodes.shape[1], conns.shape[1]
+    P, N, C = tf.shape(nodes)[0], tf.shape(nodes)[1], tf.shape(conns)[1]
     ncols, kn, ccols, kc = _attr_columns(cfg)
     u_all = tf.random.stateless_uniform(tf.stack([P, N * kn + C * kc]), seed)
-    un = tf.reshape(u_all[:, :N * kn], [P, N, kn])
-    uc = tf.reshape(u_all[:, N * kn:], [P, C, kc])
+    un = tf.reshape(u_all[:, :N * kn], tf.stack([P, N, kn]))
+    uc = tf.reshape(u_all[:, N * kn:], tf.stack([P, C, kc]))
     return _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols)
 
 
@@ -438,6 +457,41 @@ def _align_many(query: tf.Tensor, keys: tf.Tensor):
     return found, tf.gather(order, pos, batch_dims=1)
 
 
+def _rep_tables(query, rep_keys, rep_attrs):
+    """Homologous-gene lookup of a population against S representatives.
+
+    ``query [P, Q]`` gene ids (node keys / markers, NaN = empty),
+    ``rep_keys [S, K]`` the representatives' gene ids, ``rep_attrs [S, K, A]``
+    their attributes.  Returns ``[P, Q, S, A]``: the attributes of the gene
+    with the same id in each representative, NaN where it has none.
+
+    The ids of all representatives are sorted once (S*K values); every query
+    id is binary-searched ONCE in that list (not once per representative), and
+    a small table ``[S*K + 1, S, A]`` (row = first position of an id in the
+    sorted list) gives all S answers with one gather."""
+    S, K = tf.shape(rep_keys)[0], tf.shape(rep_keys)[1]
+    A = rep_attrs.shape[-1]
+    flat = tf.reshape(rep_keys, [-1])
+    flat_b = tf.where(tf.math.is_nan(flat), tf.constant(np.inf, tf.float32), flat)
+    L = tf.concat([tf.sort(flat_b), [np.inf]], 0)  # sentinel: never empty
+    n = tf.size(L)
+    dummy = n  # an all-NaN row for "no such gene"
+    # table rows of the representatives' genes
+    rpos = tf.searchsorted(L, flat_b, side="left", out_type=tf.int32)
+    rok = ~tf.math.is_nan(flat)
+    rrow = tf.where(rok, rpos, dummy)
+    rs = tf.repeat(tf.range(S), K)
+    table = tf.tensor_scatter_nd_update(tf.fill(tf.stack([n + 1, S, A]), np.nan),
+                                        tf.stack([rrow, rs], -1),
+                                        tf.where(rok[:, None], tf.reshape(rep_attrs, [-1, A]), np.nan))
+    q = tf.reshape(query, [-1])
+    qb = tf.where(tf.math.is_nan(q), tf.constant(-1.0, tf.float32), q)
+    qpos = tf.minimum(tf.searchsorted(L, qb, side="left", out_type=tf.int32), n - 1)
+    hit = tf.equal(tf.gather(L, qpos), qb) & ~tf.math.is_nan(q)
+    out = tf.gather(table, tf.where(hit, qpos, dummy))  # [P*Q, S, A]
+    return tf.reshape(out, tf.concat([tf.shape(query), tf.stack([S, A])], 0))
+
+
 def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
     """Compatibility distances ``[S, P]`` of representatives ``[S, N, 5]``,
     ``[S, C, 5]`` to a population ``[P, N, 5]``, ``[P, C, 5]``.
@@ -447,29 +501,29 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     #disjoint genes) / max(#genes)``; a node gene's distance is
     ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
     a connection's ``|dweight| + [enabled differs]``; input nodes are not genes,
-    connections are aligned by innovation marker."""
+    connections are aligned by innovation marker (see :func:`_rep_tables`)."""
     I = cfg.num_inputs
     dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
     gn = nodes[:, I:]
     rn = rep_nodes[:, I:]
-    found, idx = _align_many(gn[..., NODE_KEY], rn[..., NODE_KEY])
-    other = tf.gather(rn[..., 1:], idx, batch_dims=1)  # [S, P, Nh, 4]: bias, response, agg, act
-    g = gn[None, ..., 1:]
-    diff = tf.abs(g - other)
+    other = _rep_tables(gn[..., NODE_KEY], rn[..., NODE_KEY], rn[..., 1:])  # [P, Nh, S, 4]
+    found = ~tf.math.is_nan(other[..., 0])
+    diff = tf.abs(gn[:, :, None, 1:] - other)
     d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, tf.float32) + tf.cast(diff[..., 3] > 0, tf.float32)
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
-    nm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
-    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[None]
-    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[:, None]
+    hom = tf.reduce_sum(tf.where(found, d, 0.0), 1)  # [P, S]
+    nm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
+    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[:, None]
+    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[None, :]
     nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
-    found, idx = _align_many(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER])
-    other = tf.gather(rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1], idx, batch_dims=1)  # [S, P, C, 2]
-    diff = tf.abs(conns[None, ..., CONN_ENABLED:CONN_WEIGHT + 1] - other)
+    other = _rep_tables(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER],
+                        rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1])  # [P, C, S, 2]
+    found = ~tf.math.is_nan(other[..., 1])
+    diff = tf.abs(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1] - other)
     d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, tf.float32)
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), -1)
-    cm = tf.reduce_sum(tf.cast(found, tf.float32), -1)
-    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[None]
-    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[:, None]
+    hom = tf.reduce_sum(tf.where(found, d, 0.0), 1)
+    cm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
+    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[:, None]
+    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[None, :]
     cd = (wc * hom + dc * (ca + cb - 2.0 * cm)) / tf.maximum(tf.maximum(ca, cb), 1.0)
     cd = tf.where((ca + cb) > 0, cd, 0.0)
-    return nd + cd
+    return tf.transpose(nd + cd)

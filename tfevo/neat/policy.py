@@ -8,9 +8,13 @@ passes).  Through the evaluator's graph path the genomes are transformed into
 dense networks once per evaluation, not once per step.
 
 :class:`ControlProblem` rolls out a whole population on an in-graph
-environment (``tfevo.envs.make``) in one ``tf.function``; feed-forward
-populations go through :class:`~tfevo.rollout.InGraphEvaluator`, recurrent ones
-through a loop that carries every network's node values across steps.
+environment (``tfevo.envs.make``) in one ``tf.function`` through
+:class:`~tfevo.rollout.InGraphEvaluator`; for recurrent populations the
+evaluator carries every network's node values across steps
+(:meth:`NEATPolicy.forward_state`).  Host simulators (MuJoCo, Atari, any
+Gymnasium id) take NEAT populations through
+:class:`~tfevo.rollout.PipelinedEvaluator` with the flat genomes of
+:meth:`NEATPolicy.flatten`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, SeedStream
+from tfevo.core import ConfigError
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
@@ -91,10 +95,43 @@ class NEATPolicy:
             y = low + (y - lo_a) / (1.0 - lo_a) * (high - low)
         return tf.clip_by_value(y, low, high)
 
-    def forward_graph(self, network: net.Network, obs):
-        """Actions for ``obs [P, B, obs_dim]`` from transformed networks
-        (feed-forward; a recurrent population is run for one step from zero state)."""
+    # -- the evaluators' seams ------------------------------------------------
+    @property
+    def state_shape(self):
+        """Per-episode state of a recurrent population: the node values ``(max_nodes,)``;
+        ``None`` for feed-forward networks.  Evaluators that see a state shape carry
+        the state across steps through :meth:`forward_state`."""
+        return None if self.config.feed_forward else (self.config.max_nodes,)
+
+    def prepare(self, params):
+        """Flat ``[P, D]`` genomes -> transformed networks, once per evaluation
+        (what :class:`tfevo.rollout.PipelinedEvaluator` calls before stepping)."""
+        return self.unflatten_graph(tf.convert_to_tensor(params, tf.float32))
+
+    @staticmethod
+    def _subset(network: net.Network, indices) -> net.Network:
+        """The networks of members ``indices`` (all tensors but the level count gathered)."""
+        if indices is None:
+            return network
+        idx = tf.cast(indices, tf.int32)
+        return network._replace(**{f: tf.gather(getattr(network, f), idx)
+                                   for f in network._fields if f != "num_levels"})
+
+    def forward_state(self, network: net.Network, obs, state, indices=None):
+        """Recurrent step for the evaluators: ``(actions, new_state)`` from
+        ``obs [n, B, obs_dim]`` and ``state [n, B, max_nodes]`` (zeros at an
+        episode's start); ``indices [n]`` picks the members (default: all)."""
+        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32),
+                                   tf.convert_to_tensor(obs, tf.float32))
+        return actions, state
+
+    def forward_graph(self, network: net.Network, obs, indices=None):
+        """Actions for ``obs [P, B, obs_dim]`` (or ``[n, B, obs_dim]`` with member
+        ``indices [n]``) from transformed networks (feed-forward; a recurrent
+        population is run for one step from zero state: use
+        :meth:`forward_state` to carry its state)."""
         cfg = self.config
+        network = self._subset(network, indices)
         if cfg.feed_forward:
             y = net.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                             cfg.aggregation_options)
@@ -104,15 +141,18 @@ class NEATPolicy:
                                       cfg.activation_options, cfg.aggregation_options, self.settle_steps)
         return self.outputs_to_actions(y)
 
-    def forward(self, genomes, obs):
-        """``genomes`` = ``(nodes, conns)`` or flat ``[P, D]``; ``obs [P, B, obs_dim]``."""
+    def forward(self, genomes, obs, indices=None):
+        """``genomes`` = ``(nodes, conns)``, flat ``[P, D]`` or transformed
+        networks; ``obs [P, B, obs_dim]``, or ``[n, B, obs_dim]`` for the members
+        ``indices [n]`` (the :class:`tfevo.rollout.PipelinedEvaluator` signature,
+        so NEAT populations drive host simulators such as MuJoCo)."""
         if isinstance(genomes, net.Network):
             network = genomes
         elif isinstance(genomes, (tuple, list)):
             network = self.transform(genomes)
         else:
             network = self.unflatten_graph(genomes)
-        return self.forward_graph(network, tf.convert_to_tensor(obs, tf.float32))
+        return self.forward_graph(network, tf.convert_to_tensor(obs, tf.float32), indices)
 
     def step(self, network: net.Network, state, obs):
         """Recurrent step: ``(state [P,B,N], obs [P,B,I]) -> (state, actions)``."""
@@ -153,42 +193,12 @@ class ControlProblem:
             raise ConfigError(f"the NEAT config has {config.num_inputs} inputs, {env_id} observations have {obs_dim}")
         self.episodes = int(episodes)
         self.max_steps = int(max_steps or self.env.max_episode_steps)
-        if config.feed_forward:
-            from tfevo.rollout.ingraph import InGraphEvaluator
+        from tfevo.rollout.ingraph import InGraphEvaluator
 
-            self.evaluator = InGraphEvaluator(self.env, self.policy, episodes=episodes, max_steps=max_steps,
-                                              seed=seed)
-        else:
-            self.evaluator = None
-            self.seeds = SeedStream(seed)
-            self._fn = None
-
-    def _recurrent(self, nodes, conns):
-        P, B = self.config.pop_size, self.episodes
-        n = P * B
-        network = self.policy.transform((nodes, conns))
-        state_env, obs = self.env.reset(self.seeds.next(), num_envs=n)
-        h = net.initial_state(network, B)
-
-        def body(t, s, obs, h, done, ret):
-            h, a = self.policy.step(network, h, tf.reshape(tf.cast(obs, tf.float32), [P, B, -1]))
-            a = tf.reshape(a, [n] + list(self.env.action_spec.shape))
-            res = self.env.step(s, a)
-            ret = ret + tf.where(done, 0.0, tf.cast(res.reward, tf.float32))
-            done = done | res.terminated | res.truncated
-            return t + 1, res.state, res.obs, h, done, ret
-
-        out = tf.while_loop(lambda t, s, o, h, d, r: (t < self.max_steps) & ~tf.reduce_all(d), body,
-                            (0, state_env, obs, h, tf.zeros([n], tf.bool), tf.zeros([n])))
-        return tf.reduce_mean(tf.reshape(out[-1], [P, B]), 1)
+        # Feed-forward and recurrent populations alike (a recurrent policy's
+        # node values are carried across steps by the evaluator).
+        self.evaluator = InGraphEvaluator(self.env, self.policy, episodes=episodes, max_steps=max_steps, seed=seed)
 
     def __call__(self, population) -> tf.Tensor:
         """Fitness ``float32 [P]`` of ``population = (nodes, conns)``."""
-        if self.evaluator is not None:
-            return self.evaluator.evaluate(self.policy.flatten(population))
-        if self._fn is None:
-            cfg = self.config
-            self._fn = tf.function(self._recurrent, autograph=False, input_signature=[
-                tf.TensorSpec([cfg.pop_size, cfg.max_nodes, NODE_DIM], tf.float32),
-                tf.TensorSpec([cfg.pop_size, cfg.max_conns, CONN_DIM], tf.float32)])
-        return self._fn(*population)
+        return self.evaluator.evaluate(self.policy.flatten(population))

@@ -75,9 +75,23 @@ class SupervisedProblem:
         return fit
 
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
-        """Fitness ``[P]`` of ``population = (nodes, conns)``."""
+        """Fitness ``[P]`` of ``population = (nodes, conns)``.
+
+        Only the used slot range is evaluated: the node and connection axes
+        are cut after the last slot any genome uses, rounded up to a multiple
+        of 8 (one compiled program per such width, so a run compiles a handful
+        at most).  Empty slots contribute nothing, so the result is the same as
+        on the full tensors, while the dense ``[P, N, N]`` network of a
+        population of small genomes is many times smaller."""
         nodes, conns = population
-        P, N, C = nodes.shape[0], nodes.shape[1], conns.shape[1]
+        nodes = tf.convert_to_tensor(nodes, tf.float32)
+        conns = tf.convert_to_tensor(conns, tf.float32)
+        N0, C0 = nodes.shape[1], conns.shape[1]
+        wn, wc = (int(w) for w in _used_widths(nodes, conns))
+        N = min(N0, max(8, -(-wn // 8) * 8))
+        C = min(C0, max(8, -(-wc // 8) * 8))
+        nodes, conns = nodes[:, :N], conns[:, :C]
+        P = nodes.shape[0]
         key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
                self.inputs.shape, self.targets.shape, self.jit_compile)
         if key not in _COMPILED:  # shared by equal problems/configs: no retracing across runs
@@ -86,6 +100,14 @@ class SupervisedProblem:
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:
         return self.evaluate(population, config)
+
+
+@tf.function(autograph=False)
+def _used_widths(nodes, conns):
+    from tfevo.neat.genome import conn_valid, node_valid
+    from tfevo.neat.operators import used_width
+
+    return used_width(node_valid(nodes)), used_width(conn_valid(conns))
 
 
 def _parity(bits: int):
