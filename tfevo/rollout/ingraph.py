@@ -82,6 +82,11 @@ class InGraphEvaluator(tf.Module):
         -> actions`` int ``[P, B]`` (discrete) or float32 ``[P, B, A]``.
         A :class:`tfevo.nn.Policy` is used through its graph path
         (weights split once per evaluation, not once per step).
+        A *recurrent* policy (one with a ``state_shape`` that is not None,
+        e.g. a recurrent :class:`tfevo.neat.NEATPolicy`) carries a state
+        across the steps of an episode instead: it provides
+        ``forward_state(weights, obs [P, B, *obs], state [P, B, *state_shape])
+        -> (actions, new_state)``; the state starts at zeros (float32).
       episodes: B, episodes per member.
       max_steps: optional cap on the steps of every episode (default: the
         environment's ``max_episode_steps``).
@@ -131,6 +136,11 @@ class InGraphEvaluator(tf.Module):
             )
         if not callable(getattr(policy, "forward", None)):
             raise ConfigError(f"policy must have a forward(params, obs) method, got {type(policy).__name__}")
+        if getattr(policy, "state_shape", None) is not None and not callable(getattr(policy, "forward_state", None)):
+            raise ConfigError(
+                f"{type(policy).__name__} has a state_shape (a recurrent policy) but no "
+                "forward_state(weights, obs, state) -> (actions, state) method"
+            )
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
         limit = env.max_episode_steps if max_steps is None else int(max_steps)
@@ -233,11 +243,24 @@ class InGraphEvaluator(tf.Module):
             state, obs = self._reset(seed, n)
         obs = tf.cast(obs, tf.float32)
 
-        def cond(t, state, obs, done, returns, lengths, final_obs):
+        state_shape = getattr(self.policy, "state_shape", None)
+        recurrent = state_shape is not None
+        if recurrent:
+            step_fn = self.policy.forward_state
+            h0 = tf.zeros([p, b, *state_shape], tf.float32)
+        else:
+            h0 = tf.zeros([], tf.float32)  # unused placeholder loop variable
+
+        def cond(t, state, obs, done, returns, lengths, final_obs, h):
             return tf.logical_and(t < self.max_steps, tf.logical_not(tf.reduce_all(done)))
 
-        def body(t, state, obs, done, returns, lengths, final_obs):
-            actions = forward(weights, tf.reshape(obs, [p, b] + obs_shape))
+        def body(t, state, obs, done, returns, lengths, final_obs, h):
+            obs_pb = tf.reshape(obs, [p, b] + obs_shape)
+            if recurrent:
+                actions, h = step_fn(weights, obs_pb, h)
+                h = tf.ensure_shape(tf.cast(h, tf.float32), [p, b, *state_shape])
+            else:
+                actions = forward(weights, obs_pb)
             actions = self._check_actions(actions, p)
             res = env.step(state, actions)
             alive = tf.logical_not(done)
@@ -248,7 +271,7 @@ class InGraphEvaluator(tf.Module):
             final_obs = tf.where(alive_obs, new_obs, final_obs)
             ended = res.terminated | res.truncated | (t + 1 >= self.max_steps)
             done = done | ended
-            return t + 1, res.state, new_obs, done, returns, lengths, final_obs
+            return t + 1, res.state, new_obs, done, returns, lengths, final_obs, h
 
         init = (
             tf.constant(0, tf.int32),
@@ -258,8 +281,10 @@ class InGraphEvaluator(tf.Module):
             tf.zeros([n], tf.float64),
             tf.zeros([n], tf.int32),
             obs,
+            h0,
         )
-        _, _, _, _, returns, lengths, final_obs = tf.while_loop(cond, body, init, maximum_iterations=self.max_steps)
+        _, _, _, _, returns, lengths, final_obs, _ = tf.while_loop(cond, body, init,
+                                                                   maximum_iterations=self.max_steps)
         returns = tf.reshape(returns, [p, b])
         lengths = tf.reshape(lengths, [p, b])
         fitness = tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
