@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "Eigen/Core"
@@ -352,5 +353,162 @@ class IsoLineEmitOp : public OpKernel {
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmitOp);
+
+// ---------------------------------------------------------------------------
+// TfevoArchiveInsert: batched MAP-Elites insertion, in place.
+//
+//   sol_var, fit_var, desc_var, occ_var  resource variables of the archive
+//                                        ([cells + 1, D], [cells + 1],
+//                                        [cells + 1, k], [cells + 1] bool)
+//   solutions float [B, D], fitness float [B], descriptors float [B, k]
+//   cell      int32 [B]   each candidate's cell (in [0, cells))
+//   status    int32 [B]   0 not added, 1 improved, 2 filled a new cell
+//   value     float [B]   improvement (new cell: fitness - qd_offset)
+//
+// Same rule as tfevo.qd.archives.Archive._add_reference: NaN/-inf fitness or a
+// non-finite descriptor = dead; the best live candidate of each cell (first
+// on ties) enters if the cell is empty or it beats the incumbent strictly.
+// One pass over the batch with a per-cell winner table, then only the
+// winners' rows are written, under the variables' exclusive locks (a buffer
+// that is shared with a live tensor is copied first, as TensorFlow's own
+// scatter kernels do).
+
+REGISTER_OP("TfevoArchiveInsert")
+    .Input("sol_var: resource")
+    .Input("fit_var: resource")
+    .Input("desc_var: resource")
+    .Input("occ_var: resource")
+    .Input("solutions: float")
+    .Input("fitness: float")
+    .Input("descriptors: float")
+    .Input("cell: int32")
+    .Attr("qd_offset: float")
+    .Output("status: int32")
+    .Output("value: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle f;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &f));
+      c->set_output(0, f);
+      c->set_output(1, f);
+      return Status();
+    })
+    .Doc(R"doc(
+Batched MAP-Elites insertion into the archive variables, in place.
+)doc");
+
+namespace {
+
+// Exclusive access to a variable's buffer, copied first if it is shared.
+Status Writable(OpKernelContext* ctx, tensorflow::Var* v, Tensor** out) {
+  Tensor* t = v->tensor();
+  if (!t->RefCountIsOne()) {
+    Tensor copy;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(t->dtype(), t->shape(), &copy));
+    std::memcpy(copy.data(), t->data(), t->TotalBytes());
+    *t = copy;
+  }
+  *out = t;
+  return Status();
+}
+
+class ArchiveInsertOp : public OpKernel {
+ public:
+  explicit ArchiveInsertOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("qd_offset", &offset_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> vars[4];
+    for (int i = 0; i < 4; ++i)
+      OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, i), &vars[i]));
+    const Tensor& x_t = ctx->input(4);
+    const Tensor& f_t = ctx->input(5);
+    const Tensor& d_t = ctx->input(6);
+    const Tensor& c_t = ctx->input(7);
+    const int64_t B = f_t.NumElements();
+    OP_REQUIRES(ctx, f_t.dims() == 1 && x_t.dims() == 2 && d_t.dims() == 2 && c_t.dims() == 1 &&
+                         x_t.dim_size(0) == B && d_t.dim_size(0) == B && c_t.dim_size(0) == B,
+                tensorflow::errors::InvalidArgument("TfevoArchiveInsert: expected solutions [B, D], fitness [B], "
+                                                    "descriptors [B, k], cell [B]"));
+    Tensor* out[2];
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, f_t.shape(), &out[0]));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, f_t.shape(), &out[1]));
+    int32_t* status = out[0]->flat<int32_t>().data();
+    float* value = out[1]->flat<float>().data();
+
+    tensorflow::mutex_lock l0(*vars[0]->mu()), l1(*vars[1]->mu()), l2(*vars[2]->mu()), l3(*vars[3]->mu());
+    Tensor *sol_t, *fit_t, *desc_t, *occ_t;
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[0].get(), &sol_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[1].get(), &fit_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[2].get(), &desc_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[3].get(), &occ_t));
+    const int64_t rows = fit_t->NumElements(), cells = rows - 1;
+    const int64_t D = x_t.dim_size(1), K = d_t.dim_size(1);
+    OP_REQUIRES(ctx, sol_t->dims() == 2 && sol_t->dim_size(0) == rows && sol_t->dim_size(1) == D &&
+                         desc_t->dims() == 2 && desc_t->dim_size(0) == rows && desc_t->dim_size(1) == K &&
+                         occ_t->NumElements() == rows,
+                tensorflow::errors::InvalidArgument("TfevoArchiveInsert: batch and archive shapes disagree"));
+    float* a_sol = sol_t->flat<float>().data();
+    float* a_fit = fit_t->flat<float>().data();
+    float* a_desc = desc_t->flat<float>().data();
+    bool* a_occ = occ_t->flat<bool>().data();
+    const float* x = x_t.flat<float>().data();
+    const float* fr = f_t.flat<float>().data();
+    const float* d = d_t.flat<float>().data();
+    const int32_t* cell = c_t.flat<int32_t>().data();
+
+    std::vector<float> f(B);
+    std::vector<char> alive(B);
+    std::vector<int32_t> winner(cells, -1);
+    for (int64_t i = 0; i < B; ++i) {
+      float v = fr[i];
+      if (std::isnan(v)) v = -INFINITY;
+      if (v == INFINITY) v = std::numeric_limits<float>::max();
+      f[i] = v;
+      bool ok = std::isfinite(v);
+      for (int64_t j = 0; j < K && ok; ++j) ok = std::isfinite(d[i * K + j]);
+      alive[i] = ok;
+      if (!ok) {
+        status[i] = 0;
+        value[i] = 0.0f;
+        continue;
+      }
+      const int32_t c = cell[i];
+      OP_REQUIRES(ctx, c >= 0 && c < cells,
+                  tensorflow::errors::InvalidArgument("TfevoArchiveInsert: cell ", c, " out of [0, ", cells, ")"));
+      const int32_t w = winner[c];
+      if (w < 0 || v > f[w]) winner[c] = static_cast<int32_t>(i);
+      // status/value against the incumbent before this batch
+      const bool occ = a_occ[c];
+      const bool improve = occ && v > a_fit[c];
+      value[i] = !occ ? v - offset_ : (improve ? v - a_fit[c] : 0.0f);
+      status[i] = 0;
+    }
+    for (int64_t i = 0; i < B; ++i) {
+      if (!alive[i]) continue;
+      const int32_t c = cell[i];
+      if (winner[c] != i) continue;
+      const bool occ = a_occ[c];
+      if (occ && !(f[i] > a_fit[c])) continue;
+      status[i] = occ ? 1 : 2;
+    }
+    // write the entering winners (after all statuses used the pre-batch incumbents)
+    for (int64_t i = 0; i < B; ++i) {
+      if (status[i] == 0) continue;
+      const int32_t c = cell[i];
+      std::memcpy(a_sol + static_cast<int64_t>(c) * D, x + i * D, D * sizeof(float));
+      std::memcpy(a_desc + static_cast<int64_t>(c) * K, d + i * K, K * sizeof(float));
+      a_fit[c] = f[i];
+      a_occ[c] = true;
+    }
+  }
+
+ private:
+  float offset_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoArchiveInsert").Device(DEVICE_CPU), ArchiveInsertOp);
 
 }  // namespace tfevo

@@ -23,9 +23,10 @@ def reference_insert(arch_fit, arch_occ, arch_sol, cells, fit, sol):
     return arch_fit, arch_occ, arch_sol, status
 
 
-def test_batched_insertion_matches_reference_with_collisions():
+@pytest.mark.parametrize("use_op", [None, False])  # C++ kernel (when built) and the TF reference
+def test_batched_insertion_matches_reference_with_collisions(use_op):
     rng = np.random.default_rng(0)
-    a = GridArchive(3, [4, 3], [(0, 1), (0, 1)])
+    a = GridArchive(3, [4, 3], [(0, 1), (0, 1)], use_op=use_op)
     for _ in range(6):
         b = 200
         desc = rng.uniform(-0.2, 1.2, size=(b, 2)).astype(np.float32)  # out of range clipped

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.qd import CVTArchive, ESEmitter, GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
-from tfevo.qd.emitters import standard_normal
+from tfevo.qd.emitters import emit_op_available, standard_normal
 
 
 def _nearest_reference(pts, c):
@@ -91,9 +91,10 @@ def test_sample_indices_uniform_over_filled_cells():
     assert set(empty.sample_indices(10, tf.constant([1, 1])).numpy()) == {0}
 
 
-def _make(seed, jit=None, batch=64, dim=8):
-    a = GridArchive(dim, [16, 16], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(dim))
-    return MAPElites(a, [IsoLineEmitter(dim, batch, bounds=(0, 1))], init_bounds=(0, 1), seed=seed, jit_compile=jit)
+def _make(seed, jit=None, batch=64, dim=8, use_op=None):
+    a = GridArchive(dim, [16, 16], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(dim), use_op=use_op)
+    return MAPElites(a, [IsoLineEmitter(dim, batch, bounds=(0, 1), use_op=use_op)], init_bounds=(0, 1), seed=seed,
+                     jit_compile=jit)
 
 
 def _state(me):
@@ -107,18 +108,80 @@ def _task_with_dead(x):
 
 
 def test_step_equals_ask_tell_and_xla_insert_equals_graph_insert():
-    loop, stepped, plain = _make(3), _make(3), _make(3, jit=False)
-    assert loop._jit_tell and not plain._jit_tell
+    # default path (C++ kernels when they build): step() == ask()/tell(), bit for bit
+    loop, stepped = _make(3), _make(3)
+    # pure-TensorFlow path: XLA-compiled insertion == plain-graph insertion, bit for bit
+    ref_xla, ref_plain = _make(3, use_op=False), _make(3, jit=False, use_op=False)
+    assert ref_xla._jit_tell and not ref_plain._jit_tell
     for _ in range(12):
-        for me in (loop, plain):
+        for me in (loop, ref_xla, ref_plain):
             x = me.ask()
             me.tell(x, *_task_with_dead(x))
     stepped.step(_task_with_dead, iterations=12)
-    for other in (stepped, plain):
-        for u, v in zip(_state(loop), _state(other)):
+    for a, b in ((loop, stepped), (ref_xla, ref_plain)):
+        for u, v in zip(_state(a), _state(b)):
             np.testing.assert_array_equal(u, v)
-    occ = loop.archive.occupied.numpy()[:-1]
-    assert occ.sum() > 50 and np.all(np.isfinite(loop.archive.fitness.numpy()[:-1][occ]))
+    for me in (loop, ref_xla):
+        occ = me.archive.occupied.numpy()[:-1]
+        assert occ.sum() > 50 and np.all(np.isfinite(me.archive.fitness.numpy()[:-1][occ]))
+
+
+_needs_op = pytest.mark.skipif(not emit_op_available(), reason="qd_emit custom op not built (no compiler)")
+
+
+@_needs_op
+def test_insert_kernel_equals_tf_reference():
+    """TfevoArchiveInsert == the pure-TensorFlow insertion: same archive, status and value, bit for bit,
+    on batches with many collisions, ties, NaN/-inf/+inf fitness and non-finite descriptors."""
+    rng = np.random.default_rng(11)
+    cent = rng.uniform(size=(70, 2)).astype(np.float32)
+    for make in (lambda op: GridArchive(5, [6, 5], [(0, 1), (0, 1)], qd_offset=-3.0, use_op=op),
+                 lambda op: CVTArchive(5, 70, [(0, 1), (0, 1)], qd_offset=-3.0, use_op=op, centroids=cent)):
+        fast, ref = make(True), make(False)
+        assert fast.insert_op_enabled and not ref.insert_op_enabled
+        for _ in range(5):
+            b = 300
+            desc = rng.uniform(-0.2, 1.2, size=(b, 2)).astype(np.float32)
+            desc[rng.random(b) < 0.03, 1] = np.nan
+            desc[rng.random(b) < 0.02, 0] = np.inf
+            fit = rng.integers(-5, 15, size=b).astype(np.float32)  # many ties
+            fit[rng.random(b) < 0.1] = np.nan
+            fit[rng.random(b) < 0.05] = -np.inf
+            fit[rng.random(b) < 0.01] = np.inf
+            sol = rng.normal(size=(b, 5)).astype(np.float32)
+            r1, r2 = fast.add(sol, fit, desc), ref.add(sol, fit, desc)
+            for u, v in zip(r1, r2):
+                np.testing.assert_array_equal(u.numpy(), v.numpy())
+            n = fast.num_cells
+            for var in ("solutions", "fitness", "descriptors", "occupied"):
+                np.testing.assert_array_equal(getattr(fast, var).numpy()[:n], getattr(ref, var).numpy()[:n])
+            assert not fast.occupied.numpy()[n]  # trash row stays empty
+        assert 0 < fast.size.numpy() < n + 1
+
+
+@_needs_op
+def test_iso_line_kernel_matches_tf_reference():
+    """Same parents (exactly) and the same noise (to float rounding of log/sin/cos) as the TF reference."""
+    a = GridArchive(7, [9, 9], [(0, 1), (0, 1)])
+    x = tf.random.stateless_uniform([120, 7], seed=[1, 2])
+    a.add(x, *rastrigin_qd(x))
+    empty = GridArchive(7, [9, 9], [(0, 1), (0, 1)])
+    for batch, bounds in ((1, None), (33, (0, 1)), (257, None)):
+        for arch in (a, empty):
+            exact = IsoLineEmitter(7, batch, iso_sigma=0.0, line_sigma=0.0, bounds=bounds)
+            noisy = IsoLineEmitter(7, batch, iso_sigma=0.3, line_sigma=0.7, bounds=bounds)
+            for seed in ([3, 4], [-7, 2**31 - 1]):
+                s = tf.constant(seed, tf.int32)
+                np.testing.assert_array_equal(exact.emit(arch, s).numpy(), exact.emit_reference(arch, s).numpy())
+                got = noisy.emit(arch, s).numpy()
+                np.testing.assert_allclose(got, noisy.emit_reference(arch, s).numpy(), rtol=0, atol=2e-6)
+                np.testing.assert_array_equal(got, noisy.emit(arch, s).numpy())  # deterministic
+                if arch is a and bounds is None:
+                    assert np.std(got) > 0.05  # the noise is really there
+    # an XLA-compiled ask falls back to the reference instead of failing to compile
+    me = _make(4, jit=True)
+    me.step(rastrigin_qd, iterations=2)
+    assert me.archive.size.numpy() > 0
 
 
 def test_step_checkpoint_resume_exact(tmp_path):

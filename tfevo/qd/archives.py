@@ -58,13 +58,21 @@ class Archive(tf.Module):
         to a lower bound of the fitness so every elite counts positively.
     """
 
-    #: whether insertion compiles with XLA (measured faster for the grid; the
-    #: CVT bucket lookup has a data-dependent fallback, so it stays a graph)
-    xla_insert = False
+    #: whether the pure-TensorFlow insertion compiles with XLA (measured faster
+    #: for the grid; the CVT bucket lookup has a data-dependent fallback, so it
+    #: stays a graph).  Irrelevant when the C++ insertion kernel is used.
+    _xla_insert_pref = False
 
     def __init__(self, solution_dim: int, num_cells: int, descriptor_dim: int, qd_offset: float = 0.0,
-                 name: str | None = None):
+                 name: str | None = None, use_op: bool | None = None):
         super().__init__(name=name)
+        if use_op:
+            from tfevo.qd.emitters import _emit_op
+
+            if _emit_op() is None:
+                raise ConfigError("use_op=True but the qd_emit kernels could not be built or loaded "
+                                  "(see the tfevo.ops warning)")
+        self.use_op = use_op
         if int(solution_dim) < 1:
             raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
         if int(num_cells) < 1:
@@ -103,7 +111,34 @@ class Archive(tf.Module):
                 f"descriptors must have shape [{b}, {self.descriptor_dim}], got {descriptors.shape.as_list()}")
         return solutions, fitness, descriptors
 
+    @property
+    def insert_op_enabled(self) -> bool:
+        """Whether :meth:`add` runs the C++ kernel ``TfevoArchiveInsert`` (``custom_ops/qd_emit.cc``)."""
+        if self.use_op is False:
+            return False
+        from tfevo.qd.emitters import _emit_op
+
+        return _emit_op() is not None
+
+    @property
+    def xla_insert(self) -> bool:
+        """Whether :meth:`add` compiles with XLA (only the pure-TensorFlow path does)."""
+        return self._xla_insert_pref and not self.insert_op_enabled
+
     def _add(self, solutions, fitness, descriptors):
+        if self.insert_op_enabled and not self._trace.xla:
+            from tfevo.qd.emitters import _emit_op
+
+            finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
+            cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
+            status, value = _emit_op().tfevo_archive_insert(
+                self.solutions.handle, self.fitness.handle, self.descriptors.handle, self.occupied.handle,
+                solutions, fitness, descriptors, cell, qd_offset=self.qd_offset)
+            return AddResult(status=status, value=value, cell=cell)
+        return self._add_reference(solutions, fitness, descriptors)
+
+    def _add_reference(self, solutions, fitness, descriptors):
+        """The pure-TensorFlow insertion (XLA-compilable); same rule as the kernel."""
         n = self.num_cells
         b = tf.shape(fitness)[0]
         fitness = sanitize_fitness(fitness)
@@ -238,9 +273,10 @@ class GridArchive(Archive):
     >>> res = archive.add(x, fitness, descriptors)
     """
 
-    xla_insert = True
+    _xla_insert_pref = True
 
-    def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None):
+    def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None,
+                 use_op: bool | None = None):
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive bin counts, got {dims}")
@@ -250,7 +286,7 @@ class GridArchive(Archive):
         for lo, hi in ranges:
             if not hi > lo:
                 raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
-        super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name)
+        super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name, use_op=use_op)
         self.dims = dims
         self.ranges = ranges
         self._lo = tf.constant([r[0] for r in ranges], tf.float32)
@@ -329,7 +365,7 @@ class CVTArchive(Archive):
 
     def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
                  iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
-                 name: str | None = None):
+                 name: str | None = None, use_op: bool | None = None):
         if lookup not in ("auto", "buckets", "brute"):
             raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
         ranges = [tuple(float(v) for v in r) for r in ranges]
@@ -343,7 +379,7 @@ class CVTArchive(Archive):
         centroids = np.asarray(centroids, np.float32)
         if centroids.shape != (int(cells), k):
             raise ShapeError(f"centroids must have shape [{cells}, {k}], got {list(centroids.shape)}")
-        super().__init__(solution_dim, int(cells), k, qd_offset, name=name)
+        super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op)
         self.ranges = ranges
         self.centroids = tf.constant(centroids)
         self._c2 = tf.reduce_sum(self.centroids * self.centroids, 1)

@@ -111,10 +111,12 @@ class MAPElites(tf.Module):
             archive._share_running_count(False)
             archive._trace.xla = False
 
-    def _tell_graph(self, solutions, fitness, descriptors):
-        was_empty = tf.equal(self.archive.size, 0)
-        result = self.archive._add(solutions, fitness, descriptors)
-        del was_empty  # graph-safe emitters take no feedback
+    def _tell_graph(self, solutions, fitness, descriptors, xla: bool = False):
+        self.archive._trace.xla = xla  # the C++ insertion kernel cannot be compiled by XLA
+        try:
+            result = self.archive._add(solutions, fitness, descriptors)
+        finally:
+            self.archive._trace.xla = False
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.batch_size)
         return result
@@ -151,11 +153,12 @@ class MAPElites(tf.Module):
         solutions, fitness, descriptors = self.archive._check(solutions, fitness, descriptors)
         if self._compiled:
             if self._tell_fn is None:
-                self._tell_fn = tf.function(self._tell_graph, input_signature=[
+                xla = self._jit_tell
+                self._tell_fn = tf.function(lambda x, f, d: self._tell_graph(x, f, d, xla), input_signature=[
                     tf.TensorSpec([self.batch_size, self.num_dims], tf.float32),
                     tf.TensorSpec([self.batch_size], tf.float32),
                     tf.TensorSpec([self.batch_size, self.archive.descriptor_dim], tf.float32)],
-                    jit_compile=self._jit_tell)
+                    jit_compile=xla)
             return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
         result = self.archive.add(solutions, fitness, descriptors)
@@ -196,7 +199,8 @@ class MAPElites(tf.Module):
             b, k = self.batch_size, self.archive.descriptor_dim
             evaluate = tf.function(task_fn, input_signature=[tf.TensorSpec([b, self.num_dims], tf.float32)])
             # The insertion as a nested XLA function (one compiled cluster inside the step).
-            insert = tf.function(self._tell_graph, jit_compile=self._jit_tell)
+            xla_tell = self._jit_tell
+            insert = tf.function(lambda x, f, d: self._tell_graph(x, f, d, xla_tell), jit_compile=xla_tell)
             xla_ask = self._jit_ask
 
             def iteration():
