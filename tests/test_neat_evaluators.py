@@ -124,7 +124,7 @@ def _swimmer_serial(pol, flat, seeds, steps, recurrent):
     return np.array(out)
 
 
-@pytest.mark.parametrize("feed_forward,subsets", [(True, 2), (True, 1)])
+@pytest.mark.parametrize("feed_forward,subsets", [(True, 2), (False, 2), (False, 1)])
 def test_pipelined_mujoco_matches_serial_reference(feed_forward, subsets):
     pytest.importorskip("mujoco")
     from tfevo.rollout import PipelinedEvaluator
