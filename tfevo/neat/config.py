@@ -102,6 +102,11 @@ class NEATConfig:
 
     Structural mutation (each applied independently per child):
       node_add_prob, node_delete_prob, conn_add_prob, conn_delete_prob.
+      share_split_innovations: genomes that split the same connection in one
+        generation share the new node's key and the two new markers (NEAT
+        paper / TensorNEAT); default False: every split makes a new node key
+        and new markers (neat-python), so independent splits count as
+        disjoint genes in the compatibility distance.
       structural_mutation_surer: add-connection on an existing connection
         re-enables it (neat-python's option of that name; default False:
         nothing happens, as neat-python's default).
@@ -153,6 +158,7 @@ class NEATConfig:
     conn_add_prob: float = 0.5
     conn_delete_prob: float = 0.5
     structural_mutation_surer: bool = False
+    share_split_innovations: bool = False
 
     bias_init_mean: float = 0.0
     bias_init_stdev: float = 1.0

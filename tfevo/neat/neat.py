@@ -71,6 +71,10 @@ class NEAT(tf.Module):
         self.species_size = tf.Variable(tf.zeros([S], tf.int32), trainable=False, name="species_size")
         self.species_fitness = tf.Variable(tf.fill([S], -_INF), trainable=False, name="species_fitness")
         self.member_species = tf.Variable(tf.fill([P], -1), trainable=False, name="member_species")
+        # genome ids as neat-python's genome keys: children get fresh increasing
+        # ids, elites keep theirs; among equal fitness the newer genome ranks first
+        self.member_key = tf.Variable(tf.range(P, dtype=tf.int64), trainable=False, name="member_key")
+        self.next_member_key = tf.Variable(P, dtype=tf.int64, trainable=False, name="next_member_key")
         self.best_nodes = tf.Variable(nodes[0], trainable=False, name="best_nodes")
         self.best_conns = tf.Variable(conns[0], trainable=False, name="best_conns")
         self.best_fitness = tf.Variable(-_INF, trainable=False, name="best_fitness")
@@ -316,7 +320,8 @@ class NEAT(tf.Module):
 
         # ---- reproduction --------------------------------------------------
         seeds = tf.random.experimental.stateless_split(self.seeds.next(), 8)
-        o1 = tf.argsort(-ff, stable=True)
+        o0 = tf.argsort(-self.member_key, stable=True)  # ties: newest genome first (neat-python)
+        o1 = tf.gather(o0, tf.argsort(-tf.gather(ff, o0), stable=True))
         o2 = tf.argsort(tf.gather(sp, o1), stable=True)
         order = tf.gather(o1, o2)  # members grouped by species, best first
         start = tf.cumsum(size, exclusive=True)
@@ -367,6 +372,9 @@ class NEAT(tf.Module):
         self.species_fitness.assign(fit_s)
         self.species_rep_nodes.assign(tf.where(alive[:, None, None], self.species_rep_nodes, np.nan))
         self.species_rep_conns.assign(tf.where(alive[:, None, None], self.species_rep_conns, np.nan))
+        fresh = self.next_member_key + tf.cumsum(tf.cast(~is_elite, tf.int64), exclusive=True)
+        self.member_key.assign(tf.where(is_elite, tf.gather(self.member_key, p1), fresh))
+        self.next_member_key.assign_add(tf.reduce_sum(tf.cast(~is_elite, tf.int64)))
         self.generation.assign_add(1)
         return tf.constant(0)
 
@@ -432,6 +440,7 @@ class NEAT(tf.Module):
 _STATE_NAMES = ["nodes", "conns", "generation", "next_node_key", "next_marker", "next_species_key",
                 "species_active", "species_key", "species_rep_nodes", "species_rep_conns", "species_best_fitness",
                 "species_last_improved", "species_created", "species_size", "species_fitness", "member_species",
+                "member_key", "next_member_key",
                 "best_nodes", "best_conns", "best_fitness", "skipped_node_slots", "skipped_conn_slots"]
 _TELL_CACHE: dict = {}
 

@@ -277,8 +277,9 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
     Structural mutations (each with its probability, in this order, as
     neat-python): add node (split a random connection, enabled or not: it is
     disabled, the new node gets bias 0 and the default activation/aggregation,
-    in-weight 1 and out-weight the old weight; genomes splitting the same
-    marker in one call share the new node key and markers), delete a random
+    in-weight 1 and out-weight the old weight; every new node gets a fresh key
+    as in neat-python, or with ``share_split_innovations`` genomes splitting the
+    same marker in one call share the new node key and markers), delete a random
     hidden node (and its connections), add a connection from a random
     input/hidden node to a random hidden/output node (nothing happens if it
     exists, unless ``structural_mutation_surer`` re-enables it; feed-forward
@@ -321,7 +322,11 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         skip_c += tf.reduce_sum(tf.cast(ok & has_n & ~has_c, tf.int64))
         ok = ok & has_n & has_c
         split = tf.gather(conns, csel, batch_dims=1)  # [P, 5]
-        nid, nnew = _new_ids(tf.cast(split[:, CONN_MARKER], tf.int64), ok)
+        if getattr(cfg, "share_split_innovations", False):  # same split marker -> same node key
+            nid, nnew = _new_ids(tf.cast(split[:, CONN_MARKER], tf.int64), ok)
+        else:  # neat-python: every new node gets its own key (and its connections new markers)
+            nid = tf.cumsum(tf.cast(ok, tf.int64), exclusive=True)
+            nnew = tf.reduce_sum(tf.cast(ok, tf.int64))
         key = tf.cast(next_key + nid, tf.float32)
         mk1 = tf.cast(next_marker + 2 * nid, tf.float32)
         next_key = next_key + nnew
