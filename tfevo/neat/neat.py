@@ -389,8 +389,8 @@ class NEAT(tf.Module):
         n, c = nodes[:, :wn], conns[:, :wc]
         cn, cc = ops.crossover(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2), s_cross)
         cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, s_mut, next_key, next_marker)
-        cn = tf.pad(ops.compact(cn, node_valid(cn)), [[0, 0], [0, N - wn], [0, 0]], constant_values=np.nan)
-        cc = tf.pad(ops.compact(cc, conn_valid(cc)), [[0, 0], [0, C - wc], [0, 0]], constant_values=np.nan)
+        cn = ops.compact(cn, node_valid(cn), N)
+        cc = ops.compact(cc, conn_valid(cc), C)
         P = cfg.pop_size
         return (tf.ensure_shape(cn, [P, N, NODE_DIM]), tf.ensure_shape(cc, [P, C, CONN_DIM]), nk, nm, skn, skc)
 

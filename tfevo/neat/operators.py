@@ -202,16 +202,18 @@ def used_width(valid: tf.Tensor) -> tf.Tensor:
     return last
 
 
-def compact(x: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
+def compact(x: tf.Tensor, valid: tf.Tensor, width=None) -> tf.Tensor:
     """Moves the gene rows of each genome ``x [P, K, D]`` to the front,
-    keeping their order (empty rows after them).  Fixed slots at the front
-    (inputs/outputs) stay where they are because they are always valid."""
+    keeping their order (empty rows after them), into a NaN tensor with
+    ``width`` (default K) slots.  Fixed slots at the front (inputs/outputs)
+    stay where they are because they are always valid."""
     v = tf.cast(valid, tf.int32)
     n = tf.reduce_sum(v, -1, keepdims=True)
     dest = tf.where(valid, tf.cumsum(v, -1) - 1, n + tf.cumsum(1 - v, -1) - 1)  # [P, K] new position
-    P = tf.shape(x)[0]
+    P, K, D = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
     ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], tf.shape(dest)), dest], -1)
-    return tf.tensor_scatter_nd_update(x, ij, x)
+    out = tf.fill(tf.stack([P, K if width is None else width, D]), tf.constant(np.nan, x.dtype))
+    return tf.tensor_scatter_nd_update(out, ij, x)
 
 
 def _pair_markers(h_exist, valid, m_exist, h_new, ok, next_marker):
