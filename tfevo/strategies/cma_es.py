@@ -8,11 +8,18 @@ stall, and a lazily refreshed eigendecomposition ``C = B diag(D**2) B^T``.
 
 All state lives in ``tf.Variable`` attributes (checkpointable with
 ``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
-whole population, traced once per population size.  The numeric core of
-``tell`` is XLA-compiled; ``ask`` runs as a plain graph (XLA's CPU random
-normal generator is ~10x slower than TensorFlow's kernel); the eigendecomposition (LAPACK through
-``tf.linalg.eigh``) runs only every ``lazy_gap`` generations inside a
-``tf.cond``, as in pycma, which is what makes large dimensions cheap.
+whole population, traced once per population size.  ``tell`` is one call:
+a graph whose numeric core (ranking, mean, paths, step size, the rank-one and
+rank-mu update as a single ``[D, P+1] x [P+1, D]`` product, stop criteria) is
+a nested XLA cluster, followed by the eigendecomposition (TensorFlow's
+``tf.linalg.eigh`` kernel, much faster on CPU than XLA's) inside a ``tf.cond``
+that runs it only every ``lazy_gap`` generations (Hansen's tutorial gap
+``max(1, floor(1 / (10 n (c1 + cmu))))``, as pycma; settable with
+``eigen_gap``), sampling reusing ``B`` and ``D`` in between.  ``ask`` runs as a
+plain graph (XLA's CPU random normal generator is ~10x slower than
+TensorFlow's kernel).  Both are called through
+:class:`tfevo.core.FastCall`, which skips ``tf.function``'s per-call argument
+binding.
 
 Fitness is maximised (higher is better); NaN/-inf count as worst.  ``tell``
 derives every update from the population it is given (``y = (x - m) / sigma``),
@@ -32,8 +39,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfevo.core import Algorithm, ConfigError, ShapeError, sanitize_fitness
+from tfevo.core import (
+    Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness,
+)
 from tfevo.registry import register
+from tfevo.strategies.shaping import _normal as _box_muller
 
 __all__ = ["CMAES", "cma_default_popsize", "STOP_REASONS"]
 
@@ -92,6 +102,7 @@ class _CMABase(Algorithm):
         tolfun: float = 1e-11,
         tolx: float = 1e-11,
         name: str | None = None,
+        eigen_gap: int | None = None,
     ):
         num_dims = int(num_dims)
         if num_dims < 1:
@@ -108,6 +119,9 @@ class _CMABase(Algorithm):
         self.sigma_init = float(sigma_init)
         self.tolfun = float(tolfun)
         self.tolx = float(tolx)
+        if eigen_gap is not None and (int(eigen_gap) != eigen_gap or int(eigen_gap) < 1):
+            raise ConfigError(f"eigen_gap must be a positive integer (generations) or None, got {eigen_gap}")
+        self.eigen_gap = None if eigen_gap is None else int(eigen_gap)
         if mean_init is None:
             mean0 = np.zeros([num_dims])
         else:
@@ -177,14 +191,22 @@ class _CMABase(Algorithm):
             w[mu:] = min(alpha_mu, alpha_mueff, alpha_posdef) * neg / np.abs(neg).sum()
         self.weights_np = w
         self.weights = tf.constant(w, self.dtype)
-        # Lazy eigendecomposition gap (generations), as pycma: 0.5 / (n (c1 + cmu)).
-        self.lazy_gap = max(1, int(0.5 / (n * max(c1 + cmu, 1e-12))))
+        # Lazy eigendecomposition gap (generations): Hansen's tutorial (and pycma's
+        # default) max(1, floor(1 / (10 n (c1 + cmu)))), unless the user set one.
+        if self.eigen_gap is not None:
+            self.lazy_gap = self.eigen_gap
+        else:
+            self.lazy_gap = max(1, int(math.floor(1.0 / (10.0 * n * max(c1 + cmu, 1e-30)))))
         # tolfun / stagnation windows.
         self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
         self.stag_window = int(min(self.hist_len, 120 + math.ceil(30.0 * n / lam)))
 
     def _learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
         raise NotImplementedError
+
+    def _mahalanobis_sq(self, y):
+        """``||C^{-1/2} y_i||^2`` per row (subclasses skip work the norm does not need)."""
+        return tf.reduce_sum(tf.square(self._inv_sqrt(y)), axis=1)
 
     # ------------------------------------------------------------------
     # public API
@@ -205,29 +227,42 @@ class _CMABase(Algorithm):
             self._ask_fn = tf.function(
                 self._trace_counter.wrap("ask", self._ask_body), input_signature=[], jit_compile=False
             )
-        return self._ask_fn()
+        call = self._ask_call
+        if call is None or call.fn is not self._ask_fn:
+            call = self._ask_call = FastCall(self._ask_fn)
+        return call()
 
     def tell(self, x, fitness) -> None:
         """Updates mean, step size and covariance from ``x [P, D]`` and fitness
         ``[P]`` (higher is better; NaN/-inf are worst)."""
-        from tfevo.core import check_fitness, check_population
-
         x = check_population(x, (self.popsize, self.num_dims), "population")
         fitness = check_fitness(fitness, self.popsize)
         if self._tell_fn is None:
-            self._tell_fn = tf.function(
-                self._trace_counter.wrap("tell", self._tell_core),
-                input_signature=[
-                    tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
-                    tf.TensorSpec([self.popsize], tf.float32),
-                ],
-                jit_compile=True,
-            )
-            # LAPACK eigh is far faster than XLA's on CPU: keep it outside XLA.
-            self._core_fn = tf.function(self._post_tell, input_signature=[])
-        self._tell_fn(x, fitness)
-        if self._lazy_eigen:
-            self._core_fn()
+            # One call per tell: a graph whose numeric core is a nested XLA
+            # cluster, followed (full CMA) by the lazy eigendecomposition in a
+            # tf.cond; TensorFlow's eigh kernel is far faster than XLA's on CPU,
+            # so it stays outside the cluster.
+            # (Variants without eigendecomposition compile the whole tell with XLA.)
+            sig = [tf.TensorSpec([self.popsize, self.num_dims], tf.float32), tf.TensorSpec([self.popsize], tf.float32)]
+            if self._lazy_eigen:
+                core = tf.function(self._tell_core, jit_compile=True)
+
+                def tell_body(x, fitness):
+                    core(x, fitness)
+                    self._post_tell()
+                    return tf.constant(0)
+
+                self._core_fn = core
+                self._tell_fn = tf.function(self._trace_counter.wrap("tell", tell_body), input_signature=sig)
+            else:
+                self._core_fn = None
+                self._tell_fn = tf.function(
+                    self._trace_counter.wrap("tell", self._tell_core), input_signature=sig, jit_compile=True
+                )
+        call = self._tell_call
+        if call is None or call.fn is not self._tell_fn:
+            call = self._tell_call = FastCall(self._tell_fn)
+        call(x, fitness)
 
     def reset(self, mean=None, sigma=None) -> None:
         """Resets the search distribution (mean, sigma, C = I, paths, histories).
@@ -248,8 +283,21 @@ class _CMABase(Algorithm):
 
     # ------------------------------------------------------------------
     # compiled bodies
+    def _normal(self, scale=None):
+        """Standard normal ``[P, D]`` (times ``scale`` ``[D]``) from the seed stream.
+
+        float32 uses the Box-Muller helper of :mod:`~tfevo.strategies.shaping`
+        (2-3x faster on CPU than the stateless normal kernel); float64 uses
+        ``tf.random.stateless_normal``.
+        """
+        shape, seed = [self.popsize, self.num_dims], self.seeds.next()
+        if self.dtype == tf.float32:
+            return _box_muller(shape, seed, scale)
+        z = tf.random.stateless_normal(shape, seed=seed, dtype=self.dtype)
+        return z if scale is None else z * scale
+
     def _ask_body(self):
-        z = tf.random.stateless_normal([self.popsize, self.num_dims], seed=self.seeds.next(), dtype=self.dtype)
+        z = self._normal()
         x = self._mean[None, :] + self.sigma * self._sample_y(z)
         if self.bounds is not None:
             x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
@@ -287,8 +335,7 @@ class _CMABase(Algorithm):
         )
         p_c = (1.0 - cc) * self.p_c + h_sigma * math.sqrt(cc * (2.0 - cc) * self.mueff) * y_w
         if self.active:
-            inv = self._inv_sqrt(y[self.mu :])
-            sq = tf.reduce_sum(tf.square(inv), axis=1)
+            sq = self._mahalanobis_sq(y[self.mu :])
             scale = n / tf.maximum(sq, tf.constant(1e-30, dt))
             w_neg = w[self.mu :] * scale
             w_eff = tf.concat([w[: self.mu], w_neg], 0)
@@ -353,7 +400,12 @@ class _CMABase(Algorithm):
         def med_of(v):
             return tfp.stats.percentile(v, 50.0, interpolation="midpoint")
 
-        stagn = (count >= k) & (med_of(bh[-q:]) <= med_of(bh[:q])) & (med_of(mh[-q:]) <= med_of(mh[:q]))
+        # (the four medians are only computed once the window is full)
+        stagn = tf.cond(
+            count >= k,
+            lambda: (med_of(bh[-q:]) <= med_of(bh[:q])) & (med_of(mh[-q:]) <= med_of(mh[:q])),
+            lambda: tf.constant(False),
+        )
         tolupsigma = sigma > 1e20 * self.sigma_init * tf.reduce_max(scales)
         flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma]
         bits = tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)])
@@ -381,6 +433,10 @@ class CMAES(_CMABase):
       dtype: ``"float32"`` (default, fastest) or ``"float64"`` for the internal
         state; ``ask`` always returns float32.
       tolfun, tolx: thresholds of the ``tolfun``/``tolx`` stop criteria.
+      eigen_gap: generations between eigendecompositions of ``C`` (sampling
+        reuses ``B``, ``D`` in between).  Default ``max(1, floor(1 / (10 n
+        (c1 + cmu))))`` from Hansen's tutorial, the same as pycma; larger values
+        trade adaptation accuracy for speed at large ``n``.
 
     Attributes (tf.Variables): ``sigma``, ``C``, ``B``, ``D`` (square roots of
     the eigenvalues), ``p_sigma``, ``p_c``, ``best_params``, ``best_fitness``,
@@ -418,9 +474,16 @@ class CMAES(_CMABase):
     def _inv_sqrt(self, y):
         return tf.matmul(tf.matmul(y, self.B) / self.D[None, :], self.B, transpose_b=True)
 
+    def _mahalanobis_sq(self, y):
+        # ||B D^-1 B^T y|| = ||D^-1 B^T y||: B is orthogonal, one [k, D] x [D, D] product suffices
+        return tf.reduce_sum(tf.square(tf.matmul(y, self.B) / self.D[None, :]), axis=1)
+
     def _update_cov(self, decay, p_c, y, w_eff, ok):
-        rank_mu = tf.matmul(y * w_eff[:, None], y, transpose_a=True)
-        c_new = decay * self.C + self.c1 * (p_c[:, None] * p_c[None, :]) + self.cmu * rank_mu
+        # rank-one and rank-mu terms as one [D, P+1] x [P+1, D] product:
+        # c1 p_c p_c^T + cmu sum_i w_i y_i y_i^T = Y^T diag(v) Y with Y = [y; p_c]
+        ys = tf.concat([y, p_c[None, :]], axis=0)
+        v = tf.concat([self.cmu * w_eff, tf.constant([self.c1], self.dtype)], axis=0)
+        c_new = decay * self.C + tf.matmul(ys * v[:, None], ys, transpose_a=True)
         ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
         self.C.assign(tf.where(ok, c_new, self.C))
 

@@ -51,6 +51,13 @@ class SepCMAES(_CMABase):
     def _sample_y(self, z):
         return z * tf.sqrt(self.c_diag)[None, :]
 
+    def _ask_body(self):
+        # x = m + sigma * sqrt(c) * z with the per-coordinate scale folded into the draw
+        x = self._mean[None, :] + self._normal(self.sigma * tf.sqrt(self.c_diag))
+        if self.bounds is not None:
+            x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
+        return tf.cast(x, tf.float32)
+
     def _inv_sqrt(self, y):
         return y * tf.math.rsqrt(self.c_diag)[None, :]
 
