@@ -99,27 +99,102 @@ def test_sharded_rollout_reproducible_and_checkpointed(tmp_path):
     np.testing.assert_array_equal(alone, together[2:4])
 
 
-def test_three_logical_cpus_match_one_device_for_es_ga_neat_qd(tmp_path):
-    """ES, SeedGA (genomes decoded per replica), NEAT, MAP-Elites and host shards on 3 replicas
-    (P not a multiple of 3: padding) end in bit-identical states to this
-    process's single-device run."""
-    out = tmp_path / "three.npz"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfevo.distribute.check", "--logical-cpus", "3",
-         "--generations", "2", "--out", str(out)],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+# `tfevo train` runs for the two-device subprocess and their one-device references:
+# OpenAI-ES on in-graph CartPole (ShardedRollout), and the seed-encoded deep GA on host
+# CartPole (HostShards over PipelinedEvaluator, genomes decoded on each replica; P=13 is
+# not a multiple of 2, so a padding row is added and dropped).
+TRAIN_ES = ["--no-progress", "--set", "algorithm.popsize=14", "--set", "policy.hidden=[8]",
+            "--set", "env.episodes=2", "--set", "env.max_steps=60"]
+TRAIN_GA = ["--no-progress", "--set", "algorithm.name=seed_ga", "--set", "algorithm.popsize=13",
+            "--set", "policy.hidden=[8]", "--set", "env.max_steps=40", "--set", 'algorithm.params={"truncation": 4}',
+            "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4"]
+
+
+def _train(run, gens, devices, extra):
+    return ["train", "--run-dir", str(run), "--generations", str(gens), "--devices", str(devices)] + list(extra)
+
+
+KEYS = ("generation", "best", "mean", "median", "std", "best_ever", "frames", "evaluations")
+
+
+def _rows(run):
+    return [{k: json.loads(line)[k] for k in KEYS} for line in (run / "progress.jsonl").read_text().splitlines()]
+
+
+def _state(run):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run / "checkpoints")))
+    names = [k for k in reader.get_variable_to_shape_map() if k.startswith(("algorithm/", "trainer/best", "evaluator/"))]
+    return {k: reader.get_tensor(k) for k in names}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two-device runs in one subprocess (the CPU split into 2 logical devices): the
+    replica-count checks (``python -m tfevo.distribute.check``), then ``tfevo train --devices 2``
+    (ES: 2 generations, then resumed to 3; deep GA on host CartPole: 2 generations).  While it
+    runs, this process computes the one-device references: the same checks, ES for 4
+    generations and the GA for 2, all through ``tfevo train --devices 1``."""
+    from tfevo.cli import main
+
+    d = tmp_path_factory.mktemp("runs")
+    two, one = d / "two", d / "one"
+    calls = [_train(two / "es", 2, 2, TRAIN_ES), _train(two / "es", 3, 2, TRAIN_ES),
+             _train(two / "ga", 2, 2, TRAIN_GA)]
+    code = ("import sys\n"
+            "from tfevo.distribute.check import main as check\n"
+            "from tfevo.cli import main as cli\n"
+            f"rc = check(['--logical-cpus', '2', '--generations', '2', '--out', {str(d / 'checks.npz')!r}])\n"
+            f"sys.exit(max([rc] + [cli(a) for a in {calls!r}]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
-        here = run_checks(_one(), generations=2)  # the reference, while the subprocess starts up
-        o, e = proc.communicate(timeout=400)
+        checks_one = run_checks(_one(), generations=2)
+        assert main(_train(one / "es", 4, 1, TRAIN_ES)) == 0
+        assert main(_train(one / "ga", 2, 1, TRAIN_GA)) == 0
+        out, err = proc.communicate(timeout=500)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, o[-2000:] + e[-3000:]
-    three = dict(np.load(out))
-    assert int(three["num_replicas"]) == 3
-    assert compare(three, here) == []
-    assert int(three["es_traces"]) == 1
-    assert int(three["host_replicas_used"]) == 3  # each replica drove its own host evaluator
+            proc.communicate()
+    assert proc.returncode == 0, out[-2000:] + err[-3000:]
+    return dict(two=two, one=one, out=out, checks_two=dict(np.load(d / "checks.npz")), checks_one=checks_one)
+
+
+def test_two_logical_cpus_match_one_device_for_es_ga_neat_qd_host(runs):
+    """ES, SeedGA (genomes decoded per replica), NEAT, MAP-Elites and HostShards over real
+    PipelinedEvaluators (Gymnasium CartPole) on 2 replicas (with padding where P is odd) end
+    in bit-identical states to this process's single-device run."""
+    two, here = runs["checks_two"], runs["checks_one"]
+    assert int(two["num_replicas"]) == 2
+    assert compare(two, here) == []
+    assert int(two["es_traces"]) == 1
+    assert int(two["host_replicas_used"]) == 2  # each replica drove its own PipelinedEvaluator
+    assert int(here["host_replicas_used"]) == 1
+    assert np.all(two["host_frames"] > 0) and np.ptp(two["host_fitness"]) > 0
+
+
+def test_tfevo_train_two_devices_equals_one_and_resumes(runs):
+    """`tfevo train --devices 2` gives the 1-device results bit for bit (ES in-graph; deep GA on
+    host simulators); a run started on 2 devices resumes -- on 2, then on 1 device -- exactly
+    where the uninterrupted 1-device run goes."""
+    from tfevo.cli import main
+
+    two, one = runs["two"], runs["one"]
+    assert "sharded over 2 replica(s) (MirroredStrategy)" in runs["out"]
+    assert runs["out"].count("resumed from") == 1
+    # the same run directory, resumed on one device (allowed: results do not depend on the layout)
+    assert main(_train(two / "es", 4, 1, TRAIN_ES)) == 0
+    assert [r["generation"] for r in _rows(two / "es")] == [1, 2, 3, 4]
+    assert _rows(two / "es") == _rows(one / "es")
+    assert _rows(one / "es")[-1]["frames"] > 4 * 14 * 2  # episode steps counted on all replicas
+    for name in ("es", "ga"):
+        a, b = _state(two / name), _state(one / name)
+        assert a.keys() == b.keys() and any(k.startswith("algorithm/") for k in a)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}: {k}")
+    assert _rows(two / "ga") == _rows(one / "ga")
+    # switching sharding off on resume would change the evaluator: refused
+    assert main(["train", "--run-dir", str(two / "es"), "--generations", "5"] + TRAIN_ES) == 2
 
 
 def _free_ports(n):

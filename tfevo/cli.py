@@ -85,11 +85,14 @@ def _load(args):
         data.setdefault("run", {})["generations"] = args.generations
     if args.seed is not None:
         data.setdefault("run", {})["seed"] = args.seed
+    if getattr(args, "devices", None) is not None:
+        data.setdefault("distribute", {})["devices"] = args.devices
     return C.parse_config(data, source)
 
 
 def cmd_train(args) -> int:
     from tfevo.core import ConfigError
+    from tfevo.training import config as C
     from tfevo.training import Trainer
     from tfevo.training.builders import build
     from tfevo.training.plot import plot_run, read_progress, text_curve
@@ -101,11 +104,15 @@ def cmd_train(args) -> int:
         old = json.loads(saved.read_text())
         new = cfg.to_dict()
         budget_keys = ("generations", "frames", "seconds")
-        strip = lambda d: {**d, "run": {k: v for k, v in d["run"].items() if k not in budget_keys}}  # noqa: E731
+        # the budget and the device layout may change (results do not depend on the replica count),
+        # but not whether the population is sharded (that picks the evaluator)
+        sharded = lambda d: C.DistributeConfig(**d.get("distribute", {})).enabled  # noqa: E731
+        strip = lambda d: {**d, "run": {k: v for k, v in d["run"].items() if k not in budget_keys},  # noqa: E731
+                           "distribute": sharded(d)}
         if strip(old) != strip(new):
             raise ConfigError(
                 f"{run_dir} holds a run with a different config; pass --run-dir to start a new run "
-                "(only the budget may change when resuming)"
+                "(only the budget and distribute.devices/strategy may change when resuming)"
             )
     print(f"tfevo: {cfg.name}: {cfg.algorithm.name} on {cfg.env.id}, popsize {cfg.algorithm.popsize}, "
           f"run directory {run_dir}")
@@ -119,9 +126,13 @@ def cmd_train(args) -> int:
         setup.algorithm, setup.evaluator, run_dir=run_dir,
         generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
         checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
-        progress=not args.no_progress, extra_trackables=setup.trackables,
+        progress=not args.no_progress, extra_trackables=setup.trackables, strategy=setup.strategy,
     )
+    if setup.strategy is not None:
+        print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
+              f"({type(setup.strategy).__name__})")
     trainer.run()
+    run_dir = trainer.run_dir  # a non-chief worker of a multi-worker run writes run_dir/worker-<i>
     rows = read_progress(run_dir)
     print("\nlearning curve:")
     print(text_curve(rows))
@@ -324,6 +335,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="run directory (default: run.dir or runs/<name>)")
     p.add_argument("--generations", type=int, help="generation budget")
     p.add_argument("--seed", type=int, help="seed of the run")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="shard the population over N local devices (GPUs, or logical CPUs without GPUs); "
+                        "same as --set distribute.devices=N")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_train)
 

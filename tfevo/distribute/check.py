@@ -3,7 +3,8 @@
 Runs a few generations of an ES (OpenES on in-graph CartPole), the seed-encoded
 deep GA (:class:`~tfevo.strategies.SeedGA`, genomes decoded on each replica),
 NEAT (XOR), MAP-Elites (Rastrigin QD) and SNES with per-replica host evaluators
-(:class:`~tfevo.distribute.HostShards`) through a
+(:class:`~tfevo.distribute.HostShards` over :class:`~tfevo.rollout.PipelinedEvaluator`
+on Gymnasium's CartPole) through a
 :class:`~tfevo.distribute.DistributedEvaluator` and returns the final states.
 Run it on a new cluster to verify that every worker and every layout agrees::
 
@@ -74,7 +75,8 @@ def _neat(strategy, generations):
     prob = XOR()
     cfg = prob.config(pop_size=30)
     algo = NEAT(cfg, seed=2)
-    ev = DistributedEvaluator(strategy, lambda pop, idx, seeds: prob(pop, cfg), seed=0)
+    # XOR.evaluate trims the population to its used width first (data-dependent shapes): eager per replica
+    ev = DistributedEvaluator(strategy, lambda pop, idx, seeds: prob(pop, cfg), seed=0, eager=True)
     for _ in range(generations):
         pop = algo.ask()
         algo.tell(pop, ev.evaluate(pop))
@@ -99,32 +101,31 @@ def _qd(strategy, generations):
             "qd_fitness": archive.fitness.numpy(), "qd_solutions": archive.solutions.numpy()}
 
 
-class _NumpyHostEvaluator:
-    """A stand-in host evaluator (numpy 'simulator' with seeded noise) for the host check."""
-
-    def __init__(self, episodes: int = 2):
-        self.episodes = episodes
-
-    def episode_seeds(self, popsize, call=None):  # replaced per call by HostShards
-        return np.zeros((popsize, self.episodes), np.int64)
-
-    def evaluate(self, params):
-        seeds = self.episode_seeds(len(params))
-        noise = np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
-        return (-np.sum(np.square(params), axis=1) + 0.1 * noise.mean(axis=1)).astype(np.float32)
-
-
 def _host(strategy, generations):
     from tfevo.distribute import DistributedEvaluator, HostShards
+    from tfevo.envs import make
+    from tfevo.nn import Policy, PopulationModel, mlp
+    from tfevo.rollout import PipelinedEvaluator
     from tfevo.strategies import SNES
 
-    shards = HostShards(lambda: _NumpyHostEvaluator(2), episodes=2)
+    spec = make("CartPole-v1", 1).action_spec
+    policy = Policy(PopulationModel(mlp((4,), 2, hidden=(4,))), spec)
+
+    def make_evaluator():  # Gymnasium's CartPole on the host, 2 pipelined subsets
+        return PipelinedEvaluator("CartPole-v1", policy, num_envs=4, num_subsets=2, episodes=2, max_steps=40, seed=9)
+
+    shards = HostShards(make_evaluator, episodes=2, report_frames=True)
     ev = DistributedEvaluator(strategy, shards, seed=1)
-    es = SNES(8, popsize=11, seed=3)
+    es = SNES(policy.num_params, popsize=11, sigma_init=0.5, seed=3)
+    fits, frames = [], []
     for _ in range(generations):
         x = es.ask()
-        es.tell(x, ev.evaluate(x))
-    return {"host_mean": es.mean.numpy(), "host_replicas_used": np.int64(len(shards.evaluators))}
+        f = ev.evaluate(x)
+        es.tell(x, f)
+        fits.append(f.numpy())
+        frames.append(ev.last_frames)
+    return {"host_mean": es.mean.numpy(), "host_fitness": np.stack(fits), "host_frames": np.asarray(frames),
+            "host_replicas_used": np.int64(len(shards.evaluators))}
 
 
 def run_checks(strategy, generations: int = 3, which=CHECKS) -> dict[str, np.ndarray]:

@@ -2,22 +2,26 @@
 
 :class:`HostShards` is an ``evaluate_fn`` for
 :class:`~tfevo.distribute.DistributedEvaluator` that evaluates a replica's
-shard with a host-side evaluator (e.g. :class:`tfevo.rollout.PipelinedEvaluator`
-over ale-py or MuJoCo simulators) owned by that replica, so every replica (GPU)
-keeps its own simulators busy.  Episode seeds are derived from each member's
-layout-independent seed, so results do not depend on the replica count.
+shard with a host-side evaluator (normally a
+:class:`tfevo.rollout.PipelinedEvaluator` over ale-py, MuJoCo or Gymnasium
+simulators) owned by that replica, so every replica (GPU) keeps its own
+simulators busy and runs its shard's inference on its own device.  Episode
+seeds are derived from each member's layout-independent seed and handed to
+the evaluator (``evaluate(params, episode_seeds=...)``), so results do not
+depend on the replica count.
 
 Example:
 
 >>> from tfevo.rollout import PipelinedEvaluator
->>> shards = HostShards(lambda: PipelinedEvaluator("CartPole-v1", policy, num_envs=32, episodes=2),
-...                     episodes=2)
+>>> shards = HostShards(lambda: PipelinedEvaluator("HalfCheetah-v5", policy, num_envs=32, episodes=1),
+...                     episodes=1)
 >>> ev = DistributedEvaluator(strategy, shards, seed=0)
 >>> fitness = ev.evaluate(params)
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Callable
 
@@ -41,56 +45,142 @@ def episode_seeds_from_member_seeds(seeds: np.ndarray, episodes: int) -> np.ndar
     return out
 
 
+def _takes_episode_seeds(evaluate) -> bool:
+    try:
+        return "episode_seeds" in inspect.signature(evaluate).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+
+
 class HostShards:
     """Per-replica host evaluators behind one ``evaluate_fn``.
 
     Args:
-      make_evaluator: ``() -> evaluator`` called once per local replica; the
-        evaluator has ``evaluate(params [S, D]) -> fitness [S]`` (or
-        ``(fitness, descriptors)`` if ``num_descriptors``), and, to be
-        replica-count invariant, an ``episode_seeds(popsize, call=None)``
-        method it uses for its episodes (as :class:`tfevo.rollout.PipelinedEvaluator`
-        has) -- it is overridden per call with seeds derived from the members'.
+      make_evaluator: ``() -> evaluator`` called once per local replica (the
+        first time that replica evaluates).  The evaluator has
+        ``evaluate(params [S, D], episode_seeds=None) -> fitness [S]`` (or
+        ``(fitness, descriptors)`` if ``num_descriptors``), as
+        :class:`tfevo.rollout.PipelinedEvaluator` has; ``episode_seeds`` is
+        an integer ``[S, episodes]`` table derived from the members' own
+        seeds.  (Evaluators whose ``evaluate`` takes no ``episode_seeds`` but
+        that read their seeds from an ``episode_seeds(popsize, call=None)``
+        method get that method replaced per call instead.)  An evaluator that
+        updates running observation statistics is rejected: each replica
+        would see only its own shard's observations, so the statistics --
+        and the results -- would depend on the replica count.
       episodes: episodes per member of the evaluator (for the seed table).
       num_descriptors: k if the evaluator returns descriptors ``[S, k]``.
+      report_frames: also return each member's environment frames (read from
+        the evaluator's ``last_stats["member_steps"]`` times its
+        ``frames_per_step``), so that
+        :attr:`DistributedEvaluator.last_frames` counts every replica's
+        frames on every worker.
+
+    Attributes:
+      evaluators: ``{replica id: evaluator}`` built so far on this worker.
+
+    Calling it as ``fn(params [S, D], indices [S], seeds [S, 2])`` (inside
+    ``strategy.run``) returns fitness ``float32 [S]``, ``(fitness,
+    descriptors)`` with ``num_descriptors``, or with ``report_frames`` a dict
+    with ``fitness``, ``frames`` and (if configured) ``descriptors``.
     """
 
-    def __init__(self, make_evaluator: Callable, episodes: int = 1, num_descriptors: int = 0):
+    def __init__(self, make_evaluator: Callable, episodes: int = 1, num_descriptors: int = 0,
+                 report_frames: bool = False):
         if not callable(make_evaluator):
             raise ConfigError(f"make_evaluator must be callable, got {type(make_evaluator).__name__}")
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
+        if int(num_descriptors) < 0:
+            raise ConfigError(f"num_descriptors must be >= 0, got {num_descriptors}")
         self.make_evaluator = make_evaluator
         self.episodes = int(episodes)
         self.num_descriptors = int(num_descriptors)
+        self.report_frames = bool(report_frames)
         self.evaluators: dict[int, object] = {}
+        self._devices: list[str] = []
         self._lock = threading.Lock()
 
     def _evaluator(self, replica: int):
         with self._lock:
             if replica not in self.evaluators:
-                self.evaluators[replica] = self.make_evaluator()
+                ev = self.make_evaluator()
+                if not callable(getattr(ev, "evaluate", None)):
+                    raise ConfigError(f"make_evaluator() must return an object with evaluate(), got {type(ev).__name__}")
+                if getattr(ev, "obs_norm", None) is not None and getattr(ev, "update_obs_norm", False):
+                    raise ConfigError(
+                        "HostShards: the evaluator updates running observation statistics (obs_norm); "
+                        "per-replica statistics would make results depend on the replica count. "
+                        "Build it with update_obs_norm=False (frozen statistics) or without obs_norm")
+                if getattr(ev, "episodes", self.episodes) != self.episodes:
+                    raise ConfigError(f"HostShards(episodes={self.episodes}) but the evaluator runs "
+                                      f"{ev.episodes} episodes per member")
+                self.evaluators[replica] = ev
             return self.evaluators[replica]
 
-    def _host(self, replica, params, seeds):
-        ev = self._evaluator(int(replica))
+    def evaluate_shard(self, replica: int, params, indices, seeds, device: str | None = None):
+        """Evaluates one replica's shard eagerly (what :class:`DistributedEvaluator` calls).
+
+        Runs replica ``replica``'s evaluator on ``params [S, D]`` with episode
+        seeds derived from ``seeds [S, 2]``, placing its TensorFlow work on
+        ``device``.  Returns numpy fitness ``[S]``, ``(fitness, descriptors)``
+        or, with ``report_frames``, a dict (see the class docstring).
+        """
+        res = self._host(replica, params, np.asarray(seeds), device)
+        if not self.report_frames:
+            return tuple(res) if self.num_descriptors else res[0]
+        out = {"fitness": res[0], "frames": res[-1]}
+        if self.num_descriptors:
+            out["descriptors"] = res[1]
+        return out
+
+    def _host(self, replica, params, seeds, device=None):
+        replica = int(replica)
+        ev = self._evaluator(replica)
         table = episode_seeds_from_member_seeds(seeds, self.episodes)
-        if hasattr(ev, "episode_seeds"):
-            object.__setattr__(ev, "episode_seeds", lambda popsize, call=None: table[:popsize])
-        out = ev.evaluate(params)
+        if device is None and self._devices:
+            device = self._devices[replica % len(self._devices)]
+        with tf.device(device):
+            if _takes_episode_seeds(ev.evaluate):
+                out = ev.evaluate(params, episode_seeds=table)
+            else:
+                if hasattr(ev, "episode_seeds"):
+                    object.__setattr__(ev, "episode_seeds", lambda popsize, call=None: table[:popsize])
+                out = ev.evaluate(params)
         if self.num_descriptors:
             fit, desc = out
-            return np.asarray(fit, np.float32), np.asarray(desc, np.float32)
-        return np.asarray(out, np.float32)
+            res = [np.asarray(fit, np.float32), np.asarray(desc, np.float32)]
+        else:
+            res = [np.asarray(out[0] if isinstance(out, (tuple, list)) else out, np.float32)]
+        if self.report_frames:
+            stats = getattr(ev, "last_stats", None) or {}
+            steps = stats.get("member_steps")
+            if steps is None:
+                raise ConfigError(f"report_frames=True needs an evaluator whose last_stats has 'member_steps' "
+                                  f"(as PipelinedEvaluator), got {type(ev).__name__}")
+            res.append(np.asarray(steps, np.int64) * int(getattr(ev, "frames_per_step", 1)))
+        return res
 
     def __call__(self, params, indices, seeds):
+        """In-graph entry point (``tf.numpy_function``); :class:`DistributedEvaluator` uses
+        :meth:`evaluate_shard` instead, outside the graph, one thread per local replica."""
         ctx = tf.distribute.get_replica_context()
+        if ctx is not None and not self._devices and tf.distribute.has_strategy():
+            self._devices = list(ctx.strategy.extended.worker_devices)
         replica = ctx.replica_id_in_sync_group if ctx is not None else 0
         replica = tf.cast(replica, tf.int32)
         s = params.shape[0]
+        types = [tf.float32] + ([tf.float32] if self.num_descriptors else []) + (
+            [tf.int64] if self.report_frames else [])
+        outs = tf.numpy_function(self._host, [replica, params, seeds], types, stateful=True)
+        if not isinstance(outs, (list, tuple)):
+            outs = [outs]
+        fit = tf.ensure_shape(outs[0], [s])
+        if not self.report_frames:
+            return (fit, tf.ensure_shape(outs[1], [s, self.num_descriptors])) if self.num_descriptors else fit
+        res = {"fitness": fit}
         if self.num_descriptors:
-            fit, desc = tf.numpy_function(self._host, [replica, params, seeds], [tf.float32, tf.float32],
-                                          stateful=True)
-            return tf.ensure_shape(fit, [s]), tf.ensure_shape(desc, [s, self.num_descriptors])
-        fit = tf.numpy_function(self._host, [replica, params, seeds], tf.float32, stateful=True)
-        return tf.ensure_shape(fit, [s])
+            res["descriptors"] = tf.ensure_shape(outs[1], [s, self.num_descriptors])
+        if self.report_frames:
+            res["frames"] = tf.ensure_shape(outs[-1], [s])
+        return res

@@ -36,12 +36,17 @@ class ShardedRollout:
         :class:`tfevo.nn.Policy` is used through its graph path.
       episodes: B, episodes per member (fitness = mean return).
       max_steps: optional cap on episode length.
+      report_frames: also return each member's environment steps (summed
+        over its episodes), so that
+        :attr:`DistributedEvaluator.last_frames` counts them.
 
     Calling it as ``fn(params [S, D], indices [S], seeds [S, 2])`` returns
-    fitness ``float32 [S]``.
+    fitness ``float32 [S]`` (with ``report_frames``: a dict with
+    ``fitness`` and ``frames`` int64 ``[S]``).
     """
 
-    def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None):
+    def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None,
+                 report_frames: bool = False):
         if isinstance(env, str):
             from tfevo.envs import make
 
@@ -60,6 +65,7 @@ class ShardedRollout:
         self.policy = policy
         self.episodes = int(episodes)
         self.max_steps = int(limit)
+        self.report_frames = bool(report_frames)
 
     def _policy_fns(self):
         pol = self.policy
@@ -87,19 +93,24 @@ class ShardedRollout:
         state = tf.nest.map_structure(lambda t: tf.reshape(t, [n] + t.shape.as_list()[2:]), state)
         obs = tf.cast(tf.reshape(obs, [n] + obs_shape), tf.float32)
 
-        def cond(t, state, obs, done, returns):
+        def cond(t, state, obs, done, returns, lengths):
             return tf.logical_and(t < self.max_steps, tf.logical_not(tf.reduce_all(done)))
 
-        def body(t, state, obs, done, returns):
+        def body(t, state, obs, done, returns, lengths):
             a = forward(weights, tf.reshape(obs, [s, b] + obs_shape))
             a = tf.reshape(tf.cast(a, tf.int32 if spec.discrete else tf.float32), [n] + ([] if spec.discrete else list(spec.shape)))
             res = env.step(state, a)
             alive = tf.logical_not(done)
             returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
+            lengths = lengths + tf.cast(alive, tf.int64)
             done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
-            return t + 1, res.state, tf.cast(res.obs, tf.float32), done, returns
+            return t + 1, res.state, tf.cast(res.obs, tf.float32), done, returns, lengths
 
-        init = (tf.constant(0), state, obs, tf.zeros([n], tf.bool), tf.zeros([n], tf.float64))
+        init = (tf.constant(0), state, obs, tf.zeros([n], tf.bool), tf.zeros([n], tf.float64),
+                tf.zeros([n], tf.int64))
         out = tf.while_loop(cond, body, init, maximum_iterations=self.max_steps)
         returns = tf.reshape(out[4], [s, b])
-        return tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
+        fitness = tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
+        if self.report_frames:
+            return {"fitness": fitness, "frames": tf.reduce_sum(tf.reshape(out[5], [s, b]), axis=1)}
+        return fitness

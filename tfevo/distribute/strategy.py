@@ -18,6 +18,13 @@ from tfevo.core import ConfigError
 __all__ = ["make_strategy", "split_cpu"]
 
 
+def _has_cluster() -> bool:
+    try:
+        return bool(json.loads(os.environ.get("TF_CONFIG", "{}") or "{}").get("cluster"))
+    except (ValueError, AttributeError) as e:
+        raise ConfigError(f"TF_CONFIG is not a JSON object with 'cluster' and 'task': {e}") from None
+
+
 def split_cpu(n: int) -> list[str]:
     """Splits the physical CPU into ``n`` logical devices; returns their names.
 
@@ -40,8 +47,12 @@ def split_cpu(n: int) -> list[str]:
     return [d.name for d in tf.config.list_logical_devices("CPU")]
 
 
-def make_strategy(kind: str = "auto", logical_cpus: int | None = None) -> tf.distribute.Strategy:
+def make_strategy(kind: str = "auto", logical_cpus: int | None = None,
+                  devices: int | None = None) -> tf.distribute.Strategy:
     """A strategy for this machine / cluster.
+
+    Call it before any other TensorFlow op when it may split the CPU
+    (``logical_cpus``, or ``devices`` on a machine without enough GPUs).
 
     Args:
       kind: ``"auto"``, ``"multi_worker"``, ``"mirrored"`` or ``"one_device"``.
@@ -50,11 +61,39 @@ def make_strategy(kind: str = "auto", logical_cpus: int | None = None) -> tf.dis
         else one_device.
       logical_cpus: split the CPU into this many logical devices first
         (testing multi-replica runs on one machine).
+      devices: number of local replicas (not with ``multi_worker``, which
+        uses every local device): the first ``devices`` GPUs when the
+        machine has that many, else -- on a machine without GPUs -- the CPU
+        split into ``devices`` logical devices.  ``1`` gives a
+        ``OneDeviceStrategy``.
+
+    Raises:
+      ConfigError: on an unknown ``kind``, ``multi_worker`` without
+        ``TF_CONFIG``, or more ``devices`` than GPUs on a GPU machine.
     """
     if kind not in ("auto", "multi_worker", "mirrored", "one_device"):
         raise ConfigError(f"kind must be auto, multi_worker, mirrored or one_device, got {kind!r}")
+    if devices is not None:
+        devices = int(devices)
+        if devices < 1:
+            raise ConfigError(f"devices must be >= 1, got {devices}")
+        if logical_cpus:
+            raise ConfigError("give devices or logical_cpus, not both")
+        if kind == "multi_worker" or (kind == "auto" and _has_cluster()):
+            raise ConfigError("devices does not apply to multi_worker / TF_CONFIG runs "
+                              "(each worker uses all its local devices)")
+        if kind == "one_device" and devices != 1:
+            raise ConfigError(f"one_device with devices={devices}")
+        n_gpus = len(tf.config.list_physical_devices("GPU"))  # physical: does not initialize TensorFlow
+        if n_gpus and n_gpus < devices:
+            raise ConfigError(f"devices={devices} but this machine has {n_gpus} GPU(s)")
+        if n_gpus:
+            names = [f"/gpu:{i}" for i in range(devices)]
+        else:
+            names = split_cpu(devices) if devices > 1 else ["/cpu:0"]
+        return tf.distribute.MirroredStrategy(names) if devices > 1 else tf.distribute.OneDeviceStrategy(names[0])
     cpus = split_cpu(logical_cpus) if logical_cpus else None
-    has_cluster = bool(json.loads(os.environ.get("TF_CONFIG", "{}") or "{}").get("cluster"))
+    has_cluster = _has_cluster()
     if kind == "multi_worker" or (kind == "auto" and has_cluster):
         if not has_cluster and kind == "multi_worker":
             raise ConfigError("multi_worker needs TF_CONFIG with a 'cluster' and a 'task'")

@@ -17,7 +17,7 @@ import numpy as np
 from tfevo import registry
 from tfevo.core import ConfigError
 
-__all__ = ["Setup", "build", "make_policy", "make_algorithm"]
+__all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy"]
 
 _INIT_NAMES = ("init_params", "mean_init", "init_mean", "x0")
 
@@ -31,6 +31,7 @@ class Setup:
     algorithm: Any
     evaluator: Any
     trackables: dict
+    strategy: Any = None  # tf.distribute.Strategy when config.distribute is on
 
 
 def _env_spec(env_id: str, kwargs: dict):
@@ -97,10 +98,53 @@ def _member_init_fn(model, name):
     return None
 
 
+def make_run_strategy(cfg):
+    """The run's ``tf.distribute.Strategy`` (``None`` unless ``distribute`` is on).
+
+    Must run before any other TensorFlow op when it splits the CPU into
+    logical devices (``distribute.devices`` on a machine without GPUs).
+    """
+    d = cfg.distribute
+    if not d.enabled:
+        return None
+    from tfevo.distribute import make_strategy
+
+    kind = "auto" if d.strategy == "none" else d.strategy
+    return make_strategy(kind, devices=d.devices)
+
+
+def _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, popsize):
+    """Population sharded over ``strategy``: per-member-seeded rollouts on every replica."""
+    from tfevo import envs, rollout
+    from tfevo.distribute import DistributedEvaluator, HostShards, ShardedRollout
+
+    if kind == "ingraph":
+        fn = ShardedRollout(envs.make(cfg.env.id, 1, **cfg.env.kwargs), policy, episodes=cfg.env.episodes,
+                            max_steps=cfg.env.max_steps, report_frames=True)
+    else:
+        if cfg.evaluator.obs_norm:
+            raise ConfigError("evaluator.obs_norm is not supported with distribute (each replica would keep its "
+                              "own observation statistics); turn one of them off")
+        replicas = strategy.num_replicas_in_sync
+        num_envs = cfg.evaluator.num_envs or min(-(-popsize // replicas), 64)
+        num_subsets = min(cfg.evaluator.num_subsets, num_envs)
+
+        def make_evaluator():
+            return rollout.PipelinedEvaluator(
+                cfg.env.id, policy, num_envs=num_envs, num_subsets=num_subsets, episodes=cfg.env.episodes,
+                max_steps=cfg.env.max_steps, seed=cfg.run.seed + 1, env_kwargs=cfg.env.kwargs)
+
+        fn = HostShards(make_evaluator, episodes=cfg.env.episodes, report_frames=True)
+    decode = algorithm.decode if hasattr(algorithm, "decode") else None
+    jit = bool(cfg.evaluator.jit_compile) and kind == "ingraph"
+    return DistributedEvaluator(strategy, fn, decode_fn=decode, seed=cfg.run.seed + 1, jit_compile=jit)
+
+
 def build(cfg) -> Setup:
     from tfevo import envs, rollout
 
     seed = cfg.run.seed
+    strategy = make_run_strategy(cfg)  # first: it may split the CPU before TensorFlow starts
     obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
     policy, model = make_policy(cfg, obs_shape, action_spec)
     kind = cfg.evaluator.kind
@@ -115,6 +159,9 @@ def build(cfg) -> Setup:
     algorithm = make_algorithm(cfg.algorithm.name, model.num_params, popsize, seed, cfg.algorithm.params, init,
                                init_fn=_member_init_fn(model, cfg.algorithm.name))
     trackables = {}
+    if strategy is not None:
+        evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, popsize)
+        return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy)
     if kind == "ingraph":
         env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
         evaluator = rollout.InGraphEvaluator(

@@ -1,6 +1,6 @@
 """Run configurations: TOML or YAML files, validated before any work starts.
 
-A config has five tables; every field is documented below and unknown or
+A config has five tables (and an optional ``[distribute]``); every field is documented below and unknown or
 ill-typed fields are rejected with an error naming the field.  Example
 (``examples/configs/cartpole_es.toml``)::
 
@@ -26,6 +26,9 @@ ill-typed fields are rejected with an error naming the field.  Example
 
     [evaluator]
     kind = "auto"             # ingraph for TensorFlow envs, pipelined otherwise
+
+    [distribute]              # optional: shard the population (tfevo.distribute)
+    devices = 2               # 2 GPUs, or 2 logical CPU devices; strategy = "auto" for TF_CONFIG clusters
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["Config", "RunConfig", "EnvConfig", "PolicyConfig", "AlgorithmConfig", "EvaluatorConfig",
-           "load_config", "parse_config", "DEFAULT_CONFIG"]
+           "DistributeConfig", "load_config", "parse_config", "DEFAULT_CONFIG"]
 
 
 class _Strict(BaseModel):
@@ -113,6 +116,21 @@ class EvaluatorConfig(_Strict):
     decode_chunk: int = Field(0, ge=0, description="Compact genomes (seed_ga) decoded this many at a time (0: all).")
 
 
+class DistributeConfig(_Strict):
+    """Sharding the population over devices/machines with tf.distribute (off by default)."""
+
+    strategy: Literal["none", "auto", "mirrored", "multi_worker", "one_device"] = Field(
+        "none", description="none: off; auto: multi_worker under TF_CONFIG, else all GPUs (see tfevo.distribute).")
+    devices: Optional[int] = Field(
+        None, ge=1, description="Local replicas: the first N GPUs, or N logical CPU devices without GPUs "
+                                "(turns distribution on).")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the run shards its population over a strategy."""
+        return self.strategy != "none" or self.devices is not None
+
+
 class Config(_Strict):
     """A whole run."""
 
@@ -122,6 +140,7 @@ class Config(_Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
+    distribute: DistributeConfig = Field(default_factory=DistributeConfig)
 
     @property
     def run_dir(self) -> Path:

@@ -78,6 +78,34 @@ def frames_of(evaluator, default: int) -> int:
     return int(frames) if frames is not None else int(default)
 
 
+def _distribute(strategy, algorithm, evaluator, run_dir, seconds):
+    """(evaluator sharded over ``strategy``, this worker's run directory)."""
+    from tfevo.distribute import DistributedEvaluator
+
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise ConfigError(f"strategy must be a tf.distribute.Strategy, got {type(strategy).__name__}")
+    if isinstance(evaluator, DistributedEvaluator):
+        if evaluator.strategy is not strategy:
+            raise ConfigError("the DistributedEvaluator was built for a different strategy than Trainer(strategy=)")
+    elif hasattr(evaluator, "evaluate") or not callable(evaluator):
+        raise ConfigError(
+            f"with strategy=, pass a per-shard evaluate_fn(shard, indices, seeds) (ShardedRollout, HostShards) "
+            f"or a DistributedEvaluator, not a whole-population {type(evaluator).__name__}")
+    else:
+        decode = getattr(algorithm, "decode", None)
+        evaluator = DistributedEvaluator(strategy, evaluator, decode_fn=decode if callable(decode) else None)
+    extended = strategy.extended
+    if bool(getattr(extended, "_in_multi_worker_mode", lambda: False)()):
+        if seconds is not None:
+            raise ConfigError("a seconds budget is not allowed with a multi-worker strategy (workers would stop "
+                              "at different generations and wait forever); use generations or frames")
+        if run_dir is not None and not extended.should_checkpoint:
+            resolver = getattr(strategy, "cluster_resolver", None)
+            task = getattr(resolver, "task_id", None)
+            run_dir = Path(run_dir) / f"worker-{task if task is not None else 'other'}"
+    return evaluator, run_dir
+
+
 def _is_trackable(obj) -> bool:
     return isinstance(obj, tf.__internal__.tracking.Trackable) if hasattr(tf, "__internal__") else isinstance(obj, tf.Module)
 
@@ -101,6 +129,19 @@ class Trainer(tf.Module):
       progress: show a tqdm progress bar.
       callbacks: functions called with each :class:`GenerationLog`.
       extra_trackables: more objects to checkpoint (e.g. an observation normalizer).
+      strategy: optional ``tf.distribute.Strategy`` (see
+        :mod:`tfevo.distribute`): the population is then sharded over its
+        replicas.  ``evaluator`` is either a
+        :class:`~tfevo.distribute.DistributedEvaluator` over this strategy,
+        or a per-shard ``evaluate_fn(shard, indices, seeds)`` such as
+        :class:`~tfevo.distribute.ShardedRollout` or
+        :class:`~tfevo.distribute.HostShards`, which the Trainer wraps in a
+        ``DistributedEvaluator`` (seed 0; ``decode_fn=algorithm.decode`` for
+        compact genomes such as ``SeedGA``).  Under
+        ``MultiWorkerMirroredStrategy`` every worker runs the same loop; only
+        the chief writes ``run_dir`` (the others write ``run_dir/worker-<i>``,
+        so each can resume), and a ``seconds`` budget is refused (workers
+        would stop at different generations).
 
     Example:
 
@@ -122,6 +163,7 @@ class Trainer(tf.Module):
         callbacks: list[Callable[[GenerationLog], Any]] | None = None,
         extra_trackables: dict | None = None,
         verbose: bool = True,
+        strategy: tf.distribute.Strategy | None = None,
     ):
         super().__init__(name="trainer")
         if generations is None and frames is None and seconds is None:
@@ -135,6 +177,10 @@ class Trainer(tf.Module):
             raise ConfigError(f"algorithm {type(algorithm).__name__} has no ask()/tell()")
         if not (callable(evaluator) or hasattr(evaluator, "evaluate")):
             raise ConfigError(f"evaluator {type(evaluator).__name__} is neither callable nor has evaluate()")
+        if strategy is not None:
+            evaluator, run_dir = _distribute(strategy, algorithm, evaluator, run_dir, seconds)
+            progress = progress and bool(strategy.extended.should_checkpoint)
+        self.strategy = strategy
         self._algorithm = algorithm
         self._evaluator = evaluator
         self.run_dir = Path(run_dir) if run_dir is not None else None

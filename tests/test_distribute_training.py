@@ -1,0 +1,69 @@
+"""tfevo.distribute in the Trainer (``Trainer(strategy=...)``) and the ``[distribute]`` config section.
+
+The two-device ``tfevo train`` runs (equal to one device, resumed exactly) are in
+``test_distribute.py``, sharing its subprocess with the replica-count checks.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.training import Trainer
+from tfevo.training.config import parse_config
+
+
+def test_trainer_strategy_argument_wraps_shard_evaluators(tmp_path):
+    from tfevo.distribute import DistributedEvaluator, ShardedRollout
+    from tfevo.envs import make
+    from tfevo.nn import Policy, PopulationModel, mlp
+    from tfevo.rollout import InGraphEvaluator
+    from tfevo.strategies import OpenES
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    env = make("CartPole-v1", 1)
+    policy = Policy(PopulationModel(mlp((4,), 2, hidden=(8,))), env.action_spec)
+
+    def run(run_dir, gens):
+        es = OpenES(policy.num_params, popsize=8, sigma=0.1, seed=2)
+        rollout = ShardedRollout(env, policy, episodes=1, max_steps=50, report_frames=True)
+        trainer = Trainer(es, rollout, run_dir=run_dir, generations=gens, progress=False, verbose=False,
+                          strategy=strategy)
+        assert isinstance(trainer._evaluator, DistributedEvaluator)
+        trainer.run()
+        return es, trainer
+
+    es_full, full = run(tmp_path / "full", 3)
+    run(tmp_path / "part", 2)
+    es_res, resumed = run(tmp_path / "part", 3)
+    assert int(resumed.generation.numpy()) == 3
+    np.testing.assert_array_equal(es_full.mean.numpy(), es_res.mean.numpy())
+    assert full.history[-1].frames == resumed.history[-1].frames > 3 * 8  # episode steps, not members
+    with pytest.raises(ConfigError, match="per-shard evaluate_fn"):
+        Trainer(OpenES(4, popsize=4), InGraphEvaluator(make("CartPole-v1", 4), policy), generations=1,
+                strategy=strategy)
+    other = DistributedEvaluator(tf.distribute.OneDeviceStrategy("/cpu:0"), lambda p, i, s: p[:, 0])
+    with pytest.raises(ConfigError, match="different strategy"):
+        Trainer(OpenES(4, popsize=4), other, generations=1, strategy=strategy)
+    with pytest.raises(ConfigError, match="tf.distribute.Strategy"):
+        Trainer(OpenES(4, popsize=4), lambda p, i, s: p[:, 0], generations=1, strategy="mirrored")
+
+
+def test_distribute_config_section_is_validated():
+    base = {"run": {"generations": 1}}
+    cfg = parse_config(base)
+    assert not cfg.distribute.enabled
+    assert parse_config({**base, "distribute": {"devices": 2}}).distribute.enabled
+    assert parse_config({**base, "distribute": {"strategy": "auto"}}).distribute.enabled
+    with pytest.raises(ConfigError, match="distribute.devices"):
+        parse_config({**base, "distribute": {"devices": 0}})
+    with pytest.raises(ConfigError, match="distribute.strategy"):
+        parse_config({**base, "distribute": {"strategy": "tpu"}})
+    with pytest.raises(ConfigError, match="distribute.gpus: unknown field"):
+        parse_config({**base, "distribute": {"gpus": 2}})
+    from tfevo.training.builders import build
+
+    bad = parse_config({**base, "env": {"id": "CartPole-v1"}, "distribute": {"devices": 1},
+                        "evaluator": {"kind": "pipelined", "obs_norm": True}})
+    with pytest.raises(ConfigError, match="obs_norm is not supported with distribute"):
+        build(bad)
