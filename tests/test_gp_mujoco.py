@@ -24,29 +24,19 @@ def _trees(P, seed, max_len=24):
 
 def _serial_returns(trees, seeds, squash):
     """One member at a time on a 1-slot env; actions from the NumPy tree interpreter."""
-    from tfevo import envs
+    from _serial_reference import serial_returns
 
-    env = envs.make("Swimmer-v5", num_envs=1)
-    out = []
-    for i in range(trees[0].shape[0]):
-        obs = env.reset(np.array([0]), np.array([seeds[i]]))
-        total = 0.0
-        for _ in range(STEPS):
-            y = interpret(trees, obs.astype(np.float32), i, ACT).T       # [1, A]
-            y = np.where(np.isfinite(y), y, np.float32(0)).astype(np.float32)
-            if squash == "clip":
-                a = np.clip(y, -1.0, 1.0)
-            else:  # same tf.tanh kernel as the policy; affine part in float32
-                t = tf.tanh(tf.constant(y)).numpy()
-                a = np.float32(-1.0) + (t + np.float32(1.0)) * np.float32(0.5) * np.float32(2.0)
-            env.send(a.astype(np.float32), np.array([0]))
-            _, obs, r, term, trunc = env.recv()
-            total += float(r[0])
-            if term[0] or trunc[0]:
-                break
-        out.append(total)
-    env.close()
-    return np.array(out)
+    def act(i, obs, t):
+        y = interpret(trees, obs.astype(np.float32), i, ACT).T       # [1, A]
+        y = np.where(np.isfinite(y), y, np.float32(0)).astype(np.float32)
+        if squash == "clip":
+            a = np.clip(y, -1.0, 1.0)
+        else:  # same tf.tanh kernel as the policy; affine part in float32
+            t_ = tf.tanh(tf.constant(y)).numpy()
+            a = np.float32(-1.0) + (t_ + np.float32(1.0)) * np.float32(0.5) * np.float32(2.0)
+        return a.astype(np.float32)
+
+    return serial_returns("Swimmer-v5", trees[0].shape[0], seeds, STEPS, act)
 
 
 @pytest.mark.parametrize("squash,subsets,backend", [("clip", 2, "auto"), ("tanh", 1, "auto"), ("clip", 2, "tf")])

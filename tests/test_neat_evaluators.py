@@ -99,29 +99,22 @@ def test_forward_with_indices_equals_full_rows():
 
 
 def _swimmer_serial(pol, flat, seeds, steps, recurrent):
-    """One member at a time on a 1-slot Swimmer env."""
-    env = make("Swimmer-v5", num_envs=1)
+    """One member at a time on a 1-slot Swimmer env, state passed along explicitly."""
+    from _serial_reference import serial_returns
+
     network = pol.prepare(flat)
-    out = []
-    for i in range(flat.shape[0]):
-        obs = env.reset(np.array([0]), np.array([seeds[i]]))
-        h = tf.zeros([1, 1, pol.config.max_nodes])
-        total = 0.0
-        for _ in range(steps):
-            o = tf.constant(obs[:, None].astype(np.float32))
-            if recurrent:
-                a, h = pol.forward_state(network, o, h, tf.constant([i]))
-            else:
-                a = pol.forward_graph(network, o, tf.constant([i]))
-            a = np.clip(tf.reshape(a, [1, -1]).numpy(), -1.0, 1.0)
-            env.send(a.astype(np.float32), np.array([0]))
-            _, obs, r, term, trunc = env.recv()
-            total += float(r[0])
-            if term[0] or trunc[0]:
-                break
-        out.append(total)
-    env.close()
-    return np.array(out)
+    h = {}
+
+    def act(i, obs, t):
+        o = tf.constant(obs[:, None].astype(np.float32))
+        if recurrent:
+            a, h[i] = pol.forward_state(network, o, h[i] if t else tf.zeros([1, 1, pol.config.max_nodes]),
+                                        tf.constant([i]))
+        else:
+            a = pol.forward_graph(network, o, tf.constant([i]))
+        return np.clip(tf.reshape(a, [1, -1]).numpy(), -1.0, 1.0).astype(np.float32)
+
+    return serial_returns("Swimmer-v5", int(flat.shape[0]), seeds, steps, act)
 
 
 @pytest.mark.parametrize("feed_forward,subsets", [(True, 2), (False, 2), (False, 1)])
