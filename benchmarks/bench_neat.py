@@ -187,15 +187,20 @@ def tfevo_gen_times(problem, pop, gens):
         cp = ControlProblem("CartPole-v1", cfg, episodes=1)
         ev = cp
     algo = NEAT(cfg, seed=0)
-    times = []
+    times, evals, tells = [], [], []
     for _ in range(gens + 1):
         t = time.perf_counter()
         pop_ = algo.ask()
         f = ev(pop_)
+        f.numpy()
+        t1 = time.perf_counter()
         algo.tell(pop_, f)
         algo.nodes.numpy()
-        times.append(time.perf_counter() - t)
-    return times[0], times[1:]
+        t2 = time.perf_counter()
+        times.append(t2 - t)
+        evals.append(t1 - t)
+        tells.append(t2 - t1)
+    return times[0], times[1:], statistics.median(evals[1:]), statistics.median(tells[1:])
 
 
 def tfevo_solve(seed, gens=300):
@@ -213,30 +218,36 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--skip-solve", action="store_true")
+    ap.add_argument("--problems", default="xor,cartpole")
+    ap.add_argument("--sizes", default="150,1000,10000")
+    ap.add_argument("--no-parallel-above", type=int, default=10**9,
+                    help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
     rows = []
-    sizes = {"xor": [150, 1000, 10000], "cartpole": [150, 1000, 10000]}
+    sizes = [int(s) for s in args.sizes.split(",")]
     np_gens = {150: 5, 1000: 3, 10000: 1}
-    tf_gens = {150: 5, 1000: 5, 10000: 3}
-    for problem in ("xor", "cartpole"):
-        for pop in sizes[problem]:
+    tf_gens = {150: 7, 1000: 7, 10000: 5}
+    for problem in args.problems.split(","):
+        for pop in sizes:
             if args.quick and pop > 1000:
                 continue
-            trace, tt = tfevo_gen_times(problem, pop, tf_gens[pop])
+            trace, tt, t_ev, t_tell = tfevo_gen_times(problem, pop, tf_gens.get(pop, 3))
             t_tf = statistics.median(tt)
             skip_serial = problem == "cartpole" and pop >= 10000
-            t_np = statistics.median(neat_python_gen_times(problem, pop, np_gens[pop], False)) if not skip_serial else math.nan
-            t_pp = statistics.median(neat_python_gen_times(problem, pop, np_gens[pop], True))
-            rows.append((problem, pop, t_tf, trace, t_np, t_pp))
-            print(f"# {problem} pop {pop}: tfevo {t_tf:.4f}s (first {trace:.2f}s) neat-python {t_np:.4f}s parallel {t_pp:.4f}s",
-                  flush=True)
+            t_np = statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), False)) if not skip_serial else math.nan
+            t_pp = (statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), True))
+                    if pop <= args.no_parallel_above else math.nan)
+            rows.append((problem, pop, t_tf, trace, t_ev, t_tell, t_np, t_pp))
+            print(f"# {problem} pop {pop}: tfevo {t_tf:.4f}s (first {trace:.2f}s; eval {t_ev:.4f} tell {t_tell:.4f}) "
+                  f"neat-python {t_np:.4f}s parallel {t_pp:.4f}s", flush=True)
     print()
-    print("| problem | pop | tfevo s/gen | tfevo first gen (trace+compile) s | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
-    print("|---|---|---|---|---|---|---|---|")
-    for problem, pop, t_tf, trace, t_np, t_pp in rows:
-        print(f"| {problem} | {pop} | {t_tf:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | {t_np / t_tf:.1f}x | {t_pp / t_tf:.1f}x |")
+    print("| problem | pop | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo first gen (trace+compile) s | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for problem, pop, t_tf, trace, t_ev, t_tell, t_np, t_pp in rows:
+        print(f"| {problem} | {pop} | {t_tf:.4f} | {t_ev:.4f} | {t_tell:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | "
+              f"{t_np / t_tf:.1f}x | {t_pp / t_tf:.1f}x |")
     if not args.skip_solve:
         print()
         res_tf = [tfevo_solve(s) for s in range(args.seeds)]
