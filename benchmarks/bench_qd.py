@@ -9,8 +9,11 @@ evaluate, insert.  Also archive insertions per second alone (grid and a
     python benchmarks/bench_qd.py [--budget 200000] [--qdax-python /path/to/venv/bin/python]
 
 QDax runs in a subprocess (its own virtual environment, since it pins its own
-JAX stack); pyribs and tfevo in this process.  Times are medians over the
-iterations after the first two (warm-up/compilation reported apart).
+JAX stack); pyribs and tfevo in this process, alternating five iterations at a
+time so that both see the same load on a shared machine.  "tfevo (TF only)"
+is the same loop with the C++ kernels switched off (use_op=False).  Times are
+medians over the iterations after the first two (warm-up/compilation reported
+apart).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the repo's tfevo
 
 DIM = 100
 GRID = (100, 100)
@@ -38,37 +42,31 @@ def rastrigin_np(x):
     return -f, x[:, :2]
 
 
-def run_tfevo(batch, budget, seed=0, fused=False):
-    """tfevo's loop.  The task is rastrigin_qd compiled once with tf.function (the
-    user's evaluation function; QDax jit-compiles its scoring function too).
-    ``fused``: ``me.step(task)`` (one compiled program per iteration: ask, task, tell; no host sync)."""
+def make_tfevo(batch, seed=0, use_op=None):
+    """tfevo's loop, one ``me.step(task)`` per iteration (ask, the compiled task and the insertion in one
+    compiled program; the task is rastrigin_qd as a tf.function, the user's evaluation function).
+    ``use_op=False`` forces the pure-TensorFlow emitter and insertion (no C++ kernels)."""
     import tensorflow as tf
 
     from tfevo.qd import GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
 
-    archive = GridArchive(DIM, GRID, [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(DIM))
-    me = MAPElites(archive, [IsoLineEmitter(DIM, batch, iso_sigma=ISO, line_sigma=LINE, bounds=(0, 1))],
-                   init_bounds=(0, 1), seed=seed)
+    archive = GridArchive(DIM, GRID, [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(DIM), use_op=use_op)
+    me = MAPElites(archive, [IsoLineEmitter(DIM, batch, iso_sigma=ISO, line_sigma=LINE, bounds=(0, 1),
+                                            use_op=use_op)], init_bounds=(0, 1), seed=seed)
     task = tf.function(rastrigin_qd, input_signature=[tf.TensorSpec([batch, DIM], tf.float32)])
-    iters = max(3, budget // batch)
-    times = []
-    for i in range(iters):
-        t = time.perf_counter()
-        if fused:
-            r = me.step(task)
-        else:
-            x = me.ask()
-            f, d = task(x)
-            r = me.tell(x, f, d)
+
+    def iteration():
+        r = me.step(task)
         _ = r.status.numpy()  # wait for the iteration to finish
-        times.append(time.perf_counter() - t)
-    m = me.metrics()
-    return {"iters": iters, "first_s": times[0] + times[1], "median_s": float(np.median(times[2:])),
-            "evals_per_s": batch / float(np.median(times[2:])), "qd_score": m["qd_score"],
-            "coverage": m["coverage"], "max_fitness": m["max_fitness"]}
+
+    def final():
+        m = me.metrics()
+        return {"qd_score": m["qd_score"], "coverage": m["coverage"], "max_fitness": m["max_fitness"]}
+
+    return iteration, final
 
 
-def run_ribs(batch, budget, seed=0):
+def make_ribs(batch, seed=0):
     from ribs.archives import GridArchive
     from ribs.emitters import IsoLineEmitter
     from ribs.schedulers import Scheduler
@@ -80,18 +78,39 @@ def run_ribs(batch, budget, seed=0):
     emitter = IsoLineEmitter(archive, iso_sigma=ISO, line_sigma=LINE, initial_solutions=init,
                              bounds=[(0, 1)] * DIM, batch_size=batch, seed=seed)
     sched = Scheduler(archive, [emitter])
-    iters = max(3, budget // batch)
-    times = []
-    for i in range(iters):
-        t = time.perf_counter()
+
+    def iteration():
         x = sched.ask()
         f, d = rastrigin_np(x)
         sched.tell(f, d)
-        times.append(time.perf_counter() - t)
-    st = archive.stats
-    return {"iters": iters, "first_s": times[0] + times[1], "median_s": float(np.median(times[2:])),
-            "evals_per_s": batch / float(np.median(times[2:])), "qd_score": float(st.qd_score),
-            "coverage": float(st.coverage), "max_fitness": float(st.obj_max)}
+
+    def final():
+        st = archive.stats
+        return {"qd_score": float(st.qd_score), "coverage": float(st.coverage), "max_fitness": float(st.obj_max)}
+
+    return iteration, final
+
+
+def run_interleaved(makers, batch, budget, chunk=5):
+    """Runs the libraries' loops alternately, ``chunk`` iterations at a time, so that all of them see the
+    same machine load (the box is shared).  Per library: median wall time of one iteration after the
+    first two (reported apart as warm-up: tracing/compilation), and the final archive metrics."""
+    loops = {name: make(batch) for name, make in makers.items()}
+    iters = max(3, budget // batch)
+    times = {name: [] for name in loops}
+    for start in range(0, iters, chunk):
+        for name, (iteration, _) in loops.items():
+            for _ in range(min(chunk, iters - start)):
+                t = time.perf_counter()
+                iteration()
+                times[name].append(time.perf_counter() - t)
+    out = {}
+    for name, (_, final) in loops.items():
+        ts = times[name]
+        med = float(np.median(ts[2:]))
+        out[name] = {"iters": iters, "first_s": ts[0] + ts[1], "median_s": med, "evals_per_s": batch / med,
+                     **final()}
+    return out
 
 
 QDAX_SCRIPT = textwrap.dedent('''
@@ -144,7 +163,8 @@ def run_qdax(python, batch, budget):
 
 
 def insertion_rate(kind, batch=10000, reps=20):
-    """Archive insertions per second alone (tfevo Archive.add vs pyribs archive.add), same batch."""
+    """Archive insertions per second alone: tfevo ``Archive.add`` (C++ kernel, and the pure-TensorFlow
+    path) vs pyribs' ``archive.add`` on the same arrays, alternating call by call."""
     import tensorflow as tf
 
     from tfevo.qd import CVTArchive, GridArchive
@@ -154,35 +174,41 @@ def insertion_rate(kind, batch=10000, reps=20):
     f, d = rastrigin_np(x)
     f, d = f.astype(np.float32), d.astype(np.float32)
     if kind == "grid":
-        a = GridArchive(DIM, GRID, [(0, 1), (0, 1)])
+        arch = {op: GridArchive(DIM, GRID, [(0, 1), (0, 1)], use_op=op) for op in (None, False)}
         from ribs.archives import GridArchive as RG
 
         r = RG(solution_dim=DIM, dims=GRID, ranges=[(0, 1), (0, 1)])
     else:
-        a = CVTArchive(DIM, 10000, [(0, 1), (0, 1)], num_samples=100000, iterations=20)
+        arch = {None: CVTArchive(DIM, 10000, [(0, 1), (0, 1)], num_samples=100000, iterations=20)}
+        cent = arch[None].centroids.numpy()
+        arch[False] = CVTArchive(DIM, 10000, [(0, 1), (0, 1)], centroids=cent, use_op=False)
         from ribs.archives import CVTArchive as RC
 
-        r = RC(solution_dim=DIM, centroids=a.centroids.numpy(), ranges=[(0, 1), (0, 1)])
+        r = RC(solution_dim=DIM, centroids=cent, ranges=[(0, 1), (0, 1)])
     xt, ft, dt = tf.constant(x), tf.constant(f), tf.constant(d)
-    a.add(xt, ft, dt)
+    for a in arch.values():
+        a.add(xt, ft, dt)
     r.add(x, f, d)
-    tt, tr = [], []
-    for _ in range(reps):
+    tt = {op: [] for op in arch}
+    tr = []
+    for i in range(reps):
+        for op, a in arch.items():
+            t = time.perf_counter()
+            res = a.add(xt, ft + 1e-3 * (i + 1), dt)  # every candidate improves its cell
+            _ = res.status.numpy()
+            tt[op].append(time.perf_counter() - t)
         t = time.perf_counter()
-        a.add(xt, ft + 1e-3, dt)
-        _ = a.fitness.numpy()[0]
-        tt.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        r.add(x, f, d)
+        r.add(x, f + 1e-3 * (i + 1), d)
         tr.append(time.perf_counter() - t)
-    return batch / np.median(tt), batch / np.median(tr)
+    return batch / np.median(tt[None]), batch / np.median(tt[False]), batch / np.median(tr)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=int, default=200_000)
     ap.add_argument("--batches", default="100,1000,10000")
-    ap.add_argument("--qdax-python", default=os.environ.get("QDAX_PYTHON", "/tmp/qdaxenv/bin/python"))
+    ap.add_argument("--qdax-python", default=os.environ.get("QDAX_PYTHON", "/tmp/qdaxenv/bin/python"),
+                    help="python of a QDax virtualenv; a path that does not exist skips QDax")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     print(f"# MAP-Elites Rastrigin-QD {DIM}-D, grid {GRID[0]}x{GRID[1]}, Iso+LineDD, budget {args.budget} evaluations")
@@ -190,7 +216,9 @@ def main():
     print("| batch | library | evals/s (median) | warm-up s | QD-score | coverage | max fitness | tfevo / lib |")
     print("|---|---|---|---|---|---|---|---|")
     for b in batches:
-        rows = {"tfevo": run_tfevo(b, args.budget, fused=True), "pyribs": run_ribs(b, args.budget)}
+        makers = {"tfevo": make_tfevo, "tfevo (TF only)": lambda batch: make_tfevo(batch, use_op=False),
+                  "pyribs": make_ribs}
+        rows = run_interleaved(makers, b, args.budget)
         if os.path.exists(args.qdax_python):
             rows["QDax"] = run_qdax(args.qdax_python, b, args.budget)
         for lib, r in rows.items():
@@ -200,13 +228,14 @@ def main():
             ratio = rows["tfevo"]["evals_per_s"] / r["evals_per_s"]
             # QD-score reported with QDax's convention (offset added): sum(f + 45 D) over filled cells
             print(f"| {b} | {lib} | {r['evals_per_s']:.0f} | {r['first_s']:.2f} | {r['qd_score']:.4g} | "
-                  f"{r['coverage']:.3f} | {r['max_fitness']:.1f} | {ratio:.2f}x |")
+                  f"{r['coverage']:.3f} | {r['max_fitness']:.1f} | {ratio:.2f}x |", flush=True)
     print()
-    print("| archive | tfevo insertions/s | pyribs insertions/s | ratio |")
-    print("|---|---|---|---|")
+    print("| archive | tfevo insertions/s | tfevo TF-only insertions/s | pyribs insertions/s | tfevo / pyribs |")
+    print("|---|---|---|---|---|")
     for kind in ("grid", "cvt"):
-        t, r = insertion_rate(kind)
-        print(f"| {kind} (batch 10000) | {t:.3g} | {r:.3g} | {t / r:.1f}x |")
+        t, t_ref, r = insertion_rate(kind)
+        print(f"| {kind} (batch 10000) | {t:.3g} | {t_ref:.3g} | {r:.3g} | {t / r:.1f}x |", flush=True)
+    print(f"\nload at end (1/5/15 min): {os.getloadavg()}")
 
 
 if __name__ == "__main__":

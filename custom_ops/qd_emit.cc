@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <climits>
 #include <limits>
 #include <vector>
 
@@ -361,9 +362,13 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmit
 //                                        ([cells + 1, D], [cells + 1],
 //                                        [cells + 1, k], [cells + 1] bool)
 //   solutions float [B, D], fitness float [B], descriptors float [B, k]
-//   cell      int32 [B]   each candidate's cell (in [0, cells))
+//   cell      int32 [B]   each candidate's cell (in [0, cells)), or [0] to
+//                         compute grid cells here from grid_lo/hi/bins [k]
+//                         (GridArchive.index_of, float for float, with a
+//                         non-finite descriptor replaced by 0 as the reference)
 //   status    int32 [B]   0 not added, 1 improved, 2 filled a new cell
 //   value     float [B]   improvement (new cell: fitness - qd_offset)
+//   cell_out  int32 [B]   the cells used
 //
 // Same rule as tfevo.qd.archives.Archive._add_reference: NaN/-inf fitness or a
 // non-finite descriptor = dead; the best live candidate of each cell (first
@@ -382,14 +387,19 @@ REGISTER_OP("TfevoArchiveInsert")
     .Input("fitness: float")
     .Input("descriptors: float")
     .Input("cell: int32")
+    .Input("grid_lo: float")
+    .Input("grid_hi: float")
+    .Input("grid_bins: int32")
     .Attr("qd_offset: float")
     .Output("status: int32")
     .Output("value: float")
+    .Output("cell_out: int32")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle f;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &f));
       c->set_output(0, f);
       c->set_output(1, f);
+      c->set_output(2, f);
       return Status();
     })
     .Doc(R"doc(
@@ -427,14 +437,47 @@ class ArchiveInsertOp : public OpKernel {
     const Tensor& c_t = ctx->input(7);
     const int64_t B = f_t.NumElements();
     OP_REQUIRES(ctx, f_t.dims() == 1 && x_t.dims() == 2 && d_t.dims() == 2 && c_t.dims() == 1 &&
-                         x_t.dim_size(0) == B && d_t.dim_size(0) == B && c_t.dim_size(0) == B,
+                         x_t.dim_size(0) == B && d_t.dim_size(0) == B &&
+                         (c_t.dim_size(0) == B || c_t.dim_size(0) == 0),
                 tensorflow::errors::InvalidArgument("TfevoArchiveInsert: expected solutions [B, D], fitness [B], "
-                                                    "descriptors [B, k], cell [B]"));
-    Tensor* out[2];
+                                                    "descriptors [B, k], cell [B] or [0]"));
+    Tensor* out[3];
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, f_t.shape(), &out[0]));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, f_t.shape(), &out[1]));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, f_t.shape(), &out[2]));
     int32_t* status = out[0]->flat<int32_t>().data();
     float* value = out[1]->flat<float>().data();
+    int32_t* cell = out[2]->flat<int32_t>().data();
+    const int64_t Kd = d_t.dim_size(1);
+    if (c_t.NumElements() == B && B > 0) {  // cells given (CVT)
+      std::memcpy(cell, c_t.flat<int32_t>().data(), B * sizeof(int32_t));
+    } else {
+      const Tensor& lo_t = ctx->input(8);
+      const Tensor& hi_t = ctx->input(9);
+      const Tensor& bins_t = ctx->input(10);
+      OP_REQUIRES(ctx, c_t.NumElements() == 0 && lo_t.NumElements() == Kd && hi_t.NumElements() == Kd &&
+                           bins_t.NumElements() == Kd,
+                  tensorflow::errors::InvalidArgument("TfevoArchiveInsert: give cell [B] or grid_lo/hi/bins [k]"));
+      const float* glo = lo_t.flat<float>().data();
+      const float* ghi = hi_t.flat<float>().data();
+      const int32_t* gb = bins_t.flat<int32_t>().data();
+      const float* dd = d_t.flat<float>().data();
+      for (int64_t i = 0; i < B; ++i) {
+        bool finite = true;
+        for (int64_t a = 0; a < Kd; ++a) finite = finite && std::isfinite(dd[i * Kd + a]);
+        int64_t c = 0;
+        for (int64_t a = 0; a < Kd; ++a) {
+          const float v = finite ? dd[i * Kd + a] : 0.0f;
+          const float span = ghi[a] - glo[a];
+          const float x = std::floor(((v - glo[a]) / span) * static_cast<float>(gb[a]));
+          // TF's float->int32 cast on x86: out of range or NaN gives INT_MIN; then clipped to [0, bins)
+          int32_t b = (x >= -2147483648.0f && x < 2147483648.0f) ? static_cast<int32_t>(x) : INT32_MIN;
+          b = std::min(std::max(b, 0), gb[a] - 1);
+          c = c * gb[a] + b;
+        }
+        cell[i] = static_cast<int32_t>(c);
+      }
+    }
 
     tensorflow::mutex_lock l0(*vars[0]->mu()), l1(*vars[1]->mu()), l2(*vars[2]->mu()), l3(*vars[3]->mu());
     Tensor *sol_t, *fit_t, *desc_t, *occ_t;
@@ -455,7 +498,6 @@ class ArchiveInsertOp : public OpKernel {
     const float* x = x_t.flat<float>().data();
     const float* fr = f_t.flat<float>().data();
     const float* d = d_t.flat<float>().data();
-    const int32_t* cell = c_t.flat<int32_t>().data();
 
     std::vector<float> f(B);
     std::vector<char> alive(B);
@@ -510,5 +552,138 @@ class ArchiveInsertOp : public OpKernel {
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoArchiveInsert").Device(DEVICE_CPU), ArchiveInsertOp);
+
+// ---------------------------------------------------------------------------
+// TfevoNearestCentroid: exact nearest centroid (CVT archive cell) per query,
+// with the bucket tables of tfevo.qd.archives.CVTArchive._build_buckets.
+//
+//   descriptors float [B, k]; centroids float [n, k]
+//   table int32 [(g + 2)^k, m]  centroid indices per padded bin (n = empty slot)
+//   nbr   int32 [3^k]           flat offsets of the neighbouring bins
+//   lo, w float [k]; strides int32 [k]; attrs g, wmin2
+//   cell  int32 [B]
+//
+// A query compares the centroids of its 3^k neighbouring bins; the best is
+// provably the nearest when its squared distance is below wmin2 (every other
+// centroid is at least one bin width away), otherwise the query is answered
+// by an exact scan over all centroids.  Squared distances are summed over the
+// k dimensions in order; ties go to the lowest centroid index (as argmin).
+
+REGISTER_OP("TfevoNearestCentroid")
+    .Input("descriptors: float")
+    .Input("centroids: float")
+    .Input("table: int32")
+    .Input("nbr: int32")
+    .Input("lo: float")
+    .Input("w: float")
+    .Input("strides: int32")
+    .Attr("g: int >= 1")
+    .Attr("wmin2: float")
+    .Output("cell: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle d;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &d));
+      c->set_output(0, c->Vector(c->Dim(d, 0)));
+      return Status();
+    })
+    .Doc(R"doc(
+Exact nearest centroid per descriptor through a bucket grid (CVT archives).
+)doc");
+
+namespace {
+
+class NearestCentroidOp : public OpKernel {
+ public:
+  explicit NearestCentroidOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("g", &g_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("wmin2", &wmin2_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& d_t = ctx->input(0);
+    const Tensor& c_t = ctx->input(1);
+    const Tensor& t_t = ctx->input(2);
+    const Tensor& nbr_t = ctx->input(3);
+    OP_REQUIRES(ctx, d_t.dims() == 2 && c_t.dims() == 2 && d_t.dim_size(1) == c_t.dim_size(1) && t_t.dims() == 2,
+                tensorflow::errors::InvalidArgument("TfevoNearestCentroid: descriptors [B, k], centroids [n, k], "
+                                                    "table [bins, m] expected"));
+    const int64_t B = d_t.dim_size(0), K = d_t.dim_size(1), n = c_t.dim_size(0);
+    const int64_t nbins = t_t.dim_size(0), m = t_t.dim_size(1), nn = nbr_t.NumElements();
+    OP_REQUIRES(ctx, ctx->input(4).NumElements() == K && ctx->input(5).NumElements() == K &&
+                         ctx->input(6).NumElements() == K,
+                tensorflow::errors::InvalidArgument("TfevoNearestCentroid: lo, w, strides must have k entries"));
+    Tensor* out_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({B}), &out_t));
+    const float* d = d_t.flat<float>().data();
+    const float* c = c_t.flat<float>().data();
+    const int32_t* table = t_t.flat<int32_t>().data();
+    const int32_t* nbr = nbr_t.flat<int32_t>().data();
+    const float* lo = ctx->input(4).flat<float>().data();
+    const float* w = ctx->input(5).flat<float>().data();
+    const int32_t* strides = ctx->input(6).flat<int32_t>().data();
+    int32_t* out = out_t->flat<int32_t>().data();
+    const int64_t g = g_;
+    const float wmin2 = wmin2_;
+    auto dist = [&](const float* q, int64_t j) {
+      float s = 0.0f;
+      for (int64_t a = 0; a < K; ++a) {
+        const float e = q[a] - c[j * K + a];
+        s += e * e;
+      }
+      return s;
+    };
+    auto work = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* q = d + i * K;
+        int64_t home = 0;
+        for (int64_t a = 0; a < K; ++a) {
+          const float x = std::floor((q[a] - lo[a]) / w[a]);
+          int64_t b = 0;  // NaN and -inf land in bin 0, as TF's clipped cast does
+          if (x >= static_cast<float>(g - 1)) b = g - 1;
+          else if (x > 0.0f) b = static_cast<int64_t>(x);
+          home += (b + 1) * strides[a];
+        }
+        float best = INFINITY;
+        int32_t arg = static_cast<int32_t>(n);
+        for (int64_t o = 0; o < nn; ++o) {
+          const int64_t bin = home + nbr[o];
+          if (bin < 0 || bin >= nbins) continue;
+          const int32_t* row = table + bin * m;
+          for (int64_t s = 0; s < m; ++s) {
+            const int32_t j = row[s];
+            if (j >= n) break;  // slots are filled in order; n marks the end
+            const float e = dist(q, j);
+            if (e < best || (e == best && j < arg)) {
+              best = e;
+              arg = j;
+            }
+          }
+        }
+        if (!(best < wmin2)) {  // not provably the nearest: exact scan
+          best = INFINITY;
+          arg = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const float e = dist(q, j);
+            if (e < best) {
+              best = e;
+              arg = static_cast<int32_t>(j);
+            }
+          }
+        }
+        out[i] = arg;
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(pool->num_threads, pool->workers, B, 40 * nn * m * K + 50, work);
+  }
+
+ private:
+  int64_t g_;
+  float wmin2_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoNearestCentroid").Device(DEVICE_CPU), NearestCentroidOp);
 
 }  // namespace tfevo

@@ -129,13 +129,22 @@ class Archive(tf.Module):
         if self.insert_op_enabled and not self._trace.xla:
             from tfevo.qd.emitters import _emit_op
 
-            finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
-            cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
-            status, value = _emit_op().tfevo_archive_insert(
+            grid = self._kernel_grid()
+            if grid is None:
+                finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
+                cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
+                grid = (tf.zeros([0]), tf.zeros([0]), tf.zeros([0], tf.int32))
+            else:  # the kernel computes the grid cells itself (one op for the whole insertion)
+                cell = tf.zeros([0], tf.int32)
+            status, value, cell = _emit_op().tfevo_archive_insert(
                 self.solutions.handle, self.fitness.handle, self.descriptors.handle, self.occupied.handle,
-                solutions, fitness, descriptors, cell, qd_offset=self.qd_offset)
+                solutions, fitness, descriptors, cell, *grid, qd_offset=self.qd_offset)
             return AddResult(status=status, value=value, cell=cell)
         return self._add_reference(solutions, fitness, descriptors)
+
+    def _kernel_grid(self):
+        """``(lo, hi, bins)`` when the insertion kernel can compute the cells itself (grids), else ``None``."""
+        return None
 
     def _add_reference(self, solutions, fitness, descriptors):
         """The pure-TensorFlow insertion (XLA-compilable); same rule as the kernel."""
@@ -295,6 +304,9 @@ class GridArchive(Archive):
         strides = np.cumprod([1] + dims[::-1])[:-1][::-1].copy()  # row-major
         self._strides = tf.constant(strides, tf.int32)
 
+    def _kernel_grid(self):
+        return self._lo, self._hi, self._bins
+
     def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
         """Per-dimension bin ``int32 [B, k]``."""
         d = tf.convert_to_tensor(descriptors, tf.float32)
@@ -448,10 +460,25 @@ class CVTArchive(Archive):
         return c
 
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
+        """Nearest centroid ``int32 [B]`` of each descriptor (exact; ties to the lowest index).
+
+        With buckets it runs the C++ kernel ``TfevoNearestCentroid`` when it is
+        built (same tables, same acceptance test, exact scan fallback), else
+        the TensorFlow bucket lookup below."""
         d = tf.convert_to_tensor(descriptors, tf.float32)
         t = self._buckets
         if t is None:
             return self._brute(d)
+        if self.insert_op_enabled and not self._trace.xla:
+            from tfevo.qd.emitters import _emit_op
+
+            return _emit_op().tfevo_nearest_centroid(d, self.centroids, t["table"], t["nbr"], t["lo"], t["w"],
+                                                     t["strides"], g=t["g"], wmin2=t["wmin2"])
+        return self._index_of_reference(d)
+
+    def _index_of_reference(self, d):
+        """The pure-TensorFlow bucket lookup."""
+        t = self._buckets
         b = tf.clip_by_value(tf.cast(tf.floor((d - t["lo"]) / t["w"]), tf.int32), 0, t["g"] - 1)
         home = tf.reduce_sum((b + 1) * t["strides"], 1)
         bins = home[:, None] + t["nbr"][None]  # [B, 3^k]
