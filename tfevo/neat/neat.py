@@ -279,7 +279,8 @@ class NEAT(tf.Module):
         self.best_conns.assign(tf.where(better, conns[i], self.best_conns))
         self.best_fitness.assign(tf.where(better, f[i], self.best_fitness))
 
-        sp, alive, keys, created, best_f, last_imp = self._speciate(nodes, conns)
+        with tf.name_scope("speciate"):
+            sp, alive, keys, created, best_f, last_imp = self._speciate(nodes, conns)
         self.member_species.assign(sp)
         size = tf.math.unsorted_segment_sum(tf.ones([P], tf.int32), sp, S)
         alive = alive & (size > 0)
@@ -351,8 +352,9 @@ class NEAT(tf.Module):
         p2 = tf.where(is_elite, p1, p2)
         swap = tf.gather(ff, p2) > tf.gather(ff, p1)
         p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
-        cn, cc, nk, nm, skn, skc = self._breed_fn(nodes, conns, p1, p2, is_elite, seeds[2], seeds[3],
-                                                  self.next_node_key.read_value(), self.next_marker.read_value())
+        with tf.name_scope("breed"):
+            cn, cc, nk, nm, skn, skc = self._breed_fn(nodes, conns, p1, p2, is_elite, seeds[2], seeds[3],
+                                                      self.next_node_key.read_value(), self.next_marker.read_value())
         if cfg.reset_on_extinction:
             cn, cc = tf.cond(extinct, lambda: initial_population(cfg, seeds[4])[:2], lambda: (cn, cc))
             alive = alive & ~extinct
@@ -387,10 +389,13 @@ class NEAT(tf.Module):
         wn = tf.minimum(ops.used_width(node_valid(nodes)) + 1, N)
         wc = tf.minimum(ops.used_width(conn_valid(conns)) + 3, C)
         n, c = nodes[:, :wn], conns[:, :wc]
-        cn, cc = ops.crossover(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2), s_cross)
-        cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, s_mut, next_key, next_marker)
-        cn = ops.compact(cn, node_valid(cn), N)
-        cc = ops.compact(cc, conn_valid(cc), C)
+        with tf.name_scope("crossover"):
+            cn, cc = ops.crossover(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2), s_cross)
+        with tf.name_scope("mutate"):
+            cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, s_mut, next_key, next_marker)
+        with tf.name_scope("compact"):
+            cn = ops.compact(cn, node_valid(cn), N)
+            cc = ops.compact(cc, conn_valid(cc), C)
         P = cfg.pop_size
         return (tf.ensure_shape(cn, [P, N, NODE_DIM]), tf.ensure_shape(cc, [P, C, CONN_DIM]), nk, nm, skn, skc)
 
