@@ -94,9 +94,15 @@ def test_sharded_rollout_reproducible_and_checkpointed(tmp_path):
     assert np.all(a1 >= 1) and np.all(a1 <= 100)
     # a member's return does not depend on which other members share its shard
     seeds = member_seeds(tf.constant([0, 1], tf.int32), tf.range(6), 6)
-    alone = ShardedRollout(env, policy, 2, 100)(params[2:4], tf.range(2, 4), seeds[2:4]).numpy()
-    together = ShardedRollout(env, policy, 2, 100)(params, tf.range(6), seeds).numpy()
+    fn = tf.function(ShardedRollout(env, policy, 2, 100), autograph=False)
+    alone = fn(params[2:4], tf.range(2, 4), seeds[2:4]).numpy()
+    together = fn(params, tf.range(6), seeds).numpy()
     np.testing.assert_array_equal(alone, together[2:4])
+    # frames reported per member reach DistributedEvaluator.last_frames (CartPole: 1 reward per step)
+    counted = DistributedEvaluator(_one(), ShardedRollout(env, policy, 2, 100, report_frames=True), seed=0)
+    f = counted.evaluate(params).numpy()
+    np.testing.assert_array_equal(f, a1)
+    assert counted.last_frames == int(round(2 * f.sum())) and ev.last_frames is None
 
 
 # `tfevo train` runs for the two-device subprocess and their one-device references:
@@ -107,7 +113,7 @@ TRAIN_ES = ["--no-progress", "--set", "algorithm.popsize=14", "--set", "policy.h
             "--set", "env.episodes=2", "--set", "env.max_steps=60"]
 TRAIN_GA = ["--no-progress", "--set", "algorithm.name=seed_ga", "--set", "algorithm.popsize=13",
             "--set", "policy.hidden=[8]", "--set", "env.max_steps=40", "--set", 'algorithm.params={"truncation": 4}',
-            "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4"]
+            "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4", "--set", "evaluator.obs_norm=true"]
 
 
 def _train(run, gens, devices, extra):
@@ -271,3 +277,48 @@ def test_host_shards_layout_independent_and_reproducible():
     ev2 = DistributedEvaluator(_one(), HostShards(lambda: _FakeHostEvaluator(2), episodes=2), seed=0)
     np.testing.assert_array_equal(ev2.evaluate(x).numpy(), a)
     assert list(shards.evaluators) == [0]
+
+
+def test_host_shards_pipelined_one_vs_two_shards_and_shared_obs_norm():
+    """HostShards over real PipelinedEvaluators (Gymnasium CartPole): the members split over two
+    replicas' evaluators give the fitness, frames and observation statistics of one evaluator,
+    and the statistics equal a single PipelinedEvaluator updating its own normalizer."""
+    from tfevo.distribute import HostShards, episode_seeds_from_member_seeds
+    from tfevo.envs import make
+    from tfevo.nn import Policy, PopulationModel, mlp
+    from tfevo.rollout import ObservationNormalizer, PipelinedEvaluator
+
+    policy = Policy(PopulationModel(mlp((4,), 2, hidden=(4,))), make("CartPole-v1", 1).action_spec)
+    params = policy.init_params(7, seed=3)
+    seeds = member_seeds(tf.constant([5, 6], tf.int32), tf.range(7), 7)
+
+    def shards():
+        norm = ObservationNormalizer((4,))
+        return HostShards(lambda: PipelinedEvaluator("CartPole-v1", policy, num_envs=3, num_subsets=2, episodes=2,
+                                                     max_steps=30, obs_norm=norm, update_obs_norm=False),
+                          episodes=2, report_frames=True, obs_norm=norm), norm
+
+    one, norm1 = shards()
+    whole = one.evaluate_shard(0, params, tf.range(7), seeds)
+    one.after_gather({k[4:]: v for k, v in whole.items() if k.startswith("aux_")})
+    two, norm2 = shards()
+    parts = [two.evaluate_shard(0, params[:4], tf.range(4), seeds[:4]),
+             two.evaluate_shard(1, params[4:], tf.range(4, 7), seeds[4:])]
+    two.after_gather({k[4:]: np.concatenate([p[k] for p in parts]) for k in parts[0] if k.startswith("aux_")})
+    assert sorted(two.evaluators) == [0, 1]
+    for k in ("fitness", "frames"):
+        np.testing.assert_array_equal(np.concatenate([p[k] for p in parts]), whole[k])
+    for v1, v2 in zip((norm1.count, norm1.mean, norm1.m2), (norm2.count, norm2.mean, norm2.m2)):
+        np.testing.assert_array_equal(v1.numpy(), v2.numpy())
+    # reference: one evaluator with the same episode seeds, updating its own statistics step by step
+    ref_norm = ObservationNormalizer((4,))
+    ref = PipelinedEvaluator("CartPole-v1", policy, num_envs=5, num_subsets=1, episodes=2, max_steps=30,
+                             obs_norm=ref_norm)
+    fit = ref.evaluate(params, episode_seeds=episode_seeds_from_member_seeds(seeds.numpy(), 2)).numpy()
+    np.testing.assert_array_equal(fit, whole["fitness"])
+    assert float(norm1.count.numpy()) == float(ref_norm.count.numpy()) == whole["frames"].sum()
+    np.testing.assert_allclose(norm1.mean.numpy(), ref_norm.mean.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(norm1.m2.numpy(), ref_norm.m2.numpy(), rtol=1e-9)
+    with pytest.raises(ConfigError, match="update_obs_norm=False"):
+        HostShards(lambda: PipelinedEvaluator("CartPole-v1", policy, num_envs=2, obs_norm=True), episodes=1
+                   ).evaluate_shard(0, params[:2], tf.range(2), seeds[:2])

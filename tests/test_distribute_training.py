@@ -63,7 +63,11 @@ def test_distribute_config_section_is_validated():
         parse_config({**base, "distribute": {"gpus": 2}})
     from tfevo.training.builders import build
 
-    bad = parse_config({**base, "env": {"id": "CartPole-v1"}, "distribute": {"devices": 1},
+    cfg = parse_config({**base, "env": {"id": "CartPole-v1"}, "distribute": {"devices": 1},
                         "evaluator": {"kind": "pipelined", "obs_norm": True}})
-    with pytest.raises(ConfigError, match="obs_norm is not supported with distribute"):
-        build(bad)
+    setup = build(cfg)  # host shards share one normalizer, checkpointed with the run
+    shards = setup.evaluator._evaluate_fn
+    assert setup.trackables["obs_norm"] is shards.obs_norm is not None
+    assert isinstance(setup.strategy, tf.distribute.OneDeviceStrategy)
+    with pytest.raises(ConfigError, match="one_device with devices=2"):
+        build(parse_config({**base, "distribute": {"devices": 2, "strategy": "one_device"}}))

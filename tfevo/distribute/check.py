@@ -105,16 +105,18 @@ def _host(strategy, generations):
     from tfevo.distribute import DistributedEvaluator, HostShards
     from tfevo.envs import make
     from tfevo.nn import Policy, PopulationModel, mlp
-    from tfevo.rollout import PipelinedEvaluator
+    from tfevo.rollout import ObservationNormalizer, PipelinedEvaluator
     from tfevo.strategies import SNES
 
     spec = make("CartPole-v1", 1).action_spec
     policy = Policy(PopulationModel(mlp((4,), 2, hidden=(4,))), spec)
+    norm = ObservationNormalizer((4,), clip=10.0)  # one set of running statistics for all replicas
 
     def make_evaluator():  # Gymnasium's CartPole on the host, 2 pipelined subsets
-        return PipelinedEvaluator("CartPole-v1", policy, num_envs=4, num_subsets=2, episodes=2, max_steps=40, seed=9)
+        return PipelinedEvaluator("CartPole-v1", policy, num_envs=4, num_subsets=2, episodes=2, max_steps=40, seed=9,
+                                  obs_norm=norm, update_obs_norm=False)
 
-    shards = HostShards(make_evaluator, episodes=2, report_frames=True)
+    shards = HostShards(make_evaluator, episodes=2, report_frames=True, obs_norm=norm)
     ev = DistributedEvaluator(strategy, shards, seed=1)
     es = SNES(policy.num_params, popsize=11, sigma_init=0.5, seed=3)
     fits, frames = [], []
@@ -125,6 +127,7 @@ def _host(strategy, generations):
         fits.append(f.numpy())
         frames.append(ev.last_frames)
     return {"host_mean": es.mean.numpy(), "host_fitness": np.stack(fits), "host_frames": np.asarray(frames),
+            "host_obs_count": norm.count.numpy(), "host_obs_mean": norm.mean.numpy(), "host_obs_m2": norm.m2.numpy(),
             "host_replicas_used": np.int64(len(shards.evaluators))}
 
 

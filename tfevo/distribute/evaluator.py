@@ -71,13 +71,14 @@ def shard_layout(popsize: int, num_replicas: int) -> tuple[int, int]:
 
 def _check_outputs(out, s: int) -> dict:
     """``evaluate_fn``'s result as ``{"fitness": [S], "descriptors"?: [S, k], "frames"?: [S]}``."""
-    frames = None
+    frames, aux = None, {}
     if isinstance(out, dict):
-        unknown = set(out) - {"fitness", "descriptors", "frames"}
+        unknown = {k for k in out if not k.startswith("aux_")} - {"fitness", "descriptors", "frames"}
         if "fitness" not in out or unknown:
-            raise ShapeError("a dict from evaluate_fn needs 'fitness' and may have 'descriptors' and "
-                             f"'frames', got keys {sorted(out)}")
+            raise ShapeError("a dict from evaluate_fn needs 'fitness' and may have 'descriptors', 'frames' and "
+                             f"'aux_*' entries, got keys {sorted(out)}")
         fit, desc, frames = out["fitness"], out.get("descriptors"), out.get("frames")
+        aux = {k: tf.convert_to_tensor(v) for k, v in out.items() if k.startswith("aux_")}
     elif isinstance(out, (tuple, list)):
         if len(out) != 2:
             raise ShapeError("evaluate_fn must return fitness [S] or (fitness [S], descriptors [S, k])")
@@ -99,6 +100,10 @@ def _check_outputs(out, s: int) -> dict:
         if frames.shape.as_list() != [s]:
             raise ShapeError(f"frames must have shape [{s}], got {frames.shape.as_list()}")
         res["frames"] = frames
+    for k, v in aux.items():
+        if v.shape.rank < 1 or v.shape[0] != s:
+            raise ShapeError(f"{k} must have a leading axis of {s} members, got {v.shape.as_list()}")
+        res[k] = v
     return res
 
 
@@ -116,8 +121,12 @@ class DistributedEvaluator(tf.Module):
         ``None`` uses :func:`tfevo.distribute.make_strategy`.
       evaluate_fn: ``(shard, indices int32 [S], seeds int32 [S, 2]) ->
         fitness [S]``, ``(fitness [S], descriptors [S, k])`` or a dict
-        with ``fitness`` and optionally ``descriptors`` and ``frames``
-        (environment frames of each member, int ``[S]``), written with
+        with ``fitness`` and optionally ``descriptors``, ``frames``
+        (environment frames of each member, int ``[S]``) and ``aux_<name>``
+        entries (any per-member ``[S, ...]`` tensors; gathered like the
+        fitness and handed, padding dropped, to
+        ``evaluate_fn.after_gather({name: array [P, ...]})`` on every
+        worker), written with
         TensorFlow ops (it runs inside ``tf.function`` on each replica).
         ``shard`` has the structure of the population (after ``decode_fn``);
         ``indices`` are the members' global row numbers (padding rows repeat
@@ -326,6 +335,10 @@ class DistributedEvaluator(tf.Module):
         fit = out["fitness"][:p]
         desc = out["descriptors"][:p] if "descriptors" in out else None
         self.last_frames = int(tf.reduce_sum(out["frames"][:p])) if "frames" in out else None
+        aux = {k[4:]: v[:p].numpy() for k, v in out.items() if k.startswith("aux_")}
+        hook = getattr(self._evaluate_fn, "after_gather", None)
+        if aux and callable(hook):
+            hook(aux)
         self.bytes_gathered = int(sum(int(np.prod(o.shape)) * o.dtype.size for o in out.values()))
         self.last_descriptors = desc
         return fit, desc

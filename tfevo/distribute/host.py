@@ -75,6 +75,13 @@ class HostShards:
         ``frames_per_step``), so that
         :attr:`DistributedEvaluator.last_frames` counts every replica's
         frames on every worker.
+      obs_norm: one :class:`tfevo.rollout.ObservationNormalizer` shared by
+        every replica's evaluator (build them with ``obs_norm=<it>,
+        update_obs_norm=False``).  During a call every replica normalizes
+        with the statistics as they were at its start; each member's
+        observation moments are then gathered with the fitness and merged in
+        member order on every worker, so the statistics -- and the next
+        generation -- are the same for any replica count.
 
     Attributes:
       evaluators: ``{replica id: evaluator}`` built so far on this worker.
@@ -86,7 +93,7 @@ class HostShards:
     """
 
     def __init__(self, make_evaluator: Callable, episodes: int = 1, num_descriptors: int = 0,
-                 report_frames: bool = False):
+                 report_frames: bool = False, obs_norm=None):
         if not callable(make_evaluator):
             raise ConfigError(f"make_evaluator must be callable, got {type(make_evaluator).__name__}")
         if int(episodes) < 1:
@@ -97,8 +104,12 @@ class HostShards:
         self.episodes = int(episodes)
         self.num_descriptors = int(num_descriptors)
         self.report_frames = bool(report_frames)
+        if obs_norm is not None and not callable(getattr(obs_norm, "merge", None)):
+            raise ConfigError(f"obs_norm must be an ObservationNormalizer, got {type(obs_norm).__name__}")
+        self.obs_norm = obs_norm
         self.evaluators: dict[int, object] = {}
         self._devices: list[str] = []
+        self._last_moments: dict[int, tuple] = {}
         self._lock = threading.Lock()
 
     def _evaluator(self, replica: int):
@@ -109,9 +120,12 @@ class HostShards:
                     raise ConfigError(f"make_evaluator() must return an object with evaluate(), got {type(ev).__name__}")
                 if getattr(ev, "obs_norm", None) is not None and getattr(ev, "update_obs_norm", False):
                     raise ConfigError(
-                        "HostShards: the evaluator updates running observation statistics (obs_norm); "
+                        "HostShards: the evaluator updates its own running observation statistics; "
                         "per-replica statistics would make results depend on the replica count. "
-                        "Build it with update_obs_norm=False (frozen statistics) or without obs_norm")
+                        "Build it with update_obs_norm=False and pass the same normalizer as HostShards(obs_norm=...)")
+                if self.obs_norm is not None and getattr(ev, "obs_norm", None) is not self.obs_norm:
+                    raise ConfigError("HostShards(obs_norm=n): build every evaluator with obs_norm=n, "
+                                      "update_obs_norm=False")
                 if getattr(ev, "episodes", self.episodes) != self.episodes:
                     raise ConfigError(f"HostShards(episodes={self.episodes}) but the evaluator runs "
                                       f"{ev.episodes} episodes per member")
@@ -127,12 +141,37 @@ class HostShards:
         or, with ``report_frames``, a dict (see the class docstring).
         """
         res = self._host(replica, params, np.asarray(seeds), device)
-        if not self.report_frames:
+        if not self.report_frames and self.obs_norm is None:
             return tuple(res) if self.num_descriptors else res[0]
-        out = {"fitness": res[0], "frames": res[-1]}
+        out = {"fitness": res[0]}
         if self.num_descriptors:
             out["descriptors"] = res[1]
+        if self.report_frames:
+            out["frames"] = res[2 if self.num_descriptors else 1]
+        if self.obs_norm is not None:
+            count, mean, m2 = self._last_moments[int(replica)]
+            out.update(aux_obs_count=count, aux_obs_mean=mean, aux_obs_m2=m2)
         return out
+
+    def after_gather(self, aux: dict) -> None:
+        """Merges the gathered per-member observation moments ``[P, ...]`` (member order) into ``obs_norm``.
+
+        Called by :class:`DistributedEvaluator` on every worker after each
+        call; the merge is one vectorized reduction over members in a fixed
+        order, so every worker and every layout ends with the same bits.
+        """
+        if self.obs_norm is None:
+            return
+        n = np.asarray(aux["obs_count"], np.float64)
+        mean = np.asarray(aux["obs_mean"], np.float64)
+        m2 = np.asarray(aux["obs_m2"], np.float64)
+        total = float(n.sum())
+        if total <= 0:
+            return
+        w = n.reshape(-1, *([1] * (mean.ndim - 1)))
+        mu = (w * mean).sum(axis=0) / total
+        s2 = m2.sum(axis=0) + (w * (mean - mu) ** 2).sum(axis=0)
+        self.obs_norm.merge(total, mu, s2)
 
     def _host(self, replica, params, seeds, device=None):
         replica = int(replica)
@@ -141,7 +180,10 @@ class HostShards:
         if device is None and self._devices:
             device = self._devices[replica % len(self._devices)]
         with tf.device(device):
-            if _takes_episode_seeds(ev.evaluate):
+            if self.obs_norm is not None:
+                out = ev.evaluate(params, episode_seeds=table, obs_moments=True)
+                self._last_moments[replica] = ev.last_stats["member_obs_moments"]
+            elif _takes_episode_seeds(ev.evaluate):
                 out = ev.evaluate(params, episode_seeds=table)
             else:
                 if hasattr(ev, "episode_seeds"):

@@ -67,6 +67,21 @@ def _bucket_sizes(max_n: int, mode: str) -> np.ndarray:
     return np.array(sizes)
 
 
+def _merge_episode_moments(job_mom, P: int, E: int, shape) -> tuple:
+    """Per-member (count, mean, m2) from per-job moments, merging episodes 0, 1, ... in order."""
+    c, m, m2 = (a.reshape(P, E, *a.shape[1:]) for a in job_mom)
+    n, mean, s2 = c[:, 0].copy(), m[:, 0].copy(), m2[:, 0].copy()
+    for e in range(1, E):  # episodes per member (a handful), vectorized over members
+        nb = c[:, e]
+        tot = n + nb
+        w = np.divide(nb, tot, out=np.zeros_like(tot), where=tot > 0)[:, None]
+        delta = m[:, e] - mean
+        mean = mean + delta * w
+        s2 = s2 + m2[:, e] + delta * delta * (n * w[:, 0])[:, None]
+        n = tot
+    return n, mean.reshape(P, *shape), s2.reshape(P, *shape)
+
+
 @registry.register("evaluator", "pipelined", doc="Pipelined host-simulator evaluator (K subsets, active-slot inference)")
 class PipelinedEvaluator(tf.Module):
     """Evaluates populations on host simulators with pipelined inference.
@@ -321,7 +336,7 @@ class PipelinedEvaluator(tf.Module):
         return out
 
     # -- evaluation -----------------------------------------------------------
-    def evaluate(self, params, episode_seeds=None):
+    def evaluate(self, params, episode_seeds=None, obs_moments: bool = False):
         """Fitness ``float32 [P]`` of the population ``params [P, D]``.
 
         With ``descriptors=True`` returns ``(fitness, descriptors [P, k])``.
@@ -337,6 +352,15 @@ class PipelinedEvaluator(tf.Module):
             :class:`tfevo.distribute.HostShards`, whose seeds depend only on
             each member's global index) gets results independent of how the
             population was split over evaluators.  ``calls`` still advances.
+          obs_moments: also collect each member's observation moments
+            ``(count [P], mean [P, *obs], m2 [P, *obs])`` (float64) of the
+            observations fed to its policy, in ``last_stats["member_obs_moments"]``.
+            They are accumulated per episode in time order and merged over
+            the member's episodes in order, so they do not depend on slots,
+            subsets or the other members (what
+            :class:`tfevo.distribute.HostShards` needs to keep one set of
+            statistics across replicas).  Costs ``2 * P * episodes * prod(obs)``
+            float64 of memory: meant for vector observations.
         """
         params = tf.convert_to_tensor(params)
         if params.shape.rank != 2 or not params.dtype.is_floating:
@@ -370,6 +394,8 @@ class PipelinedEvaluator(tf.Module):
         norm_acc = (0.0, np.zeros(self.observation_shape), np.zeros(self.observation_shape)) if (
             self.obs_norm is not None and self.update_obs_norm
         ) else None
+        obs_dim = int(np.prod(self.observation_shape))
+        job_mom = (np.zeros(n_jobs), np.zeros((n_jobs, obs_dim)), np.zeros((n_jobs, obs_dim))) if obs_moments else None
         stats = dict(forward_rows=0, padded_rows=0, forward_calls=0, forward_seconds=0.0, recv_seconds=0.0,
                      reset_seconds=0.0)
         t0 = time.perf_counter()
@@ -405,6 +431,12 @@ class PipelinedEvaluator(tf.Module):
             obs = so[active]
             if norm_acc is not None:
                 nonlocal_acc[0] = merge_moments(nonlocal_acc[0], batch_moments(obs, self.observation_shape))
+            if job_mom is not None:  # per-job Welford step (each active job appears once)
+                rows, x = sj[active], obs.reshape(active.size, obs_dim).astype(np.float64)
+                job_mom[0][rows] += 1.0
+                delta = x - job_mom[1][rows]
+                job_mom[1][rows] += delta / job_mom[0][rows][:, None]
+                job_mom[2][rows] += delta * (x - job_mom[1][rows])
             if slot_state is None:
                 actions = self._forward(prepared, k, obs, jobs_member[sj[active]], stats)
             else:
@@ -464,6 +496,8 @@ class PipelinedEvaluator(tf.Module):
             steps_per_second=total_steps / max(seconds, 1e-9),
             member_steps=steps.reshape(P, E).sum(axis=1),
         )
+        if job_mom is not None:
+            self.last_stats["member_obs_moments"] = _merge_episode_moments(job_mom, P, E, self.observation_shape)
         fitness = returns.reshape(P, E).mean(axis=1)
         fitness = sanitize_fitness(tf.constant(fitness, tf.float32))
         if self.want_descriptors:

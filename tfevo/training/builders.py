@@ -113,7 +113,7 @@ def make_run_strategy(cfg):
     return make_strategy(kind, devices=d.devices)
 
 
-def _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, popsize):
+def _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, policy_obs_shape, trackables):
     """Population sharded over ``strategy``: per-member-seeded rollouts on every replica."""
     from tfevo import envs, rollout
     from tfevo.distribute import DistributedEvaluator, HostShards, ShardedRollout
@@ -122,9 +122,9 @@ def _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, pop
         fn = ShardedRollout(envs.make(cfg.env.id, 1, **cfg.env.kwargs), policy, episodes=cfg.env.episodes,
                             max_steps=cfg.env.max_steps, report_frames=True)
     else:
-        if cfg.evaluator.obs_norm:
-            raise ConfigError("evaluator.obs_norm is not supported with distribute (each replica would keep its "
-                              "own observation statistics); turn one of them off")
+        normalizer = make_obs_norm(cfg, tuple(policy_obs_shape))
+        if normalizer is not None:
+            trackables["obs_norm"] = normalizer
         replicas = strategy.num_replicas_in_sync
         num_envs = cfg.evaluator.num_envs or min(-(-popsize // replicas), 64)
         num_subsets = min(cfg.evaluator.num_subsets, num_envs)
@@ -132,9 +132,11 @@ def _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, pop
         def make_evaluator():
             return rollout.PipelinedEvaluator(
                 cfg.env.id, policy, num_envs=num_envs, num_subsets=num_subsets, episodes=cfg.env.episodes,
-                max_steps=cfg.env.max_steps, seed=cfg.run.seed + 1, env_kwargs=cfg.env.kwargs)
+                max_steps=cfg.env.max_steps, seed=cfg.run.seed + 1, env_kwargs=cfg.env.kwargs,
+                obs_norm=normalizer, update_obs_norm=False)
 
-        fn = HostShards(make_evaluator, episodes=cfg.env.episodes, report_frames=True)
+        # one set of observation statistics, updated from every replica's members in member order
+        fn = HostShards(make_evaluator, episodes=cfg.env.episodes, report_frames=True, obs_norm=normalizer)
     decode = algorithm.decode if hasattr(algorithm, "decode") else None
     jit = bool(cfg.evaluator.jit_compile) and kind == "ingraph"
     return DistributedEvaluator(strategy, fn, decode_fn=decode, seed=cfg.run.seed + 1, jit_compile=jit)
@@ -160,7 +162,7 @@ def build(cfg) -> Setup:
                                init_fn=_member_init_fn(model, cfg.algorithm.name))
     trackables = {}
     if strategy is not None:
-        evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, in_graph, kind, popsize)
+        evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, obs_shape, trackables)
         return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy)
     if kind == "ingraph":
         env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
