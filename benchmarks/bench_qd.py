@@ -98,18 +98,20 @@ def run_interleaved(makers, batch, budget, chunk=5):
     loops = {name: make(batch) for name, make in makers.items()}
     iters = max(3, budget // batch)
     times = {name: [] for name in loops}
+    cpu = {name: [] for name in loops}
     for start in range(0, iters, chunk):
         for name, (iteration, _) in loops.items():
             for _ in range(min(chunk, iters - start)):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 iteration()
                 times[name].append(time.perf_counter() - t)
+                cpu[name].append(time.process_time() - c)  # all threads of this process
     out = {}
     for name, (_, final) in loops.items():
         ts = times[name]
         med = float(np.median(ts[2:]))
         out[name] = {"iters": iters, "first_s": ts[0] + ts[1], "median_s": med, "evals_per_s": batch / med,
-                     **final()}
+                     "cpu_ms": 1e3 * float(np.median(cpu[name][2:])), **final()}
     return out
 
 
@@ -213,8 +215,9 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
     print(f"# MAP-Elites Rastrigin-QD {DIM}-D, grid {GRID[0]}x{GRID[1]}, Iso+LineDD, budget {args.budget} evaluations")
     print(f"load (1/5/15 min): {os.getloadavg()}; {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
-    print("| batch | library | evals/s (median) | warm-up s | QD-score | coverage | max fitness | tfevo / lib |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| batch | library | evals/s (median) | ms/iter | CPU ms/iter | warm-up s | QD-score | coverage | max fitness "
+          "| tfevo / lib |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for b in batches:
         makers = {"tfevo": make_tfevo, "tfevo (TF only)": lambda batch: make_tfevo(batch, use_op=False),
                   "pyribs": make_ribs}
@@ -223,11 +226,13 @@ def main():
             rows["QDax"] = run_qdax(args.qdax_python, b, args.budget)
         for lib, r in rows.items():
             if "error" in r:
-                print(f"| {b} | {lib} | error: {r['error']} | | | | | |")
+                print(f"| {b} | {lib} | error: {r['error']} | | | | | | | |")
                 continue
             ratio = rows["tfevo"]["evals_per_s"] / r["evals_per_s"]
             # QD-score reported with QDax's convention (offset added): sum(f + 45 D) over filled cells
-            print(f"| {b} | {lib} | {r['evals_per_s']:.0f} | {r['first_s']:.2f} | {r['qd_score']:.4g} | "
+            cpu = f"{r['cpu_ms']:.2f}" if "cpu_ms" in r else "n/a"
+            print(f"| {b} | {lib} | {r['evals_per_s']:.0f} | {1e3 * r['median_s']:.2f} | {cpu} | {r['first_s']:.2f} | "
+                  f"{r['qd_score']:.4g} | "
                   f"{r['coverage']:.3f} | {r['max_fitness']:.1f} | {ratio:.2f}x |", flush=True)
     print()
     print("| archive | tfevo insertions/s | tfevo TF-only insertions/s | pyribs insertions/s | tfevo / pyribs |")

@@ -75,6 +75,7 @@ REGISTER_OP("TfevoIsoLineEmit")
     .Attr("iso_sigma: float")
     .Attr("line_sigma: float")
     .Output("x: float")
+    .SetIsStateful()  // reads mutable archive variables: never constant-folded or merged
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle low;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &low));
@@ -394,6 +395,7 @@ REGISTER_OP("TfevoArchiveInsert")
     .Output("status: int32")
     .Output("value: float")
     .Output("cell_out: int32")
+    .SetIsStateful()  // writes the archive variables: never pruned, folded or merged
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle f;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &f));
