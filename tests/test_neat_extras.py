@@ -106,6 +106,36 @@ def test_policy_seam_with_ingraph_evaluator():
     assert f.shape == (8,) and np.all((f >= 1) & (f <= 50))
 
 
+def test_control_problem_trims_to_used_width_without_changing_outputs():
+    """The rollout on the used node width (what ControlProblem runs) gives the
+    same network outputs as the full tensors, and a trimmed evaluator is built."""
+    import dataclasses
+
+    from tfevo.neat.policy import ControlProblem, NEATPolicy
+
+    cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=24, max_nodes=24, max_conns=40, node_add_prob=0.8,
+                     conn_add_prob=0.8)
+    algo = NEAT(cfg, seed=2)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        algo.tell(algo.ask(), rng.normal(size=24).astype(np.float32))
+    nodes, conns = algo.ask()
+    prob = ControlProblem("CartPole-v1", cfg, episodes=1, max_steps=20, seed=0)
+    ev, n, c = prob._evaluator_for(nodes, conns)
+    assert ev is not prob.evaluator and n.shape[1] < cfg.max_nodes
+    # the cut drops only empty slots
+    assert not np.any(~np.isnan(nodes.numpy()[:, n.shape[1]:, 0]))
+    obs = rng.normal(size=(24, 3, 4)).astype(np.float32)
+    full = NEATPolicy(cfg, prob.env.action_spec)
+    cut = NEATPolicy(dataclasses.replace(cfg, max_nodes=n.shape[1]), prob.env.action_spec)
+    y_full = net.forward(net.transform(nodes, conns, 4), obs, 4, 2).numpy()
+    y_cut = net.forward(net.transform(n, c, 4), obs, 4, 2).numpy()
+    np.testing.assert_allclose(y_cut, y_full, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(cut.forward((n, c), obs).numpy(), full.forward((nodes, conns), obs).numpy())
+    f = prob((nodes, conns)).numpy()
+    assert f.shape == (24,) and np.all((f >= 1) & (f <= 20))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("feed_forward", [True, False])
 def test_cartpole_reaches_500(feed_forward):

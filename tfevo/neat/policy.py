@@ -174,6 +174,10 @@ class ControlProblem:
         ``seed``'s stream).
       max_steps: optional step cap.
       settle_steps: recurrent networks: updates per observation.
+      trim: feed-forward populations are rolled out on their used slot range
+        only (node axis cut after the last used slot, rounded up to a
+        multiple of 8), with one compiled rollout per such width; the
+        returns are the same as on the full tensors for the same start states.
 
     Example::
 
@@ -182,8 +186,13 @@ class ControlProblem:
     """
 
     def __init__(self, env_id: str, config: NEATConfig, episodes: int = 1, max_steps: int | None = None,
-                 seed: int = 0, settle_steps: int = 1):
+                 seed: int = 0, settle_steps: int = 1, trim: bool = True):
         from tfevo.envs import make
+
+        self.trim = bool(trim) and config.feed_forward
+        self._seed = int(seed)
+        self._max_steps_arg = max_steps
+        self._trimmed = {}
 
         self.env = make(env_id, 1)
         self.config = config
@@ -199,6 +208,36 @@ class ControlProblem:
         # node values are carried across steps by the evaluator).
         self.evaluator = InGraphEvaluator(self.env, self.policy, episodes=episodes, max_steps=max_steps, seed=seed)
 
+    def _evaluator_for(self, nodes, conns):
+        """The evaluator for the used width of ``nodes``/``conns`` (one
+        evaluator, i.e. one compiled rollout, per width; each has its own
+        episode-seed stream derived from ``seed`` and the width)."""
+        from tfevo.neat.problems import _used_widths
+
+        cfg = self.config
+        if not self.trim:
+            return self.evaluator, nodes, conns
+        wn, wc = (int(w) for w in _used_widths(nodes, conns))
+        N = min(cfg.max_nodes, max(8, -(-wn // 8) * 8))
+        C = cfg.max_conns  # connections cost once per evaluation; nodes cost N^2 per step
+        if (N, C) == (cfg.max_nodes, cfg.max_conns):
+            return self.evaluator, nodes, conns
+        if (N, C) not in self._trimmed:
+            import dataclasses
+
+            from tfevo.rollout.ingraph import InGraphEvaluator
+
+            sub = dataclasses.replace(cfg, max_nodes=N, max_conns=C)
+            pol = NEATPolicy(sub, self.env.action_spec, settle_steps=self.policy.settle_steps,
+                             scale_outputs=self.policy.scale_outputs)
+            self._trimmed[(N, C)] = InGraphEvaluator(self.env, pol, episodes=self.episodes,
+                                                     max_steps=self._max_steps_arg,
+                                                     seed=(self._seed * 1000003 + N * 1009 + C) % (2 ** 31))
+        return self._trimmed[(N, C)], nodes[:, :N], conns[:, :C]
+
     def __call__(self, population) -> tf.Tensor:
         """Fitness ``float32 [P]`` of ``population = (nodes, conns)``."""
-        return self.evaluator.evaluate(self.policy.flatten(population))
+        nodes, conns = population
+        ev, nodes, conns = self._evaluator_for(tf.convert_to_tensor(nodes, tf.float32),
+                                               tf.convert_to_tensor(conns, tf.float32))
+        return ev.evaluate(ev.policy.flatten((nodes, conns)))

@@ -77,10 +77,10 @@ class SupervisedProblem:
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
         """Fitness ``[P]`` of ``population = (nodes, conns)``.
 
-        Only the used slot range is evaluated: the node and connection axes
-        are cut after the last slot any genome uses, rounded up to a multiple
-        of 8 (one compiled program per such width, so a run compiles a handful
-        at most).  Empty slots contribute nothing, so the result is the same as
+        Only the used slot range is evaluated: the node axis is cut after
+        the last slot any genome uses, rounded up to a multiple of 8 (one
+        compiled program per such width, so a run compiles a handful at
+        most).  Empty slots contribute nothing, so the result is the same as
         on the full tensors, while the dense ``[P, N, N]`` network of a
         population of small genomes is many times smaller."""
         nodes, conns = population
@@ -89,7 +89,7 @@ class SupervisedProblem:
         N0, C0 = nodes.shape[1], conns.shape[1]
         wn, wc = (int(w) for w in _used_widths(nodes, conns))
         N = min(N0, max(8, -(-wn // 8) * 8))
-        C = min(C0, max(8, -(-wc // 8) * 8))
+        C = C0  # only the node axis is cut: the dense network is [P, N, N]
         nodes, conns = nodes[:, :N], conns[:, :C]
         P = nodes.shape[0]
         key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
