@@ -370,25 +370,32 @@ class BBOBFunction:
         self._consts = {k: tf.constant(v, self.dtype) for k, v in self._derive(raw).items()}
         self._f_opt_t = tf.constant(self.f_opt, self.dtype)
         self._fn = _compiled(fid, dim, self.dtype, self._consts, bool(jit_compile))
+        self._cf = self._fn.get_concrete_function()  # skips tf.function's dispatch per call
 
     # -- public -----------------------------------------------------------------
-    def value(self, x) -> tf.Tensor:
-        """f(x) in the internal dtype, x ``[P, D]`` (or ``[D]``)."""
+    def _run(self, x, out: int) -> tf.Tensor:
         x = tf.convert_to_tensor(x)
         single = x.shape.rank == 1
         if single:
             x = x[None]
         if x.shape.rank != 2 or x.shape[-1] != self.dim:
             raise ShapeError(f"x must have shape [P, {self.dim}], got {x.shape.as_list()}")
-        f = self._fn(tf.cast(x, self.dtype), self._consts, self._f_opt_t)
+        if x.dtype != self.dtype:
+            x = tf.cast(x, self.dtype)
+        f = self._cf(x, self._consts, self._f_opt_t)[out]
         return f[0] if single else f
 
+    def value(self, x) -> tf.Tensor:
+        """f(x) in the internal dtype, x ``[P, D]`` (or ``[D]``)."""
+        return self._run(x, 0)
+
     def __call__(self, x) -> tf.Tensor:
-        return tf.cast(self.value(x), tf.float32)
+        """f(x) as float32 ``[P]`` (minimisation value, ``f_opt`` included)."""
+        return self._run(x, 1)
 
     def fitness(self, x) -> tf.Tensor:
         """``-(f(x) - f_opt)`` as float32 ``[P]``: higher is better, 0 at optimum."""
-        return tf.cast(-(self.value(x) - self.f_opt), tf.float32)
+        return self._run(x, 2)
 
     def __repr__(self):
         src = f"instance={self.instance}" if self.instance is not None else f"seed={self.seed}"
@@ -568,7 +575,9 @@ _COMPILED: dict = {}
 
 
 def _compiled(fid: int, d: int, dtype, consts: dict, jit_compile: bool = False):
-    """The shared ``tf.function`` of ``(fid, d, dtype, jit_compile)``: ``(x, consts, f_opt) -> f``.
+    """The shared ``tf.function`` of ``(fid, d, dtype, jit_compile)``.
+
+    ``(x, consts, f_opt) -> (f, f as float32, -(f - f_opt) as float32)``.
 
     The input signature is fixed (``x [None, d]``, the constants' shapes), so
     every population size and every instance of a function and dimension run
@@ -579,7 +588,9 @@ def _compiled(fid: int, d: int, dtype, consts: dict, jit_compile: bool = False):
     fn = _COMPILED.get(key)
     if fn is None:
         def run(x, c, f_opt):
-            return _evaluate(fid, d, x, c) + f_opt
+            g = _evaluate(fid, d, x, c)  # f - f_opt
+            f = g + f_opt
+            return f, tf.cast(f, tf.float32), tf.cast(-g, tf.float32)
 
         run.__name__ = f"bbob_f{fid}_d{d}"
         signature = (tf.TensorSpec([None, d], dtype, name="x"),
