@@ -525,10 +525,16 @@ def _evaluate(fid, d, x, c):
         f = rastr(rot(c["M"], _t_asy(_t_osz(rot(c["A"], x - xo)), 0.2)))
     elif fid == 16:
         z = rot(c["M"], _t_osz(rot(c["A"], x - xo)))
-        k = np.arange(12)
-        a, b = K(0.5**k), K(3.0**k)
-        f0 = float(np.sum(0.5**k * np.cos(math.pi * 3.0**k)))
-        s = tf.reduce_sum(a * tf.cos(2 * math.pi * b * (z[:, :, None] + 0.5)), -1)
+        # sum_k 0.5^k cos(2 pi 3^k (z + 1/2)), k = 0..11, with one cosine per
+        # coordinate: cos(3t) = 4 cos^3 t - 3 cos t gives the next term.  The
+        # recurrence's rounding grows like 3^k (as does the rounding of the
+        # direct argument 2 pi 3^k (z + 1/2)), damped by the 0.5^k weights.
+        ck = tf.cos(2 * math.pi * (z + 0.5))
+        s = ck
+        for k in range(1, 12):
+            ck = ck * (4.0 * tf.square(ck) - 3.0)
+            s = s + 0.5**k * ck
+        f0 = float(np.sum(0.5 ** np.arange(12) * np.cos(math.pi * 3.0 ** np.arange(12))))
         f = 10.0 * tf.pow(tf.reduce_sum(s, -1) / d - f0, 3) + 10.0 / d * _f_pen(x)
     elif fid in (17, 18):
         z = rot(c["M"], _t_asy(rot(c["A"], x - xo), 0.5))
