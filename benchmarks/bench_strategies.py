@@ -111,6 +111,38 @@ def bench_evosax(name: str, d: int, p: int, budget: float, repeats: int):
     return step_sync, compile_s
 
 
+def call_floor(repeats: int, budget: float) -> list:
+    """Seconds per call of the smallest useful compiled step in each runtime.
+
+    A program that reads one float32 [100] state, adds 1 and writes it back:
+    TensorFlow ``tf.function`` (graph and XLA) called normally and through
+    :class:`tfevo.core.FastCall`, versus ``jax.jit`` returning the new state
+    (blocked on).  This is the fixed cost per ask or tell call that no
+    strategy code can go below.
+    """
+    import jax
+    import jax.numpy as jnp
+    import tensorflow as tf
+
+    from tfevo.core import FastCall
+
+    v = tf.Variable(tf.zeros([100]))
+    graph = tf.function(lambda: v.assign_add(tf.ones([100])), input_signature=[])
+    xla = tf.function(lambda: v.assign_add(tf.ones([100])), input_signature=[], jit_compile=True)
+    fast_graph, fast_xla = FastCall(graph), FastCall(xla)
+    jf = jax.jit(lambda s: s + 1.0)
+    box = [jnp.zeros(100)]
+
+    def jax_step():
+        box[0] = jf(box[0])
+        box[0].block_until_ready()
+
+    names = ["TF graph tf.function call", "TF graph via FastCall", "TF XLA tf.function call", "TF XLA via FastCall",
+             "jax.jit call + block"]
+    secs = _time_interleaved([graph, fast_graph, xla, fast_xla, jax_step], budget, repeats)
+    return list(zip(names, secs))
+
+
 def default_popsize(d: int, even: bool) -> int:
     from tfevo.strategies.shaping import _default_popsize
 
@@ -124,10 +156,17 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--budget", type=float, default=0.3, help="seconds per timed block")
     ap.add_argument("--algos", nargs="+", default=["OpenAI-ES", "SNES"])
+    ap.add_argument("--no-floor", action="store_true", help="skip the per-call floor table")
     args = ap.parse_args()
 
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"<!-- uptime at start: {load} -->")
+    if not args.no_floor:
+        print("| per-call floor (state [100] += 1) | microseconds per call |")
+        print("|---|---|")
+        for name, sec in call_floor(args.repeats, min(args.budget, 0.2)):
+            print(f"| {name} | {sec * 1e6:.0f} |", flush=True)
+        print()
     print("| strategy | D | P | tfevo s/gen | evosax s/gen | ratio (evosax/tfevo) "
           "| tfevo first call s | evosax first call s |")
     print("|---|---|---|---|---|---|---|---|")

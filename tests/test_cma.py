@@ -50,19 +50,25 @@ def _pycma_evals(f, n, seed, target):
 
 
 def _compare_pycma(f, target, seeds):
-    ours = [evals_to_target(CMAES(10, sigma_init=0.5, seed=s), f, target, 50000) or np.inf for s in seeds]
+    # One compiled instance; reset() starts an independent run (fresh mean,
+    # sigma, C, paths) that continues the seed stream, so the runs differ.
+    es = CMAES(10, sigma_init=0.5, seed=seeds[0])
+    ours = []
+    for _ in seeds:
+        es.reset()
+        ours.append(evals_to_target(es, f, target, 50000) or np.inf)
     theirs = [_pycma_evals(f, 10, s, target) for s in seeds]
     return np.median(ours), np.median(theirs)
 
 
 def test_cma_matches_pycma_efficiency_sphere():
-    ours, theirs = _compare_pycma(sphere, 1e-8, range(5))
+    ours, theirs = _compare_pycma(sphere, 1e-8, list(range(5)))
     assert ours <= 1.5 * theirs, (ours, theirs)
 
 
 @pytest.mark.slow
 def test_cma_matches_pycma_efficiency_rosenbrock():
-    ours, theirs = _compare_pycma(rosenbrock, 1e-6, range(5))
+    ours, theirs = _compare_pycma(rosenbrock, 1e-6, list(range(5)))
     assert ours <= 1.5 * theirs, (ours, theirs)
 
 
@@ -86,22 +92,16 @@ def test_sep_cma_ellipsoid():
 
 
 def test_lm_ma_es_sphere():
-    assert evals_to_target(LMMAES(10, sigma_init=0.5, seed=0), sphere, 1e-8, 2500) is not None
+    es = LMMAES(10, sigma_init=0.5, seed=0)
+    assert evals_to_target(es, sphere, 1e-8, 2500) is not None
+    # the inverse transform undoes the sampling transform with the learned M
+    z = tf.random.stateless_normal([7, 10], seed=[1, 2])
+    np.testing.assert_allclose(es._inv_sqrt(es._sample_y(z)).numpy(), z.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_lm_ma_es_rosenbrock():
     assert evals_to_target(LMMAES(10, sigma_init=0.5, seed=0), rosenbrock, 1e-6, 12000) is not None
-
-
-def test_lm_ma_es_inverse_transform_is_exact():
-    es = LMMAES(30, sigma_init=0.5, seed=0)
-    for _ in range(5):
-        x = es.ask()
-        es.tell(x, -sphere(x))
-    z = tf.random.stateless_normal([7, 30], seed=[1, 2])
-    d = es._sample_y(z)
-    np.testing.assert_allclose(es._inv_sqrt(d).numpy(), z.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def _run(es, gens):
@@ -117,9 +117,9 @@ def _run(es, gens):
 def test_same_seed_identical_run(cls):
     a = _run(cls(8, sigma_init=0.5, seed=5), 12)
     b = _run(cls(8, sigma_init=0.5, seed=5), 12)
-    c = _run(cls(8, sigma_init=0.5, seed=6), 12)
     np.testing.assert_array_equal(a, b)
-    assert not np.array_equal(a, c)
+    # another seed gives another first population (ask only: no tell to compile)
+    assert not np.array_equal(a[0], cls(8, sigma_init=0.5, seed=6).ask().numpy())
 
 
 @pytest.mark.parametrize("cls", [CMAES, SepCMAES, LMMAES])
@@ -219,3 +219,65 @@ def test_bipop_alternates_regimes():
     sizes = [p for _, p, _ in es.history]
     assert len(sizes) >= 3
     assert int(es.evals_small.numpy()) > 0 and int(es.evals_large.numpy()) > 0
+
+
+def test_default_eigen_gap_is_the_tutorial_gap_and_refresh_is_lazy():
+    # Hansen's tutorial / pycma: max(1, floor(1 / (10 n (c1 + cmu)))) generations.
+    es = CMAES(1000, seed=0)
+    assert es.lazy_gap == max(1, int(np.floor(1.0 / (10 * 1000 * (es.c1 + es.cmu)))))
+    assert es.lazy_gap > 1
+    cma = pytest.importorskip("cma")
+    # pycma's gap is real-valued (its c1, cmu differ in the last digits): same whole-generation gap
+    ref = cma.CMAEvolutionStrategy(np.zeros(1000), 1.0, {"verbose": -9}).sm.lazy_update_gap
+    assert abs(es.lazy_gap - ref) < 1.0, (es.lazy_gap, ref)
+    with pytest.raises(ConfigError):
+        CMAES(5, eigen_gap=0)
+    # with eigen_gap=3, B and D are refreshed only after every third tell
+    es = CMAES(5, sigma_init=0.5, seed=0, eigen_gap=3)
+    changed = []
+    for g in range(7):
+        b0 = es.B.numpy()
+        x = es.ask()
+        es.tell(x, -sphere(x))
+        changed.append(not np.array_equal(b0, es.B.numpy()))
+    assert changed == [False, False, True, False, False, True, False]
+
+
+def _reference_cma_step(es, x, f):
+    """One generation of the tutorial's (active) CMA-ES in NumPy float64."""
+    n = es.num_dims
+    m, sigma = es._mean.numpy(), float(es.sigma.numpy())
+    C, ps, pc = es.C.numpy(), es.p_sigma.numpy(), es.p_c.numpy()
+    e, B = np.linalg.eigh(C)
+    c_inv_sqrt = B @ np.diag(e ** -0.5) @ B.T
+    w, mu, mueff = es.weights_np, es.mu, es.mueff
+    cs, cc, c1, cmu = es.c_sigma, es.c_c, es.c1, es.cmu
+    y = (x[np.argsort(-f, kind="stable")] - m) / sigma
+    y_w = w[:mu] @ y[:mu]
+    ps = (1 - cs) * ps + np.sqrt(cs * (2 - cs) * mueff) * c_inv_sqrt @ y_w
+    g = int(es.generation.numpy()) + 1
+    h = float(np.linalg.norm(ps) / np.sqrt(1 - (1 - cs) ** (2 * g)) < (1.4 + 2 / (n + 1)) * es.chi_n)
+    pc = (1 - cc) * pc + h * np.sqrt(cc * (2 - cc) * mueff) * y_w
+    w_eff = w.copy()
+    w_eff[mu:] *= n / np.sum((y[mu:] @ c_inv_sqrt) ** 2, axis=1)
+    C = ((1 + c1 * (1 - h) * cc * (2 - cc) - c1 - cmu * w.sum()) * C + c1 * np.outer(pc, pc)
+         + cmu * (y * w_eff[:, None]).T @ y)
+    sigma_new = sigma * np.exp(min(1.0, cs / es.d_sigma * (np.linalg.norm(ps) / es.chi_n - 1)))
+    return m + sigma * y_w, sigma_new, ps, pc, C
+
+
+def test_cma_update_matches_numpy_reference():
+    # mean, paths, step size and the (rank-one + active rank-mu) covariance
+    # update of three generations against a float64 NumPy transcription of the
+    # tutorial's formulas, from whatever state the strategy is in.
+    es = CMAES(6, sigma_init=0.7, seed=4, dtype="float64", mean_init=0.3)
+    for _ in range(3):
+        x = es.ask()
+        f = -rosenbrock(x).numpy().astype(np.float64)
+        m, sigma, ps, pc, C = _reference_cma_step(es, x.numpy().astype(np.float64), f)
+        es.tell(x, f)
+        np.testing.assert_allclose(es._mean.numpy(), m, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(es.p_sigma.numpy(), ps, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(es.p_c.numpy(), pc, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(float(es.sigma.numpy()), sigma, rtol=1e-9)
+        np.testing.assert_allclose(es.C.numpy(), C, rtol=1e-9, atol=1e-12)
