@@ -118,9 +118,10 @@ def cmd_train(args) -> int:
           f"run directory {run_dir}")
     setup = build(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = saved.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
-    os.replace(tmp, saved)
+    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: the chief writes it
+        tmp = saved.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
+        os.replace(tmp, saved)
     print(f"tfevo: {setup.model.num_params} parameters per member")
     trainer = Trainer(
         setup.algorithm, setup.evaluator, run_dir=run_dir,
