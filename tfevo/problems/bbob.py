@@ -448,7 +448,9 @@ class BBOBFunction:
             c["shift"] = np.full(d, _SCHWEFEL_SHIFT)
             c["lam"] = _lam(10.0, d)
         elif fid in (21, 22):
-            c.update(R=B, peaks=raw["peaks"], scales=raw["scales"], heights=raw["heights"])
+            peaks, scales = raw["peaks"], raw["scales"]
+            c.update(R=B, peaks=peaks, scales=scales, heights=raw["heights"],
+                     sy=scales * peaks, syy=np.sum(scales * peaks**2, axis=1))
         elif fid == 23:
             c["M"] = A @ (_lam(100.0, d)[:, None] * B)
         elif fid == 24:
@@ -553,9 +555,16 @@ def _evaluate(fid, d, x, c):
         pen = tf.reduce_sum(tf.square(tf.maximum(tf.abs(z) - 500.0, 0.0)), -1)
         f = 0.01 * (pen + 418.9828872724339 - tf.reduce_sum(z * tf.sin(tf.sqrt(tf.abs(z))), -1) / d)
     elif fid in (21, 22):
-        diff = rot(c["R"], x)[:, None, :] - c["peaks"][None]  # [P, K, D]
-        q = tf.reduce_sum(c["scales"][None] * tf.square(diff), -1)
-        g = tf.reduce_max(c["heights"][None] * tf.exp(q * (-0.5 / d)), -1)
+        # q_k = sum_j s_kj (xr_j - y_kj)^2 for all K peaks by two matmuls (no
+        # [P, K, D] tensor) picks the highest peak; its q is then recomputed
+        # directly, so the value keeps full precision next to the optimum.
+        xr = rot(c["R"], x)
+        q_all = (tf.matmul(tf.square(xr), c["scales"], transpose_b=True)
+                 - 2.0 * tf.matmul(xr, c["sy"], transpose_b=True) + c["syy"])
+        best = tf.argmax(tf.math.log(c["heights"]) - tf.maximum(q_all, 0.0) * (0.5 / d), axis=-1)
+        diff = xr - tf.gather(c["peaks"], best)
+        q = tf.reduce_sum(tf.gather(c["scales"], best) * tf.square(diff), -1)
+        g = tf.gather(c["heights"], best) * tf.exp(q * (-0.5 / d))
         f = tf.square(_t_osz(10.0 - g)) + _f_pen(x)
     elif fid == 23:
         z = rot(c["M"], x - xo)
