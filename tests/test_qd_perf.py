@@ -128,7 +128,7 @@ def test_step_equals_ask_tell_and_xla_insert_equals_graph_insert():
         assert occ.sum() > 50 and np.all(np.isfinite(me.archive.fitness.numpy()[:-1][occ]))
 
 
-_needs_op = pytest.mark.skipif(not emit_op_available(), reason="qd_emit custom op not built (no compiler)")
+_needs_op = pytest.mark.skipif(not emit_op_available(), reason="qd_emit custom op not built (no compiler) or disabled by TFEVO_DISABLE_CUSTOM_OPS")
 
 
 @_needs_op
