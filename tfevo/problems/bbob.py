@@ -541,7 +541,7 @@ def _evaluate(fid, d, x, c):
     elif fid in (17, 18):
         z = rot(c["M"], _t_asy(rot(c["A"], x - xo), 0.5))
         t = tf.square(z[:, :-1]) + tf.square(z[:, 1:])
-        inner = tf.pow(t, 0.25) * (1.0 + tf.square(tf.sin(50.0 * tf.pow(t, 0.1))))
+        inner = tf.sqrt(tf.sqrt(t)) * (1.0 + tf.square(tf.sin(50.0 * tf.pow(t, 0.1))))
         f = tf.square(tf.reduce_sum(inner, -1) / (d - 1)) + 10.0 * _f_pen(x)
     elif fid == 19:
         z = rot(c["M"], x) + 0.5
