@@ -46,9 +46,12 @@ class MAPElites(tf.Module):
       init_bounds: ``(low, high)`` for the random initial batch.
       init_solutions: or an explicit ``[B, D]`` initial batch.
       seed: the run's seed.
-      jit_compile: compile the graph-safe ``ask``/``tell``/``step`` programs
-        with XLA (``None``: tfevo's measured default, plain graphs for ``ask``
-        and ``tell``; see ``benchmarks/results/qd.md``).
+      jit_compile: compile the graph-safe ``ask``/``tell`` programs with XLA.
+        ``None`` (default): tfevo's measured CPU choice -- plain graphs
+        running the C++ kernels (``custom_ops/qd_emit.cc``) when they build,
+        else an XLA-compiled grid insertion; ``True``: XLA everywhere (the
+        kernels are then replaced by their TensorFlow references); ``False``:
+        no XLA.  See ``benchmarks/results/qd.md``.
     """
 
     def __init__(self, archive: Archive, emitters: list[Emitter], init_bounds=None, init_solutions=None,
