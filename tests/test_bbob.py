@@ -197,8 +197,12 @@ def _assert_equals_coco(suite, fid, dim, inst, n_rand=6, jit_compile=False):
 
 
 @pytest.fixture(scope="module")
-def coco_suite():
-    cocoex = pytest.importorskip("cocoex")
+def cocoex():
+    return pytest.importorskip("cocoex")
+
+
+@pytest.fixture(scope="module")
+def coco_suite(cocoex):
     return cocoex.Suite("bbob", "instances: " + ",".join(map(str, COCO_INSTANCES)),
                         "dimensions: " + ",".join(map(str, COCO_DIMS)))
 
@@ -214,21 +218,17 @@ def test_coco_instances_match_cocoex(coco_suite, fid):
     _assert_equals_coco(coco_suite, fid, dim, COCO_INSTANCES[fid % 7], jit_compile=True)
 
 
-def test_coco_x_opt_and_f_opt_all_instances(coco_suite):
+def test_coco_x_opt_and_f_opt_all_instances(cocoex):
     # instance data only: every function, dimension and instance of the grid
-    bare = coco_suite.__class__.__module__  # cocoex is importable here
-    from cocoex import BareProblem
-
     for fid in FIDS:
         for dim in COCO_DIMS:
             for inst in COCO_INSTANCES:
-                q = BareProblem("bbob", fid, dim, inst)
+                q = cocoex.BareProblem("bbob", fid, dim, inst)
                 raw = bbob._coco_instance(fid, dim, inst)
                 np.testing.assert_allclose(raw["x_opt"], q.best_parameter(), rtol=0, atol=1e-12,
                                            err_msg=str((fid, dim, inst)))
                 # COCO's best value is f(x_opt), which is f_opt up to rounding (f20: ~1e-15)
                 assert raw["f_opt"] == pytest.approx(q.best_value(), rel=0, abs=1e-12), (fid, dim, inst)
-    assert bare
 
 
 @pytest.mark.slow

@@ -403,7 +403,7 @@ class BBOBFunction:
 
     # -- instance constants ------------------------------------------------------
     def _derive(self, raw):
-        """Per-function matrices and vectors (NumPy float64) used by :meth:`_eval`."""
+        """Per-function matrices and vectors (NumPy float64) used by :func:`_evaluate`."""
         fid, d = self.fid, self.dim
         xo = self.x_opt
         A, B = raw.get("A"), raw.get("B")
