@@ -247,7 +247,11 @@ def _seed_instance(fid: int, d: int, seed: int) -> dict:
     f_opt = float(np.clip(np.round(100.0 * rng.standard_cauchy()) / 100.0, -1000.0, 1000.0))
     A, B = _haar(rng, d), _haar(rng, d)
     signs = np.where(rng.random(d) < 0.5, -1.0, 1.0)
-    c = {"f_opt": f_opt, "A": A, "B": A if fid in (9, 19, 21, 22) else B}
+    if fid in (9, 19, 21, 22):  # one rotation
+        B = A
+    elif fid in (6, 7, 13, 23, 24):  # the roles these functions had before COCO instances existed
+        A, B = B, A
+    c = {"f_opt": f_opt, "A": A, "B": B}
     if fid == 4:
         x_opt[::2] = np.abs(x_opt[::2])
     elif fid == 5:
