@@ -37,6 +37,12 @@ class NEAT(tf.Module):
     >>> pop = algo.ask()
     >>> algo.tell(pop, fitness)          # fitness float32 [150], higher is better
 
+    ``jit_compile=True`` runs breeding (crossover, mutation, compaction) as
+    XLA programs on bucketed slot widths (8, 16, 32, ..., full; one compile of
+    a few seconds per new bucket pair, cached per config), with the random
+    numbers drawn outside XLA by TensorFlow's stateless kernels.  It gives
+    a different (equally reproducible) random stream than the default.
+
     Attributes (variables): ``nodes``, ``conns``, ``generation``,
     ``next_node_key``, ``next_marker``, species tensors ``species_*``,
     ``best_nodes``/``best_conns``/``best_fitness`` (best genome ever told),
@@ -383,20 +389,30 @@ class NEAT(tf.Module):
     def _breed(self, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
         """Crossover + mutation on the used slot range only (+1 node slot and
         +3 connection slots, all that one mutation call can add), then the
-        children are compacted (genes first) and padded back to full size."""
+        children are compacted (genes first) and padded back to full size.
+
+        The random numbers are drawn here by TensorFlow's stateless kernels
+        (XLA's CPU generator is ~100x slower) and passed to the two breed
+        programs (:func:`_breed_programs`).  With ``jit_compile=True`` the
+        widths are rounded up to buckets (8, 16, 32, ..., full) and the
+        programs run as XLA, compiled once per bucket pair; otherwise they
+        are plain graph code on the exact widths."""
         cfg = self.config
         N, C = cfg.max_nodes, cfg.max_conns
+        jit = bool(getattr(self, "jit_compile", False))
         wn = tf.minimum(ops.used_width(node_valid(nodes)) + 1, N)
         wc = tf.minimum(ops.used_width(conn_valid(conns)) + 3, C)
+        if jit:
+            wn, wc = _bucket(wn, N), _bucket(wc, C)
         n, c = nodes[:, :wn], conns[:, :wc]
-        with tf.name_scope("crossover"):
-            cn, cc = ops.crossover(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2), s_cross)
-        with tf.name_scope("mutate"):
-            cn, cc, nk, nm, skn, skc = ops.mutate(cfg, cn, cc, ~is_elite, s_mut, next_key, next_marker)
-        with tf.name_scope("compact"):
-            cn = ops.compact(cn, node_valid(cn), N)
-            cc = ops.compact(cc, conn_valid(cc), C)
         P = cfg.pop_size
+        words = ops.crossover_words(P, wn, wc, s_cross)
+        u_all = ops.mutation_uniforms(cfg, P, wn, wc, s_mut)
+        pre, post = _breed_programs(cfg, jit)
+        cn, cc, nk, nm, skn, skc, pm, wr = pre(n, c, p1, p2, is_elite, words, u_all, next_key, next_marker)
+        marker, nm = ops.pair_markers(pm, nm)  # TensorFlow kernels (see ops.pair_markers)
+        wr = None if pm is None else (*wr, pm[4])
+        cn, cc = post(cn, cc, is_elite, u_all, marker, wr)
         return (tf.ensure_shape(cn, [P, N, NODE_DIM]), tf.ensure_shape(cc, [P, C, CONN_DIM]), nk, nm, skn, skc)
 
     @staticmethod
@@ -480,7 +496,58 @@ def _shared_tell(cfg: NEATConfig, jit: bool):
         counter = TraceCounter()
 
         def body(state, seed_vars, nodes, conns, fitness):
-            return NEAT._tell(_StateView(cfg, state, seed_vars), nodes, conns, fitness)
+            view = _StateView(cfg, state, seed_vars)
+            view.jit_compile = bool(jit)
+            return NEAT._tell(view, nodes, conns, fitness)
 
-        _TELL_CACHE[key] = (tf.function(counter.wrap("tell", body), autograph=False, jit_compile=jit), counter)
+        # the outer tell is a graph (it slices to data-dependent widths, which
+        # XLA cannot); with ``jit`` its breeding part runs as XLA programs
+        _TELL_CACHE[key] = (tf.function(counter.wrap("tell", body), autograph=False), counter)
     return _TELL_CACHE[key]
+
+
+def _bucket(w, full: int):
+    """Slot width ``w`` rounded up to the next bucket (8, 16, 32, ... and
+    ``full``), so the XLA breed program is compiled for a few widths only."""
+    b = tf.constant(sorted({min(full, 8 << i) for i in range(32) if (8 << i) < 2 * full} | {full}), tf.int32)
+    return tf.gather(b, tf.searchsorted(b, tf.reshape(w, [1]), side="left", out_type=tf.int32)[0])
+
+
+_BREED_CACHE: dict = {}
+
+
+def _breed_programs(cfg: NEATConfig, jit: bool):
+    """Crossover + mutation + compaction given the random numbers, as two
+    functions: ``pre`` (crossover, add/delete node, the add-connection
+    choice) and ``post`` (write the new connections, delete connection,
+    attribute mutation, compaction).  The new connections' markers are found
+    between them with TensorFlow's sort and binary search
+    (:func:`ops.pair_markers`; XLA's CPU binary search compares all pairs).
+    With ``jit`` both are ``tf.function(jit_compile=True)`` programs (one XLA
+    compile per input width); otherwise they are inlined as plain graph code.
+    ``share_split_innovations`` needs ``tf.unique`` (no XLA kernel) and never
+    uses XLA."""
+    jit = bool(jit) and not getattr(cfg, "share_split_innovations", False)
+    key = (repr(cfg), jit)
+    if key not in _BREED_CACHE:
+        N, C = cfg.max_nodes, cfg.max_conns
+
+        def pre(n, c, p1, p2, is_elite, words, u_all, next_key, next_marker):
+            with tf.name_scope("crossover"):
+                cn, cc = ops.crossover_given(tf.gather(n, p1), tf.gather(c, p1), tf.gather(n, p2), tf.gather(c, p2),
+                                             words)
+            with tf.name_scope("mutate"):
+                return ops.mutate_pre(cfg, cn, cc, ~is_elite, u_all, next_key, next_marker)
+
+        def post(cn, cc, is_elite, u_all, marker, wr):
+            with tf.name_scope("mutate"):
+                cn, cc = ops.mutate_post(cfg, cn, cc, ~is_elite, u_all, marker, wr)
+            with tf.name_scope("compact"):
+                return ops.compact(cn, node_valid(cn), N), ops.compact(cc, conn_valid(cc), C)
+
+        if jit:
+            _BREED_CACHE[key] = tuple(tf.function(f, autograph=False, jit_compile=True, reduce_retracing=True)
+                                      for f in (pre, post))
+        else:
+            _BREED_CACHE[key] = (pre, post)
+    return _BREED_CACHE[key]

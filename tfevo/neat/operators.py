@@ -15,7 +15,8 @@ from tfevo.neat.genome import (CONN_DIM, CONN_ENABLED, CONN_IN, CONN_MARKER, CON
                                NODE_ACT, NODE_AGG, NODE_BIAS, NODE_DIM, NODE_KEY, NODE_RESPONSE,
                                conn_slots, conn_valid, node_valid, pair_hash)
 
-__all__ = ["align", "distance_one_to_many", "distance_matrix", "crossover", "mutate", "mutate_attributes",
+__all__ = ["align", "distance_one_to_many", "distance_matrix", "crossover", "crossover_given", "crossover_words",
+           "mutate", "mutate_given", "mutate_pre", "mutate_post", "pair_markers", "mutation_uniforms", "mutate_attributes",
            "reachable_from", "reachable_along"]
 
 _BIG = 3.0e38
@@ -50,6 +51,19 @@ def _coin_bits(seed, shape_p, n: int) -> tf.Tensor:
     of ``ceil(n / 32)`` random 32-bit words per row."""
     words = (n + 31) // 32
     raw = tf.random.stateless_uniform(tf.stack([shape_p, words]), seed, minval=None, maxval=None, dtype=tf.int32)
+    return _bits(raw, n)
+
+
+def crossover_words(P, N, C, seed) -> tf.Tensor:
+    """The random 32-bit words ``[P, ceil((4N + 2C) / 32)]`` one crossover
+    call of ``N`` node and ``C`` connection slots consumes (drawn by
+    TensorFlow's stateless kernel; see :func:`crossover_given`)."""
+    words = (4 * N + 2 * C + 31) // 32
+    return tf.random.stateless_uniform(tf.stack([P, words]), seed, minval=None, maxval=None, dtype=tf.int32)
+
+
+def _bits(raw, n):
+    """``n`` coins per row from the random int32 words ``raw [P, W]``."""
     j = tf.range(n)
     w = tf.gather(raw, j // 32, axis=1)
     return tf.equal(tf.bitwise.bitwise_and(tf.bitwise.right_shift(w, (j % 32)[None, :]), 1), 1)
@@ -65,7 +79,16 @@ def crossover(nodes1, conns1, nodes2, conns2, seed) -> tuple[tf.Tensor, tf.Tenso
     """
     P, N = tf.shape(nodes1)[0], tf.shape(nodes1)[1]
     C = tf.shape(conns1)[1]
-    coins = _coin_bits(seed, P, 4 * N + 2 * C)
+    return crossover_given(nodes1, conns1, nodes2, conns2, crossover_words(P, N, C, seed))
+
+
+def crossover_given(nodes1, conns1, nodes2, conns2, words) -> tuple[tf.Tensor, tf.Tensor]:
+    """:func:`crossover` with its random words ``[P, ceil((4N + 2C) / 32)]``
+    passed in (from :func:`crossover_words`); no random op inside, so it
+    compiles with XLA."""
+    P, N = tf.shape(nodes1)[0], tf.shape(nodes1)[1]
+    C = tf.shape(conns1)[1]
+    coins = _bits(words, 4 * N + 2 * C)
     f = tf.zeros(tf.stack([P, N, 1]), tf.bool)
     ncoin = tf.concat([f, tf.reshape(coins[:, :4 * N], tf.stack([P, N, 4]))], -1)  # key column never swaps
     found, idx = align(nodes1[..., NODE_KEY], nodes2[..., NODE_KEY])
@@ -91,6 +114,24 @@ def reachable_from(adj: tf.Tensor, start: tf.Tensor) -> tf.Tensor:
 
     _, r, _ = tf.while_loop(lambda i, r, c: c & (i < n), body, (0, r0, True))
     return r > 0.0
+
+
+def reachable_along_dense(i_in: tf.Tensor, i_out: tf.Tensor, edge: tf.Tensor, start: tf.Tensor, num_nodes: int) -> tf.Tensor:
+    """:func:`reachable_along` without scatters (for XLA, whose CPU scatter is
+    serial): each step is ``any over connections of (source reached AND
+    target == node)`` on a ``[P, C, N]`` one-hot of the targets, which XLA
+    fuses into one loop nest."""
+    n = num_nodes
+    r0 = tf.one_hot(start, n, on_value=True, off_value=False)
+    to = tf.equal(i_out[..., None], tf.range(n)) & edge[..., None]  # [P, C, N]
+
+    def body(i, r, changed):
+        src = tf.gather(r, i_in, batch_dims=1)  # [P, C]
+        nr = r | tf.reduce_any(to & src[..., None], 1)
+        return i + 1, nr, tf.reduce_any(nr != r)
+
+    _, r, _ = tf.while_loop(lambda i, r, c: c & (i < n), body, (0, r0, True))
+    return r
 
 
 def reachable_along(i_in: tf.Tensor, i_out: tf.Tensor, edge: tf.Tensor, start: tf.Tensor, num_nodes) -> tf.Tensor:
@@ -296,13 +337,30 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
     A structural mutation that finds no free slot is skipped.  Returns
     ``(nodes, conns, next_key, next_marker, skipped_node_slots, skipped_conn_slots)``.
     """
+    return mutate_given(cfg, nodes, conns, active, mutation_uniforms(cfg, tf.shape(nodes)[0], tf.shape(nodes)[1],
+                                                                        tf.shape(conns)[1], seed),
+                        next_key, next_marker)
+
+
+def mutation_uniforms(cfg: NEATConfig, P, N, C, seed) -> tf.Tensor:
+    """The uniforms ``[P, 13 + N * a + C * b]`` one :func:`mutate` call on
+    ``N`` node and ``C`` connection slots consumes (one stateless draw by
+    TensorFlow's kernel; see :func:`mutate_given`)."""
+    _, kn, _, kc = _attr_columns(cfg)
+    return tf.random.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
+
+
+def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_marker):
+    """First part of :func:`mutate_given`: add node, delete node, and the
+    add-connection choice up to its marker.  Returns ``(nodes, conns,
+    next_key, next_marker, skipped_nodes, skipped_conns, pm, write)``, where
+    ``pm`` feeds :func:`pair_markers` and ``write`` (plus ``pm[4]``, which
+    genomes add) :func:`mutate_post` (both None without add-connection).  No
+    random op inside, so it compiles with XLA (except with
+    ``share_split_innovations``, which uses ``tf.unique``)."""
     P, N, C = tf.shape(nodes)[0], tf.shape(nodes)[1], tf.shape(conns)[1]
     I, O = cfg.num_inputs, cfg.num_outputs
-    ncols, kn, ccols, kc = _attr_columns(cfg)
-    u_all = tf.random.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
     u = u_all[:, :_G_COLS]
-    un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], tf.stack([P, N, kn]))
-    uc = tf.reshape(u_all[:, _G_COLS + N * kn:], tf.stack([P, C, kc]))
     slot_n = tf.range(N)
     is_out_slot = (slot_n >= I) & (slot_n < I + O)
     is_in_slot = slot_n < I
@@ -375,16 +433,34 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         ok = want & ~exists & ~both_out
         if cfg.feed_forward:
             i_in, i_out = conn_slots(nodes, conns)
-            reach = reachable_along(i_in, i_out, cv, b, N)
+            static_n = nodes.shape[1]
+            if static_n is not None:  # static width (XLA): the scatter-free form
+                reach = reachable_along_dense(i_in, i_out, cv, b, static_n)
+            else:
+                reach = reachable_along(i_in, i_out, cv, b, N)
             cyc = tf.gather(reach, a, batch_dims=1)  # b reaches a (or a == b)
             ok = ok & ~cyc
         cslot, hasc = _first_free(cv)
         skip_c += tf.reduce_sum(tf.cast(ok & ~hasc, tf.int64))
         ok = ok & hasc
         # marker: the pair's marker anywhere in the population, else a fresh one
-        # (shared by genomes adding the same pair now)
-        marker, next_marker = _pair_markers(pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), cv,
-                                            conns[..., CONN_MARKER], pair_hash(ka, kb), ok, next_marker)
+        # (shared by genomes adding the same pair now); see mutate_post
+        pm = (pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), cv, conns[..., CONN_MARKER], pair_hash(ka, kb), ok)
+        return nodes, conns, next_key, next_marker, skip_n, skip_c, pm, (cslot, ka, kb)
+    return nodes, conns, next_key, next_marker, skip_n, skip_c, None, None
+
+
+def mutate_post(cfg: NEATConfig, nodes, conns, active, u_all, marker, write):
+    """Second part of :func:`mutate_given` (after the new connections' markers
+    ``marker [P]`` are known, see :func:`pair_markers`): writes the added
+    connections, deletes connections, mutates attributes."""
+    P, N, C = tf.shape(nodes)[0], tf.shape(nodes)[1], tf.shape(conns)[1]
+    ncols, kn, ccols, kc = _attr_columns(cfg)
+    u = u_all[:, :_G_COLS]
+    un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], tf.stack([P, N, kn]))
+    uc = tf.reshape(u_all[:, _G_COLS + N * kn:], tf.stack([P, C, kc]))
+    if cfg.conn_add_prob > 0:
+        cslot, ka, kb, ok = write
         w = _fresh_float(cfg, "weight", u[:, _G_W1], u[:, _G_W2])
         en = tf.fill([P], 1.0 if cfg.enabled_default else 0.0)
         conns = _write_row(conns, cslot, ok, tf.stack([ka, kb, en, w, marker], -1))
@@ -395,8 +471,29 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
         cs, has = _random_choice(conn_valid(conns), u[:, _G_DEL_CWHICH])
         conns = _write_row(conns, cs, want & has, tf.fill([P, CONN_DIM], np.nan))
 
-    nodes, conns = _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols)
-    return nodes, conns, next_key, next_marker, skip_n, skip_c
+    return _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols)
+
+
+def pair_markers(pm, next_marker):
+    """Markers of the connections added by one mutation call, from the
+    ``pm`` tuple of :func:`mutate_pre` (TensorFlow's sort and binary search;
+    XLA's CPU binary search compares every pair, so this part stays out of
+    the XLA programs).  Returns ``(marker [P], next_marker)``."""
+    if pm is None:
+        return None, next_marker
+    return _pair_markers(*pm, next_marker)
+
+
+def mutate_given(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_marker):
+    """:func:`mutate` with its uniforms passed in (from
+    :func:`mutation_uniforms`): :func:`mutate_pre`, :func:`pair_markers`,
+    :func:`mutate_post`."""
+    nodes, conns, next_key, next_marker, skn, skc, pm, wr = mutate_pre(cfg, nodes, conns, active, u_all, next_key,
+                                                                      next_marker)
+    marker, next_marker = pair_markers(pm, next_marker)
+    write = None if pm is None else (*wr, pm[4])
+    nodes, conns = mutate_post(cfg, nodes, conns, active, u_all, marker, write)
+    return nodes, conns, next_key, next_marker, skn, skc
 
 
 def _mutate_attributes_u(cfg, nodes, conns, active, un, uc, ncols, ccols):
