@@ -316,3 +316,75 @@ def test_speciation_follows_neat_python_rules(ff_pop):
     np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(got_alive.numpy(), alive)
     assert len(set(want.tolist())) > 2  # several species were involved
+
+
+# ---------------------------------------------------------------------------
+# jit_compile=True: breeding as XLA programs (6 node and at most 12
+# connection slots: few bucket widths, whose compiles both tests share)
+_XLA_KW = dict(max_nodes=6, max_conns=12, pop_size=40, node_add_prob=1.0, conn_add_prob=1.0)
+
+
+def test_xla_breed_programs_equal_graph_programs():
+    """The XLA breed programs give the graph programs' children for the same
+    parents and random numbers (structure exactly, attributes to float
+    rounding), including the counters and skipped-slot counts."""
+    from tfevo.neat import neat as neat_mod
+    from tfevo.neat import operators as ops
+
+    cfg, algo = _evolved(True, gens=4, **_XLA_KW)
+    nodes, conns = algo.ask()
+    P = cfg.pop_size
+    rng = np.random.default_rng(1)
+    p1 = tf.constant(rng.integers(0, P, P), tf.int32)
+    p2 = tf.constant(rng.integers(0, P, P), tf.int32)
+    elite = tf.constant(rng.random(P) < 0.1)
+    words = ops.crossover_words(P, cfg.max_nodes, cfg.max_conns, tf.constant([5, 6], tf.int64))
+    u_all = ops.mutation_uniforms(cfg, P, cfg.max_nodes, cfg.max_conns, tf.constant([7, 8], tf.int64))
+    nk, nm = algo.next_node_key.read_value(), algo.next_marker.read_value()
+    out = []
+    for jit in (False, True):
+        pre, post = neat_mod._breed_programs(cfg, jit)
+        cn, cc, k, m, skn, skc, pm, wr = pre(nodes, conns, p1, p2, elite, words, u_all, nk, nm)
+        marker, m = ops.pair_markers(pm, m)
+        cn, cc = post(cn, cc, elite, u_all, marker, (*wr, pm[4]))
+        out.append([x.numpy() for x in (cn, cc, k, m, skn, skc)])
+    (gn, gc, *gs), (xn, xc, *xs) = out
+    assert gs == xs
+    np.testing.assert_array_equal(np.isnan(gn), np.isnan(xn))
+    np.testing.assert_array_equal(gn[..., [0, 3, 4]], xn[..., [0, 3, 4]])  # key, aggregation, activation
+    np.testing.assert_allclose(gn[..., 1:3], xn[..., 1:3], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(gc[..., [0, 1, 2, 4]], xc[..., [0, 1, 2, 4]])  # in, out, enabled, marker
+    np.testing.assert_allclose(gc[..., 3], xc[..., 3], rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(gc, np.asarray(conns))  # something was bred
+    _check_invariants(cfg, tf.constant(xn), tf.constant(xc))
+
+
+def test_xla_tell_reproducible_checkpoint_and_slot_exhaustion(tmp_path):
+    """NEAT(jit_compile=True): same seed = same run, a checkpoint continues
+    exactly, structural mutations that find no slot are counted, invariants
+    hold."""
+    cfg = _evolved(True, gens=0, **_XLA_KW)[0]
+    rng = np.random.default_rng(0)
+    fits = [rng.normal(size=cfg.pop_size).astype(np.float32) for _ in range(6)]
+    a = NEAT(cfg, seed=4, jit_compile=True)
+    hist, path = [], None
+    for g in range(6):
+        if g == 3:
+            path = tf.train.Checkpoint(neat=a).write(str(tmp_path / "ckpt"))
+        pop = a.ask()
+        hist.append(pop.conns.numpy())
+        a.tell(pop, fits[g])
+    b = NEAT(cfg, seed=4, jit_compile=True)
+    for g in range(3):
+        pop = b.ask()
+        np.testing.assert_array_equal(pop.conns.numpy(), hist[g])
+        b.tell(pop, fits[g])
+    c = NEAT(cfg, seed=99, jit_compile=True)
+    tf.train.Checkpoint(neat=c).read(path).assert_consumed()
+    for g in range(3, 6):
+        pop = c.ask()
+        np.testing.assert_array_equal(pop.conns.numpy(), hist[g])
+        c.tell(pop, fits[g])
+    np.testing.assert_array_equal(c.nodes.numpy(), a.nodes.numpy())
+    assert int(a.skipped_node_slots.numpy()) + int(a.skipped_conn_slots.numpy()) > 0
+    _check_invariants(cfg, *a.ask())
