@@ -174,7 +174,7 @@ def neat_python_solve(seed, gens=300):
 
 
 # ---------------------------------------------------------------------- tfevo
-def tfevo_gen_times(problem, pop, gens):
+def tfevo_gen_times(problem, pop, gens, jit=False):
     from tfevo.neat import NEAT, XOR, NEATConfig
     from tfevo.neat.policy import ControlProblem
 
@@ -186,7 +186,7 @@ def tfevo_gen_times(problem, pop, gens):
         cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=pop, max_nodes=24, max_conns=48)
         cp = ControlProblem("CartPole-v1", cfg, episodes=1)
         ev = cp
-    algo = NEAT(cfg, seed=0)
+    algo = NEAT(cfg, seed=0, jit_compile=jit)
     times, evals, tells = [], [], []
     for _ in range(gens + 1):
         t = time.perf_counter()
@@ -200,15 +200,22 @@ def tfevo_gen_times(problem, pop, gens):
         times.append(t2 - t)
         evals.append(t1 - t)
         tells.append(t2 - t1)
-    return times[0], times[1:], statistics.median(evals[1:]), statistics.median(tells[1:])
+    # with jit, a generation whose bucket width is new compiles the XLA breed
+    # programs (seconds): counted as compile time, not in the median
+    med = statistics.median(tells[1:])
+    comp = [i for i in range(1, len(tells)) if tells[i] > max(1.0, 20 * med)]
+    keep = [i for i in range(1, len(tells)) if i not in comp]
+    recompile = sum(tells[i] - med for i in comp)
+    return (times[0] + recompile, [times[i] for i in keep], statistics.median([evals[i] for i in keep]),
+            statistics.median([tells[i] for i in keep]))
 
 
-def tfevo_solve(seed, gens=300):
+def tfevo_solve(seed, gens=300, jit=False):
     from tfevo.neat import NEAT, XOR
 
     prob = XOR()
     cfg = prob.config(pop_size=150, fitness_threshold=3.9)
-    algo = NEAT(cfg, seed=seed)
+    algo = NEAT(cfg, seed=seed, jit_compile=jit)
     r = algo.run(lambda p: prob(p, cfg), gens)
     return r["solved"], r["generations"]
 
@@ -220,6 +227,12 @@ def main():
     ap.add_argument("--skip-solve", action="store_true")
     ap.add_argument("--problems", default="xor,cartpole")
     ap.add_argument("--sizes", default="150,1000,10000")
+    ap.add_argument("--modes", default="graph",
+                    help="tfevo tell modes to run: graph (default NEAT) and/or xla (NEAT(jit_compile=True))")
+    ap.add_argument("--solve-mode", default="graph", help="tfevo tell mode of the solve-rate runs (graph or xla)")
+    ap.add_argument("--tf-gens", type=int, default=0, help="tfevo generations per size (0: 7, 7, 5)")
+    ap.add_argument("--no-serial-above", type=int, default=10**9,
+                    help="skip serial neat-python above this population")
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
                     help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
@@ -233,31 +246,33 @@ def main():
         for pop in sizes:
             if args.quick and pop > 1000:
                 continue
-            trace, tt, t_ev, t_tell = tfevo_gen_times(problem, pop, tf_gens.get(pop, 3))
-            t_tf = statistics.median(tt)
-            skip_serial = problem == "cartpole" and pop >= 10000
+            skip_serial = (problem == "cartpole" and pop >= 10000) or pop > args.no_serial_above
             t_np = statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), False)) if not skip_serial else math.nan
             t_pp = (statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), True))
                     if pop <= args.no_parallel_above else math.nan)
-            rows.append((problem, pop, t_tf, trace, t_ev, t_tell, t_np, t_pp))
-            print(f"# {problem} pop {pop}: tfevo {t_tf:.4f}s (first {trace:.2f}s; eval {t_ev:.4f} tell {t_tell:.4f}) "
-                  f"neat-python {t_np:.4f}s parallel {t_pp:.4f}s", flush=True)
+            for mode in args.modes.split(","):
+                trace, tt, t_ev, t_tell = tfevo_gen_times(problem, pop, args.tf_gens or tf_gens.get(pop, 3),
+                                                          jit=(mode == "xla"))
+                t_tf = statistics.median(tt)
+                rows.append((problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp))
+                print(f"# {problem} pop {pop} [{mode}]: tfevo {t_tf:.4f}s (compile {trace:.2f}s; eval {t_ev:.4f} "
+                      f"tell {t_tell:.4f}) neat-python {t_np:.4f}s parallel {t_pp:.4f}s", flush=True)
     print()
-    print("| problem | pop | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo first gen (trace+compile) s | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for problem, pop, t_tf, trace, t_ev, t_tell, t_np, t_pp in rows:
-        print(f"| {problem} | {pop} | {t_tf:.4f} | {t_ev:.4f} | {t_tell:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | "
+    print("| problem | pop | tfevo tell | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo trace+compile s (first gen + XLA recompiles) | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp in rows:
+        print(f"| {problem} | {pop} | {mode} | {t_tf:.4f} | {t_ev:.4f} | {t_tell:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | "
               f"{t_np / t_tf:.1f}x | {t_pp / t_tf:.1f}x |")
     if not args.skip_solve:
         print()
-        res_tf = [tfevo_solve(s) for s in range(args.seeds)]
+        res_tf = [tfevo_solve(s, jit=args.solve_mode == "xla") for s in range(args.seeds)]
         res_np = [neat_python_solve(s) for s in range(args.seeds)]
         print("| library | XOR solved (of %d) | median generations (solved runs) | median evaluations |" % args.seeds)
         print("|---|---|---|---|")
         for name, res in (("tfevo.neat", res_tf), ("neat-python", res_np)):
             g = [n for ok, n in res if ok]
             med = statistics.median(g) if g else math.nan
-            print(f"| {name} | {sum(ok for ok, _ in res)} | {med} | {med * 150:.0f} |")
+            print(f"| {name}{' (' + args.solve_mode + ')' if name == 'tfevo.neat' else ''} | {sum(ok for ok, _ in res)} | {med} | {med * 150:.0f} |")
         print()
         print("per-seed generations tfevo:", [n if ok else None for ok, n in res_tf])
         print("per-seed generations neat-python:", [n if ok else None for ok, n in res_np])
