@@ -32,7 +32,7 @@ EXTRAS = {
     "test": ["pytest>=7", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6"],
     "bench": [
         "cma>=3.3", "jax>=0.4.30", "evosax>=0.1.6", "neat-python>=0.92",
-        "gplearn>=0.4", "deap>=1.4", "ribs>=0.7",
+        "gplearn>=0.4", "deap>=1.4", "ribs>=0.7", "coco-experiment>=2.6",
     ],
 }
 EXTRAS["all"] = sorted(set(sum(EXTRAS.values(), [])))

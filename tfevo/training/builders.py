@@ -171,7 +171,9 @@ def build(cfg) -> Setup:
             jit_compile="auto" if not cfg.evaluator.jit_compile else True,
         )
     else:
-        num_envs = cfg.evaluator.num_envs or min(popsize, 64)
+        # Vector observations (MuJoCo, classic control on Gymnasium): one slot per member up to 256
+        # amortizes the per-step inference call; image observations: at most 64 emulators.
+        num_envs = cfg.evaluator.num_envs or min(popsize, 64 if len(obs_shape) >= 3 else 256)
         normalizer = make_obs_norm(cfg, obs_shape)
         if normalizer is not None:
             trackables["obs_norm"] = normalizer

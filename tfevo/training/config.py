@@ -109,7 +109,7 @@ class EvaluatorConfig(_Strict):
     """How the population is evaluated."""
 
     kind: Literal["auto", "ingraph", "pipelined"] = Field("auto", description="auto: ingraph for TF envs.")
-    num_envs: Optional[int] = Field(None, ge=1, description="Simulator slots (pipelined); default min(P, 64).")
+    num_envs: Optional[int] = Field(None, ge=1, description="Simulator slots (pipelined); default min(P, 256) for vector observations, min(P, 64) for images.")
     num_subsets: int = Field(2, ge=1, description="K subsets that alternate (pipelined; 1 = serial).")
     obs_norm: bool = Field(False, description="Running observation normalization (ES on MuJoCo).")
     jit_compile: bool = Field(False, description="Force XLA for the in-graph rollout (default: try it).")
