@@ -20,11 +20,19 @@ __all__ = ["align", "distance_one_to_many", "distance_matrix", "crossover", "cro
            "reachable_from", "reachable_along"]
 
 _BIG = 3.0e38
+_BRUTE_MAX = 4096  # align() on static widths: all-pairs compare up to this many per row
 
 
 def align(query: tf.Tensor, keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Row-wise lookup: for each ``query [M, Q]`` value, whether it occurs in
     ``keys [M, K]`` and at which index (NaN never matches).  O(M K log K)."""
+    Q, K = query.shape[-1], keys.shape[-1]
+    if Q is not None and K is not None and Q * K <= _BRUTE_MAX:
+        # static small widths (the XLA breed programs): compare all pairs,
+        # which XLA fuses into one loop; its CPU sort is several times slower.
+        # Same answer: the first match (ids are unique within a genome).
+        eq = tf.equal(query[..., :, None], keys[..., None, :])  # NaN never equal
+        return tf.reduce_any(eq, -1), tf.argmax(tf.cast(eq, tf.int8), -1, output_type=tf.int32)
     kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
     order = tf.argsort(kb, axis=-1, stable=True)
     sorted_b = tf.gather(kb, order, batch_dims=1)
@@ -432,11 +440,13 @@ def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_mark
         both_out = tf.gather(is_out_slot, a) & tf.gather(is_out_slot, b)
         ok = want & ~exists & ~both_out
         if cfg.feed_forward:
-            i_in, i_out = conn_slots(nodes, conns)
             static_n = nodes.shape[1]
-            if static_n is not None:  # static width (XLA): the scatter-free form
+            if static_n is not None:  # static width (XLA): the scatter- and sort-free forms
+                _, i_in = align(conns[..., CONN_IN], keys)
+                _, i_out = align(conns[..., CONN_OUT], keys)
                 reach = reachable_along_dense(i_in, i_out, cv, b, static_n)
             else:
+                i_in, i_out = conn_slots(nodes, conns)
                 reach = reachable_along(i_in, i_out, cv, b, N)
             cyc = tf.gather(reach, a, batch_dims=1)  # b reaches a (or a == b)
             ok = ok & ~cyc
