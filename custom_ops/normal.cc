@@ -1,0 +1,341 @@
+// TfevoGaussianPopulation: the Gaussian sampler of the ES family in one CPU
+// kernel (issue #2).
+//
+//   e = scale * N(0, I)                 [n, D]   (Box-Muller on stateless uniforms)
+//   x = center + e                      (center given), or e
+//   x = [center + e; center - e]        [2n, D]  (mirrored)
+//
+//   seed    int32 [2]         stateless seed
+//   scale   float [] or [D]   multiplies the Box-Muller radius
+//   center  float [D] or [0]  (empty: no centre)
+//
+// The random numbers are exactly those of the pure-TensorFlow reference
+// tfevo.strategies.shaping._normal_reference: u = tf.random.stateless_uniform(
+// [2, h, D], seed) with h = ceil(n / 2); r = sqrt(-2 log1p(-u[0])) * scale,
+// t = 2 pi u[1]; rows [0, h) are r cos t and rows [h, n) are r sin t.  The file
+// re-implements TensorFlow's stateless Philox-4x32-10 stream (key derivation
+// from the seed, counter layout, uint32 -> float mapping), so the uniforms are
+// bit-identical; log1p, sqrt, sin and cos are Eigen's vectorized functions
+// (the ones TensorFlow's CPU kernels use), so normals agree to float rounding.
+//
+// Why a kernel: the reference is ~10 TensorFlow ops, each writing a [h, D] or
+// [n, D] temporary, and the stateless uniform kernel itself runs Philox one
+// counter at a time.  Here 16 Philox counters run per AVX-512 step, and the
+// uniforms, normals and the output are produced chunk by chunk in cache, on
+// TensorFlow's intra-op thread pool.  Chunks have fixed boundaries and every
+// element goes through the same packet path, so the result does not depend
+// on the number of threads.
+//
+// Philox core: the same code as custom_ops/qd_emit.cc (each custom op is
+// compiled from one self-contained source file by tfevo/ops.py).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "Eigen/Core"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tfevo_normal {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::InferenceContext;
+
+REGISTER_OP("TfevoGaussianPopulation")
+    .Input("seed: int32")
+    .Input("scale: float")
+    .Input("center: float")
+    .Attr("rows: int >= 1")
+    .Attr("dim: int >= 1")
+    .Attr("mirrored: bool = false")
+    .Output("x: float")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t n, d;
+      bool mirrored;
+      TF_RETURN_IF_ERROR(c->GetAttr("rows", &n));
+      TF_RETURN_IF_ERROR(c->GetAttr("dim", &d));
+      TF_RETURN_IF_ERROR(c->GetAttr("mirrored", &mirrored));
+      c->set_output(0, c->MakeShape({c->MakeDim(mirrored ? 2 * n : n), c->MakeDim(d)}));
+      return Status();
+    })
+    .Doc(R"doc(
+Gaussian population from TensorFlow's stateless Philox stream (Box-Muller).
+
+seed: [2] int32 stateless seed.
+scale: [] or [dim] multiplier of the normals.
+center: [dim] centre added to every row, or [0] for none.
+x: [rows, dim] (or [2 rows, dim] mirrored: center + e then center - e).
+)doc");
+
+REGISTER_OP("TfevoPhiloxUniform")
+    .Input("seed: int32")
+    .Attr("n: int >= 0")
+    .Output("u: float")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t n;
+      TF_RETURN_IF_ERROR(c->GetAttr("n", &n));
+      c->set_output(0, c->MakeShape({c->MakeDim(n)}));
+      return Status();
+    })
+    .Doc(R"doc(
+tf.random.stateless_uniform([n], seed) (float32, Philox) re-implemented; bit-identical.
+)doc");
+
+namespace {
+
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+
+// Philox-4x32-10 on one counter (TensorFlow's random::PhiloxRandom).
+inline void Philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+                   uint32_t out[4]) {
+  for (int r = 0; r < 10; ++r) {
+    const uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = static_cast<uint32_t>(p1);
+    c2 = n2;
+    c3 = static_cast<uint32_t>(p0);
+    k0 += kW0;
+    k1 += kW1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+// Key and counter TensorFlow derives from a stateless seed: the seed words
+// (int32 sign-extended to 64 bits) pass once through Philox.
+struct Stream {
+  uint32_t k0, k1, c2, c3;  // counter words 0 and 1 are the group index
+};
+
+inline Stream MakeStream(int32_t s0, int32_t s1) {
+  const uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(s0));
+  const uint64_t b = static_cast<uint64_t>(static_cast<int64_t>(s1));
+  uint32_t mix[4];
+  Philox(static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32), static_cast<uint32_t>(b),
+         static_cast<uint32_t>(b >> 32), 0x3ec8f720u, 0x02461e29u, mix);
+  return Stream{mix[0], mix[1], mix[2], mix[3]};
+}
+
+inline float ToFloat(uint32_t x) {  // TensorFlow's Uint32ToFloat: [0, 1)
+  const uint32_t v = (x & 0x7fffffu) | 0x3f800000u;
+  float f;
+  std::memcpy(&f, &v, sizeof f);
+  return f - 1.0f;
+}
+
+// Philox words of groups [g0, g0 + ng) in TensorFlow's order (4 words per group).
+void PhiloxGroups(const Stream& s, uint64_t g0, int64_t ng, uint32_t* w) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i ihi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  const __m512i qa = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  const __m512i qb = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  for (; j + 16 <= ng && ((g0 + j + 15) >> 32) == (g0 + j) >> 32; j += 16) {
+    const uint64_t g = g0 + j;
+    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(g))), lane);
+    __m512i c1 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(g >> 32)));
+    __m512i c2 = _mm512_set1_epi32(static_cast<int>(s.c2)), c3 = _mm512_set1_epi32(static_cast<int>(s.c3));
+    uint32_t k0 = s.k0, k1 = s.k1;
+    for (int r = 0; r < 10; ++r) {
+      const __m512i e0 = _mm512_mul_epu32(c0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
+      const __m512i e1 = _mm512_mul_epu32(c2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
+      const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+      const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+      const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+      const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+      const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+      const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
+      k0 += kW0;
+      k1 += kW1;
+    }
+    const __m512i a_lo = _mm512_permutex2var_epi32(c0, ilo, c1), a_hi = _mm512_permutex2var_epi32(c0, ihi, c1);
+    const __m512i b_lo = _mm512_permutex2var_epi32(c2, ilo, c3), b_hi = _mm512_permutex2var_epi32(c2, ihi, c3);
+    uint32_t* o = w + 4 * j;
+    _mm512_storeu_si512(o, _mm512_permutex2var_epi64(a_lo, qa, b_lo));
+    _mm512_storeu_si512(o + 16, _mm512_permutex2var_epi64(a_lo, qb, b_lo));
+    _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi64(a_hi, qa, b_hi));
+    _mm512_storeu_si512(o + 48, _mm512_permutex2var_epi64(a_hi, qb, b_hi));
+  }
+#endif
+  for (; j < ng; ++j) {
+    const uint64_t g = g0 + j;
+    Philox(static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), s.c2, s.c3, s.k0, s.k1, w + 4 * j);
+  }
+}
+
+// Uniform floats for flat indices [start, start + n) of the stream into out.
+void Uniforms(const Stream& s, uint64_t start, int64_t n, float* out, uint32_t* scratch) {
+  if (n <= 0) return;
+  const uint64_t g0 = start >> 2, g1 = (start + n - 1) >> 2;
+  PhiloxGroups(s, g0, static_cast<int64_t>(g1 - g0 + 1), scratch);
+  const uint32_t* src = scratch + (start & 3);
+  for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(src[i]);
+}
+
+constexpr int64_t kChunk = 2048;  // uniforms per work unit (a multiple of the packet size)
+
+class GaussianPopulationOp : public OpKernel {
+ public:
+  explicit GaussianPopulationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rows", &rows_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dim", &dim_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("mirrored", &mirrored_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& seed_t = ctx->input(0);
+    const Tensor& scale_t = ctx->input(1);
+    const Tensor& center_t = ctx->input(2);
+    const int64_t n = rows_, d = dim_;
+    OP_REQUIRES(ctx, seed_t.NumElements() == 2,
+                tensorflow::errors::InvalidArgument("TfevoGaussianPopulation: seed must have 2 elements"));
+    OP_REQUIRES(ctx, scale_t.NumElements() == 1 || (scale_t.dims() == 1 && scale_t.NumElements() == d),
+                tensorflow::errors::InvalidArgument("TfevoGaussianPopulation: scale must be a scalar or [", d,
+                                                    "], got ", scale_t.shape().DebugString()));
+    const bool has_center = center_t.NumElements() > 0;
+    OP_REQUIRES(ctx, !has_center || (center_t.dims() == 1 && center_t.NumElements() == d),
+                tensorflow::errors::InvalidArgument("TfevoGaussianPopulation: center must be [", d,
+                                                    "] or empty, got ", center_t.shape().DebugString()));
+    Tensor* out_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({mirrored_ ? 2 * n : n, d}), &out_t));
+
+    const auto sv = seed_t.flat<int32_t>();
+    const Stream noise = MakeStream(sv(0), sv(1));
+    const bool per_dim = scale_t.NumElements() != 1;
+    const float* scale = scale_t.flat<float>().data();
+    const float* center = has_center ? center_t.flat<float>().data() : nullptr;
+    float* out = out_t->flat<float>().data();
+    const int64_t h = (n + 1) / 2, total = h * d;
+    const bool mirrored = mirrored_;
+    const float two_pi = static_cast<float>(2.0 * M_PI);
+
+    // Writes one row segment: rows `row` (and n + row when mirrored) at columns [j0, j0 + len).
+    auto emit = [&](int64_t row, int64_t j0, int64_t len, const float* z) {
+      float* o = out + row * d + j0;
+      if (!has_center) {
+        std::memcpy(o, z, len * sizeof(float));
+        if (mirrored) {
+          float* m = out + (n + row) * d + j0;
+          for (int64_t k = 0; k < len; ++k) m[k] = -z[k];
+        }
+        return;
+      }
+      const float* c = center + j0;
+      for (int64_t k = 0; k < len; ++k) o[k] = c[k] + z[k];
+      if (mirrored) {
+        float* m = out + (n + row) * d + j0;
+        for (int64_t k = 0; k < len; ++k) m[k] = c[k] - z[k];
+      }
+    };
+
+    auto work = [&](int64_t begin, int64_t end) {
+      using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
+      AVec u0(kChunk), u1(kChunk), zc(kChunk), zs(kChunk);
+      std::vector<uint32_t> scratch(kChunk + 8);
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t s = c * kChunk, len = std::min(kChunk, total - s);
+        Uniforms(noise, static_cast<uint64_t>(s), len, u0.data(), scratch.data());
+        Uniforms(noise, static_cast<uint64_t>(total + s), len, u1.data(), scratch.data());
+        std::fill(u0.begin() + len, u0.end(), 0.5f);  // finite padding: every element takes the packet path
+        std::fill(u1.begin() + len, u1.end(), 0.5f);
+        using Arr = Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>;
+        Arr a0(u0.data(), kChunk), a1(u1.data(), kChunk), ac(zc.data(), kChunk), as(zs.data(), kChunk);
+        a0 = (-2.0f * (-a0).log1p()).sqrt();  // radius, as the reference: sqrt(-2 * log1p(-u))
+        if (per_dim) {                          // r * scale[j], row segment by row segment
+          for (int64_t k = 0; k < len;) {
+            const int64_t j0 = (s + k) % d, m = std::min(d - j0, len - k);
+            float* r = u0.data() + k;
+            const float* sc = scale + j0;
+            for (int64_t q = 0; q < m; ++q) r[q] *= sc[q];
+            k += m;
+          }
+        } else {
+          a0 *= scale[0];
+        }
+        a1 = two_pi * a1;  // angle
+        ac = a0 * a1.cos();
+        as = a0 * a1.sin();
+        for (int64_t k = 0; k < len;) {
+          const int64_t row = (s + k) / d, j0 = (s + k) % d, m = std::min(d - j0, len - k);
+          emit(row, j0, m, zc.data() + k);
+          if (h + row < n) emit(h + row, j0, m, zs.data() + k);
+          k += m;
+        }
+      }
+    };
+    const int64_t units = (total + kChunk - 1) / kChunk;
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(pool->num_threads, pool->workers, units, 60 * kChunk, work);
+  }
+
+ private:
+  int64_t rows_, dim_;
+  bool mirrored_;
+};
+
+// The raw uniforms of the same stream (= tf.random.stateless_uniform([n], seed)),
+// used by the tests to check the Philox re-implementation bit for bit.
+class PhiloxUniformOp : public OpKernel {
+ public:
+  explicit PhiloxUniformOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("n", &n_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& seed_t = ctx->input(0);
+    OP_REQUIRES(ctx, seed_t.NumElements() == 2,
+                tensorflow::errors::InvalidArgument("TfevoPhiloxUniform: seed must have 2 elements"));
+    Tensor* out_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n_}), &out_t));
+    const auto sv = seed_t.flat<int32_t>();
+    const Stream s = MakeStream(sv(0), sv(1));
+    float* out = out_t->flat<float>().data();
+    const int64_t total = n_;
+    auto work = [&](int64_t begin, int64_t end) {
+      std::vector<uint32_t> scratch(kChunk + 8);
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t st = c * kChunk;
+        Uniforms(s, static_cast<uint64_t>(st), std::min(kChunk, total - st), out + st, scratch.data());
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(pool->num_threads, pool->workers, (total + kChunk - 1) / kChunk, 20 * kChunk, work);
+  }
+
+ private:
+  int64_t n_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoGaussianPopulation").Device(DEVICE_CPU), GaussianPopulationOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoPhiloxUniform").Device(DEVICE_CPU), PhiloxUniformOp);
+
+}  // namespace tfevo_normal
