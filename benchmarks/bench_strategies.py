@@ -1,4 +1,4 @@
-"""Overhead of one ask+tell (no evaluation): tfevo OpenAI-ES / SNES vs evosax (JAX on CPU, jitted).
+"""Overhead of one ask+tell (no evaluation): tfevo OpenAI-ES / SNES / Sep-CMA-ES vs evosax (JAX CPU, jitted).
 
 Usage::
 
@@ -6,7 +6,8 @@ Usage::
 
 For every (strategy, D, P) both libraries get the same configuration (OpenAI-ES:
 mirrored sampling, centered ranks, Adam lr 0.01, no weight decay; SNES: default
-utilities and learning rates), a warm-up generation (compile/trace time is
+utilities and learning rates; Sep-CMA-ES: default weights and rates, sigma 0.1,
+as in bench_cma.py), a warm-up generation (compile/trace time is
 reported separately), then ``repeats`` timed blocks of generations; the table
 shows the median seconds per generation.  ``ratio`` = evosax time / tfevo time
 (> 1 means tfevo is faster).  Fitness is a fixed random vector in each
@@ -54,10 +55,12 @@ def _time_interleaved(steps, budget: float, repeats: int) -> list:
 def bench_tfevo(name: str, d: int, p: int, budget: float, repeats: int):
     import tensorflow as tf
 
-    from tfevo.strategies import SNES, OpenES
+    from tfevo.strategies import SNES, OpenES, SepCMAES
 
     if name == "OpenAI-ES":
         algo = OpenES(d, p, sigma=0.02, learning_rate=0.01, optimizer="adam", weight_decay=0.0, seed=0)
+    elif name == "Sep-CMA-ES":
+        algo = SepCMAES(d, popsize=p, sigma_init=0.1, seed=0)
     else:
         algo = SNES(d, p, seed=0)
     fit = tf.random.stateless_normal([p], seed=[1, 2])
@@ -78,12 +81,14 @@ def bench_evosax(name: str, d: int, p: int, budget: float, repeats: int):
     import jax
     import jax.numpy as jnp
     import optax
-    from evosax.algorithms import SNES, Open_ES
+    from evosax.algorithms import SNES, Open_ES, Sep_CMA_ES
 
     solution = jnp.zeros(d)
     if name == "OpenAI-ES":
         es = Open_ES(p, solution, use_antithetic_sampling=True, optimizer=optax.adam(0.01),
                      std_schedule=optax.constant_schedule(0.02))
+    elif name == "Sep-CMA-ES":
+        es = Sep_CMA_ES(population_size=p, solution=solution)
     else:
         es = SNES(p, solution)
     params = es.default_params
@@ -143,6 +148,27 @@ def call_floor(repeats: int, budget: float) -> list:
     return list(zip(names, secs))
 
 
+def noise_shapes(dims):
+    return [(p, d) for d in dims for p in (default_popsize(d, True), 256)]
+
+
+def time_noise(p: int, d: int, repeats: int, budget: float):
+    """Seconds per ``_gaussian_population`` call (graph mode, FastCall), op vs reference."""
+    import tensorflow as tf
+
+    from tfevo.core import FastCall
+    from tfevo.strategies.shaping import _gaussian_population, normal_op_available
+
+    center, sigma = tf.Variable(tf.zeros([d])), tf.Variable(0.02)
+    seed = tf.Variable([0, 0])
+    fns = []
+    for use_op in ((True if normal_op_available() else False), False):
+        def body(use_op=use_op):
+            return _gaussian_population(center, sigma, p, True, seed.assign_add([0, 1]), use_op=use_op)
+        fns.append(FastCall(tf.function(body, input_signature=[])))
+    return _time_interleaved(fns, budget, repeats)
+
+
 def default_popsize(d: int, even: bool) -> int:
     from tfevo.strategies.shaping import _default_popsize
 
@@ -155,8 +181,10 @@ def main():
     ap.add_argument("--pops", nargs="+", default=["default", "256"])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--budget", type=float, default=0.3, help="seconds per timed block")
-    ap.add_argument("--algos", nargs="+", default=["OpenAI-ES", "SNES"])
+    ap.add_argument("--algos", nargs="+", default=["OpenAI-ES", "SNES", "Sep-CMA-ES"])
     ap.add_argument("--no-floor", action="store_true", help="skip the per-call floor table")
+    ap.add_argument("--noise-table", action="store_true",
+                    help="also time the Gaussian sampler alone: C++ op vs pure-TF reference")
     args = ap.parse_args()
 
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -166,6 +194,13 @@ def main():
         print("|---|---|")
         for name, sec in call_floor(args.repeats, min(args.budget, 0.2)):
             print(f"| {name} | {sec * 1e6:.0f} |", flush=True)
+        print()
+    if args.noise_table:
+        print("| noise [P, D] (mirrored, + centre) | C++ op s | TF reference s | reference/op |")
+        print("|---|---|---|---|")
+        for p_, d_ in noise_shapes(args.dims):
+            op_s, ref_s = time_noise(p_, d_, args.repeats, min(args.budget, 0.2))
+            print(f"| {p_} x {d_} | {op_s:.3e} | {ref_s:.3e} | {ref_s / op_s:.2f} |", flush=True)
         print()
     print("| strategy | D | P | tfevo s/gen | evosax s/gen | ratio (evosax/tfevo) "
           "| tfevo first call s | evosax first call s |")
