@@ -200,6 +200,7 @@ void Uniforms(const Stream& s, uint64_t start, int64_t n, float* out, uint32_t* 
 }
 
 constexpr int64_t kChunk = 2048;  // uniforms per work unit (a multiple of the packet size)
+constexpr int64_t kInlineChunks = 8;  // up to 8 chunks (16k normals, ~30 us) run on the calling thread
 
 class GaussianPopulationOp : public OpKernel {
  public:
@@ -291,6 +292,10 @@ class GaussianPopulationOp : public OpKernel {
       }
     };
     const int64_t units = (total + kChunk - 1) / kChunk;
+    if (units <= kInlineChunks) {  // small draws: waking pool threads costs more than it saves
+      work(0, units);
+      return;
+    }
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
     tensorflow::Shard(pool->num_threads, pool->workers, units, 60 * kChunk, work);
   }

@@ -203,6 +203,7 @@ _NORMAL_OP = None
 _NORMAL_OP_LOADED = False
 
 
+@tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
 def _normal_op():
     """The loaded ``TfevoGaussianPopulation`` module (``custom_ops/normal.cc``) or ``None``."""
     global _NORMAL_OP, _NORMAL_OP_LOADED
