@@ -12,6 +12,18 @@ def test_default_config_valid():
     assert cfg.env.id == "CartPole-v1" and cfg.run.generations > 0
 
 
+def test_num_subsets_auto_resolves_by_device():
+    import tensorflow as tf
+
+    from tfevo.training.builders import num_subsets_of
+
+    cfg = parse_config(DEFAULT_CONFIG)
+    assert cfg.evaluator.num_subsets == "auto"
+    assert num_subsets_of(cfg) == (2 if tf.config.list_physical_devices("GPU") else 1)
+    cfg = parse_config({**DEFAULT_CONFIG, "evaluator": {"num_subsets": 4}})
+    assert num_subsets_of(cfg) == 4
+
+
 @pytest.mark.parametrize("data, msg", [
     ({"run": {"generations": 5}, "algorithm": {"popsiz": 3}}, r"algorithm\.popsiz: unknown field"),
     ({"run": {"generations": 5}, "algorithm": {"popsize": 1}}, r"algorithm\.popsize"),
@@ -19,6 +31,8 @@ def test_default_config_valid():
     ({"run": {"generations": 5}, "policy": {"kind": "transformer"}}, r"policy\.kind"),
     ({"run": {"generations": 5}, "policy": {"hidden": [0]}}, "hidden"),
     ({"run": {"generations": "many"}}, r"run\.generations"),
+    ({"run": {"generations": 5}, "evaluator": {"num_subsets": 0}}, r"evaluator\.num_subsets"),
+    ({"run": {"generations": 5}, "evaluator": {"num_subsets": "many"}}, r"evaluator\.num_subsets"),
 ])
 def test_bad_configs_name_the_field(data, msg):
     with pytest.raises(ConfigError, match=msg):

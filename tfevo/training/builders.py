@@ -46,6 +46,18 @@ def _env_spec(env_id: str, kwargs: dict):
             env.close()
 
 
+def num_subsets_of(cfg) -> int:
+    """``evaluator.num_subsets`` with ``"auto"`` resolved: 2 (pipelined) when a GPU runs the
+    inference, 1 (serial) on a CPU-only machine, where simulators and inference share the
+    cores and the serial loop measured faster (benchmarks/results/pipeline.md)."""
+    k = cfg.evaluator.num_subsets
+    if k != "auto":
+        return int(k)
+    import tensorflow as tf
+
+    return 2 if tf.config.list_physical_devices("GPU") else 1
+
+
 def make_policy(cfg, obs_shape, action_spec):
     from tfevo import nn
 
@@ -127,7 +139,7 @@ def _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, poli
             trackables["obs_norm"] = normalizer
         replicas = strategy.num_replicas_in_sync
         num_envs = cfg.evaluator.num_envs or min(-(-popsize // replicas), 64)
-        num_subsets = min(cfg.evaluator.num_subsets, num_envs)
+        num_subsets = min(num_subsets_of(cfg), num_envs)
 
         def make_evaluator():
             return rollout.PipelinedEvaluator(
@@ -178,7 +190,7 @@ def build(cfg) -> Setup:
         if normalizer is not None:
             trackables["obs_norm"] = normalizer
         evaluator = rollout.PipelinedEvaluator(
-            cfg.env.id, policy, num_envs=num_envs, num_subsets=cfg.evaluator.num_subsets,
+            cfg.env.id, policy, num_envs=num_envs, num_subsets=min(num_subsets_of(cfg), num_envs),
             episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
             obs_norm=normalizer, env_kwargs=cfg.env.kwargs,
         )

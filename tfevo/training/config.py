@@ -36,9 +36,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tfevo.core import ConfigError
 
@@ -110,7 +110,16 @@ class EvaluatorConfig(_Strict):
 
     kind: Literal["auto", "ingraph", "pipelined"] = Field("auto", description="auto: ingraph for TF envs.")
     num_envs: Optional[int] = Field(None, ge=1, description="Simulator slots (pipelined); default min(P, 256) for vector observations, min(P, 64) for images.")
-    num_subsets: int = Field(2, ge=1, description="K subsets that alternate (pipelined; 1 = serial).")
+    num_subsets: Union[Literal["auto"], int] = Field(
+        "auto", description="K subsets that alternate (pipelined; 1 = serial). auto: 2 with a GPU, 1 on a "
+        "CPU-only machine, where simulation and inference share the same cores and serial was faster.")
+
+    @field_validator("num_subsets")
+    @classmethod
+    def _check_subsets(cls, v):
+        if v != "auto" and int(v) < 1:
+            raise ValueError(f"num_subsets must be 'auto' or >= 1, got {v}")
+        return v
     obs_norm: bool = Field(False, description="Running observation normalization (ES on MuJoCo).")
     jit_compile: bool = Field(False, description="Force XLA for the in-graph rollout (default: try it).")
     decode_chunk: int = Field(0, ge=0, description="Compact genomes (seed_ga) decoded this many at a time (0: all).")
