@@ -120,5 +120,15 @@ def load(name: str):
         return mod
 
 
+def op_module(name: str, symbol: str):
+    """The loaded module of ``custom_ops/<name>.cc`` if it exports ``symbol``, else ``None``.
+
+    The one lazy accessor the package's dispatchers use (``ops.load`` builds
+    and caches the library on first use).
+    """
+    mod = load(name)
+    return mod if (mod is not None and hasattr(mod, symbol)) else None
+
+
 def available(name: str) -> bool:
     return load(name) is not None

@@ -19,20 +19,12 @@ from tfevo.core import ShapeError
 
 __all__ = ["indexed_matmul", "indexed_matmul_reference", "indexed_matmul_op_available"]
 
-_OP = None
-_OP_LOADED = False
-
 
 def _op():
-    """The loaded custom-op module or ``None`` (loaded once, lazily)."""
-    global _OP, _OP_LOADED
-    if not _OP_LOADED:
-        from tfevo import ops
+    """The loaded custom-op module or ``None`` (built and loaded once, lazily)."""
+    from tfevo import ops
 
-        mod = ops.load("indexed_matmul")
-        _OP = mod if (mod is not None and hasattr(mod, "tfevo_indexed_matmul")) else None
-        _OP_LOADED = True
-    return _OP
+    return ops.op_module("indexed_matmul", "tfevo_indexed_matmul")
 
 
 def _in_xla_context() -> bool:

@@ -34,20 +34,11 @@ def _bounds(bounds, dim):
     return tf.constant(lo), tf.constant(hi)
 
 
-_OP = None
-_OP_LOADED = False
-
-
 def _emit_op():
     """The loaded ``qd_emit`` custom-op module or ``None`` (built/loaded once, lazily)."""
-    global _OP, _OP_LOADED
-    if not _OP_LOADED:
-        from tfevo import ops
+    from tfevo import ops
 
-        mod = ops.load("qd_emit")
-        _OP = mod if (mod is not None and hasattr(mod, "tfevo_iso_line_emit")) else None
-        _OP_LOADED = True
-    return _OP
+    return ops.op_module("qd_emit", "tfevo_iso_line_emit")
 
 
 def emit_op_available() -> bool:

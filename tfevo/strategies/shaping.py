@@ -199,21 +199,12 @@ def _default_popsize(num_dims: int, even: bool = False) -> int:
     return p
 
 
-_NORMAL_OP = None
-_NORMAL_OP_LOADED = False
-
-
 @tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
 def _normal_op():
     """The loaded ``TfevoGaussianPopulation`` module (``custom_ops/normal.cc``) or ``None``."""
-    global _NORMAL_OP, _NORMAL_OP_LOADED
-    if not _NORMAL_OP_LOADED:
-        from tfevo import ops
+    from tfevo import ops
 
-        mod = ops.load("normal")
-        _NORMAL_OP = mod if (mod is not None and hasattr(mod, "tfevo_gaussian_population")) else None
-        _NORMAL_OP_LOADED = True
-    return _NORMAL_OP
+    return ops.op_module("normal", "tfevo_gaussian_population")
 
 
 def normal_op_available() -> bool:
