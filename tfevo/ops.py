@@ -77,6 +77,9 @@ def build(name: str, force: bool = False) -> Path:
     if not src.is_file():
         raise RuntimeError(f"no source {src}")
     code = src.read_bytes()
+    # Shared headers (e.g. philox.h) are part of every op's build key.
+    for h in sorted(source_dir().glob("*.h")):
+        code += h.name.encode() + h.read_bytes()
     digest = hashlib.sha256(code + " ".join(tf.sysconfig.get_compile_flags()).encode()).hexdigest()[:16]
     out_dir = cache_dir()
     out = out_dir / f"{name}-{digest}.so"
