@@ -204,6 +204,11 @@ class _CMABase(Algorithm):
     def _learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
         raise NotImplementedError
 
+    def _csa_sigma(self, sigma, ps_norm):
+        """Cumulative step-size adaptation: ``sigma * exp(min(1, cs/d_sigma (|p_sigma|/E|N| - 1)))``."""
+        log_step = (self.c_sigma / self.d_sigma) * (ps_norm / self.chi_n - 1.0)
+        return sigma * tf.exp(tf.minimum(log_step, 1.0))
+
     def _mahalanobis_sq(self, y):
         """``||C^{-1/2} y_i||^2`` per row (subclasses skip work the norm does not need)."""
         return tf.reduce_sum(tf.square(self._inv_sqrt(y)), axis=1)
@@ -344,8 +349,7 @@ class _CMABase(Algorithm):
         delta_h = (1.0 - h_sigma) * cc * (2.0 - cc)
         decay = 1.0 + self.c1 * delta_h - self.c1 - self.cmu * float(self.weights_np.sum())
         self._update_cov(decay, p_c, y, w_eff, any_finite)
-        log_step = (cs / self.d_sigma) * (ps_norm / self.chi_n - 1.0)
-        sigma_new = sigma * tf.exp(tf.minimum(log_step, 1.0))
+        sigma_new = self._csa_sigma(sigma, ps_norm)
         keep = any_finite & tf.math.is_finite(sigma_new) & tf.reduce_all(tf.math.is_finite(m_new))
         self._mean.assign(tf.where(keep, m_new, m))
         self.p_sigma.assign(tf.where(keep, p_sigma, self.p_sigma))

@@ -114,8 +114,7 @@ class LMMAES(_CMABase):
         cc = tf.constant(self.c_cm, dt)[:, None]
         M_new = (1.0 - cc) * self.M + tf.sqrt(self.mueff * cc * (2.0 - cc)) * z_w[None, :]
         m_new = m + sigma * d_w
-        log_step = (cs / self.d_sigma) * (tf.norm(p_sigma) / self.chi_n - 1.0)
-        sigma_new = sigma * tf.exp(tf.minimum(log_step, 1.0))
+        sigma_new = self._csa_sigma(sigma, tf.norm(p_sigma))
         keep = (any_finite & tf.math.is_finite(sigma_new) & tf.reduce_all(tf.math.is_finite(m_new))
                 & tf.reduce_all(tf.math.is_finite(M_new)))
         self._mean.assign(tf.where(keep, m_new, m))
