@@ -135,3 +135,15 @@ def test_pipelined_mujoco_matches_serial_reference(feed_forward, subsets):
     ref = _swimmer_serial(pol, flat, seeds, steps, not feed_forward)
     assert np.ptp(ref) > 0
     np.testing.assert_allclose(fit, ref.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_sharded_rollout_rejects_recurrent_policy():
+    """The distributed in-graph rollout does not carry policy state: it says so instead of
+    silently running a recurrent network from zero state at every step."""
+    from tfevo.core import ConfigError
+    from tfevo.distribute import ShardedRollout
+
+    env = make("CartPole-v1", 1)
+    with pytest.raises(ConfigError, match="recurrent"):
+        ShardedRollout(env, NEATPolicy(_cfg(False), env.action_spec))
+    ShardedRollout(env, NEATPolicy(_cfg(True), env.action_spec))  # feed-forward is fine

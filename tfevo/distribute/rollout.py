@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.envs.base import TFEnv
+from tfevo.rollout.ingraph import policy_fns
 
 __all__ = ["ShardedRollout"]
 
@@ -55,6 +56,11 @@ class ShardedRollout:
             raise ConfigError(f"ShardedRollout needs an in-graph TFEnv, got {type(env).__name__}")
         if not callable(getattr(policy, "forward", None)):
             raise ConfigError(f"policy must have forward(params, obs), got {type(policy).__name__}")
+        if getattr(policy, "state_shape", None) is not None:
+            raise ConfigError(
+                f"ShardedRollout does not carry a recurrent policy's state ({type(policy).__name__} has a "
+                "state_shape); use a feed-forward policy or tfevo.rollout.InGraphEvaluator"
+            )
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
         limit = env.max_episode_steps if max_steps is None else min(
@@ -67,13 +73,6 @@ class ShardedRollout:
         self.max_steps = int(limit)
         self.report_frames = bool(report_frames)
 
-    def _policy_fns(self):
-        pol = self.policy
-        model = getattr(pol, "model", None)
-        if callable(getattr(pol, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
-            return model.unflatten_graph, pol.forward_graph
-        return (lambda params: params), pol.forward
-
     def __call__(self, params, indices, seeds):
         params = tf.cast(params, tf.float32)
         if params.shape.rank != 2:
@@ -83,7 +82,7 @@ class ShardedRollout:
         env = self.env
         obs_shape = list(env.observation_shape)
         spec = env.action_spec
-        prepare, forward = self._policy_fns()
+        prepare, forward = policy_fns(self.policy)
         weights = prepare(params)
 
         probe_state, probe_obs = env.reset(seeds[0], num_envs=b)

@@ -62,6 +62,16 @@ def final_obs_descriptor(final_obs, returns, lengths):
     return tf.reshape(tf.reduce_mean(final_obs, axis=1), [p, -1])
 
 
+def policy_fns(policy):
+    """``(prepare, forward)`` of a policy for in-graph rollouts: the graph path of a
+    :class:`tfevo.nn.Policy` (weights split once per rollout) if present, else its
+    ``forward`` on the raw parameters."""
+    model = getattr(policy, "model", None)
+    if callable(getattr(policy, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
+        return model.unflatten_graph, policy.forward_graph
+    return (lambda params: params), policy.forward
+
+
 def _tile_batch(x: tf.Tensor, p: int) -> tf.Tensor:
     """``[B, ...] -> [p * B, ...]`` with row ``i * B + b`` = ``x[b]``."""
     return tf.tile(x, [p] + [1] * (x.shape.rank - 1))
@@ -217,21 +227,13 @@ class InGraphEvaluator(tf.Module):
             )
         return tf.reshape(tf.cast(actions, tf.float32), [p * b, *spec.shape])
 
-    def _policy_fns(self):
-        """(prepare, forward) for the policy: the graph path of tfevo.nn.Policy if present."""
-        pol = self.policy
-        model = getattr(pol, "model", None)
-        if callable(getattr(pol, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
-            return model.unflatten_graph, pol.forward_graph
-        return (lambda params: params), pol.forward
-
     def _rollout(self, params):
         p = params.shape[0]
         b = self.episodes
         n = p * b
         env = self.env
         obs_shape = list(env.observation_shape)
-        prepare, forward = self._policy_fns()
+        prepare, forward = policy_fns(self.policy)
         weights = prepare(params)
 
         seed = self.seeds.next()
