@@ -30,6 +30,20 @@ def _env(extra=None):
     return env
 
 
+def _finish(procs, timeout=400):
+    """Waits for the worker processes (killing any still running on the way out) and
+    asserts each exited 0; returns their ``(stdout, stderr)``."""
+    try:
+        outs = [p.communicate(timeout=timeout) for p in procs] if timeout else []
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (o, e) in zip(procs, outs):
+        assert p.returncode == 0, o[-2000:] + e[-3000:]
+    return outs
+
+
 def _one():
     return tf.distribute.OneDeviceStrategy("/cpu:0")
 
@@ -226,14 +240,7 @@ def test_two_worker_multiworker_mirrored_matches_single_process(tmp_path):
             [sys.executable, "-m", "tfevo.distribute.check", "--checks", "es,ga,host", "--generations", "2",
              "--out", str(tmp_path / f"w{i}.npz")],
             env=_env({"TF_CONFIG": tf_config}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    try:
-        outs = [p.communicate(timeout=400) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (o, e) in zip(procs, outs):
-        assert p.returncode == 0, o[-2000:] + e[-3000:]
+    outs = _finish(procs)
     w0, w1 = (dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2))
     assert int(w0["num_replicas"]) == 2
     assert compare(w0, w1) == []
@@ -257,13 +264,10 @@ def test_two_worker_tfevo_train_chief_writes_and_matches_one_device(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
         assert main(_train(tmp_path / "one", 2, 1, TRAIN_ES)) == 0
-        outs = [p.communicate(timeout=400) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, (o, e) in zip(procs, outs):
-        assert p.returncode == 0, o[-2000:] + e[-3000:]
+    except BaseException:
+        _finish(procs, timeout=0)
+        raise
+    outs = _finish(procs)
     assert all("sharded over 2 replica(s)" in o for o, _ in outs)
     assert _rows(run) == _rows(run / "worker-1") == _rows(tmp_path / "one")
     assert (run / "config.json").exists() and not (run / "worker-1" / "config.json").exists()
