@@ -123,6 +123,20 @@ def load(name: str):
         return mod
 
 
+def in_xla_context() -> bool:
+    """Whether the function being traced will be XLA-compiled (``jit_compile=True``).
+
+    The custom ops have no XLA kernels, so their dispatchers use the pure-TF
+    reference there.
+    """
+    try:
+        from tensorflow.python.ops import control_flow_util
+
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    except Exception:  # pragma: no cover - private API moved: assume no XLA
+        return False
+
+
 def op_module(name: str, symbol: str):
     """The loaded module of ``custom_ops/<name>.cc`` if it exports ``symbol``, else ``None``.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfevo import ops
 from tfevo.core import ShapeError
 
 __all__ = ["indexed_matmul", "indexed_matmul_reference", "indexed_matmul_op_available"]
@@ -22,19 +23,7 @@ __all__ = ["indexed_matmul", "indexed_matmul_reference", "indexed_matmul_op_avai
 
 def _op():
     """The loaded custom-op module or ``None`` (built and loaded once, lazily)."""
-    from tfevo import ops
-
     return ops.op_module("indexed_matmul", "tfevo_indexed_matmul")
-
-
-def _in_xla_context() -> bool:
-    """Whether we are tracing a function that XLA will compile (the op has no XLA kernel)."""
-    try:
-        from tensorflow.python.ops import control_flow_util
-
-        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
-    except Exception:  # pragma: no cover - private API moved: assume no XLA
-        return False
 
 
 def indexed_matmul_op_available() -> bool:
@@ -85,7 +74,7 @@ def indexed_matmul(x, w, idx, use_op: bool | None = None):
     w = tf.convert_to_tensor(w, tf.float32)
     idx = tf.cast(tf.convert_to_tensor(idx), tf.int32)
     _check(x, w, idx)
-    mod = _op() if (use_op is True or (use_op is None and not _in_xla_context())) else None
+    mod = _op() if (use_op is True or (use_op is None and not ops.in_xla_context())) else None
     if use_op is True and mod is None:
         raise RuntimeError("the TfevoIndexedMatmul custom op is not available")
     if mod is not None:

@@ -20,6 +20,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tfevo import ops
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness, worst_to_finite
 
 __all__ = ["ranks", "centered_rank", "z_score", "weight_decay", "nes_utilities", "utility_weights"]
@@ -202,8 +203,6 @@ def _default_popsize(num_dims: int, even: bool = False) -> int:
 @tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
 def _normal_op():
     """The loaded ``TfevoGaussianPopulation`` module (``custom_ops/normal.cc``) or ``None``."""
-    from tfevo import ops
-
     return ops.op_module("normal", "tfevo_gaussian_population")
 
 
@@ -216,20 +215,10 @@ def normal_op_available() -> bool:
     return _normal_op() is not None
 
 
-def _in_xla_context() -> bool:
-    """Whether we are tracing a function that XLA will compile (the op has no XLA kernel)."""
-    try:
-        from tensorflow.python.ops import control_flow_util
-
-        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
-    except Exception:  # pragma: no cover - private API moved: assume no XLA
-        return False
-
-
 def _use_op(use_op) -> bool:
     if use_op is False:
         return False
-    ok = _normal_op() is not None and not _in_xla_context()
+    ok = _normal_op() is not None and not ops.in_xla_context()
     if use_op is True and not ok:
         raise RuntimeError("the TfevoGaussianPopulation custom op is not available here "
                            "(not built, disabled by TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
