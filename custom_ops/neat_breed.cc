@@ -1,0 +1,794 @@
+// TfevoNeatBreed: NEAT breeding (crossover by markers, structural and
+// attribute mutation, innovation markers, compaction) for a whole population
+// in one CPU kernel (issue #5).
+//
+// Pure-TensorFlow reference: the graph path of tfevo.neat.neat._breed
+// (operators.crossover_given -> mutate_pre -> pair_markers -> mutate_post ->
+// compact).  Every random number comes in as an input, drawn outside by
+// TensorFlow's stateless kernels exactly as the reference draws them:
+//
+//   words  int32 [P, ceil((4 wn + 2 wc) / 32)]   crossover coins (bit j of a row)
+//   u_all  float [P, 13 + wn*kn + wc*kc]           mutation uniforms
+//
+// and each one is consumed at the same place and in the same way as in the
+// reference, so structure, keys, markers, parents' choices and skip counts
+// are identical.  Float arithmetic is done in float32 in the reference's
+// order (constants are the reference's float32 roundings, passed in as
+// attrs; no FMA contraction).  The only difference: log1p and cos of the
+// Box-Muller normal are the C library's, TensorFlow's CPU kernels use
+// Eigen's vectorized approximations, so a gaussian draw can differ by a few
+// ulp (perturbed and fresh bias/response/weight values; nothing discrete
+// depends on them).
+//
+// Phases (P genomes, independent work split over TensorFlow's intra-op pool;
+// results never depend on the number of threads):
+//   A  per genome: crossover, add-node decision                [parallel]
+//   -  node keys of the new nodes (prefix count over genomes)   [serial, O(P)]
+//   B  per genome: add node, delete node, add-connection choice
+//      with the feed-forward cycle check                        [parallel]
+//   -  markers of the new (in, out) pairs: a pair already in any child keeps
+//      its (smallest) marker; the other distinct pairs get fresh markers in
+//      ascending order of the pair hash in * 2^25 + out         [sort + parallel scan]
+//   C  per genome: write new connection, delete connection, attribute
+//      mutation, compaction (genes first, NaN padded to full size) [parallel]
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+#pragma GCC optimize("fp-contract=off")
+
+namespace tfevo_neat_breed {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::InferenceContext;
+
+REGISTER_OP("TfevoNeatBreed")
+    .Input("nodes: float")        // [P, wn, 5]  parents' nodes, used slot range
+    .Input("conns: float")        // [P, wc, 5]
+    .Input("p1: int32")           // [P] fitter parent
+    .Input("p2: int32")           // [P]
+    .Input("is_elite: bool")      // [P] elites are copied (no mutation)
+    .Input("words: int32")        // [P, W] crossover coins
+    .Input("u_all: float")        // [P, 13 + wn*kn + wc*kc]
+    .Input("next_key: int64")     // []
+    .Input("next_marker: int64")  // []
+    .Output("out_nodes: float")   // [P, max_nodes, 5]
+    .Output("out_conns: float")   // [P, max_conns, 5]
+    .Output("out_next_key: int64")
+    .Output("out_next_marker: int64")
+    .Output("skipped_nodes: int64")
+    .Output("skipped_conns: int64")
+    .Attr("max_nodes: int >= 1")
+    .Attr("max_conns: int >= 1")
+    .Attr("num_inputs: int >= 0")
+    .Attr("num_outputs: int >= 0")
+    .Attr("feed_forward: bool")
+    .Attr("surer: bool")
+    .Attr("share_split: bool")
+    // [node_add, node_delete, conn_add, conn_delete] probabilities (float32)
+    .Attr("probs: list(float)")
+    // [default aggregation id, default activation id, enabled default 0/1]
+    .Attr("defaults: list(float)")
+    // float attributes bias, response, weight: 12 float32 constants each, see FloatParams
+    .Attr("bias_params: list(float)")
+    .Attr("response_params: list(float)")
+    .Attr("weight_params: list(float)")
+    .Attr("activation_ids: list(float)")
+    .Attr("aggregation_ids: list(float)")
+    // [activation rate, aggregation rate, enabled rate, enabled rate / 2]
+    .Attr("rates: list(float)")
+    // [kn, bias col, response col, activation col, aggregation col, kc, weight col, enabled col] (-1 = absent)
+    .Attr("columns: list(int)")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t n, m;
+      TF_RETURN_IF_ERROR(c->GetAttr("max_nodes", &n));
+      TF_RETURN_IF_ERROR(c->GetAttr("max_conns", &m));
+      auto P = c->Dim(c->input(2), 0);
+      c->set_output(0, c->MakeShape({P, c->MakeDim(n), c->MakeDim(5)}));
+      c->set_output(1, c->MakeShape({P, c->MakeDim(m), c->MakeDim(5)}));
+      for (int i = 2; i < 6; ++i) c->set_output(i, c->Scalar());
+      return Status();
+    })
+    .Doc(R"doc(
+NEAT breeding of a population given its random numbers (see tfevo/neat/_breed_op.py).
+)doc");
+
+namespace {
+
+constexpr int kD = 5;  // columns of a node / connection row
+constexpr int NODE_KEY = 0, NODE_BIAS = 1, NODE_RESPONSE = 2, NODE_AGG = 3, NODE_ACT = 4;
+constexpr int CONN_IN = 0, CONN_OUT = 1, CONN_ENABLED = 2, CONN_WEIGHT = 3, CONN_MARKER = 4;
+// per-genome uniform columns (operators._G_*)
+constexpr int G_ADD_NODE = 0, G_SPLIT = 1, G_DEL_NODE = 2, G_DEL_WHICH = 3, G_ADD_CONN = 4, G_FROM = 5, G_TO = 6,
+              G_W1 = 7, G_W2 = 8, G_DEL_CONN = 9, G_DEL_CWHICH = 10, G_R1 = 11, G_R2 = 12, G_COLS = 13;
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kOneMinus = 1.0f - 5.9604644775390625e-08f;  // 1 - 2^-24
+const float kTwoPi = static_cast<float>(6.283185307179586);
+
+// float32 constants of one float attribute, each the float32 rounding the
+// reference's TensorFlow ops use (computed in Python, see _breed_op.py)
+struct FloatParams {
+  bool mutates;     // rate > 0 or replace rate > 0
+  float rate;       // perturb rate
+  float rate_rep;   // rate + replace rate
+  float rate_div;   // max(rate, 1e-30)
+  float rep_div;    // max(replace rate, 1e-30)
+  float power;      // perturbation stdev
+  float lo, hi;     // bounds
+  bool uniform;     // init type
+  float c0, c1;     // uniform: a, b - a; gaussian: mean, stdev
+  explicit FloatParams(const std::vector<float>& v = std::vector<float>(12, 0.f))
+      : mutates(v[0] != 0.f), rate(v[1]), rate_rep(v[2]), rate_div(v[3]), rep_div(v[4]), power(v[5]), lo(v[6]),
+        hi(v[7]), uniform(v[8] != 0.f), c0(v[9]), c1(v[10]) {}
+};
+
+inline float Clip(float t, float lo, float hi) {  // tf.clip_by_value: max(min(t, hi), lo)
+  float m = t < hi ? t : hi;
+  return m > lo ? m : lo;
+}
+
+// operators._gauss: Box-Muller from v01 (decision uniform, rescaled) and u2
+inline float Gauss(float v01, float u2) {
+  float v = v01 < kOneMinus ? v01 : kOneMinus;
+  float l = std::log1p(-v);
+  float r = std::sqrt(-2.0f * l);
+  float a = kTwoPi * u2;
+  return r * std::cos(a);
+}
+
+// operators._fresh_float
+inline float Fresh(const FloatParams& f, float v01, float u2) {
+  if (f.uniform) {
+    float t = f.c1 * v01;
+    return f.c0 + t;
+  }
+  float t = f.c1 * Gauss(v01, u2);
+  return Clip(f.c0 + t, f.lo, f.hi);
+}
+
+// operators._mutate_float for one gene (mask already true)
+inline float MutateFloat(const FloatParams& f, float v, float r, float u2) {
+  const bool pert_hit = r < f.rate;
+  const bool rep_hit = !(r < f.rate) && r < f.rate_rep;
+  if (pert_hit) {
+    float v01 = r / f.rate_div;
+    float t = f.power * Gauss(v01, u2);
+    return Clip(v + t, f.lo, f.hi);
+  }
+  if (rep_hit) {
+    float d = r - f.rate;
+    float v01 = d / f.rep_div;
+    return Fresh(f, v01, u2);
+  }
+  return v;
+}
+
+inline bool Valid(const float* row) { return !std::isnan(row[0]); }
+
+// operators._random_choice over the rows of one genome: the floor(u * count)-th
+// true slot; (slot, has); slot 0 when there is none (tf.argmax of zeros)
+template <class Pred>
+inline int RandomChoice(int K, Pred pred, float u, bool* has) {
+  int cnt = 0;
+  for (int s = 0; s < K; ++s) cnt += pred(s) ? 1 : 0;
+  *has = cnt > 0;
+  if (cnt == 0) return 0;
+  float x = u * static_cast<float>(cnt);
+  int k = static_cast<int>(x);
+  if (k > cnt - 1) k = cnt - 1;
+  for (int s = 0; s < K; ++s) {
+    if (pred(s)) {
+      if (k == 0) return s;
+      --k;
+    }
+  }
+  return 0;
+}
+
+inline int64_t PairHash(float a, float b) {  // genome.pair_hash
+  const int64_t x = static_cast<int64_t>(std::isnan(a) ? -1.0f : a);
+  const int64_t y = static_cast<int64_t>(std::isnan(b) ? -1.0f : b);
+  return x * (int64_t{1} << 25) + y;
+}
+
+// First index t with keys[t * stride] == q (NaN never matches), or -1.  For
+// short rows a scan; the reference's sort + binary search finds the same
+// index (the smallest one among equal keys: a stable sort).
+inline int FindFirst(const float* base, int K, int stride, float q) {
+  if (std::isnan(q)) return -1;
+  for (int t = 0; t < K; ++t)
+    if (base[t * stride] == q) return t;
+  return -1;
+}
+
+// Per-genome bookkeeping between the phases.
+struct GenomeState {
+  // add node
+  bool add_node = false;
+  int nslot = 0, csel = 0, c1 = 0, c2 = 0;
+  int64_t split_marker = 0;
+  int64_t nid = 0;
+  // add connection
+  bool add_conn = false;
+  int cslot = 0;
+  float ka = 0.f, kb = 0.f;
+  int64_t hash = 0;
+  int group = -1;
+  // skip counts
+  int skip_n = 0, skip_c = 0;
+};
+
+class NeatBreedOp : public OpKernel {
+ public:
+  explicit NeatBreedOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    int64_t v;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_nodes", &v));
+    N_ = static_cast<int>(v);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_conns", &v));
+    C_ = static_cast<int>(v);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &v));
+    I_ = static_cast<int>(v);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &v));
+    O_ = static_cast<int>(v);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("feed_forward", &feed_forward_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("surer", &surer_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("share_split", &share_split_));
+    std::vector<float> probs, defaults, b, r, w, rates;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("probs", &probs));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("defaults", &defaults));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("bias_params", &b));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("response_params", &r));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_params", &w));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation_ids", &act_ids_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("aggregation_ids", &agg_ids_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rates", &rates));
+    std::vector<int64_t> cols;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("columns", &cols));
+    OP_REQUIRES(ctx, probs.size() == 4 && defaults.size() == 3 && b.size() == 12 && r.size() == 12 &&
+                         w.size() == 12 && rates.size() == 4 && cols.size() == 8,
+                tensorflow::errors::InvalidArgument("TfevoNeatBreed: malformed attrs"));
+    p_add_node_ = probs[0];
+    p_del_node_ = probs[1];
+    p_add_conn_ = probs[2];
+    p_del_conn_ = probs[3];
+    agg_default_ = defaults[0];
+    act_default_ = defaults[1];
+    en_default_ = defaults[2];
+    bias_ = FloatParams(b);
+    resp_ = FloatParams(r);
+    weight_ = FloatParams(w);
+    act_rate_ = rates[0];
+    agg_rate_ = rates[1];
+    en_rate_ = rates[2];
+    en_half_ = rates[3];
+    kn_ = static_cast<int>(cols[0]);
+    col_bias_ = static_cast<int>(cols[1]);
+    col_resp_ = static_cast<int>(cols[2]);
+    col_act_ = static_cast<int>(cols[3]);
+    col_agg_ = static_cast<int>(cols[4]);
+    kc_ = static_cast<int>(cols[5]);
+    col_w_ = static_cast<int>(cols[6]);
+    col_en_ = static_cast<int>(cols[7]);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& nodes_t = ctx->input(0);
+    const Tensor& conns_t = ctx->input(1);
+    const Tensor& p1_t = ctx->input(2);
+    const Tensor& p2_t = ctx->input(3);
+    const Tensor& elite_t = ctx->input(4);
+    const Tensor& words_t = ctx->input(5);
+    const Tensor& u_t = ctx->input(6);
+    const Tensor& nk_t = ctx->input(7);
+    const Tensor& nm_t = ctx->input(8);
+    using tensorflow::errors::InvalidArgument;
+    OP_REQUIRES(ctx, nodes_t.dims() == 3 && nodes_t.dim_size(2) == kD,
+                InvalidArgument("TfevoNeatBreed: nodes must be [P, wn, 5], got ", nodes_t.shape().DebugString()));
+    const int64_t P = nodes_t.dim_size(0);
+    const int wn = static_cast<int>(nodes_t.dim_size(1));
+    OP_REQUIRES(ctx, conns_t.dims() == 3 && conns_t.dim_size(2) == kD && conns_t.dim_size(0) == P,
+                InvalidArgument("TfevoNeatBreed: conns must be [P, wc, 5], got ", conns_t.shape().DebugString()));
+    const int wc = static_cast<int>(conns_t.dim_size(1));
+    OP_REQUIRES(ctx, wn <= N_ && wc <= C_ && wn >= I_ + O_,
+                InvalidArgument("TfevoNeatBreed: slot widths ", wn, "/", wc, " outside [", I_ + O_, ", ", N_,
+                                "] / [0, ", C_, "]"));
+    for (const Tensor* t : {&p1_t, &p2_t, &elite_t})
+      OP_REQUIRES(ctx, t->dims() == 1 && t->dim_size(0) == P,
+                  InvalidArgument("TfevoNeatBreed: p1, p2, is_elite must be [", P, "], got ",
+                                  t->shape().DebugString()));
+    const int64_t W = (4 * int64_t{wn} + 2 * int64_t{wc} + 31) / 32;
+    OP_REQUIRES(ctx, words_t.dims() == 2 && words_t.dim_size(0) == P && words_t.dim_size(1) >= W,
+                InvalidArgument("TfevoNeatBreed: words must be [", P, ", >= ", W, "], got ",
+                                words_t.shape().DebugString()));
+    const int64_t U = G_COLS + int64_t{wn} * kn_ + int64_t{wc} * kc_;
+    OP_REQUIRES(ctx, u_t.dims() == 2 && u_t.dim_size(0) == P && u_t.dim_size(1) == U,
+                InvalidArgument("TfevoNeatBreed: u_all must be [", P, ", ", U, "], got ", u_t.shape().DebugString()));
+    const int32_t* p1 = p1_t.flat<int32_t>().data();
+    const int32_t* p2 = p2_t.flat<int32_t>().data();
+    for (int64_t i = 0; i < P; ++i)
+      OP_REQUIRES(ctx, p1[i] >= 0 && p1[i] < P && p2[i] >= 0 && p2[i] < P,
+                  InvalidArgument("TfevoNeatBreed: parent index out of range at child ", i));
+
+    Tensor *on_t = nullptr, *oc_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
+    Tensor *nk_out, *nm_out, *skn_out, *skc_out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &nk_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &nm_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({}), &skn_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({}), &skc_out));
+
+    Ctx c;
+    c.nodes = nodes_t.flat<float>().data();
+    c.conns = conns_t.flat<float>().data();
+    c.p1 = p1;
+    c.p2 = p2;
+    c.elite = elite_t.flat<bool>().data();
+    c.words = reinterpret_cast<const uint32_t*>(words_t.flat<int32_t>().data());
+    c.W = words_t.dim_size(1);
+    c.u = u_t.flat<float>().data();
+    c.U = U;
+    c.wn = wn;
+    c.wc = wc;
+    c.on = on_t->flat<float>().data();
+    c.oc = oc_t->flat<float>().data();
+    std::vector<GenomeState> st(P);
+    c.st = st.data();
+
+    int64_t next_key = nk_t.scalar<int64_t>()();
+    int64_t next_marker = nm_t.scalar<int64_t>()();
+
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    auto run = [&](int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+      if (P * cost < 200000) {  // small: waking pool threads costs more than it saves
+        fn(0, P);
+      } else {
+        tensorflow::Shard(pool->num_threads, pool->workers, P, cost, fn);
+      }
+    };
+    const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
+
+    // ---- A: crossover, add-node decision
+    run(cost, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) PhaseA(c, i);
+    });
+    // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
+    int64_t nnew = 0;
+    if (p_add_node_ > 0.f) {
+      if (share_split_) {
+        // ids in order of first occurrence among the genomes that split
+        std::vector<std::pair<int64_t, int64_t>> idx;  // sorted (marker, id)
+        for (int64_t i = 0; i < P; ++i) {
+          GenomeState& g = st[i];
+          if (!g.add_node) continue;
+          auto it = std::lower_bound(idx.begin(), idx.end(), std::make_pair(g.split_marker, int64_t{-1}));
+          if (it != idx.end() && it->first == g.split_marker) {
+            g.nid = it->second;
+          } else {
+            g.nid = nnew++;
+            idx.insert(it, std::make_pair(g.split_marker, g.nid));
+          }
+        }
+      } else {
+        for (int64_t i = 0; i < P; ++i) {
+          if (st[i].add_node) st[i].nid = nnew++;
+        }
+      }
+    }
+    // ---- B: add node, delete node, add-connection choice
+    run(cost + 4 * int64_t{wc} * wn, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker);
+    });
+    next_key += nnew;
+    next_marker += 2 * nnew;
+    // ---- markers of the new pairs
+    if (p_add_conn_ > 0.f) next_marker = PairMarkers(c, P, next_marker, run);
+    // ---- C: write new connections, delete connection, attributes, compaction
+    run(cost + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) PhaseC(c, i);
+    });
+    int64_t skn = 0, skc = 0;
+    for (int64_t i = 0; i < P; ++i) {
+      skn += st[i].skip_n;
+      skc += st[i].skip_c;
+    }
+    nk_out->scalar<int64_t>()() = next_key;
+    nm_out->scalar<int64_t>()() = next_marker;
+    skn_out->scalar<int64_t>()() = skn;
+    skc_out->scalar<int64_t>()() = skc;
+  }
+
+ private:
+  struct Ctx {
+    const float *nodes, *conns, *u;
+    const int32_t *p1, *p2;
+    const bool* elite;
+    const uint32_t* words;
+    int64_t W, U;
+    int wn, wc;
+    float *on, *oc;
+    GenomeState* st;      // per-genome bookkeeping between the phases
+    std::vector<float> gm;  // marker of each distinct new pair (PairMarkers)
+    // the child genome i is built in place in the first wn / wc rows of its output slice
+  };
+
+  bool Coin(const Ctx& c, int64_t i, int64_t j) const {
+    return (c.words[i * c.W + (j >> 5)] >> (j & 31)) & 1u;
+  }
+
+  void PhaseA(Ctx& c, int64_t i) const {
+    const int wn = c.wn, wc = c.wc;
+    float* cn = c.on + i * int64_t{N_} * kD;
+    float* cc = c.oc + i * int64_t{C_} * kD;
+    const float* n1 = c.nodes + int64_t{c.p1[i]} * wn * kD;
+    const float* n2 = c.nodes + int64_t{c.p2[i]} * wn * kD;
+    const float* c1 = c.conns + int64_t{c.p1[i]} * wc * kD;
+    const float* c2 = c.conns + int64_t{c.p2[i]} * wc * kD;
+    // crossover (operators.crossover_given): parent 1's genes, homologous
+    // attributes from parent 2 where the coin is set
+    std::memcpy(cn, n1, sizeof(float) * wn * kD);
+    std::memcpy(cc, c1, sizeof(float) * wc * kD);
+    for (int s = 0; s < wn; ++s) {
+      const int t = FindFirst(n2 + NODE_KEY, wn, kD, n1[s * kD + NODE_KEY]);
+      if (t < 0) continue;
+      for (int col = 1; col < kD; ++col)
+        if (Coin(c, i, 4 * int64_t{s} + col - 1)) cn[s * kD + col] = n2[t * kD + col];
+    }
+    for (int s = 0; s < wc; ++s) {
+      const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER]);
+      if (t < 0) continue;
+      const int64_t j = 4 * int64_t{wn} + 2 * int64_t{s};
+      if (Coin(c, i, j)) cc[s * kD + CONN_ENABLED] = c2[t * kD + CONN_ENABLED];
+      if (Coin(c, i, j + 1)) cc[s * kD + CONN_WEIGHT] = c2[t * kD + CONN_WEIGHT];
+    }
+    GenomeState& g = c.st[i];
+    const bool active = !c.elite[i];
+    const float* u = c.u + i * c.U;
+    // add-node decision
+    if (p_add_node_ > 0.f) {
+      const bool want = active && u[G_ADD_NODE] < p_add_node_;
+      bool has = false;
+      g.csel = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_SPLIT], &has);
+      int nslot = -1, f1 = -1, f2 = -1, nfree = 0;
+      for (int s = 0; s < wn; ++s)
+        if (std::isnan(cn[s * kD + NODE_KEY])) {
+          nslot = s;
+          break;
+        }
+      for (int s = 0; s < wc; ++s)
+        if (!Valid(cc + s * kD)) {
+          if (f1 < 0) {
+            f1 = s;
+          } else if (f2 < 0) {
+            f2 = s;
+          }
+          ++nfree;
+        }
+      const bool has_n = nslot >= 0, has_c = nfree >= 2;
+      g.nslot = has_n ? nslot : 0;
+      g.c1 = f1 >= 0 ? f1 : 0;
+      g.c2 = f2 >= 0 ? f2 : 0;
+      bool ok = want && has;
+      if (ok && !has_n) g.skip_n += 1;
+      if (ok && has_n && !has_c) g.skip_c += 1;
+      ok = ok && has_n && has_c;
+      g.add_node = ok;
+      if (ok) g.split_marker = static_cast<int64_t>(cc[g.csel * kD + CONN_MARKER]);
+    }
+  }
+
+  void PhaseB(Ctx& c, int64_t i, int64_t next_key, int64_t next_marker) const {
+    const int wn = c.wn, wc = c.wc;
+    float* cn = c.on + i * int64_t{N_} * kD;
+    float* cc = c.oc + i * int64_t{C_} * kD;
+    GenomeState& g = c.st[i];
+    const bool active = !c.elite[i];
+    const float* u = c.u + i * c.U;
+    const int I = I_, O = O_;
+    if (g.add_node) {
+      const float key = static_cast<float>(next_key + g.nid);
+      const float mk1 = static_cast<float>(next_marker + 2 * g.nid);
+      float split[kD];
+      std::memcpy(split, cc + g.csel * kD, sizeof(split));
+      const float resp = Fresh(resp_, u[G_R1], u[G_R2]);
+      float* nr = cn + g.nslot * kD;
+      nr[0] = key;
+      nr[1] = 0.f;
+      nr[2] = resp;
+      nr[3] = agg_default_;
+      nr[4] = act_default_;
+      cc[g.csel * kD + CONN_ENABLED] = split[CONN_ENABLED] * 0.0f;  // the split connection is disabled
+      float* r1 = cc + g.c1 * kD;
+      r1[0] = split[CONN_IN];
+      r1[1] = key;
+      r1[2] = 1.f;
+      r1[3] = 1.f;
+      r1[4] = mk1;
+      float* r2 = cc + g.c2 * kD;
+      r2[0] = key;
+      r2[1] = split[CONN_OUT];
+      r2[2] = 1.f;
+      r2[3] = split[CONN_WEIGHT];
+      r2[4] = mk1 + 1.0f;
+    }
+    // delete node
+    if (p_del_node_ > 0.f) {
+      const bool want = active && u[G_DEL_NODE] < p_del_node_;
+      bool has = false;
+      const int ns = RandomChoice(wn, [&](int s) { return s >= I + O && Valid(cn + s * kD); }, u[G_DEL_WHICH], &has);
+      if (want && has) {
+        const float k = cn[ns * kD + NODE_KEY];
+        for (int d = 0; d < kD; ++d) cn[ns * kD + d] = kNaN;
+        for (int s = 0; s < wc; ++s) {
+          float* r = cc + s * kD;
+          if (r[CONN_IN] == k || r[CONN_OUT] == k)
+            for (int d = 0; d < kD; ++d) r[d] = kNaN;
+        }
+      }
+    }
+    // add connection: the choice (the marker comes after all genomes chose)
+    if (p_add_conn_ > 0.f) {
+      bool want = active && u[G_ADD_CONN] < p_add_conn_;
+      bool hasa = false, hasb = false;
+      const int a = RandomChoice(wn, [&](int s) { return Valid(cn + s * kD) && !(s >= I && s < I + O); },
+                                 u[G_FROM], &hasa);
+      const int b = RandomChoice(wn, [&](int s) { return Valid(cn + s * kD) && !(s < I); }, u[G_TO], &hasb);
+      const float ka = cn[a * kD + NODE_KEY], kb = cn[b * kD + NODE_KEY];
+      bool exists = false;
+      for (int s = 0; s < wc; ++s) {
+        const float* r = cc + s * kD;
+        if (r[CONN_IN] == ka && r[CONN_OUT] == kb) exists = true;
+      }
+      want = want && hasb;
+      if (surer_ && want) {
+        for (int s = 0; s < wc; ++s) {
+          float* r = cc + s * kD;
+          if (r[CONN_IN] == ka && r[CONN_OUT] == kb) r[CONN_ENABLED] = 1.0f;
+        }
+      }
+      const bool a_out = a >= I && a < I + O, b_out = b >= I && b < I + O;
+      bool ok = want && !exists && !(a_out && b_out);
+      if (ok && feed_forward_) ok = !Reaches(cn, cc, wn, wc, b, a);
+      int cslot = -1;
+      for (int s = 0; s < wc; ++s)
+        if (!Valid(cc + s * kD)) {
+          cslot = s;
+          break;
+        }
+      if (ok && cslot < 0) g.skip_c += 1;
+      ok = ok && cslot >= 0;
+      g.add_conn = ok;
+      g.cslot = cslot >= 0 ? cslot : 0;
+      g.ka = ka;
+      g.kb = kb;
+      g.hash = PairHash(ka, kb);
+    }
+  }
+
+  // operators.reachable_along: whether slot `to` is reachable from slot `from`
+  // along the valid connections (any enabled state), node slots found as
+  // genome.conn_slots does (sorted keys, first position not below the key).
+  static bool Reaches(const float* cn, const float* cc, int wn, int wc, int from, int to) {
+    if (from == to) return true;
+    std::vector<int> order(wn);
+    std::vector<float> sk(wn);
+    for (int s = 0; s < wn; ++s) order[s] = s;
+    auto kb = [&](int s) {
+      const float k = cn[s * kD + NODE_KEY];
+      return std::isnan(k) ? std::numeric_limits<float>::infinity() : k;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return kb(x) < kb(y); });
+    for (int s = 0; s < wn; ++s) sk[s] = kb(order[s]);
+    auto slot = [&](float q) {
+      if (std::isnan(q)) q = -1.0f;
+      int pos = static_cast<int>(std::lower_bound(sk.begin(), sk.end(), q) - sk.begin());
+      if (pos > wn - 1) pos = wn - 1;
+      return order[pos];
+    };
+    std::vector<int> ein, eout;
+    ein.reserve(wc);
+    eout.reserve(wc);
+    for (int s = 0; s < wc; ++s) {
+      const float* r = cc + s * kD;
+      if (!Valid(r)) continue;
+      ein.push_back(slot(r[CONN_IN]));
+      eout.push_back(slot(r[CONN_OUT]));
+    }
+    std::vector<char> reach(wn, 0);
+    reach[from] = 1;
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t e = 0; e < ein.size(); ++e)
+        if (reach[ein[e]] && !reach[eout[e]]) {
+          reach[eout[e]] = 1;
+          changed = true;
+        }
+    }
+    return reach[to] != 0;
+  }
+
+  template <class Run>
+  int64_t PairMarkers(Ctx& c, int64_t P, int64_t next_marker, Run& run) const {
+    // distinct new pairs, ascending hash
+    std::vector<int64_t> hs;
+    for (int64_t i = 0; i < P; ++i)
+      if (c.st[i].add_conn) hs.push_back(c.st[i].hash);
+    if (hs.empty()) return next_marker;
+    std::sort(hs.begin(), hs.end());
+    hs.erase(std::unique(hs.begin(), hs.end()), hs.end());
+    const int64_t G = static_cast<int64_t>(hs.size());
+    // open-addressing table hash -> group
+    int64_t cap = 16;
+    while (cap < 2 * G) cap <<= 1;
+    std::vector<int64_t> tkey(cap, std::numeric_limits<int64_t>::min());
+    std::vector<int32_t> tval(cap, -1);
+    auto mix = [cap](int64_t h) {
+      uint64_t x = static_cast<uint64_t>(h) * 0x9E3779B97F4A7C15ull;
+      return static_cast<int64_t>((x >> 29) & static_cast<uint64_t>(cap - 1));
+    };
+    for (int64_t gi = 0; gi < G; ++gi) {
+      int64_t p = mix(hs[gi]);
+      while (tval[p] >= 0) p = (p + 1) & (cap - 1);
+      tkey[p] = hs[gi];
+      tval[p] = static_cast<int32_t>(gi);
+    }
+    auto lookup = [&](int64_t h) -> int32_t {
+      int64_t p = mix(h);
+      while (tval[p] >= 0) {
+        if (tkey[p] == h) return tval[p];
+        p = (p + 1) & (cap - 1);
+      }
+      return -1;
+    };
+    // smallest existing marker of each new pair in any child (min is exact
+    // and order-free, so the split over threads does not matter)
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> mmin(G, inf);
+    std::mutex mu;
+    const int wc = c.wc;
+    run(10 * int64_t{wc}, [&](int64_t b, int64_t e) {
+      std::vector<float> loc(G, inf);
+      bool any = false;
+      for (int64_t i = b; i < e; ++i) {
+        const float* cc = c.oc + i * int64_t{C_} * kD;
+        for (int s = 0; s < wc; ++s) {
+          const float* r = cc + s * kD;
+          if (!Valid(r)) continue;
+          const int32_t gi = lookup(PairHash(r[CONN_IN], r[CONN_OUT]));
+          if (gi >= 0 && r[CONN_MARKER] < loc[gi]) {
+            loc[gi] = r[CONN_MARKER];
+            any = true;
+          }
+        }
+      }
+      if (!any) return;
+      std::lock_guard<std::mutex> lock(mu);
+      for (int64_t gi = 0; gi < G; ++gi) mmin[gi] = std::min(mmin[gi], loc[gi]);
+    });
+    // fresh markers, ascending hash order
+    std::vector<float> gm(G);
+    int64_t fresh = 0;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      if (mmin[gi] < inf) {
+        gm[gi] = mmin[gi];
+      } else {
+        gm[gi] = static_cast<float>(next_marker + fresh);
+        ++fresh;
+      }
+    }
+    for (int64_t i = 0; i < P; ++i) {
+      GenomeState& g = c.st[i];
+      if (g.add_conn) g.group = lookup(g.hash);
+    }
+    c.gm = std::move(gm);
+    return next_marker + fresh;
+  }
+
+  void PhaseC(Ctx& c, int64_t i) const {
+    const int wn = c.wn, wc = c.wc;
+    float* cn = c.on + i * int64_t{N_} * kD;
+    float* cc = c.oc + i * int64_t{C_} * kD;
+    GenomeState& g = c.st[i];
+    const bool active = !c.elite[i];
+    const float* u = c.u + i * c.U;
+    if (g.add_conn) {
+      float* r = cc + g.cslot * kD;
+      r[0] = g.ka;
+      r[1] = g.kb;
+      r[2] = en_default_;
+      r[3] = Fresh(weight_, u[G_W1], u[G_W2]);
+      r[4] = c.gm[g.group];
+    }
+    if (p_del_conn_ > 0.f && active && u[G_DEL_CONN] < p_del_conn_) {
+      bool has = false;
+      const int cs = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_DEL_CWHICH], &has);
+      if (has)
+        for (int d = 0; d < kD; ++d) cc[cs * kD + d] = kNaN;
+    }
+    // attribute mutation (operators._mutate_attributes_u)
+    if (active) {
+      const float* un = u + G_COLS;
+      const float* uc = u + G_COLS + int64_t{wn} * kn_;
+      for (int s = I_; s < wn; ++s) {
+        float* r = cn + s * kD;
+        if (!Valid(r)) continue;
+        const float* q = un + int64_t{s} * kn_;
+        if (col_bias_ >= 0) r[NODE_BIAS] = MutateFloat(bias_, r[NODE_BIAS], q[col_bias_], q[col_bias_ + 1]);
+        if (col_resp_ >= 0) r[NODE_RESPONSE] = MutateFloat(resp_, r[NODE_RESPONSE], q[col_resp_], q[col_resp_ + 1]);
+        if (col_act_ >= 0) r[NODE_ACT] = Choice(r[NODE_ACT], act_ids_, act_rate_, q[col_act_]);
+        if (col_agg_ >= 0) r[NODE_AGG] = Choice(r[NODE_AGG], agg_ids_, agg_rate_, q[col_agg_]);
+      }
+      for (int s = 0; s < wc; ++s) {
+        float* r = cc + s * kD;
+        if (!Valid(r)) continue;
+        const float* q = uc + int64_t{s} * kc_;
+        if (col_w_ >= 0) r[CONN_WEIGHT] = MutateFloat(weight_, r[CONN_WEIGHT], q[col_w_], q[col_w_ + 1]);
+        if (col_en_ >= 0 && q[col_en_] < en_rate_) r[CONN_ENABLED] = q[col_en_] < en_half_ ? 1.0f : 0.0f;
+      }
+    }
+    Compact(cn, wn, N_);
+    Compact(cc, wc, C_);
+  }
+
+  static float Choice(float v, const std::vector<float>& ids, float rate, float r) {
+    if (!(r < rate)) return v;
+    const int k = static_cast<int>(ids.size());
+    const float x = r / rate;
+    const float y = x * static_cast<float>(k);
+    int pick = static_cast<int>(y);
+    if (pick > k - 1) pick = k - 1;
+    return ids[pick];
+  }
+
+  // operators.compact: valid rows first (order kept), then the other rows of
+  // the used range, then NaN rows up to the full width
+  static void Compact(float* x, int w, int full) {
+    float tmp[64 * kD];
+    std::vector<float> big;
+    float* buf = tmp;
+    if (w > 64) {
+      big.resize(static_cast<size_t>(w) * kD);
+      buf = big.data();
+    }
+    int n = 0;
+    for (int s = 0; s < w; ++s)
+      if (Valid(x + s * kD)) std::memcpy(buf + (n++) * kD, x + s * kD, sizeof(float) * kD);
+    for (int s = 0; s < w; ++s)
+      if (!Valid(x + s * kD)) std::memcpy(buf + (n++) * kD, x + s * kD, sizeof(float) * kD);
+    std::memcpy(x, buf, sizeof(float) * w * kD);
+    std::fill(x + int64_t{w} * kD, x + int64_t{full} * kD, kNaN);
+  }
+
+  int N_, C_, I_, O_;
+  bool feed_forward_, surer_, share_split_;
+  float p_add_node_, p_del_node_, p_add_conn_, p_del_conn_;
+  float agg_default_, act_default_, en_default_;
+  FloatParams bias_, resp_, weight_;
+  std::vector<float> act_ids_, agg_ids_;
+  float act_rate_, agg_rate_, en_rate_, en_half_;
+  int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
+
+}  // namespace tfevo_neat_breed

@@ -1,0 +1,131 @@
+"""NEAT breeding as one C++ CPU kernel (``custom_ops/neat_breed.cc``).
+
+:func:`breed` is what :meth:`tfevo.neat.NEAT._breed` calls on its default
+(graph) path: crossover by markers, structural mutation (add/delete node,
+add connection with the feed-forward cycle check, delete connection),
+innovation markers of the new connections, attribute mutation and
+compaction, for the whole population in one kernel, given the random
+numbers that TensorFlow's stateless kernels drew outside
+(:func:`operators.crossover_words`, :func:`operators.mutation_uniforms`).
+
+The pure-TensorFlow reference is :func:`breed_reference` (the graph code of
+``tfevo.neat.neat._breed_programs``).  Both consume the same random numbers
+the same way, so the children's structure, node keys, innovation markers,
+counters and skip counts are identical.  Float attributes are computed in
+float32 in the reference's order; only the Box-Muller normal of a perturbed
+or fresh bias/response/weight can differ by a few ulp (the kernel uses the C
+library's ``log1p``/``cos``, TensorFlow's CPU kernels Eigen's vectorized
+approximations).
+
+The reference is used under XLA (``NEAT(..., jit_compile=True)``), with
+``TFEVO_DISABLE_CUSTOM_OPS=1``, or when the kernel cannot be built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo import ops as _ops
+from tfevo.neat import functions as F
+from tfevo.neat import operators as O
+from tfevo.neat.config import NEATConfig
+from tfevo.neat.genome import CONN_DIM, NODE_DIM
+
+__all__ = ["breed", "breed_reference", "breed_op_available", "op_attrs"]
+
+_ATTRS: dict = {}
+
+
+def _op():
+    return _ops.op_module("neat_breed", "tfevo_neat_breed")
+
+
+def breed_op_available() -> bool:
+    """Whether the C++ kernel is built and loaded (False with
+    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
+    return _op() is not None
+
+
+def _f32(x) -> float:
+    """The float32 value TensorFlow makes of a Python float constant."""
+    return float(np.float32(x))
+
+
+def _float_params(cfg: NEATConfig, name: str) -> list[float]:
+    rate, rep = getattr(cfg, f"{name}_mutate_rate"), getattr(cfg, f"{name}_replace_rate")
+    mean, std = getattr(cfg, f"{name}_init_mean"), getattr(cfg, f"{name}_init_stdev")
+    lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
+    uniform = getattr(cfg, f"{name}_init_type") == "uniform"
+    if uniform:  # operators._fresh_float: a + (b - a) * v01
+        a, b = max(lo, mean - 2 * std), min(hi, mean + 2 * std)
+        c0, c1 = a, b - a
+    else:  # clip(mean + std * gauss, lo, hi)
+        c0, c1 = mean, std
+    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _f32(max(rate, 1e-30)), _f32(max(rep, 1e-30)),
+            _f32(getattr(cfg, f"{name}_mutate_power")), _f32(lo), _f32(hi), float(uniform), _f32(c0), _f32(c1), 0.0]
+
+
+def op_attrs(cfg: NEATConfig) -> dict:
+    """The kernel's attrs for ``cfg``: every constant as the float32 the
+    reference's TensorFlow ops round it to (cached per config)."""
+    key = repr(cfg)
+    if key not in _ATTRS:
+        ncols, kn, ccols, kc = O._attr_columns(cfg)
+        col = lambda d, a: d[a][0] if a in d else -1  # noqa: E731
+        _ATTRS[key] = dict(
+            max_nodes=cfg.max_nodes, max_conns=cfg.max_conns, num_inputs=cfg.num_inputs,
+            num_outputs=cfg.num_outputs, feed_forward=bool(cfg.feed_forward),
+            surer=bool(getattr(cfg, "structural_mutation_surer", False)),
+            share_split=bool(getattr(cfg, "share_split_innovations", False)),
+            probs=[_f32(cfg.node_add_prob), _f32(cfg.node_delete_prob), _f32(cfg.conn_add_prob),
+                   _f32(cfg.conn_delete_prob)],
+            defaults=[float(F.aggregation_id(cfg.aggregation_default)), float(F.activation_id(cfg.activation_default)),
+                      1.0 if cfg.enabled_default else 0.0],
+            bias_params=_float_params(cfg, "bias"), response_params=_float_params(cfg, "response"),
+            weight_params=_float_params(cfg, "weight"),
+            activation_ids=[float(F.activation_id(n)) for n in cfg.activation_options],
+            aggregation_ids=[float(F.aggregation_id(n)) for n in cfg.aggregation_options],
+            rates=[_f32(cfg.activation_mutate_rate), _f32(cfg.aggregation_mutate_rate), _f32(cfg.enabled_mutate_rate),
+                   _f32(0.5 * cfg.enabled_mutate_rate)],
+            columns=[kn, col(ncols, "bias"), col(ncols, "response"), col(ncols, "activation"),
+                     col(ncols, "aggregation"), kc, col(ccols, "weight"), col(ccols, "enabled")])
+    return _ATTRS[key]
+
+
+def breed_reference(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker):
+    """The pure-TensorFlow breeding (graph path of ``NEAT._breed``) on the
+    used slot range ``nodes [P, wn, 5]``, ``conns [P, wc, 5]``.  Returns
+    ``(nodes [P, N, 5], conns [P, C, 5], next_key, next_marker,
+    skipped_node_slots, skipped_conn_slots)``."""
+    from tfevo.neat.neat import _breed_programs  # late: neat.py imports this module
+
+    pre, post = _breed_programs(cfg, False)
+    cn, cc, nk, nm, skn, skc, pm, wr = pre(nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker)
+    marker, nm = O.pair_markers(pm, nm)
+    wr = None if pm is None else (*wr, pm[4])
+    cn, cc = post(cn, cc, is_elite, u_all, marker, wr)
+    return cn, cc, nk, nm, skn, skc
+
+
+def breed(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker,
+          use_op: bool | None = None):
+    """:func:`breed_reference` computed by the C++ kernel when it is
+    available and the caller is not being XLA-compiled (``use_op=None``),
+    else by the reference; ``use_op=True`` requires the kernel."""
+    if use_op is None:
+        use_op = breed_op_available() and not _ops.in_xla_context()
+    if not use_op:
+        return breed_reference(cfg, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker)
+    mod = _op()
+    if mod is None or _ops.in_xla_context():
+        raise RuntimeError("the NEAT breed kernel is not available (not built, disabled by "
+                           "TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
+    P = cfg.pop_size
+    cn, cc, nk, nm, skn, skc = mod.tfevo_neat_breed(
+        tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
+        tf.cast(p1, tf.int32), tf.cast(p2, tf.int32), tf.cast(is_elite, tf.bool),
+        tf.convert_to_tensor(words, tf.int32), tf.convert_to_tensor(u_all, tf.float32),
+        tf.cast(next_key, tf.int64), tf.cast(next_marker, tf.int64), **op_attrs(cfg))
+    return (tf.ensure_shape(cn, [P, cfg.max_nodes, NODE_DIM]), tf.ensure_shape(cc, [P, cfg.max_conns, CONN_DIM]),
+            nk, nm, skn, skc)
