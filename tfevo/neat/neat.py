@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter, check_fitness, sanitize_fitness, worst_to_finite
+from tfevo.neat import _speciate_op
 from tfevo.neat import operators as ops
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, conn_valid, initial_population, node_valid
@@ -132,91 +133,21 @@ class NEAT(tf.Module):
 
     # ------------------------------------------------------------------
     def _speciate(self, nodes, conns):
-        """neat-python's speciation on fixed-size tensors.
-
-        1) Each live species, in order of species key, takes the genome closest
-           to its old representative (and not yet taken) as its new one.
-        2) The other genomes, in population order, join the closest species
-           (representatives of step 1 and of species founded by EARLIER
-           genomes) nearer than the threshold, else found a new species.
-           Step 2 is exact without a loop over genomes: a running minimum
-           distance per genome is kept, and each new species (one
-           ``[P]`` distance pass) only updates the genomes after its founder.
-        3) With no free species slot left, a genome joins its closest species
-           regardless of the threshold.
-        Returns (species id per genome [P], live [S], keys, created,
-        best fitness, last improved)."""
-        cfg = self.config
-        S, P = cfg.max_species, cfg.pop_size
-        thr = cfg.compatibility_threshold
-        gen = self.generation.read_value()
-        active = self.species_active.read_value()
-        keys = self.species_key.read_value()
-        # distances only look at the used slot range (genomes are kept compact)
-        rep_n, rep_c = self.species_rep_nodes, self.species_rep_conns
-        wn = tf.maximum(ops.used_width(node_valid(nodes)), ops.used_width(node_valid(rep_n)))
-        wc = tf.maximum(ops.used_width(conn_valid(conns)), ops.used_width(conn_valid(rep_c)))
-        full_nodes, full_conns = nodes, conns
-        nodes, conns, rep_n, rep_c = nodes[:, :wn], conns[:, :wc], rep_n[:, :wn], rep_c[:, :wc]
-        # -- 1) new representatives, species in key order
-        order = tf.argsort(tf.where(active, keys, tf.int64.max), stable=True)
-        n_live = tf.reduce_sum(tf.cast(active, tf.int32))
-        live = order[:n_live]
-        D = ops.distance_matrix(cfg, tf.gather(rep_n, live), tf.gather(rep_c, live), nodes, conns)  # [n_live, P]
-
-        def pick(i, taken, rep_idx):
-            d = tf.where(taken, _INF, D[i])
-            j = tf.argmin(d, output_type=tf.int32)
-            ok = d[j] < _INF
-            rep_idx = tf.tensor_scatter_nd_update(rep_idx, [[live[i]]], [tf.where(ok, j, -1)])
-            taken = taken | (tf.one_hot(j, P, on_value=True, off_value=False) & ok)
-            return i + 1, taken, rep_idx
-
-        _, taken, rep_idx = tf.while_loop(lambda i, t, r: i < n_live, pick,
-                                          (0, tf.zeros([P], tf.bool), tf.fill([S], -1)))
-        alive = rep_idx >= 0
-        ids = tf.cast(tf.where(alive)[:, 0], tf.int32)
-        rep = tf.gather(rep_idx, ids)
-        D = ops.distance_matrix(cfg, tf.gather(nodes, rep), tf.gather(conns, rep), nodes, conns)
-        D = tf.concat([D, tf.fill([1, P], _INF)], 0)  # a row for "no species"
-        best_d = tf.reduce_min(D, 0)
-        best_s = tf.gather(tf.concat([ids, [-1]], 0), tf.argmin(D, 0, output_type=tf.int32))
-        created = self.species_created.read_value()
-        best_f = self.species_best_fitness.read_value()
-        last_imp = self.species_last_improved.read_value()
-        nkey = self.next_species_key.read_value()
-        idx = tf.range(P)
-
-        # -- 2) founders, in population order
-        def cand(best_d, taken, last):
-            return ~taken & (best_d >= thr) & (idx > last)
-
-        def found(best_d, best_s, taken, last, alive, rep_idx, keys, created, best_f, last_imp, nkey):
-            f = tf.argmax(tf.cast(cand(best_d, taken, last), tf.int8), output_type=tf.int32)
-            s = tf.argmax(tf.cast(~alive, tf.int8), output_type=tf.int32)
-            d = ops.distance_one_to_many(cfg, nodes[f], conns[f], nodes, conns)
-            better = (idx > f) & (d < best_d)
-            best_s = tf.where(better, s, best_s)
-            best_d = tf.where(better, d, best_d)
-            one = tf.one_hot(f, P, on_value=True, off_value=False)
-            best_s = tf.where(one, s, best_s)
-            taken = taken | one
-            upd = lambda x, v: tf.tensor_scatter_nd_update(x, [[s]], [v])  # noqa: E731
-            return (best_d, best_s, taken, f, upd(alive, True), upd(rep_idx, f), upd(keys, nkey), upd(created, gen),
-                    upd(best_f, -_INF), upd(last_imp, gen), nkey + 1)
-
-        best_d, best_s, taken, _, alive, rep_idx, keys, created, best_f, last_imp, nkey = tf.while_loop(
-            lambda best_d, best_s, taken, last, alive, *rest: tf.reduce_any(cand(best_d, taken, last))
-            & tf.reduce_any(~alive),
-            found, (best_d, best_s, taken, tf.constant(-1), alive, rep_idx, keys, created, best_f, last_imp, nkey))
-        # -- members: own species for representatives/founders, else the closest
-        # visible species within the threshold, else (no free slot) the closest
-        sp = tf.maximum(best_s, 0)
+        """neat-python's speciation (rules in
+        :func:`tfevo.neat._speciate_op.speciate_reference`): the C++ kernel
+        ``TfevoNeatSpeciate`` when built and not inside XLA, else the
+        pure-TensorFlow reference; both give the same result bit for bit.
+        Stores the new representatives and next species key; returns (species
+        id per genome [P], live [S], keys, created, best fitness, last
+        improved)."""
+        sp, alive, keys, created, best_f, last_imp, nkey, rep_idx = _speciate_op.speciate(
+            self.config, nodes, conns, self.species_rep_nodes.read_value(), self.species_rep_conns.read_value(),
+            self.species_active.read_value(), self.species_key.read_value(), self.species_created.read_value(),
+            self.species_best_fitness.read_value(), self.species_last_improved.read_value(),
+            self.next_species_key.read_value(), self.generation.read_value())
         safe = tf.maximum(rep_idx, 0)
-        sp = tf.tensor_scatter_nd_update(sp, tf.boolean_mask(safe, alive)[:, None],
-                                         tf.cast(tf.where(alive)[:, 0], tf.int32))
-        self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(full_nodes, safe), np.nan))
-        self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(full_conns, safe), np.nan))
+        self.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan))
+        self.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan))
         self.next_species_key.assign(nkey)
         return sp, alive, keys, created, best_f, last_imp
 

@@ -1,0 +1,556 @@
+// TfevoNeatSpeciate: NEAT's speciation step in one CPU kernel (issue #5).
+//
+// Computes exactly what the pure-TensorFlow reference
+// tfevo.neat._speciate_op.speciate_reference returns, from the same inputs:
+//
+//   1. Each live species, in species-key order, takes as its new
+//      representative the genome (not yet taken) closest to its old
+//      representative; a species with nothing left dies.
+//   2. Every genome's closest new representative (ties: lowest species slot).
+//   3. Founders, in population order: a genome that is not a representative
+//      and whose closest distance is >= threshold founds a species in the
+//      first free slot; only genomes after it compare themselves with it
+//      (strictly closer wins).  Stops when no candidate or no free slot is
+//      left; the remaining genomes keep their closest species.
+//
+// Compatibility distance (neat-python): node part + connection part, each
+//   (weight_coeff * sum of homologous gene distances
+//    + disjoint_coeff * #non-homologous genes) / max(#genes, #genes, 1);
+// node gene: |dbias| + |dresponse| + [aggregation differs] + [activation
+// differs]; connection: |dweight| + [enabled differs]; input slots are not
+// genes; connection part 0 when neither genome has connections.  Homologous
+// genes are found by id (node key / innovation marker) in a hash of the
+// representatives' ids, and one table row holds that gene's attributes in
+// every representative, so one lookup per gene serves all representatives.
+//
+// Float arithmetic follows the reference operation by operation: the gene
+// distance is summed in the genome's slot order starting from 0 (the
+// reference sums with a cumulative sum along the slot axis, which TensorFlow
+// evaluates sequentially), the final formula is evaluated with the same
+// operations in the same order, and the two products are kept out of fused
+// multiply-adds (the reference evaluates them as separate ops).  Distances,
+// and so all decisions, are bit-identical.
+//
+// Parallelism: every distance pass is split over genomes on TensorFlow's
+// intra-op pool; each genome's results depend on that genome only, so the
+// output does not depend on the number of threads.  The sequential parts
+// (representative picks, founders) are O(live species x P) and O(P) scans.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tfevo_neat_speciate {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+REGISTER_OP("TfevoNeatSpeciate")
+    .Input("nodes: float")           // [P, N, 5] key, bias, response, aggregation, activation
+    .Input("conns: float")           // [P, C, 5] in, out, enabled, weight, marker
+    .Input("rep_nodes: float")       // [S, Nr, 5] old representatives
+    .Input("rep_conns: float")       // [S, Cr, 5]
+    .Input("active: bool")           // [S]
+    .Input("keys: int64")            // [S]
+    .Input("created: int64")         // [S]
+    .Input("best_fitness: float")    // [S]
+    .Input("last_improved: int64")   // [S]
+    .Input("next_key: int64")        // []
+    .Input("generation: int64")      // []
+    .Attr("num_inputs: int >= 0")
+    .Attr("threshold: float")
+    .Attr("disjoint_coefficient: float")
+    .Attr("weight_coefficient: float")
+    .Output("species: int32")        // [P]
+    .Output("alive: bool")           // [S]
+    .Output("keys_out: int64")       // [S]
+    .Output("created_out: int64")    // [S]
+    .Output("best_fitness_out: float")   // [S]
+    .Output("last_improved_out: int64")  // [S]
+    .Output("next_key_out: int64")   // []
+    .Output("rep_index: int32")      // [S] representative genome per species, -1 if dead
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle nodes, active;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &nodes));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &active));
+      auto P = c->Dim(nodes, 0);
+      auto S = c->Dim(active, 0);
+      c->set_output(0, c->Vector(P));
+      for (int i = 1; i <= 5; ++i) c->set_output(i, c->Vector(S));
+      c->set_output(6, c->Scalar());
+      c->set_output(7, c->Vector(S));
+      return Status();
+    })
+    .Doc(R"doc(
+NEAT speciation (representatives, closest species, founders in population order).
+)doc");
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kHighest = std::numeric_limits<float>::max();
+
+// Keeps a product out of a fused multiply-add (the reference rounds it alone).
+inline float Rounded(float x) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+x"(x));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(x));
+#else
+  volatile float v = x;
+  x = v;
+#endif
+  return x;
+}
+
+// A genome's genes in slot order: node genes (slots >= num_inputs with a
+// key) as (key, bias, response, aggregation, activation) rows, connection
+// genes with a marker as (marker, enabled, weight) rows.
+struct Packed {
+  int64_t ncap = 0, ccap = 0;
+  std::unique_ptr<float[]> node;  // [G, ncap, 5]
+  std::unique_ptr<float[]> conn;  // [G, ccap, 3]
+  std::vector<int32_t> nn, nc;    // node / connection genes per genome (lookups)
+  std::vector<float> na, ca;      // gene counts of the formula (valid key / valid in-key)
+
+  void Init(int64_t g, int64_t n, int64_t c) {
+    ncap = std::max<int64_t>(n, 1);
+    ccap = std::max<int64_t>(c, 1);
+    node.reset(new float[g * ncap * 5]);
+    conn.reset(new float[g * ccap * 3]);
+    nn.assign(g, 0);
+    nc.assign(g, 0);
+    na.assign(g, 0.f);
+    ca.assign(g, 0.f);
+  }
+  const float* Node(int64_t g) const { return node.get() + g * ncap * 5; }
+  const float* Conn(int64_t g) const { return conn.get() + g * ccap * 3; }
+};
+
+// Packs genome g of `gi` from the rows of nodes [*, N, 5] / conns [*, C, 5].
+inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t I, int64_t src,
+                    int64_t g, Packed* pk) {
+  const float* nr = nodes + src * N * 5;
+  float* no = pk->node.get() + g * pk->ncap * 5;
+  int32_t k = 0;
+  for (int64_t j = I; j < N; ++j) {
+    const float* r = nr + j * 5;
+    if (std::isnan(r[0])) continue;
+    std::memcpy(no + 5 * k, r, 5 * sizeof(float));
+    ++k;
+  }
+  pk->nn[g] = k;
+  pk->na[g] = static_cast<float>(k);
+  const float* cr = conns + src * C * 5;
+  float* co = pk->conn.get() + g * pk->ccap * 3;
+  int32_t m = 0, valid = 0;
+  for (int64_t j = 0; j < C; ++j) {
+    const float* r = cr + j * 5;
+    valid += !std::isnan(r[0]);
+    if (std::isnan(r[4])) continue;
+    co[3 * m] = r[4];
+    co[3 * m + 1] = r[2];
+    co[3 * m + 2] = r[3];
+    ++m;
+  }
+  pk->nc[g] = m;
+  pk->ca[g] = static_cast<float>(valid);
+}
+
+// Open-addressing hash: gene id (an exactly compared float) -> table row.
+class IdHash {
+ public:
+  void Reset(int64_t expected) {
+    int64_t cap = 16;
+    while (cap < 2 * expected) cap <<= 1;
+    mask_ = cap - 1;
+    keys_.assign(cap, 0.f);
+    rows_.assign(cap, -1);
+    size_ = 0;
+  }
+  int32_t Find(float id) const {
+    if (id == 0.f) id = 0.f;  // -0 == +0
+    uint32_t b;
+    std::memcpy(&b, &id, 4);
+    for (int64_t h = Mix(b) & mask_;; h = (h + 1) & mask_) {
+      const int32_t r = rows_[h];
+      if (r < 0) return -1;
+      if (keys_[h] == id) return r;
+    }
+  }
+  int32_t Insert(float id) {  // row of id, new rows numbered 0, 1, ...
+    if (id == 0.f) id = 0.f;
+    uint32_t b;
+    std::memcpy(&b, &id, 4);
+    for (int64_t h = Mix(b) & mask_;; h = (h + 1) & mask_) {
+      if (rows_[h] < 0) {
+        keys_[h] = id;
+        rows_[h] = size_;
+        return size_++;
+      }
+      if (keys_[h] == id) return rows_[h];
+    }
+  }
+  int32_t size() const { return size_; }
+
+ private:
+  static uint32_t Mix(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+  }
+  int64_t mask_ = 15;
+  std::vector<float> keys_;
+  std::vector<int32_t> rows_;
+  int32_t size_ = 0;
+};
+
+// The attributes of R representatives by gene id: row = id, column = rep.
+struct RepTable {
+  int64_t R = 0;
+  IdHash nid, cid;
+  std::vector<float> nb, nr, nagg, nact, npres;  // [rows, R]
+  std::vector<float> cen, cw, cpres;             // [rows, R]
+  std::vector<float> na, ca;                     // [R] gene counts
+
+  // reps: genome indices into `pk`
+  void Build(const Packed& pk, const int32_t* reps, int64_t count) {
+    R = count;
+    int64_t tn = 0, tc = 0;
+    for (int64_t s = 0; s < R; ++s) {
+      tn += pk.nn[reps[s]];
+      tc += pk.nc[reps[s]];
+    }
+    nid.Reset(tn);
+    cid.Reset(tc);
+    na.resize(R);
+    ca.resize(R);
+    for (int64_t s = 0; s < R; ++s) {
+      const int32_t g = reps[s];
+      const float* n = pk.Node(g);
+      for (int32_t k = 0; k < pk.nn[g]; ++k) nid.Insert(n[5 * k]);
+      const float* c = pk.Conn(g);
+      for (int32_t k = 0; k < pk.nc[g]; ++k) cid.Insert(c[3 * k]);
+      na[s] = pk.na[g];
+      ca[s] = pk.ca[g];
+    }
+    const int64_t rn = nid.size(), rc = cid.size();
+    for (auto* v : {&nb, &nr, &nagg, &nact, &npres}) v->assign(rn * R, 0.f);
+    for (auto* v : {&cen, &cw, &cpres}) v->assign(rc * R, 0.f);
+    for (int64_t s = 0; s < R; ++s) {
+      const int32_t g = reps[s];
+      const float* n = pk.Node(g);
+      for (int32_t k = 0; k < pk.nn[g]; ++k) {
+        const int64_t at = nid.Find(n[5 * k]) * R + s;
+        nb[at] = n[5 * k + 1];
+        nr[at] = n[5 * k + 2];
+        nagg[at] = n[5 * k + 3];
+        nact[at] = n[5 * k + 4];
+        npres[at] = std::isnan(n[5 * k + 1]) ? 0.f : 1.f;  // reference: homologous iff the bias is not NaN
+      }
+      const float* c = pk.Conn(g);
+      for (int32_t k = 0; k < pk.nc[g]; ++k) {
+        const int64_t at = cid.Find(c[3 * k]) * R + s;
+        cen[at] = c[3 * k + 1];
+        cw[at] = c[3 * k + 2];
+        cpres[at] = std::isnan(c[3 * k + 2]) ? 0.f : 1.f;  // ... iff the weight is not NaN
+      }
+    }
+  }
+};
+
+struct Coeffs {
+  float dc, wc;
+};
+
+// Distances of genome g of `pk` to all R representatives of `t` -> out[R].
+// acc: scratch of 4 R floats.
+inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coeffs& k, float* acc, float* out) {
+  const int64_t R = t.R;
+  float* hn = acc;
+  float* mn = acc + R;
+  float* hc = acc + 2 * R;
+  float* mc = acc + 3 * R;
+  std::fill(acc, acc + 4 * R, 0.f);
+  const float* n = pk.Node(g);
+  for (int32_t q = 0; q < pk.nn[g]; ++q) {
+    const float* x = n + 5 * q;
+    const int32_t row = t.nid.Find(x[0]);
+    if (row < 0) continue;
+    const float b = x[1], r = x[2], ag = x[3], ac = x[4];
+    const float* tb = t.nb.data() + row * R;
+    const float* tr = t.nr.data() + row * R;
+    const float* tg = t.nagg.data() + row * R;
+    const float* ta = t.nact.data() + row * R;
+    const float* tp = t.npres.data() + row * R;
+    for (int64_t s = 0; s < R; ++s) {
+      const float d = ((std::fabs(b - tb[s]) + std::fabs(r - tr[s])) + (std::fabs(ag - tg[s]) > 0.f ? 1.f : 0.f)) +
+                      (std::fabs(ac - ta[s]) > 0.f ? 1.f : 0.f);
+      hn[s] += tp[s] != 0.f ? d : 0.f;
+      mn[s] += tp[s];
+    }
+  }
+  const float* c = pk.Conn(g);
+  for (int32_t q = 0; q < pk.nc[g]; ++q) {
+    const float* x = c + 3 * q;
+    const int32_t row = t.cid.Find(x[0]);
+    if (row < 0) continue;
+    const float en = x[1], w = x[2];
+    const float* te = t.cen.data() + row * R;
+    const float* tw = t.cw.data() + row * R;
+    const float* tp = t.cpres.data() + row * R;
+    for (int64_t s = 0; s < R; ++s) {
+      const float d = std::fabs(w - tw[s]) + (std::fabs(en - te[s]) > 0.5f ? 1.f : 0.f);
+      hc[s] += tp[s] != 0.f ? d : 0.f;
+      mc[s] += tp[s];
+    }
+  }
+  const float na = pk.na[g], ca = pk.ca[g];
+  for (int64_t s = 0; s < R; ++s) {
+    const float nb = t.na[s], cb = t.ca[s];
+    const float nd = (Rounded(k.wc * hn[s]) + Rounded(k.dc * ((na + nb) - Rounded(2.f * mn[s])))) /
+                     std::max(std::max(na, nb), 1.f);
+    float cd = (Rounded(k.wc * hc[s]) + Rounded(k.dc * ((ca + cb) - Rounded(2.f * mc[s])))) /
+               std::max(std::max(ca, cb), 1.f);
+    if (!((ca + cb) > 0.f)) cd = 0.f;
+    out[s] = nd + cd;
+  }
+}
+
+class NeatSpeciateOp : public OpKernel {
+ public:
+  explicit NeatSpeciateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &num_inputs_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threshold", &threshold_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("disjoint_coefficient", &coeffs_.dc));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_coefficient", &coeffs_.wc));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& nodes_t = ctx->input(0);
+    const Tensor& conns_t = ctx->input(1);
+    const Tensor& rn_t = ctx->input(2);
+    const Tensor& rc_t = ctx->input(3);
+    namespace errors = ::tensorflow::errors;
+    OP_REQUIRES(ctx, nodes_t.dims() == 3 && nodes_t.dim_size(2) == 5,
+                errors::InvalidArgument("TfevoNeatSpeciate: nodes must be [P, N, 5], got ",
+                                        nodes_t.shape().DebugString()));
+    const int64_t P = nodes_t.dim_size(0), N = nodes_t.dim_size(1);
+    OP_REQUIRES(ctx, conns_t.dims() == 3 && conns_t.dim_size(0) == P && conns_t.dim_size(2) == 5,
+                errors::InvalidArgument("TfevoNeatSpeciate: conns must be [P, C, 5] with P = ", P, ", got ",
+                                        conns_t.shape().DebugString()));
+    const int64_t C = conns_t.dim_size(1);
+    const int64_t S = ctx->input(4).NumElements();
+    OP_REQUIRES(ctx, rn_t.dims() == 3 && rn_t.dim_size(0) == S && rn_t.dim_size(2) == 5,
+                errors::InvalidArgument("TfevoNeatSpeciate: rep_nodes must be [S, N, 5] with S = ", S, ", got ",
+                                        rn_t.shape().DebugString()));
+    OP_REQUIRES(ctx, rc_t.dims() == 3 && rc_t.dim_size(0) == S && rc_t.dim_size(2) == 5,
+                errors::InvalidArgument("TfevoNeatSpeciate: rep_conns must be [S, C, 5] with S = ", S, ", got ",
+                                        rc_t.shape().DebugString()));
+    for (int i = 5; i <= 8; ++i)
+      OP_REQUIRES(ctx, ctx->input(i).NumElements() == S,
+                  errors::InvalidArgument("TfevoNeatSpeciate: input ", i, " must have ", S, " elements"));
+    OP_REQUIRES(ctx, ctx->input(9).NumElements() == 1 && ctx->input(10).NumElements() == 1,
+                errors::InvalidArgument("TfevoNeatSpeciate: next_key and generation must be scalars"));
+    const int64_t Nr = rn_t.dim_size(1), Cr = rc_t.dim_size(1);
+    const int64_t I = std::min<int64_t>(num_inputs_, std::min(N, Nr));
+
+    // outputs (species state starts as a copy of the inputs)
+    Tensor *sp_t, *alive_t, *keys_t, *created_t, *bestf_t, *lastimp_t, *nkey_t, *rep_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P}), &sp_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({S}), &alive_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({S}), &keys_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({S}), &created_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({S}), &bestf_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({S}), &lastimp_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({}), &nkey_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({S}), &rep_t));
+    const bool* active = ctx->input(4).flat<bool>().data();
+    int64_t* keys = keys_t->flat<int64_t>().data();
+    int64_t* created = created_t->flat<int64_t>().data();
+    float* best_f = bestf_t->flat<float>().data();
+    int64_t* last_imp = lastimp_t->flat<int64_t>().data();
+    std::memcpy(keys, ctx->input(5).flat<int64_t>().data(), S * sizeof(int64_t));
+    std::memcpy(created, ctx->input(6).flat<int64_t>().data(), S * sizeof(int64_t));
+    std::memcpy(best_f, ctx->input(7).flat<float>().data(), S * sizeof(float));
+    std::memcpy(last_imp, ctx->input(8).flat<int64_t>().data(), S * sizeof(int64_t));
+    int64_t nkey = ctx->input(9).scalar<int64_t>()();
+    const int64_t gen = ctx->input(10).scalar<int64_t>()();
+    int32_t* sp = sp_t->flat<int32_t>().data();
+    bool* alive = alive_t->flat<bool>().data();
+    int32_t* rep_idx = rep_t->flat<int32_t>().data();
+
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    auto shard = [&](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+      tensorflow::Shard(pool->num_threads, pool->workers, total, cost, fn);
+    };
+
+    // pack the population (genes in slot order)
+    Packed pop;
+    pop.Init(P, std::max<int64_t>(N - I, 0), C);
+    const float* nodes = nodes_t.flat<float>().data();
+    const float* conns = conns_t.flat<float>().data();
+    shard(P, 20 * (N + C), [&](int64_t b, int64_t e) {
+      for (int64_t g = b; g < e; ++g) PackOne(nodes, N, conns, C, I, g, g, &pop);
+    });
+
+    // 1) live species in key order take the closest free genome
+    std::vector<int32_t> live;
+    for (int64_t s = 0; s < S; ++s)
+      if (active[s]) live.push_back(static_cast<int32_t>(s));
+    std::stable_sort(live.begin(), live.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+    const int64_t L = live.size();
+    for (int64_t s = 0; s < S; ++s) rep_idx[s] = -1;
+    std::vector<char> taken(P, 0);
+    if (L > 0) {
+      Packed old;
+      old.Init(L, std::max<int64_t>(Nr - I, 0), Cr);
+      const float* rn = rn_t.flat<float>().data();
+      const float* rc = rc_t.flat<float>().data();
+      for (int64_t i = 0; i < L; ++i) PackOne(rn, Nr, rc, Cr, I, live[i], i, &old);
+      // table of the old representatives; the population is the query side
+      RepTable t;
+      std::vector<int32_t> idx(L);
+      for (int64_t i = 0; i < L; ++i) idx[i] = static_cast<int32_t>(i);
+      t.Build(old, idx.data(), L);
+      std::vector<float> D(L * P);  // [L, P]
+      shard(P, 40 * L * (N + C), [&](int64_t b, int64_t e) {
+        std::vector<float> acc(4 * L), out(L);
+        for (int64_t g = b; g < e; ++g) {
+          Distances(pop, g, t, coeffs_, acc.data(), out.data());
+          for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
+        }
+      });
+      for (int64_t i = 0; i < L; ++i) {
+        const float* d = D.data() + i * P;
+        int64_t j = 0;
+        float m = kHighest;
+        for (int64_t p = 0; p < P; ++p) {
+          const float v = taken[p] ? kInf : d[p];
+          if (v < m) {
+            m = v;
+            j = p;
+          }
+        }
+        const float dj = taken[j] ? kInf : d[j];
+        if (dj < kInf) {
+          rep_idx[live[i]] = static_cast<int32_t>(j);
+          taken[j] = 1;
+        }
+      }
+    }
+    for (int64_t s = 0; s < S; ++s) alive[s] = rep_idx[s] >= 0;
+
+    // 2) closest new representative of every genome (ties: lowest slot)
+    std::vector<int32_t> ids, reps;
+    for (int64_t s = 0; s < S; ++s)
+      if (alive[s]) {
+        ids.push_back(static_cast<int32_t>(s));
+        reps.push_back(rep_idx[s]);
+      }
+    const int64_t A = ids.size();
+    std::vector<float> best_d(P, kInf);
+    std::vector<int32_t> best_s(P, -1);
+    if (A > 0) {
+      RepTable t;
+      t.Build(pop, reps.data(), A);
+      shard(P, 40 * A * (N + C), [&](int64_t b, int64_t e) {
+        std::vector<float> acc(4 * A), out(A);
+        for (int64_t g = b; g < e; ++g) {
+          Distances(pop, g, t, coeffs_, acc.data(), out.data());
+          float m = kInf, am = kHighest;
+          int64_t k = 0;
+          for (int64_t i = 0; i < A; ++i) {
+            m = std::min(m, out[i]);
+            if (out[i] < am) {
+              am = out[i];
+              k = i;
+            }
+          }
+          best_d[g] = m;
+          best_s[g] = ids[k];
+        }
+      });
+    }
+
+    // 3) founders in population order
+    const float thr = threshold_;
+    int64_t last = -1;
+    std::vector<float> dist(P);
+    for (;;) {
+      int64_t f = -1;
+      for (int64_t p = last + 1; p < P; ++p)
+        if (!taken[p] && best_d[p] >= thr) {
+          f = p;
+          break;
+        }
+      int64_t s = -1;
+      for (int64_t q = 0; q < S; ++q)
+        if (!alive[q]) {
+          s = q;
+          break;
+        }
+      if (f < 0 || s < 0) break;
+      RepTable t;
+      const int32_t fr = static_cast<int32_t>(f);
+      t.Build(pop, &fr, 1);
+      const int32_t s32 = static_cast<int32_t>(s);
+      shard(P - f - 1, 40 * (N + C), [&](int64_t b, int64_t e) {
+        float acc[4], out[1];
+        for (int64_t g = f + 1 + b; g < f + 1 + e; ++g) {
+          Distances(pop, g, t, coeffs_, acc, out);
+          if (out[0] < best_d[g]) {
+            best_d[g] = out[0];
+            best_s[g] = s32;
+          }
+        }
+      });
+      best_s[f] = s32;
+      taken[f] = 1;
+      alive[s] = true;
+      rep_idx[s] = fr;
+      keys[s] = nkey;
+      created[s] = gen;
+      best_f[s] = -kInf;
+      last_imp[s] = gen;
+      ++nkey;
+      last = f;
+    }
+
+    // members: own species for representatives, else the closest
+    for (int64_t p = 0; p < P; ++p) sp[p] = std::max(best_s[p], 0);
+    for (int64_t s = 0; s < S; ++s)
+      if (alive[s]) sp[rep_idx[s]] = static_cast<int32_t>(s);
+    nkey_t->scalar<int64_t>()() = nkey;
+  }
+
+ private:
+  int64_t num_inputs_;
+  float threshold_;
+  Coeffs coeffs_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatSpeciate").Device(DEVICE_CPU), NeatSpeciateOp);
+
+}  // namespace tfevo_neat_speciate
