@@ -1,0 +1,672 @@
+// NEAT network inference for a whole population on the CPU (issue #5):
+//
+//   TfevoNeatCompile        genomes -> compact per-member programs (once per generation)
+//   TfevoNeatForward        feed-forward programs on a batch of inputs
+//   TfevoNeatRecurrentStep  one step of recurrent programs, node values carried as state
+//
+// The pure-TensorFlow reference is tfevo.neat.network: transform() builds
+// dense [P, N, N] matrices and node levels, forward() evaluates level by
+// level, recurrent_step() updates every node from the previous values.  Here
+// each member becomes a short program instead:
+//
+//   prog   int32 [P, N, 4]  per evaluated node k (in evaluation order):
+//                           (slot, activation, aggregation, end of its edges)
+//   coef   float [P, N, 2]  per evaluated node k: (bias, response)
+//   src    int32 [P, C]     source slot of each incoming edge, grouped by k
+//   weight float [P, C]     weight of each edge
+//   count  int32 [P]        number of evaluated nodes
+//
+// Compilation replicates transform() decision for decision: the connection
+// keys are mapped to slots as genome.conn_slots does (stable sort of the node
+// keys, NaN last, lower-bound search, clamped), an edge is enabled when its
+// slot is used and enabled > 0.5, duplicate (in, out) pairs are merged (their
+// weights summed, as scatter_nd does), the levels are the reference's
+// synchronous longest-path iteration (at most N + 1 rounds; inputs 0, other
+// nodes >= 1, empty slots -1), and the evaluation order is (level, slot) for
+// feed-forward genomes (slot order for recurrent ones).  A node's edges are in
+// increasing source slot, so max/min/maxabs ties break as the reference's
+// argmax over the dense axis.  The activation/aggregation option lists are
+// resolved here: one option applies to every node; with several, a node whose
+// id is not among them gets activation 0 / aggregation 0 (id -1), as
+// functions.apply_activation / aggregate do.
+//
+// Values: node = act(bias + response * agg(w_i * x_i)) over the node's
+// edges; no edge: agg = 0.  Sums run in source-slot order (the reference's
+// matmul has its own order), and sigmoid/tanh/exp/... are the C library's
+// float functions where TensorFlow uses Eigen's: results agree to float
+// rounding (a few ulp per node), not bit for bit.  One documented difference:
+// the reference's dense matmul multiplies every slot's value by a 0 weight,
+// so an inf anywhere in a member's values makes all its sums NaN; the program
+// only touches real edges.
+//
+// Members are independent, split over TensorFlow's intra-op thread pool with
+// fixed per-member work: results do not depend on the thread count.  An
+// optional `active` mask [P] (empty = all) skips members (their outputs are 0
+// and a recurrent state is passed through unchanged), e.g. finished episodes.
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tfevo_neat_forward {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// Built-in ids (tfevo.neat.functions insertion order; never reordered).
+enum Act {
+  kSigmoid = 0, kTanh, kSin, kGauss, kRelu, kElu, kLelu, kSelu, kSoftplus, kIdentity,
+  kClamped, kInv, kLog, kExp, kAbs, kHat, kSquare, kCube, kNumAct
+};
+enum Agg { kSum = 0, kProduct, kMax, kMin, kMaxAbs, kMedian, kMean, kNumAgg };
+
+REGISTER_OP("TfevoNeatCompile")
+    .Input("nodes: float")
+    .Input("conns: float")
+    .Attr("num_inputs: int >= 0")
+    .Attr("feed_forward: bool = true")
+    .Attr("activations: list(int)")
+    .Attr("aggregations: list(int)")
+    .Output("prog: int32")
+    .Output("coef: float")
+    .Output("src: int32")
+    .Output("weight: float")
+    .Output("count: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle nodes, conns;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &nodes));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &conns));
+      DimensionHandle P = c->Dim(nodes, 0), N = c->Dim(nodes, 1), C = c->Dim(conns, 1);
+      c->set_output(0, c->MakeShape({P, N, c->MakeDim(4)}));
+      c->set_output(1, c->MakeShape({P, N, c->MakeDim(2)}));
+      c->set_output(2, c->MakeShape({P, C}));
+      c->set_output(3, c->MakeShape({P, C}));
+      c->set_output(4, c->MakeShape({P}));
+      return Status();
+    })
+    .Doc(R"doc(
+NEAT genomes -> per-member evaluation programs (see custom_ops/neat_forward.cc).
+
+nodes: [P, N, 5] (key, bias, response, aggregation id, activation id), NaN rows empty.
+conns: [P, C, 5] (in key, out key, enabled, weight, marker), NaN rows empty.
+)doc");
+
+REGISTER_OP("TfevoNeatForward")
+    .Input("prog: int32")
+    .Input("coef: float")
+    .Input("src: int32")
+    .Input("weight: float")
+    .Input("count: int32")
+    .Input("x: float")
+    .Input("active: bool")
+    .Attr("num_inputs: int >= 0")
+    .Attr("num_outputs: int >= 0")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle prog, x;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &prog));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(5), 2, &x));
+      int64_t O;
+      TF_RETURN_IF_ERROR(c->GetAttr("num_outputs", &O));
+      DimensionHandle B = c->Dim(x, -2);
+      c->set_output(0, c->MakeShape({c->Dim(prog, 0), B, c->MakeDim(O)}));
+      return Status();
+    })
+    .Doc(R"doc(
+Feed-forward programs on inputs x [P, B, I] (or [B, I] shared by all members) -> y [P, B, O].
+active: [P] bool, or [0] for all members; inactive members get y = 0.
+)doc");
+
+REGISTER_OP("TfevoNeatRecurrentStep")
+    .Input("prog: int32")
+    .Input("coef: float")
+    .Input("src: int32")
+    .Input("weight: float")
+    .Input("count: int32")
+    .Input("state: float")
+    .Input("x: float")
+    .Input("active: bool")
+    .Attr("num_inputs: int >= 0")
+    .Attr("num_outputs: int >= 0")
+    .Attr("settle_steps: int >= 0 = 1")
+    .Output("new_state: float")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle state;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 3, &state));
+      int64_t O;
+      TF_RETURN_IF_ERROR(c->GetAttr("num_outputs", &O));
+      c->set_output(0, state);
+      c->set_output(1, c->MakeShape({c->Dim(state, 0), c->Dim(state, 1), c->MakeDim(O)}));
+      return Status();
+    })
+    .Doc(R"doc(
+One recurrent step: inputs set to x, every evaluated node recomputed from the previous
+values settle_steps times.  state [P, B, N] -> new_state [P, B, N], y [P, B, O].
+)doc");
+
+namespace {
+
+inline float Clip(float z, float lo, float hi) { return std::min(std::max(z, lo), hi); }
+
+// The activations of tfevo.neat.functions (neat-python's scaled definitions).
+inline float Activate(int id, float z) {
+  switch (id) {
+    case kSigmoid: return 1.0f / (1.0f + std::exp(-Clip(5.0f * z, -60.0f, 60.0f)));
+    case kTanh: return std::tanh(Clip(2.5f * z, -60.0f, 60.0f));
+    case kSin: return std::sin(Clip(5.0f * z, -60.0f, 60.0f));
+    case kGauss: { float c = Clip(z, -3.4f, 3.4f); return std::exp(-5.0f * c * c); }
+    case kRelu: return std::max(z, 0.0f);
+    case kElu: return z > 0.0f ? z : std::expm1(std::min(z, 0.0f));
+    case kLelu: return z > 0.0f ? z : 0.005f * z;
+    case kSelu: {
+      const float l = 1.0507009873554804934193349852946f, a = 1.6732632423543772848170429916717f;
+      return z > 0.0f ? l * z : l * a * std::expm1(std::min(z, 0.0f));
+    }
+    case kSoftplus: {
+      // tf.math.softplus's thresholds (log(float eps) + 2).
+      const float x = Clip(5.0f * z, -60.0f, 60.0f);
+      const float t = std::log(std::numeric_limits<float>::epsilon()) + 2.0f;
+      const float sp = x > -t ? x : (x < t ? std::exp(x) : std::log1p(std::exp(x)));
+      return 0.2f * sp;
+    }
+    case kIdentity: return z;
+    case kClamped: return Clip(z, -1.0f, 1.0f);
+    case kInv: return z == 0.0f ? 0.0f : 1.0f / z;
+    case kLog: return std::log(std::max(z, 1e-7f));
+    case kExp: return std::exp(Clip(z, -60.0f, 60.0f));
+    case kAbs: return std::fabs(z);
+    case kHat: return std::max(0.0f, 1.0f - std::fabs(z));
+    case kSquare: return z * z;
+    case kCube: return z * z * z;
+    default: return 0.0f;  // id not among the options
+  }
+}
+
+// agg over w_e * v[src_e] for e in [e0, e1); 0 without edges.
+inline float Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, const float* v,
+                       float* scratch) {
+  const int k = e1 - e0;
+  if (k <= 0) return 0.0f;
+  switch (id) {
+    case kSum: case kMean: {
+      float s = 0.0f;
+      for (int e = e0; e < e1; ++e) s += v[src[e]] * w[e];
+      return id == kSum ? s : s / static_cast<float>(k);
+    }
+    case kProduct: {
+      float s = 1.0f;
+      for (int e = e0; e < e1; ++e) s *= v[src[e]] * w[e];
+      return s;
+    }
+    case kMax: {
+      float s = -std::numeric_limits<float>::infinity();
+      for (int e = e0; e < e1; ++e) s = std::max(s, v[src[e]] * w[e]);
+      return s;
+    }
+    case kMin: {
+      float s = std::numeric_limits<float>::infinity();
+      for (int e = e0; e < e1; ++e) s = std::min(s, v[src[e]] * w[e]);
+      return s;
+    }
+    case kMaxAbs: {  // first largest |x| in source-slot order (argmax semantics)
+      float best = v[src[e0]] * w[e0], ba = std::fabs(best);
+      for (int e = e0 + 1; e < e1; ++e) {
+        const float c = v[src[e]] * w[e];
+        if (std::fabs(c) > ba) { best = c; ba = std::fabs(c); }
+      }
+      return best;
+    }
+    case kMedian: {
+      for (int e = e0; e < e1; ++e) scratch[e - e0] = v[src[e]] * w[e];
+      std::sort(scratch, scratch + k);
+      return 0.5f * (scratch[(k - 1) / 2] + scratch[k / 2]);
+    }
+    default: return 0.0f;  // id not among the options
+  }
+}
+
+class CompileOp : public OpKernel {
+ public:
+  explicit CompileOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &num_inputs_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("feed_forward", &feed_forward_));
+    std::vector<int64_t> a, g;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("activations", &a));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("aggregations", &g));
+    OP_REQUIRES(ctx, !a.empty() && !g.empty(),
+                tensorflow::errors::InvalidArgument("TfevoNeatCompile: empty activation/aggregation options"));
+    for (int64_t v : a)
+      OP_REQUIRES(ctx, v >= 0 && v < kNumAct,
+                  tensorflow::errors::InvalidArgument("TfevoNeatCompile: activation id ", v, " is not built in"));
+    for (int64_t v : g)
+      OP_REQUIRES(ctx, v >= 0 && v < kNumAgg,
+                  tensorflow::errors::InvalidArgument("TfevoNeatCompile: aggregation id ", v, " is not built in"));
+    acts_.assign(a.begin(), a.end());
+    aggs_.assign(g.begin(), g.end());
+  }
+
+  // Effective id: the single option for every node, else the node's id if it is an option, else -1.
+  static int Resolve(float raw, const std::vector<int>& opts) {
+    if (opts.size() == 1) return opts[0];
+    const float f = std::isnan(raw) ? 0.0f : raw;
+    // tf.cast(float -> int32) truncates toward zero; out-of-range ids match no option.
+    if (!(f > -2147483648.0f && f < 2147483648.0f)) return -1;
+    const int id = static_cast<int>(f);
+    for (int o : opts)
+      if (o == id) return id;
+    return -1;
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& nodes_t = ctx->input(0);
+    const Tensor& conns_t = ctx->input(1);
+    OP_REQUIRES(ctx, nodes_t.dims() == 3 && nodes_t.dim_size(2) == 5,
+                tensorflow::errors::InvalidArgument("TfevoNeatCompile: nodes must be [P, N, 5], got ",
+                                                    nodes_t.shape().DebugString()));
+    OP_REQUIRES(ctx, conns_t.dims() == 3 && conns_t.dim_size(2) == 5 && conns_t.dim_size(0) == nodes_t.dim_size(0),
+                tensorflow::errors::InvalidArgument("TfevoNeatCompile: conns must be [P, C, 5] with the nodes' P, got ",
+                                                    conns_t.shape().DebugString()));
+    const int64_t P = nodes_t.dim_size(0), N = nodes_t.dim_size(1), C = conns_t.dim_size(1);
+    OP_REQUIRES(ctx, N < (1 << 30) && C < (1 << 30),
+                tensorflow::errors::InvalidArgument("TfevoNeatCompile: too many slots"));
+    Tensor *prog_t, *coef_t, *src_t, *w_t, *count_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N, 4}), &prog_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, N, 2}), &coef_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({P, C}), &src_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({P, C}), &w_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({P}), &count_t));
+    const float* nodes = nodes_t.flat<float>().data();
+    const float* conns = conns_t.flat<float>().data();
+    int32_t* prog = prog_t->flat<int32_t>().data();
+    float* coef = coef_t->flat<float>().data();
+    int32_t* srcs = src_t->flat<int32_t>().data();
+    float* wts = w_t->flat<float>().data();
+    int32_t* count = count_t->flat<int32_t>().data();
+    const int I = static_cast<int>(num_inputs_);
+    const bool ff = feed_forward_;
+
+    auto work = [&](int64_t begin, int64_t end) {
+      const int n = static_cast<int>(N), c = static_cast<int>(C);
+      std::vector<int> korder(n), level(n), base(n), next(n), pos(n), ev(n), fill(n + 1);
+      std::vector<float> sk(n);
+      struct Edge { int dst, src; float w; };
+      std::vector<Edge> edges(c), grouped(c);
+      for (int64_t p = begin; p < end; ++p) {
+        const float* nd = nodes + p * N * 5;
+        const float* cn = conns + p * C * 5;
+        // genome.conn_slots: stable argsort of the keys (NaN -> +inf), lower bound, clamped to
+        // the last sorted position.  Insertion sort: slots are nearly sorted by key.
+        int nvalid = 0, first_nan = -1;
+        for (int i = 0; i < n; ++i) {
+          const float k = nd[i * 5];
+          if (std::isnan(k)) {
+            if (first_nan < 0) first_nan = i;
+            continue;
+          }
+          int j = nvalid++;
+          while (j > 0 && sk[j - 1] > k) { sk[j] = sk[j - 1]; korder[j] = korder[j - 1]; --j; }
+          sk[j] = k;
+          korder[j] = i;
+        }
+        auto lookup = [&](float q) {
+          if (std::isnan(q)) q = -1.0f;
+          // lower bound among the valid keys; the +inf (NaN) tail starts at nvalid
+          const int ps = static_cast<int>(std::lower_bound(sk.begin(), sk.begin() + nvalid, q) - sk.begin());
+          if (ps < nvalid) return korder[ps];
+          // beyond the valid keys: the first +inf (NaN) key, i.e. the first empty slot, or the clamp
+          return nvalid < n ? first_nan : korder[n - 1];
+        };
+        int m = 0;
+        for (int e = 0; e < c; ++e) {
+          const float* r = cn + e * 5;
+          if (std::isnan(r[0])) continue;
+          const float en = std::isnan(r[2]) ? 0.0f : r[2];
+          if (!(en > 0.5f)) continue;
+          edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
+        }
+        // Levels: network.compute_levels (synchronous rounds, at most N + 1).
+        for (int i = 0; i < n; ++i) {
+          base[i] = std::isnan(nd[i * 5]) ? -1 : (i < I ? 0 : 1);
+          level[i] = base[i];
+        }
+        if (ff) {
+          bool changed = true;
+          for (int round = 0; changed && round <= n; ++round) {
+            for (int i = 0; i < n; ++i) next[i] = 0;
+            for (int e = 0; e < m; ++e) next[edges[e].dst] = std::max(next[edges[e].dst], level[edges[e].src] + 1);
+            changed = false;
+            for (int i = 0; i < n; ++i) {
+              const int v = (base[i] != 1) ? base[i] : std::max(1, next[i]);
+              changed |= (v != level[i]);
+              next[i] = v;
+            }
+            std::swap(level, next);
+          }
+        }
+        // Evaluated nodes: valid non-inputs, ordered by (level, slot) (insertion sort, stable).
+        int cnt = 0;
+        for (int i = 0; i < n; ++i) {
+          if (base[i] != 1) continue;
+          int j = cnt++;
+          while (j > 0 && level[ev[j - 1]] > level[i]) { ev[j] = ev[j - 1]; --j; }
+          ev[j] = i;
+        }
+        for (int i = 0; i < n; ++i) pos[i] = -1;
+        for (int k = 0; k < cnt; ++k) pos[ev[k]] = k;
+        // Group the edges by evaluation position (counting sort), then per node sort by
+        // source slot and merge duplicate pairs (weights summed, as scatter_nd does).
+        for (int k = 0; k <= cnt; ++k) fill[k] = 0;
+        for (int e = 0; e < m; ++e)
+          if (pos[edges[e].dst] >= 0) ++fill[pos[edges[e].dst] + 1];
+        for (int k = 0; k < cnt; ++k) fill[k + 1] += fill[k];
+        for (int e = 0; e < m; ++e) {
+          const int k = pos[edges[e].dst];
+          if (k >= 0) grouped[fill[k]++] = edges[e];
+        }
+        // fill[k] is now the end of node k's group; its start is fill[k - 1] (0 for k = 0).
+        int32_t* pr = prog + p * N * 4;
+        float* cf = coef + p * N * 2;
+        int32_t* sp = srcs + p * C;
+        float* wp = wts + p * C;
+        int out = 0, g0 = 0;
+        for (int k = 0; k < cnt; ++k) {
+          const int g1 = fill[k];
+          const int o0 = out;
+          for (int g = g0; g < g1; ++g) {  // insertion by source slot, merging equal sources
+            const int s = grouped[g].src;
+            int j = out;
+            while (j > o0 && sp[j - 1] > s) --j;
+            if (j > o0 && sp[j - 1] == s) {
+              wp[j - 1] += grouped[g].w;
+              continue;
+            }
+            for (int t = out; t > j; --t) { sp[t] = sp[t - 1]; wp[t] = wp[t - 1]; }
+            sp[j] = s;
+            wp[j] = grouped[g].w;
+            ++out;
+          }
+          g0 = g1;
+          const int s = ev[k];
+          const float* r = nd + s * 5;
+          pr[k * 4 + 0] = s;
+          pr[k * 4 + 1] = Resolve(r[4], acts_);
+          pr[k * 4 + 2] = Resolve(r[3], aggs_);
+          pr[k * 4 + 3] = out;
+          cf[k * 2 + 0] = std::isnan(r[1]) ? 0.0f : r[1];
+          cf[k * 2 + 1] = std::isnan(r[2]) ? 1.0f : r[2];
+        }
+        for (int k = cnt; k < n; ++k) {
+          pr[k * 4 + 0] = -1; pr[k * 4 + 1] = -1; pr[k * 4 + 2] = -1; pr[k * 4 + 3] = out;
+          cf[k * 2 + 0] = 0.0f; cf[k * 2 + 1] = 0.0f;
+        }
+        for (int j = out; j < c; ++j) { sp[j] = -1; wp[j] = 0.0f; }
+        count[p] = cnt;
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = 40 * (N + C) + 8 * C * 4;
+    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+  }
+
+ private:
+  int64_t num_inputs_;
+  bool feed_forward_;
+  std::vector<int> acts_, aggs_;
+};
+
+// Shared input checks of the program tensors.
+struct Program {
+  const int32_t* prog; const float* coef; const int32_t* src; const float* w; const int32_t* count;
+  const bool* active;
+  int64_t P, N, C;
+};
+
+Status ReadProgram(OpKernelContext* ctx, const char* name, Program* pg) {
+  const Tensor& prog = ctx->input(0);
+  const Tensor& coef = ctx->input(1);
+  const Tensor& src = ctx->input(2);
+  const Tensor& w = ctx->input(3);
+  const Tensor& count = ctx->input(4);
+  if (prog.dims() != 3 || prog.dim_size(2) != 4)
+    return tensorflow::errors::InvalidArgument(name, ": prog must be [P, N, 4], got ", prog.shape().DebugString());
+  const int64_t P = prog.dim_size(0), N = prog.dim_size(1);
+  if (coef.dims() != 3 || coef.dim_size(0) != P || coef.dim_size(1) != N || coef.dim_size(2) != 2)
+    return tensorflow::errors::InvalidArgument(name, ": coef must be [P, N, 2], got ", coef.shape().DebugString());
+  if (src.dims() != 2 || src.dim_size(0) != P || !(w.shape() == src.shape()))
+    return tensorflow::errors::InvalidArgument(name, ": src and weight must be [P, C], got ",
+                                               src.shape().DebugString(), " and ", w.shape().DebugString());
+  if (count.dims() != 1 || count.dim_size(0) != P)
+    return tensorflow::errors::InvalidArgument(name, ": count must be [P], got ", count.shape().DebugString());
+  pg->P = P; pg->N = N; pg->C = src.dim_size(1);
+  pg->prog = prog.flat<int32_t>().data();
+  pg->coef = coef.flat<float>().data();
+  pg->src = src.flat<int32_t>().data();
+  pg->w = w.flat<float>().data();
+  pg->count = count.flat<int32_t>().data();
+  return Status();
+}
+
+// Whether member p's program is well formed (slots and edge ranges in bounds).  Programs
+// normally come from TfevoNeatCompile but may be any tensors: checked per member, in the
+// parallel loop, on the data the evaluation reads anyway.
+bool ValidMember(const Program& pg, int64_t p) {
+  const int32_t cnt = pg.count[p];
+  if (cnt < 0 || cnt > pg.N) return false;
+  int32_t e0 = 0;
+  for (int32_t k = 0; k < cnt; ++k) {
+    const int32_t* r = pg.prog + (p * pg.N + k) * 4;
+    if (r[0] < 0 || r[0] >= pg.N || r[3] < e0 || r[3] > pg.C) return false;
+    for (int32_t e = e0; e < r[3]; ++e) {
+      const int32_t s = pg.src[p * pg.C + e];
+      if (s < 0 || s >= pg.N) return false;
+    }
+    e0 = r[3];
+  }
+  return true;
+}
+
+Status ReadActive(OpKernelContext* ctx, int index, const char* name, Program* pg) {
+  const Tensor& a = ctx->input(index);
+  if (a.NumElements() == 0) {
+    pg->active = nullptr;
+    return Status();
+  }
+  if (a.dims() != 1 || a.dim_size(0) != pg->P)
+    return tensorflow::errors::InvalidArgument(name, ": active must be [P] or [0], got ", a.shape().DebugString());
+  pg->active = a.flat<bool>().data();
+  return Status();
+}
+
+// x [P, B, I] (per member) or [B, I] (shared): pointer to member p's rows.
+struct Inputs {
+  const float* x; int64_t B, I; bool shared;
+  const float* rows(int64_t p) const { return shared ? x : x + p * B * I; }
+};
+
+Status ReadInputs(const Tensor& x, int64_t P, int64_t I, const char* name, Inputs* in) {
+  if (x.dims() == 3 && x.dim_size(0) == P && x.dim_size(2) == I) {
+    *in = {x.flat<float>().data(), x.dim_size(1), I, false};
+  } else if (x.dims() == 2 && x.dim_size(1) == I) {
+    *in = {x.flat<float>().data(), x.dim_size(0), I, true};
+  } else {
+    return tensorflow::errors::InvalidArgument(name, ": x must be [P=", P, ", B, ", I, "] or [B, ", I, "], got ",
+                                               x.shape().DebugString());
+  }
+  return Status();
+}
+
+class ForwardOp : public OpKernel {
+ public:
+  explicit ForwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &I_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &O_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Program pg;
+    OP_REQUIRES_OK(ctx, ReadProgram(ctx, "TfevoNeatForward", &pg));
+    OP_REQUIRES_OK(ctx, ReadActive(ctx, 6, "TfevoNeatForward", &pg));
+    OP_REQUIRES(ctx, I_ + O_ <= pg.N,
+                tensorflow::errors::InvalidArgument("TfevoNeatForward: ", I_, " inputs + ", O_,
+                                                    " outputs exceed the ", pg.N, " node slots"));
+    Inputs in;
+    OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(5), pg.P, I_, "TfevoNeatForward", &in));
+    const int64_t P = pg.P, N = pg.N, C = pg.C, B = in.B, I = I_, O = O_;
+    Tensor* y_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, O}), &y_t));
+    float* y = y_t->flat<float>().data();
+    std::atomic<bool> bad(false);
+    auto work = [&](int64_t begin, int64_t end) {
+      std::vector<float> v(N), scratch(C + 1);
+      for (int64_t p = begin; p < end; ++p) {
+        float* yp = y + p * B * O;
+        if (pg.active != nullptr && !pg.active[p]) {
+          std::fill(yp, yp + B * O, 0.0f);
+          continue;
+        }
+        if (!ValidMember(pg, p)) {
+          bad = true;
+          std::fill(yp, yp + B * O, 0.0f);
+          continue;
+        }
+        const int32_t* pr = pg.prog + p * N * 4;
+        const float* cf = pg.coef + p * N * 2;
+        const int32_t* src = pg.src + p * C;
+        const float* w = pg.w + p * C;
+        const int32_t cnt = pg.count[p];
+        const float* xp = in.rows(p);
+        for (int64_t b = 0; b < B; ++b) {
+          std::fill(v.begin(), v.end(), 0.0f);
+          std::memcpy(v.data(), xp + b * I, I * sizeof(float));
+          int e0 = 0;
+          for (int32_t k = 0; k < cnt; ++k) {
+            const int32_t* r = pr + k * 4;
+            const float a = Aggregate(r[2], src, w, e0, r[3], v.data(), scratch.data());
+            v[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
+            e0 = r[3];
+          }
+          std::memcpy(yp + b * O, v.data() + I, O * sizeof(float));
+        }
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = std::max<int64_t>(1, B * (4 * N + 6 * C));
+    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+    OP_REQUIRES(ctx, !bad.load(), tensorflow::errors::InvalidArgument("TfevoNeatForward: malformed program"));
+  }
+
+ private:
+  int64_t I_, O_;
+};
+
+class RecurrentStepOp : public OpKernel {
+ public:
+  explicit RecurrentStepOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &I_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &O_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("settle_steps", &settle_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Program pg;
+    OP_REQUIRES_OK(ctx, ReadProgram(ctx, "TfevoNeatRecurrentStep", &pg));
+    OP_REQUIRES_OK(ctx, ReadActive(ctx, 7, "TfevoNeatRecurrentStep", &pg));
+    const Tensor& state_t = ctx->input(5);
+    OP_REQUIRES(ctx, state_t.dims() == 3 && state_t.dim_size(0) == pg.P && state_t.dim_size(2) == pg.N,
+                tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: state must be [P=", pg.P, ", B, N=",
+                                                    pg.N, "], got ", state_t.shape().DebugString()));
+    OP_REQUIRES(ctx, I_ + O_ <= pg.N,
+                tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: ", I_, " inputs + ", O_,
+                                                    " outputs exceed the ", pg.N, " node slots"));
+    const int64_t B = state_t.dim_size(1);
+    Inputs in;
+    OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(6), pg.P, I_, "TfevoNeatRecurrentStep", &in));
+    OP_REQUIRES(ctx, in.B == B,
+                tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: x has ", in.B, " rows, state has ", B));
+    const int64_t P = pg.P, N = pg.N, C = pg.C, I = I_, O = O_;
+    Tensor *ns_t, *y_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, N}), &ns_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, B, O}), &y_t));
+    const float* state = state_t.flat<float>().data();
+    float* ns = ns_t->flat<float>().data();
+    float* y = y_t->flat<float>().data();
+    const int64_t settle = settle_;
+    std::atomic<bool> bad(false);
+    auto work = [&](int64_t begin, int64_t end) {
+      std::vector<float> cur(N), nxt(N), scratch(C + 1);
+      for (int64_t p = begin; p < end; ++p) {
+        const float* sp = state + p * B * N;
+        float* out = ns + p * B * N;
+        float* yp = y + p * B * O;
+        if (pg.active != nullptr && !pg.active[p]) {
+          std::memcpy(out, sp, B * N * sizeof(float));
+          std::fill(yp, yp + B * O, 0.0f);
+          continue;
+        }
+        if (!ValidMember(pg, p)) {
+          bad = true;
+          std::memcpy(out, sp, B * N * sizeof(float));
+          std::fill(yp, yp + B * O, 0.0f);
+          continue;
+        }
+        const int32_t* pr = pg.prog + p * N * 4;
+        const float* cf = pg.coef + p * N * 2;
+        const int32_t* src = pg.src + p * C;
+        const float* w = pg.w + p * C;
+        const int32_t cnt = pg.count[p];
+        const float* xp = in.rows(p);
+        for (int64_t b = 0; b < B; ++b) {
+          std::memcpy(cur.data(), sp + b * N, N * sizeof(float));
+          std::memcpy(cur.data(), xp + b * I, I * sizeof(float));
+          for (int64_t s = 0; s < settle; ++s) {
+            std::memcpy(nxt.data(), cur.data(), N * sizeof(float));
+            int e0 = 0;
+            for (int32_t k = 0; k < cnt; ++k) {
+              const int32_t* r = pr + k * 4;
+              const float a = Aggregate(r[2], src, w, e0, r[3], cur.data(), scratch.data());
+              nxt[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
+              e0 = r[3];
+            }
+            std::swap(cur, nxt);
+          }
+          std::memcpy(out + b * N, cur.data(), N * sizeof(float));
+          std::memcpy(yp + b * O, cur.data() + I, O * sizeof(float));
+        }
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = std::max<int64_t>(1, B * std::max<int64_t>(settle, 1) * (4 * N + 6 * C));
+    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+    OP_REQUIRES(ctx, !bad.load(),
+                tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: malformed program"));
+  }
+
+ private:
+  int64_t I_, O_, settle_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatCompile").Device(DEVICE_CPU), CompileOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatForward").Device(DEVICE_CPU), ForwardOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatRecurrentStep").Device(DEVICE_CPU), RecurrentStepOp);
+
+}  // namespace
+}  // namespace tfevo_neat_forward

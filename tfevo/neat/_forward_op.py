@@ -1,0 +1,151 @@
+"""NEAT network inference through the C++ kernels of ``custom_ops/neat_forward.cc``.
+
+The pure-TensorFlow reference is :mod:`tfevo.neat.network`
+(:func:`~tfevo.neat.network.transform` builds dense ``[P, N, N]`` networks and
+node levels once per generation; :func:`~tfevo.neat.network.forward` and
+:func:`~tfevo.neat.network.recurrent_step` evaluate them).  The kernels turn
+each member into a short *program* instead -- its evaluated nodes in
+(level, slot) order, each with its incoming edges -- and run the programs of
+all members on TensorFlow's intra-op thread pool:
+
+* :func:`prepare` -> a :class:`Program` (op) or a
+  :class:`~tfevo.neat.network.Network` (reference), once per generation;
+* :func:`forward` / :func:`recurrent_step` accept either.
+
+Dispatch (:func:`op_enabled`): the kernels run when the library is built, the
+code is not being traced for XLA (``jit_compile=True``: custom ops have no
+XLA kernels), ``TFEVO_DISABLE_CUSTOM_OPS`` is not set, and every activation
+and aggregation option is a built-in one (user-registered functions are
+TensorFlow code the kernel cannot run).  Otherwise the reference runs.
+
+Equality: the programs make the same discrete decisions as the reference
+(connection-to-slot lookup, enabled mask, duplicate pairs merged, levels,
+evaluation order, option resolution); node values agree to float rounding
+(sums in source-slot order against the reference's matmul, C library
+``exp``/``tanh`` against Eigen's), tested at ``rtol=1e-5``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from tfevo import ops
+from tfevo.neat import functions as F
+from tfevo.neat import network as net
+
+__all__ = ["Program", "op_available", "op_enabled", "compile_programs", "prepare", "forward", "recurrent_step"]
+
+# Ids of the built-in functions the kernel implements (functions.py insertion order).
+_BUILTIN_ACT = ("sigmoid", "tanh", "sin", "gauss", "relu", "elu", "lelu", "selu", "softplus", "identity",
+                "clamped", "inv", "log", "exp", "abs", "hat", "square", "cube")
+_BUILTIN_AGG = ("sum", "product", "max", "min", "maxabs", "median", "mean")
+
+
+class Program(NamedTuple):
+    """Compiled population (leading axis P everywhere; see ``custom_ops/neat_forward.cc``)."""
+
+    prog: tf.Tensor  # int32 [P, N, 4]: (slot, activation, aggregation, end of edges) per evaluated node
+    coef: tf.Tensor  # float32 [P, N, 2]: (bias, response) per evaluated node
+    src: tf.Tensor  # int32 [P, C]: edge source slots, grouped by evaluated node
+    weight: tf.Tensor  # float32 [P, C]
+    count: tf.Tensor  # int32 [P]: evaluated nodes per member
+
+    @property
+    def num_slots(self) -> int:
+        """N, the node slots (the recurrent state width)."""
+        return self.prog.shape[1]
+
+
+@tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
+def _module():
+    return ops.op_module("neat_forward", "tfevo_neat_forward")
+
+
+def op_available() -> bool:
+    """Whether ``custom_ops/neat_forward.cc`` is built and loaded (False with
+    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
+    return _module() is not None
+
+
+def op_enabled(activations=("sigmoid",), aggregations=("sum",), use_op=None) -> bool:
+    """Whether the kernels run here: ``use_op`` None = automatic (built, not
+    inside XLA, built-in options only), False = reference, True = kernels or a
+    RuntimeError saying why not."""
+    if use_op is False:
+        return False
+    why = None
+    if not (all(a in _BUILTIN_ACT for a in activations) and all(a in _BUILTIN_AGG for a in aggregations)):
+        why = "a user-registered activation or aggregation is among the options"
+    elif ops.in_xla_context():
+        why = "the code is being compiled by XLA"
+    elif _module() is None:
+        why = "the library is not built (no compiler) or TFEVO_DISABLE_CUSTOM_OPS is set"
+    if why is not None and use_op is True:
+        raise RuntimeError(f"the NEAT inference custom op cannot run: {why}")
+    return why is None
+
+
+def compile_programs(nodes, conns, num_inputs: int, feed_forward: bool = True, activations=("sigmoid",),
+                     aggregations=("sum",)) -> Program:
+    """Genomes ``nodes [P, N, 5]``, ``conns [P, C, 5]`` -> :class:`Program` (kernel only)."""
+    out = _module().tfevo_neat_compile(
+        tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
+        num_inputs=int(num_inputs), feed_forward=bool(feed_forward),
+        activations=[F.activation_id(a) for a in activations],
+        aggregations=[F.aggregation_id(a) for a in aggregations])
+    return Program(*out)
+
+
+def prepare(nodes, conns, num_inputs: int, feed_forward: bool = True, activations=("sigmoid",),
+            aggregations=("sum",), use_op=None):
+    """Once per generation: a :class:`Program` when the kernels run here, else
+    the reference's :class:`~tfevo.neat.network.Network`."""
+    if op_enabled(activations, aggregations, use_op):
+        return compile_programs(nodes, conns, num_inputs, feed_forward, activations, aggregations)
+    return net.transform(nodes, conns, num_inputs, feed_forward)
+
+
+def _active(active):
+    return tf.zeros([0], tf.bool) if active is None else tf.convert_to_tensor(active, tf.bool)
+
+
+def forward(prepared, x, num_inputs: int, num_outputs: int, activations=("sigmoid",), aggregations=("sum",),
+            active=None) -> tf.Tensor:
+    """Feed-forward outputs ``[P, B, O]`` for ``x [P, B, I]`` (or ``[B, I]`` shared).
+
+    ``active [P]`` (bool, optional): members to compute; the others get 0
+    (the kernel skips them; the reference computes and zeroes them).
+    """
+    x = tf.convert_to_tensor(x, tf.float32)
+    if isinstance(prepared, Program):
+        return _module().tfevo_neat_forward(*prepared, x, _active(active), num_inputs=int(num_inputs),
+                                            num_outputs=int(num_outputs))
+    if x.shape.rank == 2:
+        x = tf.broadcast_to(x[None], tf.concat([tf.shape(prepared.weights)[:1], tf.shape(x)], 0))
+    y = net.forward(prepared, x, num_inputs, num_outputs, activations, aggregations)
+    if active is not None:
+        y = tf.where(tf.convert_to_tensor(active, tf.bool)[:, None, None], y, 0.0)
+    return y
+
+
+def recurrent_step(prepared, state, x, num_inputs: int, num_outputs: int, activations=("sigmoid",),
+                   aggregations=("sum",), settle_steps: int = 1, active=None):
+    """One recurrent step: ``(new_state [P, B, N], outputs [P, B, O])``.
+
+    ``active [P]`` (optional): other members keep their state and output 0.
+    """
+    x = tf.convert_to_tensor(x, tf.float32)
+    state = tf.convert_to_tensor(state, tf.float32)
+    if isinstance(prepared, Program):
+        return tuple(_module().tfevo_neat_recurrent_step(
+            *prepared, state, x, _active(active), num_inputs=int(num_inputs), num_outputs=int(num_outputs),
+            settle_steps=int(settle_steps)))
+    if x.shape.rank == 2:
+        x = tf.broadcast_to(x[None], tf.concat([tf.shape(state)[:1], tf.shape(x)], 0))
+    s, y = net.recurrent_step(prepared, state, x, num_inputs, num_outputs, activations, aggregations, settle_steps)
+    if active is not None:
+        a = tf.convert_to_tensor(active, tf.bool)[:, None, None]
+        s, y = tf.where(a, s, state), tf.where(a, y, 0.0)
+    return s, y
