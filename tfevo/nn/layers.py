@@ -19,6 +19,7 @@ import numpy as np
 import keras
 import tensorflow as tf
 
+from tfevo import ops
 from tfevo.core import ConfigError, ShapeError
 from tfevo.nn.indexed import indexed_matmul
 from tfevo.nn.init import sample_population
@@ -28,6 +29,7 @@ __all__ = [
     "population_conv2d",
     "conv_output_size",
     "CONV_METHODS",
+    "population_conv2d_op_available",
     "PopulationDense",
     "PopulationConv2D",
 ]
@@ -132,16 +134,63 @@ def _grouped_conv(x, kernel, sh, sw, padding):
     return tf.transpose(tf.reshape(y, [b, ho, wo, p, f]), [3, 0, 1, 2, 4])
 
 
-CONV_METHODS = ("im2col", "grouped")
+CONV_METHODS = ("auto", "im2col", "grouped")
+
+
+def _conv_op():
+    """The loaded ``TfevoPopulationConv2D`` module or ``None`` (built once, lazily)."""
+    return ops.op_module("pop_conv", "tfevo_population_conv2d")
+
+
+def population_conv2d_op_available() -> bool:
+    """Whether the C++ direct population convolution (``custom_ops/pop_conv.cc``) is built and loaded."""
+    return _conv_op() is not None
+
+
+def _direct_conv_module():
+    """The op module when ``method="auto"`` may use it: built, not under XLA, no GPU to place on."""
+    if ops.in_xla_context():
+        return None
+    mod = _conv_op()
+    if mod is None or tf.config.list_logical_devices("GPU"):
+        return None
+    return mod
+
+
+def _direct_conv(mod, x, kernel, bias, sh, sw, padding, activation, indices):
+    """The C++ kernel: conv + bias (+ ReLU fused) of the members ``indices`` (all when ``None``)."""
+    act = _activation(activation)
+    fused = act is keras.activations.relu
+    if act is keras.activations.linear:
+        act = None
+    idx = tf.range(_dim(x, 0), dtype=tf.int32) if indices is None else tf.cast(indices, tf.int32)
+    y = mod.tfevo_population_conv2d(
+        x, kernel, bias if bias is not None else tf.zeros([0, 0], tf.float32), idx,
+        strides=[int(sh), int(sw)], padding=padding.upper(), activation="relu" if fused else "none",
+        use_bias=bias is not None)
+    return act(y) if (act is not None and not fused) else y
 
 
 def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activation=None, indices=None,
-                      method="im2col"):
+                      method="auto"):
     """2-D convolution of every member with its own kernel (channels last).
 
-    Implemented as im2col (``tf.image.extract_patches``) followed by one batched
-    matrix product ``[P, B*Ho*Wo, kh*kw*C] x [P, kh*kw*C, F]``; equals
-    ``keras.layers.Conv2D`` applied to each member.
+    Equals ``keras.layers.Conv2D`` applied to each member.  Three
+    implementations (``method``):
+
+    * ``"auto"`` (default): the C++ kernel ``TfevoPopulationConv2D``
+      (``custom_ops/pop_conv.cc``), a direct convolution that reads each
+      member's kernel in place and fuses bias and ReLU, on TensorFlow's
+      intra-op threads.  Used when the op is built and the caller is not
+      XLA-compiled (and no GPU is visible); otherwise ``"im2col"``.
+    * ``"im2col"``: ``tf.image.extract_patches`` followed by one batched matrix
+      product ``[P, B*Ho*Wo, kh*kw*C] x [P, kh*kw*C, F]`` (through
+      ``indexed_matmul`` with ``indices``) -- the pure-TensorFlow reference of
+      the C++ kernel (same sums in the same (kh, kw, C) order; tests compare
+      them).
+    * ``"grouped"``: the members' channels are stacked and run as one grouped
+      ``tf.nn.conv2d`` (groups = members); kernels of ``indices`` are gathered
+      first.
 
     Args:
       x: float32 ``[P, B, H, W, C]`` (``[n, B, H, W, C]`` with ``indices``).
@@ -151,11 +200,7 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
       padding: ``"same"`` or ``"valid"`` (TensorFlow semantics).
       activation: a Keras activation or ``None``.
       indices: optional int32 ``[n]``, see :func:`population_dense`.
-      method: ``"im2col"`` (default): patches + batched matmul (through
-        ``indexed_matmul`` with ``indices``); ``"grouped"``: the members'
-        channels are stacked and run as one grouped ``tf.nn.conv2d`` (groups =
-        members), which avoids materializing the patches (kernels of
-        ``indices`` are gathered first).  Both equal ``keras.layers.Conv2D``.
+      method: ``"auto"``, ``"im2col"`` or ``"grouped"`` (see above).
 
     Returns:
       float32 ``[P or n, B, Ho, Wo, F]``.
@@ -170,6 +215,8 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
     if padding not in ("same", "valid"):
         raise ConfigError(f"padding must be 'same' or 'valid', got {padding!r}")
     x = tf.convert_to_tensor(x, tf.float32)
+    kernel = tf.convert_to_tensor(kernel, tf.float32)
+    bias = None if bias is None else tf.convert_to_tensor(bias, tf.float32)
     if x.shape.rank != 5:
         raise ShapeError(f"population_conv2d expects inputs [P, B, H, W, C], got {x.shape}")
     if kernel.shape.rank != 5:
@@ -186,6 +233,11 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
         raise ShapeError(f"population_conv2d: input {h}x{w} is smaller than the {kh}x{kw} kernel (padding='valid')")
     if method not in CONV_METHODS:
         raise ConfigError(f"method must be one of {CONV_METHODS}, got {method!r}")
+    if method == "auto":
+        mod = _direct_conv_module()
+        if mod is not None:
+            return _direct_conv(mod, x, kernel, bias, sh, sw, padding, activation, indices)
+        method = "im2col"
     if method == "grouped":
         k = kernel if indices is None else tf.gather(kernel, indices)
         y = _grouped_conv(x, k, sh, sw, padding)
@@ -315,7 +367,8 @@ class PopulationConv2D(_PopulationLayer):
     Inputs ``[P, B, H, W, C]``, kernel ``[P, kh, kw, C, filters]``, bias
     ``[P, filters]``, outputs ``[P, B, Ho, Wo, filters]``; member ``p`` equals
     ``keras.layers.Conv2D`` with ``kernel[p]``, ``bias[p]`` on ``x[p]``.
-    Computed by im2col patches and one batched matrix product.
+    Computed by the C++ direct convolution when available (``method="auto"``),
+    else by im2col patches and one batched matrix product.
 
     Args:
       filters: output channels.
@@ -325,7 +378,8 @@ class PopulationConv2D(_PopulationLayer):
       population_size: P; inferred from the input when omitted.
       activation, use_bias, kernel_initializer, bias_initializer, seed: as in
         :class:`PopulationDense`.
-      method: ``"im2col"`` or ``"grouped"``, see :func:`population_conv2d`.
+      method: ``"auto"`` (default), ``"im2col"`` or ``"grouped"``, see
+        :func:`population_conv2d`.
 
     Example:
 
@@ -335,7 +389,7 @@ class PopulationConv2D(_PopulationLayer):
 
     def __init__(self, filters, kernel_size, strides=1, padding="same", population_size=None,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", seed=None, method="im2col", **kwargs):
+                 bias_initializer="zeros", seed=None, method="auto", **kwargs):
         super().__init__(population_size=population_size, seed=seed, **kwargs)
         if method not in CONV_METHODS:
             raise ConfigError(f"method must be one of {CONV_METHODS}, got {method!r}")

@@ -3,7 +3,8 @@
 Given a *template* Keras model, :class:`PopulationModel` knows the layout of
 its weights as one flat vector of length ``D`` and runs the forward pass of a
 whole population ``params [P, D]`` on inputs ``[P, B, *input_shape]`` as one
-TensorFlow program (batched matrix products; convolutions through im2col).
+TensorFlow program (batched matrix products; convolutions through the C++
+direct population convolution, or im2col where that cannot run).
 
 Supported layers: ``InputLayer``, ``Dense``, ``Conv2D`` (channels last,
 no dilation/groups), ``Flatten``, ``Reshape``, ``Activation`` and the
@@ -186,6 +187,11 @@ class PopulationModel:
       jit_compile: XLA-compile the forward pass (default ``False``: on CPU the
         oneDNN batched matmul path is faster; XLA is never used when the C++
         ``indexed_matmul`` op would run, since it has no XLA kernel).
+      conv_method: how ``Conv2D`` layers run: ``"auto"`` (default; the C++
+        direct convolution ``TfevoPopulationConv2D`` when it is built and the
+        forward is not XLA-compiled, else im2col), ``"im2col"`` (pure
+        TensorFlow, the op's reference) or ``"grouped"``; see
+        :func:`tfevo.nn.population_conv2d`.
 
     Attributes:
       num_params: D, the length of one member's flat parameter vector.
@@ -205,7 +211,7 @@ class PopulationModel:
     >>> best = pm.to_keras(params[0])                          # an ordinary keras.Model
     """
 
-    def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "im2col"):
+    def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "auto"):
         if not isinstance(template, keras.Model):
             raise ConfigError(f"PopulationModel needs a keras.Model template, got {type(template).__name__}")
         if conv_method not in CONV_METHODS:

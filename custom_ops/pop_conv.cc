@@ -1,0 +1,386 @@
+// TfevoPopulationConv2D: a 2-D convolution (channels last) of every active
+// member of a population with its own kernel, plus optional bias and ReLU, as
+// one CPU kernel (issue #3).
+//
+//   x      float [n, B, H, W, C]     inputs of the n active members
+//   kernel float [M, kh, kw, C, F]   kernels of the whole population
+//   bias   float [M, F]              (ignored when use_bias is false)
+//   idx    int32 [n]                 member of kernel/bias used by row-block i
+//   y      float [n, B, Ho, Wo, F]   y[i, b] = act(conv(x[i, b], kernel[idx[i]]) + bias[idx[i]])
+//
+// strides [sh, sw], padding SAME or VALID with TensorFlow's rules (SAME pads
+// max((Ho - 1) * s + k - H, 0) zeros, the smaller half before).
+//
+// The pure-TensorFlow reference is the im2col path of
+// tfevo.nn.layers.population_conv2d (tf.image.extract_patches, then a batched
+// matmul against the gathered kernels, bias add, activation).  This kernel
+// computes the same sums without materializing the patches and without
+// copying the selected kernels: each output pixel is the sum over (ky, kx, c)
+// -- im2col's column order -- of input * weight, accumulated with fused
+// multiply-adds in that order, then + bias, then ReLU.  Padded positions are
+// zeros that are multiplied like real inputs (as im2col does), so an inf or
+// NaN weight gives NaN exactly where the reference does.
+//
+// Work: (image, output row) units on TensorFlow's intra-op pool.  Each unit
+// computes whole output rows in register tiles of R pixels x NV vectors of 16
+// channels (AVX-512; one broadcast input value times one weight vector per
+// FMA, the weights of a member stay in L1/L2 across the tiles).  Every output
+// element is computed by exactly one unit in a fixed order, so results do not
+// depend on the number of threads.  Without AVX-512 a portable loop with the
+// same order is used.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tfevo_pop_conv {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+inline int64_t OutSize(int64_t size, int64_t k, int64_t s, bool same) {
+  return same ? (size + s - 1) / s : (size - k) / s + 1;
+}
+
+REGISTER_OP("TfevoPopulationConv2D")
+    .Input("x: float")
+    .Input("kernel: float")
+    .Input("bias: float")
+    .Input("idx: int32")
+    .Attr("strides: list(int)")
+    .Attr("padding: {'SAME', 'VALID'}")
+    .Attr("activation: {'none', 'relu'} = 'none'")
+    .Attr("use_bias: bool = true")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, k, idx;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 5, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 5, &k));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &idx));
+      DimensionHandle n, ch;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 0), c->Dim(idx, 0), &n));
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 4), c->Dim(k, 3), &ch));
+      std::vector<int32_t> strides;
+      std::string padding;
+      TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
+      TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
+      if (strides.size() != 2 || strides[0] < 1 || strides[1] < 1) {
+        return ::tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: strides must be 2 positive ints");
+      }
+      const bool same = padding == "SAME";
+      DimensionHandle ho = c->UnknownDim(), wo = c->UnknownDim();
+      if (c->ValueKnown(c->Dim(x, 2)) && c->ValueKnown(c->Dim(k, 1))) {
+        ho = c->MakeDim(OutSize(c->Value(c->Dim(x, 2)), c->Value(c->Dim(k, 1)), strides[0], same));
+      }
+      if (c->ValueKnown(c->Dim(x, 3)) && c->ValueKnown(c->Dim(k, 2))) {
+        wo = c->MakeDim(OutSize(c->Value(c->Dim(x, 3)), c->Value(c->Dim(k, 2)), strides[1], same));
+      }
+      c->set_output(0, c->MakeShape({n, c->Dim(x, 1), ho, wo, c->Dim(k, 4)}));
+      return Status();
+    })
+    .Doc(R"doc(
+Per-member 2-D convolution of the active members of a population (channels last).
+
+x: [n, B, H, W, C] inputs of the active members.
+kernel: [M, kh, kw, C, F] kernels of the whole population.
+bias: [M, F] biases (ignored unless use_bias).
+idx: [n] member index (in [0, M)) of each row-block of x.
+y: [n, B, Ho, Wo, F] = activation(conv2d(x[i], kernel[idx[i]]) + bias[idx[i]]).
+)doc");
+
+// One output row segment: pixels ox0 .. ox0 + R - 1 of one output row, channels
+// f0 .. f0 + 16 * NV - 1 (the last vector masked by `tail`).
+struct Tile {
+  const float* in;       // padded input at (oy * sh, ox0 * sw, 0)
+  int64_t pix_stride;    // floats between consecutive output pixels' inputs (sw * C)
+  int64_t row_stride;    // floats between padded input rows (Wp * C)
+  int64_t kh, kwc;       // kernel rows; floats per kernel row of input (kw * C)
+  const float* w;        // kernel[member] + f0, rows of F floats in (ky, kx, c) order
+  int64_t F;             // row stride of w and pixel stride of out
+  const float* bias;     // bias[member] + f0 or nullptr
+  bool relu;
+  float* out;            // y at (oy, ox0, f0)
+};
+
+#if defined(__AVX512F__)
+template <int NV, int R>
+inline void TileKernel(const Tile& t, __mmask16 tail) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t ky = 0; ky < t.kh; ++ky) {
+    const float* __restrict xrow = t.in + ky * t.row_stride;
+    const float* __restrict wrow = t.w + ky * t.kwc * t.F;
+    for (int64_t j = 0; j < t.kwc; ++j) {
+      __m512 wv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        wv[v] = v + 1 < NV ? _mm512_loadu_ps(wrow + j * t.F + 16 * v)
+                           : _mm512_maskz_loadu_ps(tail, wrow + j * t.F + 16 * v);
+      }
+#pragma GCC unroll 32
+      for (int r = 0; r < R; ++r) {
+        const __m512 xb = _mm512_set1_ps(xrow[r * t.pix_stride + j]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
+      }
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const __mmask16 m = v + 1 < NV ? static_cast<__mmask16>(0xFFFF) : tail;
+    const __m512 b = t.bias != nullptr ? _mm512_maskz_loadu_ps(m, t.bias + 16 * v) : zero;
+#pragma GCC unroll 32
+    for (int r = 0; r < R; ++r) {
+      __m512 y = t.bias != nullptr ? _mm512_add_ps(acc[r][v], b) : acc[r][v];
+      // max(0, y) returns y when y is NaN (the second operand), as tf.nn.relu does.
+      if (t.relu) y = _mm512_max_ps(zero, y);
+      _mm512_mask_storeu_ps(t.out + r * t.F + 16 * v, m, y);
+    }
+  }
+}
+
+// Pixels per tile for NV vectors: R * NV accumulators + NV weights + 1 broadcast <= 32 registers.
+template <int NV>
+constexpr int MaxPixels() {
+  return NV == 1 ? 12 : NV == 2 ? 12 : NV == 3 ? 8 : 6;
+}
+
+template <int NV, int R>
+inline void TileDispatchR(const Tile& t, int r, __mmask16 tail) {
+  if constexpr (R >= 1) {
+    if (r == R) return TileKernel<NV, R>(t, tail);
+    TileDispatchR<NV, R - 1>(t, r, tail);
+  }
+}
+
+// A row segment of `pixels` output pixels with NV channel vectors.
+template <int NV>
+void RowSegment(Tile t, int64_t pixels, __mmask16 tail) {
+  constexpr int RM = MaxPixels<NV>();
+  int64_t p = 0;
+  for (; p + RM <= pixels; p += RM) {
+    TileKernel<NV, RM>(t, tail);
+    t.in += RM * t.pix_stride;
+    t.out += RM * t.F;
+  }
+  if (p < pixels) TileDispatchR<NV, RM - 1>(t, static_cast<int>(pixels - p), tail);
+}
+
+// All channels of one output row: chunks of 64 channels (4 vectors), then the rest.
+void OutputRow(Tile t, int64_t wo) {
+  const int64_t F = t.F;
+  int64_t f0 = 0;
+  for (; f0 + 64 <= F; f0 += 64) {
+    Tile u = t;
+    u.w += f0;
+    u.out += f0;
+    if (u.bias != nullptr) u.bias += f0;
+    RowSegment<4>(u, wo, 0xFFFF);
+  }
+  const int64_t rest = F - f0;
+  if (rest == 0) return;
+  Tile u = t;
+  u.w += f0;
+  u.out += f0;
+  if (u.bias != nullptr) u.bias += f0;
+  const int nv = static_cast<int>((rest + 15) / 16);
+  const int last = static_cast<int>(rest - 16 * (nv - 1));
+  const __mmask16 tail = static_cast<__mmask16>((1u << last) - 1u);
+  switch (nv) {
+    case 1: RowSegment<1>(u, wo, tail); break;
+    case 2: RowSegment<2>(u, wo, tail); break;
+    case 3: RowSegment<3>(u, wo, tail); break;
+    default: RowSegment<4>(u, wo, tail); break;
+  }
+}
+#else
+// Portable path: the same (ky, kx, c) order per output element.
+void OutputRow(Tile t, int64_t wo) {
+  std::vector<float> acc(t.F);
+  for (int64_t ox = 0; ox < wo; ++ox) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const float* px = t.in + ox * t.pix_stride;
+    for (int64_t ky = 0; ky < t.kh; ++ky) {
+      const float* xrow = px + ky * t.row_stride;
+      const float* wrow = t.w + ky * t.kwc * t.F;
+      for (int64_t j = 0; j < t.kwc; ++j) {
+        const float xv = xrow[j];
+        const float* wj = wrow + j * t.F;
+        for (int64_t f = 0; f < t.F; ++f) acc[f] += xv * wj[f];
+      }
+    }
+    float* o = t.out + ox * t.F;
+    for (int64_t f = 0; f < t.F; ++f) {
+      float y = t.bias != nullptr ? acc[f] + t.bias[f] : acc[f];
+      if (t.relu) y = (y < 0.0f) ? 0.0f : y;
+      o[f] = y;
+    }
+  }
+}
+#endif
+
+class PopulationConv2DOp : public OpKernel {
+ public:
+  explicit PopulationConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<int32_t> strides;
+    std::string padding, activation;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_bias", &use_bias_));
+    OP_REQUIRES(ctx, strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: strides must be 2 positive ints"));
+    sh_ = strides[0];
+    sw_ = strides[1];
+    same_ = padding == "SAME";
+    relu_ = activation == "relu";
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& kernel = ctx->input(1);
+    const Tensor& bias = ctx->input(2);
+    const Tensor& idx = ctx->input(3);
+    OP_REQUIRES(ctx, x.dims() == 5,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x must be [n, B, H, W, C], got ",
+                                                    x.shape().DebugString()));
+    OP_REQUIRES(ctx, kernel.dims() == 5,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: kernel must be [M, kh, kw, C, F], got ",
+                                                    kernel.shape().DebugString()));
+    OP_REQUIRES(ctx, idx.dims() == 1,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: idx must be [n], got ",
+                                                    idx.shape().DebugString()));
+    const int64_t n = x.dim_size(0), B = x.dim_size(1), H = x.dim_size(2), W = x.dim_size(3), C = x.dim_size(4);
+    const int64_t M = kernel.dim_size(0), kh = kernel.dim_size(1), kw = kernel.dim_size(2), F = kernel.dim_size(4);
+    OP_REQUIRES(ctx, kernel.dim_size(3) == C,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has C=", C, " but kernel has C=",
+                                                    kernel.dim_size(3)));
+    OP_REQUIRES(ctx, idx.dim_size(0) == n,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has n=", n, " row-blocks but idx has ",
+                                                    idx.dim_size(0), " entries"));
+    OP_REQUIRES(ctx, kh >= 1 && kw >= 1,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: empty kernel ",
+                                                    kernel.shape().DebugString()));
+    if (use_bias_) {
+      OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == M && bias.dim_size(1) == F,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: bias must be [", M, ", ", F, "], got ",
+                                                      bias.shape().DebugString()));
+    }
+    const int32_t* ip = idx.flat<int32_t>().data();
+    for (int64_t i = 0; i < n; ++i) {
+      OP_REQUIRES(ctx, ip[i] >= 0 && ip[i] < M,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: idx[", i, "] = ", ip[i],
+                                                      " is out of range [0, ", M, ")"));
+    }
+    const int64_t ho = OutSize(H, kh, sh_, same_), wo = OutSize(W, kw, sw_, same_);
+    OP_REQUIRES(ctx, ho >= 1 && wo >= 1,
+                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: input ", H, "x", W, " is smaller than the ",
+                                                    kh, "x", kw, " kernel (padding VALID)"));
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, B, ho, wo, F}), &y));
+    if (n == 0 || B == 0 || F == 0) return;
+    float* yp = y->flat<float>().data();
+    if (C == 0) {  // empty sums: bias (or 0), then the activation
+      const float* bp = use_bias_ ? bias.flat<float>().data() : nullptr;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t p = 0; p < B * ho * wo; ++p)
+          for (int64_t f = 0; f < F; ++f) {
+            float v = bp != nullptr ? 0.0f + bp[ip[i] * F + f] : 0.0f;
+            yp[(i * B * ho * wo + p) * F + f] = (relu_ && v < 0.0f) ? 0.0f : v;
+          }
+      return;
+    }
+
+    // Padded geometry: rows/cols needed by the output, zeros outside the input.
+    const int64_t hp = (ho - 1) * sh_ + kh, wp = (wo - 1) * sw_ + kw;
+    const int64_t pad_top = same_ ? std::max<int64_t>(hp - H, 0) / 2 : 0;
+    const int64_t pad_left = same_ ? std::max<int64_t>(wp - W, 0) / 2 : 0;
+    const bool need_pad = pad_top > 0 || pad_left > 0 || hp > H || wp > W;
+    const int64_t images = n * B;
+    const float* xp = x.flat<float>().data();
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+
+    const float* src = xp;
+    int64_t img_stride = H * W * C, row_stride = W * C;
+    Tensor padded;
+    if (need_pad) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({images, hp, wp, C}), &padded));
+      float* pp = padded.flat<float>().data();
+      auto pad = [&](int64_t begin, int64_t end) {
+        for (int64_t im = begin; im < end; ++im) {
+          float* dst = pp + im * hp * wp * C;
+          const float* s = xp + im * H * W * C;
+          for (int64_t r = 0; r < hp; ++r) {
+            float* d = dst + r * wp * C;
+            const int64_t iy = r - pad_top;
+            if (iy < 0 || iy >= H) {
+              std::fill(d, d + wp * C, 0.0f);
+              continue;
+            }
+            const int64_t x0 = std::max<int64_t>(0, pad_left), x1 = std::min<int64_t>(wp, pad_left + W);
+            std::fill(d, d + x0 * C, 0.0f);
+            std::memcpy(d + x0 * C, s + (iy * W + (x0 - pad_left)) * C, (x1 - x0) * C * sizeof(float));
+            std::fill(d + x1 * C, d + wp * C, 0.0f);
+          }
+        }
+      };
+      tensorflow::Shard(pool->num_threads, pool->workers, images, hp * wp * C, pad);
+      src = pp;
+      img_stride = hp * wp * C;
+      row_stride = wp * C;
+    }
+
+    const float* kp = kernel.flat<float>().data();
+    const float* bp = use_bias_ ? bias.flat<float>().data() : nullptr;
+    const int64_t ksize = kh * kw * C * F;
+    auto rows = [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t im = u / ho, oy = u % ho;
+        const int64_t member = ip[im / B];
+        Tile t;
+        t.in = src + im * img_stride + oy * sh_ * row_stride;
+        t.pix_stride = sw_ * C;
+        t.row_stride = row_stride;
+        t.kh = kh;
+        t.kwc = kw * C;
+        t.w = kp + member * ksize;
+        t.F = F;
+        t.bias = bp != nullptr ? bp + member * F : nullptr;
+        t.relu = relu_;
+        t.out = yp + (im * ho + oy) * wo * F;
+        OutputRow(t, wo);
+      }
+    };
+    tensorflow::Shard(pool->num_threads, pool->workers, images * ho, std::max<int64_t>(1, 2 * wo * ksize), rows);
+  }
+
+ private:
+  int64_t sh_ = 1, sw_ = 1;
+  bool same_ = true, relu_ = false, use_bias_ = true;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2D").Device(DEVICE_CPU), PopulationConv2DOp);
+
+}  // namespace tfevo_pop_conv
