@@ -1,0 +1,251 @@
+"""The LAPACK eigendecomposition op (custom_ops/sym_eig.cc, issue #2) against its pure-TF reference.
+
+Tolerances (stated, from LAPACK's backward-error bounds): with eps the dtype's
+machine epsilon and ||x|| the spectral norm,
+* eigenvalues of both paths within ``4 n eps ||x||`` of the float64 NumPy values;
+* ``|V diag(e) V^T - x| <= 4 n eps ||x||`` and ``|V^T V - I| <= 4 n eps`` (max entry);
+* for a spectrum with gaps >= 1 and ||x|| = n, the two paths' eigenvectors agree
+  entry by entry within ``4 n^2 eps`` (the perturbation bound eps ||x|| / gap,
+  times n for accumulated rounding), which includes the same canonical sign.
+"""
+
+import ctypes
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo import linalg
+from tfevo.core import ShapeError
+from tfevo.linalg import canonical_sign, eigh, eigh_reference
+
+needs_op = pytest.mark.skipif(not linalg.sym_eig_op_available(), reason="sym_eig op not built or no LAPACK")
+
+SIZES = [1, 2, 3, 17, 64, 300]
+DTYPES = [np.float32, np.float64]
+
+
+def _matrix(kind, n, dtype, seed=0):
+    rng = np.random.default_rng(seed + 1000 * n)
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    if kind == "spd":
+        a = rng.normal(size=(n, n))
+        x = a @ a.T / n + 0.1 * np.eye(n)
+    elif kind == "indefinite":
+        a = rng.normal(size=(n, n))
+        x = (a + a.T) / 2
+    elif kind == "repeated":  # eigenvalues 3 (half) and -1 (half): large degenerate eigenspaces
+        e = np.where(np.arange(n) % 2 == 0, 3.0, -1.0)
+        x = (q * e) @ q.T
+    else:  # "separated": eigenvalues 1..n, gaps of 1
+        x = (q * np.arange(1.0, n + 1)) @ q.T
+    x = (x + x.T) / 2
+    return x.astype(dtype)
+
+
+def _eps(dtype):
+    return float(np.finfo(dtype).eps)
+
+
+def _check_decomposition(x, e, v):
+    n, dt = x.shape[0], x.dtype
+    norm = max(np.abs(np.linalg.eigvalsh(x.astype(np.float64))).max(), 1e-30)
+    tol = 4 * n * _eps(dt) * norm
+    assert e.dtype == dt and v.dtype == dt and e.shape == (n,) and v.shape == (n, n)
+    assert np.all(np.diff(e) >= 0), "eigenvalues not ascending"
+    np.testing.assert_allclose(e, np.linalg.eigvalsh(x.astype(np.float64)), rtol=0, atol=tol)
+    v64, e64 = v.astype(np.float64), e.astype(np.float64)
+    np.testing.assert_allclose((v64 * e64) @ v64.T, x, rtol=0, atol=tol)
+    np.testing.assert_allclose(v64.T @ v64, np.eye(n), rtol=0, atol=4 * n * _eps(dt))
+    # canonical sign: each column's largest-|.| entry (first on ties) is positive
+    piv = v[np.argmax(np.abs(v), axis=0), np.arange(n)]
+    assert np.all(piv > 0)
+
+
+@needs_op
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["spd", "indefinite", "repeated"])
+def test_op_and_reference_decompose(kind, dtype):
+    for n in SIZES:
+        x = _matrix(kind, n, dtype)
+        e, v = (t.numpy() for t in eigh(x, use_op=True))
+        _check_decomposition(x, e, v)
+        er, vr = (t.numpy() for t in eigh(x, use_op=False))
+        _check_decomposition(x, er, vr)
+
+
+@needs_op
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_separated_spectrum_same_vectors_and_signs(dtype):
+    for n in SIZES:
+        x = _matrix("separated", n, dtype, seed=3)
+        e, v = (t.numpy() for t in eigh(x, use_op=True))
+        er, vr = (t.numpy() for t in eigh(x, use_op=False))
+        tol = 4 * n * n * _eps(dtype)
+        np.testing.assert_allclose(e, er, rtol=0, atol=tol)
+        np.testing.assert_allclose(v, vr, rtol=0, atol=tol)
+        # signs: each op eigenvector points the same way as the reference's
+        assert np.all(np.sum(v.astype(np.float64) * vr, axis=0) > 0.99)
+
+
+@needs_op
+def test_reads_lower_triangle_only():
+    """Like tf.linalg.eigh, the upper triangle is ignored (LAPACK is asked for the transposed view's 'U')."""
+    rng = np.random.default_rng(5)
+    for dtype in DTYPES:
+        x = _matrix("separated", 40, dtype, seed=5)
+        junk = x + np.triu(rng.normal(size=x.shape) * 100, k=1).astype(dtype)
+        e, v = (t.numpy() for t in eigh(junk, use_op=True))
+        er, vr = (t.numpy() for t in eigh(x, use_op=True))
+        np.testing.assert_array_equal(e, er)
+        np.testing.assert_array_equal(v, vr)
+        e2, _ = eigh(junk, use_op=False)
+        np.testing.assert_allclose(e, e2.numpy(), rtol=0, atol=4 * 40 * _eps(dtype) * 40)
+
+
+@needs_op
+def test_batched_equals_single_and_deterministic():
+    """A [2, 3, n, n] batch (split over the intra-op pool) gives each matrix's single-call result bit for bit."""
+    n = 48
+    xs = np.stack([_matrix(k, n, np.float32, seed=s) for s in range(2) for k in ("spd", "indefinite", "repeated")])
+    xs = xs.reshape(2, 3, n, n)
+    e, v = (t.numpy() for t in eigh(xs, use_op=True))
+    assert e.shape == (2, 3, n) and v.shape == (2, 3, n, n)
+    for i in range(2):
+        for j in range(3):
+            e1, v1 = (t.numpy() for t in eigh(xs[i, j], use_op=True))
+            np.testing.assert_array_equal(e[i, j], e1)
+            np.testing.assert_array_equal(v[i, j], v1)
+    e_again, v_again = (t.numpy() for t in eigh(xs, use_op=True))
+    np.testing.assert_array_equal(e, e_again)
+    np.testing.assert_array_equal(v, v_again)
+    er, vr = (t.numpy() for t in eigh(xs, use_op=False))
+    assert er.shape == e.shape and vr.shape == v.shape
+
+
+@needs_op
+def test_inside_tf_function_and_xla():
+    """Graph mode uses the op; under jit_compile the dispatcher falls back to tf.linalg.eigh (same results)."""
+    x = tf.constant(_matrix("separated", 30, np.float32, seed=7))
+    graph = tf.function(lambda m: eigh(m))
+    xla = tf.function(lambda m: eigh(m), jit_compile=True)
+    ops_in_graph = {op.type for op in graph.get_concrete_function(x).graph.get_operations()}
+    assert "TfevoSymEig" in ops_in_graph
+    e, v = graph(x)
+    ex, vx = xla(x)
+    er, vr = eigh_reference(x)
+    np.testing.assert_allclose(ex.numpy(), er.numpy(), rtol=0, atol=1e-4)
+    np.testing.assert_allclose(vx.numpy(), vr.numpy(), rtol=0, atol=1e-4)
+    np.testing.assert_allclose(v.numpy(), vr.numpy(), rtol=0, atol=4 * 30 * 30 * _eps(np.float32))
+
+
+def test_canonical_sign_reference():
+    v = tf.constant([[0.6, -0.8, 0.0], [-0.8, -0.6, 0.0], [0.0, 0.0, -1.0]])
+    got = canonical_sign(v).numpy()
+    np.testing.assert_array_equal(got, np.float32([[-0.6, 0.8, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0]]))
+    # ties: the first largest-|.| entry decides
+    t = tf.constant([[-1.0, 1.0], [1.0, 1.0]]) / np.sqrt(2.0)
+    np.testing.assert_allclose(canonical_sign(t).numpy(), [[1, 1], [-1, 1]] / np.sqrt(2.0), rtol=1e-6)
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ShapeError, match="square"):
+        eigh(np.zeros((3, 4), np.float32))
+    with pytest.raises(ShapeError, match="square"):
+        eigh(np.zeros((4,), np.float32))
+    with pytest.raises(ShapeError, match="float32 or float64"):
+        eigh(np.eye(3, dtype=np.int32))
+    bad = np.eye(4, dtype=np.float32)
+    bad[2, 1] = np.nan
+    for use_op in ([True, False] if linalg.sym_eig_op_available() else [False]):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            eigh(bad, use_op=use_op)
+
+
+@needs_op
+def test_kernel_checks_shape_and_library():
+    mod = linalg._op()
+    # shape unknown at trace time: the kernel itself rejects a non-square matrix
+    f = tf.function(lambda m: mod.tfevo_sym_eig(m, lapack=linalg.lapack_library()),
+                    input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="square"):
+        f(tf.zeros([2, 3]))
+    with pytest.raises(tf.errors.NotFoundError, match="cannot load the LAPACK library /nonexistent/liblapack.so"):
+        mod.tfevo_sym_eig(tf.eye(2), lapack="/nonexistent/liblapack.so")
+    libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                             "/lib64/libm.so.6") if os.path.exists(p)), None)
+    if libm:
+        with pytest.raises(tf.errors.NotFoundError, match="exports no ssyevd"):
+            mod.tfevo_sym_eig(tf.eye(2), lapack=libm)
+    e, v = mod.tfevo_sym_eig(tf.zeros([0, 0]), lapack=linalg.lapack_library())
+    assert e.shape == (0,) and v.shape == (0, 0)
+
+
+@needs_op
+def test_private_copy_leaves_numpys_thread_count_alone():
+    """The op sets its OpenBLAS copy to 1 thread; numpy's own OpenBLAS keeps its setting."""
+    libs = glob.glob(str(Path(np.__file__).resolve().parent.parent / "numpy.libs" / "libscipy_openblas64_*.so"))
+    if not libs or Path(linalg.lapack_library()).resolve() == Path(libs[0]).resolve():
+        pytest.skip("op is not using a private copy of numpy's OpenBLAS")
+    lib = ctypes.CDLL(libs[0])  # the already-loaded instance numpy uses
+    get, set_ = lib.scipy_openblas_get_num_threads64_, lib.scipy_openblas_set_num_threads64_
+    old = get()
+    try:
+        set_(3)
+        eigh(_matrix("spd", 200, np.float32), use_op=True)
+        assert get() == 3
+    finally:
+        set_(old)
+
+
+def test_fallback_without_custom_ops():
+    """TFEVO_DISABLE_CUSTOM_OPS=1: eigh is tf.linalg.eigh with the canonical sign, with one log line."""
+    code = (
+        "import logging, numpy as np, tensorflow as tf\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "from tfevo import linalg\n"
+        "assert not linalg.sym_eig_op_available()\n"
+        "rng = np.random.default_rng(0); a = rng.normal(size=(20, 20)).astype(np.float32); x = a + a.T\n"
+        "e, v = linalg.eigh(x); e2, v2 = linalg.eigh(x)\n"
+        "er, vr = tf.linalg.eigh(x)\n"
+        "np.testing.assert_array_equal(e.numpy(), er.numpy())\n"
+        "np.testing.assert_array_equal(np.abs(v.numpy()), np.abs(vr.numpy()))\n"
+        "piv = v.numpy()[np.argmax(np.abs(v.numpy()), axis=0), np.arange(20)]\n"
+        "assert (piv > 0).all()\n"
+        "try:\n"
+        "    linalg.eigh(x, use_op=True)\n"
+        "    raise SystemExit('use_op=True did not raise')\n"
+        "except RuntimeError as err:\n"
+        "    assert 'not available' in str(err)\n"
+        "print('FALLBACK-OK')\n"
+    )
+    env = dict(os.environ, TFEVO_DISABLE_CUSTOM_OPS="1")
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "FALLBACK-OK" in out.stdout
+    assert out.stderr.count("tfevo.linalg.eigh: using tf.linalg.eigh") == 1
+
+
+@needs_op
+def test_cma_es_uses_canonical_eigenbasis():
+    """CMA-ES's B after a refresh is the op's (canonically signed) eigenbasis of C."""
+    from tfevo.strategies import CMAES
+
+    es = CMAES(num_dims=12, sigma_init=0.5, seed=3, eigen_gap=1)
+    for _ in range(6):
+        x = es.ask()
+        es.tell(x, -tf.reduce_sum(tf.square(x - 1.0), axis=1))
+    c, b, d = es.C.numpy(), es.B.numpy(), es.D.numpy()
+    piv = b[np.argmax(np.abs(b), axis=0), np.arange(12)]
+    assert np.all(piv > 0)
+    assert not np.allclose(c, np.eye(12), atol=1e-3)  # C did adapt
+    np.testing.assert_allclose((b * d**2) @ b.T, c, rtol=0, atol=1e-5 * np.abs(c).max())
+    e, v = eigh(c, use_op=True)
+    np.testing.assert_array_equal(b, v.numpy())
