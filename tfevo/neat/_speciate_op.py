@@ -54,7 +54,7 @@ def _ordered_sum(x):
     """Sum of ``x [P, Q, S]`` over axis 1 in index order, starting from 0
     (a cumulative sum, which TensorFlow's CPU kernel evaluates sequentially;
     ``reduce_sum``'s order depends on the shape)."""
-    z = tf.zeros_like(x[:, :1])
+    z = tf.zeros(tf.stack([tf.shape(x)[0], 1, tf.shape(x)[2]]), x.dtype)  # also for an empty axis 1
     return tf.math.cumsum(tf.concat([z, x], 1), axis=1)[:, -1]
 
 
