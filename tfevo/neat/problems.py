@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 from tfevo.registry import register
@@ -28,11 +29,16 @@ class SupervisedProblem:
     ``fitness = max_fitness - sum over cases and outputs of (y - target)^2``
     (neat-python's XOR example uses ``4 - sum``; ``max_fitness`` defaults to the
     number of cases) when ``loss="sse"``; ``loss="mse"`` gives
-    ``-mean squared error``.  The evaluation is XLA-compiled unless the
-    ``jit_compile`` attribute is set to False.
+    ``-mean squared error``.  The evaluation runs the C++ inference kernels
+    (``custom_ops/neat_forward.cc``, see :mod:`tfevo.neat._forward_op`) when
+    they are built and every activation/aggregation option is built in;
+    otherwise (or with the ``use_custom_op`` attribute set to False) it runs
+    the pure-TensorFlow reference, XLA-compiled unless the ``jit_compile``
+    attribute is set to False.
     """
 
     jit_compile: bool = True
+    use_custom_op: bool | None = None  # None: the kernels when available; False: always the reference
 
     def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
         self.inputs = np.asarray(inputs, np.float32)
@@ -51,20 +57,22 @@ class SupervisedProblem:
         """A NEATConfig with this problem's input/output counts (overrides in ``kw``)."""
         return NEATConfig(num_inputs=self.num_inputs, num_outputs=self.num_outputs, **kw)
 
-    def _compile(self, cfg: NEATConfig, P: int, N: int, C: int):
+    def _compile(self, cfg: NEATConfig, P: int, N: int, C: int, use_op: bool = False):
         x = tf.constant(self.inputs)
         t = tf.constant(self.targets)
         I, O = self.num_inputs, self.num_outputs
 
-        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=self.jit_compile)
+        @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=self.jit_compile and not use_op)
         def fit(nodes, conns):
-            n = net.transform(nodes, conns, I, cfg.feed_forward)
-            xb = tf.broadcast_to(x[None], [P, x.shape[0], I])
-            if cfg.feed_forward:
-                y = net.forward(n, xb, I, O, cfg.activation_options, cfg.aggregation_options)
+            if use_op:  # C++ kernels: programs built and run per member (x shared by all)
+                acts, aggs = cfg.activation_options, cfg.aggregation_options
+                prog = _fo.prepare(nodes, conns, I, cfg.feed_forward, acts, aggs, use_op=True)
+                if cfg.feed_forward:
+                    y = _fo.forward(prog, x, I, O)
+                else:
+                    _, y = _fo.recurrent_step(prog, tf.zeros([P, x.shape[0], N]), x, I, O, settle_steps=1)
             else:
-                state = net.initial_state(n, x.shape[0])
-                _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1)
+                y = self._reference_outputs(cfg, nodes, conns, x, P)
             err = tf.square(y - t[None])
             if self.loss == "sse":
                 f = self.max_fitness - tf.reduce_sum(err, axis=[1, 2])
@@ -73,6 +81,16 @@ class SupervisedProblem:
             return tf.where(tf.math.is_finite(f), f, -np.inf)
 
         return fit
+
+    def _reference_outputs(self, cfg, nodes, conns, x, P):
+        I, O = self.num_inputs, self.num_outputs
+        n = net.transform(nodes, conns, I, cfg.feed_forward)
+        xb = tf.broadcast_to(x[None], [P, x.shape[0], I])
+        if cfg.feed_forward:
+            return net.forward(n, xb, I, O, cfg.activation_options, cfg.aggregation_options)
+        state = net.initial_state(n, x.shape[0])
+        _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1)
+        return y
 
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
         """Fitness ``[P]`` of ``population = (nodes, conns)``.
@@ -87,15 +105,19 @@ class SupervisedProblem:
         nodes = tf.convert_to_tensor(nodes, tf.float32)
         conns = tf.convert_to_tensor(conns, tf.float32)
         N0, C0 = nodes.shape[1], conns.shape[1]
-        wn, wc = (int(w) for w in _used_widths(nodes, conns))
-        N = min(N0, max(8, -(-wn // 8) * 8))
-        C = C0  # only the node axis is cut: the dense network is [P, N, N]
-        nodes, conns = nodes[:, :N], conns[:, :C]
+        use_op = self.use_custom_op is not False and _fo.op_enabled(config.activation_options,
+                                                                    config.aggregation_options)
+        if not use_op:  # the kernels skip empty slots themselves: no cut needed
+            wn, wc = (int(w) for w in _used_widths(nodes, conns))
+            N = min(N0, max(8, -(-wn // 8) * 8))
+            C = C0  # only the node axis is cut: the dense network is [P, N, N]
+            nodes, conns = nodes[:, :N], conns[:, :C]
+        N, C = nodes.shape[1], conns.shape[1]
         P = nodes.shape[0]
         key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
-               self.inputs.shape, self.targets.shape, self.jit_compile)
+               self.inputs.shape, self.targets.shape, self.jit_compile, use_op)
         if key not in _COMPILED:  # shared by equal problems/configs: no retracing across runs
-            _COMPILED[key] = self._compile(config, P, N, C)
+            _COMPILED[key] = self._compile(config, P, N, C, use_op)
         return _COMPILED[key](nodes, conns)
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:

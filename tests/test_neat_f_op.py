@@ -1,0 +1,237 @@
+"""NEAT inference kernels (custom_ops/neat_forward.cc, issue #5) against their pure-TF reference
+(tfevo.neat.network.transform / forward / recurrent_step) and the per-genome Python evaluators."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.neat import XOR, NEATConfig
+from tfevo.neat import _forward_op as fo
+from tfevo.neat import functions as F
+from tfevo.neat import network as net
+
+needs_op = pytest.mark.skipif(not fo.op_available(), reason="NEAT inference custom op not built (no compiler)")
+
+ALL_ACT = tuple(fo._BUILTIN_ACT)
+ALL_AGG = tuple(fo._BUILTIN_AGG)
+# Values agree to float rounding (sum order, C library vs Eigen exp/tanh), amplified a little
+# through the layers of a random network.
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def random_genomes(P, N, C, I, O, *, feed_forward=True, seed=0, act_ids=(0,), agg_ids=(0,), dup=True):
+    """Random NaN-padded genomes: hidden nodes with shuffled keys in random slots (empty slots
+    between them), connections between random pairs (acyclic in a random rank order for
+    feed-forward genomes), some disabled, some duplicated, a few into input nodes."""
+    rng = np.random.default_rng(seed)
+    nodes = np.full([P, N, 5], np.nan, np.float32)
+    conns = np.full([P, C, 5], np.nan, np.float32)
+    for p in range(P):
+        H = rng.integers(0, N - I - O + 1)
+        hslots = rng.choice(np.arange(I + O, N), size=H, replace=False)
+        hkeys = rng.choice(np.arange(I + O, 4 * N), size=H, replace=False)
+        slots = list(range(I + O)) + list(hslots)
+        keys = list(range(I + O)) + list(hkeys)
+        for s, k in zip(slots, keys):
+            nodes[p, s] = [k, rng.normal(), rng.normal(1.0, 0.3), rng.choice(agg_ids), rng.choice(act_ids)]
+        nodes[p, :I, 1:3] = [0.0, 1.0]
+        rank = {k: r for r, k in enumerate(rng.permutation(keys))}
+        for k in range(I):
+            rank[k] = -1  # inputs come first
+        dst_keys = [k for k in keys if k >= I]
+        rows = []
+        for _ in range(rng.integers(0, C + 1)):
+            a, b = rng.choice(keys), rng.choice(dst_keys)
+            if feed_forward and rank[a] >= rank[b]:
+                continue
+            rows.append([a, b, float(rng.random() > 0.15), rng.normal(0, 1.5), len(rows)])
+        if dup and rows and len(rows) < C:
+            rows.append(list(rows[rng.integers(len(rows))]))  # a duplicate pair (weights add up)
+        if not feed_forward and len(rows) < C:
+            rows.append([I + O - 1, rng.integers(0, I), 1.0, 0.7, len(rows)])  # into an input: ignored
+        order = rng.permutation(C)[: len(rows)]  # connection rows in random slots
+        for r, c in zip(rows, order):
+            conns[p, c] = r
+    return nodes, conns
+
+
+def _dense_levels(nodes, conns, I):
+    n = net.transform(nodes, conns, I, True)
+    return n.level.numpy(), n.mask.numpy(), n.weights.numpy()
+
+
+@needs_op
+@pytest.mark.parametrize("seed", [0, 1])
+def test_programs_make_the_reference_decisions(seed):
+    """Order = valid non-inputs by (the reference's level, slot); edges = the dense enabled mask,
+    weights = the dense (duplicate-summed) weights, sources in slot order."""
+    I, O, N, C = 3, 2, 12, 24
+    nodes, conns = random_genomes(64, N, C, I, O, seed=seed)
+    prog = fo.compile_programs(nodes, conns, I)
+    pr, cf, src, w, cnt = (t.numpy() for t in prog)
+    level, mask, W = _dense_levels(nodes, conns, I)
+    for p in range(len(nodes)):
+        ev = [s for s in range(N) if level[p, s] > 0]
+        want = sorted(ev, key=lambda s: (level[p, s], s))
+        assert cnt[p] == len(want)
+        assert list(pr[p, : cnt[p], 0]) == want
+        assert (pr[p, cnt[p]:, 0] == -1).all()
+        e0 = 0
+        for k, s in enumerate(want):
+            e1 = pr[p, k, 3]
+            srcs = list(src[p, e0:e1])
+            assert srcs == sorted(srcs) == list(np.nonzero(mask[p, :, s])[0])
+            np.testing.assert_allclose(w[p, e0:e1], W[p, srcs, s], rtol=1e-6)
+            e0 = e1
+        np.testing.assert_array_equal(cf[p, : cnt[p], 0], nodes[p, want, 1])
+
+
+@needs_op
+@pytest.mark.parametrize("acts,aggs", [(("sigmoid",), ("sum",)), (ALL_ACT, ALL_AGG), (("tanh", "relu"), ("max",))])
+def test_forward_matches_reference(acts, aggs):
+    I, O, N, C = 3, 2, 14, 30
+    act_ids = [F.activation_id(a) for a in ALL_ACT[:8]] + [F.activation_id(a) for a in acts]
+    agg_ids = [F.aggregation_id(a) for a in ALL_AGG] if len(aggs) > 1 else [0, 1]
+    nodes, conns = random_genomes(200, N, C, I, O, seed=len(acts), act_ids=act_ids, agg_ids=agg_ids)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, size=(200, 5, I)).astype(np.float32)
+    ref = fo.forward(net.transform(nodes, conns, I, True), x, I, O, acts, aggs).numpy()
+    prog = fo.prepare(nodes, conns, I, True, acts, aggs, use_op=True)
+    assert isinstance(prog, fo.Program)
+    got = fo.forward(prog, x, I, O).numpy()
+    ok = np.isfinite(ref)
+    assert ok.mean() > 0.95
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=RTOL, atol=ATOL)
+    # inputs shared by all members ([B, I]) give the same as broadcast per-member inputs
+    shared = fo.forward(prog, x[0], I, O).numpy()
+    np.testing.assert_array_equal(shared, fo.forward(prog, np.broadcast_to(x[:1], x.shape), I, O).numpy())
+    # and the per-genome Python evaluator agrees (genomes whose own functions are the options)
+    if acts == ("sigmoid",):
+        n2, c2 = random_genomes(40, N, C, I, O, seed=9)
+        y2 = fo.forward(fo.prepare(n2, c2, I, use_op=True), x[:40], I, O).numpy()
+        for p in range(40):
+            want = net.reference_forward(n2[p], c2[p], x[p], I, O)
+            np.testing.assert_allclose(y2[p], want, rtol=1e-4, atol=1e-5)
+
+
+@needs_op
+@pytest.mark.parametrize("settle", [1, 3])
+def test_recurrent_steps_match_reference(settle):
+    I, O, N, C = 2, 2, 10, 26
+    agg_ids = [F.aggregation_id(a) for a in ALL_AGG]
+    act_ids = [F.activation_id(a) for a in ("sigmoid", "tanh", "gauss", "clamped", "identity")]
+    acts, aggs = ("sigmoid", "tanh", "gauss", "clamped", "identity"), ALL_AGG
+    nodes, conns = random_genomes(100, N, C, I, O, feed_forward=False, seed=7, act_ids=act_ids, agg_ids=agg_ids)
+    ref_net = net.transform(nodes, conns, I, False)
+    prog = fo.prepare(nodes, conns, I, False, acts, aggs, use_op=True)
+    xs = np.random.default_rng(5).uniform(-1, 1, size=(6, 100, 3, I)).astype(np.float32)
+    s_ref = s_op = tf.zeros([100, 3, N])
+    for x in xs:
+        s_ref, y_ref = fo.recurrent_step(ref_net, s_ref, x, I, O, acts, aggs, settle)
+        s_op, y_op = fo.recurrent_step(prog, s_op, x, I, O, settle_steps=settle)
+        np.testing.assert_allclose(y_op.numpy(), y_ref.numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(s_op.numpy(), s_ref.numpy(), rtol=RTOL, atol=ATOL)
+    # the per-genome Python RNN over the sequence (batch row 0, sigmoid/sum genomes)
+    n2, c2 = random_genomes(12, N, C, I, O, feed_forward=False, seed=8)
+    p2 = fo.prepare(n2, c2, I, False, use_op=True)
+    s = tf.zeros([12, 1, N])
+    outs = []
+    for x in xs[:, :12, :1]:
+        s, y = fo.recurrent_step(p2, s, x, I, O, settle_steps=settle)
+        outs.append(y.numpy()[:, 0])
+    for p in range(12):
+        want = net.reference_recurrent(n2[p], c2[p], xs[:, p, 0], I, O, settle)
+        np.testing.assert_allclose(np.stack(outs)[:, p], want, rtol=1e-4, atol=1e-5)
+
+
+@needs_op
+def test_active_mask_and_thread_independence():
+    I, O, N, C = 3, 2, 12, 24
+    nodes, conns = random_genomes(300, N, C, I, O, seed=11)
+    prog = fo.prepare(nodes, conns, I, use_op=True)
+    x = np.random.default_rng(0).normal(size=(300, 4, I)).astype(np.float32)
+    full = fo.forward(prog, x, I, O).numpy()
+    # members split differently over the pool (slices) give bit-identical outputs
+    part = fo.prepare(nodes[100:137], conns[100:137], I, use_op=True)
+    np.testing.assert_array_equal(fo.forward(part, x[100:137], I, O).numpy(), full[100:137])
+    active = np.random.default_rng(1).random(300) < 0.5
+    got = fo.forward(prog, x, I, O, active=active).numpy()
+    np.testing.assert_array_equal(got[active], full[active])
+    assert (got[~active] == 0).all()
+    np.testing.assert_array_equal(
+        fo.forward(net.transform(nodes, conns, I), x, I, O, active=active).numpy()[~active], 0.0)
+    st = np.random.default_rng(2).normal(size=(300, 4, N)).astype(np.float32)
+    rp = fo.prepare(nodes, conns, I, False, use_op=True)
+    s1, y1 = fo.recurrent_step(rp, st, x, I, O, active=active)
+    np.testing.assert_array_equal(s1.numpy()[~active], st[~active])
+    s2, _ = fo.recurrent_step(rp, st, x, I, O)
+    np.testing.assert_array_equal(s1.numpy()[active], s2.numpy()[active])
+
+
+def test_dispatch_rules():
+    """Reference under XLA and for user-registered functions; kernels otherwise (when built)."""
+    nodes, conns = random_genomes(4, 8, 8, 2, 1, seed=1)
+    kinds = []
+
+    @tf.function(jit_compile=True, autograph=False)
+    def xla(a, b):
+        p = fo.prepare(a, b, 2)
+        kinds.append(type(p))
+        return fo.forward(p, tf.ones([3, 2]), 2, 1)
+
+    xla(nodes, conns)
+    assert kinds == [net.Network]
+    assert not fo.op_enabled(("sigmoid", "my_user_fn"), ("sum",))
+    assert not fo.op_enabled(use_op=False)
+    with pytest.raises(RuntimeError, match="user-registered"):
+        fo.op_enabled(("sigmoid", "my_user_fn"), ("sum",), use_op=True)
+    assert isinstance(fo.prepare(nodes, conns, 2, use_op=False), net.Network)
+    if fo.op_available():
+        assert isinstance(fo.prepare(nodes, conns, 2), fo.Program)
+
+
+def test_disabled_by_environment(monkeypatch):
+    """TFEVO_DISABLE_CUSTOM_OPS=1: the reference runs (also inside the supervised problems)."""
+    monkeypatch.setenv("TFEVO_DISABLE_CUSTOM_OPS", "1")
+    nodes, conns = random_genomes(3, 8, 8, 2, 1, seed=3)
+    assert not fo.op_available() and not fo.op_enabled()
+    assert isinstance(fo.prepare(nodes, conns, 2), net.Network)
+    ops_in = tf.function(lambda a, b: fo.forward(fo.prepare(a, b, 2), tf.ones([3, 2]), 2, 1),
+                         autograph=False).get_concrete_function(nodes, conns).graph.get_operations()
+    assert not [o for o in ops_in if o.type.startswith("TfevoNeat")]
+
+
+@needs_op
+def test_bad_programs_and_inputs_raise():
+    nodes, conns = random_genomes(5, 8, 8, 2, 1, seed=2)
+    prog = fo.prepare(nodes, conns, 2, use_op=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="x must be"):
+        fo.forward(prog, tf.ones([5, 3, 4]), 2, 1)
+    bad = prog._replace(src=tf.fill(tf.shape(prog.src), 99))
+    if int(tf.reduce_max(prog.prog[..., 3])) > 0:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="malformed"):
+            fo.forward(bad, tf.ones([3, 2]), 2, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exceed"):
+        fo.forward(prog, tf.ones([3, 2]), 2, 7)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="nodes must be"):
+        fo.compile_programs(tf.ones([5, 8, 4]), conns, 2)
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="state must be|rank|Shape"):
+        fo.recurrent_step(fo.prepare(nodes, conns, 2, False, use_op=True), tf.zeros([5, 3, 7]), tf.ones([3, 2]), 2, 1)
+
+
+@needs_op
+@pytest.mark.parametrize("feed_forward", [True, False])
+def test_supervised_problem_kernels_equal_reference(feed_forward):
+    from tfevo.neat import NEAT
+
+    prob = XOR()
+    cfg = prob.config(pop_size=150, max_nodes=16, max_conns=32, feed_forward=feed_forward)
+    algo = NEAT(cfg, seed=1)
+    ref = XOR()
+    ref.use_custom_op = False
+    ref.jit_compile = False
+    for _ in range(4):
+        pop = algo.ask()
+        f_op, f_ref = prob(pop, cfg).numpy(), ref(pop, cfg).numpy()
+        np.testing.assert_allclose(f_op, f_ref, rtol=1e-5, atol=1e-5)
+        algo.tell(pop, f_op)
