@@ -31,7 +31,11 @@
 // draws, Box-Muller, cumsum + searchsorted for the parents, two gathers, the
 // line combination, clip), each writing a [B, D] temporary.  Here the
 // uniforms, normals, parents and the result are produced row pair by row pair
-// in cache, on TensorFlow's intra-op thread pool.
+// in cache, on TensorFlow's intra-op thread pool: per block of a few row pairs
+// the Philox words of the radius and angle ranges, then one register pass
+// (word -> float, log, sqrt, and sine and cosine sharing one range reduction;
+// the same Eigen packet operations as Eigen's log/sin/cos, so bit for bit the
+// same normals, ~25% less work), then the line combination.
 
 #include <algorithm>
 #include <cmath>
@@ -112,6 +116,86 @@ void Uniforms(const Stream& s, uint64_t start, int64_t n, float* out, std::vecto
   tfevo_philox::Uniforms(s, start, n, out, scratch->data());
 }
 
+
+// Box-Muller on raw Philox words, one packet at a time (the reference's
+// r = sqrt(-2 log1p(-u0)), t = 2 pi u1, r cos t and r sin t).  The operations
+// are exactly those Eigen's array expressions use for log, sqrt, sin and cos
+// (plog, psqrt, psincos_float), so the results are bit for bit the same; but
+// the uint32 -> float mapping, the radius and both trigonometric functions are
+// computed in registers in one pass, and sine and cosine share one range
+// reduction (Eigen's psincos_float computes both polynomials and selects).
+#if defined(EIGEN_VECTORIZE)
+#define TFEVO_FUSED_BOX_MULLER 1
+namespace ei = ::Eigen::internal;
+typedef ei::packet_traits<float>::type PacketF;
+typedef ei::unpacket_traits<PacketF>::integer_packet PacketI;
+constexpr int64_t kPacket = ei::unpacket_traits<PacketF>::size;
+
+EIGEN_STRONG_INLINE PacketF WordsToUniform(const uint32_t* w) {  // TensorFlow's Uint32ToFloat
+  PacketI b = ei::ploadu<PacketI>(reinterpret_cast<const int32_t*>(w));
+  b = ei::por(ei::pand(b, ei::pset1<PacketI>(0x7fffff)), ei::pset1<PacketI>(0x3f800000));
+  return ei::psub(ei::preinterpret<PacketF>(b), ei::pset1<PacketF>(1.0f));
+}
+
+// sin and cos of x >= 0 below Eigen's "huge" threshold (here x < 2 pi): Eigen's
+// psincos_float, with one shared range reduction.
+EIGEN_STRONG_INLINE void SinCos(const PacketF& x_in, PacketF* sin_out, PacketF* cos_out) {
+  PacketF x = x_in;
+  PacketF y = ei::pmul(x, ei::pset1<PacketF>(0.636619746685028076171875f));  // 2 / pi
+  PacketF y_round = ei::padd(y, ei::pset1<PacketF>(12582912.f));
+  EIGEN_OPTIMIZATION_BARRIER(y_round)
+  const PacketI y_int = ei::preinterpret<PacketI>(y_round);
+  y = ei::psub(y_round, ei::pset1<PacketF>(12582912.f));
+#if defined(EIGEN_VECTORIZE_FMA)
+  x = ei::pmadd(y, ei::pset1<PacketF>(-1.57079601287841796875f), x);
+  x = ei::pmadd(y, ei::pset1<PacketF>(-3.1391647326017846353352069854736328125e-07f), x);
+  x = ei::pmadd(y, ei::pset1<PacketF>(-5.390302529957764765544681040410068817436695098876953125e-15f), x);
+#else
+  x = ei::pmadd(y, ei::pset1<PacketF>(-1.5703125f), x);
+  EIGEN_OPTIMIZATION_BARRIER(x)
+  x = ei::pmadd(y, ei::pset1<PacketF>(-0.000483989715576171875f), x);
+  EIGEN_OPTIMIZATION_BARRIER(x)
+  x = ei::pmadd(y, ei::pset1<PacketF>(1.62865035235881805419921875e-07f), x);
+  x = ei::pmadd(y, ei::pset1<PacketF>(5.5644315544167710640977020375430583953857421875e-11f), x);
+#endif
+  const PacketF sign_mask = ei::pset1frombits<PacketF>(static_cast<uint32_t>(0x80000000u));
+  const PacketF sign_sin =
+      ei::pand(ei::pxor(x_in, ei::preinterpret<PacketF>(ei::plogical_shift_left<30>(y_int))), sign_mask);
+  const PacketF sign_cos = ei::pand(
+      ei::preinterpret<PacketF>(ei::plogical_shift_left<30>(ei::padd(y_int, ei::pset1<PacketI>(1)))), sign_mask);
+  const PacketF poly_mask =
+      ei::preinterpret<PacketF>(ei::pcmp_eq(ei::pand(y_int, ei::pset1<PacketI>(1)), ei::pzero(y_int)));
+  const PacketF x2 = ei::pmul(x, x);
+  PacketF y1 = ei::pset1<PacketF>(2.4372266125283204019069671630859375e-05f);  // cos polynomial
+  y1 = ei::pmadd(y1, x2, ei::pset1<PacketF>(-0.00138865201734006404876708984375f));
+  y1 = ei::pmadd(y1, x2, ei::pset1<PacketF>(0.041666619479656219482421875f));
+  y1 = ei::pmadd(y1, x2, ei::pset1<PacketF>(-0.5f));
+  y1 = ei::pmadd(y1, x2, ei::pset1<PacketF>(1.f));
+  PacketF y2 = ei::pset1<PacketF>(-0.0001959234114083702898469196984621021329076029360294342041015625f);  // sin
+  y2 = ei::pmadd(y2, x2, ei::pset1<PacketF>(0.0083326873655616851693794799871284340042620897293090820312500000f));
+  y2 = ei::pmadd(y2, x2, ei::pset1<PacketF>(-0.1666666203982298255503735617821803316473960876464843750000000000f));
+  y2 = ei::pmul(y2, x2);
+  y2 = ei::pmadd(y2, x, x);
+  *sin_out = ei::pxor(ei::pselect(poly_mask, y2, y1), sign_sin);
+  *cos_out = ei::pxor(ei::pselect(poly_mask, y1, y2), sign_cos);
+}
+
+// zc[i] = r cos t, zs[i] = r sin t for i < np (a multiple of kPacket); w0, w1
+// hold np raw words each (any alignment); zc, zs are packet-aligned.
+void BoxMullerWords(const uint32_t* w0, const uint32_t* w1, int64_t np, float* zc, float* zs) {
+  const PacketF one = ei::pset1<PacketF>(1.0f), minus_two = ei::pset1<PacketF>(-2.0f);
+  const PacketF two_pi = ei::pset1<PacketF>(static_cast<float>(2.0 * M_PI));
+  for (int64_t i = 0; i < np; i += kPacket) {
+    const PacketF u0 = WordsToUniform(w0 + i), u1 = WordsToUniform(w1 + i);
+    const PacketF r = ei::psqrt(ei::pmul(minus_two, ei::plog(ei::psub(one, u0))));  // 1 - u is exact
+    PacketF s, c;
+    SinCos(ei::pmul(two_pi, u1), &s, &c);
+    ei::pstore(zc + i, ei::pmul(r, c));
+    ei::pstore(zs + i, ei::pmul(r, s));
+  }
+}
+#endif  // EIGEN_VECTORIZE
+
 class IsoLineEmitOp : public OpKernel {
  public:
   explicit IsoLineEmitOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -191,9 +275,50 @@ class IsoLineEmitOp : public OpKernel {
 
     const int64_t d1 = dim + 1, h = (B + 1) / 2;
     const float iso = iso_, line = line_;
-    const float two_pi = static_cast<float>(2.0 * M_PI);
     // Rows i and i + h share their uniforms (cosine and sine), so a unit of
     // work is a row pair; blocks of row pairs draw their uniforms in one call.
+    // The combination for the rows of row pairs [b0, b0 + nb), from their normals.
+    auto combine = [&](int64_t b0, int64_t nb, const float* zc, const float* zs) {
+      for (int64_t k = 0; k < nb; ++k) {
+        for (int half = 0; half < 2; ++half) {
+          const int64_t row = b0 + k + half * h;
+          if (row >= B) break;
+          const float* z = (half == 0 ? zc : zs) + k * d1;
+          const float* x1 = sol + static_cast<int64_t>(parent[row]) * dim;
+          const float* x2 = sol + static_cast<int64_t>(parent[B + row]) * dim;
+          float* o = out + row * dim;
+          const float lz = line * z[dim];
+          if (clip) {
+            for (int64_t j = 0; j < dim; ++j)
+              o[j] = std::max(std::min((x1[j] + iso * z[j]) + lz * (x2[j] - x1[j]), hi[j]), lo[j]);
+          } else {
+            for (int64_t j = 0; j < dim; ++j) o[j] = (x1[j] + iso * z[j]) + lz * (x2[j] - x1[j]);
+          }
+        }
+      }
+    };
+    using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
+#if defined(TFEVO_FUSED_BOX_MULLER)
+    // Blocks of a few row pairs keep their words and normals in L1: Philox
+    // words for the radius and the angle ranges, then Box-Muller in registers.
+    auto work = [&](int64_t begin, int64_t end) {
+      const int64_t block = std::max<int64_t>(1, 1024 / d1);
+      const int64_t cap = (block * d1 + kPacket - 1) / kPacket * kPacket;
+      AVec zc(cap), zs(cap);
+      // words: up to 3 leading words of the first group, then whole packets
+      std::vector<uint32_t> w0(cap + 8, 0u), w1(cap + 8, 0u);
+      for (int64_t b0 = begin; b0 < end; b0 += block) {
+        const int64_t nb = std::min(block, end - b0), n = nb * d1;
+        const int64_t np = (n + kPacket - 1) / kPacket * kPacket;
+        const uint64_t s0 = static_cast<uint64_t>(b0) * d1, s1 = static_cast<uint64_t>(h + b0) * d1;
+        PhiloxGroups(noise, s0 >> 2, static_cast<int64_t>(((s0 + n - 1) >> 2) - (s0 >> 2) + 1), w0.data());
+        PhiloxGroups(noise, s1 >> 2, static_cast<int64_t>(((s1 + n - 1) >> 2) - (s1 >> 2) + 1), w1.data());
+        // lanes past n read stale words: their results are never used
+        BoxMullerWords(w0.data() + (s0 & 3), w1.data() + (s1 & 3), np, zc.data(), zs.data());
+        combine(b0, nb, zc.data(), zs.data());
+      }
+    };
+#else
     auto work = [&](int64_t begin, int64_t end) {
       constexpr int64_t kBlock = 32;
       std::vector<uint32_t> scratch;
@@ -203,7 +328,6 @@ class IsoLineEmitOp : public OpKernel {
       // address), so results do not depend on threading: runs are reproducible.
       constexpr int64_t kPad = 16;
       const int64_t cap = (kBlock * d1 + kPad - 1) / kPad * kPad;
-      using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
       AVec u0(cap, 0.5f), u1(cap, 0.5f), zc(cap), zs(cap);
       for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
         const int64_t nb = std::min(kBlock, end - b0), n = nb * d1, np = (n + kPad - 1) / kPad * kPad;
@@ -214,28 +338,13 @@ class IsoLineEmitOp : public OpKernel {
         using Arr = Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>;
         Arr a0(u0.data(), np), a1(u1.data(), np), ac(zc.data(), np), as(zs.data(), np);
         a0 = (-2.0f * (1.0f - a0).log()).sqrt();  // radius; 1 - u is exact where the log matters
-        a1 = two_pi * a1;                         // angle
+        a1 = static_cast<float>(2.0 * M_PI) * a1;  // angle
         ac = a0 * a1.cos();
         as = a0 * a1.sin();
-        for (int64_t k = 0; k < nb; ++k) {
-          for (int half = 0; half < 2; ++half) {
-            const int64_t row = b0 + k + half * h;
-            if (row >= B) break;
-            const float* z = (half == 0 ? zc.data() : zs.data()) + k * d1;
-            const float* x1 = sol + static_cast<int64_t>(parent[row]) * dim;
-            const float* x2 = sol + static_cast<int64_t>(parent[B + row]) * dim;
-            float* o = out + row * dim;
-            const float lz = line * z[dim];
-            if (clip) {
-              for (int64_t j = 0; j < dim; ++j)
-                o[j] = std::max(std::min((x1[j] + iso * z[j]) + lz * (x2[j] - x1[j]), hi[j]), lo[j]);
-            } else {
-              for (int64_t j = 0; j < dim; ++j) o[j] = (x1[j] + iso * z[j]) + lz * (x2[j] - x1[j]);
-            }
-          }
-        }
+        combine(b0, nb, zc.data(), zs.data());
       }
     };
+#endif
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
     const int64_t cost = 120 * d1;  // ~cycles per row pair
     tensorflow::Shard(pool->num_threads, pool->workers, h, cost, work);
