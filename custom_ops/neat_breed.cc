@@ -32,21 +32,46 @@
 //   C  per genome: write new connection, delete connection, attribute
 //      mutation, compaction (genes first, NaN padded to full size) [parallel]
 
+// Eigen's packet math is made to match TensorFlow's CPU build (AVX, no FMA):
+// the Box-Muller normal uses Eigen's plog1p/pcos on 8-float packets where the
+// reference's TensorFlow kernels use packets, and the scalar functions on the
+// last (size % 8) elements of the reference's tensor, where TensorFlow's
+// Eigen executor falls back to scalars.  With AVX-512 or FMA enabled here the
+// polynomials would round differently.  The rest of the file is still compiled
+// with -march=native; no FMA contraction anywhere (pragma below).
+#if defined(__AVX__)
+#undef __AVX512F__
+#undef __AVX512VL__
+#undef __AVX512DQ__
+#undef __AVX512BW__
+#undef __AVX512CD__
+#undef __AVX512FP16__
+#undef __AVX512BF16__
+#undef __AVX512VNNI__
+#undef __AVX2__
+#undef __FMA__
+#undef __F16C__
+#define TFEVO_BREED_PACKET 1
+#endif
+#pragma GCC optimize("fp-contract=off")
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <vector>
 
+#include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
-
-#pragma GCC optimize("fp-contract=off")
 
 namespace tfevo_neat_breed {
 
@@ -92,7 +117,7 @@ REGISTER_OP("TfevoNeatBreed")
     .Attr("weight_params: list(float)")
     .Attr("activation_ids: list(float)")
     .Attr("aggregation_ids: list(float)")
-    // [activation rate, aggregation rate, enabled rate, enabled rate / 2]
+    // [activation rate, aggregation rate, enabled rate, enabled rate / 2, 1 / activation rate, 1 / aggregation rate]
     .Attr("rates: list(float)")
     // [kn, bias col, response col, activation col, aggregation col, kc, weight col, enabled col] (-1 = absent)
     .Attr("columns: list(int)")
@@ -128,14 +153,14 @@ struct FloatParams {
   bool mutates;     // rate > 0 or replace rate > 0
   float rate;       // perturb rate
   float rate_rep;   // rate + replace rate
-  float rate_div;   // max(rate, 1e-30)
-  float rep_div;    // max(replace rate, 1e-30)
+  float rate_inv;   // 1 / max(rate, 1e-30)    (Grappler folds `x / c` into `x * (1 / c)`)
+  float rep_inv;    // 1 / max(replace rate, 1e-30)
   float power;      // perturbation stdev
   float lo, hi;     // bounds
   bool uniform;     // init type
   float c0, c1;     // uniform: a, b - a; gaussian: mean, stdev
   explicit FloatParams(const std::vector<float>& v = std::vector<float>(12, 0.f))
-      : mutates(v[0] != 0.f), rate(v[1]), rate_rep(v[2]), rate_div(v[3]), rep_div(v[4]), power(v[5]), lo(v[6]),
+      : mutates(v[0] != 0.f), rate(v[1]), rate_rep(v[2]), rate_inv(v[3]), rep_inv(v[4]), power(v[5]), lo(v[6]),
         hi(v[7]), uniform(v[8] != 0.f), c0(v[9]), c1(v[10]) {}
 };
 
@@ -144,40 +169,87 @@ inline float Clip(float t, float lo, float hi) {  // tf.clip_by_value: max(min(t
   return m > lo ? m : lo;
 }
 
-// operators._gauss: Box-Muller from v01 (decision uniform, rescaled) and u2
-inline float Gauss(float v01, float u2) {
-  float v = v01 < kOneMinus ? v01 : kOneMinus;
-  float l = std::log1p(-v);
-  float r = std::sqrt(-2.0f * l);
-  float a = kTwoPi * u2;
-  return r * std::cos(a);
+// operators._gauss: Box-Muller from v01 (decision uniform, rescaled) and u2,
+// for n genes at once.  scalar[k]: the reference computed gene k on
+// TensorFlow's scalar path (the tail of its tensor), else on 8-float packets.
+inline float GaussScalar(float v01, float u2) {
+  const float v = v01 < kOneMinus ? v01 : kOneMinus;
+  const float l = Eigen::numext::log1p(-v);
+  const float r = std::sqrt(-2.0f * l);
+  const float a = kTwoPi * u2;
+  return r * Eigen::numext::cos(a);
 }
 
-// operators._fresh_float
-inline float Fresh(const FloatParams& f, float v01, float u2) {
+inline void GaussBatch(const float* v01, const float* u2, const uint8_t* scalar, int n, float* out) {
+#if TFEVO_BREED_PACKET
+  using Pk = Eigen::internal::Packet8f;
+  namespace ei = Eigen::internal;
+  for (int k = 0; k < n; k += 8) {
+    const int m = std::min(8, n - k);
+    alignas(32) float a[8], b[8], r[8], c[8];
+    for (int j = 0; j < 8; ++j) {
+      const float v = j < m ? v01[k + j] : 0.5f;
+      a[j] = -(v < kOneMinus ? v : kOneMinus);
+      b[j] = kTwoPi * (j < m ? u2[k + j] : 0.5f);
+    }
+    const Pk l = ei::plog1p(ei::pload<Pk>(a));
+    ei::pstore(r, ei::psqrt(ei::pmul(ei::pset1<Pk>(-2.0f), l)));
+    ei::pstore(c, ei::pcos(ei::pload<Pk>(b)));
+    for (int j = 0; j < m; ++j) out[k + j] = scalar[k + j] ? GaussScalar(v01[k + j], u2[k + j]) : r[j] * c[j];
+  }
+#else
+  for (int k = 0; k < n; ++k) out[k] = GaussScalar(v01[k], u2[k]);
+#endif
+}
+
+inline float Gauss1(float v01, float u2, bool scalar) {
+  float g;
+  const uint8_t sc = scalar ? 1 : 0;
+  GaussBatch(&v01, &u2, &sc, 1, &g);
+  return g;
+}
+
+// operators._fresh_float given its normal draw g (unused with uniform init)
+inline float Fresh(const FloatParams& f, float v01, float g) {
   if (f.uniform) {
-    float t = f.c1 * v01;
+    const float t = f.c1 * v01;
     return f.c0 + t;
   }
-  float t = f.c1 * Gauss(v01, u2);
+  const float t = f.c1 * g;
   return Clip(f.c0 + t, f.lo, f.hi);
 }
 
-// operators._mutate_float for one gene (mask already true)
-inline float MutateFloat(const FloatParams& f, float v, float r, float u2) {
-  const bool pert_hit = r < f.rate;
-  const bool rep_hit = !(r < f.rate) && r < f.rate_rep;
-  if (pert_hit) {
-    float v01 = r / f.rate_div;
-    float t = f.power * Gauss(v01, u2);
+// operators._mutate_float, first half: 0 = unchanged, 1 = perturb, 2 = replace;
+// v01 = the decision uniform rescaled to its interval
+inline int Decide(const FloatParams& f, float r, float* v01) {
+  if (r < f.rate) {
+    *v01 = r * f.rate_inv;
+    return 1;
+  }
+  if (r < f.rate_rep) {
+    const float d = r - f.rate;
+    *v01 = d * f.rep_inv;
+    return 2;
+  }
+  return 0;
+}
+
+inline bool NeedsGauss(const FloatParams& f, int kind) { return kind == 1 || (kind == 2 && !f.uniform); }
+
+// second half, given the normal draw g
+inline float Apply(const FloatParams& f, int kind, float v, float v01, float g) {
+  if (kind == 1) {
+    const float t = f.power * g;
     return Clip(v + t, f.lo, f.hi);
   }
-  if (rep_hit) {
-    float d = r - f.rate;
-    float v01 = d / f.rep_div;
-    return Fresh(f, v01, u2);
-  }
+  if (kind == 2) return Fresh(f, v01, g);
   return v;
+}
+
+// a fresh value for gene e of a reference tensor of T elements
+inline float FreshAt(const FloatParams& f, float v01, float u2, int64_t e, int64_t T) {
+  const float g = f.uniform ? 0.f : Gauss1(v01, u2, e >= T - T % 8);
+  return Fresh(f, v01, g);
 }
 
 inline bool Valid(const float* row) { return !std::isnan(row[0]); }
@@ -208,11 +280,18 @@ inline int64_t PairHash(float a, float b) {  // genome.pair_hash
   return x * (int64_t{1} << 25) + y;
 }
 
-// First index t with keys[t * stride] == q (NaN never matches), or -1.  For
-// short rows a scan; the reference's sort + binary search finds the same
-// index (the smallest one among equal keys: a stable sort).
-inline int FindFirst(const float* base, int K, int stride, float q) {
+// First index t with keys[t * stride] == q (NaN never matches), or -1.  The
+// reference's stable sort + binary search finds the same index (the smallest
+// among equal keys).  Parents of one species mostly hold a gene in the same
+// slot, so slot `hint` is tried first (its answer is the first match only if
+// no earlier slot matches, hence the check below).
+inline int FindFirst(const float* base, int K, int stride, float q, int hint) {
   if (std::isnan(q)) return -1;
+  if (hint < K && base[hint * stride] == q) {
+    int t = 0;
+    while (t < hint && base[t * stride] != q) ++t;
+    return t;
+  }
   for (int t = 0; t < K; ++t)
     if (base[t * stride] == q) return t;
   return -1;
@@ -262,7 +341,7 @@ class NeatBreedOp : public OpKernel {
     std::vector<int64_t> cols;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("columns", &cols));
     OP_REQUIRES(ctx, probs.size() == 4 && defaults.size() == 3 && b.size() == 12 && r.size() == 12 &&
-                         w.size() == 12 && rates.size() == 4 && cols.size() == 8,
+                         w.size() == 12 && rates.size() == 6 && cols.size() == 8,
                 tensorflow::errors::InvalidArgument("TfevoNeatBreed: malformed attrs"));
     p_add_node_ = probs[0];
     p_del_node_ = probs[1];
@@ -278,6 +357,8 @@ class NeatBreedOp : public OpKernel {
     agg_rate_ = rates[1];
     en_rate_ = rates[2];
     en_half_ = rates[3];
+    act_inv_ = rates[4];
+    agg_inv_ = rates[5];
     kn_ = static_cast<int>(cols[0]);
     col_bias_ = static_cast<int>(cols[1]);
     col_resp_ = static_cast<int>(cols[2]);
@@ -345,6 +426,7 @@ class NeatBreedOp : public OpKernel {
     c.W = words_t.dim_size(1);
     c.u = u_t.flat<float>().data();
     c.U = U;
+    c.P = P;
     c.wn = wn;
     c.wc = wc;
     c.on = on_t->flat<float>().data();
@@ -365,6 +447,9 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
+    auto T = [] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+    const bool prof = std::getenv("TFEVO_BREED_PROF") != nullptr;
+    double t0 = T();
     // ---- A: crossover, add-node decision
     run(cost, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseA(c, i);
@@ -392,18 +477,23 @@ class NeatBreedOp : public OpKernel {
         }
       }
     }
+    double t1 = T();
     // ---- B: add node, delete node, add-connection choice
     run(cost + 4 * int64_t{wc} * wn, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker);
     });
     next_key += nnew;
     next_marker += 2 * nnew;
+    double t2 = T();
     // ---- markers of the new pairs
     if (p_add_conn_ > 0.f) next_marker = PairMarkers(c, P, next_marker, run);
+    double t3 = T();
     // ---- C: write new connections, delete connection, attributes, compaction
     run(cost + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseC(c, i);
     });
+    double t4 = T();
+    if (prof) std::fprintf(stderr, "breed P=%ld A %.3f B %.3f M %.3f C %.3f\n", (long)P, t1 - t0, t2 - t1, t3 - t2, t4 - t3);
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -421,7 +511,7 @@ class NeatBreedOp : public OpKernel {
     const int32_t *p1, *p2;
     const bool* elite;
     const uint32_t* words;
-    int64_t W, U;
+    int64_t W, U, P;
     int wn, wc;
     float *on, *oc;
     GenomeState* st;      // per-genome bookkeeping between the phases
@@ -446,13 +536,13 @@ class NeatBreedOp : public OpKernel {
     std::memcpy(cn, n1, sizeof(float) * wn * kD);
     std::memcpy(cc, c1, sizeof(float) * wc * kD);
     for (int s = 0; s < wn; ++s) {
-      const int t = FindFirst(n2 + NODE_KEY, wn, kD, n1[s * kD + NODE_KEY]);
+      const int t = FindFirst(n2 + NODE_KEY, wn, kD, n1[s * kD + NODE_KEY], s);
       if (t < 0) continue;
       for (int col = 1; col < kD; ++col)
         if (Coin(c, i, 4 * int64_t{s} + col - 1)) cn[s * kD + col] = n2[t * kD + col];
     }
     for (int s = 0; s < wc; ++s) {
-      const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER]);
+      const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER], s);
       if (t < 0) continue;
       const int64_t j = 4 * int64_t{wn} + 2 * int64_t{s};
       if (Coin(c, i, j)) cc[s * kD + CONN_ENABLED] = c2[t * kD + CONN_ENABLED];
@@ -507,7 +597,7 @@ class NeatBreedOp : public OpKernel {
       const float mk1 = static_cast<float>(next_marker + 2 * g.nid);
       float split[kD];
       std::memcpy(split, cc + g.csel * kD, sizeof(split));
-      const float resp = Fresh(resp_, u[G_R1], u[G_R2]);
+      const float resp = FreshAt(resp_, u[G_R1], u[G_R2], i, c.P);
       float* nr = cn + g.nslot * kD;
       nr[0] = key;
       nr[1] = 0.f;
@@ -583,35 +673,27 @@ class NeatBreedOp : public OpKernel {
   }
 
   // operators.reachable_along: whether slot `to` is reachable from slot `from`
-  // along the valid connections (any enabled state), node slots found as
-  // genome.conn_slots does (sorted keys, first position not below the key).
+  // along the valid connections (any enabled state).  A connection's node
+  // slots are found as genome.conn_slots finds them: the slot holding its
+  // key, and for a key no node has (never in a well-formed genome) the
+  // reference's sorted-lookup answer (first sorted position not below the key).
   static bool Reaches(const float* cn, const float* cc, int wn, int wc, int from, int to) {
     if (from == to) return true;
-    std::vector<int> order(wn);
-    std::vector<float> sk(wn);
-    for (int s = 0; s < wn; ++s) order[s] = s;
-    auto kb = [&](int s) {
-      const float k = cn[s * kD + NODE_KEY];
-      return std::isnan(k) ? std::numeric_limits<float>::infinity() : k;
-    };
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return kb(x) < kb(y); });
-    for (int s = 0; s < wn; ++s) sk[s] = kb(order[s]);
-    auto slot = [&](float q) {
-      if (std::isnan(q)) q = -1.0f;
-      int pos = static_cast<int>(std::lower_bound(sk.begin(), sk.end(), q) - sk.begin());
-      if (pos > wn - 1) pos = wn - 1;
-      return order[pos];
-    };
-    std::vector<int> ein, eout;
-    ein.reserve(wc);
-    eout.reserve(wc);
+    thread_local std::vector<int> ein, eout;
+    thread_local std::vector<char> reach;
+    ein.clear();
+    eout.clear();
+    reach.assign(wn, 0);
     for (int s = 0; s < wc; ++s) {
       const float* r = cc + s * kD;
       if (!Valid(r)) continue;
-      ein.push_back(slot(r[CONN_IN]));
-      eout.push_back(slot(r[CONN_OUT]));
+      int a = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_IN], 0);
+      int b = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_OUT], 0);
+      if (a < 0) a = SortedSlot(cn, wn, r[CONN_IN]);
+      if (b < 0) b = SortedSlot(cn, wn, r[CONN_OUT]);
+      ein.push_back(a);
+      eout.push_back(b);
     }
-    std::vector<char> reach(wn, 0);
     reach[from] = 1;
     bool changed = true;
     while (changed) {
@@ -623,6 +705,22 @@ class NeatBreedOp : public OpKernel {
         }
     }
     return reach[to] != 0;
+  }
+
+  // genome.conn_slots for a key not held by any node: keys sorted (NaN as
+  // +inf, stable), position of the first key not below q, clipped to wn - 1
+  static int SortedSlot(const float* cn, int wn, float q) {
+    std::vector<int> order(wn);
+    for (int s = 0; s < wn; ++s) order[s] = s;
+    auto kb = [&](int s) {
+      const float k = cn[s * kD + NODE_KEY];
+      return std::isnan(k) ? std::numeric_limits<float>::infinity() : k;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return kb(x) < kb(y); });
+    if (std::isnan(q)) q = -1.0f;
+    int pos = 0;
+    while (pos < wn && kb(order[pos]) < q) ++pos;
+    return order[std::min(pos, wn - 1)];
   }
 
   template <class Run>
@@ -714,7 +812,7 @@ class NeatBreedOp : public OpKernel {
       r[0] = g.ka;
       r[1] = g.kb;
       r[2] = en_default_;
-      r[3] = Fresh(weight_, u[G_W1], u[G_W2]);
+      r[3] = FreshAt(weight_, u[G_W1], u[G_W2], i, c.P);
       r[4] = c.gm[g.group];
     }
     if (p_del_conn_ > 0.f && active && u[G_DEL_CONN] < p_del_conn_) {
@@ -723,24 +821,72 @@ class NeatBreedOp : public OpKernel {
       if (has)
         for (int d = 0; d < kD; ++d) cc[cs * kD + d] = kNaN;
     }
-    // attribute mutation (operators._mutate_attributes_u)
+    // attribute mutation (operators._mutate_attributes_u); the normal draws
+    // of a genome are made in one batch (GaussBatch) between two passes
     if (active) {
       const float* un = u + G_COLS;
       const float* uc = u + G_COLS + int64_t{wn} * kn_;
+      thread_local std::vector<float> gv, gu, gout, v01s;
+      thread_local std::vector<uint8_t> gsc, kinds;
+      const int maxreq = 2 * wn + wc;
+      gv.resize(maxreq);
+      gu.resize(maxreq);
+      gout.resize(maxreq);
+      gsc.resize(maxreq);
+      v01s.resize(maxreq);
+      kinds.resize(maxreq);
+      const int64_t TN = c.P * wn, TC = c.P * wc;
+      int ng = 0;
+      // pass 1: decisions and the normal draws they need, in gene order
+      auto decide = [&](const FloatParams& f, float r, float u2, int64_t e, int64_t T, int slot) {
+        float v01 = 0.f;
+        const int kind = Decide(f, r, &v01);
+        kinds[slot] = static_cast<uint8_t>(kind);
+        v01s[slot] = v01;
+        if (NeedsGauss(f, kind)) {
+          gv[ng] = v01;
+          gu[ng] = u2;
+          gsc[ng] = e >= T - T % 8;
+          ++ng;
+        }
+      };
+      for (int s = I_; s < wn; ++s) {
+        const float* r = cn + s * kD;
+        if (!Valid(r)) continue;
+        const float* q = un + int64_t{s} * kn_;
+        const int64_t e = i * wn + s;
+        if (col_bias_ >= 0) decide(bias_, q[col_bias_], q[col_bias_ + 1], e, TN, 2 * s);
+        if (col_resp_ >= 0) decide(resp_, q[col_resp_], q[col_resp_ + 1], e, TN, 2 * s + 1);
+      }
+      if (col_w_ >= 0)
+        for (int s = 0; s < wc; ++s) {
+          const float* r = cc + s * kD;
+          if (!Valid(r)) continue;
+          const float* q = uc + int64_t{s} * kc_;
+          decide(weight_, q[col_w_], q[col_w_ + 1], i * wc + s, TC, 2 * wn + s);
+        }
+      GaussBatch(gv.data(), gu.data(), gsc.data(), ng, gout.data());
+      // pass 2: apply, consuming the draws in the same order
+      int k = 0;
+      auto apply = [&](const FloatParams& f, float v, int slot) {
+        const int kind = kinds[slot];
+        const float g = NeedsGauss(f, kind) ? gout[k++] : 0.f;
+        return Apply(f, kind, v, v01s[slot], g);
+      };
       for (int s = I_; s < wn; ++s) {
         float* r = cn + s * kD;
         if (!Valid(r)) continue;
         const float* q = un + int64_t{s} * kn_;
-        if (col_bias_ >= 0) r[NODE_BIAS] = MutateFloat(bias_, r[NODE_BIAS], q[col_bias_], q[col_bias_ + 1]);
-        if (col_resp_ >= 0) r[NODE_RESPONSE] = MutateFloat(resp_, r[NODE_RESPONSE], q[col_resp_], q[col_resp_ + 1]);
-        if (col_act_ >= 0) r[NODE_ACT] = Choice(r[NODE_ACT], act_ids_, act_rate_, q[col_act_]);
-        if (col_agg_ >= 0) r[NODE_AGG] = Choice(r[NODE_AGG], agg_ids_, agg_rate_, q[col_agg_]);
+        if (col_bias_ >= 0) r[NODE_BIAS] = apply(bias_, r[NODE_BIAS], 2 * s);
+        if (col_resp_ >= 0) r[NODE_RESPONSE] = apply(resp_, r[NODE_RESPONSE], 2 * s + 1);
+        if (col_act_ >= 0) r[NODE_ACT] = Choice(r[NODE_ACT], act_ids_, act_rate_, act_inv_, q[col_act_]);
+        if (col_agg_ >= 0) r[NODE_AGG] = Choice(r[NODE_AGG], agg_ids_, agg_rate_, agg_inv_, q[col_agg_]);
       }
       for (int s = 0; s < wc; ++s) {
         float* r = cc + s * kD;
         if (!Valid(r)) continue;
         const float* q = uc + int64_t{s} * kc_;
-        if (col_w_ >= 0) r[CONN_WEIGHT] = MutateFloat(weight_, r[CONN_WEIGHT], q[col_w_], q[col_w_ + 1]);
+        if (col_w_ >= 0) r[CONN_WEIGHT] = apply(weight_, r[CONN_WEIGHT], 2 * wn + s);
         if (col_en_ >= 0 && q[col_en_] < en_rate_) r[CONN_ENABLED] = q[col_en_] < en_half_ ? 1.0f : 0.0f;
       }
     }
@@ -748,10 +894,11 @@ class NeatBreedOp : public OpKernel {
     Compact(cc, wc, C_);
   }
 
-  static float Choice(float v, const std::vector<float>& ids, float rate, float r) {
+  // operators._mutate_choice: r < rate picks option floor(r / rate * k)
+  static float Choice(float v, const std::vector<float>& ids, float rate, float inv, float r) {
     if (!(r < rate)) return v;
     const int k = static_cast<int>(ids.size());
-    const float x = r / rate;
+    const float x = r * inv;  // Grappler's form of r / rate
     const float y = x * static_cast<float>(k);
     int pick = static_cast<int>(y);
     if (pick > k - 1) pick = k - 1;
@@ -783,7 +930,7 @@ class NeatBreedOp : public OpKernel {
   float agg_default_, act_default_, en_default_;
   FloatParams bias_, resp_, weight_;
   std::vector<float> act_ids_, agg_ids_;
-  float act_rate_, agg_rate_, en_rate_, en_half_;
+  float act_rate_, agg_rate_, en_rate_, en_half_, act_inv_, agg_inv_;
   int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
 };
 

@@ -52,6 +52,12 @@ def _f32(x) -> float:
     return float(np.float32(x))
 
 
+def _inv32(x) -> float:
+    """``1 / float32(x)`` in float32: Grappler's constant folding turns the
+    reference's ``t / c`` into ``t * (1 / c)``, which rounds differently."""
+    return float(np.float32(1.0) / np.float32(x))
+
+
 def _float_params(cfg: NEATConfig, name: str) -> list[float]:
     rate, rep = getattr(cfg, f"{name}_mutate_rate"), getattr(cfg, f"{name}_replace_rate")
     mean, std = getattr(cfg, f"{name}_init_mean"), getattr(cfg, f"{name}_init_stdev")
@@ -62,7 +68,7 @@ def _float_params(cfg: NEATConfig, name: str) -> list[float]:
         c0, c1 = a, b - a
     else:  # clip(mean + std * gauss, lo, hi)
         c0, c1 = mean, std
-    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _f32(max(rate, 1e-30)), _f32(max(rep, 1e-30)),
+    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _inv32(max(rate, 1e-30)), _inv32(max(rep, 1e-30)),
             _f32(getattr(cfg, f"{name}_mutate_power")), _f32(lo), _f32(hi), float(uniform), _f32(c0), _f32(c1), 0.0]
 
 
@@ -87,7 +93,8 @@ def op_attrs(cfg: NEATConfig) -> dict:
             activation_ids=[float(F.activation_id(n)) for n in cfg.activation_options],
             aggregation_ids=[float(F.aggregation_id(n)) for n in cfg.aggregation_options],
             rates=[_f32(cfg.activation_mutate_rate), _f32(cfg.aggregation_mutate_rate), _f32(cfg.enabled_mutate_rate),
-                   _f32(0.5 * cfg.enabled_mutate_rate)],
+                   _f32(0.5 * cfg.enabled_mutate_rate), _inv32(max(cfg.activation_mutate_rate, 1e-30)),
+                   _inv32(max(cfg.aggregation_mutate_rate, 1e-30))],
             columns=[kn, col(ncols, "bias"), col(ncols, "response"), col(ncols, "activation"),
                      col(ncols, "aggregation"), kc, col(ccols, "weight"), col(ccols, "enabled")])
     return _ATTRS[key]

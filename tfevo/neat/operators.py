@@ -283,13 +283,16 @@ def _pair_markers(h_exist, valid, m_exist, h_new, ok, next_marker):
     first = tf.concat([[True], tf.not_equal(hs[1:], hs[:-1])], 0)
     grp = tf.cumsum(tf.cast(first, tf.int32)) - 1
     m = tf.math.unsorted_segment_min(tf.where(hit, tf.reshape(m_exist, [-1]), big), tf.gather(grp, pos), P)
-    m_grp = tf.minimum(m, big)
-    need_grp = first & (m_grp >= big) & (hs < tf.int64.max)
-    fresh = tf.cumsum(tf.cast(need_grp, tf.int64)) - 1  # rank among groups needing one (constant in a group)
-    mg = tf.gather(m_grp, grp)
-    mk_sorted = tf.where(mg < big, mg, tf.cast(next_marker + fresh, tf.float32))
+    m_grp = tf.minimum(m, big)  # [P] indexed by group
+    # groups (ascending hash) of real new pairs without a marker anywhere get
+    # fresh markers in that order (indexed by group, like m_grp)
+    real = tf.math.unsorted_segment_max(tf.cast(hs < tf.int64.max, tf.int32), grp, P) > 0
+    need = real & (m_grp >= big)
+    fresh = tf.cumsum(tf.cast(need, tf.int64)) - 1  # rank among groups needing one
+    mk_sorted = tf.where(tf.gather(m_grp, grp) < big, tf.gather(m_grp, grp),
+                         tf.cast(next_marker + tf.gather(fresh, grp), tf.float32))
     marker = tf.scatter_nd(o[:, None], mk_sorted, [P])
-    return marker, next_marker + tf.reduce_sum(tf.cast(need_grp, tf.int64))
+    return marker, next_marker + tf.reduce_sum(tf.cast(need, tf.int64))
 
 
 # per-genome uniform columns of one mutation call
