@@ -185,7 +185,7 @@ class Archive(tf.Module):
         """Inserts a batch (see the module docstring for the exact rule)."""
         solutions, fitness, descriptors = self._check(solutions, fitness, descriptors)
         if self._add_fn is None:
-            self._add_fn = tf.function(self._add, jit_compile=self.xla_insert)
+            self._add_fn = tf.function(self._add, jit_compile=self.xla_insert, autograph=False)
         return self._add_fn(solutions, fitness, descriptors)
 
     # -- reading ------------------------------------------------------------
@@ -333,7 +333,7 @@ def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 
     c = tf.gather(x, perm)
     x2 = tf.reduce_sum(x * x, 1, keepdims=True)
 
-    @tf.function
+    @tf.function(autograph=False)
     def step(c):
         d = x2 - 2.0 * tf.matmul(x, c, transpose_b=True) + tf.reduce_sum(c * c, 1)[None]
         a = tf.argmin(d, 1, output_type=tf.int32)

@@ -68,8 +68,9 @@ class Emitter(tf.Module):
     """Base emitter.
 
     ``graph_safe = True`` declares that ``emit``/``tell`` are pure TensorFlow
-    (no Python decisions on tensor values), so MAP-Elites compiles the whole
-    ask and tell into one ``tf.function`` each.
+    (no Python decisions on tensor values: they are traced without
+    autograph), so MAP-Elites compiles the whole ask and tell into one
+    ``tf.function`` each.
 
     Args:
       solution_dim: D.

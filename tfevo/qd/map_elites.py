@@ -140,10 +140,13 @@ class MAPElites(tf.Module):
 
     def ask(self) -> tf.Tensor:
         """The next batch ``[batch_size, D]``."""
+        # The compiled programs are traced with autograph=False: they are explicit TensorFlow (tf.cond, no
+        # Python decisions on tensors), so tracing never re-reads a source file (autograph would).
         if self._compiled:
             if self._ask_fn is None:
                 xla = self._jit_ask
-                self._ask_fn = tf.function(lambda: self._ask_graph(xla), input_signature=[], jit_compile=xla)
+                self._ask_fn = tf.function(lambda: self._ask_graph(xla), input_signature=[], jit_compile=xla,
+                                           autograph=False)
             return self._ask_fn()
         seed = self.seeds.next()
         if int(self.archive.size.numpy()) == 0:
@@ -161,7 +164,7 @@ class MAPElites(tf.Module):
                     tf.TensorSpec([self.batch_size, self.num_dims], tf.float32),
                     tf.TensorSpec([self.batch_size], tf.float32),
                     tf.TensorSpec([self.batch_size, self.archive.descriptor_dim], tf.float32)],
-                    jit_compile=xla)
+                    jit_compile=xla, autograph=False)
             return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
         result = self.archive.add(solutions, fitness, descriptors)
@@ -203,7 +206,8 @@ class MAPElites(tf.Module):
             evaluate = tf.function(task_fn, input_signature=[tf.TensorSpec([b, self.num_dims], tf.float32)])
             # The insertion as a nested XLA function (one compiled cluster inside the step).
             xla_tell = self._jit_tell
-            insert = tf.function(lambda x, f, d: self._tell_graph(x, f, d, xla_tell), jit_compile=xla_tell)
+            insert = tf.function(lambda x, f, d: self._tell_graph(x, f, d, xla_tell), jit_compile=xla_tell,
+                                 autograph=False)
             xla_ask = self._jit_ask
 
             def iteration():
@@ -213,7 +217,7 @@ class MAPElites(tf.Module):
                 d = tf.ensure_shape(tf.cast(d, tf.float32), [b, k])
                 return insert(x, f, d)
 
-            fn = tf.function(iteration, input_signature=[])
+            fn = tf.function(iteration, input_signature=[], autograph=False)
             self._step_fns.fns[task_fn] = fn
         result = None
         for _ in range(iterations):
