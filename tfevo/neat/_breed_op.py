@@ -32,7 +32,7 @@ from tfevo.neat import operators as O
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 
-__all__ = ["breed", "breed_reference", "breed_op_available", "op_attrs"]
+__all__ = ["breed", "breed_reference", "breed_op_available", "use_breed_op", "op_attrs"]
 
 _ATTRS: dict = {}
 
@@ -45,6 +45,12 @@ def breed_op_available() -> bool:
     """Whether the C++ kernel is built and loaded (False with
     ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
     return _op() is not None
+
+
+def use_breed_op() -> bool:
+    """Whether :func:`breed` would run the kernel here (available and the
+    function being traced is not XLA-compiled)."""
+    return breed_op_available() and not _ops.in_xla_context()
 
 
 def _f32(x) -> float:
@@ -121,7 +127,7 @@ def breed(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_ke
     available and the caller is not being XLA-compiled (``use_op=None``),
     else by the reference; ``use_op=True`` requires the kernel."""
     if use_op is None:
-        use_op = breed_op_available() and not _ops.in_xla_context()
+        use_op = use_breed_op()
     if not use_op:
         return breed_reference(cfg, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker)
     mod = _op()

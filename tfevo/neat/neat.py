@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter, check_fitness, sanitize_fitness, worst_to_finite
-from tfevo.neat import _speciate_op
+from tfevo.neat import _breed_op, _speciate_op
 from tfevo.neat import operators as ops
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, conn_valid, initial_population, node_valid
@@ -339,6 +339,9 @@ class NEAT(tf.Module):
         P = cfg.pop_size
         words = ops.crossover_words(P, wn, wc, s_cross)
         u_all = ops.mutation_uniforms(cfg, P, wn, wc, s_mut)
+        if not jit and _breed_op.use_breed_op():
+            # the C++ kernel (custom_ops/neat_breed.cc), same children bit for bit
+            return _breed_op.breed(cfg, n, c, p1, p2, is_elite, words, u_all, next_key, next_marker, use_op=True)
         pre, post = _breed_programs(cfg, jit)
         cn, cc, nk, nm, skn, skc, pm, wr = pre(n, c, p1, p2, is_elite, words, u_all, next_key, next_marker)
         marker, nm = ops.pair_markers(pm, nm)  # TensorFlow kernels (see ops.pair_markers)

@@ -1,0 +1,197 @@
+"""The NEAT breed kernel (custom_ops/neat_breed.cc) against its pure-TensorFlow
+reference (the graph breed of tfevo.neat.neat._breed_programs): same children
+bit for bit (structure, node keys, markers, attributes), counters and skipped
+slot counts, on populations from real runs and random parents/elites."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.neat import NEAT, NEATConfig
+from tfevo.neat import _breed_op as B
+from tfevo.neat import neat as neat_mod
+from tfevo.neat import operators as O
+from tfevo.neat.genome import conn_valid, node_valid
+
+pytestmark = pytest.mark.skipif(not B.breed_op_available(), reason="neat_breed kernel not built")
+
+ACTS = ("sigmoid", "tanh", "relu", "identity", "gauss", "abs")
+AGGS = ("sum", "product", "max", "min", "mean")
+BASE = dict(num_inputs=3, num_outputs=2, pop_size=37, max_nodes=14, max_conns=30, node_add_prob=0.5,
+            conn_add_prob=0.7, node_delete_prob=0.15, conn_delete_prob=0.2, activation_options=ACTS,
+            activation_mutate_rate=0.3, aggregation_options=AGGS, aggregation_mutate_rate=0.2,
+            response_mutate_rate=0.3, response_replace_rate=0.05, bias_replace_rate=0.1, weight_replace_rate=0.1,
+            enabled_mutate_rate=0.1, compatibility_threshold=1.5)
+
+
+def _run(cfg, gens, seed=0):
+    algo = NEAT(cfg, seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(gens):
+        pop = algo.ask()
+        algo.tell(pop, rng.normal(size=cfg.pop_size).astype(np.float32))
+    return algo
+
+
+_FNS = {}
+
+
+def _fns(cfg):
+    key = repr(cfg)
+    if key not in _FNS:
+        _FNS[key] = tuple(tf.function(lambda *a, u=u: B.breed(cfg, *a, use_op=u), autograph=False,
+                                      reduce_retracing=True) for u in (False, True))
+    return _FNS[key]
+
+
+def _breed_both(cfg, nodes, conns, seed, elite_frac=0.1, nk=None, nm=None):
+    """Both implementations on the used slot range (as NEAT._breed slices it)
+    with the same random parents, elites and random numbers."""
+    P = cfg.pop_size
+    rng = np.random.default_rng(seed)
+    wn = min(int(O.used_width(node_valid(nodes))) + 1, cfg.max_nodes)
+    wc = min(int(O.used_width(conn_valid(conns))) + 3, cfg.max_conns)
+    args = (nodes[:, :wn], conns[:, :wc], tf.constant(rng.integers(0, P, P), tf.int32),
+            tf.constant(rng.integers(0, P, P), tf.int32), tf.constant(rng.random(P) < elite_frac),
+            O.crossover_words(P, wn, wc, tf.constant([seed, 1], tf.int64)),
+            O.mutation_uniforms(cfg, P, wn, wc, tf.constant([seed, 2], tf.int64)),
+            tf.constant(1000 if nk is None else nk, tf.int64), tf.constant(5000 if nm is None else nm, tf.int64))
+    ref, op = _fns(cfg)
+    return [x.numpy() for x in ref(*args)], [x.numpy() for x in op(*args)]
+
+
+def _assert_same(r, o):
+    for a, b in zip(r, o):
+        np.testing.assert_array_equal(a, b)  # NaN == NaN here; bit-identical otherwise
+
+
+def _assert_consistent_markers(conns):
+    """New markers: one pair per marker across the population."""
+    c = conns.reshape(-1, 5)
+    c = c[~np.isnan(c[:, 0])]
+    seen = {}
+    for a, b, m in c[:, [0, 1, 4]]:
+        seen.setdefault(m, set()).add((a, b))
+    assert all(len(v) == 1 for v in seen.values())
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("feedforward", {}),
+    ("recurrent", dict(feed_forward=False)),
+    ("no_delete_uniform_init", dict(node_delete_prob=0.0, conn_delete_prob=0.0, weight_init_type="uniform",
+                                    bias_init_type="uniform", response_init_type="uniform")),
+    ("surer_shared_splits", dict(structural_mutation_surer=True, share_split_innovations=True)),
+])
+def test_op_equals_reference_on_evolved_populations(name, kw):
+    cfg = NEATConfig(**{**BASE, **kw})
+    algo = _run(cfg, 4)
+    nodes, conns = algo.ask()
+    nk, nm = int(algo.next_node_key.numpy()), int(algo.next_marker.numpy())
+    for seed in range(2):
+        r, o = _breed_both(cfg, nodes, conns, seed, nk=nk, nm=nm)
+        _assert_same(r, o)
+        assert r[2] > nk and r[3] > nm  # new nodes and fresh markers were made
+        assert not np.array_equal(np.isnan(r[1]), np.isnan(np.asarray(conns)))  # structure changed
+        if not kw.get("share_split_innovations"):
+            _assert_consistent_markers(r[1])
+
+
+def test_op_equals_reference_slot_exhaustion_and_all_elites():
+    cfg = NEATConfig(**{**BASE, "max_nodes": 7, "max_conns": 10, "node_add_prob": 0.9, "conn_add_prob": 0.9,
+                        "node_delete_prob": 0.0, "conn_delete_prob": 0.0})
+    algo = _run(cfg, 4)
+    nodes, conns = algo.ask()
+    r, o = _breed_both(cfg, nodes, conns, 7)
+    _assert_same(r, o)
+    assert r[4] > 0 and r[5] > 0  # both kinds of skip counted
+    # every child an elite: copies of parent 1, nothing made
+    r, o = _breed_both(cfg, nodes, conns, 8, elite_frac=1.1)
+    _assert_same(r, o)
+    assert (r[2], r[3], r[4], r[5]) == (1000, 5000, 0, 0)
+
+
+@pytest.mark.parametrize("kw", [dict(conn_add_prob=0.0), dict(node_add_prob=0.0, feed_forward=False),
+                                dict(pop_size=64, activation_mutate_rate=0.0, enabled_mutate_rate=0.0,
+                                     weight_mutate_rate=0.0, weight_replace_rate=0.0)])
+def test_op_equals_reference_on_fresh_and_random_genomes(kw):
+    """Initial genomes and randomly scrambled ones (attributes anywhere in
+    range, random slot order, holes), configs with steps switched off."""
+    cfg = NEATConfig(**{**BASE, **kw})
+    algo = NEAT(cfg, seed=3)
+    nodes, conns = (np.array(x) for x in algo.ask())
+    _assert_same(*_breed_both(cfg, tf.constant(nodes), tf.constant(conns), 1))
+    rng = np.random.default_rng(4)
+    P = cfg.pop_size
+    conns[..., 3] = rng.normal(size=conns.shape[:2]) * 3
+    nodes[:, cfg.num_inputs:, 1] = rng.normal(size=(P, nodes.shape[1] - cfg.num_inputs))
+    perm = rng.permutation(6)  # shuffle the connection slots, leave holes
+    conns[:, :6] = conns[:, perm]
+    conns[rng.random(conns.shape[:2]) < 0.2] = np.nan
+    _assert_same(*_breed_both(cfg, tf.constant(nodes), tf.constant(conns), 2))
+
+
+def test_pair_markers_fresh_in_hash_order_existing_reused():
+    """ops.pair_markers (the reference's marker step): a pair already in the
+    population keeps its smallest marker, distinct new pairs get consecutive
+    fresh markers in ascending (in, out) order, shared by all rows adding it
+    (a repeated pair before a fresh one once shifted the fresh numbering)."""
+    h = lambda a, b: a * 2**25 + b  # noqa: E731
+    P = 7
+    h_exist = np.full([P, 3], -1, np.int64)
+    h_exist[0, :2] = [h(0, 2), h(1, 2)]
+    h_exist[1, :2] = [h(1, 2), h(5, 2)]
+    m_exist = np.full([P, 3], np.nan, np.float32)
+    m_exist[0, :2] = [0.0, 3.0]
+    m_exist[1, :2] = [1.0, 7.0]
+    new = [h(1, 2), h(1, 2), h(3, 2), h(9, 2), h(4, 2), h(5, 2), h(9, 2)]
+    ok = tf.constant([True, True, True, True, False, True, True])
+    marker, nm = O.pair_markers((tf.constant(h_exist), tf.constant(h_exist >= 0), tf.constant(m_exist),
+                                 tf.constant(new, tf.int64), ok), tf.constant(10, tf.int64))
+    m = marker.numpy()
+    assert int(nm) == 12
+    assert m[0] == m[1] == 1.0 and m[5] == 7.0  # existing: smallest marker
+    assert m[2] == 10.0 and m[3] == m[6] == 11.0  # fresh, ascending pair order
+
+
+def test_neat_runs_bit_identical_with_and_without_the_kernel(monkeypatch):
+    """Whole NEAT runs (tell traced with the kernel, then with the graph
+    breed) give the same populations, keys, markers and counters."""
+    cfg = NEATConfig(**{**BASE, "pop_size": 30})
+    out = []
+    for use in (True, False):
+        monkeypatch.setattr(B, "use_breed_op", lambda use=use: use)
+        neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
+        algo = _run(cfg, 6, seed=5)
+        out.append([v.numpy() for v in (algo.nodes, algo.conns, algo.next_node_key, algo.next_marker,
+                                         algo.member_species, algo.skipped_conn_slots)])
+    neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
+    _assert_same(*out)
+
+
+def test_dispatch_uses_reference_under_xla_and_bad_inputs_raise():
+    cfg = NEATConfig(**BASE)
+    seen = []
+
+    @tf.function(jit_compile=True, autograph=False)
+    def f(x):
+        seen.append(B.use_breed_op())
+        return x + 1
+
+    f(tf.constant(1.0))
+    assert seen == [False] and B.use_breed_op()
+    algo = NEAT(cfg, seed=0)
+    nodes, conns = algo.ask()
+    P = cfg.pop_size
+    n, c = nodes[:, :6], conns[:, :9]
+    good = dict(p1=tf.zeros([P], tf.int32), p2=tf.zeros([P], tf.int32), el=tf.zeros([P], tf.bool),
+                words=O.crossover_words(P, 6, 9, tf.constant([0, 1], tf.int64)),
+                u=O.mutation_uniforms(cfg, P, 6, 9, tf.constant([0, 2], tf.int64)))
+    call = lambda **kw: B.breed(cfg, n, c, *({**good, **kw}.values()), tf.constant(9, tf.int64),  # noqa: E731
+                                tf.constant(6, tf.int64), use_op=True)
+    call()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="parent index out of range"):
+        call(p1=tf.fill([P], P))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="u_all must be"):
+        call(u=good["u"][:, :-1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="words must be"):
+        call(words=good["words"][:, :0])
