@@ -7,10 +7,19 @@
 //   out float [n, b, m]
 //
 // Only the selected weight matrices are read, in place: there is no gather
-// copy of w.  Work is split over (member, column block) units and run on
-// TensorFlow's intra-op thread pool; each unit is one Eigen matrix product
-// (GEMM, or GEMV when b == 1) on row-major maps of the inputs.  Out-of-range
-// indices are rejected with InvalidArgument before any work starts.
+// copy of w.  Out-of-range indices are rejected with InvalidArgument before
+// any work starts.  Work runs on TensorFlow's intra-op thread pool:
+//
+// * b <= 4 rows per member (one observation per member and step -- the
+//   memory-bound case of a population forward): each member's weight block
+//   is streamed once, row by row, into accumulators held in AVX-512
+//   registers (a whole 512-column row for b = 1).  Sums run over blocks of
+//   kSumBlock rows, added into a per-segment total; the rows are cut into
+//   fixed segments of kSegRows, computed as separate units (so even one
+//   member uses every thread) and added in segment order.  The split does not
+//   depend on the number of threads, so neither do the results.
+// * more rows: (member, column block) units, each one Eigen matrix product
+//   on row-major maps of the inputs.
 //
 // The pure-TensorFlow reference is tf.matmul(x, tf.gather(w, idx))
 // (tfevo.nn.indexed.indexed_matmul_reference); tests check both agree.
@@ -20,6 +29,9 @@
 #include <vector>
 
 #include "Eigen/Core"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -65,10 +77,141 @@ out: [n, b, m].
 
 // Row-blocks with at most this many rows take the streaming (GEMV-like) path.
 constexpr int64_t kMaxStreamRows = 4;
-// Columns accumulated per pass over the weight rows (the accumulators stay in L1).
-constexpr int64_t kStreamCols = 1024;
 // Rows summed per block before adding into the total (bounds rounding growth).
 constexpr int64_t kSumBlock = 64;
+// Rows per segment (a unit of work) of the streaming path.
+constexpr int64_t kSegRows = 1024;
+
+#if defined(__AVX512F__)
+// Accumulator vectors of one streaming chunk for NB rows (NB * NV + NB + 1
+// registers; a few spills for NB = 1, NV = 32 cost less than a second pass
+// over each weight row).
+template <int NB>
+constexpr int ChunkVectors() {
+  return NB == 1 ? 32 : NB == 2 ? 16 : NB == 3 ? 10 : 8;
+}
+
+// tot[r, 0 : 16 * NV] += sum over rows [k0, k1) of x[r, kk] * w[kk, 0 : 16 * NV]
+// (w already offset to the chunk's first column; the last vector masked by
+// `tail` when MASKED), summed in blocks of kSumBlock rows.
+template <int NB, int NV, bool MASKED>
+void StreamChunk(const float* __restrict x, int64_t k, const float* __restrict w, int64_t m, int64_t k0,
+                 int64_t k1, __mmask16 tail, float* __restrict tot) {
+  for (int64_t kb = k0; kb < k1; kb += kSumBlock) {
+    const int64_t ke = std::min(k1, kb + kSumBlock);
+    __m512 acc[NB][NV];
+#pragma GCC unroll 4
+    for (int r = 0; r < NB; ++r)
+#pragma GCC unroll 32
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t kk = kb; kk < ke; ++kk) {
+      const float* __restrict wrow = w + kk * m;
+      __m512 xb[NB];
+#pragma GCC unroll 4
+      for (int r = 0; r < NB; ++r) xb[r] = _mm512_set1_ps(x[r * k + kk]);
+#pragma GCC unroll 32
+      for (int v = 0; v < NV; ++v) {
+        const __m512 wv = (MASKED && v == NV - 1) ? _mm512_maskz_loadu_ps(tail, wrow + 16 * v)
+                                                  : _mm512_loadu_ps(wrow + 16 * v);
+#pragma GCC unroll 4
+        for (int r = 0; r < NB; ++r) acc[r][v] = _mm512_fmadd_ps(xb[r], wv, acc[r][v]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NB; ++r)
+#pragma GCC unroll 32
+      for (int v = 0; v < NV; ++v) {
+        float* t = tot + r * 16 * NV + 16 * v;
+        _mm512_storeu_ps(t, _mm512_add_ps(_mm512_loadu_ps(t), acc[r][v]));
+      }
+  }
+}
+
+// Runs the chunk kernel of NV vectors over columns [c0, c0 + 16 * NV) (or the
+// masked remainder `cols` < 16 when MASKED) and writes dst[r, c0 : c0 + width].
+template <int NB, int NV, bool MASKED>
+void StreamPiece(const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1, int64_t c0,
+                 int64_t cols, float* dst, int64_t dst_stride) {
+  alignas(64) float tot[NB * 16 * NV];
+  std::fill(tot, tot + NB * 16 * NV, 0.0f);
+  const __mmask16 tail = MASKED ? static_cast<__mmask16>((1u << cols) - 1u) : static_cast<__mmask16>(0xFFFF);
+  StreamChunk<NB, NV, MASKED>(x, k, w + c0, m, k0, k1, tail, tot);
+  const int64_t width = MASKED ? cols : 16 * NV;
+  for (int r = 0; r < NB; ++r) std::copy(tot + r * 16 * NV, tot + r * 16 * NV + width, dst + r * dst_stride + c0);
+}
+
+// One streaming unit: rows [k0, k1) of member block w for NB input rows and all
+// m columns -- chunks of 16 * ChunkVectors<NB>() columns, then narrower
+// pieces (16, 8, 4, 2, 1 vectors, and a masked last vector) for the rest.
+template <int NB>
+void StreamUnit(const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1, float* dst,
+                int64_t dst_stride) {
+  constexpr int NV = ChunkVectors<NB>();
+  int64_t c0 = 0;
+  while (c0 < m) {
+    const int64_t left = m - c0;
+    if (left >= 16 * NV) {
+      StreamPiece<NB, NV, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 16 * NV;
+    } else if (NV > 16 && left >= 256) {
+      StreamPiece<NB, (NV > 16 ? 16 : 1), false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 16 * (NV > 16 ? 16 : 1);
+    } else if (NV > 8 && left >= 128) {
+      StreamPiece<NB, (NV > 8 ? 8 : 1), false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 16 * (NV > 8 ? 8 : 1);
+    } else if (left >= 64) {
+      StreamPiece<NB, 4, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 64;
+    } else if (left >= 32) {
+      StreamPiece<NB, 2, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 32;
+    } else if (left >= 16) {
+      StreamPiece<NB, 1, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      c0 += 16;
+    } else {
+      StreamPiece<NB, 1, true>(x, k, w, m, k0, k1, c0, left, dst, dst_stride);
+      c0 = m;
+    }
+  }
+}
+
+void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1,
+                float* dst, int64_t dst_stride) {
+  switch (nb) {
+    case 1: return StreamUnit<1>(x, k, w, m, k0, k1, dst, dst_stride);
+    case 2: return StreamUnit<2>(x, k, w, m, k0, k1, dst, dst_stride);
+    case 3: return StreamUnit<3>(x, k, w, m, k0, k1, dst, dst_stride);
+    default: return StreamUnit<4>(x, k, w, m, k0, k1, dst, dst_stride);
+  }
+}
+#else
+// Portable streaming: the same block/segment structure with L1 accumulators.
+void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1,
+                float* dst, int64_t dst_stride) {
+  const int64_t scb = std::min<int64_t>(m, 1024);
+  std::vector<float> buf(2 * nb * scb);
+  float* acc = buf.data();
+  float* tot = acc + nb * scb;
+  for (int64_t c0 = 0; c0 < m; c0 += scb) {
+    const int64_t cw = std::min(scb, m - c0);
+    std::fill(tot, tot + nb * cw, 0.0f);
+    for (int64_t kb = k0; kb < k1; kb += kSumBlock) {
+      const int64_t ke = std::min(k1, kb + kSumBlock);
+      std::fill(acc, acc + nb * cw, 0.0f);
+      for (int64_t kk = kb; kk < ke; ++kk) {
+        const float* wrow = w + kk * m + c0;
+        for (int64_t r = 0; r < nb; ++r) {
+          const float xv = x[r * k + kk];
+          float* ar = acc + r * cw;
+          for (int64_t c = 0; c < cw; ++c) ar[c] += xv * wrow[c];
+        }
+      }
+      for (int64_t c = 0; c < nb * cw; ++c) tot[c] += acc[c];
+    }
+    for (int64_t r = 0; r < nb; ++r) std::copy(tot + r * cw, tot + (r + 1) * cw, dst + r * dst_stride + c0);
+  }
+}
+#endif
 
 class IndexedMatmulOp : public OpKernel {
  public:
@@ -123,46 +266,40 @@ class IndexedMatmulOp : public OpKernel {
     using Stride = Eigen::OuterStride<>;
     if (b <= kMaxStreamRows) {
       // Few rows per member (one observation per step): the product is
-      // memory-bound on reading w[idx[i]].  Stream the weight block row by
-      // row (contiguous, read once) and update all b accumulators from each
-      // row (a vectorizable axpy).  Eigen's general product would pack
-      // (copy) the weight block first and so read it twice.
-      const int64_t scb = std::min<int64_t>(m, kStreamCols);
-      const int64_t s_num_cb = (m + scb - 1) / scb;
+      // memory-bound on reading w[idx[i]].  Stream each weight block once,
+      // row by row (Eigen's general product would pack -- copy -- it first).
+      // Units are (member, segment of kSegRows rows); with several segments
+      // the per-segment sums go to a temporary and are added in order.
+      const int64_t nseg = (k + kSegRows - 1) / kSegRows;
+      float* part = op;
+      Tensor partial;
+      if (nseg > 1) {
+        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, nseg, b, m}), &partial));
+        part = partial.flat<float>().data();
+      }
       auto stream = [&](int64_t begin, int64_t end) {
-        std::vector<float> buf(2 * b * scb);
-        float* __restrict acc = buf.data();
-        float* __restrict tot = acc + b * scb;
         for (int64_t u = begin; u < end; ++u) {
-          const int64_t i = u / s_num_cb;
-          const int64_t c0 = (u % s_num_cb) * scb;
-          const int64_t cw = std::min(scb, m - c0);
-          const float* __restrict xi = xp + i * b * k;
-          const float* __restrict wi = wp + static_cast<int64_t>(ip[i]) * k * m + c0;
-          // Two-level summation (blocks of kSumBlock rows, then over blocks)
-          // keeps the rounding error close to a blocked GEMM's for large k.
-          std::fill(tot, tot + b * cw, 0.0f);
-          for (int64_t k0 = 0; k0 < k; k0 += kSumBlock) {
-            const int64_t k1 = std::min(k, k0 + kSumBlock);
-            std::fill(acc, acc + b * cw, 0.0f);
-            for (int64_t kk = k0; kk < k1; ++kk) {
-              const float* __restrict wrow = wi + kk * m;
-              for (int64_t r = 0; r < b; ++r) {
-                const float xv = xi[r * k + kk];
-                float* __restrict ar = acc + r * cw;
-                for (int64_t c = 0; c < cw; ++c) ar[c] += xv * wrow[c];
-              }
-            }
-            for (int64_t c = 0; c < b * cw; ++c) tot[c] += acc[c];
-          }
-          for (int64_t r = 0; r < b; ++r) {
-            std::copy(tot + r * cw, tot + (r + 1) * cw, op + (i * b + r) * m + c0);
-          }
+          const int64_t i = u / nseg, sg = u % nseg;
+          const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
+          const float* wi = wp + static_cast<int64_t>(ip[i]) * k * m;
+          float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
+          StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
         }
       };
       auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-      tensorflow::Shard(pool->num_threads, pool->workers, n * s_num_cb,
-                        std::max<int64_t>(1, 2 * b * k * scb), stream);
+      tensorflow::Shard(pool->num_threads, pool->workers, n * nseg,
+                        std::max<int64_t>(1, 2 * b * std::min(k, kSegRows) * m), stream);
+      if (nseg > 1) {
+        for (int64_t i = 0; i < n; ++i) {
+          float* o = op + i * b * m;
+          const float* pi = part + i * nseg * b * m;
+          std::copy(pi, pi + b * m, o);
+          for (int64_t sg = 1; sg < nseg; ++sg) {
+            const float* ps = pi + sg * b * m;
+            for (int64_t c = 0; c < b * m; ++c) o[c] += ps[c];
+          }
+        }
+      }
       return;
     }
     auto work = [&](int64_t begin, int64_t end) {
