@@ -35,7 +35,8 @@ from tfevo import ops
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
 
-__all__ = ["Program", "op_available", "op_enabled", "compile_programs", "prepare", "forward", "recurrent_step"]
+__all__ = ["Program", "op_available", "op_enabled", "compile_programs", "prepare", "forward", "recurrent_step",
+           "to_network"]
 
 # Ids of the built-in functions the kernel implements (functions.py insertion order).
 _BUILTIN_ACT = ("sigmoid", "tanh", "sin", "gauss", "relu", "elu", "lelu", "selu", "softplus", "identity",
@@ -107,6 +108,42 @@ def prepare(nodes, conns, num_inputs: int, feed_forward: bool = True, activation
     return net.transform(nodes, conns, num_inputs, feed_forward)
 
 
+def to_network(program: Program, num_inputs: int, feed_forward: bool = True) -> net.Network:
+    """The dense reference :class:`~tfevo.neat.network.Network` of a :class:`Program`
+    (pure TensorFlow, XLA-compatible): what :func:`forward` runs when a program
+    meets XLA or a process without the kernels.  Feed-forward programs become
+    one level per evaluated node (their order is topological), so the values
+    are the program's."""
+    prog, coef, src, weight, count = program
+    P, N, C = tf.shape(prog)[0], prog.shape[1], src.shape[1]
+    k_of_edge = tf.searchsorted(prog[..., 3], tf.broadcast_to(tf.range(C, dtype=tf.int32), [P, C]), side="right")
+    evaluated = tf.range(N)[None, :] < count[:, None]
+    dst = tf.gather(prog[..., 0], tf.minimum(k_of_edge, N - 1), batch_dims=1)
+    real = src >= 0
+    pidx = tf.broadcast_to(tf.range(P)[:, None], [P, C])
+    idx = tf.reshape(tf.stack([pidx, tf.where(real, src, 0), tf.where(real, dst, 0)], -1), [-1, 3])
+    W = tf.scatter_nd(idx, tf.reshape(tf.where(real, weight, 0.0), [-1]), tf.stack([P, N, N]))
+    M = tf.scatter_nd(idx, tf.reshape(tf.cast(real, tf.float32), [-1]), tf.stack([P, N, N])) > 0.5
+    slot = tf.where(evaluated, prog[..., 0], N)  # N: dropped by the scatter below
+    pn = tf.broadcast_to(tf.range(P)[:, None], [P, N])
+    sidx = tf.reshape(tf.stack([pn, slot], -1), [-1, 2])
+
+    def per_slot(v, fill):
+        out = tf.tensor_scatter_nd_update(tf.fill(tf.stack([P, N + 1]), fill), sidx, tf.reshape(v, [-1]))
+        return out[:, :N]
+
+    k1 = tf.broadcast_to(tf.range(1, N + 1, dtype=tf.int32)[None], [P, N])
+    lev = per_slot(k1 if feed_forward else tf.ones_like(k1), -1)
+    lev = tf.where(tf.range(N)[None, :] < num_inputs, 0, lev)
+    return net.Network(W, M, per_slot(coef[..., 0], 0.0), per_slot(coef[..., 1], 1.0), per_slot(prog[..., 1], -1),
+                       per_slot(prog[..., 2], -1), lev, tf.reduce_max(lev))
+
+
+def _kernel_for(prepared) -> bool:
+    """A program runs on the kernels unless XLA traces it or the kernels are unavailable."""
+    return isinstance(prepared, Program) and not ops.in_xla_context() and _module() is not None
+
+
 def _active(active):
     return tf.zeros([0], tf.bool) if active is None else tf.convert_to_tensor(active, tf.bool)
 
@@ -119,9 +156,11 @@ def forward(prepared, x, num_inputs: int, num_outputs: int, activations=("sigmoi
     (the kernel skips them; the reference computes and zeroes them).
     """
     x = tf.convert_to_tensor(x, tf.float32)
-    if isinstance(prepared, Program):
+    if _kernel_for(prepared):
         return _module().tfevo_neat_forward(*prepared, x, _active(active), num_inputs=int(num_inputs),
                                             num_outputs=int(num_outputs))
+    if isinstance(prepared, Program):
+        prepared = to_network(prepared, num_inputs, True)
     if x.shape.rank == 2:
         x = tf.broadcast_to(x[None], tf.concat([tf.shape(prepared.weights)[:1], tf.shape(x)], 0))
     y = net.forward(prepared, x, num_inputs, num_outputs, activations, aggregations)
@@ -138,10 +177,12 @@ def recurrent_step(prepared, state, x, num_inputs: int, num_outputs: int, activa
     """
     x = tf.convert_to_tensor(x, tf.float32)
     state = tf.convert_to_tensor(state, tf.float32)
-    if isinstance(prepared, Program):
+    if _kernel_for(prepared):
         return tuple(_module().tfevo_neat_recurrent_step(
             *prepared, state, x, _active(active), num_inputs=int(num_inputs), num_outputs=int(num_outputs),
             settle_steps=int(settle_steps)))
+    if isinstance(prepared, Program):
+        prepared = to_network(prepared, num_inputs, False)
     if x.shape.rank == 2:
         x = tf.broadcast_to(x[None], tf.concat([tf.shape(state)[:1], tf.shape(x)], 0))
     s, y = net.recurrent_step(prepared, state, x, num_inputs, num_outputs, activations, aggregations, settle_steps)

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
@@ -44,9 +45,14 @@ class NEATPolicy:
         ``scale_outputs`` (outputs assumed in [0, 1] for sigmoid, [-1, 1] else),
         clipped to the bounds.
       settle_steps: recurrent networks: updates per observation.
+      use_custom_op: None (default) runs the C++ inference kernels
+        (``custom_ops/neat_forward.cc``) where they can run (built, not under
+        XLA, built-in functions only), False always the TensorFlow reference.
     """
 
-    def __init__(self, config: NEATConfig, action_spec, settle_steps: int = 1, scale_outputs: bool = True):
+    def __init__(self, config: NEATConfig, action_spec, settle_steps: int = 1, scale_outputs: bool = True,
+                 use_custom_op: bool | None = None):
+        self.use_custom_op = use_custom_op
         self.config = config
         self.action_spec = action_spec
         self.settle_steps = int(settle_steps)
@@ -76,10 +82,13 @@ class NEATPolicy:
         """Flat params -> transformed networks (once per evaluation)."""
         return self.transform(self.unflatten(params))
 
-    def transform(self, population) -> net.Network:
-        """Genomes -> :class:`~tfevo.neat.network.Network`."""
+    def transform(self, population):
+        """Genomes -> :class:`~tfevo.neat.network.Network`, or the kernels'
+        :class:`~tfevo.neat._forward_op.Program` where they run."""
         nodes, conns = population
-        return net.transform(nodes, conns, self.config.num_inputs, self.config.feed_forward)
+        cfg = self.config
+        return _fo.prepare(nodes, conns, cfg.num_inputs, cfg.feed_forward, cfg.activation_options,
+                           cfg.aggregation_options, use_op=self.use_custom_op)
 
     def outputs_to_actions(self, y):
         """Network outputs ``[P, B, O]`` -> actions."""
@@ -133,11 +142,12 @@ class NEATPolicy:
         cfg = self.config
         network = self._subset(network, indices)
         if cfg.feed_forward:
-            y = net.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
+            y = _fo.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                             cfg.aggregation_options)
         else:
-            state = net.initial_state(network, tf.shape(obs)[1])
-            _, y = net.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs,
+            width = network.prog.shape[1] if isinstance(network, _fo.Program) else network.weights.shape[-1]
+            state = tf.zeros(tf.concat([tf.shape(obs)[:2], [width]], 0), tf.float32)
+            _, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs,
                                       cfg.activation_options, cfg.aggregation_options, self.settle_steps)
         return self.outputs_to_actions(y)
 
@@ -146,7 +156,7 @@ class NEATPolicy:
         networks; ``obs [P, B, obs_dim]``, or ``[n, B, obs_dim]`` for the members
         ``indices [n]`` (the :class:`tfevo.rollout.PipelinedEvaluator` signature,
         so NEAT populations drive host simulators such as MuJoCo)."""
-        if isinstance(genomes, net.Network):
+        if isinstance(genomes, (net.Network, _fo.Program)):
             network = genomes
         elif isinstance(genomes, (tuple, list)):
             network = self.transform(genomes)
@@ -157,7 +167,7 @@ class NEATPolicy:
     def step(self, network: net.Network, state, obs):
         """Recurrent step: ``(state [P,B,N], obs [P,B,I]) -> (state, actions)``."""
         cfg = self.config
-        state, y = net.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
+        state, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                                       cfg.aggregation_options, self.settle_steps)
         return state, self.outputs_to_actions(y)
 
