@@ -194,3 +194,33 @@ def test_qd_rl_on_mujoco_with_feet_contact_descriptors():
         me.tell(x, f, d)
     m = me.metrics()
     assert m["size"] >= 2 and np.isfinite(m["max_fitness"])
+
+
+def test_compiled_programs_trace_without_autograph(monkeypatch):
+    """ask/tell/step/add trace tfevo's own code from the loaded code objects.  Autograph would re-read
+    the source files at trace time; a file edited meanwhile then mixes old and new code (what made
+    the MuJoCo QD test above fail in a shared checkout)."""
+    from tensorflow.python.autograph.impl import api
+
+    calls = []
+    real = api.converted_call
+
+    def spy(f, *args, **kwargs):
+        calls.append(getattr(f, "__qualname__", repr(f)))
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(api, "converted_call", spy)
+    tf.function(lambda v: v + 1.0)(tf.constant(1.0))  # the spy sees autograph when it is used
+    assert calls
+    calls.clear()
+    a = GridArchive(4, [5, 5], [(0, 1), (0, 1)], qd_offset=rastrigin_qd_offset(4))
+    me = MAPElites(a, [IsoLineEmitter(4, 16, bounds=(0, 1)), GaussianEmitter(4, 8, sigma=0.1, bounds=(0, 1))],
+                   init_bounds=(0, 1), seed=0)
+    for _ in range(2):
+        x = me.ask()
+        me.tell(x, *rastrigin_qd(x))
+    me.step(tf.function(rastrigin_qd, autograph=False))
+    x = tf.random.stateless_uniform([6, 4], seed=[1, 1])
+    a.add(x, *rastrigin_qd(x))
+    assert calls == [], calls
+    assert a.size.numpy() > 0
