@@ -42,6 +42,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -99,6 +100,54 @@ REGISTER_OP("TfevoNeatSpeciate")
     })
     .Doc(R"doc(
 NEAT speciation (representatives, closest species, founders in population order).
+)doc");
+
+
+REGISTER_OP("TfevoNeatPlan")
+    .Input("species: int32")         // [P] species slot per genome
+    .Input("alive: bool")            // [S] live after speciation
+    .Input("keys: int64")            // [S]
+    .Input("best_fitness: float")    // [S]
+    .Input("last_improved: int64")   // [S]
+    .Input("fitness: float")         // [P] finite (worst -> finite)
+    .Input("member_key: int64")      // [P] genome ids (newer = larger)
+    .Input("generation: int64")      // []
+    .Input("uniforms: float")        // [P, 5] parent-choice uniforms
+    .Attr("species_fitness: {'max', 'min', 'mean', 'median'}")
+    .Attr("max_stagnation: int")
+    .Attr("species_elitism: int")
+    .Attr("reset_on_extinction: bool")
+    .Attr("min_size: int")
+    .Attr("rank_allotment: bool")
+    .Attr("change_rate: float")
+    .Attr("elitism: int")
+    .Attr("survival_threshold: float")
+    .Attr("crossover_prob: float")
+    .Output("size: int32")           // [S]
+    .Output("alive_out: bool")       // [S] after stagnation
+    .Output("species_fitness_out: float")  // [S]
+    .Output("best_fitness_out: float")     // [S]
+    .Output("last_improved_out: int64")    // [S]
+    .Output("extinct: bool")         // []
+    .Output("spawn: int32")          // [S]
+    .Output("parent1: int32")        // [P]
+    .Output("parent2: int32")        // [P]
+    .Output("is_elite: bool")        // [P]
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle sp, alive;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &sp));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &alive));
+      auto P = c->Dim(sp, 0);
+      auto S = c->Dim(alive, 0);
+      for (int i = 0; i < 5; ++i) c->set_output(i, c->Vector(S));
+      c->set_output(5, c->Scalar());
+      c->set_output(6, c->Vector(S));
+      for (int i = 7; i < 10; ++i) c->set_output(i, c->Vector(P));
+      return Status();
+    })
+    .Doc(R"doc(
+NEAT after speciation: species sizes and fitness, stagnation, offspring
+allotment (neat-python's compute_spawn and exact adjustment), parents.
 )doc");
 
 namespace {
@@ -549,8 +598,272 @@ class NeatSpeciateOp : public OpKernel {
   Coeffs coeffs_;
 };
 
+
+// Stable ranks: rank[i] = position of i when sorting by `less` (ties by index).
+template <typename Less>
+std::vector<int32_t> StableOrder(int64_t n, Less less) {
+  std::vector<int32_t> o(n);
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int32_t>(i);
+  std::stable_sort(o.begin(), o.end(), less);
+  return o;
+}
+
+template <typename Less>
+std::vector<int32_t> StableRank(int64_t n, Less less) {
+  std::vector<int32_t> o = StableOrder(n, less), r(n);
+  for (int64_t i = 0; i < n; ++i) r[o[i]] = static_cast<int32_t>(i);
+  return r;
+}
+
+class NeatPlanOp : public OpKernel {
+ public:
+  explicit NeatPlanOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string f;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("species_fitness", &f));
+    fitness_func_ = f == "max" ? 0 : f == "min" ? 1 : f == "mean" ? 2 : 3;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_stagnation", &max_stagnation_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("species_elitism", &species_elitism_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("reset_on_extinction", &reset_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("min_size", &min_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rank_allotment", &rank_allot_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("change_rate", &rate_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("elitism", &elitism_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("survival_threshold", &survival_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("crossover_prob", &crossover_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    namespace errors = ::tensorflow::errors;
+    const int64_t P = ctx->input(0).NumElements();
+    const int64_t S = ctx->input(1).NumElements();
+    for (int i : {2, 3, 4})
+      OP_REQUIRES(ctx, ctx->input(i).NumElements() == S,
+                  errors::InvalidArgument("TfevoNeatPlan: input ", i, " must have ", S, " elements"));
+    for (int i : {5, 6})
+      OP_REQUIRES(ctx, ctx->input(i).NumElements() == P,
+                  errors::InvalidArgument("TfevoNeatPlan: input ", i, " must have ", P, " elements"));
+    OP_REQUIRES(ctx, ctx->input(7).NumElements() == 1,
+                errors::InvalidArgument("TfevoNeatPlan: generation must be a scalar"));
+    OP_REQUIRES(ctx, ctx->input(8).dims() == 2 && ctx->input(8).dim_size(0) == P && ctx->input(8).dim_size(1) == 5,
+                errors::InvalidArgument("TfevoNeatPlan: uniforms must be [P, 5], got ",
+                                        ctx->input(8).shape().DebugString()));
+    OP_REQUIRES(ctx, P > 0 && S > 0, errors::InvalidArgument("TfevoNeatPlan: empty population or species"));
+    const int32_t* sp = ctx->input(0).flat<int32_t>().data();
+    const bool* alive_in = ctx->input(1).flat<bool>().data();
+    const int64_t* keys = ctx->input(2).flat<int64_t>().data();
+    const float* ff = ctx->input(5).flat<float>().data();
+    const int64_t* mkey = ctx->input(6).flat<int64_t>().data();
+    const int64_t gen = ctx->input(7).scalar<int64_t>()();
+    const float* u = ctx->input(8).flat<float>().data();
+    for (int64_t p = 0; p < P; ++p)
+      OP_REQUIRES(ctx, sp[p] >= 0 && sp[p] < S,
+                  errors::InvalidArgument("TfevoNeatPlan: species id ", sp[p], " out of [0, ", S, ")"));
+    Tensor *size_t_, *alive_t, *fit_t, *bestf_t, *last_t, *ext_t, *spawn_t, *p1_t, *p2_t, *el_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({S}), &size_t_));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({S}), &alive_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({S}), &fit_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({S}), &bestf_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({S}), &last_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({}), &ext_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({S}), &spawn_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({P}), &p1_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({P}), &p2_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(9, TensorShape({P}), &el_t));
+    int32_t* size = size_t_->flat<int32_t>().data();
+    bool* alive = alive_t->flat<bool>().data();
+    float* fit = fit_t->flat<float>().data();
+    float* best_f = bestf_t->flat<float>().data();
+    int64_t* last_imp = last_t->flat<int64_t>().data();
+    int32_t* spawn = spawn_t->flat<int32_t>().data();
+    int32_t* p1 = p1_t->flat<int32_t>().data();
+    int32_t* p2 = p2_t->flat<int32_t>().data();
+    bool* is_elite = el_t->flat<bool>().data();
+    std::memcpy(best_f, ctx->input(3).flat<float>().data(), S * sizeof(float));
+    std::memcpy(last_imp, ctx->input(4).flat<int64_t>().data(), S * sizeof(int64_t));
+
+    // species sizes, sums (population order), members grouped by species
+    std::vector<float> sum(S, 0.f), mx(S, -kHighest), mn(S, kHighest);
+    std::fill(size, size + S, 0);
+    for (int64_t p = 0; p < P; ++p) {
+      const int32_t s = sp[p];
+      ++size[s];
+      sum[s] += ff[p];
+      mx[s] = std::max(mx[s], ff[p]);
+      mn[s] = std::min(mn[s], ff[p]);
+    }
+    std::vector<float> mean(S);
+    for (int64_t s = 0; s < S; ++s) {
+      alive[s] = alive_in[s] && size[s] > 0;
+      mean[s] = sum[s] / static_cast<float>(std::max(size[s], 1));
+    }
+    std::vector<int32_t> start(S, 0);
+    for (int64_t s = 1; s < S; ++s) start[s] = start[s - 1] + size[s - 1];
+    // members by (species, fitness descending, genome id descending, index)
+    std::vector<int32_t> order(P);
+    {
+      std::vector<int32_t> fill(start);
+      for (int64_t p = 0; p < P; ++p) order[fill[sp[p]]++] = static_cast<int32_t>(p);
+      for (int64_t s = 0; s < S; ++s)
+        std::stable_sort(order.begin() + start[s], order.begin() + start[s] + size[s], [&](int32_t a, int32_t b) {
+          if (ff[a] != ff[b]) return ff[a] > ff[b];
+          return mkey[a] > mkey[b];
+        });
+    }
+    for (int64_t s = 0; s < S; ++s) {
+      float f;
+      switch (fitness_func_) {
+        case 0: f = mx[s]; break;
+        case 1: f = mn[s]; break;
+        case 2: f = mean[s]; break;
+        default: {  // median: members' fitness ascending = reversed order
+          const int32_t n = size[s];
+          if (n == 0) { f = 0.f; break; }
+          const int32_t lo = (n - 1) / 2, hi = n / 2;  // ascending positions
+          const float a = ff[order[start[s] + n - 1 - lo]], b = ff[order[start[s] + n - 1 - hi]];
+          f = 0.5f * (a + b);
+        }
+      }
+      fit[s] = alive[s] ? f : -kInf;
+      if (alive[s] && fit[s] > best_f[s]) {
+        last_imp[s] = gen;
+        best_f[s] = fit[s];
+      }
+    }
+    // stagnation (the best species_elitism species are protected)
+    const std::vector<int32_t> rank = StableRank(S, [&](int32_t a, int32_t b) { return -fit[a] < -fit[b]; });
+    std::vector<char> stagnant(S);
+    bool extinct = true;
+    for (int64_t s = 0; s < S; ++s) {
+      stagnant[s] = alive[s] && (gen - last_imp[s]) >= max_stagnation_ && !(rank[s] < species_elitism_);
+      extinct = extinct && (stagnant[s] || !alive[s]);
+    }
+    for (int64_t s = 0; s < S; ++s) {
+      if (reset_) stagnant[s] = stagnant[s] && !extinct;
+      else stagnant[s] = stagnant[s] && !(extinct && rank[s] == 0);
+      alive[s] = alive[s] && !stagnant[s];
+    }
+    if (!reset_) extinct = false;
+    ext_t->scalar<bool>()() = extinct;
+    // adjusted fitness (range of the surviving members)
+    float fmin = kInf, fmax = -kInf;
+    for (int64_t p = 0; p < P; ++p)
+      if (alive[sp[p]]) {
+        fmin = std::min(fmin, ff[p]);
+        fmax = std::max(fmax, ff[p]);
+      }
+    const float frange = std::max(1.f, fmax - fmin);
+    const std::vector<int32_t> arank =
+        StableRank(S, [&](int32_t a, int32_t b) { return (alive[a] ? -fit[a] : kInf) < (alive[b] ? -fit[b] : kInf); });
+    // offspring per species: compute_spawn
+    const float min_size = static_cast<float>(min_size_);
+    int32_t n_alive = 0;
+    for (int64_t s = 0; s < S; ++s) n_alive += alive[s];
+    std::vector<float> share(S);
+    float tot = 0.f;
+    for (int64_t s = 0; s < S; ++s) {
+      share[s] = !alive[s] ? 0.f
+                 : rank_allot_ ? static_cast<float>(n_alive) - static_cast<float>(arank[s])
+                               : (mean[s] - fmin) / frange;
+      tot += share[s];
+    }
+    const float Pf = static_cast<float>(P);
+    std::vector<float> sf(S);
+    float total = 0.f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float target = tot > 0.f ? std::max(min_size, (share[s] / std::max(tot, 1e-12f)) * Pf) : min_size;
+      const float prev = static_cast<float>(size[s]);
+      const float d = Rounded((target - prev) * rate_);
+      const float c = std::nearbyint(d);
+      const float sg = d > 0.f ? 1.f : (d < 0.f ? -1.f : 0.f);
+      sf[s] = alive[s] ? prev + (std::fabs(c) > 0.f ? c : sg) : 0.f;
+      total += sf[s];
+    }
+    int32_t spawn_sum = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      spawn[s] = alive[s] ? static_cast<int32_t>(
+                                std::max(min_size, std::nearbyint(Rounded(sf[s] * Pf) / std::max(total, 1.f))))
+                          : 0;
+      spawn_sum += spawn[s];
+    }
+    // exact adjustment: species order = fitness ascending, then key
+    const std::vector<int32_t> so = StableOrder(S, [&](int32_t a, int32_t b) {
+      const float fa = alive[a] ? fit[a] : kInf, fb = alive[b] ? fit[b] : kInf;
+      if (fa != fb) return fa < fb;
+      const int64_t ka = alive[a] ? keys[a] : std::numeric_limits<int64_t>::max();
+      const int64_t kb = alive[b] ? keys[b] : std::numeric_limits<int64_t>::max();
+      return ka < kb;
+    });
+    std::vector<int32_t> pos(S);
+    for (int64_t i = 0; i < S; ++i) pos[so[i]] = static_cast<int32_t>(i);
+    const int32_t n = std::max(n_alive, 1);
+    const int32_t diff = static_cast<int32_t>(P) - spawn_sum;
+    const int32_t kMax = std::numeric_limits<int32_t>::max();
+    const int32_t Si = static_cast<int32_t>(S), mins = static_cast<int32_t>(min_size_);
+    if (diff > 0) {
+      std::vector<int32_t> key(S);
+      for (int64_t s = 0; s < S; ++s) key[s] = alive[s] ? spawn[s] * Si + pos[s] : kMax;
+      const std::vector<int32_t> q = StableRank(S, [&](int32_t a, int32_t b) { return key[a] < key[b]; });
+      for (int64_t s = 0; s < S; ++s)
+        if (alive[s]) spawn[s] += diff / n + (q[s] < diff % n ? 1 : 0);
+    } else if (diff < 0) {
+      int32_t rem = -diff;
+      std::vector<int32_t> key(S);
+      for (int64_t it = 0; it < P; ++it) {
+        bool any = false;
+        for (int64_t s = 0; s < S; ++s) any = any || (alive[s] && spawn[s] > mins);
+        if (!(rem > 0 && any)) break;
+        for (int64_t s = 0; s < S; ++s) key[s] = (alive[s] && spawn[s] > mins) ? -spawn[s] * Si + pos[s] : kMax;
+        const std::vector<int32_t> q = StableRank(S, [&](int32_t a, int32_t b) { return key[a] < key[b]; });
+        int32_t took = 0;
+        for (int64_t s = 0; s < S; ++s)
+          if (alive[s] && spawn[s] > mins && q[s] < rem) {
+            --spawn[s];
+            ++took;
+          }
+        rem -= took;
+      }
+    }
+    // children: species by cumulative spawn, elites first, parents from the survivors
+    std::vector<int32_t> cum(S);
+    int32_t acc = 0;
+    for (int64_t s = 0; s < S; ++s) cum[s] = (acc += spawn[s]);
+    std::vector<int32_t> kk(S);
+    for (int64_t s = 0; s < S; ++s) {
+      const int32_t surv = static_cast<int32_t>(std::ceil(survival_ * static_cast<float>(size[s])));
+      kk[s] = std::max(std::min(size[s], std::max(surv, 2)), 1);
+    }
+    auto at = [&](int64_t i) { return order[std::min<int64_t>(std::max<int64_t>(i, 0), P - 1)]; };
+    int64_t c = 0;
+    for (int64_t i = 0; i < P; ++i) {
+      while (c < S && cum[c] <= i) ++c;
+      const int64_t cs = std::min<int64_t>(c, S - 1);
+      const int64_t j = i - (cum[cs] - spawn[cs]);
+      const bool el = j < std::min(size[cs], static_cast<int32_t>(elitism_));
+      const int32_t kc = kk[cs];
+      const float kf = static_cast<float>(kc);
+      const int32_t r1 = std::min(static_cast<int32_t>(Rounded(u[5 * i] * kf)), kc - 1);
+      const int32_t r2 = std::min(static_cast<int32_t>(Rounded(u[5 * i + 1] * kf)), kc - 1);
+      int32_t a = at(start[cs] + (el ? j : r1));
+      int32_t b = at(start[cs] + r2);
+      if (crossover_ < 1.f && !(u[5 * i + 4] < crossover_)) b = a;
+      if (el) b = a;
+      if (ff[b] > ff[a]) std::swap(a, b);
+      p1[i] = a;
+      p2[i] = b;
+      is_elite[i] = el;
+    }
+  }
+
+ private:
+  int fitness_func_;
+  int64_t max_stagnation_, species_elitism_, min_size_, elitism_;
+  bool reset_, rank_allot_;
+  float rate_, survival_, crossover_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatSpeciate").Device(DEVICE_CPU), NeatSpeciateOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatPlan").Device(DEVICE_CPU), NeatPlanOp);
 
 }  // namespace tfevo_neat_speciate

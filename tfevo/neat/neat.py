@@ -153,59 +153,13 @@ class NEAT(tf.Module):
 
     def _spawn(self, alive, size, fit_s, adj_s, rank, keys):
         """Offspring per species [S] (int32, sums to P), neat-python's
-        ``compute_spawn`` followed by its exact adjustment: missing members go
-        one at a time to the smallest species first, surplus is taken one at a
-        time from the largest (never below the minimum size); ties in species
-        order (fitness ascending, then key)."""
-        cfg = self.config
-        P, S = cfg.pop_size, cfg.max_species
-        min_size = float(max(cfg.min_species_size, cfg.elitism))
-        if cfg.allotment == "rank":
-            n_alive = tf.reduce_sum(tf.cast(alive, tf.float32))
-            share = tf.where(alive, n_alive - tf.cast(rank, tf.float32), 0.0)
-        else:
-            share = tf.where(alive, adj_s, 0.0)
-        tot = tf.reduce_sum(share)
-        target = tf.where(tot > 0, tf.maximum(min_size, share / tf.maximum(tot, 1e-12) * P), min_size)
-        prev = tf.cast(size, tf.float32)
-        d = (target - prev) * cfg.spawn_number_change_rate
-        c = tf.round(d)
-        spawn = prev + tf.where(tf.abs(c) > 0, c, tf.sign(d))
-        spawn = tf.where(alive, spawn, 0.0)
-        total = tf.reduce_sum(spawn)
-        spawn = tf.where(alive, tf.maximum(min_size, tf.round(spawn * P / tf.maximum(total, 1.0))), 0.0)
-        spawn = tf.cast(spawn, tf.int32)
-        mins = int(min_size)
-        # species order of neat-python's list: fitness ascending, then key
-        o = tf.argsort(tf.where(alive, keys, tf.int64.max), stable=True)
-        o = tf.gather(o, tf.argsort(tf.gather(tf.where(alive, fit_s, _INF), o), stable=True))
-        pos = tf.math.invert_permutation(o)  # position of each species in that order
-        n = tf.maximum(tf.reduce_sum(tf.cast(alive, tf.int32)), 1)
-        diff = P - tf.reduce_sum(spawn)
-
-        def grow(spawn, diff):  # ascending by size, round robin
-            key = tf.where(alive, spawn * S + pos, tf.int32.max)
-            q = tf.math.invert_permutation(tf.argsort(key, stable=True))  # rank by (size, order)
-            return spawn + tf.where(alive, diff // n + tf.cast(q < diff % n, tf.int32), 0)
-
-        def shrink(spawn, diff):  # descending by size, one per species per pass
-            def body(spawn, rem):
-                el = alive & (spawn > mins)
-                key = tf.where(el, -spawn * S + pos, tf.int32.max)
-                q = tf.math.invert_permutation(tf.argsort(key, stable=True))
-                take = el & (q < rem)
-                return spawn - tf.cast(take, tf.int32), rem - tf.reduce_sum(tf.cast(take, tf.int32))
-
-            return tf.while_loop(lambda s, r: (r > 0) & tf.reduce_any(alive & (s > mins)), body,
-                                 (spawn, -diff), maximum_iterations=P)[0]
-
-        spawn = tf.cond(diff > 0, lambda: grow(spawn, diff),
-                        lambda: tf.cond(diff < 0, lambda: shrink(spawn, diff), lambda: spawn))
-        return spawn
+        ``compute_spawn`` followed by its exact adjustment (see
+        :func:`tfevo.neat._speciate_op.spawn_reference`)."""
+        return _speciate_op.spawn_reference(self.config, alive, size, fit_s, adj_s, rank, keys)
 
     def _tell(self, nodes, conns, fitness):
         cfg = self.config
-        P, S = cfg.pop_size, cfg.max_species
+        P = cfg.pop_size
         gen = self.generation.read_value()
         f = sanitize_fitness(fitness)
         ff = worst_to_finite(f)
@@ -219,76 +173,12 @@ class NEAT(tf.Module):
         with tf.name_scope("speciate"):
             sp, alive, keys, created, best_f, last_imp = self._speciate(nodes, conns)
         self.member_species.assign(sp)
-        size = tf.math.unsorted_segment_sum(tf.ones([P], tf.int32), sp, S)
-        alive = alive & (size > 0)
-        if cfg.species_fitness_func == "max":
-            fit_s = tf.math.unsorted_segment_max(ff, sp, S)
-        elif cfg.species_fitness_func == "min":
-            fit_s = tf.math.unsorted_segment_min(ff, sp, S)
-        elif cfg.species_fitness_func == "mean":
-            fit_s = tf.math.unsorted_segment_mean(ff, sp, S)
-        else:  # median via sorted order
-            fit_s = NEAT._segment_median(ff, sp, size)
-        fit_s = tf.where(alive, fit_s, -_INF)
-        improved = alive & (fit_s > best_f)
-        last_imp = tf.where(improved, gen, last_imp)
-        best_f = tf.where(improved, fit_s, best_f)
-        # stagnation, protecting the best species_elitism species
-        rank = tf.argsort(tf.argsort(-fit_s, stable=True), stable=True)  # 0 = best
-        protected = rank < cfg.species_elitism
-        stagnant = alive & ((gen - last_imp) >= cfg.max_stagnation) & ~protected
-        extinct = tf.reduce_all(stagnant | ~alive)
-        if cfg.reset_on_extinction:
-            # neat-python: every species stagnant -> a fresh population (bred as
-            # if none were stagnant, then replaced below) and no species
-            stagnant = stagnant & ~extinct
-        else:
-            stagnant = stagnant & ~(extinct & tf.equal(rank, 0))
-            extinct = tf.constant(False)
-        alive = alive & ~stagnant
-        # adjusted fitness (neat-python): mean member fitness scaled by the range
-        member_alive = tf.gather(alive, sp)
-        fmin = tf.reduce_min(tf.where(member_alive, ff, _INF))
-        fmax = tf.reduce_max(tf.where(member_alive, ff, -_INF))
-        frange = tf.maximum(1.0, fmax - fmin)
-        mean_s = tf.math.unsorted_segment_mean(ff, sp, S)
-        adj = tf.where(alive, (mean_s - fmin) / frange, 0.0)
-        arank = tf.argsort(tf.argsort(tf.where(alive, -fit_s, _INF), stable=True), stable=True)
-        spawn = self._spawn(alive, size, fit_s, adj, arank, keys)
-
-        # ---- reproduction --------------------------------------------------
+        # stagnation, offspring allotment and parents: the C++ kernel
+        # TfevoNeatPlan or its reference (tfevo.neat._speciate_op.plan_reference)
         seeds = tf.random.experimental.stateless_split(self.seeds.next(), 8)
-        o0 = tf.argsort(-self.member_key, stable=True)  # ties: newest genome first (neat-python)
-        o1 = tf.gather(o0, tf.argsort(-tf.gather(ff, o0), stable=True))
-        o2 = tf.argsort(tf.gather(sp, o1), stable=True)
-        order = tf.gather(o1, o2)  # members grouped by species, best first
-        start = tf.cumsum(size, exclusive=True)
-        cum = tf.cumsum(spawn)
-        child_sp = tf.searchsorted(cum, tf.range(P), side="right", out_type=tf.int32)
-        child_sp = tf.minimum(child_sp, S - 1)
-        j = tf.range(P) - tf.gather(cum - spawn, child_sp)
-        n_elite = tf.minimum(size, cfg.elitism)
-        is_elite = j < tf.gather(n_elite, child_sp)
-        k = tf.minimum(size, tf.maximum(tf.cast(tf.math.ceil(cfg.survival_threshold * tf.cast(size, tf.float32)), tf.int32), 2))
-        k = tf.maximum(k, 1)
         u = tf.random.stateless_uniform([P, 5], seeds[0])
-        kc = tf.gather(k, child_sp)
-        st = tf.gather(start, child_sp)
-        r1 = tf.minimum(tf.cast(u[:, 0] * tf.cast(kc, tf.float32), tf.int32), kc - 1)
-        r2 = tf.minimum(tf.cast(u[:, 1] * tf.cast(kc, tf.float32), tf.int32), kc - 1)
-        p1 = tf.gather(order, st + tf.where(is_elite, j, r1))
-        p2 = tf.gather(order, st + r2)
-        if cfg.interspecies_crossover_prob > 0:
-            logits = tf.where(alive, 0.0, -_INF)[None]
-            other = tf.random.stateless_categorical(logits, P, seeds[1], dtype=tf.int32)[0]
-            ko = tf.gather(k, other)
-            ro = tf.minimum(tf.cast(u[:, 2] * tf.cast(ko, tf.float32), tf.int32), ko - 1)
-            p2 = tf.where(u[:, 3] < cfg.interspecies_crossover_prob, tf.gather(order, tf.gather(start, other) + ro), p2)
-        if cfg.crossover_prob < 1.0:
-            p2 = tf.where(u[:, 4] < cfg.crossover_prob, p2, p1)
-        p2 = tf.where(is_elite, p1, p2)
-        swap = tf.gather(ff, p2) > tf.gather(ff, p1)
-        p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
+        size, alive, fit_s, best_f, last_imp, extinct, _, p1, p2, is_elite = _speciate_op.plan(
+            cfg, sp, alive, keys, best_f, last_imp, ff, self.member_key.read_value(), gen, u, seeds[1])
         with tf.name_scope("breed"):
             cn, cc, nk, nm, skn, skc = self._breed_fn(nodes, conns, p1, p2, is_elite, seeds[2], seeds[3],
                                                       self.next_node_key.read_value(), self.next_marker.read_value())
