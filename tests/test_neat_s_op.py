@@ -61,17 +61,18 @@ def _run_and_compare(cfg, fitness, gens, seed=0):
     return counts
 
 
+def _xor_cfg(**kw):
+    return XOR().config(pop_size=1000, max_nodes=32, max_conns=64, compatibility_threshold=2.0, **kw)
+
+
 @needs_op
 def test_xor_runs_identical():
-    """XOR config, pop 150 (neat-python's example) over 10 generations and
-    pop 1500 over 3: every generation's speciation is identical."""
+    """XOR config, pop 1000, 6 generations: every generation's speciation
+    is identical (several species, founders after generation 0)."""
     prob = XOR()
-    cfg = prob.config(pop_size=150, max_nodes=32, max_conns=64)
-    counts = _run_and_compare(cfg, lambda p: prob(p, cfg), 10, seed=1)
-    assert max(counts) >= 1
-    cfg = prob.config(pop_size=1500, max_nodes=32, max_conns=64, compatibility_threshold=2.0)
-    counts = _run_and_compare(cfg, lambda p: prob(p, cfg), 3, seed=2)
-    assert max(counts) >= 3, counts  # several species, founders after generation 0
+    cfg = _xor_cfg()
+    counts = _run_and_compare(cfg, lambda p: prob(p, cfg), 6, seed=2)
+    assert max(counts) >= 3, counts
 
 
 @needs_op
@@ -182,6 +183,56 @@ def test_whole_run_same_with_reference_speciation(monkeypatch):
     b = run()
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+
+
+_PLAN_VARIANTS = [dict(), dict(species_fitness_func="mean", max_stagnation=1, species_elitism=0),
+                  dict(species_fitness_func="median", allotment="rank", crossover_prob=0.6, elitism=0),
+                  dict(species_fitness_func="min", max_stagnation=1, species_elitism=0, reset_on_extinction=True),
+                  dict(max_stagnation=2, species_elitism=1, survival_threshold=0.5, min_species_size=3, elitism=3,
+                       spawn_number_change_rate=1.0)]
+
+
+@needs_op
+def test_plan_identical_on_real_states():
+    """TfevoNeatPlan (sizes, species fitness, stagnation, offspring counts,
+    parents, elites) equals plan_reference on the species states of a real
+    XOR run (pop 1000, 6 generations, fitness with plateaus and ties), under
+    five configs covering every species fitness function, both allotments,
+    crossover_prob < 1, stagnation with and without reset on extinction."""
+    from tfevo.core import sanitize_fitness, worst_to_finite
+
+    prob = XOR()
+    cfg = _xor_cfg()  # as test_xor_runs_identical (one tell trace)
+    variants = [_xor_cfg(**kw) for kw in _PLAN_VARIANTS]
+
+    def fns(c):
+        return (tf.function(lambda *a: so.plan(c, *a, use_op=False), autograph=False),
+                tf.function(lambda *a: so.plan(c, *a, use_op=True), autograph=False))
+
+    pairs = [fns(c) for c in variants]
+    algo = NEAT(cfg, seed=6)
+    rng = np.random.default_rng(3)
+    stagnated = extinct = 0
+    for g in range(6):
+        pop = algo.ask()
+        f = prob(pop, cfg).numpy()
+        f[rng.random(1000) < 0.3] = np.round(f[0], 1)  # ties
+        f[rng.integers(1000)] = np.nan
+        st = _state_args(algo, pop)
+        sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, *st)
+        ff = worst_to_finite(sanitize_fitness(tf.constant(f)))
+        u = tf.random.stateless_uniform([1000, 5], [g, 1])
+        args = (sp, alive, keys, best_f, last_imp, ff, algo.member_key.read_value(), algo.generation.read_value(), u)
+        for (ref, op), kw in zip(pairs, _PLAN_VARIANTS):
+            r, o = ref(*args), op(*args)
+            for name, a, b in zip(["size", "alive", "fit", "best_f", "last_imp", "extinct", "spawn", "p1", "p2",
+                                   "elite"], r, o):
+                np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=f"gen {g} {kw} {name}")
+            assert int(o[6].numpy().sum()) == 1000 or bool(o[5].numpy())
+            stagnated += int(alive.numpy().sum() - o[1].numpy().sum())
+            extinct += int(o[5].numpy())
+        algo.tell(pop, tf.constant(f))
+    assert stagnated > 0  # stagnation removed species in some variant
 
 
 def test_dispatcher_uses_reference_under_xla_and_when_disabled():
