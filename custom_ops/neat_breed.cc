@@ -11,14 +11,18 @@
 //   u_all  float [P, 13 + wn*kn + wc*kc]           mutation uniforms
 //
 // and each one is consumed at the same place and in the same way as in the
-// reference, so structure, keys, markers, parents' choices and skip counts
-// are identical.  Float arithmetic is done in float32 in the reference's
-// order (constants are the reference's float32 roundings, passed in as
-// attrs; no FMA contraction).  The only difference: log1p and cos of the
-// Box-Muller normal are the C library's, TensorFlow's CPU kernels use
-// Eigen's vectorized approximations, so a gaussian draw can differ by a few
-// ulp (perturbed and fresh bias/response/weight values; nothing discrete
-// depends on them).
+// reference, so the children are the reference's BIT FOR BIT: structure,
+// node keys, markers, counters, skip counts and every float attribute.  For
+// the floats this takes: float32 arithmetic in the reference's order with
+// its float32 constants (passed in as attrs), no FMA contraction; divisions
+// by a constant as Grappler rewrites them (x * (1 / c)); and the Box-Muller
+// normal with TensorFlow's log1p/cos (see below).  On a machine whose
+// TensorFlow build differs (no AVX), the normals agree to a few ulp.
+//
+// The bred slot range: TfevoNeatBreedWidths gives (wn, wc) = used width + 1
+// node / + 3 connection slots (operators.used_width), the random numbers are
+// drawn for that range, and the kernel reads the first wn / wc rows of the
+// full-width parents (no slicing copies).
 //
 // Phases (P genomes, independent work split over TensorFlow's intra-op pool;
 // results never depend on the number of threads):
@@ -60,9 +64,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <vector>
@@ -85,8 +86,9 @@ using ::tensorflow::TensorShape;
 using ::tensorflow::shape_inference::InferenceContext;
 
 REGISTER_OP("TfevoNeatBreed")
-    .Input("nodes: float")        // [P, wn, 5]  parents' nodes, used slot range
-    .Input("conns: float")        // [P, wc, 5]
+    .Input("nodes: float")        // [P, >= wn, 5]  parents' nodes (rows >= wn unused)
+    .Input("conns: float")        // [P, >= wc, 5]
+    .Input("widths: int32")       // [2] (wn, wc): the slot range bred (see TfevoNeatBreedWidths)
     .Input("p1: int32")           // [P] fitter parent
     .Input("p2: int32")           // [P]
     .Input("is_elite: bool")      // [P] elites are copied (no mutation)
@@ -125,7 +127,7 @@ REGISTER_OP("TfevoNeatBreed")
       int64_t n, m;
       TF_RETURN_IF_ERROR(c->GetAttr("max_nodes", &n));
       TF_RETURN_IF_ERROR(c->GetAttr("max_conns", &m));
-      auto P = c->Dim(c->input(2), 0);
+      auto P = c->Dim(c->input(3), 0);
       c->set_output(0, c->MakeShape({P, c->MakeDim(n), c->MakeDim(5)}));
       c->set_output(1, c->MakeShape({P, c->MakeDim(m), c->MakeDim(5)}));
       for (int i = 2; i < 6; ++i) c->set_output(i, c->Scalar());
@@ -133,6 +135,21 @@ REGISTER_OP("TfevoNeatBreed")
     })
     .Doc(R"doc(
 NEAT breeding of a population given its random numbers (see tfevo/neat/_breed_op.py).
+)doc");
+
+REGISTER_OP("TfevoNeatBreedWidths")
+    .Input("nodes: float")  // [P, N, 5]
+    .Input("conns: float")  // [P, C, 5]
+    .Attr("node_extra: int >= 0")
+    .Attr("conn_extra: int >= 0")
+    .Output("widths: int32")  // [2]
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->MakeShape({2}));
+      return Status();
+    })
+    .Doc(R"doc(
+The slot range NEAT breeds: min(1 + last used slot in any genome + extra, width)
+for nodes and connections (operators.used_width).
 )doc");
 
 namespace {
@@ -372,24 +389,27 @@ class NeatBreedOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& nodes_t = ctx->input(0);
     const Tensor& conns_t = ctx->input(1);
-    const Tensor& p1_t = ctx->input(2);
-    const Tensor& p2_t = ctx->input(3);
-    const Tensor& elite_t = ctx->input(4);
-    const Tensor& words_t = ctx->input(5);
-    const Tensor& u_t = ctx->input(6);
-    const Tensor& nk_t = ctx->input(7);
-    const Tensor& nm_t = ctx->input(8);
+    const Tensor& widths_t = ctx->input(2);
+    const Tensor& p1_t = ctx->input(3);
+    const Tensor& p2_t = ctx->input(4);
+    const Tensor& elite_t = ctx->input(5);
+    const Tensor& words_t = ctx->input(6);
+    const Tensor& u_t = ctx->input(7);
+    const Tensor& nk_t = ctx->input(8);
+    const Tensor& nm_t = ctx->input(9);
     using tensorflow::errors::InvalidArgument;
     OP_REQUIRES(ctx, nodes_t.dims() == 3 && nodes_t.dim_size(2) == kD,
                 InvalidArgument("TfevoNeatBreed: nodes must be [P, wn, 5], got ", nodes_t.shape().DebugString()));
     const int64_t P = nodes_t.dim_size(0);
-    const int wn = static_cast<int>(nodes_t.dim_size(1));
     OP_REQUIRES(ctx, conns_t.dims() == 3 && conns_t.dim_size(2) == kD && conns_t.dim_size(0) == P,
                 InvalidArgument("TfevoNeatBreed: conns must be [P, wc, 5], got ", conns_t.shape().DebugString()));
-    const int wc = static_cast<int>(conns_t.dim_size(1));
-    OP_REQUIRES(ctx, wn <= N_ && wc <= C_ && wn >= I_ + O_,
-                InvalidArgument("TfevoNeatBreed: slot widths ", wn, "/", wc, " outside [", I_ + O_, ", ", N_,
-                                "] / [0, ", C_, "]"));
+    OP_REQUIRES(ctx, widths_t.NumElements() == 2,
+                InvalidArgument("TfevoNeatBreed: widths must be [2], got ", widths_t.shape().DebugString()));
+    const int wn = widths_t.flat<int32_t>()(0), wc = widths_t.flat<int32_t>()(1);
+    const int n_in = static_cast<int>(nodes_t.dim_size(1)), c_in = static_cast<int>(conns_t.dim_size(1));
+    OP_REQUIRES(ctx, wn <= N_ && wc <= C_ && wn >= I_ + O_ && wc >= 0 && wn <= n_in && wc <= c_in,
+                InvalidArgument("TfevoNeatBreed: slot widths ", wn, "/", wc, " outside [", I_ + O_, ", ",
+                                std::min(N_, n_in), "] / [0, ", std::min(C_, c_in), "]"));
     for (const Tensor* t : {&p1_t, &p2_t, &elite_t})
       OP_REQUIRES(ctx, t->dims() == 1 && t->dim_size(0) == P,
                   InvalidArgument("TfevoNeatBreed: p1, p2, is_elite must be [", P, "], got ",
@@ -419,6 +439,8 @@ class NeatBreedOp : public OpKernel {
     Ctx c;
     c.nodes = nodes_t.flat<float>().data();
     c.conns = conns_t.flat<float>().data();
+    c.n_in = n_in;
+    c.c_in = c_in;
     c.p1 = p1;
     c.p2 = p2;
     c.elite = elite_t.flat<bool>().data();
@@ -447,9 +469,6 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
-    auto T = [] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-    const bool prof = std::getenv("TFEVO_BREED_PROF") != nullptr;
-    double t0 = T();
     // ---- A: crossover, add-node decision
     run(cost, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseA(c, i);
@@ -477,23 +496,18 @@ class NeatBreedOp : public OpKernel {
         }
       }
     }
-    double t1 = T();
     // ---- B: add node, delete node, add-connection choice
     run(cost + 4 * int64_t{wc} * wn, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker);
     });
     next_key += nnew;
     next_marker += 2 * nnew;
-    double t2 = T();
     // ---- markers of the new pairs
     if (p_add_conn_ > 0.f) next_marker = PairMarkers(c, P, next_marker, run);
-    double t3 = T();
     // ---- C: write new connections, delete connection, attributes, compaction
     run(cost + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseC(c, i);
     });
-    double t4 = T();
-    if (prof) std::fprintf(stderr, "breed P=%ld A %.3f B %.3f M %.3f C %.3f\n", (long)P, t1 - t0, t2 - t1, t3 - t2, t4 - t3);
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -513,6 +527,7 @@ class NeatBreedOp : public OpKernel {
     const uint32_t* words;
     int64_t W, U, P;
     int wn, wc;
+    int n_in, c_in;  // row strides of the parents' tensors
     float *on, *oc;
     GenomeState* st;      // per-genome bookkeeping between the phases
     std::vector<float> gm;  // marker of each distinct new pair (PairMarkers)
@@ -527,10 +542,16 @@ class NeatBreedOp : public OpKernel {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
-    const float* n1 = c.nodes + int64_t{c.p1[i]} * wn * kD;
-    const float* n2 = c.nodes + int64_t{c.p2[i]} * wn * kD;
-    const float* c1 = c.conns + int64_t{c.p1[i]} * wc * kD;
-    const float* c2 = c.conns + int64_t{c.p2[i]} * wc * kD;
+    const float* n1 = c.nodes + int64_t{c.p1[i]} * c.n_in * kD;
+    const float* n2 = c.nodes + int64_t{c.p2[i]} * c.n_in * kD;
+    const float* c1 = c.conns + int64_t{c.p1[i]} * c.c_in * kD;
+    const float* c2 = c.conns + int64_t{c.p2[i]} * c.c_in * kD;
+    if (i + 2 < c.P) {  // parents are random rows: fetch the next genome's early
+      for (const int64_t p : {int64_t{c.p1[i + 2]}, int64_t{c.p2[i + 2]}}) {
+        __builtin_prefetch(c.nodes + p * c.n_in * kD);
+        for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
+      }
+    }
     // crossover (operators.crossover_given): parent 1's genes, homologous
     // attributes from parent 2 where the coin is set
     std::memcpy(cn, n1, sizeof(float) * wn * kD);
@@ -934,8 +955,47 @@ class NeatBreedOp : public OpKernel {
   int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
 };
 
+// operators.used_width + extra, clipped to the width, for nodes and
+// connections.  Genomes are kept compact, so each row is scanned from its end
+// down to the widest slot found so far only.
+class NeatBreedWidthsOp : public OpKernel {
+ public:
+  explicit NeatBreedWidthsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("node_extra", &node_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_extra", &conn_extra_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
+    for (int k = 0; k < 2; ++k) {
+      const Tensor& t = ctx->input(k);
+      OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
+                  tensorflow::errors::InvalidArgument("TfevoNeatBreedWidths: inputs must be [P, K, 5], got ",
+                                                      t.shape().DebugString()));
+      const int64_t P = t.dim_size(0), K = t.dim_size(1);
+      const float* x = t.flat<float>().data();
+      int64_t used = 0;
+      for (int64_t i = 0; i < P && used < K; ++i) {
+        const float* row = x + i * K * kD;
+        for (int64_t s = K - 1; s >= used; --s)
+          if (Valid(row + s * kD)) {
+            used = s + 1;
+            break;
+          }
+      }
+      const int64_t extra = k == 0 ? node_extra_ : conn_extra_;
+      out->flat<int32_t>()(k) = static_cast<int32_t>(std::min(used + extra, K));
+    }
+  }
+
+ private:
+  int64_t node_extra_, conn_extra_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedWidths").Device(DEVICE_CPU), NeatBreedWidthsOp);
 
 }  // namespace tfevo_neat_breed

@@ -10,12 +10,12 @@ numbers that TensorFlow's stateless kernels drew outside
 
 The pure-TensorFlow reference is :func:`breed_reference` (the graph code of
 ``tfevo.neat.neat._breed_programs``).  Both consume the same random numbers
-the same way, so the children's structure, node keys, innovation markers,
-counters and skip counts are identical.  Float attributes are computed in
-float32 in the reference's order; only the Box-Muller normal of a perturbed
-or fresh bias/response/weight can differ by a few ulp (the kernel uses the C
-library's ``log1p``/``cos``, TensorFlow's CPU kernels Eigen's vectorized
-approximations).
+the same way, and the kernel gives the reference's children bit for bit:
+structure, node keys, innovation markers, counters, skip counts and every
+float attribute (its float32 arithmetic follows the reference's order and
+constants, divisions by constants as Grappler rewrites them, and the
+Box-Muller normal uses Eigen's AVX packet log1p/cos as TensorFlow's CPU
+kernels do; on a machine without AVX the normals agree to a few ulp).
 
 The reference is used under XLA (``NEAT(..., jit_compile=True)``), with
 ``TFEVO_DISABLE_CUSTOM_OPS=1``, or when the kernel cannot be built.
@@ -32,7 +32,7 @@ from tfevo.neat import operators as O
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 
-__all__ = ["breed", "breed_reference", "breed_op_available", "use_breed_op", "op_attrs"]
+__all__ = ["breed", "breed_population", "breed_reference", "breed_op_available", "use_breed_op", "op_attrs"]
 
 _ATTRS: dict = {}
 
@@ -134,11 +134,41 @@ def breed(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_ke
     if mod is None or _ops.in_xla_context():
         raise RuntimeError("the NEAT breed kernel is not available (not built, disabled by "
                            "TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
+    nodes = tf.convert_to_tensor(nodes, tf.float32)
+    conns = tf.convert_to_tensor(conns, tf.float32)
+    widths = tf.stack([tf.shape(nodes)[1], tf.shape(conns)[1]])
+    return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
+
+
+def _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker):
     P = cfg.pop_size
     cn, cc, nk, nm, skn, skc = mod.tfevo_neat_breed(
-        tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
-        tf.cast(p1, tf.int32), tf.cast(p2, tf.int32), tf.cast(is_elite, tf.bool),
+        nodes, conns, widths, tf.cast(p1, tf.int32), tf.cast(p2, tf.int32), tf.cast(is_elite, tf.bool),
         tf.convert_to_tensor(words, tf.int32), tf.convert_to_tensor(u_all, tf.float32),
         tf.cast(next_key, tf.int64), tf.cast(next_marker, tf.int64), **op_attrs(cfg))
     return (tf.ensure_shape(cn, [P, cfg.max_nodes, NODE_DIM]), tf.ensure_shape(cc, [P, cfg.max_conns, CONN_DIM]),
             nk, nm, skn, skc)
+
+
+def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
+    """``NEAT._breed`` on the default path with the kernels: the bred slot
+    range (used width + 1 node and + 3 connection slots, one small kernel
+    instead of ~10 TensorFlow ops), the random numbers of that range drawn
+    by TensorFlow's stateless kernels exactly as the reference draws them,
+    then :func:`breed` on the full-width tensors (no slicing copies)."""
+    mod = _op()
+    if mod is None or _ops.in_xla_context():
+        raise RuntimeError("the NEAT breed kernel is not available")
+    P = cfg.pop_size
+    nodes = tf.convert_to_tensor(nodes, tf.float32)
+    conns = tf.convert_to_tensor(conns, tf.float32)
+    widths = mod.tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3)
+    wn, wc = widths[0], widths[1]
+    words = O.crossover_words(P, wn, wc, s_cross)
+    u_all = O.mutation_uniforms(cfg, P, wn, wc, s_mut)
+    return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
+
+
+def bred_widths(nodes, conns):
+    """The kernel's (wn, wc) for full-width populations (for tests)."""
+    return _op().tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3)

@@ -221,6 +221,9 @@ class NEAT(tf.Module):
         cfg = self.config
         N, C = cfg.max_nodes, cfg.max_conns
         jit = bool(getattr(self, "jit_compile", False))
+        if not jit and _breed_op.use_breed_op():  # C++ kernels (custom_ops/neat_breed.cc), same children bit for bit
+            return _breed_op.breed_population(cfg, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key,
+                                              next_marker)
         wn = tf.minimum(ops.used_width(node_valid(nodes)) + 1, N)
         wc = tf.minimum(ops.used_width(conn_valid(conns)) + 3, C)
         if jit:
@@ -229,9 +232,6 @@ class NEAT(tf.Module):
         P = cfg.pop_size
         words = ops.crossover_words(P, wn, wc, s_cross)
         u_all = ops.mutation_uniforms(cfg, P, wn, wc, s_mut)
-        if not jit and _breed_op.use_breed_op():
-            # the C++ kernel (custom_ops/neat_breed.cc), same children bit for bit
-            return _breed_op.breed(cfg, n, c, p1, p2, is_elite, words, u_all, next_key, next_marker, use_op=True)
         pre, post = _breed_programs(cfg, jit)
         cn, cc, nk, nm, skn, skc, pm, wr = pre(n, c, p1, p2, is_elite, words, u_all, next_key, next_marker)
         marker, nm = ops.pair_markers(pm, nm)  # TensorFlow kernels (see ops.pair_markers)
