@@ -465,6 +465,22 @@ Status ReadProgram(OpKernelContext* ctx, const char* name, Program* pg) {
   return Status();
 }
 
+// Work of evaluating all active programs once per batch row, in rough nanoseconds; below
+// kInline the kernel runs on the calling thread (waking pool threads costs more than the
+// work, e.g. a control rollout's per-step call at P = 1000, and far more on a loaded machine).
+constexpr int64_t kInline = 150000;
+
+int64_t ProgramWork(const Program& pg) {
+  int64_t w = 0;
+  for (int64_t p = 0; p < pg.P; ++p) {
+    if (pg.active != nullptr && !pg.active[p]) continue;
+    const int32_t cnt = pg.count[p];
+    if (cnt <= 0 || cnt > pg.N) continue;
+    w += 20 + 10 * cnt + 2 * pg.prog[(p * pg.N + cnt - 1) * 4 + 3];
+  }
+  return w;
+}
+
 // Whether member p's program is well formed (slots and edge ranges in bounds).  Programs
 // normally come from TfevoNeatCompile but may be any tensors: checked per member, in the
 // parallel loop, on the data the evaluation reads anyway.
@@ -569,8 +585,13 @@ class ForwardOp : public OpKernel {
       }
     };
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t cost = std::max<int64_t>(1, B * (4 * N + 6 * C));
-    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+    const int64_t total = B * ProgramWork(pg);
+    if (total < kInline) {
+      work(0, P);
+    } else {
+      tensorflow::Shard(pool->num_threads, pool->workers, P, std::max<int64_t>(1, total / std::max<int64_t>(P, 1)),
+                        work);
+    }
     OP_REQUIRES(ctx, !bad.load(), tensorflow::errors::InvalidArgument("TfevoNeatForward: malformed program"));
   }
 
@@ -654,8 +675,13 @@ class RecurrentStepOp : public OpKernel {
       }
     };
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t cost = std::max<int64_t>(1, B * std::max<int64_t>(settle, 1) * (4 * N + 6 * C));
-    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+    const int64_t total = B * std::max<int64_t>(settle, 1) * ProgramWork(pg) + B * N * P / 4;
+    if (total < kInline) {
+      work(0, P);
+    } else {
+      tensorflow::Shard(pool->num_threads, pool->workers, P, std::max<int64_t>(1, total / std::max<int64_t>(P, 1)),
+                        work);
+    }
     OP_REQUIRES(ctx, !bad.load(),
                 tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: malformed program"));
   }

@@ -235,3 +235,33 @@ def test_supervised_problem_kernels_equal_reference(feed_forward):
         f_op, f_ref = prob(pop, cfg).numpy(), ref(pop, cfg).numpy()
         np.testing.assert_allclose(f_op, f_ref, rtol=1e-5, atol=1e-5)
         algo.tell(pop, f_op)
+
+
+@needs_op
+@pytest.mark.parametrize("feed_forward", [True, False])
+def test_control_problem_kernel_rollout_equals_xla_reference(feed_forward):
+    """CartPole through the kernels' rollout (graph loop, finished members skipped) gives the
+    XLA reference rollout's returns for the same start states (the same seed stream)."""
+    from tfevo.neat import NEAT
+    from tfevo.neat._op_rollout import KernelRolloutEvaluator
+    from tfevo.neat.policy import ControlProblem
+    from tfevo.rollout.ingraph import InGraphEvaluator
+
+    cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=40, max_nodes=16, max_conns=32, feed_forward=feed_forward,
+                     node_add_prob=0.6, conn_add_prob=0.6)
+    algo = NEAT(cfg, seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        algo.tell(algo.ask(), rng.normal(size=40).astype(np.float32))
+    pop = algo.ask()
+    op = ControlProblem("CartPole-v1", cfg, episodes=2, max_steps=120, seed=9)
+    ref = ControlProblem("CartPole-v1", cfg, episodes=2, max_steps=120, seed=9, use_custom_op=False)
+    ev_op, ev_ref = op._evaluator_for(*pop)[0], ref._evaluator_for(*pop)[0]
+    assert isinstance(ev_op, KernelRolloutEvaluator) and type(ev_ref) is InGraphEvaluator
+    ev_ref.jit_compile = False  # the same reference program as a graph (CartPole is bit-exact in both): no XLA wait
+    for _ in range(2):  # two calls: the seed streams advance alike
+        f_op, f_ref = op(pop).numpy(), ref(pop).numpy()
+        np.testing.assert_array_equal(f_op, f_ref)
+        np.testing.assert_array_equal(ev_op.last_lengths.numpy(), ev_ref.last_lengths.numpy())
+    assert np.ptp(f_op) > 0 and ev_op.last_frames == ev_ref.last_frames
+    assert int(ev_op.total_frames.numpy()) == int(ev_ref.total_frames.numpy())

@@ -188,6 +188,11 @@ class ControlProblem:
         only (node axis cut after the last used slot, rounded up to a
         multiple of 8), with one compiled rollout per such width; the
         returns are the same as on the full tensors for the same start states.
+      use_custom_op: None (default) rolls out on the C++ inference kernels
+        when they can run (:class:`tfevo.neat._op_rollout.KernelRolloutEvaluator`:
+        graph loop, XLA environment step, finished members skipped); False
+        keeps the XLA-compiled :class:`~tfevo.rollout.InGraphEvaluator` with
+        the dense reference networks.
 
     Example::
 
@@ -196,9 +201,10 @@ class ControlProblem:
     """
 
     def __init__(self, env_id: str, config: NEATConfig, episodes: int = 1, max_steps: int | None = None,
-                 seed: int = 0, settle_steps: int = 1, trim: bool = True):
+                 seed: int = 0, settle_steps: int = 1, trim: bool = True, use_custom_op: bool | None = None):
         from tfevo.envs import make
 
+        self.use_custom_op = use_custom_op
         self.trim = bool(trim) and config.feed_forward
         self._seed = int(seed)
         self._max_steps_arg = max_steps
@@ -206,17 +212,27 @@ class ControlProblem:
 
         self.env = make(env_id, 1)
         self.config = config
-        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps)
+        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps, use_custom_op=use_custom_op)
         obs_dim = int(np.prod(self.env.observation_shape))
         if config.num_inputs != obs_dim:
             raise ConfigError(f"the NEAT config has {config.num_inputs} inputs, {env_id} observations have {obs_dim}")
         self.episodes = int(episodes)
         self.max_steps = int(max_steps or self.env.max_episode_steps)
-        from tfevo.rollout.ingraph import InGraphEvaluator
-
         # Feed-forward and recurrent populations alike (a recurrent policy's
         # node values are carried across steps by the evaluator).
-        self.evaluator = InGraphEvaluator(self.env, self.policy, episodes=episodes, max_steps=max_steps, seed=seed)
+        self.evaluator = self._make_evaluator(self.policy, seed)
+
+    def _make_evaluator(self, policy, seed):
+        """The kernels' rollout where they run, else the XLA :class:`~tfevo.rollout.InGraphEvaluator`."""
+        cfg = policy.config
+        if self.use_custom_op is not False and _fo.op_enabled(cfg.activation_options, cfg.aggregation_options):
+            from tfevo.neat._op_rollout import KernelRolloutEvaluator
+
+            return KernelRolloutEvaluator(self.env, policy, episodes=self.episodes, max_steps=self._max_steps_arg,
+                                          seed=seed)
+        from tfevo.rollout.ingraph import InGraphEvaluator
+
+        return InGraphEvaluator(self.env, policy, episodes=self.episodes, max_steps=self._max_steps_arg, seed=seed)
 
     def _evaluator_for(self, nodes, conns):
         """The evaluator for the used width of ``nodes``/``conns`` (one
@@ -235,14 +251,10 @@ class ControlProblem:
         if (N, C) not in self._trimmed:
             import dataclasses
 
-            from tfevo.rollout.ingraph import InGraphEvaluator
-
             sub = dataclasses.replace(cfg, max_nodes=N, max_conns=C)
             pol = NEATPolicy(sub, self.env.action_spec, settle_steps=self.policy.settle_steps,
-                             scale_outputs=self.policy.scale_outputs)
-            self._trimmed[(N, C)] = InGraphEvaluator(self.env, pol, episodes=self.episodes,
-                                                     max_steps=self._max_steps_arg,
-                                                     seed=(self._seed * 1000003 + N * 1009 + C) % (2 ** 31))
+                             scale_outputs=self.policy.scale_outputs, use_custom_op=self.use_custom_op)
+            self._trimmed[(N, C)] = self._make_evaluator(pol, (self._seed * 1000003 + N * 1009 + C) % (2 ** 31))
         return self._trimmed[(N, C)], nodes[:, :N], conns[:, :C]
 
     def __call__(self, population) -> tf.Tensor:

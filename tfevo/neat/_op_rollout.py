@@ -1,0 +1,114 @@
+"""In-graph rollouts of NEAT populations on the C++ inference kernels.
+
+:class:`KernelRolloutEvaluator` is an :class:`~tfevo.rollout.InGraphEvaluator`
+(same seeds, start states, bookkeeping, checkpointed seed stream and
+statistics) whose step loop runs as a plain graph instead of one XLA program,
+because the kernels of ``custom_ops/neat_forward.cc`` have no XLA
+implementation.  Each step is:
+
+1. the networks: one ``TfevoNeatForward`` (or ``TfevoNeatRecurrentStep``)
+   call for the whole population, which **skips members whose episodes have
+   all ended** (the ``active`` mask), so late in a rollout, when most
+   episodes are over, the step costs only the live members;
+2. everything else -- outputs to actions, the environment step, rewards,
+   done masks -- as one small XLA-compiled function.
+
+The XLA reference rollout steps every network until the longest episode
+ends.  Returns equal the reference's for the same start states as long as
+the actions do: network outputs agree to float rounding (see
+:mod:`tfevo.neat._forward_op`), so an argmax between two outputs within a
+few ulp of each other can flip.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.neat import _forward_op as _fo
+from tfevo.rollout.ingraph import InGraphEvaluator
+
+__all__ = ["KernelRolloutEvaluator"]
+
+
+class KernelRolloutEvaluator(InGraphEvaluator):
+    """:class:`~tfevo.rollout.InGraphEvaluator` for a :class:`~tfevo.neat.NEATPolicy`
+    whose networks run on the inference kernels (see the module docstring).
+
+    Takes the evaluator's arguments except ``jit_compile`` (the loop is a
+    graph, the environment step is XLA-compiled), ``common_random_numbers``
+    and ``descriptor_fn``.
+    """
+
+    def __init__(self, env, policy, episodes: int = 1, max_steps: int | None = None, seed: int = 0,
+                 name: str | None = None):
+        super().__init__(env, policy, episodes=episodes, max_steps=max_steps, seed=seed, jit_compile=False,
+                         name=name)
+        cfg = policy.config
+        if not _fo.op_enabled(cfg.activation_options, cfg.aggregation_options):
+            raise ConfigError("KernelRolloutEvaluator needs the NEAT inference kernels (custom_ops/neat_forward.cc) "
+                              "and built-in activations/aggregations only")
+        obs_dim = 1
+        for d in self.env.observation_shape:
+            obs_dim *= int(d)
+        if obs_dim != cfg.num_inputs:
+            raise ConfigError(f"the NEAT config has {cfg.num_inputs} inputs, observations have {obs_dim}")
+        object.__setattr__(self, "_env_step_fn", tf.function(self._env_step, jit_compile=True, autograph=False))
+
+    def _env_step(self, t, state, y, done, returns, lengths, final_obs):
+        """Actions from the network outputs, one environment step and the episode bookkeeping
+        (the same arithmetic as the reference rollout's loop body)."""
+        p, b = y.shape[0], y.shape[1]
+        n = p * b
+        obs_shape = list(self.env.observation_shape)
+        actions = self._check_actions(self.policy.outputs_to_actions(y), p)
+        res = self.env.step(state, actions)
+        alive = tf.logical_not(done)
+        returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
+        lengths = lengths + tf.cast(alive, tf.int32)
+        new_obs = tf.cast(res.obs, tf.float32)
+        alive_obs = tf.reshape(alive, [n] + [1] * len(obs_shape))
+        final_obs = tf.where(alive_obs, new_obs, final_obs)
+        done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
+        # the next step's member mask and loop condition, computed here to keep the graph loop small
+        active = tf.logical_not(tf.reduce_all(tf.reshape(done, [p, b]), axis=1))
+        go = tf.logical_and(t + 1 < self.max_steps, tf.reduce_any(active))
+        return res.state, new_obs, done, returns, lengths, final_obs, active, go
+
+    def _rollout(self, params):
+        p = params.shape[0]
+        b = self.episodes
+        n = p * b
+        pol = self.policy
+        cfg = pol.config
+        I, O = cfg.num_inputs, cfg.num_outputs
+        nodes, conns = pol.unflatten(params)
+        prog = _fo.prepare(nodes, conns, I, cfg.feed_forward, cfg.activation_options, cfg.aggregation_options,
+                           use_op=True)
+        state, obs = self._reset(self.seeds.next(), n)
+        obs = tf.cast(obs, tf.float32)
+        recurrent = not cfg.feed_forward
+        h0 = tf.zeros([p, b, prog.num_slots] if recurrent else [], tf.float32)
+
+        def cond(t, go, active, state, obs, done, returns, lengths, final_obs, h):
+            return go
+
+        def body(t, go, active, state, obs, done, returns, lengths, final_obs, h):
+            x = tf.reshape(obs, [p, b, I])
+            if recurrent:
+                h, y = _fo.recurrent_step(prog, h, x, I, O, settle_steps=pol.settle_steps, active=active)
+            else:
+                y = _fo.forward(prog, x, I, O, active=active)
+            state, obs, done, returns, lengths, final_obs, active, go = self._env_step_fn(
+                t, state, y, done, returns, lengths, final_obs)
+            return t + 1, go, active, state, obs, done, returns, lengths, final_obs, h
+
+        init = (tf.constant(0, tf.int32), tf.constant(self.max_steps > 0), tf.ones([p], tf.bool), state, obs,
+                tf.zeros([n], tf.bool), tf.zeros([n], tf.float64), tf.zeros([n], tf.int32), obs, h0)
+        out = tf.while_loop(cond, body, init, maximum_iterations=self.max_steps)
+        returns, lengths, final_obs = out[6], out[7], out[8]
+        returns = tf.reshape(returns, [p, b])
+        lengths = tf.reshape(lengths, [p, b])
+        fitness = tf.cast(tf.reduce_mean(returns, axis=1), tf.float32)
+        self.total_frames.assign_add(tf.reduce_sum(tf.cast(lengths, tf.int64)))
+        return fitness, tf.cast(returns, tf.float32), lengths, tf.reshape(final_obs, [p, b] + list(self.env.observation_shape))
