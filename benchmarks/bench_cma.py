@@ -1,17 +1,37 @@
-"""Seconds per ask+tell (no evaluation) of tfevo CMA-ES / Sep-CMA-ES vs evosax and pycma.
+"""Seconds per ask+tell (no evaluation) of tfevo CMA-ES vs evosax and pycma, and ``eigh`` alone.
 
-Run: ``python benchmarks/bench_cma.py [--repeats R] [--gens G]``.
-Prints a markdown table: median over R repeats of the mean time per generation
-over G generations, measured after a warm-up (the first call, whose time is
-reported separately as compile/trace time).  The same fixed fitness vector
-(random, shape [P]) is told every generation so no evaluation is timed.
+Run::
+
+    python benchmarks/bench_cma.py [--repeats R] [--gens G] [--cases cma:100 cma:1000 ...] [--eigh-table]
+
+Prints markdown tables.  Strategy table: for each case every library gets a
+warm-up call (its time is reported as compile/trace time), then the libraries
+run *alternating* timed blocks (tfevo, evosax, pycma, tfevo, ...), ``R``
+blocks each, so a change of load on the shared machine hits all of them alike;
+each cell is the median seconds per generation over the blocks.  The same
+fixed fitness vector (random, shape [P]) is told every generation, so no
+evaluation is timed.
 
 Full CMA-ES decomposes C only every few generations (tfevo and pycma both use
 Hansen's gap ``max(1, floor(1 / (10 n (c1 + cmu))))`` by default), so each
-timed block of a full CMA-ES covers two whole gaps of that library, which
-amortises the eigendecomposition as in a real run.  evosax decomposes every
-generation.  The ``gap x5`` rows set a five times longer gap in both tfevo
-(``eigen_gap``) and pycma (``updatecovwait``).
+timed block of a full CMA-ES covers whole gaps (at least two) of that library,
+which amortises the eigendecomposition as in a real run.  evosax decomposes
+every generation.  ``cma5`` cases set a five times longer gap in tfevo
+(``eigen_gap``) and pycma (``updatecovwait``; not comparable, see results).
+``sep`` cases time Sep-CMA-ES (its evosax comparison lives in
+``bench_strategies.py``).
+
+``--eigh-table``: one symmetric 1000x1000 (and 300x300) eigendecomposition,
+alternating: tfevo's op (``tfevo.linalg.eigh``: LAPACK ``?syevd`` from a private
+copy of numpy's OpenBLAS, 1 thread and 2 threads), TensorFlow's
+``tf.linalg.eigh`` (the reference path), numpy, scipy (``driver="evd"``, with
+its default threads and limited to 1 thread by threadpoolctl) and jax (jitted),
+float32 and float64.
+
+eigh thread counts of tfevo are compared in *separate* runs
+(``TFEVO_EIGH_THREADS=2 python benchmarks/bench_cma.py``): OpenBLAS worker
+threads keep spinning after a call, which slows down whatever runs next in the
+same process on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -31,8 +51,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def _time(step, gens, repeats, multiple=1, budget=0.2):
-    """(median s/gen over ``repeats`` blocks, first-call s).
+def _calibrate(step, gens, multiple=1, budget=0.2):
+    """Warm-up; returns (generations per block, first-call seconds).
 
     A block has at least ``gens`` generations and lasts at least ~``budget``
     seconds, rounded up to a multiple of ``multiple`` (whole eigen gaps).
@@ -44,17 +64,23 @@ def _time(step, gens, repeats, multiple=1, budget=0.2):
     step()
     one = max(time.perf_counter() - t0, 1e-6)
     gens = max(gens, int(budget / one))
-    gens = multiple * max(1, -(-gens // multiple))
-    res = []
+    return multiple * max(1, -(-gens // multiple)), compile_s
+
+
+def _interleaved(entries, repeats):
+    """``entries``: list of (step, gens per block).  Median s/gen of each, blocks alternating."""
+    res = [[] for _ in entries]
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(gens):
-            step()
-        res.append((time.perf_counter() - t0) / gens)
-    return statistics.median(res), compile_s
+        for i, (step, gens) in enumerate(entries):
+            t0 = time.perf_counter()
+            for _ in range(gens):
+                step()
+            res[i].append((time.perf_counter() - t0) / gens)
+    return [statistics.median(r) for r in res]
 
 
-def bench_tfevo(kind, n, p, gens, repeats, gap_factor=1, dtype="float32"):
+def make_tfevo(kind, n, p, gens, gap_factor=1, dtype="float32", threads=None):
+    """``threads``: ``TFEVO_EIGH_THREADS`` for this instance (read when its ``tell`` is traced)."""
     import tensorflow as tf
     from tfevo.strategies.cma_es import CMAES
     from tfevo.strategies.sep_cma_es import SepCMAES
@@ -71,10 +97,19 @@ def bench_tfevo(kind, n, p, gens, repeats, gap_factor=1, dtype="float32"):
     def step():
         x = es.ask()
         es.tell(x, f)
-    return _time(step, gens, repeats, multiple)
+    old = os.environ.get("TFEVO_EIGH_THREADS")
+    if threads is not None:
+        os.environ["TFEVO_EIGH_THREADS"] = str(threads)
+    try:
+        return (step, *_calibrate(step, gens, multiple))  # traces tell (and its eigh) here
+    finally:
+        if old is None:
+            os.environ.pop("TFEVO_EIGH_THREADS", None)
+        else:
+            os.environ["TFEVO_EIGH_THREADS"] = old
 
 
-def bench_evosax(kind, n, p, gens, repeats):
+def make_evosax(kind, n, p, gens):
     import jax
     import jax.numpy as jnp
     from evosax.algorithms import CMA_ES, Sep_CMA_ES
@@ -91,10 +126,10 @@ def bench_evosax(kind, n, p, gens, repeats):
         s, _ = es.tell(key, pop, f, s, params)
         jax.block_until_ready(s)
         box["s"] = s
-    return _time(step, gens, repeats)
+    return (step, *_calibrate(step, gens))
 
 
-def bench_pycma(kind, n, p, gens, repeats, gap_factor=1):
+def make_pycma(kind, n, p, gens, gap_factor=1):
     import math
 
     import cma
@@ -118,39 +153,104 @@ def bench_pycma(kind, n, p, gens, repeats, gap_factor=1):
     def step():
         X = es.ask()
         es.tell(X, f)
-    return _time(step, gens, repeats, multiple)
+    return (step, *_calibrate(step, gens, multiple))
+
+
+def _one_thread(f):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return f()
+
+
+def eigh_table(repeats):
+    """Alternating timings of one eigendecomposition in each library (median seconds)."""
+    import jax
+    import jax.numpy as jnp
+    import scipy.linalg
+    import tensorflow as tf
+
+    from tfevo import linalg
+
+    jax.config.update("jax_enable_x64", True)
+    mod = linalg._op() if linalg.sym_eig_op_available() else None
+    lib = linalg.lapack_library()
+    print(f"\nLAPACK library of the op: {lib}\n")
+    print("| n | dtype | tfevo op (1 thread) s | tfevo op (2 threads) s | tf.linalg.eigh s | numpy s | scipy evd s "
+          "| scipy evd (1 thread) s | jax s | tf/op(1) | jax/op(1) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    jeigh = jax.jit(jnp.linalg.eigh)
+    for n in (300, 1000):
+        rng = np.random.default_rng(n)
+        a = rng.standard_normal((n, n))
+        c64 = a @ a.T / n + np.eye(n)
+        for dt in (np.float32, np.float64):
+            c = c64.astype(dt)
+            xt, xj = tf.constant(c), jnp.asarray(c)
+            ref = tf.function(tf.linalg.eigh)
+            steps = {
+                "op1": (lambda: mod.tfevo_sym_eig(xt, lapack=lib, threads=1)[0].numpy()) if mod else None,
+                "op2": (lambda: mod.tfevo_sym_eig(xt, lapack=lib, threads=2)[0].numpy()) if mod else None,
+                "tf": lambda: ref(xt)[0].numpy(),
+                "numpy": lambda: np.linalg.eigh(c),
+                "scipy": lambda: scipy.linalg.eigh(c, driver="evd"),
+                "scipy1": lambda: _one_thread(lambda: scipy.linalg.eigh(c, driver="evd")),
+                "jax": lambda: jax.block_until_ready(jeigh(xj)),
+            }
+            live = {k: f for k, f in steps.items() if f is not None}
+            for f in live.values():
+                f()
+            times = dict(zip(live, _interleaved([(f, 1) for f in live.values()], repeats)))
+            if mod:
+                mod.tfevo_sym_eig(xt, lapack=lib, threads=1)  # leave the op's copy at 1 thread
+            g = lambda k: f"{times[k]:.4f}" if k in times else "n/a"  # noqa: E731
+            r1 = times.get("op1")
+            print(f"| {n} | {np.dtype(dt).name} | {g('op1')} | {g('op2')} | {g('tf')} | {g('numpy')} | {g('scipy')} | "
+                  f"{g('scipy1')} | {g('jax')} | {times['tf'] / r1 if r1 else float('nan'):.2f} | "
+                  f"{times['jax'] / r1 if r1 else float('nan'):.2f} |", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gens", type=int, default=10)
-    ap.add_argument("--cases", nargs="+", default=["cma:100", "cma:1000", "cma5:1000", "sep:100", "sep:1000",
-                                                   "sep:10000"],
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--gens", type=int, default=2)
+    ap.add_argument("--cases", nargs="*", default=["cma:100", "cma:1000"],
                     help="kind:n with kind cma, cma5 (5x eigen gap) or sep")
+    ap.add_argument("--popsizes", nargs="+", default=["default", "256"])
+    ap.add_argument("--eigh-table", action="store_true", help="also time eigh alone (op vs TF vs numpy/scipy/jax)")
     args = ap.parse_args()
     cases = [(c.split(":")[0], int(c.split(":")[1])) for c in args.cases]
-    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    print("| strategy | D | P | tfevo s/gen | evosax s/gen | pycma s/gen | evosax/tfevo | pycma/tfevo | tfevo compile s | evosax compile s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    evosax_cache = {}
+    uptime = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    print(f"start {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load: {uptime()}")
+    print(f"TFEVO_EIGH_THREADS={os.environ.get('TFEVO_EIGH_THREADS', '1 (default)')}")
+    if cases:
+        print("| strategy | D | P | eigh threads | tfevo s/gen | evosax s/gen | pycma s/gen | evosax/tfevo | pycma/tfevo "
+              "| tfevo first call s | evosax first call s | pycma first call s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, n in cases:
         default = 4 + int(np.floor(3 * np.log(n)))
         factor = 5 if kind == "cma5" else 1
         kind = "cma" if kind == "cma5" else kind
-        for p in (default, 256):
-            t, tc = bench_tfevo(kind, n, p, args.gens, args.repeats, factor)
-            # evosax full CMA decomposes C every generation: no gap to amortise (and
-            # nothing to change for the gap x5 rows, which reuse its numbers)
-            if (kind, n, p) not in evosax_cache:
-                evosax_cache[(kind, n, p)] = bench_evosax(kind, n, p, 2 if kind == "cma" and n >= 1000 else args.gens,
-                                                          args.repeats)
-            e, ec = evosax_cache[(kind, n, p)]
-            c, _ = bench_pycma(kind, n, p, 2 if n >= 10000 else args.gens, args.repeats, factor)
+        # One tfevo entry per case.  (Timing a TFEVO_EIGH_THREADS=2 instance in the same
+        # process was tried: its spinning OpenBLAS threads slow down the blocks that
+        # follow it, so thread counts are compared in separate runs.)
+        thread_opts = [None]
+        for ps in args.popsizes:
+            p = default if ps == "default" else int(ps)
+            tf_entries = [make_tfevo(kind, n, p, args.gens, factor, threads=th) for th in thread_opts]
+            e_step, e_gens, ec = make_evosax(kind, n, p, args.gens)
+            c_step, c_gens, cc = make_pycma(kind, n, p, args.gens, factor)
+            entries = [(s, g) for s, g, _ in tf_entries] + [(e_step, e_gens), (c_step, c_gens)]
+            times = _interleaved(entries, args.repeats)
+            e, c = times[-2:]
             name = ("CMA-ES" + (" (gap x5)" if factor != 1 else "")) if kind == "cma" else "Sep-CMA-ES"
-            print(f"| {name} | {n} | {p} | {t:.2e} | {e:.2e} | {c:.2e} | {e / t:.2f} | {c / t:.1f} | {tc:.1f} | {ec:.1f} |",
-                  flush=True)
-    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+            for th, t, (_, _, tc) in zip(thread_opts, times, tf_entries):
+                th_s = "-" if kind != "cma" else str(th if th is not None else os.environ.get("TFEVO_EIGH_THREADS", 1))
+                print(f"| {name} | {n} | {p} | {th_s} | {t:.2e} | {e:.2e} | {c:.2e} | {e / t:.2f} | {c / t:.1f} | "
+                      f"{tc:.1f} | {ec:.1f} | {cc:.1f} |", flush=True)
+    if args.eigh_table:
+        eigh_table(args.repeats)
+    print(f"end {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load: {uptime()}")
 
 
 if __name__ == "__main__":
