@@ -66,7 +66,11 @@ def make_fns(cfg):
             return B.breed(cfg, n, c, p1, p2, el, words, u_all, nk, nm, use_op=use_op)
         return tf.function(f, autograph=False, reduce_retracing=True)
 
-    return whole(False), whole(True), inner(False), inner(True)
+    def draws(nodes, conns, s1, s2):  # the random numbers alone (TensorFlow's stateless kernels)
+        w = B.bred_widths(nodes, conns)
+        return O.crossover_words(P, w[0], w[1], s1), O.mutation_uniforms(cfg, P, w[0], w[1], s2)
+
+    return whole(False), whole(True), inner(False), inner(True), tf.function(draws, autograph=False)
 
 
 def bench(P, gens, reps, seed=0):
@@ -86,7 +90,7 @@ def bench(P, gens, reps, seed=0):
     n, c = nodes[:, :wn], conns[:, :wc]
     words = O.crossover_words(P, wn, wc, s1)
     u_all = O.mutation_uniforms(cfg, P, wn, wc, s2)
-    wref, wop, iref, iop = make_fns(cfg)
+    wref, wop, iref, iop, drw = make_fns(cfg)
     args_w = (nodes, conns, p1, p2, el, s1, s2, nk, nm)
     args_i = (n, c, p1, p2, el, words, u_all, nk, nm)
     trace = {}
@@ -96,17 +100,19 @@ def bench(P, gens, reps, seed=0):
         out = fn(*args)
         out[0].numpy()
         trace[name] = time.perf_counter() - t
-    # same children (structure exactly)
+    # same children, bit for bit (NaN slots equal)
     a, b = wref(*args_w), wop(*args_w)
-    same = all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a[2:], b[2:]))
-    same &= np.array_equal(np.isnan(a[1].numpy()), np.isnan(b[1].numpy()))
+    same = all(np.array_equal(x.numpy(), y.numpy(), equal_nan=x.dtype.is_floating) for x, y in zip(a, b))
+    args_d = (nodes, conns, s1, s2)
+    drw(*args_d)
+    trace["draws"] = 0.0
     times = {k: [] for k in trace}
     for _ in range(3):  # warm-up
         for fn, args in ((wref, args_w), (wop, args_w), (iref, args_i), (iop, args_i)):
             fn(*args)[0].numpy()
     for _ in range(reps):
         for name, fn, args in (("whole ref", wref, args_w), ("whole op", wop, args_w), ("inner ref", iref, args_i),
-                               ("inner op", iop, args_i)):
+                               ("inner op", iop, args_i), ("draws", drw, args_d)):
             t = time.perf_counter()
             fn(*args)[0].numpy()
             times[name].append(time.perf_counter() - t)
@@ -128,15 +134,16 @@ def main():
     print(f"uptime before: {load()}")
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
     print(f"uptime after: {load()}\n")
-    print("| pop | used slots wn x wc | `_breed` reference ms | `_breed` with kernel ms | speedup "
-          "| breeding alone: reference ms | kernel ms | speedup | trace s (ref / op) | same structure |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| pop | used slots wn x wc | `_breed` reference ms | `_breed` with kernels ms | speedup "
+          "| random draws in both ms | breeding alone: reference ms | kernel ms | speedup | trace s (ref / op) "
+          "| bit-identical |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         m, t = r["med"], r["trace"]
         print(f"| {r['P']} | {r['wn']} x {r['wc']} | {m['whole ref']:.2f} | {m['whole op']:.2f} | "
-              f"**{m['whole ref'] / m['whole op']:.1f}x** | {m['inner ref']:.2f} | {m['inner op']:.2f} | "
-              f"{m['inner ref'] / m['inner op']:.1f}x | {t['whole ref']:.2f} / {t['whole op']:.2f} | "
-              f"{'yes' if r['same'] else 'NO'} |")
+              f"**{m['whole ref'] / m['whole op']:.1f}x** | {m['draws']:.2f} | {m['inner ref']:.2f} | "
+              f"{m['inner op']:.2f} | {m['inner ref'] / m['inner op']:.1f}x | {t['whole ref']:.2f} / "
+              f"{t['whole op']:.2f} | {'yes' if r['same'] else 'NO'} |")
 
 
 if __name__ == "__main__":
