@@ -2,7 +2,7 @@
 
 Run ``python benchmarks/bench_pipeline.py`` (all sections, a few minutes) or
 pick sections: ``--sections raw_atari,atari,naive_atari,raw_mujoco,mujoco,
-naive_mujoco,buckets,op``.  Prints markdown tables.  Every number is the
+naive_mujoco,buckets,op,forward``.  Prints markdown tables.  Every number is the
 median of ``--repeats`` timed runs after one warm-up run; the warm-up time
 (trace/compile + first call) is reported separately.
 
@@ -229,9 +229,33 @@ def naive_mujoco(args):
     return P * steps / med
 
 
-# ---------------------------------------------------------------- custom op
+# ---------------------------------------------------------------- custom ops
+def _bench_call(f, args_, repeats, reps):
+    f(*args_).numpy()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            r = f(*args_)
+        r.numpy()
+        ts.append((time.perf_counter() - t0) / reps)
+    return statistics.median(ts)
+
+
+def _alternate(fa, fb, args_, repeats, reps):
+    """Median per-call times of two functions, measured alternately (same load for both)."""
+    fa(*args_).numpy()
+    fb(*args_).numpy()
+    ta, tb = [], []
+    for _ in range(repeats):
+        ta.append(_bench_call(fa, args_, 1, reps))
+        tb.append(_bench_call(fb, args_, 1, reps))
+    return statistics.median(ta), statistics.median(tb)
+
+
 def op(args):
     from tfevo import ops
+    from tfevo.nn.layers import population_conv2d
 
     mod = ops.load("indexed_matmul")
     if mod is None:
@@ -247,24 +271,82 @@ def op(args):
             idx = tf.constant(np.sort(np.random.default_rng(0).choice(P, n, replace=False)), tf.int32)
             f_op = tf.function(lambda x, w, i: mod.tfevo_indexed_matmul(x, w, i))
             f_ref = tf.function(lambda x, w, i: tf.matmul(x, tf.gather(w, i)))
-            reps = 20 if k > 1000 else 200
-
-            def bench(f):
-                f(x, w, idx).numpy()
-                ts = []
-                for _ in range(args.repeats):
-                    t0 = time.perf_counter()
-                    for _ in range(reps):
-                        r = f(x, w, idx)
-                    r.numpy()
-                    ts.append((time.perf_counter() - t0) / reps)
-                return statistics.median(ts)
-
-            t_op, t_ref = bench(f_op), bench(f_ref)
+            t_op, t_ref = _alternate(f_op, f_ref, (x, w, idx), args.repeats, 20 if k > 1000 else 200)
             out[(name, frac)] = t_ref / t_op
             row(f"indexed_matmul {name}, P={P}", f"active {int(frac * 100)}% (n={n})", t_op * 1e3, "ms/call (op)",
                 f"reference gather+matmul {t_ref * 1e3:.3f} ms; speed-up x{t_ref / t_op:.2f}")
+        del w
+    # TfevoPopulationConv2D (method="auto") against its reference, the im2col path, on the
+    # Nature-DQN conv layers (bias + ReLU included), one 84x84x4 observation per active member.
+    P = 64
+    layers = [("conv1 8x8/4, 4->32", (84, 84, 4), 8, 32, 4), ("conv2 4x4/2, 32->64", (21, 21, 32), 4, 64, 2),
+              ("conv3 3x3/1, 64->64", (11, 11, 64), 3, 64, 1)]
+    for name, (h, w_, c), ks, f, s in layers:
+        kern = tf.random.normal([P, ks, ks, c, f]) * 0.05
+        bias = tf.random.normal([P, f]) * 0.05
+        for frac in (1.0, 0.5, 0.1):
+            n = max(1, int(round(P * frac)))
+            x = tf.random.uniform([n, 1, h, w_, c])
+            idx = tf.constant(np.sort(np.random.default_rng(0).choice(P, n, replace=False)), tf.int32)
+            f_op = tf.function(lambda x, k_, b_, i, s=s: population_conv2d(x, k_, b_, s, "same", "relu", i),
+                               autograph=False)
+            f_ref = tf.function(
+                lambda x, k_, b_, i, s=s: population_conv2d(x, k_, b_, s, "same", "relu", i, method="im2col"),
+                autograph=False)
+            t_op, t_ref = _alternate(f_op, f_ref, (x, kern, bias, idx), args.repeats, 10)
+            out[(name, frac)] = t_ref / t_op
+            row(f"pop_conv {name}, P={P}", f"active {int(frac * 100)}% (n={n})", t_op * 1e3, "ms/call (op)",
+                f"reference im2col {t_ref * 1e3:.3f} ms; speed-up x{t_ref / t_op:.2f}")
     return out
+
+
+def forward(args):
+    """Where the time of one pipelined step goes: the Nature-DQN forward of n active members out of P
+    (one observation each), layer by layer, C++ ops against the pure-TF references."""
+    from tfevo.nn.indexed import indexed_matmul
+    from tfevo.nn.layers import population_conv2d, population_dense
+    from tfevo.nn.model import PopulationModel
+    from tfevo.nn.policy import nature_dqn
+
+    P, n = args.atari_pop, args.atari_slots
+    pm = PopulationModel(nature_dqn(18))
+    ref = PopulationModel(nature_dqn(18), conv_method="im2col")
+    ws = [tf.random.normal((P,) + s) * 0.02 for s in pm.weight_shapes]  # pre-split weights, as in an evaluation
+    idx = tf.constant(np.sort(np.random.default_rng(0).choice(P, n, replace=False)), tf.int32)
+    x = tf.random.uniform([n, 1, 84, 84, 4])
+    f_all = tf.function(lambda w, x, i: pm.forward_graph(w, x, i), autograph=False)
+    f_ref = tf.function(lambda w, x, i: ref.forward_graph(w, x, i), autograph=False)
+    t_all, t_ref = _alternate(f_all, f_ref, (ws, x, idx), args.repeats, 5)
+    row(f"Nature-DQN forward, {n} active of P={P}, 1 obs each", "C++ ops (default)", t_all * 1e3, "ms/call",
+        f"{t_all * 1e3 / n:.2f} ms per member-step")
+    row(f"Nature-DQN forward, {n} active of P={P}, 1 obs each", "im2col convs + indexed_matmul op", t_ref * 1e3,
+        "ms/call", f"{t_ref * 1e3 / n:.2f} ms per member-step; op path x{t_ref / t_all:.2f}")
+    h = x
+    convs = [(0, 4), (2, 2), (4, 1)]
+    for j, (wi, s) in enumerate(convs):
+        fo = tf.function(lambda h, k_, b_, i, s=s: population_conv2d(h, k_, b_, s, "same", "relu", i), autograph=False)
+        fr = tf.function(lambda h, k_, b_, i, s=s: population_conv2d(h, k_, b_, s, "same", "relu", i,
+                                                                     method="im2col"), autograph=False)
+        a = (h, ws[wi], ws[wi + 1], idx)
+        to, tr = _alternate(fo, fr, a, args.repeats, 10)
+        row("  layer", f"conv{j + 1}", to * 1e3, "ms (op)", f"im2col reference {tr * 1e3:.2f} ms")
+        h = fo(*a)
+    h = tf.reshape(h, [n, 1, -1])
+    fd = tf.function(lambda h, k_, b_, i: population_dense(h, k_, b_, "relu", i), autograph=False)
+    fdr = tf.function(lambda h, k_, b_, i: tf.nn.relu(indexed_matmul(h, k_, i, use_op=False)
+                                                      + tf.gather(b_, i)[:, None]), autograph=False)
+    td, tdr = _alternate(fd, fdr, (h, ws[6], ws[7], idx), args.repeats, 5)
+    row("  layer", "dense 7744x512 (+bias, relu)", td * 1e3, "ms (op)",
+        f"gather+matmul reference {tdr * 1e3:.2f} ms; {n * 7744 * 512 * 4 / td / 1e9:.1f} GB/s of weights")
+    h2 = fd(h, ws[6], ws[7], idx)
+    t2 = _bench_call(tf.function(lambda h, k_, b_, i: population_dense(h, k_, b_, None, i), autograph=False),
+                     (h2, ws[8], ws[9], idx), args.repeats, 20)
+    row("  layer", "dense 512x18", t2 * 1e3, "ms (op)", "")
+    big = ws[6][:n]
+    tb = _bench_call(tf.function(lambda w: tf.reduce_sum(w), autograph=False), (big,), args.repeats, 5)
+    row("  memory", f"tf.reduce_sum over {n} members' dense weights ({n * 7744 * 512 * 4 / 1e6:.0f} MB)",
+        tb * 1e3, "ms", f"{n * 7744 * 512 * 4 / tb / 1e9:.1f} GB/s")
+    return {"forward": t_all, "reference": t_ref}
 
 
 SECTIONS = {
@@ -276,6 +358,7 @@ SECTIONS = {
     "naive_mujoco": naive_mujoco,
     "buckets": buckets,
     "op": op,
+    "forward": forward,
 }
 
 

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "Eigen/Core"
@@ -213,6 +214,72 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
 }
 #endif
 
+// out[i] = x[i] @ W(idx[i]) where member p's [k, m] block starts at
+// wp + p * wstride (row-major, row stride m).  Shared by both ops.
+void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b, int64_t k, const float* wp,
+                    int64_t wstride, int64_t m, const int32_t* ip, float* op) {
+  // Column blocks keep units reasonably sized when n is small and m large.
+  const int64_t col_block = m <= 256 ? m : 128;
+  const int64_t num_cb = (m + col_block - 1) / col_block;
+  const int64_t units = n * num_cb;
+  const int64_t cost = std::max<int64_t>(1, 2 * b * k * col_block);
+
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  if (b <= kMaxStreamRows) {
+    // Few rows per member (one observation per step): the product is
+    // memory-bound on reading w[idx[i]].  Stream each weight block once,
+    // row by row (Eigen's general product would pack -- copy -- it first).
+    // Units are (member, segment of kSegRows rows); with several segments
+    // the per-segment sums go to a temporary and are added in order.
+    const int64_t nseg = (k + kSegRows - 1) / kSegRows;
+    float* part = op;
+    Tensor partial;
+    if (nseg > 1) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, nseg, b, m}), &partial));
+      part = partial.flat<float>().data();
+    }
+    auto stream = [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t i = u / nseg, sg = u % nseg;
+        const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
+        const float* wi = wp + static_cast<int64_t>(ip[i]) * wstride;
+        float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
+        StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(pool->num_threads, pool->workers, n * nseg,
+                      std::max<int64_t>(1, 2 * b * std::min(k, kSegRows) * m), stream);
+    if (nseg > 1) {
+      for (int64_t i = 0; i < n; ++i) {
+        float* o = op + i * b * m;
+        const float* pi = part + i * nseg * b * m;
+        std::copy(pi, pi + b * m, o);
+        for (int64_t sg = 1; sg < nseg; ++sg) {
+          const float* ps = pi + sg * b * m;
+          for (int64_t c = 0; c < b * m; ++c) o[c] += ps[c];
+        }
+      }
+    }
+    return;
+  }
+  auto work = [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t i = u / num_cb;
+      const int64_t c0 = (u % num_cb) * col_block;
+      const int64_t cw = std::min(col_block, m - c0);
+      Eigen::Map<const RowMat> xi(xp + i * b * k, b, k);
+      Eigen::Map<const RowMat, 0, Stride> wi(wp + static_cast<int64_t>(ip[i]) * wstride + c0, k, cw,
+                                              Stride(m));
+      Eigen::Map<RowMat, 0, Stride> oi(op + i * b * m + c0, b, cw, Stride(m));
+      oi.noalias() = xi * wi;
+    }
+  };
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+  tensorflow::Shard(pool->num_threads, pool->workers, units, cost, work);
+}
+
 class IndexedMatmulOp : public OpKernel {
  public:
   explicit IndexedMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -253,72 +320,109 @@ class IndexedMatmulOp : public OpKernel {
       std::fill(op, op + n * b * m, 0.0f);
       return;
     }
-    const float* xp = x.flat<float>().data();
-    const float* wp = w.flat<float>().data();
-
-    // Column blocks keep units reasonably sized when n is small and m large.
-    const int64_t col_block = m <= 256 ? m : 128;
-    const int64_t num_cb = (m + col_block - 1) / col_block;
-    const int64_t units = n * num_cb;
-    const int64_t cost = std::max<int64_t>(1, 2 * b * k * col_block);
-
-    using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    using Stride = Eigen::OuterStride<>;
-    if (b <= kMaxStreamRows) {
-      // Few rows per member (one observation per step): the product is
-      // memory-bound on reading w[idx[i]].  Stream each weight block once,
-      // row by row (Eigen's general product would pack -- copy -- it first).
-      // Units are (member, segment of kSegRows rows); with several segments
-      // the per-segment sums go to a temporary and are added in order.
-      const int64_t nseg = (k + kSegRows - 1) / kSegRows;
-      float* part = op;
-      Tensor partial;
-      if (nseg > 1) {
-        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, nseg, b, m}), &partial));
-        part = partial.flat<float>().data();
-      }
-      auto stream = [&](int64_t begin, int64_t end) {
-        for (int64_t u = begin; u < end; ++u) {
-          const int64_t i = u / nseg, sg = u % nseg;
-          const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
-          const float* wi = wp + static_cast<int64_t>(ip[i]) * k * m;
-          float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
-          StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
-        }
-      };
-      auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-      tensorflow::Shard(pool->num_threads, pool->workers, n * nseg,
-                        std::max<int64_t>(1, 2 * b * std::min(k, kSegRows) * m), stream);
-      if (nseg > 1) {
-        for (int64_t i = 0; i < n; ++i) {
-          float* o = op + i * b * m;
-          const float* pi = part + i * nseg * b * m;
-          std::copy(pi, pi + b * m, o);
-          for (int64_t sg = 1; sg < nseg; ++sg) {
-            const float* ps = pi + sg * b * m;
-            for (int64_t c = 0; c < b * m; ++c) o[c] += ps[c];
-          }
-        }
-      }
-      return;
-    }
-    auto work = [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end; ++u) {
-        const int64_t i = u / num_cb;
-        const int64_t c0 = (u % num_cb) * col_block;
-        const int64_t cw = std::min(col_block, m - c0);
-        Eigen::Map<const RowMat> xi(xp + i * b * k, b, k);
-        Eigen::Map<const RowMat, 0, Stride> wi(wp + static_cast<int64_t>(ip[i]) * k * m + c0, k, cw,
-                                                Stride(m));
-        Eigen::Map<RowMat, 0, Stride> oi(op + i * b * m + c0, b, cw, Stride(m));
-        oi.noalias() = xi * wi;
-      }
-    };
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(pool->num_threads, pool->workers, units, cost, work);
+    IndexedProduct(ctx, x.flat<float>().data(), n, b, k, w.flat<float>().data(), k * m, m, ip, op);
   }
 };
 
+// TfevoIndexedDenseFlat: a Dense layer of the active members reading the
+// weights in place from the flat population parameters params [M, D]:
+// y[i] = act(x[i] @ K(idx[i]) + bias(idx[i])) with member p's kernel
+// K(p) = params[p, w_offset : w_offset + k * units] (row-major [k, units]) and
+// bias(p) = params[p, bias_offset : bias_offset + units] (none when
+// bias_offset < 0); act is none or relu.  Same product as TfevoIndexedMatmul;
+// the bias is added to the finished sum, then ReLU (NaN passes through).
+class IndexedDenseFlatOp : public OpKernel {
+ public:
+  explicit IndexedDenseFlatOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string activation;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("w_offset", &w_offset_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("units", &units_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("bias_offset", &bias_offset_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
+    relu_ = activation == "relu";
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& params = ctx->input(1);
+    const Tensor& idx = ctx->input(2);
+    OP_REQUIRES(ctx, x.dims() == 3 && params.dims() == 2 && idx.dims() == 1,
+                tensorflow::errors::InvalidArgument("TfevoIndexedDenseFlat: expects x [n, b, k], params [M, D], "
+                                                    "idx [n]; got ", x.shape().DebugString(), ", ",
+                                                    params.shape().DebugString(), ", ", idx.shape().DebugString()));
+    const int64_t n = x.dim_size(0), b = x.dim_size(1), k = x.dim_size(2), m = units_;
+    const int64_t M = params.dim_size(0), D = params.dim_size(1);
+    OP_REQUIRES(ctx, idx.dim_size(0) == n,
+                tensorflow::errors::InvalidArgument("TfevoIndexedDenseFlat: x has n=", n, " row-blocks but idx has ",
+                                                    idx.dim_size(0), " entries"));
+    OP_REQUIRES(ctx, w_offset_ + k * m <= D,
+                tensorflow::errors::InvalidArgument("TfevoIndexedDenseFlat: kernel [", w_offset_, ", ",
+                                                    w_offset_ + k * m, ") is outside params rows of ", D));
+    OP_REQUIRES(ctx, bias_offset_ < 0 || bias_offset_ + m <= D,
+                tensorflow::errors::InvalidArgument("TfevoIndexedDenseFlat: bias [", bias_offset_, ", ",
+                                                    bias_offset_ + m, ") is outside params rows of ", D));
+    const int32_t* ip = idx.flat<int32_t>().data();
+    for (int64_t i = 0; i < n; ++i) {
+      OP_REQUIRES(ctx, ip[i] >= 0 && ip[i] < M,
+                  tensorflow::errors::InvalidArgument("TfevoIndexedDenseFlat: idx[", i, "] = ", ip[i],
+                                                      " is out of range [0, ", M, ")"));
+    }
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, b, m}), &out));
+    if (n == 0 || b == 0 || m == 0) return;
+    float* op = out->flat<float>().data();
+    const float* pp = params.flat<float>().data();
+    if (k == 0) {
+      std::fill(op, op + n * b * m, 0.0f);
+    } else {
+      IndexedProduct(ctx, x.flat<float>().data(), n, b, k, pp + w_offset_, D, m, ip, op);
+      if (!ctx->status().ok()) return;
+    }
+    if (bias_offset_ < 0 && !relu_) return;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* bias = bias_offset_ >= 0 ? pp + static_cast<int64_t>(ip[i]) * D + bias_offset_ : nullptr;
+      for (int64_t r = 0; r < b; ++r) {
+        float* o = op + (i * b + r) * m;
+        for (int64_t c = 0; c < m; ++c) {
+          float y = bias != nullptr ? o[c] + bias[c] : o[c];
+          o[c] = (relu_ && y < 0.0f) ? 0.0f : y;
+        }
+      }
+    }
+  }
+
+ private:
+  int64_t w_offset_ = 0, units_ = 0, bias_offset_ = -1;
+  bool relu_ = false;
+};
+
+REGISTER_OP("TfevoIndexedDenseFlat")
+    .Input("x: float")
+    .Input("params: float")
+    .Input("idx: int32")
+    .Attr("w_offset: int >= 0")
+    .Attr("units: int >= 1")
+    .Attr("bias_offset: int = -1")
+    .Attr("activation: {'none', 'relu'} = 'none'")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, params, idx;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &params));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &idx));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 0), c->Dim(idx, 0), &n));
+      int64_t units;
+      TF_RETURN_IF_ERROR(c->GetAttr("units", &units));
+      c->set_output(0, c->MakeShape({n, c->Dim(x, 1), c->MakeDim(units)}));
+      return Status();
+    })
+    .Doc(R"doc(
+Dense layer of the active members with weights read in place from the flat
+population parameters: y[i] = act(x[i] @ K(idx[i]) + bias(idx[i])).
+)doc");
+
+REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU), IndexedDenseFlatOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoIndexedMatmul").Device(DEVICE_CPU), IndexedMatmulOp);
 
 }  // namespace tfevo

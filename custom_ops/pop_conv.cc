@@ -11,6 +11,11 @@
 // strides [sh, sw], padding SAME or VALID with TensorFlow's rules (SAME pads
 // max((Ho - 1) * s + k - H, 0) zeros, the smaller half before).
 //
+// TfevoPopulationConv2DFlat is the same kernel reading each member's kernel
+// and bias in place from the flat population parameters params [M, D] (at
+// column offsets given as attributes), so a rollout needs no per-layer copy of
+// the population at all.
+//
 // The pure-TensorFlow reference is the im2col path of
 // tfevo.nn.layers.population_conv2d (tf.image.extract_patches, then a batched
 // matmul against the gathered kernels, bias add, activation).  This kernel
@@ -104,6 +109,51 @@ kernel: [M, kh, kw, C, F] kernels of the whole population.
 bias: [M, F] biases (ignored unless use_bias).
 idx: [n] member index (in [0, M)) of each row-block of x.
 y: [n, B, Ho, Wo, F] = activation(conv2d(x[i], kernel[idx[i]]) + bias[idx[i]]).
+)doc");
+
+REGISTER_OP("TfevoPopulationConv2DFlat")
+    .Input("x: float")
+    .Input("params: float")
+    .Input("idx: int32")
+    .Attr("kernel_offset: int >= 0")
+    .Attr("kernel_size: list(int)")
+    .Attr("filters: int >= 1")
+    .Attr("bias_offset: int = -1")
+    .Attr("strides: list(int)")
+    .Attr("padding: {'SAME', 'VALID'}")
+    .Attr("activation: {'none', 'relu'} = 'none'")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, params, idx;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 5, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &params));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &idx));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 0), c->Dim(idx, 0), &n));
+      std::vector<int32_t> strides, ksize;
+      std::string padding;
+      int64_t filters;
+      TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
+      TF_RETURN_IF_ERROR(c->GetAttr("kernel_size", &ksize));
+      TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
+      TF_RETURN_IF_ERROR(c->GetAttr("filters", &filters));
+      if (strides.size() != 2 || strides[0] < 1 || strides[1] < 1 || ksize.size() != 2 || ksize[0] < 1 ||
+          ksize[1] < 1) {
+        return ::tensorflow::errors::InvalidArgument(
+            "TfevoPopulationConv2DFlat: strides and kernel_size must be 2 positive ints");
+      }
+      const bool same = padding == "SAME";
+      DimensionHandle ho = c->UnknownDim(), wo = c->UnknownDim();
+      if (c->ValueKnown(c->Dim(x, 2))) ho = c->MakeDim(OutSize(c->Value(c->Dim(x, 2)), ksize[0], strides[0], same));
+      if (c->ValueKnown(c->Dim(x, 3))) wo = c->MakeDim(OutSize(c->Value(c->Dim(x, 3)), ksize[1], strides[1], same));
+      c->set_output(0, c->MakeShape({n, c->Dim(x, 1), ho, wo, c->MakeDim(filters)}));
+      return Status();
+    })
+    .Doc(R"doc(
+TfevoPopulationConv2D reading the kernels and biases in place from the flat
+population parameters: member p's kernel [kh, kw, C, filters] is
+params[p, kernel_offset : kernel_offset + kh*kw*C*filters] (row-major), its
+bias params[p, bias_offset : bias_offset + filters] (none when bias_offset < 0).
 )doc");
 
 // One output row segment: pixels ox0 .. ox0 + R - 1 of one output row, channels
@@ -241,6 +291,7 @@ void OutputRow(Tile t, int64_t wo) {
 }
 #endif
 
+template <bool FLAT>
 class PopulationConv2DOp : public OpKernel {
  public:
   explicit PopulationConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -249,7 +300,20 @@ class PopulationConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("use_bias", &use_bias_));
+    if (FLAT) {
+      std::vector<int32_t> ksize;
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_offset", &kernel_offset_));
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &ksize));
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("filters", &filters_));
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("bias_offset", &bias_offset_));
+      OP_REQUIRES(ctx, ksize.size() == 2 && ksize[0] >= 1 && ksize[1] >= 1,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2DFlat: kernel_size must be 2 positive ints"));
+      kh_ = ksize[0];
+      kw_ = ksize[1];
+      use_bias_ = bias_offset_ >= 0;
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("use_bias", &use_bias_));
+    }
     OP_REQUIRES(ctx, strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: strides must be 2 positive ints"));
     sh_ = strides[0];
@@ -261,33 +325,56 @@ class PopulationConv2DOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const Tensor& kernel = ctx->input(1);
-    const Tensor& bias = ctx->input(2);
-    const Tensor& idx = ctx->input(3);
+    const Tensor& bias = ctx->input(FLAT ? 1 : 2);
+    const Tensor& idx = ctx->input(FLAT ? 2 : 3);
     OP_REQUIRES(ctx, x.dims() == 5,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x must be [n, B, H, W, C], got ",
                                                     x.shape().DebugString()));
-    OP_REQUIRES(ctx, kernel.dims() == 5,
-                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: kernel must be [M, kh, kw, C, F], got ",
+    OP_REQUIRES(ctx, kernel.dims() == (FLAT ? 2 : 5),
+                tensorflow::errors::InvalidArgument(FLAT ? "TfevoPopulationConv2DFlat: params must be [M, D], got "
+                                                         : "TfevoPopulationConv2D: kernel must be [M, kh, kw, C, F], got ",
                                                     kernel.shape().DebugString()));
     OP_REQUIRES(ctx, idx.dims() == 1,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: idx must be [n], got ",
                                                     idx.shape().DebugString()));
     const int64_t n = x.dim_size(0), B = x.dim_size(1), H = x.dim_size(2), W = x.dim_size(3), C = x.dim_size(4);
-    const int64_t M = kernel.dim_size(0), kh = kernel.dim_size(1), kw = kernel.dim_size(2), F = kernel.dim_size(4);
-    OP_REQUIRES(ctx, kernel.dim_size(3) == C,
-                tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has C=", C, " but kernel has C=",
-                                                    kernel.dim_size(3)));
+    const int64_t M = kernel.dim_size(0);
+    const int64_t kh = FLAT ? kh_ : kernel.dim_size(1), kw = FLAT ? kw_ : kernel.dim_size(2);
+    const int64_t F = FLAT ? filters_ : kernel.dim_size(4);
+    const int64_t ksize = kh * kw * C * F;
+    // Where member p's kernel and bias start, and the member strides.
+    const float* kbase = kernel.flat<float>().data();
+    int64_t kstride = ksize, bstride = F;
+    const float* bbase = nullptr;
+    if (FLAT) {
+      const int64_t D = kernel.dim_size(1);
+      OP_REQUIRES(ctx, kernel_offset_ + ksize <= D,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2DFlat: kernel [", kernel_offset_, ", ",
+                                                      kernel_offset_ + ksize, ") is outside params rows of ", D));
+      OP_REQUIRES(ctx, !use_bias_ || bias_offset_ + F <= D,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2DFlat: bias [", bias_offset_, ", ",
+                                                      bias_offset_ + F, ") is outside params rows of ", D));
+      kbase += kernel_offset_;
+      kstride = D;
+      if (use_bias_) bbase = kernel.flat<float>().data() + bias_offset_;
+      bstride = D;
+    } else {
+      OP_REQUIRES(ctx, kernel.dim_size(3) == C,
+                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has C=", C, " but kernel has C=",
+                                                      kernel.dim_size(3)));
+      if (use_bias_) {
+        OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == M && bias.dim_size(1) == F,
+                    tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: bias must be [", M, ", ", F,
+                                                        "], got ", bias.shape().DebugString()));
+        bbase = bias.flat<float>().data();
+      }
+    }
     OP_REQUIRES(ctx, idx.dim_size(0) == n,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has n=", n, " row-blocks but idx has ",
                                                     idx.dim_size(0), " entries"));
     OP_REQUIRES(ctx, kh >= 1 && kw >= 1,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: empty kernel ",
                                                     kernel.shape().DebugString()));
-    if (use_bias_) {
-      OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == M && bias.dim_size(1) == F,
-                  tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: bias must be [", M, ", ", F, "], got ",
-                                                      bias.shape().DebugString()));
-    }
     const int32_t* ip = idx.flat<int32_t>().data();
     for (int64_t i = 0; i < n; ++i) {
       OP_REQUIRES(ctx, ip[i] >= 0 && ip[i] < M,
@@ -303,11 +390,10 @@ class PopulationConv2DOp : public OpKernel {
     if (n == 0 || B == 0 || F == 0) return;
     float* yp = y->flat<float>().data();
     if (C == 0) {  // empty sums: bias (or 0), then the activation
-      const float* bp = use_bias_ ? bias.flat<float>().data() : nullptr;
       for (int64_t i = 0; i < n; ++i)
         for (int64_t p = 0; p < B * ho * wo; ++p)
           for (int64_t f = 0; f < F; ++f) {
-            float v = bp != nullptr ? 0.0f + bp[ip[i] * F + f] : 0.0f;
+            float v = bbase != nullptr ? 0.0f + bbase[ip[i] * bstride + f] : 0.0f;
             yp[(i * B * ho * wo + p) * F + f] = (relu_ && v < 0.0f) ? 0.0f : v;
           }
       return;
@@ -352,9 +438,6 @@ class PopulationConv2DOp : public OpKernel {
       row_stride = wp * C;
     }
 
-    const float* kp = kernel.flat<float>().data();
-    const float* bp = use_bias_ ? bias.flat<float>().data() : nullptr;
-    const int64_t ksize = kh * kw * C * F;
     auto rows = [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t im = u / ho, oy = u % ho;
@@ -365,9 +448,9 @@ class PopulationConv2DOp : public OpKernel {
         t.row_stride = row_stride;
         t.kh = kh;
         t.kwc = kw * C;
-        t.w = kp + member * ksize;
+        t.w = kbase + member * kstride;
         t.F = F;
-        t.bias = bp != nullptr ? bp + member * F : nullptr;
+        t.bias = bbase != nullptr ? bbase + member * bstride : nullptr;
         t.relu = relu_;
         t.out = yp + (im * ho + oy) * wo * F;
         OutputRow(t, wo);
@@ -379,8 +462,10 @@ class PopulationConv2DOp : public OpKernel {
  private:
   int64_t sh_ = 1, sw_ = 1;
   bool same_ = true, relu_ = false, use_bias_ = true;
+  int64_t kernel_offset_ = 0, bias_offset_ = -1, filters_ = 0, kh_ = 0, kw_ = 0;
 };
 
-REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2D").Device(DEVICE_CPU), PopulationConv2DOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2D").Device(DEVICE_CPU), PopulationConv2DOp<false>);
+REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2DFlat").Device(DEVICE_CPU), PopulationConv2DOp<true>);
 
 }  // namespace tfevo_pop_conv

@@ -50,6 +50,7 @@ class _Step:
     weights: tuple  # indices into the template weight list
     inp: int  # id of the input symbolic tensor
     out: int  # id of the output symbolic tensor
+    flat_fn: Callable | None = None  # (x, params [P, D], weight offsets, indices) -> y, reading params in place
 
 
 def _dense_fn(layer):
@@ -57,6 +58,64 @@ def _dense_fn(layer):
 
     def fn(x, w, idx):
         return population_dense(x, w[0], w[1] if len(w) > 1 else None, act, idx)
+
+    return fn
+
+
+def _flat_ops():
+    """``(dense, conv)`` in-place op functions, or ``None`` when they cannot run here.
+
+    The in-place path needs both C++ modules built, a caller that is not
+    XLA-compiled and no GPU to place ops on.
+    """
+    from tfevo import ops
+
+    if ops.in_xla_context():
+        return None
+    dense = ops.op_module("indexed_matmul", "tfevo_indexed_dense_flat")
+    conv = ops.op_module("pop_conv", "tfevo_population_conv2d_flat")
+    if dense is None or conv is None or tf.config.list_logical_devices("GPU"):
+        return None
+    return dense.tfevo_indexed_dense_flat, conv.tfevo_population_conv2d_flat
+
+
+def _fused_activation(act):
+    """(op activation attr, activation still to apply afterwards or None)."""
+    if act is None or act is keras.activations.linear:
+        return "none", None
+    if act is keras.activations.relu:
+        return "relu", None
+    return "none", act
+
+
+def _dense_flat_fn(layer):
+    units, use_bias = int(layer.units), bool(layer.use_bias)
+    attr, after = _fused_activation(layer.activation)
+
+    def fn(x, params, offs, idx):
+        dense = _flat_ops()[0]
+        k = x.shape[-1]
+        x3 = x if x.shape.rank == 3 else tf.reshape(x, [tf.shape(x)[0], -1, k])
+        y = dense(x3, params, idx, w_offset=int(offs[0]), units=units,
+                  bias_offset=int(offs[1]) if use_bias else -1, activation=attr)
+        if x.shape.rank != 3:
+            y = tf.reshape(y, tf.concat([tf.shape(x)[:-1], [units]], 0))
+        return after(y) if after is not None else y
+
+    return fn
+
+
+def _conv_flat_fn(layer):
+    filters, use_bias = int(layer.filters), bool(layer.use_bias)
+    ksize, strides = [int(k) for k in layer.kernel_size], [int(s) for s in layer.strides]
+    padding = layer.padding.upper()
+    attr, after = _fused_activation(layer.activation)
+
+    def fn(x, params, offs, idx):
+        conv = _flat_ops()[1]
+        y = conv(x, params, idx, kernel_offset=int(offs[0]), kernel_size=ksize, filters=filters,
+                 bias_offset=int(offs[1]) if use_bias else -1, strides=strides, padding=padding, activation=attr)
+        return after(y) if after is not None else y
 
     return fn
 
@@ -295,12 +354,15 @@ class PopulationModel:
             raise ConfigError(f"layer {name}: only single-input, single-output layers are supported")
         sample_rank = len(ins[0].shape)
         # exact type checks first: subclasses of supported layers may change call()
+        flat_fn = None
         if type(op) is L.Dense:
             if getattr(op, "lora_enabled", False):
                 raise ConfigError(f"layer {name}: LoRA Dense layers are not supported")
             fn = _dense_fn(op)
+            flat_fn = _dense_flat_fn(op)
         elif type(op) is L.Conv2D:
             fn = _conv_fn(op, self.conv_method)
+            flat_fn = _conv_flat_fn(op) if self.conv_method == "auto" else None
         elif type(op) is L.LayerNormalization:
             fn = _layernorm_fn(op, sample_rank)
         elif type(op) is L.Flatten:
@@ -322,7 +384,8 @@ class PopulationModel:
                 raise ConfigError(f"layer {name}: shared layers (weights used twice) are not supported")
             used.add(i)
             widx.append(i)
-        return _Step(name=name, fn=fn, weights=tuple(widx), inp=id(ins[0]), out=id(node.outputs[0]))
+        return _Step(name=name, fn=fn, weights=tuple(widx), inp=id(ins[0]), out=id(node.outputs[0]),
+                     flat_fn=flat_fn)
 
     # -------------------------------------------------------------- reshaper
     def flatten(self, weights: Sequence) -> tf.Tensor:
@@ -419,13 +482,41 @@ class PopulationModel:
             tensors[step.out] = step.fn(tensors[step.inp], w, indices)
         return tensors[self._output_id]
 
+    def _run_in_place(self, params, x, indices):
+        """Members ``indices`` straight from ``params [P, D]``: Dense and Conv2D read their weights in
+        place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains)."""
+        tensors = {self._input_id: x}
+        for step in self._steps:
+            offs = [self._offsets[i] for i in step.weights]
+            if step.flat_fn is not None:
+                y = step.flat_fn(tensors[step.inp], params, offs, indices)
+            else:
+                w = [tf.reshape(params[:, o:o + self._sizes[i]], (-1,) + self.weight_shapes[i])
+                     for o, i in zip(offs, step.weights)]
+                y = step.fn(tensors[step.inp], w, indices)
+            tensors[step.out] = y
+        return tensors[self._output_id]
+
+    def in_place_available(self) -> bool:
+        """Whether a subset forward with flat ``params [P, D]`` reads the weights in place (no copy).
+
+        True when the C++ ops are built, ``conv_method="auto"`` (for Conv2D
+        layers) and no GPU is visible; then :meth:`Policy.prepare
+        <tfevo.nn.Policy.prepare>` keeps the flat parameters instead of
+        splitting them.
+        """
+        return _flat_ops() is not None and all(
+            s.flat_fn is not None for s in self._steps if s.name.endswith("(Conv2D)"))
+
     def forward_graph(self, params, x, indices=None):
         """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
 
         For use inside a caller's own ``tf.function`` (rollouts).  ``params`` is
         ``[P, D]`` or the list from :meth:`unflatten`; ``x`` float32.
 
-        With flat ``params`` and ``indices``, the subset runs either by
+        With flat ``params`` and ``indices``, the subset reads the chosen
+        members' Dense/Conv2D weights in place from ``params`` through the C++
+        ops (:meth:`in_place_available`); without them it runs either by
         gathering its parameter rows first (cheaper when ``2 n <= P`` or
         without the C++ op), or by splitting all parameters and letting
         ``indexed_matmul`` read the chosen members' weights in place.
@@ -434,6 +525,8 @@ class PopulationModel:
             return self._run(params, x, indices)
         if indices is None:
             return self._run(self.unflatten_graph(params), x, None)
+        if self.in_place_available():
+            return self._run_in_place(params, x, tf.cast(indices, tf.int32))
 
         def gather_first():
             return self._run(self.unflatten_graph(tf.gather(params, indices)), x, None)

@@ -170,13 +170,18 @@ class Policy:
         """``[popsize, D]`` initial parameters (see :meth:`PopulationModel.init_params`)."""
         return self.model.init_params(popsize, seed)
 
-    def prepare(self, params) -> list:
-        """Splits ``params [P, D]`` into per-layer weights once (see :meth:`PopulationModel.unflatten`).
+    def prepare(self, params):
+        """Per-generation preparation of ``params [P, D]`` for many forward steps (a rollout).
 
-        Passing the result to :meth:`forward` for every step of a rollout
-        avoids re-splitting the parameters at each step, and lets the subset
-        path read the chosen members' weights in place (``indexed_matmul``).
+        When the C++ in-place ops can run (:meth:`PopulationModel.in_place_available`)
+        this returns ``params`` itself: each step's subset forward then reads
+        the active members' weights in place, with no copy of the population
+        at all.  Otherwise it splits ``params`` into per-layer weights once
+        (:meth:`PopulationModel.unflatten`), so the steps do not re-split them.
+        Either result is what :meth:`forward` / :meth:`forward_graph` accept.
         """
+        if self.model.in_place_available():
+            return self.model._check_params(params)
         return self.model.unflatten(params)
 
     def preprocess(self, obs) -> tf.Tensor:
