@@ -8,6 +8,12 @@ ParallelEvaluator; and generations to solve XOR (threshold 3.9, pop 150,
 
     python benchmarks/bench_neat.py                 # full table (a few minutes)
     python benchmarks/bench_neat.py --quick         # smaller
+
+tfevo and neat-python generations alternate (3 rounds per size), so both
+see the same machine load.  ``--kernels 1000,10000`` adds the speciation
+kernels (C++ op against its pure-TF reference, same inputs).  Which NEAT
+custom ops are built is printed first; ``TFEVO_DISABLE_CUSTOM_OPS=1`` runs
+the pure-TensorFlow references everywhere.
 """
 
 from __future__ import annotations
@@ -141,22 +147,32 @@ def _serial(fn):
     return run
 
 
-def neat_python_gen_times(problem, pop, gens, parallel):
-    import neat
+class NeatPythonRun:
+    """One neat-python population; ``step()`` runs one generation and returns its seconds."""
 
-    nin, nout = (2, 1) if problem == "xor" else (4, 2)
-    fn = np_xor_genome if problem == "xor" else np_cartpole_genome
-    cfg = _np_config(pop, nin, nout)
-    p = neat.Population(cfg)
-    times = []
-    pe = neat.ParallelEvaluator(multiprocessing.cpu_count(), fn) if parallel else None
-    ev = pe.evaluate if parallel else _serial(fn)
-    for _ in range(gens):
+    def __init__(self, problem, pop, parallel):
+        import neat
+
+        nin, nout = (2, 1) if problem == "xor" else (4, 2)
+        fn = np_xor_genome if problem == "xor" else np_cartpole_genome
+        self.p = neat.Population(_np_config(pop, nin, nout))
+        self.pe = neat.ParallelEvaluator(multiprocessing.cpu_count(), fn) if parallel else None
+        self.ev = self.pe.evaluate if parallel else _serial(fn)
+
+    def step(self):
         t = time.perf_counter()
-        p.run(ev, 1)
-        times.append(time.perf_counter() - t)
-    if pe is not None:
-        pe.close() if hasattr(pe, "close") else None
+        self.p.run(self.ev, 1)
+        return time.perf_counter() - t
+
+    def close(self):
+        if self.pe is not None and hasattr(self.pe, "close"):
+            self.pe.close()
+
+
+def neat_python_gen_times(problem, pop, gens, parallel):
+    r = NeatPythonRun(problem, pop, parallel)
+    times = [r.step() for _ in range(gens)]
+    r.close()
     return times
 
 
@@ -174,32 +190,39 @@ def neat_python_solve(seed, gens=300):
 
 
 # ---------------------------------------------------------------------- tfevo
-def tfevo_gen_times(problem, pop, gens, jit=False):
-    from tfevo.neat import NEAT, XOR, NEATConfig
-    from tfevo.neat.policy import ControlProblem
+class TfevoRun:
+    """One tfevo NEAT run; ``step()`` runs one generation (ask, evaluate,
+    tell) and returns (seconds, evaluation seconds, tell seconds)."""
 
-    if problem == "xor":
-        prob = XOR()
-        cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
-        ev = lambda p: prob(p, cfg)  # noqa: E731
-    else:
-        cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=pop, max_nodes=24, max_conns=48)
-        cp = ControlProblem("CartPole-v1", cfg, episodes=1)
-        ev = cp
-    algo = NEAT(cfg, seed=0, jit_compile=jit)
-    times, evals, tells = [], [], []
-    for _ in range(gens + 1):
+    def __init__(self, problem, pop, jit=False):
+        from tfevo.neat import NEAT, XOR, NEATConfig
+        from tfevo.neat.policy import ControlProblem
+
+        if problem == "xor":
+            prob = XOR()
+            cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+            self.ev = lambda p: prob(p, cfg)  # noqa: E731
+        else:
+            cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=pop, max_nodes=24, max_conns=48)
+            self.ev = ControlProblem("CartPole-v1", cfg, episodes=1)
+        self.algo = NEAT(cfg, seed=0, jit_compile=jit)
+
+    def step(self):
         t = time.perf_counter()
-        pop_ = algo.ask()
-        f = ev(pop_)
+        pop_ = self.algo.ask()
+        f = self.ev(pop_)
         f.numpy()
         t1 = time.perf_counter()
-        algo.tell(pop_, f)
-        algo.nodes.numpy()
+        self.algo.tell(pop_, f)
+        self.algo.nodes.numpy()
         t2 = time.perf_counter()
-        times.append(t2 - t)
-        evals.append(t1 - t)
-        tells.append(t2 - t1)
+        return t2 - t, t1 - t, t2 - t1
+
+
+def _summarise(steps):
+    """(trace+compile s, kept totals, median eval, median tell) from the
+    per-generation (total, eval, tell) of a run whose first generation traces."""
+    times, evals, tells = zip(*steps)
     # with jit, a generation whose bucket width is new compiles the XLA breed
     # programs (seconds): counted as compile time, not in the median
     med = statistics.median(tells[1:])
@@ -208,6 +231,104 @@ def tfevo_gen_times(problem, pop, gens, jit=False):
     recompile = sum(tells[i] - med for i in comp)
     return (times[0] + recompile, [times[i] for i in keep], statistics.median([evals[i] for i in keep]),
             statistics.median([tells[i] for i in keep]))
+
+
+def tfevo_gen_times(problem, pop, gens, jit=False):
+    r = TfevoRun(problem, pop, jit)
+    return _summarise([r.step() for _ in range(gens + 1)])
+
+
+def interleaved(problem, pop, modes, tf_gens, np_gens, serial=True, parallel=False, rounds=3):
+    """tfevo (each mode) and neat-python generations alternating in ``rounds``
+    rounds, so both see the same machine load.  Returns ({mode: summary},
+    neat-python serial times, parallel times)."""
+    runs = {m: TfevoRun(problem, pop, jit=(m == "xla")) for m in modes}
+    steps = {m: [runs[m].step()] for m in modes}  # trace + compile
+    nps = NeatPythonRun(problem, pop, False) if serial else None
+    npp = NeatPythonRun(problem, pop, True) if parallel else None
+    t_s, t_p = [], []
+    per = [tf_gens // rounds + (1 if i < tf_gens % rounds else 0) for i in range(rounds)]
+    per_np = [np_gens // rounds + (1 if i < np_gens % rounds else 0) for i in range(rounds)]
+    for r in range(rounds):
+        for _ in range(per_np[r]):
+            if nps is not None:
+                t_s.append(nps.step())
+            if npp is not None:
+                t_p.append(npp.step())
+        for m in modes:
+            steps[m] += [runs[m].step() for _ in range(per[r])]
+    if npp is not None:
+        npp.close()
+    return {m: _summarise(steps[m]) for m in modes}, t_s, t_p
+
+
+def kernel_times(pop, gens=6, reps=10, rounds=5):
+    """The speciation kernels against their pure-TF references on the
+    population of generation ``gens`` of an XOR run (same inputs, alternating,
+    ``reps`` calls per timed tf.function call; median ms per call)."""
+    import tensorflow as tf
+
+    from tfevo.core import sanitize_fitness, worst_to_finite
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import _speciate_op as so
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=1)
+    for _ in range(gens):
+        p_ = algo.ask()
+        algo.tell(p_, prob(p_, cfg))
+    p_ = algo.ask()
+    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
+             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
+    st = [getattr(algo, n).read_value() for n in names]
+    ff = worst_to_finite(sanitize_fitness(prob(p_, cfg)))
+    sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, p_.nodes, p_.conns, *st)
+    u = tf.random.stateless_uniform([pop, 5], [1, 2])
+    mk = algo.member_key.read_value()
+
+    def speciate_fn(use):
+        @tf.function(autograph=False)
+        def f(nodes):
+            acc = tf.constant(0)
+            for _ in range(reps):
+                acc = so.speciate(cfg, nodes + tf.cast(acc, tf.float32) * 0, p_.conns, *st, use_op=use)[0][0]
+            return acc
+        return lambda: f(p_.nodes)
+
+    def plan_fn(use):
+        @tf.function(autograph=False)
+        def f(ff):
+            acc = tf.constant(0)
+            for _ in range(reps):
+                acc = so.plan(cfg, sp, alive, keys, best_f, last_imp, ff + tf.cast(acc, tf.float32) * 0, mk, st[-1],
+                              u, use_op=use)[7][0]
+            return acc
+        return lambda: f(ff)
+
+    out = {}
+    for name, mk_fn in (("speciate", speciate_fn), ("plan", plan_fn)):
+        fo, fr = mk_fn(True), mk_fn(False)
+        fo(), fr()
+        to, tr = [], []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            fo().numpy()
+            to.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            fr().numpy()
+            tr.append(time.perf_counter() - t)
+        out[name] = (statistics.median(to) / reps * 1e3, statistics.median(tr) / reps * 1e3)
+    return out, algo.num_species
+
+
+def custom_op_status():
+    """Which NEAT custom ops are built and used (else their TF references run)."""
+    from tfevo import ops
+
+    names = ("neat_speciate", "neat_breed", "neat_forward")
+    disabled = os.environ.get("TFEVO_DISABLE_CUSTOM_OPS", "") not in ("", "0")
+    return ", ".join(f"{n}: {'off' if disabled else ('built' if ops.available(n) else 'unavailable')}" for n in names)
 
 
 def tfevo_solve(seed, gens=300, jit=False):
@@ -223,6 +344,8 @@ def tfevo_solve(seed, gens=300, jit=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kernels", default="",
+                    help="also time the speciation kernels vs their references at these populations (e.g. 1000,10000)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--skip-solve", action="store_true")
     ap.add_argument("--problems", default="xor,cartpole")
@@ -240,19 +363,21 @@ def main():
         load_before = f.read().split()[:3]
     rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
-    np_gens = {150: 5, 1000: 3, 10000: 1}
-    tf_gens = {150: 7, 1000: 7, 10000: 5}
+    np_gens = {150: 6, 1000: 3, 10000: 3}
+    tf_gens = {150: 9, 1000: 9, 10000: 6}
+    print("# custom ops:", custom_op_status(), flush=True)
     for problem in args.problems.split(","):
         for pop in sizes:
             if args.quick and pop > 1000:
                 continue
             skip_serial = (problem == "cartpole" and pop >= 10000) or pop > args.no_serial_above
-            t_np = statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), False)) if not skip_serial else math.nan
-            t_pp = (statistics.median(neat_python_gen_times(problem, pop, np_gens.get(pop, 1), True))
-                    if pop <= args.no_parallel_above else math.nan)
-            for mode in args.modes.split(","):
-                trace, tt, t_ev, t_tell = tfevo_gen_times(problem, pop, args.tf_gens or tf_gens.get(pop, 3),
-                                                          jit=(mode == "xla"))
+            modes = args.modes.split(",")
+            summ, ts, tp = interleaved(problem, pop, modes, args.tf_gens or tf_gens.get(pop, 3), np_gens.get(pop, 1),
+                                       serial=not skip_serial, parallel=pop <= args.no_parallel_above)
+            t_np = statistics.median(ts) if ts else math.nan
+            t_pp = statistics.median(tp) if tp else math.nan
+            for mode in modes:
+                trace, tt, t_ev, t_tell = summ[mode]
                 t_tf = statistics.median(tt)
                 rows.append((problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp))
                 print(f"# {problem} pop {pop} [{mode}]: tfevo {t_tf:.4f}s (compile {trace:.2f}s; eval {t_ev:.4f} "
@@ -263,6 +388,15 @@ def main():
     for problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp in rows:
         print(f"| {problem} | {pop} | {mode} | {t_tf:.4f} | {t_ev:.4f} | {t_tell:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | "
               f"{t_np / t_tf:.1f}x | {t_pp / t_tf:.1f}x |")
+    if args.kernels:
+        print()
+        print("| kernel | pop | live species | C++ op ms/call | pure-TF reference ms/call | ratio |")
+        print("|---|---|---|---|---|---|")
+        for pop in (int(x) for x in args.kernels.split(",")):
+            res, ns = kernel_times(pop)
+            for name, (a, b) in res.items():
+                print(f"| {name} | {pop} | {ns} | {a:.3f} | {b:.3f} | {b / a:.1f}x |", flush=True)
+        print()
     if not args.skip_solve:
         print()
         res_tf = [tfevo_solve(s, jit=args.solve_mode == "xla") for s in range(args.seeds)]
