@@ -142,14 +142,19 @@ REGISTER_OP("TfevoNeatBreedWidths")
     .Input("conns: float")  // [P, C, 5]
     .Attr("node_extra: int >= 0")
     .Attr("conn_extra: int >= 0")
-    .Output("widths: int32")  // [2]
+    .Attr("kn: int >= 0")
+    .Attr("kc: int >= 0")
+    .Output("widths: int32")       // [2] (wn, wc)
+    .Output("words_shape: int32")  // [2] (P, ceil((4 wn + 2 wc) / 32)): operators.crossover_words
+    .Output("u_shape: int32")      // [2] (P, 13 + wn kn + wc kc): operators.mutation_uniforms
     .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->MakeShape({2}));
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->MakeShape({2}));
       return Status();
     })
     .Doc(R"doc(
 The slot range NEAT breeds: min(1 + last used slot in any genome + extra, width)
-for nodes and connections (operators.used_width).
+for nodes and connections (operators.used_width), and the shapes of the two
+random draws for that range.
 )doc");
 
 namespace {
@@ -963,11 +968,15 @@ class NeatBreedWidthsOp : public OpKernel {
   explicit NeatBreedWidthsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("node_extra", &node_extra_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_extra", &conn_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kn", &kn_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kc", &kc_));
   }
 
   void Compute(OpKernelContext* ctx) override {
-    Tensor* out = nullptr;
+    Tensor *out = nullptr, *ws = nullptr, *us = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
     for (int k = 0; k < 2; ++k) {
       const Tensor& t = ctx->input(k);
       OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
@@ -987,10 +996,15 @@ class NeatBreedWidthsOp : public OpKernel {
       const int64_t extra = k == 0 ? node_extra_ : conn_extra_;
       out->flat<int32_t>()(k) = static_cast<int32_t>(std::min(used + extra, K));
     }
+    const int64_t P = ctx->input(0).dim_size(0), wn = out->flat<int32_t>()(0), wc = out->flat<int32_t>()(1);
+    ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
+    ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 2 * wc + 31) / 32);
+    us->flat<int32_t>()(0) = static_cast<int32_t>(P);
+    us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn_ + wc * kc_);
   }
 
  private:
-  int64_t node_extra_, conn_extra_;
+  int64_t node_extra_, conn_extra_, kn_, kc_;
 };
 
 }  // namespace

@@ -92,13 +92,13 @@ def _assert_consistent_markers(conns):
 @pytest.mark.parametrize("name,kw", [
     ("feedforward", {}),
     ("recurrent", dict(feed_forward=False)),
-    ("no_delete_uniform_init", dict(node_delete_prob=0.0, conn_delete_prob=0.0, weight_init_type="uniform",
-                                    bias_init_type="uniform", response_init_type="uniform")),
-    ("surer_shared_splits", dict(structural_mutation_surer=True, share_split_innovations=True)),
+    ("surer_shared_splits_uniform_init", dict(structural_mutation_surer=True, share_split_innovations=True,
+                                              weight_init_type="uniform", bias_init_type="uniform",
+                                              response_init_type="uniform")),
 ])
 def test_op_equals_reference_on_evolved_populations(name, kw):
     cfg = NEATConfig(**{**BASE, **kw})
-    algo = _run(cfg, 4)
+    algo = _run(cfg, 3)
     nodes, conns = algo.ask()
     nk, nm = int(algo.next_node_key.numpy()), int(algo.next_marker.numpy())
     for seed in range(2):

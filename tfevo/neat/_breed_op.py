@@ -159,16 +159,16 @@ def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s
     mod = _op()
     if mod is None or _ops.in_xla_context():
         raise RuntimeError("the NEAT breed kernel is not available")
-    P = cfg.pop_size
     nodes = tf.convert_to_tensor(nodes, tf.float32)
     conns = tf.convert_to_tensor(conns, tf.float32)
-    widths = mod.tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3)
-    wn, wc = widths[0], widths[1]
-    words = O.crossover_words(P, wn, wc, s_cross)
-    u_all = O.mutation_uniforms(cfg, P, wn, wc, s_mut)
+    _, kn, _, kc = O._attr_columns(cfg)
+    widths, words_shape, u_shape = mod.tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+    # the draws of operators.crossover_words / mutation_uniforms (same shapes, same seeds: same numbers)
+    words = tf.random.stateless_uniform(words_shape, s_cross, minval=None, maxval=None, dtype=tf.int32)
+    u_all = tf.random.stateless_uniform(u_shape, s_mut)
     return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
 
 
 def bred_widths(nodes, conns):
     """The kernel's (wn, wc) for full-width populations (for tests)."""
-    return _op().tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3)
+    return _op().tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3, kn=0, kc=0)[0]
