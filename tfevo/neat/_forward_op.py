@@ -79,7 +79,7 @@ def op_enabled(activations=("sigmoid",), aggregations=("sum",), use_op=None) -> 
     why = None
     if not (all(a in _BUILTIN_ACT for a in activations) and all(a in _BUILTIN_AGG for a in aggregations)):
         why = "a user-registered activation or aggregation is among the options"
-    elif ops.in_xla_context():
+    elif not tf.executing_eagerly() and ops.in_xla_context():
         why = "the code is being compiled by XLA"
     elif _module() is None:
         why = "the library is not built (no compiler) or TFEVO_DISABLE_CUSTOM_OPS is set"

@@ -95,7 +95,10 @@ class SupervisedProblem:
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
         """Fitness ``[P]`` of ``population = (nodes, conns)``.
 
-        Only the used slot range is evaluated: the node axis is cut after
+        With the inference kernels (see the class docstring) the genomes
+        are compiled into per-member programs and run in one graph call;
+        empty slots cost nothing there.  The reference evaluates only the
+        used slot range: the node axis is cut after
         the last slot any genome uses, rounded up to a multiple of 8 (one
         compiled program per such width, so a run compiles a handful at
         most).  Empty slots contribute nothing, so the result is the same as
@@ -105,19 +108,25 @@ class SupervisedProblem:
         nodes = tf.convert_to_tensor(nodes, tf.float32)
         conns = tf.convert_to_tensor(conns, tf.float32)
         N0, C0 = nodes.shape[1], conns.shape[1]
-        use_op = self.use_custom_op is not False and _fo.op_enabled(config.activation_options,
-                                                                    config.aggregation_options)
-        if not use_op:  # the kernels skip empty slots themselves: no cut needed
-            wn, wc = (int(w) for w in _used_widths(nodes, conns))
-            N = min(N0, max(8, -(-wn // 8) * 8))
-            C = C0  # only the node axis is cut: the dense network is [P, N, N]
-            nodes, conns = nodes[:, :N], conns[:, :C]
-        N, C = nodes.shape[1], conns.shape[1]
+        acts, aggs = tuple(config.activation_options), tuple(config.aggregation_options)
+        use_op = self.use_custom_op is not False and _fo.op_enabled(acts, aggs)
+        if use_op:  # the kernels' program depends on these only: a cheap key, a concrete function
+            key = (nodes.shape[0], N0, C0, config.num_inputs, config.num_outputs, config.feed_forward, acts, aggs,
+                   self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(), self.inputs.shape,
+                   self.targets.shape, "kernels")
+            fn = _COMPILED.get(key)
+            if fn is None:  # shared by equal problems/configs: no retracing across runs
+                fn = _COMPILED[key] = self._compile(config, nodes.shape[0], N0, C0, True).get_concrete_function()
+            return fn(nodes, conns)
+        wn, wc = (int(w) for w in _used_widths(nodes, conns))
+        N = min(N0, max(8, -(-wn // 8) * 8))
+        C = C0  # only the node axis is cut: the dense network is [P, N, N]
+        nodes, conns = nodes[:, :N], conns[:, :C]
         P = nodes.shape[0]
         key = (repr(config), P, N, C, self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(),
-               self.inputs.shape, self.targets.shape, self.jit_compile, use_op)
+               self.inputs.shape, self.targets.shape, self.jit_compile)
         if key not in _COMPILED:  # shared by equal problems/configs: no retracing across runs
-            _COMPILED[key] = self._compile(config, P, N, C, use_op)
+            _COMPILED[key] = self._compile(config, P, N, C)
         return _COMPILED[key](nodes, conns)
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:
