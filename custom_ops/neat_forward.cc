@@ -335,6 +335,12 @@ class CompileOp : public OpKernel {
           // beyond the valid keys: the first +inf (NaN) key, i.e. the first empty slot, or the clamp
           return nvalid < n ? first_nan : korder[n - 1];
         };
+        // Slots at or past nlim are empty and no edge touches them (a lookup returns a valid slot,
+        // the first empty one, or the last slot when all are valid): the per-slot passes stop there.
+        int nlim = first_nan + 1;
+        for (int i = n - 1; i >= nlim; --i)
+          if (!std::isnan(nd[i * 5])) { nlim = i + 1; break; }
+        if (nvalid == n) nlim = n;
         int m = 0;
         for (int e = 0; e < c; ++e) {
           const float* r = cn + e * 5;
@@ -344,17 +350,17 @@ class CompileOp : public OpKernel {
           edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
         }
         // Levels: network.compute_levels (synchronous rounds, at most N + 1).
-        for (int i = 0; i < n; ++i) {
+        for (int i = 0; i < nlim; ++i) {
           base[i] = std::isnan(nd[i * 5]) ? -1 : (i < I ? 0 : 1);
           level[i] = base[i];
         }
         if (ff) {
           bool changed = true;
           for (int round = 0; changed && round <= n; ++round) {
-            for (int i = 0; i < n; ++i) next[i] = 0;
+            for (int i = 0; i < nlim; ++i) next[i] = 0;
             for (int e = 0; e < m; ++e) next[edges[e].dst] = std::max(next[edges[e].dst], level[edges[e].src] + 1);
             changed = false;
-            for (int i = 0; i < n; ++i) {
+            for (int i = 0; i < nlim; ++i) {
               const int v = (base[i] != 1) ? base[i] : std::max(1, next[i]);
               changed |= (v != level[i]);
               next[i] = v;
@@ -364,13 +370,13 @@ class CompileOp : public OpKernel {
         }
         // Evaluated nodes: valid non-inputs, ordered by (level, slot) (insertion sort, stable).
         int cnt = 0;
-        for (int i = 0; i < n; ++i) {
+        for (int i = 0; i < nlim; ++i) {
           if (base[i] != 1) continue;
           int j = cnt++;
           while (j > 0 && level[ev[j - 1]] > level[i]) { ev[j] = ev[j - 1]; --j; }
           ev[j] = i;
         }
-        for (int i = 0; i < n; ++i) pos[i] = -1;
+        for (int i = 0; i < nlim; ++i) pos[i] = -1;
         for (int k = 0; k < cnt; ++k) pos[ev[k]] = k;
         // Group the edges by evaluation position (counting sort), then per node sort by
         // source slot and merge duplicate pairs (weights summed, as scatter_nd does).
