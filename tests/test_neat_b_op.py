@@ -221,3 +221,39 @@ def test_dispatch_uses_reference_under_xla_and_bad_inputs_raise():
         call(u=good["u"][:, :-1])
     with pytest.raises(tf.errors.InvalidArgumentError, match="words must be"):
         call(words=good["words"][:, :0])
+
+
+_THREADS_SCRIPT = r"""
+import sys, numpy as np, tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
+from tfevo.neat import NEATConfig, _breed_op as B, operators as O
+cfg = NEATConfig(num_inputs=3, num_outputs=2, pop_size=3000, max_nodes=12, max_conns=24, node_add_prob=0.5,
+                 conn_add_prob=0.7, node_delete_prob=0.1, conn_delete_prob=0.1)
+from tfevo.neat import NEAT
+nodes, conns = NEAT(cfg, seed=0).ask()
+rng = np.random.default_rng(0)
+P = cfg.pop_size
+out = B.breed_population(cfg, nodes, conns, tf.constant(rng.integers(0, P, P), tf.int32),
+                         tf.constant(rng.integers(0, P, P), tf.int32), tf.constant(rng.random(P) < 0.05),
+                         tf.constant([1, 2], tf.int64), tf.constant([3, 4], tf.int64), tf.constant(9, tf.int64),
+                         tf.constant(6, tf.int64))
+np.savez(sys.argv[2], *[x.numpy() for x in out])
+"""
+
+
+@pytest.mark.slow
+def test_result_does_not_depend_on_thread_count(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(_THREADS_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    outs = []
+    for threads in (1, 4):
+        f = tmp_path / f"out{threads}.npz"
+        subprocess.run([sys.executable, str(script), str(threads), str(f)], check=True, env=env, timeout=300)
+        z = np.load(f)
+        outs.append([z[k] for k in sorted(z.files)])
+    _assert_same(*outs)
