@@ -265,3 +265,26 @@ def test_control_problem_kernel_rollout_equals_xla_reference(feed_forward):
         np.testing.assert_array_equal(ev_op.last_lengths.numpy(), ev_ref.last_lengths.numpy())
     assert np.ptp(f_op) > 0 and ev_op.last_frames == ev_ref.last_frames
     assert int(ev_op.total_frames.numpy()) == int(ev_ref.total_frames.numpy())
+
+
+@needs_op
+@pytest.mark.parametrize("feed_forward", [True, False])
+def test_program_under_xla_runs_as_its_dense_network(feed_forward):
+    """A Program that meets XLA (e.g. prepared eagerly, forwarded in a jit_compile function)
+    runs as to_network(program) on the reference code, with the kernels' values."""
+    I, O, N, C = 3, 2, 12, 24
+    acts, aggs = ALL_ACT[:10], ALL_AGG
+    nodes, conns = random_genomes(60, N, C, I, O, feed_forward=feed_forward, seed=4,
+                                  act_ids=[F.activation_id(a) for a in acts],
+                                  agg_ids=[F.aggregation_id(a) for a in aggs])
+    prog = fo.prepare(nodes, conns, I, feed_forward, acts, aggs, use_op=True)
+    x = np.random.default_rng(0).uniform(-1, 1, size=(60, 4, I)).astype(np.float32)
+    st = np.random.default_rng(1).normal(size=(60, 4, N)).astype(np.float32)
+    if feed_forward:
+        run = lambda: fo.forward(prog, x, I, O, acts, aggs)  # noqa: E731
+    else:
+        run = lambda: fo.recurrent_step(prog, st, x, I, O, acts, aggs, 2)[0]  # noqa: E731
+    got = tf.function(run, jit_compile=True, autograph=False)().numpy()
+    want = run().numpy()
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-4, atol=1e-5)
