@@ -37,8 +37,10 @@ ISO, LINE = 0.005, 0.05
 
 
 def rastrigin_np(x):
-    z = x * 10.0 - 5.0
-    f = 10.0 * x.shape[1] + np.sum(z * z - 10.0 * np.cos(2.0 * np.pi * z), axis=1)
+    # The same computation as tfevo.qd.rastrigin_qd: two row sums of y = 10 x ((y - 5)^2 and
+    # cos(2 pi y) = cos(2 pi (y - 5))).  Same cost in NumPy as the one-sum form (measured).
+    y = x * 10.0
+    f = 10.0 * x.shape[1] + np.sum((y - 5.0) ** 2, axis=1) - 10.0 * np.sum(np.cos((2.0 * np.pi) * y), axis=1)
     return -f, x[:, :2]
 
 

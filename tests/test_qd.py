@@ -224,3 +224,14 @@ def test_compiled_programs_trace_without_autograph(monkeypatch):
     a.add(x, *rastrigin_qd(x))
     assert calls == [], calls
     assert a.size.numpy() > 0
+
+
+def test_rastrigin_qd_equals_qdax_formula():
+    """rastrigin_qd (two row sums of y = 10 x) is QDax's -(10 D + sum(z^2 - 10 cos(2 pi z))), z = 10 x - 5."""
+    x = np.random.default_rng(3).uniform(-0.2, 1.2, size=(500, 37)).astype(np.float32)
+    z = x.astype(np.float64) * 10.0 - 5.0
+    ref = -(10.0 * 37 + np.sum(z * z - 10.0 * np.cos(2.0 * np.pi * z), axis=1))
+    f, d = rastrigin_qd(x)
+    np.testing.assert_allclose(f.numpy(), ref, rtol=2e-6, atol=2e-4)
+    np.testing.assert_array_equal(d.numpy(), x[:, :2])
+    assert float(rastrigin_qd(np.full((1, 37), 0.5, np.float32))[0][0]) == pytest.approx(0.0, abs=1e-4)

@@ -34,11 +34,16 @@ def _to_domain(x):
 
 @register("problem", "rastrigin_qd", doc="QDax Rastrigin QD task: [0,1]^D -> negated Rastrigin, desc = x[:2]")
 def rastrigin_qd(x):
+    # 10 D + sum(z^2 - 10 cos(2 pi z)) with z = 10 x - 5, computed as two row sums of y = 10 x:
+    # (y - 5)^2 in one op, and cos(2 pi y) = cos(2 pi z) (the shift is 5 whole periods).  Same
+    # function; 4 instead of 7 full passes over [B, D] (measured 3-10% less CPU per MAP-Elites
+    # iteration at batch 10000 / 1000, benchmarks/results/qd.md).
     x = tf.convert_to_tensor(x, tf.float32)
-    z = _to_domain(x)
+    y = x * 10.0
     d = tf.cast(tf.shape(x)[1], tf.float32)
-    f = 10.0 * d + tf.reduce_sum(z * z - 10.0 * tf.cos(2.0 * math.pi * z), axis=1)
-    return -f, x[:, :2]
+    square = tf.reduce_sum(tf.math.squared_difference(y, 5.0), axis=1)
+    cosine = tf.reduce_sum(tf.cos((2.0 * math.pi) * y), axis=1)
+    return -(10.0 * d + square - 10.0 * cosine), x[:, :2]
 
 
 def rastrigin_qd_offset(dim: int) -> float:
