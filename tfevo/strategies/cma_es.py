@@ -90,6 +90,7 @@ class _CMABase(Algorithm):
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _lazy_eigen = True
+    _core_jit = True  # XLA for the numeric core of a lazy-eigen tell
 
     def __init__(
         self,
@@ -252,10 +253,12 @@ class _CMABase(Algorithm):
             # (Variants without eigendecomposition compile the whole tell with XLA.)
             sig = [tf.TensorSpec([self.popsize, self.num_dims], tf.float32), tf.TensorSpec([self.popsize], tf.float32)]
             if self._lazy_eigen:
-                core = tf.function(self._tell_core, jit_compile=True)
+                core = tf.function(self._tell_core, jit_compile=self._core_jit)
 
                 def tell_body(x, fitness):
-                    core(x, fitness)
+                    out = core(x, fitness)
+                    if isinstance(out, (tuple, list)):  # the big C update, deferred to graph mode
+                        self._apply_cov(*out)
                     self._post_tell()
                     return tf.constant(0)
 
@@ -350,23 +353,29 @@ class _CMABase(Algorithm):
             w_eff = w
         delta_h = (1.0 - h_sigma) * cc * (2.0 - cc)
         decay = 1.0 + self.c1 * delta_h - self.c1 - self.cmu * float(self.weights_np.sum())
-        self._update_cov(decay, p_c, y, w_eff, any_finite)
+        deferred = self._update_cov(decay, p_c, y, w_eff, any_finite)
         sigma_new = self._csa_sigma(sigma, ps_norm)
         keep = any_finite & tf.math.is_finite(sigma_new) & tf.reduce_all(tf.math.is_finite(m_new))
         self._mean.assign(tf.where(keep, m_new, m))
         self.p_sigma.assign(tf.where(keep, p_sigma, self.p_sigma))
         self.p_c.assign(tf.where(keep, p_c, self.p_c))
         self.sigma.assign(tf.where(keep, sigma_new, sigma))
-        self._update_stop(f_sorted)
+        self._update_stop(f_sorted, None if deferred is None else deferred[-1])
         self.generation.assign_add(1)
-        return tf.constant(0)
+        # A subclass may leave the heavy part of the covariance update to the graph
+        # (``_apply_cov``): ``_update_cov`` then returns (operands..., new diag(C)).
+        return tf.constant(0) if deferred is None else tuple(deferred[:-1])
 
     def _refresh_op(self):
         self._refresh()
         return tf.constant(0)
 
-    def _update_stop(self, f_sorted):
-        """Evaluates the termination criteria (bit flags in ``stop_flags``)."""
+    def _update_stop(self, f_sorted, cdiag=None):
+        """Evaluates the termination criteria (bit flags in ``stop_flags``).
+
+        ``cdiag``: diag(C) after this generation's update when C itself is
+        updated later (default: read ``C``).
+        """
         n, dt = self.num_dims, self.dtype
         g = self.generation - self.restart_generation  # generations since (re)start, before increment
         slot = tf.cast(tf.math.floormod(g, self.hist_len), tf.int32)
@@ -389,7 +398,7 @@ class _CMABase(Algorithm):
         tolfun = (count >= self.tolfun_window) & (cur_range <= self.tolfun) & (hist_range <= self.tolfun)
         sigma = self.sigma
         scales = self._axis_scales()  # sqrt of eigenvalues (or diag) of C
-        cdiag = self._cov_diag()
+        cdiag = self._cov_diag() if cdiag is None else cdiag
         tolx = tf.reduce_all(sigma * tf.maximum(tf.abs(self.p_c), tf.sqrt(cdiag)) < self.tolx * self.sigma_init)
         cond_lim = 1e14 if dt == tf.float64 else 1e12
         cond = tf.square(tf.reduce_max(scales) / tf.maximum(tf.reduce_min(scales), 1e-300 if dt == tf.float64 else 1e-37)) > cond_lim
@@ -486,10 +495,24 @@ class CMAES(_CMABase):
 
     def _update_cov(self, decay, p_c, y, w_eff, ok):
         # rank-one and rank-mu terms as one [D, P+1] x [P+1, D] product:
-        # c1 p_c p_c^T + cmu sum_i w_i y_i y_i^T = Y^T diag(v) Y with Y = [y; p_c]
+        # c1 p_c p_c^T + cmu sum_i w_i y_i y_i^T = Y^T diag(v) Y with Y = [y; p_c].
+        # The product itself is left to _apply_cov, outside the XLA core: TensorFlow's
+        # graph-mode matmul (oneDNN) was 1.5-5x faster than XLA's CPU dot for it at
+        # D=1000, P=256 (benchmarks/results/cma.md).  diag(C) after the update
+        # (for the stop criteria) is computed here, O(PD).
+        dt = self.dtype
         ys = tf.concat([y, p_c[None, :]], axis=0)
-        v = tf.concat([self.cmu * w_eff, tf.constant([self.c1], self.dtype)], axis=0)
-        c_new = decay * self.C + tf.matmul(ys * v[:, None], ys, transpose_a=True)
+        v = tf.concat([self.cmu * w_eff, tf.constant([self.c1], dt)], axis=0)
+        ysv = ys * v[:, None]
+        decay = tf.cast(decay, dt)
+        old_diag = tf.linalg.diag_part(self.C)
+        cdiag = decay * old_diag + tf.reduce_sum(ysv * ys, axis=0)
+        ok = ok & tf.reduce_all(tf.math.is_finite(cdiag))
+        return ysv, ys, decay, ok, tf.where(ok, cdiag, old_diag)
+
+    def _apply_cov(self, ysv, ys, decay, ok):
+        """``C <- decay C + ysv^T ys`` (graph mode), kept only when finite."""
+        c_new = decay * self.C + tf.matmul(ysv, ys, transpose_a=True)
         ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
         self.C.assign(tf.where(ok, c_new, self.C))
 
