@@ -42,6 +42,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -171,32 +172,38 @@ inline float Rounded(float x) {
 // A genome's genes in slot order: node genes (slots >= num_inputs with a
 // key) as (key, bias, response, aggregation, activation) rows, connection
 // genes with a marker as (marker, enabled, weight) rows.
+// The storage only grows, so a kernel that keeps one Packed across calls
+// touches no fresh pages (at pop 10000 fresh buffers cost more page faults
+// than the whole distance work).
 struct Packed {
   int64_t ncap = 0, ccap = 0;
-  std::unique_ptr<float[]> node;  // [G, ncap, 5]
-  std::unique_ptr<float[]> conn;  // [G, ccap, 3]
-  std::vector<int32_t> nn, nc;    // node / connection genes per genome (lookups)
-  std::vector<float> na, ca;      // gene counts of the formula (valid key / valid in-key)
+  std::vector<float> node_, conn_;  // [G, ncap, 5], [G, ccap, 3]
+  float* node = nullptr;
+  float* conn = nullptr;
+  std::vector<int32_t> nn, nc;  // node / connection genes per genome (lookups)
+  std::vector<float> na, ca;    // gene counts of the formula (valid key / valid in-key)
 
   void Init(int64_t g, int64_t n, int64_t c) {
     ncap = std::max<int64_t>(n, 1);
     ccap = std::max<int64_t>(c, 1);
-    node.reset(new float[g * ncap * 5]);
-    conn.reset(new float[g * ccap * 3]);
+    if (static_cast<int64_t>(node_.size()) < g * ncap * 5) node_.resize(g * ncap * 5);
+    if (static_cast<int64_t>(conn_.size()) < g * ccap * 3) conn_.resize(g * ccap * 3);
+    node = node_.data();
+    conn = conn_.data();
     nn.assign(g, 0);
     nc.assign(g, 0);
     na.assign(g, 0.f);
     ca.assign(g, 0.f);
   }
-  const float* Node(int64_t g) const { return node.get() + g * ncap * 5; }
-  const float* Conn(int64_t g) const { return conn.get() + g * ccap * 3; }
+  const float* Node(int64_t g) const { return node + g * ncap * 5; }
+  const float* Conn(int64_t g) const { return conn + g * ccap * 3; }
 };
 
 // Packs genome g of `gi` from the rows of nodes [*, N, 5] / conns [*, C, 5].
 inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t I, int64_t src,
                     int64_t g, Packed* pk) {
   const float* nr = nodes + src * N * 5;
-  float* no = pk->node.get() + g * pk->ncap * 5;
+  float* no = pk->node + g * pk->ncap * 5;
   int32_t k = 0;
   for (int64_t j = I; j < N; ++j) {
     const float* r = nr + j * 5;
@@ -207,7 +214,7 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   pk->nn[g] = k;
   pk->na[g] = static_cast<float>(k);
   const float* cr = conns + src * C * 5;
-  float* co = pk->conn.get() + g * pk->ccap * 3;
+  float* co = pk->conn + g * pk->ccap * 3;
   int32_t m = 0, valid = 0;
   for (int64_t j = 0; j < C; ++j) {
     const float* r = cr + j * 5;
@@ -453,8 +460,9 @@ class NeatSpeciateOp : public OpKernel {
       tensorflow::Shard(pool->num_threads, pool->workers, total, cost, fn);
     };
 
-    // pack the population (genes in slot order)
-    Packed pop;
+    // pack the population (genes in slot order) into the kept buffers
+    std::lock_guard<std::mutex> lock(mu_);
+    Packed& pop = pop_;
     pop.Init(P, std::max<int64_t>(N - I, 0), C);
     const float* nodes = nodes_t.flat<float>().data();
     const float* conns = conns_t.flat<float>().data();
@@ -596,6 +604,8 @@ class NeatSpeciateOp : public OpKernel {
   int64_t num_inputs_;
   float threshold_;
   Coeffs coeffs_;
+  std::mutex mu_;  // guards pop_ (concurrent calls of this kernel run one at a time)
+  Packed pop_;
 };
 
 
