@@ -8,7 +8,10 @@ one ``tf.function``; the reference and the kernel alternate call by call in
 the same run.  Prints a markdown table (median ms after warm-up; trace time
 apart).
 
-    python benchmarks/bench_neat_breed_op.py --sizes 1000,10000 --gens 12 --reps 30
+    python benchmarks/bench_neat_breed_op.py --sizes 1000,10000 --gens 12 --reps 30 --tell
+
+``--tell`` adds whole XOR generations (benchmarks/bench_neat.py's loop) with
+the graph breed and with the kernels, alternating.
 """
 
 from __future__ import annotations
@@ -120,11 +123,39 @@ def bench(P, gens, reps, seed=0):
     return dict(P=P, wn=wn, wc=wc, med=med, trace=trace, same=same)
 
 
+def tell_rounds(P, gens, rounds):
+    """Whole XOR generations (ask, evaluate, tell) with the graph breed and
+    with the kernels, alternating; returns medians over rounds (s/gen, tell s)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_neat import tfevo_gen_times
+
+    from tfevo.neat import _breed_op as B
+    from tfevo.neat import neat as neat_mod
+
+    orig = B.use_breed_op
+    res = {False: ([], []), True: ([], [])}
+    try:
+        for _ in range(rounds):
+            for use in (False, True):
+                B.use_breed_op = (lambda u=use: u and orig())
+                neat_mod._TELL_CACHE.clear()  # retrace tell with / without the kernel
+                _, times, _, tell = tfevo_gen_times("xor", P, gens)
+                res[use][0].append(statistics.median(times))
+                res[use][1].append(tell)
+    finally:
+        B.use_breed_op = orig
+        neat_mod._TELL_CACHE.clear()
+    return {u: (statistics.median(a), statistics.median(b)) for u, (a, b) in res.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--gens", type=int, default=12, help="generations of XOR evolution before measuring")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--tell", action="store_true", help="also whole XOR generations, graph breed vs kernels")
+    ap.add_argument("--tell-gens", type=int, default=10)
+    ap.add_argument("--tell-rounds", type=int, default=2)
     a = ap.parse_args()
     from tfevo.neat import _breed_op as B
 
@@ -133,6 +164,7 @@ def main():
     load = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
     print(f"uptime before: {load()}")
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
+    tells = {int(P): tell_rounds(int(P), a.tell_gens, a.tell_rounds) for P in a.sizes.split(",")} if a.tell else {}
     print(f"uptime after: {load()}\n")
     print("| pop | used slots wn x wc | `_breed` reference ms | `_breed` with kernels ms | speedup "
           "| random draws in both ms | breeding alone: reference ms | kernel ms | speedup | trace s (ref / op) "
@@ -144,6 +176,16 @@ def main():
               f"**{m['whole ref'] / m['whole op']:.1f}x** | {m['draws']:.2f} | {m['inner ref']:.2f} | "
               f"{m['inner op']:.2f} | {m['inner ref'] / m['inner op']:.1f}x | {t['whole ref']:.2f} / "
               f"{t['whole op']:.2f} | {'yes' if r['same'] else 'NO'} |")
+
+
+    if tells:
+        print("\nWhole XOR generations (ask + evaluate + tell; medians of per-round medians, "
+              f"{a.tell_gens} generations x {a.tell_rounds} rounds, graph breed and kernels alternating):\n")
+        print("| pop | s/gen graph breed | s/gen breed kernels | tell s graph breed | tell s breed kernels | tell speedup |")
+        print("|---|---|---|---|---|---|")
+        for P, r in tells.items():
+            print(f"| {P} | {r[False][0]:.4f} | {r[True][0]:.4f} | {r[False][1]:.4f} | {r[True][1]:.4f} | "
+                  f"{r[False][1] / r[True][1]:.1f}x |")
 
 
 if __name__ == "__main__":
