@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
-from tfevo.neat import network as net
+from tfevo.neat import _forward_op as _fo
 from tfevo.neat.config import NEATConfig
 
 __all__ = ["cppn_config", "query_cppn", "Substrate", "HyperNEAT", "SubstrateNetwork", "HyperNEATProblem"]
@@ -48,11 +48,10 @@ def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
     [Q, num_inputs]`` -> ``[P, Q, num_outputs]``."""
     nodes, conns = population
     coords = tf.convert_to_tensor(coords, tf.float32)
-    n = net.transform(nodes, conns, config.num_inputs, True)
-    P = tf.shape(nodes)[0]
-    x = tf.broadcast_to(coords[None], tf.concat([[P], tf.shape(coords)], 0))
-    return net.forward(n, x, config.num_inputs, config.num_outputs, config.activation_options,
-                       config.aggregation_options)
+    acts, aggs = config.activation_options, config.aggregation_options
+    # C++ inference kernels where they run (coords shared by all members), else the dense reference
+    n = _fo.prepare(nodes, conns, config.num_inputs, True, acts, aggs)
+    return _fo.forward(n, coords, config.num_inputs, config.num_outputs, acts, aggs)
 
 
 @dataclasses.dataclass
