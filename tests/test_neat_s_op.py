@@ -16,7 +16,7 @@ from tfevo.neat import NEAT, XOR, NEATConfig
 from tfevo.neat import _speciate_op as so
 from tfevo.neat import neat as neat_mod
 
-needs_op = pytest.mark.skipif(not so.speciate_op_available(), reason="speciation custom op not built (no compiler)")
+needs_op = pytest.mark.skipif(not so.speciate_op_available(), reason="speciation custom op unavailable (no compiler, or TFEVO_DISABLE_CUSTOM_OPS set)")
 
 _STATE = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
           "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
