@@ -322,6 +322,48 @@ def kernel_times(pop, gens=6, reps=10, rounds=5):
     return out, algo.num_species
 
 
+def tell_ab(pop, gens=12):
+    """XOR ``tell`` seconds with the speciation kernels (TfevoNeatSpeciate,
+    TfevoNeatPlan) against their pure-TF references, the other kernels as
+    built; two runs with the same seed, alternating generation by generation
+    (they evolve the same populations).  Returns (kernels, references)
+    median seconds and whether the runs stayed identical."""
+    import numpy as np
+
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import _speciate_op as so
+    from tfevo.neat import neat as neat_mod
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    real = so._use_op
+
+    def make(use):
+        neat_mod._TELL_CACHE.pop((repr(cfg), False), None)  # trace again with this dispatcher
+        so._use_op = real if use else (lambda use_op: False)
+        try:
+            a = NEAT(cfg, seed=0)
+            p_ = a.ask()
+            a.tell(p_, prob(p_, cfg))
+        finally:
+            so._use_op = real
+        return a
+
+    runs = (make(True), make(False))
+    ts = ([], [])
+    for _ in range(gens):
+        for a, t in zip(runs, ts):
+            p_ = a.ask()
+            f = prob(p_, cfg)
+            f.numpy()
+            t0 = time.perf_counter()
+            a.tell(p_, f)
+            a.nodes.numpy()
+            t.append(time.perf_counter() - t0)
+    same = np.array_equal(runs[0].conns.numpy(), runs[1].conns.numpy(), equal_nan=True)
+    return statistics.median(ts[0]), statistics.median(ts[1]), same
+
+
 def custom_op_status():
     """Which NEAT custom ops are built and used (else their TF references run)."""
     from tfevo import ops
@@ -344,6 +386,8 @@ def tfevo_solve(seed, gens=300, jit=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tell-ab", default="",
+                    help="also time XOR tell with the speciation kernels vs their references at these populations")
     ap.add_argument("--kernels", default="",
                     help="also time the speciation kernels vs their references at these populations (e.g. 1000,10000)")
     ap.add_argument("--seeds", type=int, default=10)
@@ -397,6 +441,13 @@ def main():
             for name, (a, b) in res.items():
                 print(f"| {name} | {pop} | {ns} | {a:.3f} | {b:.3f} | {b / a:.1f}x |", flush=True)
         print()
+    if args.tell_ab:
+        print()
+        print("| XOR pop | tell, speciation kernels (ms) | tell, speciation references (ms) | ratio | same run |")
+        print("|---|---|---|---|---|")
+        for pop in (int(x) for x in args.tell_ab.split(",")):
+            a, b, same = tell_ab(pop)
+            print(f"| {pop} | {a * 1e3:.2f} | {b * 1e3:.2f} | {b / a:.2f}x | {same} |", flush=True)
     if not args.skip_solve:
         print()
         res_tf = [tfevo_solve(s, jit=args.solve_mode == "xla") for s in range(args.seeds)]
