@@ -122,11 +122,14 @@ def bench_case(name, template, popsize, batch, loop_members, reps, with_jax=True
 
     weights = pm.unflatten(params)
     t_split = median_time(lambda: pm(weights, x), reps)
-    t_grouped = None
+    t_grouped = t_im2col = None
     if any(isinstance(l, keras.layers.Conv2D) for l in template.layers):
         pg = nn.PopulationModel(template, conv_method="grouped")
         np.asarray(pg(weights, x))
         t_grouped = median_time(lambda: pg(weights, x), reps)
+        pi = nn.PopulationModel(template, conv_method="im2col")  # the pure-TF reference of the conv op
+        np.asarray(pi(weights, x))
+        t_im2col = median_time(lambda: pi(weights, x), reps)
 
     # per-member Keras loop on a subset of members, extrapolated to P
     k = min(loop_members, popsize)
@@ -162,7 +165,7 @@ def bench_case(name, template, popsize, batch, loop_members, reps, with_jax=True
     rate = flops / t_pop
     mm_rate, n = matmul_rate(flops, reps)
     row = dict(
-        case=name, P=popsize, B=batch, D=pm.num_params, t_pop=t_pop, t_split=t_split, trace=trace, t_grouped=t_grouped,
+        case=name, P=popsize, B=batch, D=pm.num_params, t_pop=t_pop, t_split=t_split, trace=trace, t_grouped=t_grouped, t_im2col=t_im2col,
         t_loop=t_loop, t_loop2=t_loop2, extrap=k < popsize, k=k, t_jax=t_jax, gflops=rate / 1e9,
         mm_gflops=mm_rate / 1e9, mm_n=n, wgbs=popsize * pm.num_params * 4 / t_split / 1e9,
     )
@@ -185,6 +188,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats, smaller loops")
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--networks", choices=("all", "mlp", "dqn"), default="all",
+                    help="which rows to run (dqn = the Nature-DQN rows only)")
     args = ap.parse_args()
     reps = 3 if args.quick else args.reps
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -192,26 +197,29 @@ def main():
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, indexed_matmul op: "
           f"{nn.indexed_matmul_op_available()}, reps={reps}\n")
     rows = []
-    mlp = nn.mlp((8,), 2, hidden=(64, 64), activation="tanh")
-    for p in (64, 256, 1024):
-        rows.append(bench_case("MLP 8-64-64-2", mlp, p, 1, 16 if args.quick else 32, reps))
-    rows.append(bench_case("MLP 8-64-64-2", mlp, 256, 32, 16 if args.quick else 32, reps))
-    dqn = nn.nature_dqn(18)
-    for p in (16, 64):
-        rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, p, 1, 2 if args.quick else 4, reps,
-                               subset=p // 4))
-    rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, 16, 8, 2 if args.quick else 4, reps))
-    print("| network | P | B | D | tfevo forward ms | tfevo, pre-split weights ms | pre-split, grouped conv ms "
+    if args.networks in ("all", "mlp"):
+        mlp = nn.mlp((8,), 2, hidden=(64, 64), activation="tanh")
+        for p in (64, 256, 1024):
+            rows.append(bench_case("MLP 8-64-64-2", mlp, p, 1, 16 if args.quick else 32, reps))
+        rows.append(bench_case("MLP 8-64-64-2", mlp, 256, 32, 16 if args.quick else 32, reps))
+    if args.networks in ("all", "dqn"):
+        dqn = nn.nature_dqn(18)
+        for p in (16, 64):
+            rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, p, 1, 2 if args.quick else 4, reps,
+                                   subset=p // 4))
+        rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, 16, 8, 2 if args.quick else 4, reps))
+    print("| network | P | B | D | tfevo forward ms | tfevo, pre-split weights ms | pre-split, im2col conv ms "
+          "| pre-split, grouped conv ms "
           "| trace+first-call overhead ms "
           "| Keras loop set_weights+call ms | speed-up | Keras loop pre-built models ms | speed-up "
           "| JAX jit(vmap) ms | tfevo/JAX time ratio | GFLOP/s | plain matmul GFLOP/s (n) | fraction "
           "| weights read GB/s (pre-split) |")
-    print("|" + "---|" * 18)
+    print("|" + "---|" * 19)
     for r in rows:
         star = "*" if r["extrap"] else ""
         jr = "-" if r["t_jax"] is None else f"{r['t_pop'] / r['t_jax']:.2f}"
         print(f"| {r['case']} | {r['P']} | {r['B']} | {r['D']:,} | {fmt_ms(r['t_pop'])} | {fmt_ms(r['t_split'])} "
-              f"| {fmt_ms(r['t_grouped'])} "
+              f"| {fmt_ms(r['t_im2col'])} | {fmt_ms(r['t_grouped'])} "
               f"| {fmt_ms(r['trace'])} | {fmt_ms(r['t_loop'])}{star} | {r['t_loop'] / r['t_pop']:.1f}x "
               f"| {fmt_ms(r['t_loop2'])}{star} | {r['t_loop2'] / r['t_pop']:.1f}x | {fmt_ms(r['t_jax'])} | {jr} "
               f"| {r['gflops']:.2f} | {r['mm_gflops']:.1f} ({r['mm_n']}) | {r['gflops'] / r['mm_gflops']:.2f} | {r['wgbs']:.2f} |")

@@ -47,8 +47,18 @@ def _dim(x, i):
 def _bmm(x3, kernel, indices):
     """[n, N, k] x ([n, k, m] | [M, k, m] with indices) -> [n, N, m]."""
     if indices is None:
+        if x3.shape[1] is not None and x3.shape[1] <= 4 and _stream_op_usable():
+            # one to four rows per member: memory-bound; the C++ streaming kernel
+            # reads each member's weights once (same op as the subset path)
+            return indexed_matmul(x3, kernel, tf.range(_dim(x3, 0), dtype=tf.int32))
         return tf.matmul(x3, kernel)
     return indexed_matmul(x3, kernel, indices)
+
+
+def _stream_op_usable() -> bool:
+    from tfevo.nn.indexed import indexed_matmul_op_available
+
+    return (not ops.in_xla_context()) and indexed_matmul_op_available() and not tf.config.list_logical_devices("GPU")
 
 
 def _add_bias(y, bias, indices, ndim_between):

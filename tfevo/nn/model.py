@@ -524,6 +524,9 @@ class PopulationModel:
         if isinstance(params, (list, tuple)):
             return self._run(params, x, indices)
         if indices is None:
+            if x.shape[1] is not None and x.shape[1] <= 4 and self.in_place_available():
+                # few rows per member: read every member in place (no split copy of [P, D])
+                return self._run_in_place(params, x, tf.range(tf.shape(params)[0], dtype=tf.int32))
             return self._run(self.unflatten_graph(params), x, None)
         if self.in_place_available():
             return self._run_in_place(params, x, tf.cast(indices, tf.int32))
