@@ -26,6 +26,11 @@
 // element goes through the same packet path, so the result does not depend
 // on the number of threads.
 //
+// TfevoStatelessUniform (issue #5): tf.random.stateless_uniform(shape, seed)
+// as float32, or as full-range int32 bits, for a shape given at run time; the
+// same Philox stream, bit-identical (tfevo/random_ops.py dispatches to it;
+// NEAT's breeding draws its coins and uniforms with it).
+//
 // Philox core: the same code as custom_ops/qd_emit.cc (each custom op is
 // compiled from one self-contained source file by tfevo/ops.py).
 
@@ -94,6 +99,30 @@ REGISTER_OP("TfevoPhiloxUniform")
     })
     .Doc(R"doc(
 tf.random.stateless_uniform([n], seed) (float32, Philox) re-implemented; bit-identical.
+)doc");
+
+REGISTER_OP("TfevoStatelessUniform")
+    .Input("shape: Tshape")
+    .Input("seed: Tseed")
+    .Attr("dtype: {float, int32} = DT_FLOAT")
+    .Attr("Tshape: {int32, int64} = DT_INT32")
+    .Attr("Tseed: {int32, int64} = DT_INT64")
+    .Output("output: dtype")
+    .SetShapeFn([](InferenceContext* c) {
+      ::tensorflow::shape_inference::ShapeHandle seed, out;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &seed));
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(0, &out));
+      c->set_output(0, out);
+      return Status();
+    })
+    .Doc(R"doc(
+tf.random.stateless_uniform(shape, seed) with a run-time shape, bit-identical
+to TensorFlow's kernels (default algorithm, Philox-4x32-10):
+dtype float: uniform floats in [0, 1);
+dtype int32: full-range int32 bits (minval=None, maxval=None, dtype=tf.int32).
+
+shape: 1-D int32/int64 output shape (non-negative).
+seed: [2] int32/int64 stateless seed.
 )doc");
 
 namespace {
@@ -239,8 +268,116 @@ class PhiloxUniformOp : public OpKernel {
   int64_t n_;
 };
 
+// The key and counter TensorFlow derives from a [2] seed of either integer
+// type (GenerateKey: each seed word is converted to uint64; an int32 word is
+// sign-extended, so int32 and int64 seeds of equal value give equal streams).
+inline Stream MakeStream64(int64_t s0, int64_t s1) {
+  const uint64_t a = static_cast<uint64_t>(s0), b = static_cast<uint64_t>(s1);
+  uint32_t mix[4];
+  Philox(static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32), static_cast<uint32_t>(b),
+         static_cast<uint32_t>(b >> 32), 0x3ec8f720u, 0x02461e29u, mix);
+  return Stream{mix[0], mix[1], mix[2], mix[3]};
+}
+
+// Raw words [start, start + len) of the stream into w; start is a multiple of
+// 4 (a Philox group boundary), so whole groups are written in place and only
+// a trailing partial group goes through a 4-word buffer.
+inline void FillWords(const Stream& s, uint64_t start, int64_t len, uint32_t* w) {
+  const int64_t full = len >> 2, rest = len & 3;
+  if (full > 0) PhiloxGroups(s, start >> 2, full, w);
+  if (rest) {
+    uint32_t t[4];
+    PhiloxGroups(s, (start >> 2) + full, 1, t);
+    std::memcpy(w + 4 * full, t, rest * sizeof(uint32_t));
+  }
+}
+
+// In-place uint32 -> float of TensorFlow's Uint32ToFloat (exact: the 23 low
+// bits become the mantissa of a float in [1, 2), then 1 is subtracted).
+inline void WordsToFloats(void* buf, int64_t n) {
+  char* p = static_cast<char*>(buf);
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i mant = _mm512_set1_epi32(0x7fffff), one_bits = _mm512_set1_epi32(0x3f800000);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_loadu_si512(p + 4 * i);
+    const __m512i v = _mm512_or_si512(_mm512_and_si512(x, mant), one_bits);
+    _mm512_storeu_ps(p + 4 * i, _mm512_sub_ps(_mm512_castsi512_ps(v), one));
+  }
+#endif
+  for (; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, p + 4 * i, 4);
+    const float f = ToFloat(x);
+    std::memcpy(p + 4 * i, &f, 4);
+  }
+}
+
+// tf.random.stateless_uniform(shape, seed) (float32) and the full-range
+// int32 draw, for a shape known only at run time (e.g. computed by another
+// kernel).  Element i of the flattened output is word i of the stream
+// (Philox group i / 4, word i % 4), as in TensorFlow's FillPhiloxRandom, so
+// every element depends on its index only: chunks are independent and the
+// result does not depend on the number of threads.
+class StatelessUniformOp : public OpKernel {
+ public:
+  explicit StatelessUniformOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dtype", &dtype_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& shape_t = ctx->input(0);
+    const Tensor& seed_t = ctx->input(1);
+    OP_REQUIRES(ctx, shape_t.dims() == 1,
+                tensorflow::errors::InvalidArgument("TfevoStatelessUniform: shape must be a 1-D tensor, got ",
+                                                    shape_t.shape().DebugString()));
+    OP_REQUIRES(ctx, seed_t.dims() == 1 && seed_t.NumElements() == 2,
+                tensorflow::errors::InvalidArgument("TfevoStatelessUniform: seed must have shape [2], got ",
+                                                    seed_t.shape().DebugString()));
+    TensorShape shape;
+    const int64_t rank = shape_t.NumElements();
+    for (int64_t k = 0; k < rank; ++k) {
+      const int64_t d = shape_t.dtype() == tensorflow::DT_INT32 ? shape_t.flat<int32_t>()(k)
+                                                                : shape_t.flat<int64_t>()(k);
+      OP_REQUIRES(ctx, d >= 0,
+                  tensorflow::errors::InvalidArgument("TfevoStatelessUniform: shape has a negative dimension ",
+                                                      d, " at index ", k));
+      OP_REQUIRES_OK(ctx, shape.AddDimWithStatus(d));
+    }
+    Tensor* out_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out_t));
+    const int64_t total = shape.num_elements();
+    if (total == 0) return;
+    const Stream s = seed_t.dtype() == tensorflow::DT_INT32
+                         ? MakeStream64(seed_t.flat<int32_t>()(0), seed_t.flat<int32_t>()(1))
+                         : MakeStream64(seed_t.flat<int64_t>()(0), seed_t.flat<int64_t>()(1));
+    const bool to_float = dtype_ == tensorflow::DT_FLOAT;
+    char* base = static_cast<char*>(const_cast<char*>(out_t->tensor_data().data()));
+    auto work = [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t st = c * kChunk, len = std::min(kChunk, total - st);
+        uint32_t* w = reinterpret_cast<uint32_t*>(base + 4 * st);
+        FillWords(s, static_cast<uint64_t>(st), len, w);
+        if (to_float) WordsToFloats(w, len);
+      }
+    };
+    const int64_t units = (total + kChunk - 1) / kChunk;
+    if (units <= kInlineChunks) {  // small draws: waking pool threads costs more than it saves
+      work(0, units);
+      return;
+    }
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(pool->num_threads, pool->workers, units, 8 * kChunk, work);
+  }
+
+ private:
+  tensorflow::DataType dtype_;
+};
+
 }  // namespace
 
+REGISTER_KERNEL_BUILDER(Name("TfevoStatelessUniform").Device(DEVICE_CPU), StatelessUniformOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoGaussianPopulation").Device(DEVICE_CPU), GaussianPopulationOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoPhiloxUniform").Device(DEVICE_CPU), PhiloxUniformOp);
 

@@ -5,8 +5,9 @@
 add connection with the feed-forward cycle check, delete connection),
 innovation markers of the new connections, attribute mutation and
 compaction, for the whole population in one kernel, given the random
-numbers that TensorFlow's stateless kernels drew outside
-(:func:`operators.crossover_words`, :func:`operators.mutation_uniforms`).
+numbers drawn outside (:func:`operators.crossover_words`,
+:func:`operators.mutation_uniforms`: ``tf.random.stateless_uniform``'s
+numbers, computed by :mod:`tfevo.random_ops`'s Philox kernel).
 
 The pure-TensorFlow reference is :func:`breed_reference` (the graph code of
 ``tfevo.neat.neat._breed_programs``).  Both consume the same random numbers
@@ -27,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo import ops as _ops
+from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
 from tfevo.neat import operators as O
 from tfevo.neat.config import NEATConfig
@@ -153,9 +155,10 @@ def _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_k
 def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
     """``NEAT._breed`` on the default path with the kernels: the bred slot
     range (used width + 1 node and + 3 connection slots, one small kernel
-    instead of ~10 TensorFlow ops), the random numbers of that range drawn
-    by TensorFlow's stateless kernels exactly as the reference draws them,
-    then :func:`breed` on the full-width tensors (no slicing copies)."""
+    instead of ~10 TensorFlow ops), the random numbers of that range
+    (exactly ``tf.random.stateless_uniform``'s, drawn by the Philox kernel of
+    :mod:`tfevo.random_ops`), then :func:`breed` on the full-width tensors
+    (no slicing copies)."""
     mod = _op()
     if mod is None or _ops.in_xla_context():
         raise RuntimeError("the NEAT breed kernel is not available")
@@ -163,9 +166,10 @@ def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s
     conns = tf.convert_to_tensor(conns, tf.float32)
     _, kn, _, kc = O._attr_columns(cfg)
     widths, words_shape, u_shape = mod.tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
-    # the draws of operators.crossover_words / mutation_uniforms (same shapes, same seeds: same numbers)
-    words = tf.random.stateless_uniform(words_shape, s_cross, minval=None, maxval=None, dtype=tf.int32)
-    u_all = tf.random.stateless_uniform(u_shape, s_mut)
+    # the draws of operators.crossover_words / mutation_uniforms (same shapes, same seeds: same numbers),
+    # tf.random.stateless_uniform's exact numbers on tfevo's Philox kernel (random_ops)
+    words = _random_ops.stateless_int32_bits(words_shape, s_cross)
+    u_all = _random_ops.stateless_uniform(u_shape, s_mut)
     return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import (CONN_DIM, CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT,
@@ -64,10 +65,12 @@ def _coin_bits(seed, shape_p, n: int) -> tf.Tensor:
 
 def crossover_words(P, N, C, seed) -> tf.Tensor:
     """The random 32-bit words ``[P, ceil((4N + 2C) / 32)]`` one crossover
-    call of ``N`` node and ``C`` connection slots consumes (drawn by
-    TensorFlow's stateless kernel; see :func:`crossover_given`)."""
+    call of ``N`` node and ``C`` connection slots consumes: exactly
+    TensorFlow's full-range int32 stateless draw, computed by
+    :func:`tfevo.random_ops.stateless_int32_bits` (see :func:`crossover_given`)."""
     words = (4 * N + 2 * C + 31) // 32
-    return tf.random.stateless_uniform(tf.stack([P, words]), seed, minval=None, maxval=None, dtype=tf.int32)
+    # = tf.random.stateless_uniform(..., minval=None, maxval=None, dtype=tf.int32), on tfevo's Philox kernel
+    return _random_ops.stateless_int32_bits(tf.stack([P, words]), seed)
 
 
 def _bits(raw, n):
@@ -355,10 +358,12 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
 
 def mutation_uniforms(cfg: NEATConfig, P, N, C, seed) -> tf.Tensor:
     """The uniforms ``[P, 13 + N * a + C * b]`` one :func:`mutate` call on
-    ``N`` node and ``C`` connection slots consumes (one stateless draw by
-    TensorFlow's kernel; see :func:`mutate_given`)."""
+    ``N`` node and ``C`` connection slots consumes: exactly
+    ``tf.random.stateless_uniform``, computed by
+    :func:`tfevo.random_ops.stateless_uniform` (see :func:`mutate_given`)."""
     _, kn, _, kc = _attr_columns(cfg)
-    return tf.random.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
+    # = tf.random.stateless_uniform(shape, seed), on tfevo's Philox kernel
+    return _random_ops.stateless_uniform(tf.stack([P, _G_COLS + N * kn + C * kc]), seed)
 
 
 def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_marker):
