@@ -102,6 +102,12 @@ def test_forward_matches_reference(acts, aggs):
     ok = np.isfinite(ref)
     assert ok.mean() > 0.95
     np.testing.assert_allclose(got[ok], ref[ok], rtol=RTOL, atol=ATOL)
+    # many rows take the node-major path of the kernel: same values as the reference
+    x16 = rng.uniform(-1, 1, size=(200, 16, I)).astype(np.float32)
+    ref16 = fo.forward(net.transform(nodes, conns, I, True), x16, I, O, acts, aggs).numpy()
+    got16 = fo.forward(prog, x16, I, O).numpy()
+    ok16 = np.isfinite(ref16)
+    np.testing.assert_allclose(got16[ok16], ref16[ok16], rtol=RTOL, atol=ATOL)
     # inputs shared by all members ([B, I]) give the same as broadcast per-member inputs
     shared = fo.forward(prog, x[0], I, O).numpy()
     np.testing.assert_array_equal(shared, fo.forward(prog, np.broadcast_to(x[:1], x.shape), I, O).numpy())
