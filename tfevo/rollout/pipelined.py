@@ -93,9 +93,10 @@ class PipelinedEvaluator(tf.Module):
       policy: object with ``forward(params, obs [n, B, *obs], indices [n])
         -> actions [n, B, ...]`` (a :class:`tfevo.nn.Policy`).  If it has
         ``prepare(params [P, D])`` that is called once per evaluation and its
-        result is what ``forward`` receives (``Policy.prepare`` splits the
-        parameters into per-layer tensors once, so each step's forward reads
-        the active members' weights in place).  For discrete envs a float
+        result is what ``forward`` receives (``Policy.prepare`` keeps the
+        flat parameters when the C++ ops can read the active members'
+        weights in place from them, else splits them into per-layer tensors
+        once).  For discrete envs a float
         output with last axis ``num_actions`` is read as logits and
         argmax'ed; continuous actions are clipped to the env's bounds.
       num_envs: total number of simulator slots (split evenly over subsets).
