@@ -218,7 +218,22 @@ def main():
                     help="kind:n with kind cma, cma5 (5x eigen gap) or sep")
     ap.add_argument("--popsizes", nargs="+", default=["default", "256"])
     ap.add_argument("--eigh-table", action="store_true", help="also time eigh alone (op vs TF vs numpy/scipy/jax)")
+    ap.add_argument("--one-thread", action="store_true",
+                    help="every library on one thread (TF intra/inter-op 1, XLA/JAX single-threaded, OpenBLAS 1 "
+                         "via threadpoolctl): per-core cost, robust to the load of a shared machine")
     args = ap.parse_args()
+    if args.one_thread:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+        import tensorflow as tf
+        from threadpoolctl import threadpool_limits
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too, so the limit covers it)
+
+        _limits = threadpool_limits(1)  # noqa: F841  (kept for the whole run)
+        print("one-thread mode: TF intra/inter-op 1, XLA_FLAGS=" + os.environ["XLA_FLAGS"] + ", OpenBLAS 1")
     cases = [(c.split(":")[0], int(c.split(":")[1])) for c in args.cases]
     uptime = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
     print(f"start {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load: {uptime()}")
