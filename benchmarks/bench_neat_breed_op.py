@@ -4,14 +4,17 @@ grown by a real run (neat-python's XOR settings, max_nodes=32, max_conns=64).
 
 Times ``NEAT._breed`` as ``tell`` runs it (used widths, slicing, the two
 stateless random draws, then breeding) and the breeding call alone, each as
-one ``tf.function``; the reference and the kernel alternate call by call in
-the same run.  Prints a markdown table (median ms after warm-up; trace time
+one ``tf.function``: the pure-TF reference (graph breed, TensorFlow's
+stateless draws), the breed kernel with TensorFlow's draws (before issue #5's
+Philox draws) and the breed kernel with the Philox kernel's draws
+(``tfevo.random_ops``, same numbers), alternating call by call in the same
+run; the two draws alone, TensorFlow's kernels against the Philox kernel.  Prints a markdown table (median ms after warm-up; trace time
 apart).
 
     python benchmarks/bench_neat_breed_op.py --sizes 1000,10000 --gens 12 --reps 30 --tell
 
 ``--tell`` adds whole XOR generations (benchmarks/bench_neat.py's loop) with
-the graph breed and with the kernels, alternating.
+the same three variants, alternating.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import contextlib
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -39,6 +43,21 @@ def grown_population(P: int, gens: int, seed: int = 0):
         pop = algo.ask()
         algo.tell(pop, prob(pop, cfg))
     return cfg, algo
+
+
+@contextlib.contextmanager
+def tf_draws(on=True):
+    """While tracing inside: the random draws by TensorFlow's stateless kernels
+    (tf.random.stateless_uniform) instead of tfevo's Philox kernel (same numbers)."""
+    from tfevo import random_ops as R
+
+    orig = R._op
+    if on:
+        R._op = lambda: None
+    try:
+        yield
+    finally:
+        R._op = orig
 
 
 def make_fns(cfg):
@@ -69,11 +88,12 @@ def make_fns(cfg):
             return B.breed(cfg, n, c, p1, p2, el, words, u_all, nk, nm, use_op=use_op)
         return tf.function(f, autograph=False, reduce_retracing=True)
 
-    def draws(nodes, conns, s1, s2):  # the random numbers alone (TensorFlow's stateless kernels)
+    def draws(nodes, conns, s1, s2):  # the random numbers alone
         w = B.bred_widths(nodes, conns)
         return O.crossover_words(P, w[0], w[1], s1), O.mutation_uniforms(cfg, P, w[0], w[1], s2)
 
-    return whole(False), whole(True), inner(False), inner(True), tf.function(draws, autograph=False)
+    return (whole(False), whole(True), whole(True), inner(False), inner(True), tf.function(draws, autograph=False),
+            tf.function(draws, autograph=False))
 
 
 def bench(P, gens, reps, seed=0):
@@ -93,29 +113,32 @@ def bench(P, gens, reps, seed=0):
     n, c = nodes[:, :wn], conns[:, :wc]
     words = O.crossover_words(P, wn, wc, s1)
     u_all = O.mutation_uniforms(cfg, P, wn, wc, s2)
-    wref, wop, iref, iop, drw = make_fns(cfg)
+    wref, wop_tf, wop, iref, iop, drw_tf, drw = make_fns(cfg)
     args_w = (nodes, conns, p1, p2, el, s1, s2, nk, nm)
     args_i = (n, c, p1, p2, el, words, u_all, nk, nm)
+    args_d = (nodes, conns, s1, s2)
+    # (name, function, arguments, traced with TensorFlow's draws)
+    fns = (("whole ref", wref, args_w, True), ("whole op tf draws", wop_tf, args_w, True),
+           ("whole op", wop, args_w, False), ("inner ref", iref, args_i, False), ("inner op", iop, args_i, False),
+           ("draws tf", drw_tf, args_d, True), ("draws", drw, args_d, False))
     trace = {}
-    for name, fn, args in (("whole ref", wref, args_w), ("whole op", wop, args_w), ("inner ref", iref, args_i),
-                           ("inner op", iop, args_i)):
+    for name, fn, args, tfd in fns:
         t = time.perf_counter()
-        out = fn(*args)
+        with tf_draws(tfd):
+            out = fn(*args)
         out[0].numpy()
         trace[name] = time.perf_counter() - t
-    # same children, bit for bit (NaN slots equal)
-    a, b = wref(*args_w), wop(*args_w)
-    same = all(np.array_equal(x.numpy(), y.numpy(), equal_nan=x.dtype.is_floating) for x, y in zip(a, b))
-    args_d = (nodes, conns, s1, s2)
-    drw(*args_d)
-    trace["draws"] = 0.0
+    # same children, bit for bit (NaN slots equal), and the same draws
+    a, b, b2 = wref(*args_w), wop(*args_w), wop_tf(*args_w)
+    same = all(np.array_equal(x.numpy(), y.numpy(), equal_nan=x.dtype.is_floating) and
+               np.array_equal(x.numpy(), z.numpy(), equal_nan=x.dtype.is_floating) for x, y, z in zip(a, b, b2))
+    same = same and all(np.array_equal(x.numpy(), y.numpy()) for x, y in zip(drw_tf(*args_d), drw(*args_d)))
     times = {k: [] for k in trace}
     for _ in range(3):  # warm-up
-        for fn, args in ((wref, args_w), (wop, args_w), (iref, args_i), (iop, args_i)):
+        for _, fn, args, _ in fns:
             fn(*args)[0].numpy()
     for _ in range(reps):
-        for name, fn, args in (("whole ref", wref, args_w), ("whole op", wop, args_w), ("inner ref", iref, args_i),
-                               ("inner op", iop, args_i), ("draws", drw, args_d)):
+        for name, fn, args, _ in fns:
             t = time.perf_counter()
             fn(*args)[0].numpy()
             times[name].append(time.perf_counter() - t)
@@ -125,7 +148,9 @@ def bench(P, gens, reps, seed=0):
 
 def tell_rounds(P, gens, rounds):
     """Whole XOR generations (ask, evaluate, tell) with the graph breed and
-    with the kernels, alternating; returns medians over rounds (s/gen, tell s)."""
+    TensorFlow's draws ("ref"), the breed kernel with TensorFlow's draws
+    ("tf draws") and the breed kernel with the Philox kernel's draws ("op"),
+    alternating; returns medians over rounds (s/gen, tell s)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_neat import tfevo_gen_times
 
@@ -133,15 +158,17 @@ def tell_rounds(P, gens, rounds):
     from tfevo.neat import neat as neat_mod
 
     orig = B.use_breed_op
-    res = {False: ([], []), True: ([], [])}
+    variants = (("ref", False, True), ("tf draws", True, True), ("op", True, False))
+    res = {v[0]: ([], []) for v in variants}
     try:
         for _ in range(rounds):
-            for use in (False, True):
+            for key, use, tfd in variants:
                 B.use_breed_op = (lambda u=use: u and orig())
-                neat_mod._TELL_CACHE.clear()  # retrace tell with / without the kernel
-                _, times, _, tell = tfevo_gen_times("xor", P, gens)
-                res[use][0].append(statistics.median(times))
-                res[use][1].append(tell)
+                neat_mod._TELL_CACHE.clear()  # retrace tell with / without the kernels
+                with tf_draws(tfd):
+                    _, times, _, tell = tfevo_gen_times("xor", P, gens)
+                res[key][0].append(statistics.median(times))
+                res[key][1].append(tell)
     finally:
         B.use_breed_op = orig
         neat_mod._TELL_CACHE.clear()
@@ -166,26 +193,27 @@ def main():
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
     tells = {int(P): tell_rounds(int(P), a.tell_gens, a.tell_rounds) for P in a.sizes.split(",")} if a.tell else {}
     print(f"uptime after: {load()}\n")
-    print("| pop | used slots wn x wc | `_breed` reference ms | `_breed` with kernels ms | speedup "
-          "| random draws in both ms | breeding alone: reference ms | kernel ms | speedup | trace s (ref / op) "
-          "| bit-identical |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| pop | used slots wn x wc | `_breed` reference (graph, TF draws) ms | kernels + TF draws ms "
+          "| kernels + Philox-kernel draws ms | speedup vs reference | draws: TF ms | draws: Philox kernel ms "
+          "| draws speedup | breeding alone: reference ms | kernel ms | trace s (ref / op) | bit-identical |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         m, t = r["med"], r["trace"]
-        print(f"| {r['P']} | {r['wn']} x {r['wc']} | {m['whole ref']:.2f} | {m['whole op']:.2f} | "
-              f"**{m['whole ref'] / m['whole op']:.1f}x** | {m['draws']:.2f} | {m['inner ref']:.2f} | "
-              f"{m['inner op']:.2f} | {m['inner ref'] / m['inner op']:.1f}x | {t['whole ref']:.2f} / "
-              f"{t['whole op']:.2f} | {'yes' if r['same'] else 'NO'} |")
-
+        print(f"| {r['P']} | {r['wn']} x {r['wc']} | {m['whole ref']:.2f} | {m['whole op tf draws']:.2f} | "
+              f"{m['whole op']:.2f} | **{m['whole ref'] / m['whole op']:.1f}x** | {m['draws tf']:.2f} | "
+              f"{m['draws']:.2f} | **{m['draws tf'] / m['draws']:.1f}x** | {m['inner ref']:.2f} | "
+              f"{m['inner op']:.2f} | {t['whole ref']:.2f} / {t['whole op']:.2f} | {'yes' if r['same'] else 'NO'} |")
 
     if tells:
         print("\nWhole XOR generations (ask + evaluate + tell; medians of per-round medians, "
-              f"{a.tell_gens} generations x {a.tell_rounds} rounds, graph breed and kernels alternating):\n")
-        print("| pop | s/gen graph breed | s/gen breed kernels | tell s graph breed | tell s breed kernels | tell speedup |")
-        print("|---|---|---|---|---|---|")
+              f"{a.tell_gens} generations x {a.tell_rounds} rounds, the three variants alternating):\n")
+        print("| pop | s/gen graph breed | s/gen kernels + TF draws | s/gen kernels + Philox draws "
+              "| tell s graph breed | tell s kernels + TF draws | tell s kernels + Philox draws "
+              "| tell: Philox draws vs TF draws |")
+        print("|---|---|---|---|---|---|---|---|")
         for P, r in tells.items():
-            print(f"| {P} | {r[False][0]:.4f} | {r[True][0]:.4f} | {r[False][1]:.4f} | {r[True][1]:.4f} | "
-                  f"{r[False][1] / r[True][1]:.1f}x |")
+            print(f"| {P} | {r['ref'][0]:.4f} | {r['tf draws'][0]:.4f} | {r['op'][0]:.4f} | {r['ref'][1]:.4f} | "
+                  f"{r['tf draws'][1]:.4f} | {r['op'][1]:.4f} | {r['tf draws'][1] / r['op'][1]:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ needs_op = pytest.mark.skipif(not R.philox_op_available(), reason="Philox custom
 # empty, scalar, odd sizes, sizes around the 4-word Philox group and the 2048-element chunk, 1-D to 3-D,
 # and draws large enough to be split over the thread pool
 SHAPES = [[0], [], [1], [2], [3], [4], [5], [7, 0], [0, 9], [13], [3, 5], [2047], [2048], [2049], [4, 513],
-          [17, 1, 3], [8193, 3], [1000, 1237], [3, 333_333]]
+          [17, 1, 3], [8193, 3], [64, 2048], [64, 2049], [1000, 1237], [3, 333_333]]
 SEEDS = [(0, 0), (7, 99), (-1, 2**31 - 1), (-(2**31), 5), (123456789, -987654321)]
 
 
