@@ -523,9 +523,14 @@ class CMAES(_CMABase):
         floor = tf.reduce_max(e) * (1e-14 if self.dtype == tf.float64 else 1e-12)
         e = tf.maximum(e, tf.maximum(floor, tf.constant(np.finfo(self.dtype.as_numpy_dtype).tiny, self.dtype)))
         ok = tf.reduce_all(tf.math.is_finite(e)) & tf.reduce_all(tf.math.is_finite(v))
-        self.C.assign(tf.where(ok, c, self.C))
-        self.B.assign(tf.where(ok, v, self.B))
-        self.D.assign(tf.where(ok, tf.sqrt(e), self.D))
+
+        def commit():  # a cond, not three [D, D] selects
+            self.C.assign(c)
+            self.B.assign(v)
+            self.D.assign(tf.sqrt(e))
+            return tf.constant(0)
+
+        tf.cond(ok, commit, lambda: tf.constant(0))
 
     def _cov_diag(self):
         return tf.linalg.diag_part(self.C)
