@@ -9,9 +9,10 @@ stall, and a lazily refreshed eigendecomposition ``C = B diag(D**2) B^T``.
 All state lives in ``tf.Variable`` attributes (checkpointable with
 ``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
 whole population, traced once per population size.  ``tell`` is one call:
-a graph whose numeric core (ranking, mean, paths, step size, the rank-one and
-rank-mu update as a single ``[D, P+1] x [P+1, D]`` product, stop criteria) is
-a nested XLA cluster, followed by the eigendecomposition (:func:`tfevo.linalg.eigh`: LAPACK's
+a graph whose numeric core (ranking, mean, paths, step size, stop criteria) is
+a nested XLA cluster, then the rank-one and rank-mu update as a single
+``[D, P+1] x [P+1, D]`` product in graph mode (oneDNN's matmul is faster than
+XLA's CPU dot there), then the eigendecomposition (:func:`tfevo.linalg.eigh`: LAPACK's
 ``?syevd`` through a custom op, ~2x faster than TensorFlow's Eigen-based
 ``tf.linalg.eigh`` kernel, which is itself far faster than XLA's) inside a ``tf.cond``
 that runs it only every ``lazy_gap`` generations (Hansen's tutorial gap
