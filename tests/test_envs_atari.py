@@ -127,3 +127,30 @@ def test_make_routes_ale_ids():
 
     env = envs.make("ALE/Pong-v5", num_envs=1, preset="gymnasium")
     assert isinstance(env, AtariEnv) and env.num_envs == 1 and env.preset == "gymnasium"
+
+
+def test_frame_layout_matches_numpy_transpose():
+    # AtariEnv._obs reorders ale-py's [N, stack, h, w] frames by strided
+    # per-frame copies; it must equal the plain transpose for every row
+    # selection (all slots in order, a permuted subset) and leave
+    # channels-first frames untouched.
+    env = AtariEnv("ALE/Pong-v5", num_envs=4)
+    rng = np.random.default_rng(3)
+    frames = rng.integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
+    for rows in (None, np.arange(4), np.array([2, 0, 3]), np.array([1])):
+        sel = frames if rows is None else frames[rows]
+        want = sel.transpose(0, 2, 3, 1)
+        got = env._obs(frames, rows)
+        assert got.flags["C_CONTIGUOUS"] and got.dtype == np.uint8
+        np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(got, frames)
+    env.channels_last = False
+    np.testing.assert_array_equal(env._obs(frames, np.array([3, 1])), frames[[3, 1]])
+    # the real emulator path: reset/recv of a slot subset in a shuffled order
+    env.channels_last = True
+    obs = env.reset(np.array([3, 1]), seeds=[5, 6])
+    assert obs.shape == (2, 84, 84, 4)
+    env.send(np.array([0, 0]), np.array([3, 1]))
+    idx, obs2, *_ = env.recv()
+    assert list(idx) == [3, 1] and obs2.shape == (2, 84, 84, 4)
+    env.close()

@@ -246,13 +246,22 @@ class AtariEnv(HostVectorEnv):
         self._started = False
 
     # -- helpers ------------------------------------------------------------
-    def _obs(self, frames: np.ndarray) -> np.ndarray:
+    def _obs(self, frames: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """ale-py frames ``[N, s, h, w(, 3)]`` -> this env's layout, keeping rows ``rows`` (all if None)."""
         if not self.channels_last:
-            return frames
+            return frames if rows is None else frames[rows]
+        if rows is not None and not (rows.size == frames.shape[0] and np.array_equal(rows, np.arange(rows.size))):
+            frames = frames[rows]
         if frames.ndim == 5:  # [n, s, h, w, 3] -> [n, h, w, s*3]
             n, s, h, w, c = frames.shape
             return np.ascontiguousarray(frames.transpose(0, 2, 3, 1, 4)).reshape(n, h, w, s * c)
-        return np.ascontiguousarray(frames.transpose(0, 2, 3, 1))
+        # [n, s, h, w] -> [n, h, w, s]: one strided copy per stacked frame is
+        # ~4x faster than numpy's generic transpose for a last axis of 4 bytes.
+        n, s, h, w = frames.shape
+        out = np.empty((n, h, w, s), frames.dtype)
+        for j in range(s):
+            out[..., j] = frames[:, j]
+        return out
 
     def _check_indices(self, indices) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
@@ -298,7 +307,7 @@ class AtariEnv(HostVectorEnv):
         frames, info = self._ale.reset(idx.astype(np.int32), seeds.astype(np.int32))
         pos = np.empty(self.num_envs, np.int64)
         pos[np.asarray(info["env_id"])] = np.arange(len(info["env_id"]))
-        return self._obs(frames[pos[idx]])
+        return self._obs(frames, pos[idx])
 
     def send(self, actions, indices) -> None:
         """Starts stepping slots ``indices`` with int ``actions`` [n]; returns at once."""
@@ -336,7 +345,7 @@ class AtariEnv(HostVectorEnv):
         rows = pos[idx]
         return (
             idx,
-            self._obs(frames[rows]),
+            self._obs(frames, rows),
             np.asarray(reward, np.float32)[rows],
             np.asarray(term, bool)[rows],
             np.asarray(trunc, bool)[rows],
