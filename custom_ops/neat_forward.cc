@@ -135,6 +135,42 @@ Feed-forward programs on inputs x [P, B, I] (or [B, I] shared by all members) ->
 active: [P] bool, or [0] for all members; inactive members get y = 0.
 )doc");
 
+REGISTER_OP("TfevoNeatCartPoleRollout")
+    .Input("prog: int32")
+    .Input("coef: float")
+    .Input("src: int32")
+    .Input("weight: float")
+    .Input("count: int32")
+    .Input("physics: double")
+    .Input("constants: double")
+    .Attr("num_inputs: int >= 0")
+    .Attr("num_outputs: int >= 1")
+    .Attr("max_steps: int >= 0")
+    .Attr("max_episode_steps: int >= 0")
+    .Attr("sutton_barto_reward: bool = false")
+    .Output("returns: double")
+    .Output("lengths: int32")
+    .Output("final_obs: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle phys;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 2, &phys));
+      DimensionHandle n = c->Dim(phys, 0);
+      c->set_output(0, c->MakeShape({n}));
+      c->set_output(1, c->MakeShape({n}));
+      c->set_output(2, c->MakeShape({n, c->MakeDim(4)}));
+      return Status();
+    })
+    .Doc(R"doc(
+A whole CartPole-v1 rollout of feed-forward programs: every episode runs its network and
+Gymnasium's float64 dynamics step by step until it terminates, truncates or reaches max_steps.
+
+physics: [P * B, 4] float64 start states (member p owns rows p * B .. p * B + B - 1).
+constants: float64 [10]: force_mag, polemass_length, total_mass, gravity, length, 4/3,
+  masspole, tau, x_threshold, theta_threshold_radians.
+returns: [P * B] float64; lengths: [P * B] int32; final_obs: [P * B, 4] float32 (the last
+observation while the episode was running).
+)doc");
+
 REGISTER_OP("TfevoNeatRecurrentStep")
     .Input("prog: int32")
     .Input("coef: float")
@@ -779,9 +815,144 @@ class RecurrentStepOp : public OpKernel {
   int64_t I_, O_, settle_;
 };
 
+// a * b rounded to double before it meets any addition: the volatile store stops the
+// compiler from contracting a following add into a fused multiply-add (-march=native has
+// FMA), so every product rounds exactly as in NumPy and in the XLA reference (_rounded_mul).
+inline double RoundedMul(double a, double b) {
+  volatile double r = a * b;
+  return r;
+}
+
+// One CartPole-v1 step of Gymnasium's float64 Euler dynamics (same operation order as
+// tfevo.envs.classic.CartPole._dynamics); returns whether the episode terminated.
+inline bool CartPoleStep(const double* c, int action, double* s) {
+  const double force_mag = c[0], pml = c[1], total_mass = c[2], gravity = c[3], length = c[4];
+  const double four_thirds = c[5], masspole = c[6], tau = c[7], x_thr = c[8], th_thr = c[9];
+  double x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
+  const double force = action == 1 ? force_mag : -force_mag;
+  const double costheta = std::cos(theta);
+  const double sintheta = std::sin(theta);
+  const double temp = (force + RoundedMul(RoundedMul(pml, theta_dot * theta_dot), sintheta)) / total_mass;
+  const double den = RoundedMul(length, four_thirds - RoundedMul(masspole, costheta * costheta) / total_mass);
+  const double thetaacc = (RoundedMul(gravity, sintheta) - RoundedMul(costheta, temp)) / den;
+  const double xacc = temp - RoundedMul(RoundedMul(pml, thetaacc), costheta) / total_mass;
+  x = x + RoundedMul(tau, x_dot);
+  x_dot = x_dot + RoundedMul(tau, xacc);
+  theta = theta + RoundedMul(tau, theta_dot);
+  theta_dot = theta_dot + RoundedMul(tau, thetaacc);
+  s[0] = x; s[1] = x_dot; s[2] = theta; s[3] = theta_dot;
+  return x < -x_thr || x > x_thr || theta < -th_thr || theta > th_thr;
+}
+
+class CartPoleRolloutOp : public OpKernel {
+ public:
+  explicit CartPoleRolloutOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &I_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &O_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_steps", &max_steps_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &max_episode_steps_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("sutton_barto_reward", &sutton_barto_));
+    OP_REQUIRES(ctx, I_ == 4, tensorflow::errors::InvalidArgument(
+                                  "TfevoNeatCartPoleRollout: CartPole has 4 observations, num_inputs is ", I_));
+    OP_REQUIRES(ctx, O_ <= 2, tensorflow::errors::InvalidArgument(
+                                  "TfevoNeatCartPoleRollout: num_outputs must be 1 or 2, got ", O_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Program pg;
+    OP_REQUIRES_OK(ctx, ReadProgram(ctx, "TfevoNeatCartPoleRollout", &pg));
+    pg.active = nullptr;
+    const int64_t P = pg.P, N = pg.N, C = pg.C, I = I_, O = O_;
+    OP_REQUIRES(ctx, I + O <= N,
+                tensorflow::errors::InvalidArgument("TfevoNeatCartPoleRollout: ", I, " inputs + ", O,
+                                                    " outputs exceed the ", N, " node slots"));
+    const Tensor& phys_t = ctx->input(5);
+    const Tensor& const_t = ctx->input(6);
+    OP_REQUIRES(ctx, phys_t.dims() == 2 && phys_t.dim_size(1) == 4 && P > 0 && phys_t.dim_size(0) % P == 0,
+                tensorflow::errors::InvalidArgument("TfevoNeatCartPoleRollout: physics must be [P * B, 4] with P = ",
+                                                    P, ", got ", phys_t.shape().DebugString()));
+    OP_REQUIRES(ctx, const_t.NumElements() == 10,
+                tensorflow::errors::InvalidArgument("TfevoNeatCartPoleRollout: constants must have 10 values, got ",
+                                                    const_t.shape().DebugString()));
+    const int64_t n = phys_t.dim_size(0), B = n / P;
+    const double* phys = phys_t.flat<double>().data();
+    const double* cst = const_t.flat<double>().data();
+    Tensor *ret_t, *len_t, *obs_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &ret_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &len_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({n, 4}), &obs_t));
+    double* ret = ret_t->flat<double>().data();
+    int32_t* len = len_t->flat<int32_t>().data();
+    float* fobs = obs_t->flat<float>().data();
+    const int64_t T = max_steps_, E = max_episode_steps_;
+    const bool sb = sutton_barto_;
+    std::atomic<bool> bad(false);
+    auto work = [&](int64_t begin, int64_t end) {
+      std::vector<float> v(N), scratch(C + 1);
+      for (int64_t p = begin; p < end; ++p) {
+        const bool ok = ValidMember(pg, p);
+        if (!ok) bad = true;
+        const int32_t* pr = pg.prog + p * N * 4;
+        const float* cf = pg.coef + p * N * 2;
+        const int32_t* src = pg.src + p * C;
+        const float* w = pg.w + p * C;
+        const int32_t cnt = ok ? pg.count[p] : 0;
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t row = p * B + b;
+          double s[4] = {phys[row * 4], phys[row * 4 + 1], phys[row * 4 + 2], phys[row * 4 + 3]};
+          float obs[4];
+          for (int i = 0; i < 4; ++i) obs[i] = static_cast<float>(s[i]);
+          float* fo = fobs + row * 4;
+          std::memcpy(fo, obs, sizeof(obs));
+          double total = 0.0;
+          int32_t steps = 0;
+          for (int64_t t = 0; t < T; ++t) {
+            std::fill(v.begin(), v.end(), 0.0f);
+            std::memcpy(v.data(), obs, sizeof(obs));
+            int e0 = 0;
+            for (int32_t k = 0; k < cnt; ++k) {
+              const int32_t* r = pr + k * 4;
+              const float a = Aggregate(r[2], src, w, e0, r[3], v.data(), scratch.data());
+              v[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
+              e0 = r[3];
+            }
+            // outputs -> action as the XLA-compiled reference: y > 0.5 for one output; for two,
+            // argmax keeping the first unless it is not >= the second (NaN -> 1)
+            int action;
+            if (O == 1) {
+              action = v[I] > 0.5f ? 1 : 0;
+            } else {
+              action = v[I] >= v[I + 1] ? 0 : 1;
+            }
+            const bool terminated = CartPoleStep(cst, action, s);
+            const bool truncated = E > 0 && t + 1 >= E;  // the env's step counter starts at 0
+            total += sb ? (terminated ? -1.0 : 0.0) : 1.0;
+            ++steps;
+            for (int i = 0; i < 4; ++i) obs[i] = static_cast<float>(s[i]);
+            std::memcpy(fo, obs, sizeof(obs));
+            if (terminated || truncated) break;
+          }
+          ret[row] = total;
+          len[row] = steps;
+        }
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    // cost per member: up to T steps of network + dynamics (~ 100 ns + the program)
+    const int64_t per = std::max<int64_t>(1, B * (T > 0 ? T : 1) * (100 + ProgramWork(pg) / std::max<int64_t>(P, 1)));
+    tensorflow::Shard(pool->num_threads, pool->workers, P, per, work);
+    OP_REQUIRES(ctx, !bad.load(), tensorflow::errors::InvalidArgument("TfevoNeatCartPoleRollout: malformed program"));
+  }
+
+ private:
+  int64_t I_, O_, max_steps_, max_episode_steps_;
+  bool sutton_barto_;
+};
+
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatCompile").Device(DEVICE_CPU), CompileOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatForward").Device(DEVICE_CPU), ForwardOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatRecurrentStep").Device(DEVICE_CPU), RecurrentStepOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatCartPoleRollout").Device(DEVICE_CPU), CartPoleRolloutOp);
 
 }  // namespace
 }  // namespace tfevo_neat_forward

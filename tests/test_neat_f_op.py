@@ -294,3 +294,69 @@ def test_program_under_xla_runs_as_its_dense_network(feed_forward):
     want = run().numpy()
     ok = np.isfinite(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-4, atol=1e-5)
+
+
+@needs_op
+@pytest.mark.parametrize("num_outputs,sutton_barto,episodes,max_steps", [(2, False, 2, None), (1, True, 1, 150)])
+def test_fused_cartpole_rollout_equals_step_loop_and_reference(num_outputs, sutton_barto, episodes, max_steps):
+    """The whole-rollout CartPole kernel (TfevoNeatCartPoleRollout) gives the per-step kernel
+    loop's and the XLA reference's returns, lengths and final observations bit for bit,
+    with one or two outputs, both reward schemes, several episodes and a step cap.
+
+    Two populations: one evolved on random fitness (compared with the dense reference too),
+    one on summed weights, whose saturated outputs can tie within float rounding (the kernels
+    and the dense reference may then pick different actions, see _forward_op), so it is
+    compared with the per-step kernel loop only; it has long episodes."""
+    from tfevo.envs.classic import CartPole
+    from tfevo.neat import NEAT
+    from tfevo.neat._op_rollout import KernelRolloutEvaluator
+    from tfevo.neat.policy import NEATPolicy
+    from tfevo.rollout.ingraph import InGraphEvaluator
+
+    P = 64
+    cfg = NEATConfig(num_inputs=4, num_outputs=num_outputs, pop_size=P, max_nodes=16, max_conns=32,
+                     node_add_prob=0.6, conn_add_prob=0.6)
+    env = CartPole(1, sutton_barto_reward=sutton_barto)
+    pol = NEATPolicy(cfg, env.action_spec)
+    rng = np.random.default_rng(1)
+    longest = 0
+    for weight_sum in (False, True):
+        algo = NEAT(cfg, seed=5)
+        for _ in range(3):
+            pop = algo.ask()
+            fit = (tf.reduce_sum(tf.where(tf.math.is_nan(pop[1][..., 3]), 0.0, pop[1][..., 3]), 1) if weight_sum
+                   else rng.normal(size=P).astype(np.float32))
+            algo.tell(pop, fit)
+        params = pol.flatten(algo.ask())
+        fused = KernelRolloutEvaluator(env, pol, episodes=episodes, max_steps=max_steps, seed=2)
+        evs = [fused, KernelRolloutEvaluator(env, pol, episodes=episodes, max_steps=max_steps, seed=2, fused=False)]
+        if not weight_sum:
+            evs.append(InGraphEvaluator(env, NEATPolicy(cfg, env.action_spec, use_custom_op=False),
+                                        episodes=episodes, max_steps=max_steps, seed=2, jit_compile=False))
+        assert fused._fused_cartpole and not evs[1]._fused_cartpole
+        for _ in range(2):  # the seed streams advance alike
+            outs = [ev.evaluate_episodes(params) for ev in evs]
+            for o in outs[1:]:
+                for a, b in zip(outs[0], o):
+                    assert (a is None) == (b is None)
+                    if a is not None:
+                        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        lengths = outs[0].lengths.numpy()
+        assert np.ptp(lengths) > 0
+        longest = max(longest, lengths.max())
+        assert int(fused.total_frames.numpy()) == int(evs[1].total_frames.numpy())
+    assert longest > 60  # long episodes covered
+
+
+@needs_op
+def test_fused_cartpole_rollout_op_checks_inputs():
+    nodes, conns = random_genomes(4, 8, 8, 4, 2, feed_forward=True, seed=0,
+                                  act_ids=[F.activation_id("sigmoid")], agg_ids=[F.aggregation_id("sum")])
+    prog = fo.prepare(nodes, conns, 4, True, use_op=True)
+    mod = fo._module()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="physics must be"):
+        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([6, 4], tf.float64), tf.ones([10], tf.float64),
+                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="10 values"):
+        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64),
+                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
