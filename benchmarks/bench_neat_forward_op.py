@@ -128,16 +128,25 @@ def main():
                 t = {"op": [], "ref": []}
                 cps = {"op": ControlProblem("CartPole-v1", cfg, episodes=1, seed=0),
                        "ref": ControlProblem("CartPole-v1", cfg, episodes=1, seed=0, use_custom_op=False)}
+                # the per-step kernel loop the whole-rollout kernel replaced (KernelRolloutEvaluator(fused=False))
+                cps["loop"] = ControlProblem("CartPole-v1", cfg, episodes=1, seed=0)
+                object.__setattr__(cps["loop"]._evaluator_for(nodes, conns)[0], "_fused_cartpole", False)
+                t["loop"] = []
                 for rep in range(2):
                     for k, cp in cps.items():
                         t[k].append(timed(lambda: cp((nodes, conns)), max(1, args.reps // 4)))
                 ev_op = cps["op"]._evaluator_for(nodes, conns)[0]
                 ev_ref = cps["ref"]._evaluator_for(nodes, conns)[0]
+                ev_loop = cps["loop"]._evaluator_for(nodes, conns)[0]
                 assert type(ev_op).__name__ == "KernelRolloutEvaluator", type(ev_op)
+                assert ev_op._fused_cartpole and not ev_loop._fused_cartpole
                 np.testing.assert_array_equal(ev_op.last_returns.numpy(), ev_ref.last_returns.numpy())
+                np.testing.assert_array_equal(ev_op.last_returns.numpy(), ev_loop.last_returns.numpy())
                 steps = ev_op.last_stats["steps"]
-                rows.append((problem, pop, N, f"CartPole rollout ({steps} steps)", B,
+                rows.append((problem, pop, N, f"CartPole rollout ({steps} steps), whole-rollout kernel", B,
                              1e3 * statistics.median(t["op"]), float("nan"), 1e3 * statistics.median(t["ref"])))
+                rows.append((problem, pop, N, f"CartPole rollout ({steps} steps), per-step kernel loop", B,
+                             1e3 * statistics.median(t["loop"]), float("nan"), 1e3 * statistics.median(t["ref"])))
     print(f"uptime: {os.popen('uptime').read().strip()}")
     print()
     print("| problem | pop | ref node width | what | rows | kernel ms | ref graph ms | ref XLA ms | XLA / kernel |")
