@@ -126,9 +126,9 @@ QDAX_SCRIPT = textwrap.dedent('''
     from qdax.core.emitters.standard_emitters import MixingEmitter
     from qdax.tasks.standard_functions import rastrigin_scoring_function
     from qdax.utils.metrics import default_qd_metrics
-    batch, budget, dim, iso, line = [float(a) for a in sys.argv[1:6]]
-    batch, budget, dim = int(batch), int(budget), int(dim)
-    key = jax.random.key(0)
+    batch, budget, dim, iso, line, seed = [float(a) for a in sys.argv[1:7]]
+    batch, budget, dim, seed = int(batch), int(budget), int(dim), int(seed)
+    key = jax.random.key(seed)
     key, sub = jax.random.split(key)
     init = jax.random.uniform(sub, (batch, dim))
     var = functools.partial(isoline_variation, iso_sigma=iso, line_sigma=line, minval=0.0, maxval=1.0)
@@ -139,7 +139,9 @@ QDAX_SCRIPT = textwrap.dedent('''
     key, sub = jax.random.split(key)
     rep, est, _ = me.init(init, centroids, sub)
     update = jax.jit(me.update)
-    iters = max(3, budget // batch)
+    # The initial batch counts toward the budget, as in tfevo and pyribs (whose first ask returns it):
+    # budget // batch evaluated batches in all, i.e. one fewer update than that.
+    iters = max(3, budget // batch - 1)
     times = []
     for i in range(iters):
         key, sub = jax.random.split(key)
@@ -148,15 +150,16 @@ QDAX_SCRIPT = textwrap.dedent('''
         jax.block_until_ready(rep.fitnesses)
         times.append(time.perf_counter() - t)
     med = float(np.median(times[2:]))
-    print(json.dumps({"iters": iters, "first_s": times[0] + times[1], "median_s": med, "evals_per_s": batch / med,
+    print(json.dumps({"iters": iters, "evals": batch * (iters + 1), "first_s": times[0] + times[1], "median_s": med, "evals_per_s": batch / med,
                       "qd_score": float(metrics["qd_score"]), "coverage": float(metrics["coverage"]) / 100.0,
                       "max_fitness": float(metrics["max_fitness"])}))
 ''')
 
 
-def run_qdax(python, batch, budget):
+def run_qdax(python, batch, budget, seed=0):
     try:
-        out = subprocess.run([python, "-c", QDAX_SCRIPT, str(batch), str(budget), str(DIM), str(ISO), str(LINE)],
+        out = subprocess.run([python, "-c", QDAX_SCRIPT, str(batch), str(budget), str(DIM), str(ISO), str(LINE),
+                              str(seed)],
                              capture_output=True, text=True, timeout=1800,
                              env=dict(os.environ, JAX_PLATFORMS="cpu"))
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -164,6 +167,35 @@ def run_qdax(python, batch, budget):
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def quality(batches, budget, seeds, qdax_python):
+    """Final QD-score per library over several seeds, equal budget (initial batch included for all
+    three).  "tfevo (+1 batch)" runs one more iteration: the budget QDax got before run I, when its
+    initial batch was not counted."""
+    print(f"\n## QD-score over seeds {list(seeds)}, budget {budget} evaluations (initial batch included)")
+    print("| batch | library | QD-score mean | std | min | max | max fitness mean | per seed |")
+    print("|---|---|---|---|---|---|---|---|")
+    for b in batches:
+        res = {}
+        for seed in seeds:
+            runs = {"tfevo": (make_tfevo, budget // b), "tfevo (+1 batch)": (make_tfevo, budget // b + 1),
+                    "pyribs": (make_ribs, budget // b)}
+            for name, (make, n) in runs.items():
+                iteration, final = make(b, seed=seed)
+                for _ in range(n):
+                    iteration()
+                res.setdefault(name, []).append(final())
+            if os.path.exists(qdax_python):
+                res.setdefault("QDax", []).append(run_qdax(qdax_python, b, budget, seed))
+        for name, rs in res.items():
+            if any("error" in r for r in rs):
+                print(f"| {b} | {name} | error: {[r.get('error') for r in rs]} | | | | | |")
+                continue
+            q = np.array([r["qd_score"] for r in rs])
+            mf = np.mean([r["max_fitness"] for r in rs])
+            print(f"| {b} | {name} | {q.mean():.5g} | {q.std(ddof=1) if len(q) > 1 else 0:.3g} | {q.min():.5g} | "
+                  f"{q.max():.5g} | {mf:.1f} | {' '.join(f'{v:.5g}' for v in q)} |", flush=True)
 
 
 def insertion_rate(kind, batch=10000, reps=20):
@@ -213,8 +245,14 @@ def main():
     ap.add_argument("--batches", default="100,1000,10000")
     ap.add_argument("--qdax-python", default=os.environ.get("QDAX_PYTHON", "/tmp/qdaxenv/bin/python"),
                     help="python of a QDax virtualenv; a path that does not exist skips QDax")
+    ap.add_argument("--quality-seeds", type=int, default=0,
+                    help="only compare final QD-scores over this many seeds (no timing)")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    if args.quality_seeds:
+        print(f"load (1/5/15 min): {os.getloadavg()}; {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
+        quality(batches, args.budget, range(args.quality_seeds), args.qdax_python)
+        return
     print(f"# MAP-Elites Rastrigin-QD {DIM}-D, grid {GRID[0]}x{GRID[1]}, Iso+LineDD, budget {args.budget} evaluations")
     print(f"load (1/5/15 min): {os.getloadavg()}; {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print("| batch | library | evals/s (median) | ms/iter | CPU ms/iter | warm-up s | QD-score | coverage | max fitness "
