@@ -2,7 +2,7 @@
 # benchmarks/RESULTS.md = the summary (benchmarks/results/_summary.md) + every part's results file.
 set -euo pipefail
 cd "$(dirname "$0")"
-parts=(_summary training nn strategies cma bbob classic mujoco pipeline neat gp qd distribute)
+parts=(_summary training nn strategies cma bbob classic mujoco pipeline neat neat_breed_op neat_forward_op gp qd distribute)
 {
   for p in "${parts[@]}"; do
     [ -f "results/$p.md" ] || continue
