@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tfevo import ops as _ops
 from tfevo.neat import operators as _nops
-from tfevo.neat.genome import CONN_ENABLED, CONN_MARKER, CONN_WEIGHT, NODE_KEY, conn_valid, node_valid
+from tfevo.neat.genome import conn_valid, node_valid
 
 __all__ = ["speciate", "speciate_reference", "distance_matrix", "speciate_op_available", "plan", "plan_reference",
            "spawn_reference"]
@@ -51,43 +51,8 @@ def _use_op(use_op) -> bool:
     return ok
 
 
-def _ordered_sum(x):
-    """Sum of ``x [P, Q, S]`` over axis 1 in index order, starting from 0
-    (a cumulative sum, which TensorFlow's CPU kernel evaluates sequentially;
-    ``reduce_sum``'s order depends on the shape)."""
-    z = tf.zeros(tf.stack([tf.shape(x)[0], 1, tf.shape(x)[2]]), x.dtype)  # also for an empty axis 1
-    return tf.math.cumsum(tf.concat([z, x], 1), axis=1)[:, -1]
-
-
-def distance_matrix(cfg, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
-    """:func:`tfevo.neat.operators.distance_matrix` (compatibility distances
-    ``[S, P]``, neat-python's formula) with the homologous-gene distances
-    summed in slot order, the order the C++ kernel uses."""
-    I = cfg.num_inputs
-    dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
-    gn = nodes[:, I:]
-    rn = rep_nodes[:, I:]
-    other = _nops._rep_tables(gn[..., NODE_KEY], rn[..., NODE_KEY], rn[..., 1:])  # [P, Nh, S, 4]
-    found = ~tf.math.is_nan(other[..., 0])
-    diff = tf.abs(gn[:, :, None, 1:] - other)
-    d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, tf.float32) + tf.cast(diff[..., 3] > 0, tf.float32)
-    hom = _ordered_sum(tf.where(found, d, 0.0))  # [P, S]
-    nm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
-    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[:, None]
-    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[None, :]
-    nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
-    other = _nops._rep_tables(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER],
-                              rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1])  # [P, C, S, 2]
-    found = ~tf.math.is_nan(other[..., 1])
-    diff = tf.abs(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1] - other)
-    d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, tf.float32)
-    hom = _ordered_sum(tf.where(found, d, 0.0))
-    cm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
-    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[:, None]
-    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[None, :]
-    cd = (wc * hom + dc * (ca + cb - 2.0 * cm)) / tf.maximum(tf.maximum(ca, cb), 1.0)
-    cd = tf.where((ca + cb) > 0, cd, 0.0)
-    return tf.transpose(nd + cd)
+# the pure-TF distances (homologous-gene distances summed in slot order, as the kernel does)
+distance_matrix = _nops.distance_matrix
 
 
 def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, best_f, last_imp, nkey, gen):

@@ -248,17 +248,6 @@ class NEAT(tf.Module):
         cn, cc = post(cn, cc, is_elite, u_all, marker, wr)
         return (tf.ensure_shape(cn, [P, N, NODE_DIM]), tf.ensure_shape(cc, [P, C, CONN_DIM]), nk, nm, skn, skc)
 
-    @staticmethod
-    def _segment_median(x, seg, size):
-        o1 = tf.argsort(x, stable=True)
-        o2 = tf.argsort(tf.gather(seg, o1), stable=True)
-        xs = tf.gather(x, tf.gather(o1, o2))
-        start = tf.cumsum(size, exclusive=True)
-        lo = start + tf.maximum(size - 1, 0) // 2
-        hi = start + size // 2
-        n = tf.shape(x)[0] - 1
-        return 0.5 * (tf.gather(xs, tf.minimum(lo, n)) + tf.gather(xs, tf.minimum(hi, n)))
-
     # ------------------------------------------------------------------
     def run(self, evaluate: Callable, generations: int, fitness_threshold: float | None = None,
             verbose: bool = False) -> dict:

@@ -614,6 +614,15 @@ def _rep_tables(query, rep_keys, rep_attrs):
     return tf.reshape(out, tf.concat([tf.shape(query), tf.stack([S, A])], 0))
 
 
+def _ordered_sum(x):
+    """Sum of ``x [P, Q, S]`` over axis 1 in index order, starting from 0
+    (a cumulative sum, which TensorFlow's CPU kernel evaluates sequentially;
+    ``reduce_sum``'s order depends on the shape).  The C++ speciation kernel
+    adds in the same order, so the two give the same distances bit for bit."""
+    z = tf.zeros(tf.stack([tf.shape(x)[0], 1, tf.shape(x)[2]]), x.dtype)  # also for an empty axis 1
+    return tf.math.cumsum(tf.concat([z, x], 1), axis=1)[:, -1]
+
+
 def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.Tensor:
     """Compatibility distances ``[S, P]`` of representatives ``[S, N, 5]``,
     ``[S, C, 5]`` to a population ``[P, N, 5]``, ``[P, C, 5]``.
@@ -623,7 +632,8 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     #disjoint genes) / max(#genes)``; a node gene's distance is
     ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
     a connection's ``|dweight| + [enabled differs]``; input nodes are not genes,
-    connections are aligned by innovation marker (see :func:`_rep_tables`)."""
+    connections are aligned by innovation marker (see :func:`_rep_tables`).
+    Homologous-gene distances are summed in slot order (:func:`_ordered_sum`)."""
     I = cfg.num_inputs
     dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
     gn = nodes[:, I:]
@@ -632,7 +642,7 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     found = ~tf.math.is_nan(other[..., 0])
     diff = tf.abs(gn[:, :, None, 1:] - other)
     d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, tf.float32) + tf.cast(diff[..., 3] > 0, tf.float32)
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), 1)  # [P, S]
+    hom = _ordered_sum(tf.where(found, d, 0.0))  # [P, S]
     nm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
     na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[:, None]
     nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[None, :]
@@ -642,7 +652,7 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     found = ~tf.math.is_nan(other[..., 1])
     diff = tf.abs(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1] - other)
     d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, tf.float32)
-    hom = tf.reduce_sum(tf.where(found, d, 0.0), 1)
+    hom = _ordered_sum(tf.where(found, d, 0.0))
     cm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
     ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[:, None]
     cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[None, :]
