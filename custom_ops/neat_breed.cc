@@ -319,6 +319,15 @@ inline int FindFirst(const float* base, int K, int stride, float q, int hint) {
   return -1;
 }
 
+// Per-thread scratch, reused across the genomes of one work unit (no heap
+// allocation or thread_local lookup per genome).
+struct Scratch {
+  std::vector<int> ein, eout;
+  std::vector<char> reach;
+  std::vector<float> gv, gu, gout, v01s;
+  std::vector<uint8_t> gsc, kinds;
+};
+
 // Per-genome bookkeeping between the phases.
 struct GenomeState {
   // add node
@@ -503,7 +512,8 @@ class NeatBreedOp : public OpKernel {
     }
     // ---- B: add node, delete node, add-connection choice
     run(cost + 4 * int64_t{wc} * wn, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker);
+      Scratch sc;
+      for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker, sc);
     });
     next_key += nnew;
     next_marker += 2 * nnew;
@@ -511,7 +521,8 @@ class NeatBreedOp : public OpKernel {
     if (p_add_conn_ > 0.f) next_marker = PairMarkers(c, P, next_marker, run);
     // ---- C: write new connections, delete connection, attributes, compaction
     run(cost + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) PhaseC(c, i);
+      Scratch sc;
+      for (int64_t i = b; i < e; ++i) PhaseC(c, i, sc);
     });
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
@@ -553,7 +564,7 @@ class NeatBreedOp : public OpKernel {
     const float* c2 = c.conns + int64_t{c.p2[i]} * c.c_in * kD;
     if (i + 2 < c.P) {  // parents are random rows: fetch the next genome's early
       for (const int64_t p : {int64_t{c.p1[i + 2]}, int64_t{c.p2[i + 2]}}) {
-        __builtin_prefetch(c.nodes + p * c.n_in * kD);
+        for (int k = 0; k < wn * kD; k += 16) __builtin_prefetch(c.nodes + p * c.n_in * kD + k);
         for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
       }
     }
@@ -610,7 +621,17 @@ class NeatBreedOp : public OpKernel {
     }
   }
 
-  void PhaseB(Ctx& c, int64_t i, int64_t next_key, int64_t next_marker) const {
+  // the child rows of genome i + 2 (built in an earlier phase; at large P
+  // the population-wide pass before has evicted them from the cache)
+  void PrefetchChild(const Ctx& c, int64_t i) const {
+    if (i + 2 >= c.P) return;
+    const float* n = c.on + (i + 2) * int64_t{N_} * kD;
+    const float* k = c.oc + (i + 2) * int64_t{C_} * kD;
+    for (int s = 0; s < c.wn * kD; s += 16) __builtin_prefetch(n + s, 1);
+    for (int s = 0; s < c.wc * kD; s += 16) __builtin_prefetch(k + s, 1);
+  }
+
+  void PhaseB(Ctx& c, int64_t i, int64_t next_key, int64_t next_marker, Scratch& sc) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
@@ -618,6 +639,7 @@ class NeatBreedOp : public OpKernel {
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
     const int I = I_, O = O_;
+    PrefetchChild(c, i);
     if (g.add_node) {
       const float key = static_cast<float>(next_key + g.nid);
       const float mk1 = static_cast<float>(next_marker + 2 * g.nid);
@@ -681,7 +703,7 @@ class NeatBreedOp : public OpKernel {
       }
       const bool a_out = a >= I && a < I + O, b_out = b >= I && b < I + O;
       bool ok = want && !exists && !(a_out && b_out);
-      if (ok && feed_forward_) ok = !Reaches(cn, cc, wn, wc, b, a);
+      if (ok && feed_forward_) ok = !Reaches(cn, cc, wn, wc, b, a, sc);
       int cslot = -1;
       for (int s = 0; s < wc; ++s)
         if (!Valid(cc + s * kD)) {
@@ -703,10 +725,11 @@ class NeatBreedOp : public OpKernel {
   // slots are found as genome.conn_slots finds them: the slot holding its
   // key, and for a key no node has (never in a well-formed genome) the
   // reference's sorted-lookup answer (first sorted position not below the key).
-  static bool Reaches(const float* cn, const float* cc, int wn, int wc, int from, int to) {
+  static bool Reaches(const float* cn, const float* cc, int wn, int wc, int from, int to, Scratch& sc) {
     if (from == to) return true;
-    thread_local std::vector<int> ein, eout;
-    thread_local std::vector<char> reach;
+    std::vector<int>& ein = sc.ein;
+    std::vector<int>& eout = sc.eout;
+    std::vector<char>& reach = sc.reach;
     ein.clear();
     eout.clear();
     reach.assign(wn, 0);
@@ -826,13 +849,14 @@ class NeatBreedOp : public OpKernel {
     return next_marker + fresh;
   }
 
-  void PhaseC(Ctx& c, int64_t i) const {
+  void PhaseC(Ctx& c, int64_t i, Scratch& sc) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
     GenomeState& g = c.st[i];
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
+    PrefetchChild(c, i);
     if (g.add_conn) {
       float* r = cc + g.cslot * kD;
       r[0] = g.ka;
@@ -852,8 +876,12 @@ class NeatBreedOp : public OpKernel {
     if (active) {
       const float* un = u + G_COLS;
       const float* uc = u + G_COLS + int64_t{wn} * kn_;
-      thread_local std::vector<float> gv, gu, gout, v01s;
-      thread_local std::vector<uint8_t> gsc, kinds;
+      std::vector<float>& gv = sc.gv;
+      std::vector<float>& gu = sc.gu;
+      std::vector<float>& gout = sc.gout;
+      std::vector<float>& v01s = sc.v01s;
+      std::vector<uint8_t>& gsc = sc.gsc;
+      std::vector<uint8_t>& kinds = sc.kinds;
       const int maxreq = 2 * wn + wc;
       gv.resize(maxreq);
       gu.resize(maxreq);
@@ -934,6 +962,14 @@ class NeatBreedOp : public OpKernel {
   // operators.compact: valid rows first (order kept), then the other rows of
   // the used range, then NaN rows up to the full width
   static void Compact(float* x, int w, int full) {
+    int lead = 0;  // genomes are mostly compact already: valid rows first
+    while (lead < w && Valid(x + lead * kD)) ++lead;
+    int s = lead;
+    while (s < w && !Valid(x + s * kD)) ++s;
+    if (s == w) {  // nothing to move
+      std::fill(x + int64_t{w} * kD, x + int64_t{full} * kD, kNaN);
+      return;
+    }
     float tmp[64 * kD];
     std::vector<float> big;
     float* buf = tmp;
