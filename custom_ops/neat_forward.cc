@@ -606,6 +606,28 @@ bool ValidMember(const Program& pg, int64_t p) {
   return true;
 }
 
+// Member p's program: its (slot, activation, aggregation, edge end) rows, (bias, response)
+// coefficients and edge list, and one evaluation of it in (level, slot) order.
+struct MemberProgram {
+  const int32_t* prog; const float* coef; const int32_t* src; const float* w; int32_t count;
+
+  // Node values: each program node aggregates from `in` and writes its activation to `out`
+  // (the same array for feed-forward networks; the previous/next state for recurrent ones).
+  inline void Run(const float* in, float* out, float* scratch) const {
+    int e0 = 0;
+    for (int32_t k = 0; k < count; ++k) {
+      const int32_t* r = prog + k * 4;
+      const float a = Aggregate(r[2], src, w, e0, r[3], in, scratch);
+      out[r[0]] = Activate(r[1], coef[2 * k] + coef[2 * k + 1] * a);
+      e0 = r[3];
+    }
+  }
+};
+
+inline MemberProgram Member(const Program& pg, int64_t p) {
+  return {pg.prog + p * pg.N * 4, pg.coef + p * pg.N * 2, pg.src + p * pg.C, pg.w + p * pg.C, pg.count[p]};
+}
+
 Status ReadActive(OpKernelContext* ctx, int index, const char* name, Program* pg) {
   const Tensor& a = ctx->input(index);
   if (a.NumElements() == 0) {
@@ -671,22 +693,18 @@ class ForwardOp : public OpKernel {
           std::fill(yp, yp + B * O, 0.0f);
           continue;
         }
-        const int32_t* pr = pg.prog + p * N * 4;
-        const float* cf = pg.coef + p * N * 2;
-        const int32_t* src = pg.src + p * C;
-        const float* w = pg.w + p * C;
-        const int32_t cnt = pg.count[p];
+        const MemberProgram m = Member(pg, p);
         const float* xp = in.rows(p);
         if (B >= kRowsTogether) {  // node-major: each node's program read once for all rows
           std::fill(vb.begin(), vb.end(), 0.0f);
           for (int64_t b = 0; b < B; ++b)
             for (int64_t i = 0; i < I; ++i) vb[i * B + b] = xp[b * I + i];
           int e0 = 0;
-          for (int32_t k = 0; k < cnt; ++k) {
-            const int32_t* r = pr + k * 4;
-            AggregateRows(r[2], src, w, e0, r[3], vb.data(), B, acc.data(), scratch.data());
+          for (int32_t k = 0; k < m.count; ++k) {
+            const int32_t* r = m.prog + k * 4;
+            AggregateRows(r[2], m.src, m.w, e0, r[3], vb.data(), B, acc.data(), scratch.data());
             float* out = vb.data() + static_cast<int64_t>(r[0]) * B;
-            const float bias = cf[2 * k], resp = cf[2 * k + 1];
+            const float bias = m.coef[2 * k], resp = m.coef[2 * k + 1];
             const int act = r[1];
             for (int64_t b = 0; b < B; ++b) out[b] = Activate(act, bias + resp * acc[b]);
             e0 = r[3];
@@ -698,13 +716,7 @@ class ForwardOp : public OpKernel {
         for (int64_t b = 0; b < B; ++b) {
           std::fill(v.begin(), v.end(), 0.0f);
           std::memcpy(v.data(), xp + b * I, I * sizeof(float));
-          int e0 = 0;
-          for (int32_t k = 0; k < cnt; ++k) {
-            const int32_t* r = pr + k * 4;
-            const float a = Aggregate(r[2], src, w, e0, r[3], v.data(), scratch.data());
-            v[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
-            e0 = r[3];
-          }
+          m.Run(v.data(), v.data(), scratch.data());
           std::memcpy(yp + b * O, v.data() + I, O * sizeof(float));
         }
       }
@@ -774,24 +786,14 @@ class RecurrentStepOp : public OpKernel {
           std::fill(yp, yp + B * O, 0.0f);
           continue;
         }
-        const int32_t* pr = pg.prog + p * N * 4;
-        const float* cf = pg.coef + p * N * 2;
-        const int32_t* src = pg.src + p * C;
-        const float* w = pg.w + p * C;
-        const int32_t cnt = pg.count[p];
+        const MemberProgram m = Member(pg, p);
         const float* xp = in.rows(p);
         for (int64_t b = 0; b < B; ++b) {
           std::memcpy(cur.data(), sp + b * N, N * sizeof(float));
           std::memcpy(cur.data(), xp + b * I, I * sizeof(float));
           for (int64_t s = 0; s < settle; ++s) {
             std::memcpy(nxt.data(), cur.data(), N * sizeof(float));
-            int e0 = 0;
-            for (int32_t k = 0; k < cnt; ++k) {
-              const int32_t* r = pr + k * 4;
-              const float a = Aggregate(r[2], src, w, e0, r[3], cur.data(), scratch.data());
-              nxt[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
-              e0 = r[3];
-            }
+            m.Run(cur.data(), nxt.data(), scratch.data());
             std::swap(cur, nxt);
           }
           std::memcpy(out + b * N, cur.data(), N * sizeof(float));
@@ -892,11 +894,8 @@ class CartPoleRolloutOp : public OpKernel {
       for (int64_t p = begin; p < end; ++p) {
         const bool ok = ValidMember(pg, p);
         if (!ok) bad = true;
-        const int32_t* pr = pg.prog + p * N * 4;
-        const float* cf = pg.coef + p * N * 2;
-        const int32_t* src = pg.src + p * C;
-        const float* w = pg.w + p * C;
-        const int32_t cnt = ok ? pg.count[p] : 0;
+        MemberProgram m = Member(pg, p);
+        if (!ok) m.count = 0;
         for (int64_t b = 0; b < B; ++b) {
           const int64_t row = p * B + b;
           double s[4] = {phys[row * 4], phys[row * 4 + 1], phys[row * 4 + 2], phys[row * 4 + 3]};
@@ -909,13 +908,7 @@ class CartPoleRolloutOp : public OpKernel {
           for (int64_t t = 0; t < T; ++t) {
             std::fill(v.begin(), v.end(), 0.0f);
             std::memcpy(v.data(), obs, sizeof(obs));
-            int e0 = 0;
-            for (int32_t k = 0; k < cnt; ++k) {
-              const int32_t* r = pr + k * 4;
-              const float a = Aggregate(r[2], src, w, e0, r[3], v.data(), scratch.data());
-              v[r[0]] = Activate(r[1], cf[2 * k] + cf[2 * k + 1] * a);
-              e0 = r[3];
-            }
+            m.Run(v.data(), v.data(), scratch.data());
             // outputs -> action as the XLA-compiled reference: y > 0.5 for one output; for two,
             // argmax keeping the first unless it is not >= the second (NaN -> 1)
             int action;
