@@ -84,21 +84,13 @@ class KernelRolloutEvaluator(InGraphEvaluator):
         """Actions from the network outputs, one environment step and the episode bookkeeping
         (the same arithmetic as the reference rollout's loop body)."""
         p, b = y.shape[0], y.shape[1]
-        n = p * b
-        obs_shape = list(self.env.observation_shape)
         actions = self._check_actions(self.policy.outputs_to_actions(y), p)
-        res = self.env.step(state, actions)
-        alive = tf.logical_not(done)
-        returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
-        lengths = lengths + tf.cast(alive, tf.int32)
-        new_obs = tf.cast(res.obs, tf.float32)
-        alive_obs = tf.reshape(alive, [n] + [1] * len(obs_shape))
-        final_obs = tf.where(alive_obs, new_obs, final_obs)
-        done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
+        new_state, new_obs, done, returns, lengths, final_obs = self._env_step_and_account(
+            t, state, actions, done, returns, lengths, final_obs)
         # the next step's member mask and loop condition, computed here to keep the graph loop small
         active = tf.logical_not(tf.reduce_all(tf.reshape(done, [p, b]), axis=1))
         go = tf.logical_and(t + 1 < self.max_steps, tf.reduce_any(active))
-        return res.state, new_obs, done, returns, lengths, final_obs, active, go
+        return new_state, new_obs, done, returns, lengths, final_obs, active, go
 
     def _rollout(self, params):
         p = params.shape[0]

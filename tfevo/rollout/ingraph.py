@@ -227,6 +227,21 @@ class InGraphEvaluator(tf.Module):
             )
         return tf.reshape(tf.cast(actions, tf.float32), [p * b, *spec.shape])
 
+    def _env_step_and_account(self, t, state, actions, done, returns, lengths, final_obs):
+        """One environment step of all ``n`` episodes and their bookkeeping: reward and
+        length added while an episode is running, its last observation kept, ``done`` set
+        on termination, truncation or step ``max_steps``.  Returns (state, obs, done,
+        returns, lengths, final_obs)."""
+        res = self.env.step(state, actions)
+        alive = tf.logical_not(done)
+        returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
+        lengths = lengths + tf.cast(alive, tf.int32)
+        new_obs = tf.cast(res.obs, tf.float32)
+        alive_obs = tf.reshape(alive, [-1] + [1] * len(self.env.observation_shape))
+        final_obs = tf.where(alive_obs, new_obs, final_obs)
+        done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
+        return res.state, new_obs, done, returns, lengths, final_obs
+
     def _rollout(self, params):
         p = params.shape[0]
         b = self.episodes
@@ -264,16 +279,9 @@ class InGraphEvaluator(tf.Module):
             else:
                 actions = forward(weights, obs_pb)
             actions = self._check_actions(actions, p)
-            res = env.step(state, actions)
-            alive = tf.logical_not(done)
-            returns = returns + tf.where(alive, tf.cast(res.reward, tf.float64), tf.zeros_like(returns))
-            lengths = lengths + tf.cast(alive, tf.int32)
-            new_obs = tf.cast(res.obs, tf.float32)
-            alive_obs = tf.reshape(alive, [n] + [1] * len(obs_shape))
-            final_obs = tf.where(alive_obs, new_obs, final_obs)
-            ended = res.terminated | res.truncated | (t + 1 >= self.max_steps)
-            done = done | ended
-            return t + 1, res.state, new_obs, done, returns, lengths, final_obs, h
+            new_state, new_obs, done, returns, lengths, final_obs = self._env_step_and_account(
+                t, state, actions, done, returns, lengths, final_obs)
+            return t + 1, new_state, new_obs, done, returns, lengths, final_obs, h
 
         init = (
             tf.constant(0, tf.int32),
