@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,8 @@ struct Lapack {
   bool ilp64 = false;
   void* ssyevd = nullptr;
   void* dsyevd = nullptr;
+  void* spotrf = nullptr;  // optional (TfevoCholesky); looked up under the same naming scheme
+  void* dpotrf = nullptr;
   SetThreadsFn set_threads = nullptr;
   GetThreadsFn get_threads = nullptr;
   std::mutex thread_mu;  // guards the library-wide thread setting
@@ -162,6 +165,12 @@ Status GetLapack(const std::string& path, Lapack** out) {
       lib->ssyevd = s;
       lib->dsyevd = d;
       lib->ilp64 = nm.ilp64;
+      // ?potrf under the same prefix/suffix as the ?syevd that was found.
+      std::string sp(nm.s), dp(nm.d);
+      sp.replace(sp.find("syevd"), 5, "potrf");
+      dp.replace(dp.find("syevd"), 5, "potrf");
+      lib->spotrf = dlsym(h, sp.c_str());
+      lib->dpotrf = dlsym(h, dp.c_str());
       break;
     }
   }
@@ -311,5 +320,133 @@ class SymEigOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfevoSymEig").Device(DEVICE_CPU).TypeConstraint<float>("T"), SymEigOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoSymEig").Device(DEVICE_CPU).TypeConstraint<double>("T"), SymEigOp<double>);
+
+// ---------------------------------------------------------------------------
+// TfevoCholesky: lower Cholesky factor by LAPACK's blocked ?potrf, for the
+// Cholesky-factor CMA-ES (tfevo.strategies.cma_es.CholeskyCMAES).
+//
+//   x  T [..., n, n]   symmetric; only its lower triangle is read (as tf.linalg.cholesky)
+//   l  T [..., n, n]   lower triangular, x = l l^T, strict upper triangle 0;
+//                      ALL NaN for a matrix that is not (numerically) positive
+//                      definite or has a non-finite entry in its lower triangle
+//
+// Unlike TensorFlow's CPU kernel, a failed factorisation is not an error: the
+// caller tests the result for finiteness and decides (the strategy retries with
+// diagonal loading).  This is XLA's convention too (NaN output), which is what
+// the pure-TF reference (tfevo.linalg.cholesky_reference) uses.
+//
+// Layout: the row-major lower triangle of x is, read column-major, the upper
+// triangle, so LAPACK is called with uplo = 'U' and computes x = U^T U in
+// column-major terms; U^T read row-major is exactly l, in place, no transpose.
+// Threads and batches: as TfevoSymEig (`threads` OpenBLAS threads per call;
+// with 1, batches are split over TensorFlow's intra-op pool, one matrix per task).
+REGISTER_OP("TfevoCholesky")
+    .Input("x: T")
+    .Attr("T: {float, double}")
+    .Attr("lapack: string")
+    .Attr("threads: int >= 0 = 1")
+    .Output("l: T")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 2, &x));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, -1), c->Dim(x, -2), &n));
+      c->set_output(0, x);
+      return Status();
+    })
+    .Doc(R"doc(
+Lower Cholesky factors of symmetric positive definite matrices by LAPACK ?potrf.
+
+x: [..., n, n]; only the lower triangle is read.
+lapack: path of a shared library exporting ?potrf (e.g. numpy's bundled OpenBLAS).
+threads: BLAS threads per call (> 0 sets the library's thread count; 0 leaves it).
+l: [..., n, n] lower triangular with x = l l^T; all NaN where x is not positive definite.
+)doc");
+
+namespace {
+
+template <typename T, typename I>
+using PotrfFn = void (*)(const char*, const I*, T*, const I*, I*, size_t);
+
+template <typename T>
+class CholeskyOp : public OpKernel {
+ public:
+  explicit CholeskyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string path;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
+    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
+    fn_ = std::is_same<T, float>::value ? lib_->spotrf : lib_->dpotrf;
+    OP_REQUIRES(ctx, fn_ != nullptr,
+                tensorflow::errors::NotFound("TfevoCholesky: ", path, " exports no ?potrf next to its ?syevd"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    OP_REQUIRES(ctx, x.dims() >= 2 && x.dim_size(x.dims() - 1) == x.dim_size(x.dims() - 2),
+                tensorflow::errors::InvalidArgument("TfevoCholesky: x must be [..., n, n] (square matrices), got ",
+                                                    x.shape().DebugString()));
+    const int64_t n = x.dim_size(x.dims() - 1);
+    Tensor* l_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &l_t));
+    const int64_t batch = n == 0 ? 0 : x.NumElements() / (n * n);
+    if (batch == 0) return;
+    OP_REQUIRES(ctx, lib_->ilp64 || n <= INT32_MAX / 4,
+                tensorflow::errors::InvalidArgument("TfevoCholesky: n = ", n, " too large for a 32-bit LAPACK"));
+    const T* xp = x.flat<T>().data();
+    T* lp = l_t->flat<T>().data();
+    if (threads_ > 0 && lib_->set_threads != nullptr) {
+      std::lock_guard<std::mutex> lock(lib_->thread_mu);
+      if (lib_->get_threads == nullptr || lib_->get_threads() != threads_) lib_->set_threads(threads_);
+    }
+    auto one = [&](int64_t b) {
+      const T* src = xp + b * n * n;
+      T* a = lp + b * n * n;
+      bool finite = true;
+      for (int64_t r = 0; r < n; ++r) {  // copy the lower triangle, zero the strict upper one
+        const T* srow = src + r * n;
+        T* row = a + r * n;
+        for (int64_t c = 0; c <= r; ++c) {
+          row[c] = srow[c];
+          finite &= std::isfinite(srow[c]);
+        }
+        std::fill(row + r + 1, row + n, T(0));
+      }
+      int64_t info = 0;
+      if (finite) {
+        const char uplo = 'U';
+        if (lib_->ilp64) {
+          int64_t nn = n, inf = 0;
+          reinterpret_cast<PotrfFn<T, int64_t>>(fn_)(&uplo, &nn, a, &nn, &inf, 1);
+          info = inf;
+        } else {
+          int32_t nn = static_cast<int32_t>(n), inf = 0;
+          reinterpret_cast<PotrfFn<T, int32_t>>(fn_)(&uplo, &nn, a, &nn, &inf, 1);
+          info = inf;
+        }
+      }
+      if (!finite || info != 0) std::fill(a, a + n * n, std::numeric_limits<T>::quiet_NaN());
+    };
+    if (batch == 1 || threads_ != 1) {
+      for (int64_t b = 0; b < batch; ++b) one(b);
+    } else {
+      auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+      const int64_t cost = std::max<int64_t>(1, n * n * n / 3);
+      tensorflow::Shard(pool->num_threads, pool->workers, batch, cost, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) one(b);
+      });
+    }
+  }
+
+ private:
+  Lapack* lib_ = nullptr;
+  void* fn_ = nullptr;
+  int64_t threads_ = 1;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoCholesky").Device(DEVICE_CPU).TypeConstraint<float>("T"), CholeskyOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoCholesky").Device(DEVICE_CPU).TypeConstraint<double>("T"), CholeskyOp<double>);
 
 }  // namespace tfevo_sym_eig

@@ -33,6 +33,14 @@ up to 8x *slower* whenever the other core was busy (measured: 0.89 s against
 0.11 s for one thread at load ~4; 0.061 s against 0.091 s on a quiet machine).
 Batches of matrices are split over TensorFlow's intra-op pool, one matrix per
 task.  ``0`` leaves the library's own setting.
+
+:func:`cholesky` (for :class:`tfevo.strategies.CholeskyCMAES`) is the same
+arrangement for LAPACK's blocked ``?potrf`` (op ``TfevoCholesky`` in the same
+``sym_eig.cc``, same library, same thread setting).  Its contract differs from
+``tf.linalg.cholesky`` in one point: a matrix that is not positive definite
+gives an all-NaN factor instead of an error (TensorFlow's CPU kernel raises,
+which cannot be caught inside a compiled ``tell``).  The reference path is
+XLA's Cholesky (NaN on failure, like the op), normalised to all-NaN per matrix.
 """
 
 from __future__ import annotations
@@ -49,7 +57,10 @@ import tensorflow as tf
 from tfevo import ops
 from tfevo.core import ShapeError
 
-__all__ = ["eigh", "eigh_reference", "canonical_sign", "sym_eig_op_available", "lapack_library"]
+__all__ = [
+    "eigh", "eigh_reference", "canonical_sign", "sym_eig_op_available", "lapack_library",
+    "cholesky", "cholesky_reference", "cholesky_op_available",
+]
 
 log = logging.getLogger("tfevo.linalg")
 
@@ -166,13 +177,13 @@ def eigh_reference(x) -> tuple[tf.Tensor, tf.Tensor]:
     return e, canonical_sign(v)
 
 
-def _check(x) -> tf.Tensor:
+def _check(x, what: str = "eigh") -> tf.Tensor:
     x = tf.convert_to_tensor(x)
     if x.dtype not in (tf.float32, tf.float64):
-        raise ShapeError(f"eigh: x must be float32 or float64, got {x.dtype.name}")
+        raise ShapeError(f"{what}: x must be float32 or float64, got {x.dtype.name}")
     s = x.shape
     if s.rank is not None and (s.rank < 2 or (s[-1] is not None and s[-2] is not None and s[-1] != s[-2])):
-        raise ShapeError(f"eigh: x must be [..., n, n] (square matrices), got shape {s}")
+        raise ShapeError(f"{what}: x must be [..., n, n] (square matrices), got shape {s}")
     return x
 
 
@@ -200,3 +211,68 @@ def eigh(x, use_op=None) -> tuple[tf.Tensor, tf.Tensor]:
         if why != "inside XLA":
             _warn_once("fallback", f"tfevo.linalg.eigh: using tf.linalg.eigh (Eigen, slower on CPU): {why}.")
     return eigh_reference(x)
+
+
+# ---------------------------------------------------------------------------
+# Cholesky (LAPACK ?potrf op, XLA reference)
+
+
+@tf.autograph.experimental.do_not_convert
+def _chol_op():
+    """The loaded module if it has ``TfevoCholesky`` (same library as :func:`_op`), else ``None``."""
+    return ops.op_module("sym_eig", "tfevo_cholesky")
+
+
+def cholesky_op_available() -> bool:
+    """Whether :func:`cholesky` can use the LAPACK ``?potrf`` op."""
+    return _chol_op() is not None and lapack_library() is not None
+
+
+def _nan_if_failed(l: tf.Tensor) -> tf.Tensor:
+    ok = tf.reduce_all(tf.math.is_finite(l), axis=[-2, -1], keepdims=True)
+    return tf.where(ok, l, tf.constant(float("nan"), l.dtype))
+
+
+_xla_cholesky = tf.function(tf.linalg.cholesky, jit_compile=True, reduce_retracing=True)
+
+
+def cholesky_reference(x) -> tf.Tensor:
+    """Pure-TF path of :func:`cholesky`: XLA's Cholesky (no error on failure), all-NaN per failed matrix.
+
+    TensorFlow's CPU kernel of ``tf.linalg.cholesky`` raises on a matrix that is
+    not positive definite; XLA's returns NaN, so the reference runs it under XLA
+    (a nested ``jit_compile`` function, or directly when already inside XLA).
+    It is 5-10x slower than the op at n = 1000 on this CPU.
+    """
+    x = _check(x, "cholesky")
+    lower = tf.linalg.band_part(x, -1, 0)  # only the lower triangle counts, as in the op
+    l = tf.linalg.cholesky(lower) if ops.in_xla_context() else _xla_cholesky(lower)
+    return _nan_if_failed(l)
+
+
+def cholesky(x, use_op=None) -> tf.Tensor:
+    """Lower Cholesky factor ``l`` of symmetric positive definite ``x [..., n, n]`` (``x = l l^T``).
+
+    Reads only the lower triangle of ``x``; the strict upper triangle of ``l``
+    is zero.  A matrix that is not numerically positive definite (or has a
+    non-finite entry) gives an **all-NaN** factor, not an error.  ``use_op``:
+    ``None`` = automatic (op on CPU graphs, reference under XLA, with
+    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or when the op is unavailable), ``False`` =
+    reference, ``True`` = op or error.
+    """
+    x = _check(x, "cholesky")
+    if use_op is not False:
+        why = None
+        if ops.in_xla_context():
+            why = "inside XLA"
+        elif _chol_op() is None:
+            why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
+        elif lapack_library() is None:
+            why = "no LAPACK library found (install numpy >= 2 or set TFEVO_LAPACK)"
+        if why is None:
+            return _chol_op().tfevo_cholesky(x, lapack=lapack_library(), threads=_threads())
+        if use_op is True:
+            raise RuntimeError(f"the TfevoCholesky custom op is not available here: {why}")
+        if why != "inside XLA":
+            _warn_once("fallback_chol", f"tfevo.linalg.cholesky: using XLA's Cholesky (slower on CPU): {why}.")
+    return cholesky_reference(x)

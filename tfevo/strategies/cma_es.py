@@ -257,7 +257,7 @@ class _CMABase(Algorithm):
                 core = tf.function(self._tell_core, jit_compile=self._core_jit)
 
                 def tell_body(x, fitness):
-                    out = core(x, fitness)
+                    out = core(x, fitness, *self._pre_core(x))
                     if isinstance(out, (tuple, list)):  # the big C update, deferred to graph mode
                         self._apply_cov(*out)
                     self._post_tell()
@@ -319,7 +319,22 @@ class _CMABase(Algorithm):
         need = tf.math.floormod(local_g, self.lazy_gap) == 0
         return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
 
-    def _tell_core(self, x, fitness):
+    def _pre_core(self, x):
+        """Tensors computed in graph mode before the (XLA) numeric core and passed
+        to it as extra arguments (none here; see :meth:`_whiten`)."""
+        return ()
+
+    def _whiten(self, y, y_w, order, extra):
+        """``(C^{-1/2} y_w, ||C^{-1/2} y_i||^2 for the negative-weight rows or None)``.
+
+        ``y``: the sorted steps ``[P, D]``; ``order``: the sort permutation;
+        ``extra``: the output of :meth:`_pre_core`.
+        """
+        z_w = self._inv_sqrt(y_w[None, :])[0]
+        sq = self._mahalanobis_sq(y[self.mu :]) if self.active else None
+        return z_w, sq
+
+    def _tell_core(self, x, fitness, *extra):
         n, lam, dt = self.num_dims, self.popsize, self.dtype
         fitness = sanitize_fitness(fitness)
         self._update_best(x, fitness)
@@ -336,7 +351,8 @@ class _CMABase(Algorithm):
         y_w = tf.linalg.matvec(y[: self.mu], w[: self.mu], transpose_a=True)
         m_new = m + sigma * y_w
         cs, cc = self.c_sigma, self.c_c
-        p_sigma = (1.0 - cs) * self.p_sigma + math.sqrt(cs * (2.0 - cs) * self.mueff) * self._inv_sqrt(y_w[None, :])[0]
+        z_w, sq_neg = self._whiten(y, y_w, order, extra)
+        p_sigma = (1.0 - cs) * self.p_sigma + math.sqrt(cs * (2.0 - cs) * self.mueff) * z_w
         ps_norm = tf.norm(p_sigma)
         g1 = tf.cast(self.generation - self.restart_generation + 1, dt)
         h_sigma = tf.cast(
@@ -346,8 +362,7 @@ class _CMABase(Algorithm):
         )
         p_c = (1.0 - cc) * self.p_c + h_sigma * math.sqrt(cc * (2.0 - cc) * self.mueff) * y_w
         if self.active:
-            sq = self._mahalanobis_sq(y[self.mu :])
-            scale = n / tf.maximum(sq, tf.constant(1e-30, dt))
+            scale = n / tf.maximum(sq_neg, tf.constant(1e-30, dt))
             w_neg = w[self.mu :] * scale
             w_eff = tf.concat([w[: self.mu], w_neg], 0)
         else:
