@@ -172,38 +172,55 @@ inline float Rounded(float x) {
 // A genome's genes in slot order: node genes (slots >= num_inputs with a
 // key) as (key, bias, response, aggregation, activation) rows, connection
 // genes with a marker as (marker, enabled, weight) rows.
-// The storage only grows, so a kernel that keeps one Packed across calls
-// touches no fresh pages (at pop 10000 fresh buffers cost more page faults
-// than the whole distance work).
+//
+// Layout: genomes are packed in fixed blocks of kBlock consecutive genomes;
+// inside a block the genomes' genes follow each other with no gaps (offsets
+// noff/coff), so a distance pass reads one short contiguous run per block
+// instead of one cache line per genome scattered over max_nodes x max_conns
+// rows.  The block split is fixed, so offsets (and results) do not depend
+// on the thread count.  The storage only grows, so a kernel that keeps one
+// Packed across calls touches no fresh pages (at pop 10000 fresh buffers
+// cost more page faults than the whole distance work).
+constexpr int64_t kBlock = 64;
+
 struct Packed {
   int64_t ncap = 0, ccap = 0;
-  std::vector<float> node_, conn_;  // [G, ncap, 5], [G, ccap, 3]
+  std::vector<float> node_, conn_;  // per block kBlock * ncap * 5, kBlock * ccap * 3 floats
   float* node = nullptr;
   float* conn = nullptr;
-  std::vector<int32_t> nn, nc;  // node / connection genes per genome (lookups)
-  std::vector<float> na, ca;    // gene counts of the formula (valid key / valid in-key)
+  std::vector<int64_t> noff, coff;  // first float of genome g's node / connection genes
+  std::vector<int32_t> nn, nc;      // node / connection genes per genome (lookups)
+  std::vector<float> na, ca;        // gene counts of the formula (valid key / valid in-key)
 
   void Init(int64_t g, int64_t n, int64_t c) {
     ncap = std::max<int64_t>(n, 1);
     ccap = std::max<int64_t>(c, 1);
-    if (static_cast<int64_t>(node_.size()) < g * ncap * 5) node_.resize(g * ncap * 5);
-    if (static_cast<int64_t>(conn_.size()) < g * ccap * 3) conn_.resize(g * ccap * 3);
+    const int64_t blocks = (g + kBlock - 1) / kBlock;
+    if (static_cast<int64_t>(node_.size()) < blocks * kBlock * ncap * 5) node_.resize(blocks * kBlock * ncap * 5);
+    if (static_cast<int64_t>(conn_.size()) < blocks * kBlock * ccap * 3) conn_.resize(blocks * kBlock * ccap * 3);
     node = node_.data();
     conn = conn_.data();
-    nn.assign(g, 0);
-    nc.assign(g, 0);
-    na.assign(g, 0.f);
-    ca.assign(g, 0.f);
+    noff.resize(g);
+    coff.resize(g);
+    nn.resize(g);
+    nc.resize(g);
+    na.resize(g);
+    ca.resize(g);
   }
-  const float* Node(int64_t g) const { return node + g * ncap * 5; }
-  const float* Conn(int64_t g) const { return conn + g * ccap * 3; }
+  const float* Node(int64_t g) const { return node + noff[g]; }
+  const float* Conn(int64_t g) const { return conn + coff[g]; }
+  // Offsets where block b's first genome goes.
+  int64_t NodeBase(int64_t b) const { return b * kBlock * ncap * 5; }
+  int64_t ConnBase(int64_t b) const { return b * kBlock * ccap * 3; }
 };
 
-// Packs genome g of `gi` from the rows of nodes [*, N, 5] / conns [*, C, 5].
+// Packs genome `src` of nodes [*, N, 5] / conns [*, C, 5] as genome g of pk at
+// the offsets *no / *co (floats), which advance past its genes.
 inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t I, int64_t src,
-                    int64_t g, Packed* pk) {
+                    int64_t g, Packed* pk, int64_t* no_, int64_t* co_) {
   const float* nr = nodes + src * N * 5;
-  float* no = pk->node + g * pk->ncap * 5;
+  pk->noff[g] = *no_;
+  float* no = pk->node + *no_;
   int32_t k = 0;
   for (int64_t j = I; j < N; ++j) {
     const float* r = nr + j * 5;
@@ -213,8 +230,10 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   }
   pk->nn[g] = k;
   pk->na[g] = static_cast<float>(k);
+  *no_ += 5 * k;
   const float* cr = conns + src * C * 5;
-  float* co = pk->conn + g * pk->ccap * 3;
+  pk->coff[g] = *co_;
+  float* co = pk->conn + *co_;
   int32_t m = 0, valid = 0;
   for (int64_t j = 0; j < C; ++j) {
     const float* r = cr + j * 5;
@@ -227,6 +246,7 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   }
   pk->nc[g] = m;
   pk->ca[g] = static_cast<float>(valid);
+  *co_ += 3 * m;
 }
 
 // Open-addressing hash: gene id (an exactly compared float) -> table row.
@@ -460,17 +480,11 @@ class NeatSpeciateOp : public OpKernel {
       tensorflow::Shard(pool->num_threads, pool->workers, total, cost, fn);
     };
 
-    // pack the population (genes in slot order) into the kept buffers
+    // 1) live species in key order take the closest free genome.  The old
+    // representatives' table is built first, so one parallel sweep packs
+    // each genome (genes in slot order, into the kept buffers) and computes
+    // its distances to the old representatives while its genes are in cache.
     std::lock_guard<std::mutex> lock(mu_);
-    Packed& pop = pop_;
-    pop.Init(P, std::max<int64_t>(N - I, 0), C);
-    const float* nodes = nodes_t.flat<float>().data();
-    const float* conns = conns_t.flat<float>().data();
-    shard(P, 20 * (N + C), [&](int64_t b, int64_t e) {
-      for (int64_t g = b; g < e; ++g) PackOne(nodes, N, conns, C, I, g, g, &pop);
-    });
-
-    // 1) live species in key order take the closest free genome
     std::vector<int32_t> live;
     for (int64_t s = 0; s < S; ++s)
       if (active[s]) live.push_back(static_cast<int32_t>(s));
@@ -478,41 +492,51 @@ class NeatSpeciateOp : public OpKernel {
     const int64_t L = live.size();
     for (int64_t s = 0; s < S; ++s) rep_idx[s] = -1;
     std::vector<char> taken(P, 0);
+    RepTable old_t;
+    Packed old;
     if (L > 0) {
-      Packed old;
       old.Init(L, std::max<int64_t>(Nr - I, 0), Cr);
       const float* rn = rn_t.flat<float>().data();
       const float* rc = rc_t.flat<float>().data();
-      for (int64_t i = 0; i < L; ++i) PackOne(rn, Nr, rc, Cr, I, live[i], i, &old);
-      // table of the old representatives; the population is the query side
-      RepTable t;
+      int64_t no = 0, co = 0;  // packed one after the other (Init sized for L genomes)
+      for (int64_t i = 0; i < L; ++i) PackOne(rn, Nr, rc, Cr, I, live[i], i, &old, &no, &co);
       std::vector<int32_t> idx(L);
       for (int64_t i = 0; i < L; ++i) idx[i] = static_cast<int32_t>(i);
-      t.Build(old, idx.data(), L);
-      std::vector<float> D(L * P);  // [L, P]
-      shard(P, 40 * L * (N + C), [&](int64_t b, int64_t e) {
-        std::vector<float> acc(4 * L), out(L);
-        for (int64_t g = b; g < e; ++g) {
-          Distances(pop, g, t, coeffs_, acc.data(), out.data());
+      old_t.Build(old, idx.data(), L);  // the old representatives; the population is the query side
+    }
+    Packed& pop = pop_;
+    pop.Init(P, std::max<int64_t>(N - I, 0), C);
+    const float* nodes = nodes_t.flat<float>().data();
+    const float* conns = conns_t.flat<float>().data();
+    const int64_t nblocks = (P + kBlock - 1) / kBlock;
+    std::vector<float> D(L * P);  // [L, P]
+    shard(nblocks, kBlock * (20 * (N + C) + 40 * L * 8), [&](int64_t bb, int64_t be) {
+      std::vector<float> acc(4 * L), out(L);
+      for (int64_t blk = bb; blk < be; ++blk) {
+        int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
+        for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
+          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co);
+          if (L == 0) continue;
+          Distances(pop, g, old_t, coeffs_, acc.data(), out.data());
           for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
         }
-      });
-      for (int64_t i = 0; i < L; ++i) {
-        const float* d = D.data() + i * P;
-        int64_t j = 0;
-        float m = kHighest;
-        for (int64_t p = 0; p < P; ++p) {
-          const float v = taken[p] ? kInf : d[p];
-          if (v < m) {
-            m = v;
-            j = p;
-          }
+      }
+    });
+    for (int64_t i = 0; i < L; ++i) {
+      const float* d = D.data() + i * P;
+      int64_t j = 0;
+      float m = kHighest;
+      for (int64_t p = 0; p < P; ++p) {
+        const float v = taken[p] ? kInf : d[p];
+        if (v < m) {
+          m = v;
+          j = p;
         }
-        const float dj = taken[j] ? kInf : d[j];
-        if (dj < kInf) {
-          rep_idx[live[i]] = static_cast<int32_t>(j);
-          taken[j] = 1;
-        }
+      }
+      const float dj = taken[j] ? kInf : d[j];
+      if (dj < kInf) {
+        rep_idx[live[i]] = static_cast<int32_t>(j);
+        taken[j] = 1;
       }
     }
     for (int64_t s = 0; s < S; ++s) alive[s] = rep_idx[s] >= 0;
