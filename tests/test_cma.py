@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.problems.bbob import rastrigin, rosenbrock, sphere
-from tfevo.strategies.cma_es import CMAES
+from tfevo.strategies.cma_es import CMAES, CholeskyCMAES
 from tfevo.strategies.lm_ma_es import LMMAES
 from tfevo.strategies.restarts import BIPOP, IPOP
 from tfevo.strategies.sep_cma_es import SepCMAES
@@ -113,7 +113,7 @@ def _run(es, gens):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("cls", [CMAES, SepCMAES, LMMAES])
+@pytest.mark.parametrize("cls", [CMAES, CholeskyCMAES, SepCMAES, LMMAES])
 def test_same_seed_identical_run(cls):
     a = _run(cls(8, sigma_init=0.5, seed=5), 12)
     b = _run(cls(8, sigma_init=0.5, seed=5), 12)
@@ -122,7 +122,7 @@ def test_same_seed_identical_run(cls):
     assert not np.array_equal(a[0], cls(8, sigma_init=0.5, seed=6).ask().numpy())
 
 
-@pytest.mark.parametrize("cls", [CMAES, SepCMAES, LMMAES])
+@pytest.mark.parametrize("cls", [CMAES, CholeskyCMAES, SepCMAES, LMMAES])
 def test_checkpoint_restore_continues_exactly(cls, tmp_path):
     es = cls(6, sigma_init=0.5, seed=2)
     _run(es, 5)
@@ -169,8 +169,9 @@ def test_wrong_shapes_raise():
         CMAES(4, popsize=1)
 
 
-def test_ask_tell_trace_once():
-    es = CMAES(5, seed=0)
+@pytest.mark.parametrize("cls", [CMAES, CholeskyCMAES])
+def test_ask_tell_trace_once(cls):
+    es = cls(5, seed=0, eigen_gap=2)
     _run(es, 10)
     assert es.traces == {"ask": 1, "tell": 1}
 

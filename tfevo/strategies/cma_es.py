@@ -44,11 +44,12 @@ import tensorflow_probability as tfp
 from tfevo.core import (
     Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness,
 )
+from tfevo.linalg import cholesky as _cholesky
 from tfevo.linalg import eigh as _eigh
 from tfevo.registry import register
 from tfevo.strategies.shaping import _normal as _box_muller
 
-__all__ = ["CMAES", "cma_default_popsize", "STOP_REASONS"]
+__all__ = ["CMAES", "CholeskyCMAES", "cma_default_popsize", "STOP_REASONS"]
 
 #: bit positions of :attr:`CMAES.stop_flags`.
 STOP_REASONS = (
@@ -556,3 +557,251 @@ class CMAES(_CMABase):
 
     def _axis_vector(self, i):
         return tf.gather(self.B, i, axis=1)
+
+
+
+@register("strategy", "cholesky_cma_es")
+class CholeskyCMAES(CMAES):
+    """CMA-ES with a Cholesky factor instead of an eigendecomposition (Krause,
+    Arbones & Igel, NeurIPS 2016: "CMA-ES with optimal covariance update and
+    storage complexity").
+
+    Same arguments, defaults, weights, learning rates, step-size adaptation and
+    covariance update (rank-one + rank-mu with active negative weights and
+    pycma's Mahalanobis rescaling) as :class:`CMAES`; what differs:
+
+    * **Sampling** ``y_i = A z_i`` with ``A`` the lower Cholesky factor of
+      ``C`` (``C = A A^T``): the same distribution ``N(0, C)`` as ``B D z``.
+    * **Step-size path** from ``A^{-1} (m' - m) / sigma = sum_i w_i z_i`` (the
+      recombined standard-normal steps) instead of ``C^{-1/2} y_w``; the
+      negative weights are rescaled with ``||z_i||^2 = y_i^T C^{-1} y_i``.
+      ``tell`` recomputes ``z_i = A^{-1} (x_i - m) / sigma`` from the rows it
+      gets (one triangular solve with ``P`` right-hand sides), so clipped or
+      repaired rows stay exact, as for ``CMAES``.  The path is the same as the
+      eigen variant's up to a rotation that changes at each refactorisation
+      (``C^{-1/2} A`` is orthogonal); Krause et al. show that the step-size
+      adaptation is unaffected, and the tests check the evaluation counts
+      against pycma.
+    * **Refactorisation** ``A = chol(C)`` (LAPACK ``?potrf`` through
+      :func:`tfevo.linalg.cholesky`, ~n^3/3 flops, ~15x cheaper than ``?syevd``
+      at n = 1000) on the same lazy schedule as ``CMAES`` (``eigen_gap``,
+      default Hansen's gap).  ``A`` and the z-space stay consistent between
+      refactorisations because every ``z`` is drawn for (or solved with) the
+      current ``A``.  If ``C`` is not numerically positive definite (float32,
+      condition ~1e7 and more), the factorisation is retried on
+      ``C + delta I`` with ``delta`` growing from ``eps * max diag(C)`` by 10x
+      per try (up to 12 tries); if all fail, ``A`` is kept.
+    * **Deferred covariance update.**  Between two refactorisations nothing
+      reads ``C`` (sampling and whitening use ``A``), so the rank-(P+1) terms
+      of the generations of one gap are kept in a buffer (``[gap (P+1), D]``
+      rows with their weights, and the product of the decays) and added to
+      ``C`` as one ``[D, gap (P+1)] x [gap (P+1), D]`` product just before the
+      factorisation: the same sum as applying them one generation at a time,
+      one pass over the ``[D, D]`` matrix instead of ``gap`` passes.  ``diag(C)``
+      (for the stop criteria) is updated every generation in O(P D).  The
+      attribute ``C`` is therefore up to ``gap - 1`` generations old;
+      :meth:`covariance` returns the current matrix.  (When a popsize set
+      after construction, e.g. by IPOP, would overflow the buffer, the update
+      is applied every generation instead.)
+
+    **Stop criteria without eigenvalues.**  ``conditioncov`` and ``tolupsigma``
+    use bounds from the factor instead of the extreme eigenvalues:
+    ``lambda_max >= max_i C_ii`` and ``lambda_min <= min_i A_ii^2`` (each
+    ``A_ii^2`` is a ratio of leading principal minors, which interlacing bounds
+    below by ``lambda_min``), so the condition number used,
+    ``max_i C_ii / min_i A_ii^2``, is a *lower bound* of ``cond(C)``: the
+    criterion never fires early, it may fire later.  ``noeffectaxis`` tests the
+    columns of ``A`` (the images of the z-space axes) in turn instead of the
+    principal axes.  Exact eigenvalues are computed only on request:
+    :meth:`eigenvalues`, :meth:`axis_ratio`.
+
+    State (tf.Variables, all checkpointed): ``sigma``, ``C``, ``A``,
+    ``c_diag``, the update buffer, ``p_sigma``, ``p_c``, histories, seeds.
+
+    Example:
+
+    >>> es = CholeskyCMAES(num_dims=1000, seed=1)    # ~3x less time per generation than CMAES here
+    >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x**2, axis=1))
+    """
+
+    #: the update buffer may hold at most max(this many times D, 4096) rows
+    _MAX_BUFFER_FACTOR = 4
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        n, dt, gap, p = self.num_dims, self.dtype, self.lazy_gap, self.popsize
+        # buffer capacity (rows), fixed at construction so checkpoints have fixed shapes
+        self._kcap = gap * (p + 1) if gap > 1 and gap * (p + 1) <= max(self._MAX_BUFFER_FACTOR * n, 4096) else 0
+        k = max(self._kcap, 1)
+        self._ybuf = tf.Variable(tf.zeros([k, n], dt), trainable=False, name="cov_buffer_rows")
+        self._vbuf = tf.Variable(tf.zeros([k], dt), trainable=False, name="cov_buffer_weights")
+        self._cscale = tf.Variable(tf.constant(1.0, dt), trainable=False, name="cov_buffer_scale")
+        self._set_buffer_mode()
+
+    # -- configuration ----------------------------------------------------------
+    def _configure(self, popsize: int) -> None:
+        super()._configure(popsize)
+        self._set_buffer_mode()
+
+    def _set_buffer_mode(self):
+        kcap = getattr(self, "_kcap", None)
+        if kcap is None:  # during the base constructor: set right after
+            self._buf_gens = 1
+            return
+        g = self.lazy_gap
+        self._buf_gens = g if (g > 1 and g * (self.popsize + 1) <= kcap) else 1
+
+    # -- state --------------------------------------------------------------------
+    def _init_cov(self):
+        n, dt = self.num_dims, self.dtype
+        self.C = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="C")
+        self.A = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="A")
+        self.c_diag = tf.Variable(tf.ones([n], dt), trainable=False, name="c_diag")
+
+    def _reset_cov(self):
+        n, dt = self.num_dims, self.dtype
+        self.C.assign(tf.eye(n, dtype=dt))
+        self.A.assign(tf.eye(n, dtype=dt))
+        self.c_diag.assign(tf.ones([n], dt))
+        self._vbuf.assign(tf.zeros_like(self._vbuf))
+        self._cscale.assign(tf.constant(1.0, dt))
+
+    # -- sampling and whitening -------------------------------------------------------
+    def _sample_y(self, z):
+        return tf.matmul(z, self.A, transpose_b=True)
+
+    def _inv_sqrt(self, y):
+        """``A^{-1} y`` per row (whitening in the Cholesky frame)."""
+        return tf.transpose(tf.linalg.triangular_solve(self.A, tf.transpose(y), lower=True))
+
+    def _mahalanobis_sq(self, y):
+        return tf.reduce_sum(tf.square(self._inv_sqrt(y)), axis=1)
+
+    def _pre_core(self, x):
+        # z_i = A^{-1} (x_i - m) / sigma for all rows at once, in graph mode (Eigen's
+        # triangular solve; XLA's CPU triangular solve was ~3-8x slower here).
+        xd = tf.cast(x, self.dtype)
+        y = (xd - self._mean[None, :]) / self.sigma
+        y = tf.where(tf.reduce_all(tf.math.is_finite(y), axis=1, keepdims=True), y, tf.zeros_like(y))
+        return (self._inv_sqrt(y),)
+
+    def _whiten(self, y, y_w, order, extra):
+        z = tf.gather(extra[0], order)  # non-finite rows were zeroed in _pre_core (and in y)
+        z_w = tf.linalg.matvec(z[: self.mu], self.weights[: self.mu], transpose_a=True)  # sum_i w_i z_i
+        sq = tf.reduce_sum(tf.square(z[self.mu :]), axis=1) if self.active else None
+        return z_w, sq
+
+    # -- covariance update -------------------------------------------------------------
+    def _update_cov(self, decay, p_c, y, w_eff, ok):
+        # In the XLA core: the rank-(P+1) rows and weights, and diag(C) after the
+        # update (O(P D)); the rows go to the buffer (or into C) in _apply_cov.
+        dt = self.dtype
+        ys = tf.concat([y, p_c[None, :]], axis=0)
+        v = tf.concat([self.cmu * w_eff, tf.constant([self.c1], dt)], axis=0)
+        decay = tf.cast(decay, dt)
+        old = self.c_diag
+        cdiag = decay * old + tf.reduce_sum(v[:, None] * tf.square(ys), axis=0)
+        ok = ok & tf.reduce_all(tf.math.is_finite(cdiag)) & tf.reduce_all(tf.math.is_finite(v))
+        cdiag = tf.where(ok, cdiag, old)
+        self.c_diag.assign(cdiag)
+        return ys, v, decay, ok, cdiag
+
+    def _apply_cov(self, ys, v, decay, ok):
+        if self._buf_gens == 1:
+            c_new = decay * self.C + tf.matmul(ys * v[:, None], ys, transpose_a=True)
+            ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
+            self.C.assign(tf.where(ok, c_new, self.C))
+            return
+        # C_t = S_t (C_0 + sum_j U_j / S_j), S_t = product of the decays since the last
+        # flush: store the rows with weights v_j / S_j, and S.
+        k = self.popsize + 1
+        slot = tf.math.floormod(self.generation - self.restart_generation - 1, self._buf_gens)  # gen already counted
+        idx = tf.cast(slot, tf.int32) * k + tf.range(k)
+        s_new = tf.where(ok, self._cscale * decay, self._cscale)
+        self._ybuf.scatter_update(tf.IndexedSlices(tf.where(ok, ys, tf.zeros_like(ys)), idx))
+        self._vbuf.scatter_update(tf.IndexedSlices(tf.where(ok, v / s_new, tf.zeros_like(v)), idx))
+        self._cscale.assign(s_new)
+
+    def _flush(self):
+        """``C <- S (C + sum rows^T diag(weights) rows)`` over the buffer, which is then emptied."""
+        k = self._buf_gens * (self.popsize + 1)
+        rows = self._ybuf[:k]
+        v = self._vbuf[:k] * self._cscale
+        c_new = self._cscale * self.C + tf.matmul(rows * v[:, None], rows, transpose_a=True)
+        ok = tf.reduce_all(tf.math.is_finite(c_new))
+        self.C.assign(tf.where(ok, c_new, self.C))
+        self._vbuf.assign(tf.zeros_like(self._vbuf))
+        self._cscale.assign(tf.ones_like(self._cscale))
+        self.c_diag.assign(tf.linalg.diag_part(self.C))
+
+    def _post_tell(self):
+        local_g = self.generation - self.restart_generation
+        if self._buf_gens > 1:
+            tf.cond(tf.math.floormod(local_g, self._buf_gens) == 0, lambda: (self._flush(), tf.constant(0))[1],
+                    lambda: tf.constant(0))
+        need = tf.math.floormod(local_g, self.lazy_gap) == 0
+        return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
+
+    def _refresh(self):
+        """``A = chol(C)``; on failure retried with growing diagonal loading; kept if all fail."""
+        dt = self.dtype
+        c = self.C
+        a = _cholesky(c)
+        ok = tf.reduce_all(tf.math.is_finite(a))
+
+        def loaded():
+            eps = float(np.finfo(dt.as_numpy_dtype).eps)
+            base = eps * tf.maximum(tf.reduce_max(tf.abs(tf.linalg.diag_part(c))), tf.constant(1e-30, dt))
+
+            def body(i, a_, ok_):
+                a2 = _cholesky(c + (base * tf.pow(tf.constant(10.0, dt), tf.cast(i, dt))) * tf.eye(self.num_dims, dtype=dt))
+                return i + 1, a2, tf.reduce_all(tf.math.is_finite(a2))
+
+            _, a2, ok2 = tf.while_loop(lambda i, a_, ok_: (i < 12) & tf.logical_not(ok_), body,
+                                       (tf.constant(0), a, tf.constant(False)))
+            return a2, ok2
+
+        a, ok = tf.cond(ok, lambda: (a, ok), loaded)
+
+        def commit():
+            self.A.assign(a)
+            return tf.constant(0)
+
+        tf.cond(ok, commit, lambda: tf.constant(0))
+
+    # -- stop-criteria helpers ------------------------------------------------------------
+    def _cov_diag(self):
+        return self.c_diag
+
+    def _axis_scales(self):
+        # max = sqrt(max C_ii) <= sqrt(lambda_max); min = min A_ii >= sqrt(lambda_min):
+        # (max/min)^2 is a lower bound of cond(C) (see the class docstring).
+        return tf.concat([tf.sqrt(tf.maximum(self.c_diag, 0.0)), tf.abs(tf.linalg.diag_part(self.A))], 0)
+
+    def _no_effect_axis(self, g):
+        i = tf.cast(tf.math.floormod(g, self.num_dims), tf.int32)
+        shift = 0.1 * self.sigma * tf.gather(self.A, i, axis=1)
+        return tf.reduce_all(tf.equal(self._mean, self._mean + shift))
+
+    def _axis_vector(self, i):
+        return tf.gather(self.A, i, axis=1)
+
+    # -- on-request diagnostics (eager, not on the hot path) ---------------------------------
+    def covariance(self) -> tf.Tensor:
+        """The current covariance matrix ``C`` (including the buffered updates), symmetrised."""
+        c = self.C
+        if self._buf_gens > 1:
+            k = self._buf_gens * (self.popsize + 1)
+            rows, v = self._ybuf[:k], self._vbuf[:k] * self._cscale
+            c = self._cscale * c + tf.matmul(rows * v[:, None], rows, transpose_a=True)
+        lower = tf.linalg.band_part(c, -1, 0)
+        return lower + tf.transpose(lower) - tf.linalg.diag(tf.linalg.diag_part(c))
+
+    def eigenvalues(self) -> tf.Tensor:
+        """Eigenvalues of the current ``C`` (ascending), computed on request (O(n^3))."""
+        return _eigh(self.covariance())[0]
+
+    def axis_ratio(self) -> float:
+        """``sqrt(lambda_max / lambda_min)`` of the current ``C`` (on request)."""
+        e = self.eigenvalues().numpy()
+        return float(np.sqrt(e[-1] / max(e[0], np.finfo(e.dtype).tiny)))
