@@ -51,6 +51,7 @@ class _Step:
     inp: int  # id of the input symbolic tensor
     out: int  # id of the output symbolic tensor
     flat_fn: Callable | None = None  # (x, params [P, D], weight offsets, indices) -> y, reading params in place
+    layer: Any = None  # the template layer
 
 
 def _dense_fn(layer):
@@ -246,6 +247,12 @@ class PopulationModel:
       jit_compile: XLA-compile the forward pass (default ``False``: on CPU the
         oneDNN batched matmul path is faster; XLA is never used when the C++
         ``indexed_matmul`` op would run, since it has no XLA kernel).
+      fuse_mlp: run plain-MLP templates (Dense layers with none/relu/tanh/
+        sigmoid/elu activations, optional leading Flatten) as ONE C++ kernel
+        reading the members' weights in place (:mod:`tfevo.nn.fused_mlp`)
+        whenever the forward gets flat ``params [P, D]`` and the op may run
+        (built, not XLA-compiled, no GPU); ``False`` keeps the layer-by-layer
+        TensorFlow path, which is the kernel's reference.
       conv_method: how ``Conv2D`` layers run: ``"auto"`` (default; the C++
         direct convolution ``TfevoPopulationConv2D`` when it is built and the
         forward is not XLA-compiled, else im2col), ``"im2col"`` (pure
@@ -270,12 +277,14 @@ class PopulationModel:
     >>> best = pm.to_keras(params[0])                          # an ordinary keras.Model
     """
 
-    def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "auto"):
+    def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "auto", *,
+                 fuse_mlp: bool = True):
         if not isinstance(template, keras.Model):
             raise ConfigError(f"PopulationModel needs a keras.Model template, got {type(template).__name__}")
         if conv_method not in CONV_METHODS:
             raise ConfigError(f"conv_method must be one of {CONV_METHODS}, got {conv_method!r}")
         self.conv_method = conv_method
+        self.fuse_mlp = bool(fuse_mlp)
         self.template = template
         self.jit_compile = bool(jit_compile)
         self._trace_counter = TraceCounter()
@@ -344,6 +353,63 @@ class PopulationModel:
                     self._initializers[index_of[id(v)]] = _initializer_of(layer, v.name)
         if self.num_params == 0:
             raise ConfigError("the template has no weights to evolve")
+        self._mlp_plan = self._make_mlp_plan()
+
+    def _make_mlp_plan(self):
+        """The :class:`~tfevo.nn.fused_mlp.MlpPlan` when the template is a plain MLP, else ``None``.
+
+        Plain: a chain of ``Dense`` layers (activations the fused kernel has),
+        optionally starting with ``Flatten``, ``Dropout`` anywhere (identity at
+        inference).
+        """
+        from tfevo.nn.fused_mlp import MlpPlan, activation_name
+
+        prev, flatten = self._input_id, False
+        units, w_offs, b_offs, acts = [], [], [], []
+        k = int(self.input_shape[-1]) if self.input_shape else 1
+        for s in self._steps:
+            if s.inp != prev:
+                return None
+            layer = s.layer
+            if type(layer) is L.Flatten and not units and not flatten:
+                flatten, k = True, int(np.prod(self.input_shape))
+            elif type(layer) is L.Dropout:
+                pass
+            elif type(layer) is L.Dense:
+                act = activation_name(layer.activation)
+                if act is None or (not flatten and len(self.input_shape) != 1):
+                    return None
+                units.append(int(layer.units))
+                w_offs.append(int(self._offsets[s.weights[0]]))
+                b_offs.append(int(self._offsets[s.weights[1]]) if len(s.weights) > 1 else -1)
+                acts.append(act)
+            else:
+                return None
+            prev = s.out
+        if not units or prev != self._output_id:
+            return None
+        return MlpPlan(in_features=k, flatten=flatten, units=tuple(units), w_offsets=tuple(w_offs),
+                       bias_offsets=tuple(b_offs), activations=tuple(acts))
+
+    @property
+    def fused_mlp(self) -> bool:
+        """Whether flat-parameter forwards run as the one-kernel ``TfevoPopulationMlp`` op here.
+
+        True for plain-MLP templates (see :mod:`tfevo.nn.fused_mlp`) when
+        ``fuse_mlp`` is on and the op is built (not under XLA, no GPU).
+        """
+        from tfevo.nn.fused_mlp import can_fuse
+
+        return self._mlp_plan is not None and self.fuse_mlp and can_fuse()
+
+    def _run_fused(self, params, x, indices):
+        from tfevo.nn.fused_mlp import population_mlp
+
+        plan = self._mlp_plan
+        n, B = tf.shape(x)[0], tf.shape(x)[1]
+        x3 = tf.reshape(x, [n, B, plan.in_features])
+        idx = tf.range(tf.shape(params)[0], dtype=tf.int32) if indices is None else tf.cast(indices, tf.int32)
+        return population_mlp(x3, params, idx, plan, use_op=True)
 
     def _step_for(self, op, node, index_of, used):
         name = f"{op.name!r} ({type(op).__name__})"
@@ -385,7 +451,7 @@ class PopulationModel:
             used.add(i)
             widx.append(i)
         return _Step(name=name, fn=fn, weights=tuple(widx), inp=id(ins[0]), out=id(node.outputs[0]),
-                     flat_fn=flat_fn)
+                     flat_fn=flat_fn, layer=op)
 
     # -------------------------------------------------------------- reshaper
     def flatten(self, weights: Sequence) -> tf.Tensor:
@@ -505,6 +571,8 @@ class PopulationModel:
         <tfevo.nn.Policy.prepare>` keeps the flat parameters instead of
         splitting them.
         """
+        if self.fused_mlp:
+            return True
         return _flat_ops() is not None and all(
             s.flat_fn is not None for s in self._steps if s.name.endswith("(Conv2D)"))
 
@@ -523,6 +591,8 @@ class PopulationModel:
         """
         if isinstance(params, (list, tuple)):
             return self._run(params, x, indices)
+        if self.fused_mlp:
+            return self._run_fused(params, x, indices)
         if indices is None:
             if x.shape[1] is not None and x.shape[1] <= 4 and self.in_place_available():
                 # few rows per member: read every member in place (no split copy of [P, D])
