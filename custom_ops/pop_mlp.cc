@@ -26,10 +26,13 @@
 // (tanh: TensorFlow's own rational approximation with the same roundings as
 // its Tanh kernel, see TanhAsTensorFlow; sigmoid and elu: Eigen's vectorized
 // logistic / exp, the functors TensorFlow's Sigmoid and Elu kernels use, here
-// with FMA).  The product is the in-place Dense op's (TfevoIndexedDenseFlat:
-// j-ordered sums, FMA), so relu/linear/tanh MLPs equal the reference built
-// from that op bit for bit; against TensorFlow's own matmul (custom ops off)
-// and for sigmoid/elu they agree to float rounding (tests: rtol 1e-5).  A member's result depends
+// with FMA).  The product sums like the in-place Dense op's streaming path
+// (TfevoIndexedDenseFlat for <= 4 rows per member: j-ordered FMA sums in
+// blocks of 64 inputs), so relu/linear/tanh MLPs equal the layer-by-layer
+// reference built from that op bit for bit; with more rows per member (the
+// reference then uses Eigen's GEMM), against TensorFlow's own matmul (custom
+// ops off) and for sigmoid/elu they agree to float rounding (tests: rtol
+// 1e-5).  A member's result depends
 // only on its own inputs and parameters: not on n, on the other members, on
 // which row-block it is in, or on the number of threads.
 //
@@ -71,6 +74,8 @@ enum Act { kNone = 0, kRelu, kTanh, kSigmoid, kElu };
 constexpr int64_t kMinMacsPerShard = int64_t{1} << 21;
 // Output columns per register block.
 constexpr int kCols = 64;
+// Inputs summed per block before adding into the total.
+constexpr int64_t kSumBlock = 64;
 
 bool ParseAct(const std::string& s, Act* a) {
   if (s == "none") *a = kNone;
@@ -84,30 +89,45 @@ bool ParseAct(const std::string& s, Act* a) {
 
 // out[c] = sum_j in[j] * w[j * ld + c] for c < CW (CW a compile-time width:
 // the accumulators stay in vector registers).
+// Sums run over blocks of kSumBlock inputs, each block's sum added to the
+// total -- the in-place Dense op's order (TfevoIndexedDenseFlat, one row per
+// member), so the two give the same bits.
 template <int CW>
 inline void ColumnBlock(const float* __restrict in, int64_t k, const float* __restrict w, int64_t ld,
                         float* __restrict out) {
-  float acc[CW];
-  for (int c = 0; c < CW; ++c) acc[c] = 0.0f;
-  for (int64_t j = 0; j < k; ++j) {
-    const float xv = in[j];
-    const float* __restrict wr = w + j * ld;
-    for (int c = 0; c < CW; ++c) acc[c] += xv * wr[c];
+  float tot[CW];
+  for (int c = 0; c < CW; ++c) tot[c] = 0.0f;
+  for (int64_t kb = 0; kb < k; kb += kSumBlock) {
+    const int64_t ke = std::min(k, kb + kSumBlock);
+    float acc[CW];
+    for (int c = 0; c < CW; ++c) acc[c] = 0.0f;
+    for (int64_t j = kb; j < ke; ++j) {
+      const float xv = in[j];
+      const float* __restrict wr = w + j * ld;
+      for (int c = 0; c < CW; ++c) acc[c] += xv * wr[c];
+    }
+    for (int c = 0; c < CW; ++c) tot[c] += acc[c];
   }
-  for (int c = 0; c < CW; ++c) out[c] = acc[c];
+  for (int c = 0; c < CW; ++c) out[c] = tot[c];
 }
 
 // The same for a run-time width cw < kCols (the last, partial column block).
 inline void ColumnTail(const float* __restrict in, int64_t k, const float* __restrict w, int64_t ld, int64_t cw,
                        float* __restrict out) {
-  float acc[kCols];
-  for (int64_t c = 0; c < cw; ++c) acc[c] = 0.0f;
-  for (int64_t j = 0; j < k; ++j) {
-    const float xv = in[j];
-    const float* __restrict wr = w + j * ld;
-    for (int64_t c = 0; c < cw; ++c) acc[c] += xv * wr[c];
+  float tot[kCols];
+  for (int64_t c = 0; c < cw; ++c) tot[c] = 0.0f;
+  for (int64_t kb = 0; kb < k; kb += kSumBlock) {
+    const int64_t ke = std::min(k, kb + kSumBlock);
+    float acc[kCols];
+    for (int64_t c = 0; c < cw; ++c) acc[c] = 0.0f;
+    for (int64_t j = kb; j < ke; ++j) {
+      const float xv = in[j];
+      const float* __restrict wr = w + j * ld;
+      for (int64_t c = 0; c < cw; ++c) acc[c] += xv * wr[c];
+    }
+    for (int64_t c = 0; c < cw; ++c) tot[c] += acc[c];
   }
-  for (int64_t c = 0; c < cw; ++c) out[c] = acc[c];
+  for (int64_t c = 0; c < cw; ++c) out[c] = tot[c];
 }
 
 // out[0:m] = in[0:k] @ W (row-major [k, m]) + bias (bias may be null).
