@@ -20,6 +20,7 @@ the same three variants, alternating.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -182,6 +183,71 @@ def tell_rounds(P, gens, rounds):
     return {u: (statistics.median(a), statistics.median(b)) for u, (a, b) in res.items()}
 
 
+@functools.lru_cache(maxsize=None)  # a second library with the same op names would register nothing
+def old_kernel(rev: str):
+    """The breed kernels of git revision ``rev`` (custom_ops/neat_breed.cc),
+    built like tfevo.ops builds the current one but with the op names
+    renamed (``...Old``), so that both load into one process; returned as an
+    object with the current module's function names."""
+    import tempfile
+    import types
+
+    from tfevo import ops
+
+    src = subprocess.run(["git", "show", f"{rev}:custom_ops/neat_breed.cc"], capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))).stdout
+    for name in ("TfevoNeatBreedWidths", "TfevoNeatBreedHeld", "TfevoNeatBreed"):
+        src = src.replace(f'"{name}"', f'"{name}Old"')
+    src = src.replace("namespace tfevo_neat_breed", "namespace tfevo_neat_breed_old")
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "neat_breed_old.cc"), "w") as f:
+        f.write(src)
+    cmd = [ops._compiler(), "-shared", "-fPIC", "-O3", "-march=native", "-I", str(ops.source_dir()),
+           os.path.join(d, "neat_breed_old.cc"), "-o", os.path.join(d, "old.so"),
+           *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-pthread"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    mod = tf.load_op_library(os.path.join(d, "old.so"))
+    return types.SimpleNamespace(tfevo_neat_breed=mod.tfevo_neat_breed_old,
+                                 tfevo_neat_breed_widths=mod.tfevo_neat_breed_widths_old)
+
+
+def ab_generations(P, rev, gens, rounds=4):
+    """Whole XOR generations (ask, evaluate, tell) with the breed kernels of
+    revision ``rev`` ("old") and of the working tree ("new"): two runs with
+    the same seed, each traced with its kernels, stepping alternately (the
+    order swaps every round).  Returns per variant (median s/gen, median tell
+    s, whole-run populations equal)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_neat import TfevoRun
+
+    from tfevo.neat import _breed_op as B
+    from tfevo.neat import neat as neat_mod
+
+    cur = B._op
+    old = old_kernel(rev)
+    runs = {}
+    try:
+        for key, mod in (("old", old), ("new", cur())):
+            B._op = (lambda m=mod: m)
+            neat_mod._TELL_CACHE.clear()
+            runs[key] = TfevoRun("xor", P)
+            runs[key].step()  # trace with this variant's kernels
+            runs[key].step()
+    finally:
+        B._op = cur
+        neat_mod._TELL_CACHE.clear()
+    steps = {k: [] for k in runs}
+    for r in range(rounds):
+        order = list(runs) if r % 2 == 0 else list(runs)[::-1]
+        for _ in range(gens // rounds):
+            for k in order:
+                steps[k].append(runs[k].step())
+    same = all(np.array_equal(a.numpy(), b.numpy(), equal_nan=True)
+               for a, b in zip((runs["old"].algo.nodes, runs["old"].algo.conns),
+                               (runs["new"].algo.nodes, runs["new"].algo.conns)))
+    return {k: (statistics.median(x[0] for x in v), statistics.median(x[2] for x in v)) for k, v in steps.items()}, same
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000")
@@ -190,6 +256,9 @@ def main():
     ap.add_argument("--tell", action="store_true", help="also whole XOR generations, graph breed vs kernels")
     ap.add_argument("--tell-gens", type=int, default=10)
     ap.add_argument("--tell-rounds", type=int, default=4)
+    ap.add_argument("--ab", default=None, metavar="REV",
+                    help="only whole XOR generations, breed kernels of git REV against the working tree")
+    ap.add_argument("--ab-gens", type=int, default=24)
     a = ap.parse_args()
     from tfevo.neat import _breed_op as B
 
@@ -197,6 +266,18 @@ def main():
         sys.exit("the neat_breed kernel is not available (compiler missing or TFEVO_DISABLE_CUSTOM_OPS set)")
     load = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
     print(f"uptime before: {load()}")
+    if a.ab:
+        res = {int(P): ab_generations(int(P), a.ab, a.ab_gens) for P in a.sizes.split(",")}
+        print(f"uptime after: {load()}\n")
+        print(f"Whole XOR generations, breed kernels of {a.ab} (old) vs the working tree (new), alternating, "
+              f"{a.ab_gens} generations each (medians):\n")
+        print("| pop | s/gen old | s/gen new | tell ms old | tell ms new | tell old/new | same populations |")
+        print("|---|---|---|---|---|---|---|")
+        for P, (r, same) in res.items():
+            print(f"| {P} | {r['old'][0]:.4f} | {r['new'][0]:.4f} | {1e3 * r['old'][1]:.2f} | "
+                  f"{1e3 * r['new'][1]:.2f} | **{r['old'][1] / r['new'][1]:.2f}x** | {'yes' if same else 'NO'} |")
+        print(f"\nheld outputs (new kernel): {B.held_stats()}")
+        return
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
     tells = {int(P): tell_rounds(int(P), a.tell_gens, a.tell_rounds) for P in a.sizes.split(",")} if a.tell else {}
     print(f"uptime after: {load()}\n")

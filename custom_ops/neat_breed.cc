@@ -157,6 +157,19 @@ for nodes and connections (operators.used_width), and the shapes of the two
 random draws for that range.
 )doc");
 
+REGISTER_OP("TfevoNeatBreedHeld")
+    .Attr("release: bool = false")
+    .Output("stats: int64")  // [4]
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->MakeShape({4}));
+      return Status();
+    })
+    .Doc(R"doc(
+The breed kernel's held outputs: [calls, outputs written into a held buffer,
+widths read from a record, populations held]; release drops them.
+)doc");
+
 namespace {
 
 constexpr int kD = 5;  // columns of a node / connection row
@@ -343,6 +356,102 @@ struct GenomeState {
   int group = -1;
   // skip counts
   int skip_n = 0, skip_c = 0;
+  // valid rows of the child (after compaction)
+  int count_n = 0, count_c = 0;
+};
+
+// Known outputs.  The kernel's children are compact (valid rows first) and
+// NaN from the bred width on.  It keeps a reference to its last few outputs
+// with what it knows of them: the bred widths (rows >= wn / wc are NaN in
+// every genome, all columns) and the used widths (1 + last valid slot over
+// all genomes).  A held reference keeps a tensor immutable: TensorFlow only
+// writes into a buffer in place when nothing else references it.  Two uses:
+//  - TfevoNeatBreedWidths given a known population (same buffers, same
+//    shapes) returns the recorded used widths instead of scanning every
+//    genome's NaN tail (at pop 10000 about 9 MB of reads).
+//  - A held output that nobody else references any more (reference count
+//    one: the population of two generations ago, once the NEAT variable and
+//    the caller have moved on) is written again as the next output.  Only
+//    the bred rows are written, and NaN only over [new bred width, old bred
+//    width): no fresh 19 MB allocation and no rewrite of the NaN padding.
+// The outputs are the same bit for bit either way.  At most kMaxHeld
+// populations are held (the least recently produced one is released first).
+struct Known {
+  Tensor nodes, conns;
+  int wn = 0, wc = 0;          // bred widths of the call that wrote it
+  int used_n = 0, used_c = 0;  // 1 + last valid slot over all genomes
+  uint64_t stamp = 0;
+};
+
+class KnownOutputs {
+ public:
+  static KnownOutputs& Get() {
+    static KnownOutputs* k = new KnownOutputs;  // never destroyed (kernels may run at exit)
+    return *k;
+  }
+
+  // the recorded used widths if (nodes, conns) is a held output
+  bool UsedWidths(const Tensor& nodes, const Tensor& conns, int* un, int* uc) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Known& k : items_)
+      if (Same(k.nodes, nodes) && Same(k.conns, conns)) {
+        *un = k.used_n;
+        *uc = k.used_c;
+        ++stats_[2];
+        return true;
+      }
+    return false;
+  }
+
+  // takes a held output of this shape that nothing else references
+  bool Claim(int64_t P, int N, int C, Known* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_[0];
+    for (size_t j = 0; j < items_.size(); ++j) {
+      Known& k = items_[j];
+      if (k.nodes.dim_size(0) == P && k.nodes.dim_size(1) == N && k.conns.dim_size(1) == C &&
+          k.nodes.RefCountIsOne() && k.conns.RefCountIsOne()) {
+        *out = std::move(k);
+        items_.erase(items_.begin() + j);
+        ++stats_[1];
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Put(Known k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    k.stamp = ++clock_;
+    if (items_.size() >= kMaxHeld) {
+      auto oldest = std::min_element(items_.begin(), items_.end(),
+                                     [](const Known& a, const Known& b) { return a.stamp < b.stamp; });
+      items_.erase(oldest);
+    }
+    items_.push_back(std::move(k));
+  }
+
+  // [breed calls, outputs written into a held buffer, widths from a record, populations held]
+  std::vector<int64_t> Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {stats_[0], stats_[1], stats_[2], static_cast<int64_t>(items_.size())};
+  }
+
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.clear();
+  }
+
+ private:
+  static bool Same(const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.shape() == b.shape() && a.NumElements() > 0 &&
+           a.tensor_data().data() == b.tensor_data().data();
+  }
+  static constexpr size_t kMaxHeld = 4;
+  std::mutex mu_;
+  std::vector<Known> items_;
+  uint64_t clock_ = 0;
+  int64_t stats_[3] = {0, 0, 0};
 };
 
 class NeatBreedOp : public OpKernel {
@@ -441,9 +550,20 @@ class NeatBreedOp : public OpKernel {
       OP_REQUIRES(ctx, p1[i] >= 0 && p1[i] < P && p2[i] >= 0 && p2[i] < P,
                   InvalidArgument("TfevoNeatBreed: parent index out of range at child ", i));
 
+    // the output: a held earlier output nobody else references (rows at and
+    // past its bred widths are NaN already), else fresh memory
+    Known held;
+    const bool reused = KnownOutputs::Get().Claim(P, N_, C_, &held);
     Tensor *on_t = nullptr, *oc_t = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
+    if (reused) {
+      ctx->set_output(0, held.nodes);
+      ctx->set_output(1, held.conns);
+      on_t = ctx->mutable_output(0);
+      oc_t = ctx->mutable_output(1);
+    } else {
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
+    }
     Tensor *nk_out, *nm_out, *skn_out, *skc_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &nk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &nm_out));
@@ -467,6 +587,9 @@ class NeatBreedOp : public OpKernel {
     c.wc = wc;
     c.on = on_t->flat<float>().data();
     c.oc = oc_t->flat<float>().data();
+    // NaN is written up to these rows (everything past them is NaN already)
+    c.fill_n = reused ? std::max(wn, held.wn) : N_;
+    c.fill_c = reused ? std::max(wc, held.wc) : C_;
     std::vector<GenomeState> st(P);
     c.st = st.data();
 
@@ -525,10 +648,21 @@ class NeatBreedOp : public OpKernel {
       for (int64_t i = b; i < e; ++i) PhaseC(c, i, sc);
     });
     int64_t skn = 0, skc = 0;
+    int used_n = 0, used_c = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
       skc += st[i].skip_c;
+      used_n = std::max(used_n, st[i].count_n);
+      used_c = std::max(used_c, st[i].count_c);
     }
+    Known out;
+    out.nodes = *on_t;
+    out.conns = *oc_t;
+    out.wn = wn;
+    out.wc = wc;
+    out.used_n = used_n;
+    out.used_c = used_c;
+    KnownOutputs::Get().Put(std::move(out));
     nk_out->scalar<int64_t>()() = next_key;
     nm_out->scalar<int64_t>()() = next_marker;
     skn_out->scalar<int64_t>()() = skn;
@@ -545,6 +679,7 @@ class NeatBreedOp : public OpKernel {
     int wn, wc;
     int n_in, c_in;  // row strides of the parents' tensors
     float *on, *oc;
+    int fill_n, fill_c;  // NaN is written over [wn, fill_n) / [wc, fill_c) of each child
     GenomeState* st;      // per-genome bookkeeping between the phases
     std::vector<float> gm;  // marker of each distinct new pair (PairMarkers)
     // the child genome i is built in place in the first wn / wc rows of its output slice
@@ -944,8 +1079,8 @@ class NeatBreedOp : public OpKernel {
         if (col_en_ >= 0 && q[col_en_] < en_rate_) r[CONN_ENABLED] = q[col_en_] < en_half_ ? 1.0f : 0.0f;
       }
     }
-    Compact(cn, wn, N_);
-    Compact(cc, wc, C_);
+    g.count_n = Compact(cn, wn, c.fill_n);
+    g.count_c = Compact(cc, wc, c.fill_c);
   }
 
   // operators._mutate_choice: r < rate picks option floor(r / rate * k)
@@ -960,15 +1095,16 @@ class NeatBreedOp : public OpKernel {
   }
 
   // operators.compact: valid rows first (order kept), then the other rows of
-  // the used range, then NaN rows up to the full width
-  static void Compact(float* x, int w, int full) {
+  // the used range, then NaN rows up to the full width (written up to row
+  // `fill`: the rows past it are NaN already).  Returns the valid row count.
+  static int Compact(float* x, int w, int fill) {
     int lead = 0;  // genomes are mostly compact already: valid rows first
     while (lead < w && Valid(x + lead * kD)) ++lead;
     int s = lead;
     while (s < w && !Valid(x + s * kD)) ++s;
     if (s == w) {  // nothing to move
-      std::fill(x + int64_t{w} * kD, x + int64_t{full} * kD, kNaN);
-      return;
+      std::fill(x + int64_t{w} * kD, x + int64_t{fill} * kD, kNaN);
+      return lead;
     }
     float tmp[64 * kD];
     std::vector<float> big;
@@ -980,10 +1116,12 @@ class NeatBreedOp : public OpKernel {
     int n = 0;
     for (int s = 0; s < w; ++s)
       if (Valid(x + s * kD)) std::memcpy(buf + (n++) * kD, x + s * kD, sizeof(float) * kD);
+    const int cnt = n;
     for (int s = 0; s < w; ++s)
       if (!Valid(x + s * kD)) std::memcpy(buf + (n++) * kD, x + s * kD, sizeof(float) * kD);
     std::memcpy(x, buf, sizeof(float) * w * kD);
-    std::fill(x + int64_t{w} * kD, x + int64_t{full} * kD, kNaN);
+    std::fill(x + int64_t{w} * kD, x + int64_t{fill} * kD, kNaN);
+    return cnt;
   }
 
   int N_, C_, I_, O_;
@@ -1013,6 +1151,10 @@ class NeatBreedWidthsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
+    // a population this library's breed kernel produced: its recorded used
+    // widths (see KnownOutputs), else a scan of the genomes' tails
+    int known[2] = {0, 0};
+    const bool is_known = KnownOutputs::Get().UsedWidths(ctx->input(0), ctx->input(1), &known[0], &known[1]);
     for (int k = 0; k < 2; ++k) {
       const Tensor& t = ctx->input(k);
       OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
@@ -1020,8 +1162,8 @@ class NeatBreedWidthsOp : public OpKernel {
                                                       t.shape().DebugString()));
       const int64_t P = t.dim_size(0), K = t.dim_size(1);
       const float* x = t.flat<float>().data();
-      int64_t used = 0;
-      for (int64_t i = 0; i < P && used < K; ++i) {
+      int64_t used = is_known ? known[k] : 0;
+      for (int64_t i = 0; i < P && used < K && !is_known; ++i) {
         const float* row = x + i * K * kD;
         for (int64_t s = K - 1; s >= used; --s)
           if (Valid(row + s * kD)) {
@@ -1043,9 +1185,29 @@ class NeatBreedWidthsOp : public OpKernel {
   int64_t node_extra_, conn_extra_, kn_, kc_;
 };
 
+// [breed calls, outputs written into a held buffer, widths read from a
+// record, populations held]; release=True drops the held populations first
+class NeatBreedHeldOp : public OpKernel {
+ public:
+  explicit NeatBreedHeldOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("release", &release_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    if (release_) KnownOutputs::Get().Release();
+    const std::vector<int64_t> v = KnownOutputs::Get().Stats();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(v.size())}), &out));
+    for (size_t j = 0; j < v.size(); ++j) out->flat<int64_t>()(j) = v[j];
+  }
+
+ private:
+  bool release_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedHeld").Device(DEVICE_CPU), NeatBreedHeldOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedWidths").Device(DEVICE_CPU), NeatBreedWidthsOp);
 
 }  // namespace tfevo_neat_breed
