@@ -3,6 +3,8 @@
 //   TfevoNeatCompile        genomes -> compact per-member programs (once per generation)
 //   TfevoNeatForward        feed-forward programs on a batch of inputs
 //   TfevoNeatRecurrentStep  one step of recurrent programs, node values carried as state
+//   TfevoNeatEvaluate       Compile + Forward fused per member (feed-forward; the programs
+//                           stay in per-thread scratch, never written out)
 //
 // The pure-TensorFlow reference is tfevo.neat.network: transform() builds
 // dense [P, N, N] matrices and node levels, forward() evaluates level by
@@ -133,6 +135,32 @@ REGISTER_OP("TfevoNeatForward")
     .Doc(R"doc(
 Feed-forward programs on inputs x [P, B, I] (or [B, I] shared by all members) -> y [P, B, O].
 active: [P] bool, or [0] for all members; inactive members get y = 0.
+)doc");
+
+REGISTER_OP("TfevoNeatEvaluate")
+    .Input("nodes: float")
+    .Input("conns: float")
+    .Input("x: float")
+    .Input("active: bool")
+    .Attr("num_inputs: int >= 0")
+    .Attr("num_outputs: int >= 0")
+    .Attr("activations: list(int)")
+    .Attr("aggregations: list(int)")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle nodes, x;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &nodes));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(2), 2, &x));
+      int64_t O;
+      TF_RETURN_IF_ERROR(c->GetAttr("num_outputs", &O));
+      c->set_output(0, c->MakeShape({c->Dim(nodes, 0), c->Dim(x, -2), c->MakeDim(O)}));
+      return Status();
+    })
+    .Doc(R"doc(
+TfevoNeatCompile (feed-forward) followed by TfevoNeatForward in one pass: each member's
+program is built in per-thread scratch and run at once on its inputs, so the [P, N, .] /
+[P, C] program tensors are never written or read back.  Same outputs bit for bit.
+x: [P, B, I] or [B, I] (shared).  active: [P] bool, or [0] for all; inactive members get 0.
 )doc");
 
 REGISTER_OP("TfevoNeatCartPoleRollout")
@@ -344,50 +372,190 @@ inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, in
   }
 }
 
+// Effective id: the single option for every node, else the node's id if it is an option, else -1.
+inline int Resolve(float raw, const std::vector<int>& opts) {
+  if (opts.size() == 1) return opts[0];
+  const float f = std::isnan(raw) ? 0.0f : raw;
+  // tf.cast(float -> int32) truncates toward zero; out-of-range ids match no option.
+  if (!(f > -2147483648.0f && f < 2147483648.0f)) return -1;
+  const int id = static_cast<int>(f);
+  for (int o : opts)
+    if (o == id) return id;
+  return -1;
+}
+
+// One member's genome -> its program (what TfevoNeatCompile writes for that member), with
+// per-thread scratch.  Compile() writes the program's rows 0..count-1 of pr/cf and edges
+// 0..edges-1 of sp/wp, nothing else.
+struct Compiler {
+  struct Edge { int dst, src; float w; };
+  int n, c, I;
+  bool ff;
+  const std::vector<int>& acts_;
+  const std::vector<int>& aggs_;
+  std::vector<int> korder, level, base, next, pos, ev, fill;
+  std::vector<float> sk;
+  std::vector<Edge> edges, grouped;
+
+  Compiler(int64_t N, int64_t C, int64_t num_inputs, bool feed_forward, const std::vector<int>& acts,
+           const std::vector<int>& aggs)
+      : n(static_cast<int>(N)), c(static_cast<int>(C)), I(static_cast<int>(num_inputs)), ff(feed_forward),
+        acts_(acts), aggs_(aggs), korder(n), level(n), base(n), next(n), pos(n), ev(n), fill(n + 1), sk(n),
+        edges(c), grouped(c) {}
+
+  // Returns the number of evaluated nodes; *n_edges = the number of edges written.
+  int Compile(const float* nd, const float* cn, int32_t* pr, float* cf, int32_t* sp, float* wp, int* n_edges) {
+    // genome.conn_slots: stable argsort of the keys (NaN -> +inf), lower bound, clamped to
+    // the last sorted position.  Insertion sort: slots are nearly sorted by key.
+    int nvalid = 0, first_nan = -1;
+    for (int i = 0; i < n; ++i) {
+      const float k = nd[i * 5];
+      if (std::isnan(k)) {
+        if (first_nan < 0) first_nan = i;
+        continue;
+      }
+      int j = nvalid++;
+      while (j > 0 && sk[j - 1] > k) { sk[j] = sk[j - 1]; korder[j] = korder[j - 1]; --j; }
+      sk[j] = k;
+      korder[j] = i;
+    }
+    auto lookup = [&](float q) {
+      if (std::isnan(q)) q = -1.0f;
+      // lower bound among the valid keys; the +inf (NaN) tail starts at nvalid
+      const int ps = static_cast<int>(std::lower_bound(sk.begin(), sk.begin() + nvalid, q) - sk.begin());
+      if (ps < nvalid) return korder[ps];
+      // beyond the valid keys: the first +inf (NaN) key, i.e. the first empty slot, or the clamp
+      return nvalid < n ? first_nan : korder[n - 1];
+    };
+    // Slots at or past nlim are empty and no edge touches them (a lookup returns a valid slot,
+    // the first empty one, or the last slot when all are valid): the per-slot passes stop there.
+    int nlim = first_nan + 1;
+    for (int i = n - 1; i >= nlim; --i)
+      if (!std::isnan(nd[i * 5])) { nlim = i + 1; break; }
+    if (nvalid == n) nlim = n;
+    int m = 0;
+    for (int e = 0; e < c; ++e) {
+      const float* r = cn + e * 5;
+      if (std::isnan(r[0])) continue;
+      const float en = std::isnan(r[2]) ? 0.0f : r[2];
+      if (!(en > 0.5f)) continue;
+      edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
+    }
+    // Levels: network.compute_levels (synchronous rounds, at most N + 1).
+    for (int i = 0; i < nlim; ++i) {
+      base[i] = std::isnan(nd[i * 5]) ? -1 : (i < I ? 0 : 1);
+      level[i] = base[i];
+    }
+    if (ff) {
+      bool changed = true;
+      for (int round = 0; changed && round <= n; ++round) {
+        for (int i = 0; i < nlim; ++i) next[i] = 0;
+        for (int e = 0; e < m; ++e) next[edges[e].dst] = std::max(next[edges[e].dst], level[edges[e].src] + 1);
+        changed = false;
+        for (int i = 0; i < nlim; ++i) {
+          const int v = (base[i] != 1) ? base[i] : std::max(1, next[i]);
+          changed |= (v != level[i]);
+          next[i] = v;
+        }
+        std::swap(level, next);
+      }
+    }
+    // Evaluated nodes: valid non-inputs, ordered by (level, slot) (insertion sort, stable).
+    int cnt = 0;
+    for (int i = 0; i < nlim; ++i) {
+      if (base[i] != 1) continue;
+      int j = cnt++;
+      while (j > 0 && level[ev[j - 1]] > level[i]) { ev[j] = ev[j - 1]; --j; }
+      ev[j] = i;
+    }
+    for (int i = 0; i < nlim; ++i) pos[i] = -1;
+    for (int k = 0; k < cnt; ++k) pos[ev[k]] = k;
+    // Group the edges by evaluation position (counting sort), then per node sort by
+    // source slot and merge duplicate pairs (weights summed, as scatter_nd does).
+    for (int k = 0; k <= cnt; ++k) fill[k] = 0;
+    for (int e = 0; e < m; ++e)
+      if (pos[edges[e].dst] >= 0) ++fill[pos[edges[e].dst] + 1];
+    for (int k = 0; k < cnt; ++k) fill[k + 1] += fill[k];
+    for (int e = 0; e < m; ++e) {
+      const int k = pos[edges[e].dst];
+      if (k >= 0) grouped[fill[k]++] = edges[e];
+    }
+    // fill[k] is now the end of node k's group; its start is fill[k - 1] (0 for k = 0).
+    int out = 0, g0 = 0;
+    for (int k = 0; k < cnt; ++k) {
+      const int g1 = fill[k];
+      const int o0 = out;
+      for (int g = g0; g < g1; ++g) {  // insertion by source slot, merging equal sources
+        const int s = grouped[g].src;
+        int j = out;
+        while (j > o0 && sp[j - 1] > s) --j;
+        if (j > o0 && sp[j - 1] == s) {
+          wp[j - 1] += grouped[g].w;
+          continue;
+        }
+        for (int t = out; t > j; --t) { sp[t] = sp[t - 1]; wp[t] = wp[t - 1]; }
+        sp[j] = s;
+        wp[j] = grouped[g].w;
+        ++out;
+      }
+      g0 = g1;
+      const int s = ev[k];
+      const float* r = nd + s * 5;
+      pr[k * 4 + 0] = s;
+      pr[k * 4 + 1] = Resolve(r[4], acts_);
+      pr[k * 4 + 2] = Resolve(r[3], aggs_);
+      pr[k * 4 + 3] = out;
+      cf[k * 2 + 0] = std::isnan(r[1]) ? 0.0f : r[1];
+      cf[k * 2 + 1] = std::isnan(r[2]) ? 1.0f : r[2];
+    }
+    *n_edges = out;
+    return cnt;
+  }
+};
+
+// The activation / aggregation option lists of the compile attrs (built-in ids).
+Status ReadOptions(OpKernelConstruction* ctx, const char* name, std::vector<int>* acts, std::vector<int>* aggs) {
+  std::vector<int64_t> a, g;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("activations", &a));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("aggregations", &g));
+  if (a.empty() || g.empty())
+    return tensorflow::errors::InvalidArgument(name, ": empty activation/aggregation options");
+  for (int64_t v : a)
+    if (v < 0 || v >= kNumAct)
+      return tensorflow::errors::InvalidArgument(name, ": activation id ", v, " is not built in");
+  for (int64_t v : g)
+    if (v < 0 || v >= kNumAgg)
+      return tensorflow::errors::InvalidArgument(name, ": aggregation id ", v, " is not built in");
+  acts->assign(a.begin(), a.end());
+  aggs->assign(g.begin(), g.end());
+  return Status();
+}
+
+Status CheckGenomes(const Tensor& nodes_t, const Tensor& conns_t, const char* name) {
+  if (!(nodes_t.dims() == 3 && nodes_t.dim_size(2) == 5))
+    return tensorflow::errors::InvalidArgument(name, ": nodes must be [P, N, 5], got ",
+                                               nodes_t.shape().DebugString());
+  if (!(conns_t.dims() == 3 && conns_t.dim_size(2) == 5 && conns_t.dim_size(0) == nodes_t.dim_size(0)))
+    return tensorflow::errors::InvalidArgument(name, ": conns must be [P, C, 5] with the nodes' P, got ",
+                                               conns_t.shape().DebugString());
+  if (!(nodes_t.dim_size(1) < (1 << 30) && conns_t.dim_size(1) < (1 << 30)))
+    return tensorflow::errors::InvalidArgument(name, ": too many slots");
+  return Status();
+}
+
 class CompileOp : public OpKernel {
  public:
   explicit CompileOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &num_inputs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("feed_forward", &feed_forward_));
-    std::vector<int64_t> a, g;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("activations", &a));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("aggregations", &g));
-    OP_REQUIRES(ctx, !a.empty() && !g.empty(),
-                tensorflow::errors::InvalidArgument("TfevoNeatCompile: empty activation/aggregation options"));
-    for (int64_t v : a)
-      OP_REQUIRES(ctx, v >= 0 && v < kNumAct,
-                  tensorflow::errors::InvalidArgument("TfevoNeatCompile: activation id ", v, " is not built in"));
-    for (int64_t v : g)
-      OP_REQUIRES(ctx, v >= 0 && v < kNumAgg,
-                  tensorflow::errors::InvalidArgument("TfevoNeatCompile: aggregation id ", v, " is not built in"));
-    acts_.assign(a.begin(), a.end());
-    aggs_.assign(g.begin(), g.end());
-  }
-
-  // Effective id: the single option for every node, else the node's id if it is an option, else -1.
-  static int Resolve(float raw, const std::vector<int>& opts) {
-    if (opts.size() == 1) return opts[0];
-    const float f = std::isnan(raw) ? 0.0f : raw;
-    // tf.cast(float -> int32) truncates toward zero; out-of-range ids match no option.
-    if (!(f > -2147483648.0f && f < 2147483648.0f)) return -1;
-    const int id = static_cast<int>(f);
-    for (int o : opts)
-      if (o == id) return id;
-    return -1;
+    OP_REQUIRES_OK(ctx, ReadOptions(ctx, "TfevoNeatCompile", &acts_, &aggs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& nodes_t = ctx->input(0);
     const Tensor& conns_t = ctx->input(1);
-    OP_REQUIRES(ctx, nodes_t.dims() == 3 && nodes_t.dim_size(2) == 5,
-                tensorflow::errors::InvalidArgument("TfevoNeatCompile: nodes must be [P, N, 5], got ",
-                                                    nodes_t.shape().DebugString()));
-    OP_REQUIRES(ctx, conns_t.dims() == 3 && conns_t.dim_size(2) == 5 && conns_t.dim_size(0) == nodes_t.dim_size(0),
-                tensorflow::errors::InvalidArgument("TfevoNeatCompile: conns must be [P, C, 5] with the nodes' P, got ",
-                                                    conns_t.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckGenomes(nodes_t, conns_t, "TfevoNeatCompile"));
     const int64_t P = nodes_t.dim_size(0), N = nodes_t.dim_size(1), C = conns_t.dim_size(1);
-    OP_REQUIRES(ctx, N < (1 << 30) && C < (1 << 30),
-                tensorflow::errors::InvalidArgument("TfevoNeatCompile: too many slots"));
     Tensor *prog_t, *coef_t, *src_t, *w_t, *count_t;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N, 4}), &prog_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, N, 2}), &coef_t));
@@ -401,130 +569,21 @@ class CompileOp : public OpKernel {
     int32_t* srcs = src_t->flat<int32_t>().data();
     float* wts = w_t->flat<float>().data();
     int32_t* count = count_t->flat<int32_t>().data();
-    const int I = static_cast<int>(num_inputs_);
-    const bool ff = feed_forward_;
 
     auto work = [&](int64_t begin, int64_t end) {
-      const int n = static_cast<int>(N), c = static_cast<int>(C);
-      std::vector<int> korder(n), level(n), base(n), next(n), pos(n), ev(n), fill(n + 1);
-      std::vector<float> sk(n);
-      struct Edge { int dst, src; float w; };
-      std::vector<Edge> edges(c), grouped(c);
+      Compiler comp(N, C, num_inputs_, feed_forward_, acts_, aggs_);
       for (int64_t p = begin; p < end; ++p) {
-        const float* nd = nodes + p * N * 5;
-        const float* cn = conns + p * C * 5;
-        // genome.conn_slots: stable argsort of the keys (NaN -> +inf), lower bound, clamped to
-        // the last sorted position.  Insertion sort: slots are nearly sorted by key.
-        int nvalid = 0, first_nan = -1;
-        for (int i = 0; i < n; ++i) {
-          const float k = nd[i * 5];
-          if (std::isnan(k)) {
-            if (first_nan < 0) first_nan = i;
-            continue;
-          }
-          int j = nvalid++;
-          while (j > 0 && sk[j - 1] > k) { sk[j] = sk[j - 1]; korder[j] = korder[j - 1]; --j; }
-          sk[j] = k;
-          korder[j] = i;
-        }
-        auto lookup = [&](float q) {
-          if (std::isnan(q)) q = -1.0f;
-          // lower bound among the valid keys; the +inf (NaN) tail starts at nvalid
-          const int ps = static_cast<int>(std::lower_bound(sk.begin(), sk.begin() + nvalid, q) - sk.begin());
-          if (ps < nvalid) return korder[ps];
-          // beyond the valid keys: the first +inf (NaN) key, i.e. the first empty slot, or the clamp
-          return nvalid < n ? first_nan : korder[n - 1];
-        };
-        // Slots at or past nlim are empty and no edge touches them (a lookup returns a valid slot,
-        // the first empty one, or the last slot when all are valid): the per-slot passes stop there.
-        int nlim = first_nan + 1;
-        for (int i = n - 1; i >= nlim; --i)
-          if (!std::isnan(nd[i * 5])) { nlim = i + 1; break; }
-        if (nvalid == n) nlim = n;
-        int m = 0;
-        for (int e = 0; e < c; ++e) {
-          const float* r = cn + e * 5;
-          if (std::isnan(r[0])) continue;
-          const float en = std::isnan(r[2]) ? 0.0f : r[2];
-          if (!(en > 0.5f)) continue;
-          edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
-        }
-        // Levels: network.compute_levels (synchronous rounds, at most N + 1).
-        for (int i = 0; i < nlim; ++i) {
-          base[i] = std::isnan(nd[i * 5]) ? -1 : (i < I ? 0 : 1);
-          level[i] = base[i];
-        }
-        if (ff) {
-          bool changed = true;
-          for (int round = 0; changed && round <= n; ++round) {
-            for (int i = 0; i < nlim; ++i) next[i] = 0;
-            for (int e = 0; e < m; ++e) next[edges[e].dst] = std::max(next[edges[e].dst], level[edges[e].src] + 1);
-            changed = false;
-            for (int i = 0; i < nlim; ++i) {
-              const int v = (base[i] != 1) ? base[i] : std::max(1, next[i]);
-              changed |= (v != level[i]);
-              next[i] = v;
-            }
-            std::swap(level, next);
-          }
-        }
-        // Evaluated nodes: valid non-inputs, ordered by (level, slot) (insertion sort, stable).
-        int cnt = 0;
-        for (int i = 0; i < nlim; ++i) {
-          if (base[i] != 1) continue;
-          int j = cnt++;
-          while (j > 0 && level[ev[j - 1]] > level[i]) { ev[j] = ev[j - 1]; --j; }
-          ev[j] = i;
-        }
-        for (int i = 0; i < nlim; ++i) pos[i] = -1;
-        for (int k = 0; k < cnt; ++k) pos[ev[k]] = k;
-        // Group the edges by evaluation position (counting sort), then per node sort by
-        // source slot and merge duplicate pairs (weights summed, as scatter_nd does).
-        for (int k = 0; k <= cnt; ++k) fill[k] = 0;
-        for (int e = 0; e < m; ++e)
-          if (pos[edges[e].dst] >= 0) ++fill[pos[edges[e].dst] + 1];
-        for (int k = 0; k < cnt; ++k) fill[k + 1] += fill[k];
-        for (int e = 0; e < m; ++e) {
-          const int k = pos[edges[e].dst];
-          if (k >= 0) grouped[fill[k]++] = edges[e];
-        }
-        // fill[k] is now the end of node k's group; its start is fill[k - 1] (0 for k = 0).
         int32_t* pr = prog + p * N * 4;
         float* cf = coef + p * N * 2;
         int32_t* sp = srcs + p * C;
         float* wp = wts + p * C;
-        int out = 0, g0 = 0;
-        for (int k = 0; k < cnt; ++k) {
-          const int g1 = fill[k];
-          const int o0 = out;
-          for (int g = g0; g < g1; ++g) {  // insertion by source slot, merging equal sources
-            const int s = grouped[g].src;
-            int j = out;
-            while (j > o0 && sp[j - 1] > s) --j;
-            if (j > o0 && sp[j - 1] == s) {
-              wp[j - 1] += grouped[g].w;
-              continue;
-            }
-            for (int t = out; t > j; --t) { sp[t] = sp[t - 1]; wp[t] = wp[t - 1]; }
-            sp[j] = s;
-            wp[j] = grouped[g].w;
-            ++out;
-          }
-          g0 = g1;
-          const int s = ev[k];
-          const float* r = nd + s * 5;
-          pr[k * 4 + 0] = s;
-          pr[k * 4 + 1] = Resolve(r[4], acts_);
-          pr[k * 4 + 2] = Resolve(r[3], aggs_);
-          pr[k * 4 + 3] = out;
-          cf[k * 2 + 0] = std::isnan(r[1]) ? 0.0f : r[1];
-          cf[k * 2 + 1] = std::isnan(r[2]) ? 1.0f : r[2];
-        }
-        for (int k = cnt; k < n; ++k) {
+        int out = 0;
+        const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr, cf, sp, wp, &out);
+        for (int64_t k = cnt; k < N; ++k) {
           pr[k * 4 + 0] = -1; pr[k * 4 + 1] = -1; pr[k * 4 + 2] = -1; pr[k * 4 + 3] = out;
           cf[k * 2 + 0] = 0.0f; cf[k * 2 + 1] = 0.0f;
         }
-        for (int j = out; j < c; ++j) { sp[j] = -1; wp[j] = 0.0f; }
+        for (int64_t j = out; j < C; ++j) { sp[j] = -1; wp[j] = 0.0f; }
         count[p] = cnt;
       }
     };
@@ -658,6 +717,45 @@ Status ReadInputs(const Tensor& x, int64_t P, int64_t I, const char* name, Input
   return Status();
 }
 
+// Scratch of ForwardMember for N slots, C edges, B rows.
+constexpr int64_t kRowsTogether = 8;  // measured: ~2.5x less per row at 32 rows, no gain at 4
+struct RowScratch {
+  std::vector<float> v, scratch, vb, acc;
+  RowScratch(int64_t N, int64_t C, int64_t B) : v(N), scratch(C + 1), vb(B >= kRowsTogether ? N * B : 0), acc(B) {}
+};
+
+// Feed-forward outputs of one member's program for its B input rows xp [B, I] -> yp [B, O].
+inline void ForwardMember(const MemberProgram& m, const float* xp, int64_t B, int64_t I, int64_t O, RowScratch* rs,
+                          float* yp) {
+  if (B >= kRowsTogether) {  // node-major: each node's program read once for all rows
+    float* vb = rs->vb.data();
+    float* acc = rs->acc.data();
+    std::fill(rs->vb.begin(), rs->vb.end(), 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < I; ++i) vb[i * B + b] = xp[b * I + i];
+    int e0 = 0;
+    for (int32_t k = 0; k < m.count; ++k) {
+      const int32_t* r = m.prog + k * 4;
+      AggregateRows(r[2], m.src, m.w, e0, r[3], vb, B, acc, rs->scratch.data());
+      float* out = vb + static_cast<int64_t>(r[0]) * B;
+      const float bias = m.coef[2 * k], resp = m.coef[2 * k + 1];
+      const int act = r[1];
+      for (int64_t b = 0; b < B; ++b) out[b] = Activate(act, bias + resp * acc[b]);
+      e0 = r[3];
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t o = 0; o < O; ++o) yp[b * O + o] = vb[(I + o) * B + b];
+    return;
+  }
+  float* v = rs->v.data();
+  for (int64_t b = 0; b < B; ++b) {
+    std::fill(rs->v.begin(), rs->v.end(), 0.0f);
+    std::memcpy(v, xp + b * I, I * sizeof(float));
+    m.Run(v, v, rs->scratch.data());
+    std::memcpy(yp + b * O, v + I, O * sizeof(float));
+  }
+}
+
 class ForwardOp : public OpKernel {
  public:
   explicit ForwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -679,9 +777,8 @@ class ForwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, O}), &y_t));
     float* y = y_t->flat<float>().data();
     std::atomic<bool> bad(false);
-    constexpr int64_t kRowsTogether = 8;  // measured: ~2.5x less per row at 32 rows, no gain at 4
     auto work = [&](int64_t begin, int64_t end) {
-      std::vector<float> v(N), scratch(C + 1), vb(B >= kRowsTogether ? N * B : 0), acc(B);
+      RowScratch rs(N, C, B);
       for (int64_t p = begin; p < end; ++p) {
         float* yp = y + p * B * O;
         if (pg.active != nullptr && !pg.active[p]) {
@@ -693,32 +790,7 @@ class ForwardOp : public OpKernel {
           std::fill(yp, yp + B * O, 0.0f);
           continue;
         }
-        const MemberProgram m = Member(pg, p);
-        const float* xp = in.rows(p);
-        if (B >= kRowsTogether) {  // node-major: each node's program read once for all rows
-          std::fill(vb.begin(), vb.end(), 0.0f);
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t i = 0; i < I; ++i) vb[i * B + b] = xp[b * I + i];
-          int e0 = 0;
-          for (int32_t k = 0; k < m.count; ++k) {
-            const int32_t* r = m.prog + k * 4;
-            AggregateRows(r[2], m.src, m.w, e0, r[3], vb.data(), B, acc.data(), scratch.data());
-            float* out = vb.data() + static_cast<int64_t>(r[0]) * B;
-            const float bias = m.coef[2 * k], resp = m.coef[2 * k + 1];
-            const int act = r[1];
-            for (int64_t b = 0; b < B; ++b) out[b] = Activate(act, bias + resp * acc[b]);
-            e0 = r[3];
-          }
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t o = 0; o < O; ++o) yp[b * O + o] = vb[(I + o) * B + b];
-          continue;
-        }
-        for (int64_t b = 0; b < B; ++b) {
-          std::fill(v.begin(), v.end(), 0.0f);
-          std::memcpy(v.data(), xp + b * I, I * sizeof(float));
-          m.Run(v.data(), v.data(), scratch.data());
-          std::memcpy(yp + b * O, v.data() + I, O * sizeof(float));
-        }
+        ForwardMember(Member(pg, p), in.rows(p), B, I, O, &rs, yp);
       }
     };
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
@@ -734,6 +806,61 @@ class ForwardOp : public OpKernel {
 
  private:
   int64_t I_, O_;
+};
+
+// TfevoNeatCompile + TfevoNeatForward per member, the program kept in per-thread scratch.
+class EvaluateOp : public OpKernel {
+ public:
+  explicit EvaluateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &I_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &O_));
+    OP_REQUIRES_OK(ctx, ReadOptions(ctx, "TfevoNeatEvaluate", &acts_, &aggs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& nodes_t = ctx->input(0);
+    const Tensor& conns_t = ctx->input(1);
+    OP_REQUIRES_OK(ctx, CheckGenomes(nodes_t, conns_t, "TfevoNeatEvaluate"));
+    const int64_t P = nodes_t.dim_size(0), N = nodes_t.dim_size(1), C = conns_t.dim_size(1);
+    OP_REQUIRES(ctx, I_ + O_ <= N,
+                tensorflow::errors::InvalidArgument("TfevoNeatEvaluate: ", I_, " inputs + ", O_,
+                                                    " outputs exceed the ", N, " node slots"));
+    Program pg;  // only P and the active mask
+    pg.P = P;
+    OP_REQUIRES_OK(ctx, ReadActive(ctx, 3, "TfevoNeatEvaluate", &pg));
+    Inputs in;
+    OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(2), P, I_, "TfevoNeatEvaluate", &in));
+    const int64_t B = in.B, I = I_, O = O_;
+    Tensor* y_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, O}), &y_t));
+    float* y = y_t->flat<float>().data();
+    const float* nodes = nodes_t.flat<float>().data();
+    const float* conns = conns_t.flat<float>().data();
+    auto work = [&](int64_t begin, int64_t end) {
+      Compiler comp(N, C, I, true, acts_, aggs_);
+      std::vector<int32_t> pr(N * 4), sp(C);
+      std::vector<float> cf(N * 2), wp(C);
+      RowScratch rs(N, C, B);
+      for (int64_t p = begin; p < end; ++p) {
+        float* yp = y + p * B * O;
+        if (pg.active != nullptr && !pg.active[p]) {
+          std::fill(yp, yp + B * O, 0.0f);
+          continue;
+        }
+        int edges = 0;
+        const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr.data(), cf.data(), sp.data(),
+                                     wp.data(), &edges);
+        ForwardMember(MemberProgram{pr.data(), cf.data(), sp.data(), wp.data(), cnt}, in.rows(p), B, I, O, &rs, yp);
+      }
+    };
+    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+    const int64_t cost = 40 * (N + C) + 8 * C * 4 + B * 60 * N;
+    tensorflow::Shard(pool->num_threads, pool->workers, P, cost, work);
+  }
+
+ private:
+  int64_t I_, O_;
+  std::vector<int> acts_, aggs_;
 };
 
 class RecurrentStepOp : public OpKernel {
@@ -944,6 +1071,7 @@ class CartPoleRolloutOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatCompile").Device(DEVICE_CPU), CompileOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatForward").Device(DEVICE_CPU), ForwardOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatEvaluate").Device(DEVICE_CPU), EvaluateOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatRecurrentStep").Device(DEVICE_CPU), RecurrentStepOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatCartPoleRollout").Device(DEVICE_CPU), CartPoleRolloutOp);
 

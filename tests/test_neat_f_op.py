@@ -121,6 +121,44 @@ def test_forward_matches_reference(acts, aggs):
 
 
 @needs_op
+@pytest.mark.parametrize("acts,aggs", [(("sigmoid",), ("sum",)), (ALL_ACT, ALL_AGG)])
+def test_fused_evaluate_equals_compile_then_forward(acts, aggs):
+    """TfevoNeatEvaluate (compile + forward per member, programs in scratch) gives the outputs
+    of TfevoNeatCompile + TfevoNeatForward bit for bit: few rows (row loop) and many rows
+    (node-major path), shared and per-member inputs, an active mask, several slices (thread
+    split); the reference agrees to float rounding; bad inputs are named."""
+    I, O, N, C = 3, 2, 14, 30
+    act_ids = [F.activation_id(a) for a in ALL_ACT[:8]] + [F.activation_id(a) for a in acts]
+    agg_ids = [F.aggregation_id(a) for a in ALL_AGG] if len(aggs) > 1 else [0, 1]
+    nodes, conns = random_genomes(300, N, C, I, O, seed=21 + len(acts), act_ids=act_ids, agg_ids=agg_ids)
+    rng = np.random.default_rng(4)
+    prog = fo.prepare(nodes, conns, I, True, acts, aggs, use_op=True)
+    active = rng.random(300) < 0.6
+    for B in (4, 16):
+        x = rng.uniform(-1, 1, size=(300, B, I)).astype(np.float32)
+        for xin in (x[0], x):  # shared, then per-member inputs (kept for the checks below)
+            want = fo.forward(prog, xin, I, O).numpy()
+            got = fo.evaluate(nodes, conns, xin, I, O, acts, aggs, use_op=True).numpy()
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(
+                fo.evaluate(nodes[37:90], conns[37:90], xin if xin.ndim == 2 else xin[37:90], I, O, acts, aggs,
+                            use_op=True).numpy(), want[37:90])
+        masked = fo.evaluate(nodes, conns, x, I, O, acts, aggs, active=active, use_op=True).numpy()
+        np.testing.assert_array_equal(masked[active], want[active])
+        assert (masked[~active] == 0).all()
+        ref = fo.evaluate(nodes, conns, x, I, O, acts, aggs, use_op=False).numpy()
+        ok = np.isfinite(ref)
+        assert ok.mean() > 0.95
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=RTOL, atol=ATOL)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="x must be"):
+        fo.evaluate(nodes, conns, tf.ones([300, 3, 4]), I, O, acts, aggs, use_op=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exceed"):
+        fo.evaluate(nodes, conns, tf.ones([3, I]), I, 12, acts, aggs, use_op=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="conns must be"):
+        fo.evaluate(nodes, conns[:5], tf.ones([3, I]), I, O, acts, aggs, use_op=True)
+
+
+@needs_op
 @pytest.mark.parametrize("settle", [1, 3])
 def test_recurrent_steps_match_reference(settle):
     I, O, N, C = 2, 2, 10, 26

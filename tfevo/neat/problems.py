@@ -66,10 +66,10 @@ class SupervisedProblem:
         def fit(nodes, conns):
             if use_op:  # C++ kernels: programs built and run per member (x shared by all)
                 acts, aggs = cfg.activation_options, cfg.aggregation_options
-                prog = _fo.prepare(nodes, conns, I, cfg.feed_forward, acts, aggs, use_op=True)
-                if cfg.feed_forward:
-                    y = _fo.forward(prog, x, I, O)
+                if cfg.feed_forward:  # compile + forward in one kernel pass (no program tensors)
+                    y = _fo.evaluate(nodes, conns, x, I, O, acts, aggs, use_op=True)
                 else:
+                    prog = _fo.prepare(nodes, conns, I, False, acts, aggs, use_op=True)
                     _, y = _fo.recurrent_step(prog, tf.zeros([P, x.shape[0], N]), x, I, O, settle_steps=1)
             else:
                 y = self._reference_outputs(cfg, nodes, conns, x, P)
