@@ -10,7 +10,11 @@ ParallelEvaluator; and generations to solve XOR (threshold 3.9, pop 150,
     python benchmarks/bench_neat.py --quick         # smaller
 
 tfevo and neat-python generations alternate (3 rounds per size), so both
-see the same machine load.  ``--kernels 1000,10000`` adds the speciation
+see the same machine load.  neat-python runs serially and with its
+ParallelEvaluator (one worker per core) unless ``--no-serial-above`` /
+``--no-parallel-above`` skip them; ``--np-gens`` sets how many of its
+generations are timed (a serial CartPole generation at pop 10000 takes
+~8 s, so 2 by default there).  ``--kernels 1000,10000`` adds the speciation
 kernels (C++ op against its pure-TF reference, same inputs).  Which NEAT
 custom ops are built is printed first; ``TFEVO_DISABLE_CUSTOM_OPS=1`` runs
 the pure-TensorFlow references everywhere.
@@ -376,6 +380,21 @@ def custom_op_status():
     return ", ".join(f"{n}: {'off' if disabled else ('built' if ops.available(n) else 'unavailable')}" for n in names)
 
 
+def _git_commit():
+    """The checkout's commit (and whether NEAT sources differ from it), for the results file."""
+    import subprocess
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "custom_ops/neat_*", "tfevo/neat"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.split()
+        return head + (" + uncommitted: " + " ".join(dirty[1::2]) if dirty else "")
+    except Exception:  # noqa: BLE001 - not a checkout
+        return "unknown"
+
+
 def tfevo_solve(seed, gens=300, jit=False):
     from tfevo.neat import NEAT, XOR
 
@@ -401,6 +420,9 @@ def main():
                     help="tfevo tell modes to run: graph (default NEAT) and/or xla (NEAT(jit_compile=True))")
     ap.add_argument("--solve-mode", default="graph", help="tfevo tell mode of the solve-rate runs (graph or xla)")
     ap.add_argument("--tf-gens", type=int, default=0, help="tfevo generations per size (0: 7, 7, 5)")
+    ap.add_argument("--np-gens", type=int, default=0,
+                    help="neat-python generations per size and evaluator (0: 6 at pop 150, 3 at 1000 and 10000, "
+                         "2 for CartPole at 10000, where a serial generation takes ~8 s)")
     ap.add_argument("--no-serial-above", type=int, default=10**9,
                     help="skip serial neat-python above this population")
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
@@ -413,13 +435,15 @@ def main():
     np_gens = {150: 6, 1000: 3, 10000: 3}
     tf_gens = {150: 9, 1000: 9, 10000: 6}
     print("# custom ops:", custom_op_status(), flush=True)
+    print("# code:", _git_commit(), "| load average before:", " ".join(load_before), flush=True)
     for problem in args.problems.split(","):
         for pop in sizes:
             if args.quick and pop > 1000:
                 continue
-            skip_serial = (problem == "cartpole" and pop >= 10000) or pop > args.no_serial_above
+            skip_serial = pop > args.no_serial_above
             modes = args.modes.split(",")
-            summ, ts, tp = interleaved(problem, pop, modes, args.tf_gens or tf_gens.get(pop, 3), np_gens.get(pop, 1),
+            n_np = args.np_gens or (2 if (problem == "cartpole" and pop >= 10000) else np_gens.get(pop, 1))
+            summ, ts, tp = interleaved(problem, pop, modes, args.tf_gens or tf_gens.get(pop, 3), n_np,
                                        serial=not skip_serial, parallel=pop <= args.no_parallel_above)
             t_np = statistics.median(ts) if ts else math.nan
             t_pp = statistics.median(tp) if tp else math.nan
@@ -428,7 +452,8 @@ def main():
                 t_tf = statistics.median(tt)
                 rows.append((problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp))
                 print(f"# {problem} pop {pop} [{mode}]: tfevo {t_tf:.4f}s (compile {trace:.2f}s; eval {t_ev:.4f} "
-                      f"tell {t_tell:.4f}) neat-python {t_np:.4f}s parallel {t_pp:.4f}s", flush=True)
+                      f"tell {t_tell:.4f}; {len(tt)} gens) neat-python {t_np:.4f}s ({len(ts)} gens: "
+                      f"{', '.join(f'{t:.3f}' for t in ts)}) parallel {t_pp:.4f}s ({len(tp)} gens)", flush=True)
     print()
     print("| problem | pop | tfevo tell | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo trace+compile s (first gen + XLA recompiles) | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
