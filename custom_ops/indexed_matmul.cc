@@ -10,6 +10,9 @@
 // copy of w.  Out-of-range indices are rejected with InvalidArgument before
 // any work starts.  Work runs on TensorFlow's intra-op thread pool:
 //
+// Units of work are taken from a shared counter by the pool's threads
+// (ParallelUnits), so a descheduled thread does not stall the op.
+//
 // * b <= 4 rows per member (one observation per member and step -- the
 //   memory-bound case of a population forward): each member's weight block
 //   is streamed once, row by row, into accumulators held in AVX-512
@@ -25,6 +28,7 @@
 // (tfevo.nn.indexed.indexed_matmul_reference); tests check both agree.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +40,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/util/work_sharder.h"
+#include "tensorflow/core/platform/blocking_counter.h"
 
 namespace tfevo {
 
@@ -214,6 +218,43 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
 }
 #endif
 
+// Runs fn(u) for every unit u in [0, units) on TensorFlow's intra-op pool.
+// Threads -- the calling one included -- take chunks of `grain` units from a
+// shared counter, so a thread that is descheduled (emulator threads or other
+// processes on the same cores) does not hold up the op as a static split in
+// halves would; every unit computes the same thing whichever thread runs it.
+template <typename Fn>
+void ParallelUnits(OpKernelContext* ctx, int64_t units, int64_t grain, const Fn& fn) {
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+  grain = std::max<int64_t>(1, grain);
+  const int64_t nt = std::min<int64_t>(pool->num_threads, (units + grain - 1) / grain);
+  if (nt <= 1) {
+    for (int64_t u = 0; u < units; ++u) fn(u);
+    return;
+  }
+  std::atomic<int64_t> next(0);
+  auto work = [&]() {
+    for (;;) {
+      const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+      if (b >= units) return;
+      const int64_t e = std::min(units, b + grain);
+      for (int64_t u = b; u < e; ++u) fn(u);
+    }
+  };
+  tensorflow::BlockingCounter helpers(static_cast<int>(nt - 1));
+  for (int64_t t = 0; t + 1 < nt; ++t) {
+    pool->workers->Schedule([&]() {
+      work();
+      helpers.DecrementCount();
+    });
+  }
+  work();
+  helpers.Wait();
+}
+
+// Grain (units per chunk) so that a chunk is worth ~2^18 flops.
+inline int64_t GrainFor(int64_t unit_flops) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, unit_flops)); }
+
 // out[i] = x[i] @ W(idx[i]) where member p's [k, m] block starts at
 // wp + p * wstride (row-major, row stride m).  Shared by both ops.
 void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b, int64_t k, const float* wp,
@@ -239,18 +280,14 @@ void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b,
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, nseg, b, m}), &partial));
       part = partial.flat<float>().data();
     }
-    auto stream = [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end; ++u) {
-        const int64_t i = u / nseg, sg = u % nseg;
-        const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
-        const float* wi = wp + static_cast<int64_t>(ip[i]) * wstride;
-        float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
-        StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
-      }
+    auto stream = [&](int64_t u) {
+      const int64_t i = u / nseg, sg = u % nseg;
+      const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
+      const float* wi = wp + static_cast<int64_t>(ip[i]) * wstride;
+      float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
+      StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
     };
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(pool->num_threads, pool->workers, n * nseg,
-                      std::max<int64_t>(1, 2 * b * std::min(k, kSegRows) * m), stream);
+    ParallelUnits(ctx, n * nseg, GrainFor(2 * b * std::min(k, kSegRows) * m), stream);
     if (nseg > 1) {
       for (int64_t i = 0; i < n; ++i) {
         float* o = op + i * b * m;
@@ -264,20 +301,16 @@ void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b,
     }
     return;
   }
-  auto work = [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t i = u / num_cb;
-      const int64_t c0 = (u % num_cb) * col_block;
-      const int64_t cw = std::min(col_block, m - c0);
-      Eigen::Map<const RowMat> xi(xp + i * b * k, b, k);
-      Eigen::Map<const RowMat, 0, Stride> wi(wp + static_cast<int64_t>(ip[i]) * wstride + c0, k, cw,
-                                              Stride(m));
-      Eigen::Map<RowMat, 0, Stride> oi(op + i * b * m + c0, b, cw, Stride(m));
-      oi.noalias() = xi * wi;
-    }
+  auto work = [&](int64_t u) {
+    const int64_t i = u / num_cb;
+    const int64_t c0 = (u % num_cb) * col_block;
+    const int64_t cw = std::min(col_block, m - c0);
+    Eigen::Map<const RowMat> xi(xp + i * b * k, b, k);
+    Eigen::Map<const RowMat, 0, Stride> wi(wp + static_cast<int64_t>(ip[i]) * wstride + c0, k, cw, Stride(m));
+    Eigen::Map<RowMat, 0, Stride> oi(op + i * b * m + c0, b, cw, Stride(m));
+    oi.noalias() = xi * wi;
   };
-  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-  tensorflow::Shard(pool->num_threads, pool->workers, units, cost, work);
+  ParallelUnits(ctx, units, GrainFor(cost), work);
 }
 
 class IndexedMatmulOp : public OpKernel {

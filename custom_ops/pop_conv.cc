@@ -26,7 +26,8 @@
 // zeros that are multiplied like real inputs (as im2col does), so an inf or
 // NaN weight gives NaN exactly where the reference does.
 //
-// Work: (image, output row) units on TensorFlow's intra-op pool.  Each unit
+// Work: (image, output row) units on TensorFlow's intra-op pool, taken by
+// the threads from a shared counter (ParallelUnits).  Each unit
 // computes whole output rows in register tiles of R pixels x NV vectors of 16
 // channels (AVX-512; one broadcast input value times one weight vector per
 // FMA, the weights of a member stay in L1/L2 across the tiles).  Every output
@@ -35,6 +36,7 @@
 // same order is used.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -46,7 +48,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/util/work_sharder.h"
+#include "tensorflow/core/platform/blocking_counter.h"
 
 namespace tfevo_pop_conv {
 
@@ -291,6 +293,46 @@ void OutputRow(Tile t, int64_t wo) {
 }
 #endif
 
+// Runs fn(u) for every unit u in [0, units) on TensorFlow's intra-op pool.
+// Threads -- the calling one included -- take chunks of `grain` units from a
+// shared counter, so a thread that is descheduled (emulator threads, another
+// op running at the same time, other processes) does not hold up the op as a
+// static split in halves would; a unit computes the same outputs whichever
+// thread runs it.
+template <typename Fn>
+void ParallelUnits(OpKernelContext* ctx, int64_t units, int64_t grain, const Fn& fn) {
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+  grain = std::max<int64_t>(1, grain);
+  const int64_t nt = std::min<int64_t>(pool->num_threads, (units + grain - 1) / grain);
+  if (nt <= 1) {
+    for (int64_t u = 0; u < units; ++u) fn(u);
+    return;
+  }
+  std::atomic<int64_t> next(0);
+  auto work = [&]() {
+    for (;;) {
+      const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+      if (b >= units) return;
+      const int64_t e = std::min(units, b + grain);
+      for (int64_t u = b; u < e; ++u) fn(u);
+    }
+  };
+  tensorflow::BlockingCounter helpers(static_cast<int>(nt - 1));
+  for (int64_t t = 0; t + 1 < nt; ++t) {
+    pool->workers->Schedule([&]() {
+      work();
+      helpers.DecrementCount();
+    });
+  }
+  work();
+  helpers.Wait();
+}
+
+// Units per chunk so that a chunk is worth ~2^18 flops (or float copies).
+inline int64_t GrainFor(int64_t unit_cost) {
+  return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, unit_cost));
+}
+
 template <bool FLAT>
 class PopulationConv2DOp : public OpKernel {
  public:
@@ -406,16 +448,14 @@ class PopulationConv2DOp : public OpKernel {
     const bool need_pad = pad_top > 0 || pad_left > 0 || hp > H || wp > W;
     const int64_t images = n * B;
     const float* xp = x.flat<float>().data();
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-
     const float* src = xp;
     int64_t img_stride = H * W * C, row_stride = W * C;
     Tensor padded;
     if (need_pad) {
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({images, hp, wp, C}), &padded));
       float* pp = padded.flat<float>().data();
-      auto pad = [&](int64_t begin, int64_t end) {
-        for (int64_t im = begin; im < end; ++im) {
+      auto pad = [&](int64_t im) {
+        {
           float* dst = pp + im * hp * wp * C;
           const float* s = xp + im * H * W * C;
           for (int64_t r = 0; r < hp; ++r) {
@@ -432,14 +472,14 @@ class PopulationConv2DOp : public OpKernel {
           }
         }
       };
-      tensorflow::Shard(pool->num_threads, pool->workers, images, hp * wp * C, pad);
+      ParallelUnits(ctx, images, GrainFor(hp * wp * C), pad);
       src = pp;
       img_stride = hp * wp * C;
       row_stride = wp * C;
     }
 
-    auto rows = [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end; ++u) {
+    auto rows = [&](int64_t u) {
+      {
         const int64_t im = u / ho, oy = u % ho;
         const int64_t member = ip[im / B];
         Tile t;
@@ -456,7 +496,7 @@ class PopulationConv2DOp : public OpKernel {
         OutputRow(t, wo);
       }
     };
-    tensorflow::Shard(pool->num_threads, pool->workers, images * ho, std::max<int64_t>(1, 2 * wo * ksize), rows);
+    ParallelUnits(ctx, images * ho, GrainFor(2 * wo * ksize), rows);
   }
 
  private:
