@@ -3,6 +3,7 @@
 Run::
 
     python benchmarks/bench_cma.py [--repeats R] [--gens G] [--cases cma:100 cma:1000 ...] [--eigh-table]
+                                   [--variants eigen cholesky] [--breakdown 1000:24 1000:256]
 
 Prints markdown tables.  Strategy table: for each case every library gets a
 warm-up call (its time is reported as compile/trace time), then the libraries
@@ -18,6 +19,10 @@ timed block of a full CMA-ES covers whole gaps (at least two) of that library,
 which amortises the eigendecomposition as in a real run.  evosax decomposes
 every generation.  ``cma5`` cases set a five times longer gap in tfevo
 (``eigen_gap``) and pycma (``updatecovwait``; not comparable, see results).
+Full CMA-ES cases time both of tfevo's variants by default (``--variants``):
+``CMAES`` (eigendecomposition, pycma's algorithm) and ``CholeskyCMAES``
+(Cholesky factor, Krause et al. 2016), in the same alternation as the peers.
+``--breakdown D:P`` prints where a generation's time goes for both variants.
 ``sep`` cases time Sep-CMA-ES (its evosax comparison lives in
 ``bench_strategies.py``).
 
@@ -79,15 +84,17 @@ def _interleaved(entries, repeats):
     return [statistics.median(r) for r in res]
 
 
-def make_tfevo(kind, n, p, gens, gap_factor=1, dtype="float32", threads=None):
-    """``threads``: ``TFEVO_EIGH_THREADS`` for this instance (read when its ``tell`` is traced)."""
+def make_tfevo(kind, n, p, gens, gap_factor=1, dtype="float32", threads=None, variant="eigen"):
+    """``threads``: ``TFEVO_EIGH_THREADS`` for this instance (read when its ``tell`` is traced).
+    ``variant``: ``"eigen"`` (CMAES) or ``"cholesky"`` (CholeskyCMAES) for full CMA-ES."""
     import tensorflow as tf
-    from tfevo.strategies.cma_es import CMAES
+    from tfevo.strategies.cma_es import CMAES, CholeskyCMAES
     from tfevo.strategies.sep_cma_es import SepCMAES
 
     if kind == "cma":
         gap = CMAES(n, popsize=p).lazy_gap * gap_factor
-        es = CMAES(n, popsize=p, sigma_init=0.1, seed=0, eigen_gap=gap, dtype=dtype)
+        cls = CholeskyCMAES if variant == "cholesky" else CMAES
+        es = cls(n, popsize=p, sigma_init=0.1, seed=0, eigen_gap=gap, dtype=dtype)
         gens, multiple = max(gens, 2 * gap), gap  # whole gaps: the eigendecomposition is amortised
     else:
         es = SepCMAES(n, popsize=p, sigma_init=0.1, seed=0, dtype=dtype)
@@ -210,6 +217,100 @@ def eigh_table(repeats):
                   f"{times['jax'] / r1 if r1 else float('nan'):.2f} |", flush=True)
 
 
+def breakdown(n, p, repeats):
+    """Per-generation cost of the pieces of tfevo's full CMA-ES variants at (n, p).
+
+    Wall and CPU (process) seconds, median of ``max(repeats, 7)`` alternating
+    calls of each piece on the instance's own state: the traced ``ask``, the
+    graph-mode whitening before the core (Cholesky: triangular solve), the XLA
+    numeric core, the covariance-update step of every generation (eigen: the
+    full ``[D, P+1] x [P+1, D]`` update of C; Cholesky: writing the buffer), the
+    update flush (Cholesky: ``?syrk`` of the whole gap's buffer) and the
+    factorisation (eigen: symmetrise + ``?syevd``; Cholesky: ``?potrf``), and a
+    whole generation (``ask`` + ``tell``, averaged over whole gaps).  "per
+    generation" amortises the flush and the factorisation over the gap; "call
+    overhead" is the whole generation minus the sum of its pieces.
+    """
+    import tensorflow as tf
+    from tfevo import linalg
+    from tfevo.strategies.cma_es import CMAES, CholeskyCMAES
+
+    print(f"\n### Breakdown D={n} P={p} (ms per call; wall / CPU)\n")
+    rng = np.random.default_rng(0)
+    rows = {}
+    for cls in (CMAES, CholeskyCMAES):
+        es = cls(n, popsize=p, sigma_init=0.1, seed=0)
+        gap = es.lazy_gap
+        f = tf.constant(rng.standard_normal(p), tf.float32)
+        for _ in range(2 * gap):
+            es.tell(es.ask(), f)
+        x = es.ask()
+        pre = tf.function(lambda x: es._pre_core(x))
+        extra = pre(x)
+        core = es._core_fn
+        out = core(x, f, *extra)
+        ap = tf.function(lambda *a: es._apply_cov(*a))
+        if cls is CholeskyCMAES:
+            k = max(es._buf_gens, 1) * (p + 1)
+            rows_t = tf.constant(rng.standard_normal((k, n)) * 0.01, es.dtype)
+            v_t = tf.constant(rng.standard_normal(k) * 1e-3, es.dtype)
+            flush = tf.function(lambda: linalg.syrk_update(es.C, rows_t, v_t, tf.constant(0.99, es.dtype)))
+            fac = tf.function(lambda: linalg.cholesky(es.C))
+            flush_every = es._buf_gens
+        else:
+            flush, flush_every = None, 1
+            fac = tf.function(lambda: linalg.eigh(0.5 * (es.C + tf.transpose(es.C))))
+
+        def gen_block():
+            for _ in range(gap):
+                es.tell(es.ask(), f)
+            es.sigma.numpy()
+
+        pieces = {
+            "ask": lambda: es._ask_call().numpy(),
+            "whiten (graph)": lambda: [t.numpy() for t in pre(x)],
+            "core (XLA)": lambda: tf.nest.map_structure(lambda t: t.numpy(), core(x, f, *extra)),
+            "C update / buffer write": lambda: (ap(*out), es.sigma.numpy()),
+            "flush (?syrk)": (lambda: flush().numpy()) if flush is not None else None,
+            "factorisation": lambda: tf.nest.map_structure(lambda t: t.numpy(), fac()),
+            "generation": gen_block,
+        }
+        live = {k: fn for k, fn in pieces.items() if fn is not None}
+        for fn in live.values():
+            fn()
+        res = {k: ([], []) for k in live}
+        for _ in range(max(repeats, 7)):
+            for k, fn in live.items():
+                w0, c0 = time.perf_counter(), time.process_time()
+                fn()
+                res[k][0].append(time.perf_counter() - w0)
+                res[k][1].append(time.process_time() - c0)
+        med = {k: (statistics.median(a) * 1e3, statistics.median(b) * 1e3) for k, (a, b) in res.items()}
+        med["generation"] = tuple(v / gap for v in med["generation"])
+        per_gen = {}
+        for k, v in med.items():
+            div = gap if k == "factorisation" else (flush_every if k.startswith("flush") else 1)
+            per_gen[k] = tuple(x / div for x in v)
+        parts = [k for k in per_gen if k != "generation"]
+        over = tuple(per_gen["generation"][i] - sum(per_gen[k][i] for k in parts) for i in (0, 1))
+        rows[cls.__name__] = (gap, flush_every, med, per_gen, over)
+    print("| piece | CMAES (eigen) per call | per generation | CholeskyCMAES per call | per generation |")
+    print("|---|---|---|---|---|")
+    keys = ["ask", "whiten (graph)", "core (XLA)", "C update / buffer write", "flush (?syrk)", "factorisation",
+            "generation"]
+    fmt = lambda t: f"{t[0]:.2f} / {t[1]:.2f}"  # noqa: E731
+    for k in keys:
+        cells = []
+        for name in ("CMAES", "CholeskyCMAES"):
+            _, _, med, per_gen, _ = rows[name]
+            cells += [fmt(med[k]), fmt(per_gen[k])] if k in med else ["-", "-"]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+    print("| call overhead (generation - pieces) | - | " + fmt(rows["CMAES"][4]) + " | - | "
+          + fmt(rows["CholeskyCMAES"][4]) + " |")
+    print(f"\n(gap: eigen {rows['CMAES'][0]}, Cholesky {rows['CholeskyCMAES'][0]} generations; Cholesky flush every "
+          f"{rows['CholeskyCMAES'][1]})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
@@ -217,6 +318,11 @@ def main():
     ap.add_argument("--cases", nargs="*", default=["cma:100", "cma:1000"],
                     help="kind:n with kind cma, cma5 (5x eigen gap) or sep")
     ap.add_argument("--popsizes", nargs="+", default=["default", "256"])
+    ap.add_argument("--variants", nargs="+", default=["eigen", "cholesky"], choices=["eigen", "cholesky"],
+                    help="full CMA-ES variants of tfevo timed (alternating with evosax and pycma in one run): "
+                         "eigen = CMAES (pycma's algorithm), cholesky = CholeskyCMAES")
+    ap.add_argument("--breakdown", nargs="*", default=None, metavar="D:P",
+                    help="per-generation breakdown of tfevo's CMA-ES variants (e.g. 1000:24 1000:256)")
     ap.add_argument("--eigh-table", action="store_true", help="also time eigh alone (op vs TF vs numpy/scipy/jax)")
     ap.add_argument("--one-thread", action="store_true",
                     help="every library on one thread (TF intra/inter-op 1, XLA/JAX single-threaded, OpenBLAS 1 "
@@ -249,20 +355,28 @@ def main():
         # One tfevo entry per case.  (Timing a TFEVO_EIGH_THREADS=2 instance in the same
         # process was tried: its spinning OpenBLAS threads slow down the blocks that
         # follow it, so thread counts are compared in separate runs.)
-        thread_opts = [None]
+        variants = args.variants if kind == "cma" else ["eigen"]
         for ps in args.popsizes:
             p = default if ps == "default" else int(ps)
-            tf_entries = [make_tfevo(kind, n, p, args.gens, factor, threads=th) for th in thread_opts]
+            tf_entries = [make_tfevo(kind, n, p, args.gens, factor, variant=v) for v in variants]
             e_step, e_gens, ec = make_evosax(kind, n, p, args.gens)
             c_step, c_gens, cc = make_pycma(kind, n, p, args.gens, factor)
             entries = [(s, g) for s, g, _ in tf_entries] + [(e_step, e_gens), (c_step, c_gens)]
             times = _interleaved(entries, args.repeats)
             e, c = times[-2:]
-            name = ("CMA-ES" + (" (gap x5)" if factor != 1 else "")) if kind == "cma" else "Sep-CMA-ES"
-            for th, t, (_, _, tc) in zip(thread_opts, times, tf_entries):
-                th_s = "-" if kind != "cma" else str(th if th is not None else os.environ.get("TFEVO_EIGH_THREADS", 1))
+            for v, t, (_, _, tc) in zip(variants, times, tf_entries):
+                if kind == "cma":
+                    name = ("CMA-ES (Cholesky)" if v == "cholesky" else "CMA-ES (eigen)") + (
+                        " (gap x5)" if factor != 1 else "")
+                else:
+                    name = "Sep-CMA-ES"
+                th_s = "-" if kind != "cma" else str(os.environ.get("TFEVO_EIGH_THREADS", 1))
                 print(f"| {name} | {n} | {p} | {th_s} | {t:.2e} | {e:.2e} | {c:.2e} | {e / t:.2f} | {c / t:.1f} | "
                       f"{tc:.1f} | {ec:.1f} | {cc:.1f} |", flush=True)
+    if args.breakdown:
+        for spec in args.breakdown:
+            n, p = (int(v) for v in spec.split(":"))
+            breakdown(n, p, args.repeats)
     if args.eigh_table:
         eigh_table(args.repeats)
     print(f"end {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load: {uptime()}")

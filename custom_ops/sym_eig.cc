@@ -120,6 +120,12 @@ struct Lapack {
   void* dsyevd = nullptr;
   void* spotrf = nullptr;  // optional (TfevoCholesky); looked up under the same naming scheme
   void* dpotrf = nullptr;
+  void* strmm = nullptr;  // optional (TfevoTriangular, TfevoSyrkUpdate): BLAS under the same scheme
+  void* dtrmm = nullptr;
+  void* strsm = nullptr;
+  void* dtrsm = nullptr;
+  void* ssyrk = nullptr;
+  void* dsyrk = nullptr;
   SetThreadsFn set_threads = nullptr;
   GetThreadsFn get_threads = nullptr;
   std::mutex thread_mu;  // guards the library-wide thread setting
@@ -171,6 +177,17 @@ Status GetLapack(const std::string& path, Lapack** out) {
       dp.replace(dp.find("syevd"), 5, "potrf");
       lib->spotrf = dlsym(h, sp.c_str());
       lib->dpotrf = dlsym(h, dp.c_str());
+      auto sym = [&](const char* routine) {
+        std::string nm2(nm.s);
+        nm2.replace(nm2.find("ssyevd"), 6, routine);
+        return dlsym(h, nm2.c_str());
+      };
+      lib->strmm = sym("strmm");
+      lib->dtrmm = sym("dtrmm");
+      lib->strsm = sym("strsm");
+      lib->dtrsm = sym("dtrsm");
+      lib->ssyrk = sym("ssyrk");
+      lib->dsyrk = sym("dsyrk");
       break;
     }
   }
@@ -448,5 +465,244 @@ class CholeskyOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfevoCholesky").Device(DEVICE_CPU).TypeConstraint<float>("T"), CholeskyOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoCholesky").Device(DEVICE_CPU).TypeConstraint<double>("T"), CholeskyOp<double>);
+
+// ---------------------------------------------------------------------------
+// TfevoTriangular: rows times a lower triangular matrix, or solved with it, by
+// BLAS ?trmm / ?trsm (the sampling y_i = A z_i and the whitening
+// z_i = A^{-1} y_i of the Cholesky CMA-ES).
+//
+//   a  T [n, n]   lower triangular (its strict upper triangle is not read)
+//   r  T [k, n]   k row vectors
+//   out T [k, n]  solve = false: out_i = a r_i  (out = r a^T)
+//                 solve = true:  out_i = a^{-1} r_i
+//
+// Layout: r read column-major is the n x k matrix whose columns are the rows,
+// and a read column-major is a^T (upper), so the call is side 'L', uplo 'U',
+// trans 'T' on the columns: out_c = a r_c or a^{-1} r_c, in place in out.
+// Rows are split over TensorFlow's intra-op pool in fixed chunks of kChunk
+// rows (one BLAS call per chunk, BLAS on 1 thread), so the chunking and hence
+// every bit of the result never depend on the number of threads.
+REGISTER_OP("TfevoTriangular")
+    .Input("a: T")
+    .Input("r: T")
+    .Attr("T: {float, double}")
+    .Attr("lapack: string")
+    .Attr("solve: bool = false")
+    .Output("out: T")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle a, r;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &a));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &r));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(a, 0), c->Dim(a, 1), &n));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(r, 1), &n));
+      c->set_output(0, c->Matrix(c->Dim(r, 0), n));
+      return Status();
+    })
+    .Doc(R"doc(
+Rows times (or solved with) a lower triangular matrix, by BLAS ?trmm / ?trsm.
+
+a: [n, n] lower triangular (strict upper triangle not read).
+r: [k, n] rows.
+solve: false: out = r a^T (each row multiplied by a); true: out = r a^{-T} (each row solved).
+)doc");
+
+// TfevoSyrkUpdate: c_out = s c + sum_k v_k r_k r_k^T on the LOWER triangle
+// (BLAS ?syrk, half the flops of a general product), strict upper triangle 0.
+// Rows with positive and negative weights go to two ?syrk calls (alpha = +1
+// and -1) as sqrt(|v_k|) r_k.  Non-finite input gives a non-finite output
+// (the caller checks).  One BLAS call per sign, BLAS on 1 thread.
+REGISTER_OP("TfevoSyrkUpdate")
+    .Input("c: T")
+    .Input("r: T")
+    .Input("v: T")
+    .Input("s: T")
+    .Attr("T: {float, double}")
+    .Attr("lapack: string")
+    .Output("out: T")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle cm, r, v, s;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &cm));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &r));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &v));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 0, &s));
+      DimensionHandle n, k;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(cm, 0), c->Dim(cm, 1), &n));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(r, 1), &n));
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(r, 0), c->Dim(v, 0), &k));
+      c->set_output(0, c->Matrix(n, n));
+      return Status();
+    })
+    .Doc(R"doc(
+Lower triangle of s c + r^T diag(v) r by BLAS ?syrk; strict upper triangle of the output is 0.
+)doc");
+
+namespace {
+
+template <typename T, typename I>
+using TrFn = void (*)(const char*, const char*, const char*, const char*, const I*, const I*, const T*, const T*,
+                      const I*, T*, const I*, size_t, size_t, size_t, size_t);
+template <typename T, typename I>
+using SyrkFn = void (*)(const char*, const char*, const I*, const I*, const T*, const T*, const I*, const T*, T*,
+                        const I*, size_t, size_t);
+
+void SetOneThread(Lapack* lib) {
+  if (lib->set_threads == nullptr) return;
+  std::lock_guard<std::mutex> lock(lib->thread_mu);
+  if (lib->get_threads == nullptr || lib->get_threads() != 1) lib->set_threads(1);
+}
+
+template <typename T>
+class TriangularOp : public OpKernel {
+ public:
+  explicit TriangularOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string path;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("solve", &solve_));
+    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
+    const bool f = std::is_same<T, float>::value;
+    fn_ = solve_ ? (f ? lib_->strsm : lib_->dtrsm) : (f ? lib_->strmm : lib_->dtrmm);
+    OP_REQUIRES(ctx, fn_ != nullptr,
+                tensorflow::errors::NotFound("TfevoTriangular: ", path, " exports no ?trmm/?trsm next to its ?syevd"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& a = ctx->input(0);
+    const Tensor& r = ctx->input(1);
+    OP_REQUIRES(ctx, a.dims() == 2 && a.dim_size(0) == a.dim_size(1) && r.dims() == 2 && r.dim_size(1) == a.dim_size(0),
+                tensorflow::errors::InvalidArgument("TfevoTriangular: need a [n, n] and r [k, n], got ",
+                                                    a.shape().DebugString(), " and ", r.shape().DebugString()));
+    const int64_t n = a.dim_size(0), k = r.dim_size(0);
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, r.shape(), &out));
+    if (n == 0 || k == 0) return;
+    std::copy_n(r.flat<T>().data(), k * n, out->flat<T>().data());
+    SetOneThread(lib_);
+    const T* ap = a.flat<T>().data();
+    T* op = out->flat<T>().data();
+    const int64_t chunks = (k + kChunk - 1) / kChunk;
+    auto run = [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const int64_t r0 = c * kChunk, m = std::min(k, r0 + kChunk) - r0;
+        Call(ap, n, op + r0 * n, m);
+      }
+    };
+    if (chunks == 1) {
+      run(0, 1);
+    } else {
+      auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+      tensorflow::Shard(pool->num_threads, pool->workers, chunks, kChunk * n * n, run);
+    }
+  }
+
+ private:
+  static constexpr int64_t kChunk = 64;
+
+  void Call(const T* a, int64_t n, T* b, int64_t cols) const {
+    const char side = 'L', uplo = 'U', trans = 'T', diag = 'N';
+    const T one = T(1);
+    if (lib_->ilp64) {
+      const int64_t nn = n, cc = cols;
+      reinterpret_cast<TrFn<T, int64_t>>(fn_)(&side, &uplo, &trans, &diag, &nn, &cc, &one, a, &nn, b, &nn, 1, 1, 1, 1);
+    } else {
+      const int32_t nn = static_cast<int32_t>(n), cc = static_cast<int32_t>(cols);
+      reinterpret_cast<TrFn<T, int32_t>>(fn_)(&side, &uplo, &trans, &diag, &nn, &cc, &one, a, &nn, b, &nn, 1, 1, 1, 1);
+    }
+  }
+
+  Lapack* lib_ = nullptr;
+  void* fn_ = nullptr;
+  bool solve_ = false;
+};
+
+template <typename T>
+class SyrkUpdateOp : public OpKernel {
+ public:
+  explicit SyrkUpdateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string path;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
+    fn_ = std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk;
+    OP_REQUIRES(ctx, fn_ != nullptr,
+                tensorflow::errors::NotFound("TfevoSyrkUpdate: ", path, " exports no ?syrk next to its ?syevd"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& c = ctx->input(0);
+    const Tensor& r = ctx->input(1);
+    const Tensor& v = ctx->input(2);
+    const Tensor& s = ctx->input(3);
+    OP_REQUIRES(ctx, c.dims() == 2 && c.dim_size(0) == c.dim_size(1) && r.dims() == 2 && r.dim_size(1) == c.dim_size(0) &&
+                     v.dims() == 1 && v.dim_size(0) == r.dim_size(0) && s.dims() == 0,
+                tensorflow::errors::InvalidArgument("TfevoSyrkUpdate: need c [n, n], r [k, n], v [k], s [], got ",
+                                                    c.shape().DebugString(), ", ", r.shape().DebugString(), ", ",
+                                                    v.shape().DebugString(), ", ", s.shape().DebugString()));
+    const int64_t n = c.dim_size(0), k = r.dim_size(0);
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, c.shape(), &out));
+    if (n == 0) return;
+    const T* cp = c.flat<T>().data();
+    const T* rp = r.flat<T>().data();
+    const T* vp = v.flat<T>().data();
+    const T scale = s.scalar<T>()();
+    T* op = out->flat<T>().data();
+    for (int64_t i = 0; i < n; ++i) {  // lower triangle of c (as is: beta scales it), upper 0
+      std::copy_n(cp + i * n, i + 1, op + i * n);
+      std::fill(op + i * n + i + 1, op + (i + 1) * n, T(0));
+    }
+    // sqrt(|v_k|) r_k, grouped by the sign of v_k (zero weights dropped)
+    std::vector<T> pos, neg;
+    pos.reserve(k * n);
+    int64_t kp = 0, kn = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<T>& dst = pass == 0 ? pos : neg;
+      for (int64_t i = 0; i < k; ++i) {
+        const T w = vp[i];
+        if (!(pass == 0 ? w > T(0) : w < T(0))) {
+          if (!std::isfinite(w)) {  // keep NaN/inf visible in the output
+            std::fill(op, op + n * n, std::numeric_limits<T>::quiet_NaN());
+            return;
+          }
+          continue;
+        }
+        const T sw = std::sqrt(std::abs(w));
+        for (int64_t j = 0; j < n; ++j) dst.push_back(sw * rp[i * n + j]);
+        (pass == 0 ? kp : kn) += 1;
+      }
+    }
+    SetOneThread(lib_);
+    // column-major view: rows are the columns of an n x k matrix (trans 'N'); out's
+    // lower triangle (row-major) is the upper one column-major: uplo 'U'.
+    Syrk(n, kp, T(1), pos.data(), scale, op);
+    Syrk(n, kn, T(-1), neg.data(), kp > 0 ? T(1) : scale, op);
+    if (kp == 0 && kn == 0 && scale != T(1)) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j <= i; ++j) op[i * n + j] *= scale;
+    }
+  }
+
+ private:
+  void Syrk(int64_t n, int64_t k, T alpha, const T* a, T beta, T* c) const {
+    if (k == 0) return;
+    const char uplo = 'U', trans = 'N';
+    if (lib_->ilp64) {
+      const int64_t nn = n, kk = k;
+      reinterpret_cast<SyrkFn<T, int64_t>>(fn_)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
+    } else {
+      const int32_t nn = static_cast<int32_t>(n), kk = static_cast<int32_t>(k);
+      reinterpret_cast<SyrkFn<T, int32_t>>(fn_)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
+    }
+  }
+
+  Lapack* lib_ = nullptr;
+  void* fn_ = nullptr;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstraint<float>("T"), TriangularOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstraint<double>("T"), TriangularOp<double>);
+REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<float>("T"), SyrkUpdateOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<double>("T"), SyrkUpdateOp<double>);
 
 }  // namespace tfevo_sym_eig

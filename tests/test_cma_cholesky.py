@@ -286,3 +286,42 @@ def test_cholesky_op_failures_batches_and_graphs():
     np.testing.assert_allclose(g, j, atol=1e-5)
     with pytest.raises(Exception):
         linalg.cholesky(np.zeros((2, 3), np.float32))
+
+
+needs_blas = pytest.mark.skipif(not linalg.blas_ops_available(), reason="BLAS ops not built or no LAPACK")
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (150, 200)])  # k = 200 > 64: several row chunks
+def test_triangular_and_syrk_ops_match_reference(n, k, dtype):
+    # Stated tolerance: 4 n eps relative to the largest entry (BLAS and Eigen sum in
+    # different orders); the strict upper triangles must be ignored / zero exactly.
+    rng = np.random.default_rng(n + k)
+    c = _spd(n, np.float64, 3)
+    a = np.linalg.cholesky(c).astype(dtype)
+    a_garbage = a + np.triu(np.full((n, n), 5.0, dtype), 1)
+    r = rng.normal(size=(k, n)).astype(dtype)
+    tol = 4 * n * np.finfo(dtype).eps
+    for solve in (False, True):
+        op = linalg.triangular_rows(a_garbage, r, solve, use_op=True).numpy()
+        ref = linalg.triangular_rows_reference(a_garbage, r, solve).numpy()
+        exact = (np.linalg.solve(a.astype(np.float64), r.T.astype(np.float64)).T if solve
+                 else r.astype(np.float64) @ a.astype(np.float64).T)
+        scale = np.abs(exact).max()
+        assert op.dtype == dtype and op.shape == (k, n)
+        assert np.abs(op - ref).max() <= tol * scale * (10 if solve else 1)
+        assert np.abs(op - exact).max() <= tol * scale * (10 if solve else 1)
+    v = rng.normal(size=k).astype(dtype)  # mixed signs, as active CMA's weights
+    v[0] = 0.0
+    cu = c.astype(dtype) + np.triu(np.full((n, n), np.nan, dtype), 1)  # upper triangle never read
+    op = linalg.syrk_update(cu, r, v, 0.9, use_op=True).numpy()
+    ref = linalg.syrk_update_reference(np.tril(c).astype(dtype), r, v, 0.9).numpy()
+    exact = np.tril(0.9 * c + (r.astype(np.float64) * v[:, None]).T @ r.astype(np.float64))
+    assert np.all(np.triu(op, 1) == 0)
+    scale = np.abs(exact).max()
+    assert np.abs(op - ref).max() <= tol * k ** 0.5 * scale
+    assert np.abs(op - exact).max() <= tol * k ** 0.5 * scale
+    bad = v.copy()
+    bad[-1] = np.nan
+    assert not np.all(np.isfinite(linalg.syrk_update(c.astype(dtype), r, bad, 1.0, use_op=True).numpy()))

@@ -60,6 +60,7 @@ from tfevo.core import ShapeError
 __all__ = [
     "eigh", "eigh_reference", "canonical_sign", "sym_eig_op_available", "lapack_library",
     "cholesky", "cholesky_reference", "cholesky_op_available",
+    "triangular_rows", "triangular_rows_reference", "syrk_update", "syrk_update_reference", "blas_ops_available",
 ]
 
 log = logging.getLogger("tfevo.linalg")
@@ -276,3 +277,93 @@ def cholesky(x, use_op=None) -> tf.Tensor:
         if why != "inside XLA":
             _warn_once("fallback_chol", f"tfevo.linalg.cholesky: using XLA's Cholesky (slower on CPU): {why}.")
     return cholesky_reference(x)
+
+
+# ---------------------------------------------------------------------------
+# Triangular products/solves on rows and the symmetric rank-k update (BLAS ops)
+
+
+@tf.autograph.experimental.do_not_convert
+def _blas_op():
+    """The loaded module if it has ``TfevoTriangular`` and ``TfevoSyrkUpdate``, else ``None``."""
+    mod = ops.op_module("sym_eig", "tfevo_triangular")
+    return mod if (mod is not None and hasattr(mod, "tfevo_syrk_update")) else None
+
+
+def blas_ops_available() -> bool:
+    """Whether :func:`triangular_rows` and :func:`syrk_update` can use the BLAS ops."""
+    return _blas_op() is not None and lapack_library() is not None
+
+
+def _use_blas(use_op, name):
+    if use_op is False:
+        return False
+    why = None
+    if ops.in_xla_context():
+        why = "inside XLA"
+    elif _blas_op() is None:
+        why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
+    elif lapack_library() is None:
+        why = "no LAPACK library found"
+    if why is None:
+        return True
+    if use_op is True:
+        raise RuntimeError(f"the {name} custom op is not available here: {why}")
+    return False
+
+
+def _check_rows(a, r, what):
+    a, r = tf.convert_to_tensor(a), tf.convert_to_tensor(r)
+    if a.dtype not in (tf.float32, tf.float64) or r.dtype != a.dtype:
+        raise ShapeError(f"{what}: need float32/float64 inputs of one dtype, got {a.dtype.name} and {r.dtype.name}")
+    if a.shape.rank != 2 or r.shape.rank != 2 or (a.shape[0] is not None and a.shape[0] != a.shape[1]) or (
+            a.shape[1] is not None and r.shape[1] is not None and r.shape[1] != a.shape[1]):
+        raise ShapeError(f"{what}: need a square [n, n] and rows [k, n], got {a.shape} and {r.shape}")
+    return a, r
+
+
+def triangular_rows_reference(a, r, solve: bool = False) -> tf.Tensor:
+    """Pure-TF path of :func:`triangular_rows`."""
+    a, r = _check_rows(a, r, "triangular_rows")
+    if solve:
+        return tf.transpose(tf.linalg.triangular_solve(a, tf.transpose(r), lower=True))
+    return tf.matmul(r, tf.linalg.band_part(a, -1, 0), transpose_b=True)
+
+
+def triangular_rows(a, r, solve: bool = False, use_op=None) -> tf.Tensor:
+    """Each row ``r_i`` of ``r [k, n]`` multiplied by (``a r_i``) or solved with
+    (``a^{-1} r_i``) the lower triangular ``a [n, n]`` (strict upper triangle not read).
+
+    Op path: BLAS ``?trmm``/``?trsm`` (``TfevoTriangular``: half the flops of a
+    general product, and ~2x faster than Eigen's triangular solve on this CPU);
+    reference: ``tf.matmul`` / ``tf.linalg.triangular_solve``.
+    """
+    a, r = _check_rows(a, r, "triangular_rows")
+    if _use_blas(use_op, "TfevoTriangular"):
+        return _blas_op().tfevo_triangular(a, r, lapack=lapack_library(), solve=bool(solve))
+    return triangular_rows_reference(a, r, solve)
+
+
+def _as(t, dtype):
+    """``t`` as ``dtype`` (Python floats converted directly, not through float32)."""
+    return tf.cast(t, dtype) if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t, dtype=dtype)
+
+
+def syrk_update_reference(c, r, v, s) -> tf.Tensor:
+    """Pure-TF path of :func:`syrk_update` (a full product, then the lower triangle)."""
+    c, r = _check_rows(c, r, "syrk_update")
+    v, s = _as(v, c.dtype), _as(s, c.dtype)
+    return tf.linalg.band_part(s * c + tf.matmul(r * v[:, None], r, transpose_a=True), -1, 0)
+
+
+def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
+    """Lower triangle of ``s c + r^T diag(v) r`` (strict upper triangle 0), reading only c's lower triangle.
+
+    Op path: two BLAS ``?syrk`` calls (positive and negative weights, rows
+    scaled by ``sqrt(|v|)``): half the flops of the general product and one
+    pass over ``c``.  Reference: ``tf.matmul`` then ``tf.linalg.band_part``.
+    """
+    c, r = _check_rows(c, r, "syrk_update")
+    if _use_blas(use_op, "TfevoSyrkUpdate"):
+        return _blas_op().tfevo_syrk_update(c, r, _as(v, c.dtype), _as(s, c.dtype), lapack=lapack_library())
+    return syrk_update_reference(c, r, v, s)

@@ -45,6 +45,8 @@ from tfevo.core import (
     Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness,
 )
 from tfevo.linalg import cholesky as _cholesky
+from tfevo.linalg import syrk_update as _syrk_update
+from tfevo.linalg import triangular_rows as _triangular_rows
 from tfevo.linalg import eigh as _eigh
 from tfevo.registry import register
 from tfevo.strategies.shaping import _normal as _box_muller
@@ -597,10 +599,13 @@ class CholeskyCMAES(CMAES):
       rows with their weights, and the product of the decays) and added to
       ``C`` as one ``[D, gap (P+1)] x [gap (P+1), D]`` product just before the
       factorisation: the same sum as applying them one generation at a time,
-      one pass over the ``[D, D]`` matrix instead of ``gap`` passes.  ``diag(C)``
+      one pass over the ``[D, D]`` matrix instead of ``gap`` passes.  Only the
+      lower triangle of ``C`` is computed and stored (BLAS ``?syrk``, half the
+      flops; ``?potrf`` reads only that triangle): the attribute ``C`` holds
+      the lower triangle (upper triangle zero).  ``diag(C)``
       (for the stop criteria) is updated every generation in O(P D).  The
       attribute ``C`` is therefore up to ``gap - 1`` generations old;
-      :meth:`covariance` returns the current matrix.  (When a popsize set
+      :meth:`covariance` returns the current, symmetric matrix.  (When a popsize set
       after construction, e.g. by IPOP, would overflow the buffer, the update
       is applied every generation instead.)
 
@@ -668,7 +673,8 @@ class CholeskyCMAES(CMAES):
 
     # -- sampling and whitening -------------------------------------------------------
     def _sample_y(self, z):
-        return tf.matmul(z, self.A, transpose_b=True)
+        # y_i = A z_i: BLAS ?trmm (half the flops of a general product) via tfevo.linalg
+        return _triangular_rows(self.A, z)
 
     def _inv_sqrt(self, y):
         """``A^{-1} y`` per row (whitening in the Cholesky frame)."""
@@ -706,11 +712,19 @@ class CholeskyCMAES(CMAES):
         self.c_diag.assign(cdiag)
         return ys, v, decay, ok, cdiag
 
+    def _commit_c(self, c_new, ok=True):
+        ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
+
+        def commit():
+            self.C.assign(c_new)
+            return tf.constant(0)
+
+        tf.cond(ok, commit, lambda: tf.constant(0))
+
     def _apply_cov(self, ys, v, decay, ok):
         if self._buf_gens == 1:
-            c_new = decay * self.C + tf.matmul(ys * v[:, None], ys, transpose_a=True)
-            ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
-            self.C.assign(tf.where(ok, c_new, self.C))
+            # lower triangle of decay C + ys^T diag(v) ys (BLAS ?syrk via tfevo.linalg)
+            self._commit_c(_syrk_update(self.C, ys, v, decay), ok)
             return
         # C_t = S_t (C_0 + sum_j U_j / S_j), S_t = product of the decays since the last
         # flush: store the rows with weights v_j / S_j, and S.
@@ -725,11 +739,7 @@ class CholeskyCMAES(CMAES):
     def _flush(self):
         """``C <- S (C + sum rows^T diag(weights) rows)`` over the buffer, which is then emptied."""
         k = self._buf_gens * (self.popsize + 1)
-        rows = self._ybuf[:k]
-        v = self._vbuf[:k] * self._cscale
-        c_new = self._cscale * self.C + tf.matmul(rows * v[:, None], rows, transpose_a=True)
-        ok = tf.reduce_all(tf.math.is_finite(c_new))
-        self.C.assign(tf.where(ok, c_new, self.C))
+        self._commit_c(_syrk_update(self.C, self._ybuf[:k], self._vbuf[:k] * self._cscale, self._cscale))
         self._vbuf.assign(tf.zeros_like(self._vbuf))
         self._cscale.assign(tf.ones_like(self._cscale))
         self.c_diag.assign(tf.linalg.diag_part(self.C))
