@@ -384,6 +384,13 @@ inline int Resolve(float raw, const std::vector<int>& opts) {
   return -1;
 }
 
+// Bit i set iff row i (of n <= 64 rows of 5 floats from `rows`) has a non-NaN first column.
+inline uint64_t ValidRows(const float* rows, int n) {
+  uint64_t bits = 0;  // branch-free: the loads do not wait on one another
+  for (int i = 0; i < n; ++i) bits |= static_cast<uint64_t>(!std::isnan(rows[i * 5])) << i;
+  return bits;
+}
+
 // One member's genome -> its program (what TfevoNeatCompile writes for that member), with
 // per-thread scratch.  Compile() writes the program's rows 0..count-1 of pr/cf and edges
 // 0..edges-1 of sp/wp, nothing else.
@@ -407,13 +414,14 @@ struct Compiler {
   int Compile(const float* nd, const float* cn, int32_t* pr, float* cf, int32_t* sp, float* wp, int* n_edges) {
     // genome.conn_slots: stable argsort of the keys (NaN -> +inf), lower bound, clamped to
     // the last sorted position.  Insertion sort: slots are nearly sorted by key.
-    int nvalid = 0, first_nan = -1;
+    int nvalid = 0, first_nan = -1, last_valid = -1;
     for (int i = 0; i < n; ++i) {
       const float k = nd[i * 5];
       if (std::isnan(k)) {
         if (first_nan < 0) first_nan = i;
         continue;
       }
+      last_valid = i;
       int j = nvalid++;
       while (j > 0 && sk[j - 1] > k) { sk[j] = sk[j - 1]; korder[j] = korder[j - 1]; --j; }
       sk[j] = k;
@@ -429,17 +437,15 @@ struct Compiler {
     };
     // Slots at or past nlim are empty and no edge touches them (a lookup returns a valid slot,
     // the first empty one, or the last slot when all are valid): the per-slot passes stop there.
-    int nlim = first_nan + 1;
-    for (int i = n - 1; i >= nlim; --i)
-      if (!std::isnan(nd[i * 5])) { nlim = i + 1; break; }
-    if (nvalid == n) nlim = n;
+    const int nlim = nvalid == n ? n : std::max(first_nan + 1, last_valid + 1);
     int m = 0;
-    for (int e = 0; e < c; ++e) {
-      const float* r = cn + e * 5;
-      if (std::isnan(r[0])) continue;
-      const float en = std::isnan(r[2]) ? 0.0f : r[2];
-      if (!(en > 0.5f)) continue;
-      edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
+    for (int e0 = 0; e0 < c; e0 += 64) {  // rows with an in-key, 64 at a time
+      for (uint64_t bits = ValidRows(cn + e0 * 5, std::min(64, c - e0)); bits != 0; bits &= bits - 1) {
+        const float* r = cn + (e0 + __builtin_ctzll(bits)) * 5;
+        const float en = std::isnan(r[2]) ? 0.0f : r[2];
+        if (!(en > 0.5f)) continue;
+        edges[m++] = {lookup(r[1]), lookup(r[0]), r[3]};
+      }
     }
     // Levels: network.compute_levels (synchronous rounds, at most N + 1).
     for (int i = 0; i < nlim; ++i) {
