@@ -172,6 +172,9 @@ widths read from a record, populations held]; release drops them.
 
 namespace {
 
+// prefetch distances in genomes (random parent rows in phase A, the child's
+// rows in phases B and C)
+constexpr int kParentsAhead = 2, kChildAhead = 2;
 constexpr int kD = 5;  // columns of a node / connection row
 constexpr int NODE_KEY = 0, NODE_BIAS = 1, NODE_RESPONSE = 2, NODE_AGG = 3, NODE_ACT = 4;
 constexpr int CONN_IN = 0, CONN_OUT = 1, CONN_ENABLED = 2, CONN_WEIGHT = 3, CONN_MARKER = 4;
@@ -697,8 +700,8 @@ class NeatBreedOp : public OpKernel {
     const float* n2 = c.nodes + int64_t{c.p2[i]} * c.n_in * kD;
     const float* c1 = c.conns + int64_t{c.p1[i]} * c.c_in * kD;
     const float* c2 = c.conns + int64_t{c.p2[i]} * c.c_in * kD;
-    if (i + 2 < c.P) {  // parents are random rows: fetch the next genome's early
-      for (const int64_t p : {int64_t{c.p1[i + 2]}, int64_t{c.p2[i + 2]}}) {
+    if (i + kParentsAhead < c.P) {  // parents are random rows: fetch a later genome's early
+      for (const int64_t p : {int64_t{c.p1[i + kParentsAhead]}, int64_t{c.p2[i + kParentsAhead]}}) {
         for (int k = 0; k < wn * kD; k += 16) __builtin_prefetch(c.nodes + p * c.n_in * kD + k);
         for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
       }
@@ -759,9 +762,9 @@ class NeatBreedOp : public OpKernel {
   // the child rows of genome i + 2 (built in an earlier phase; at large P
   // the population-wide pass before has evicted them from the cache)
   void PrefetchChild(const Ctx& c, int64_t i) const {
-    if (i + 2 >= c.P) return;
-    const float* n = c.on + (i + 2) * int64_t{N_} * kD;
-    const float* k = c.oc + (i + 2) * int64_t{C_} * kD;
+    if (i + kChildAhead >= c.P) return;
+    const float* n = c.on + (i + kChildAhead) * int64_t{N_} * kD;
+    const float* k = c.oc + (i + kChildAhead) * int64_t{C_} * kD;
     for (int s = 0; s < c.wn * kD; s += 16) __builtin_prefetch(n + s, 1);
     for (int s = 0; s < c.wc * kD; s += 16) __builtin_prefetch(k + s, 1);
   }
