@@ -145,3 +145,17 @@ def test_non_finite_member_stays_isolated():
     ok = [0, 1, 3, 5]
     assert np.isfinite(y[ok]).all()
     np.testing.assert_array_equal(y[ok], ref(params, x).numpy()[ok])
+
+
+def test_eager_call_runs_the_kernel_without_tracing():
+    pm, ref = _pair(mlp((4, 2), 3, hidden=(8,)))  # with a leading Flatten
+    params = _params(pm, 6, seed=2)
+    for B in (1, 4, 1):
+        x = tf.random.stateless_normal([6, B, 4, 2], [B, 0])
+        np.testing.assert_array_equal(pm(params, x).numpy(), ref(params, x).numpy())
+        idx = tf.constant([5, 1])
+        np.testing.assert_array_equal(pm(params, tf.gather(x, idx), idx).numpy(),
+                                      ref(params, tf.gather(x, idx), idx).numpy())
+    assert pm.traces == {}
+    with pytest.raises(ShapeError, match=r"\[0, 6\)"):
+        pm(params, tf.zeros([1, 1, 4, 2]), indices=[6])

@@ -81,11 +81,20 @@ def fused_mlp_op_available() -> bool:
     return _op() is not None
 
 
+_GPU: list = []
+
+
+def _has_gpu() -> bool:
+    if not _GPU:  # the visible devices are fixed once TensorFlow is initialized
+        _GPU.append(bool(tf.config.list_logical_devices("GPU")))
+    return _GPU[0]
+
+
 def can_fuse() -> bool:
-    """Whether a forward being traced now may use the kernel (built, not under XLA, no GPU)."""
-    if ops.in_xla_context() or _op() is None:
+    """Whether a forward being traced (or run eagerly) now may use the kernel (built, not under XLA, no GPU)."""
+    if _op() is None or ops.in_xla_context():
         return False
-    return not tf.config.list_logical_devices("GPU")
+    return not _has_gpu()
 
 
 def population_mlp_reference(x, params, idx, plan: MlpPlan):

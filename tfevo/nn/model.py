@@ -548,9 +548,26 @@ class PopulationModel:
             tensors[step.out] = step.fn(tensors[step.inp], w, indices)
         return tensors[self._output_id]
 
+    #: Independent chains the in-place subset forward of a model with Conv2D layers is cut into
+    #: (members ``[n*g/G, n*(g+1)/G)`` form chain ``g``).  TensorFlow's executor runs ready ops of
+    #: different chains at the same time, so one chain's memory-bound Dense layer (it streams each
+    #: member's weights, 16 MB per member for Nature-DQN) overlaps another chain's compute-bound
+    #: convolutions.  Every member's result is the same for any value (tested); 1 = one chain.
+    inference_chains: int = 4
+
     def _run_in_place(self, params, x, indices):
         """Members ``indices`` straight from ``params [P, D]``: Dense and Conv2D read their weights in
-        place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains)."""
+        place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains).
+        Models with Conv2D layers run as ``inference_chains`` independent chains of members."""
+        G = int(self.inference_chains)
+        if G > 1 and any(s.name.endswith("(Conv2D)") for s in self._steps):
+            n = tf.shape(indices)[0]
+            cuts = [(n * g) // G for g in range(G + 1)]
+            return tf.concat([self._run_in_place_rows(params, x[cuts[g]:cuts[g + 1]], indices[cuts[g]:cuts[g + 1]])
+                              for g in range(G)], 0)
+        return self._run_in_place_rows(params, x, indices)
+
+    def _run_in_place_rows(self, params, x, indices):
         tensors = {self._input_id: x}
         for step in self._steps:
             offs = [self._offsets[i] for i in step.weights]
