@@ -222,7 +222,8 @@ def breakdown(n, p, repeats):
 
     Wall and CPU (process) seconds, median of ``max(repeats, 7)`` alternating
     calls of each piece on the instance's own state: the traced ``ask``, the
-    graph-mode whitening before the core (Cholesky: triangular solve), the XLA
+    graph-mode whitening before the core (Cholesky: the triangular solve, which
+    a generation skips when ``tell`` gets the asked rows; eigen: nothing), the XLA
     numeric core, the covariance-update step of every generation (eigen: the
     full ``[D, P+1] x [P+1, D]`` update of C; Cholesky: writing the buffer), the
     update flush (Cholesky: ``?syrk`` of the whole gap's buffer) and the
@@ -268,7 +269,7 @@ def breakdown(n, p, repeats):
 
         pieces = {
             "ask": lambda: es._ask_call().numpy(),
-            "whiten (graph)": lambda: [t.numpy() for t in pre(x)],
+            "whiten (graph)": lambda: [t.numpy() for t in pre(x)],  # x is not the last ask here: the solve path
             "core (XLA)": lambda: tf.nest.map_structure(lambda t: t.numpy(), core(x, f, *extra)),
             "C update / buffer write": lambda: (ap(*out), es.sigma.numpy()),
             "flush (?syrk)": (lambda: flush().numpy()) if flush is not None else None,

@@ -142,15 +142,17 @@ def test_samples_follow_the_covariance():
     assert np.abs(y.mean(0) @ np.linalg.inv(w).T).max() < 0.05
 
 
-def _reference_step(es, x, f, A, C):
-    """One generation of the Cholesky-variant CMA-ES in NumPy float64 (z = A^{-1} y)."""
+def _reference_step(es, x, f, A, C, z=None):
+    """One generation of the Cholesky-variant CMA-ES in NumPy float64 (z = A^{-1} y, or
+    the given z's of the rows of x: those ask drew)."""
     n = es.num_dims
     m, sigma = es._mean.numpy(), float(es.sigma.numpy())
     ps, pc = es.p_sigma.numpy(), es.p_c.numpy()
     w, mu, mueff = es.weights_np, es.mu, es.mueff
     cs, cc, c1, cmu = es.c_sigma, es.c_c, es.c1, es.cmu
-    y = (x[np.argsort(-f, kind="stable")] - m) / sigma
-    z = np.linalg.solve(A, y.T).T
+    order = np.argsort(-f, kind="stable")
+    y = (x[order] - m) / sigma
+    z = np.linalg.solve(A, y.T).T if z is None else z[order]
     y_w = w[:mu] @ y[:mu]
     ps = (1 - cs) * ps + np.sqrt(cs * (2 - cs) * mueff) * (w[:mu] @ z[:mu])
     g = int(es.generation.numpy()) + 1
@@ -167,17 +169,21 @@ def _reference_step(es, x, f, A, C):
 def test_buffered_update_matches_numpy_reference():
     # 7 generations with a refactorisation every 3: the deferred (buffered)
     # covariance update must equal the generation-by-generation update, the
-    # path must use z = A^{-1} y with the factor of the last refactorisation,
-    # and A must be refreshed exactly at generations 3 and 6.
+    # path must use z = A^{-1} y with the factor of the last refactorisation
+    # (both when tell reuses ask's z's and when it solves for them), and A must
+    # be refreshed exactly at generations 3 and 6.
     es = CholeskyCMAES(6, sigma_init=0.7, seed=4, dtype="float64", mean_init=0.3, eigen_gap=3)
     assert es._buf_gens == 3
     C = np.eye(6)
     A = np.eye(6)
     for g in range(7):
         x = es.ask()
+        if g % 2:  # the rows in another order: tell must solve for z instead of reusing ask's
+            x = tf.reverse(x, [0])
         f = -rosenbrock(x).numpy().astype(np.float64)
         np.testing.assert_allclose(es.A.numpy(), A, rtol=1e-9, atol=1e-12)
-        m, sigma, ps, pc, C = _reference_step(es, x.numpy().astype(np.float64), f, A, C)
+        z = None if g % 2 else es._z_last.numpy()  # the asked rows: tell uses ask's z's
+        m, sigma, ps, pc, C = _reference_step(es, x.numpy().astype(np.float64), f, A, C, z)
         es.tell(x, f)
         if (g + 1) % 3 == 0:
             A = np.linalg.cholesky(C)
@@ -325,3 +331,20 @@ def test_triangular_and_syrk_ops_match_reference(n, k, dtype):
     bad = v.copy()
     bad[-1] = np.nan
     assert not np.all(np.isfinite(linalg.syrk_update(c.astype(dtype), r, bad, 1.0, use_op=True).numpy()))
+
+
+def test_tell_reuses_asked_z_only_for_the_asked_rows():
+    # Same state, same rows: the cached-z path and the solve path give the same
+    # update (to rounding); a changed row forces the solve (the mean then differs).
+    es = CholeskyCMAES(5, sigma_init=0.5, seed=7, eigen_gap=2)
+    _run(es, 3, sphere)
+    x = es.ask()
+    ckpt = [v.numpy() for v in es.variables]
+    es.tell(x, -sphere(x))
+    cached = es.p_sigma.numpy()
+    for v, val in zip(es.variables, ckpt):
+        v.assign(val)
+    es._x_last.assign(tf.fill(tf.shape(x), np.nan))  # forget the ask: solve path
+    es.tell(x, -sphere(x))
+    np.testing.assert_allclose(es.p_sigma.numpy(), cached, rtol=1e-4, atol=1e-6)
+    assert es.traces["tell"] == 1

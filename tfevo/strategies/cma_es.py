@@ -577,9 +577,12 @@ class CholeskyCMAES(CMAES):
     * **Step-size path** from ``A^{-1} (m' - m) / sigma = sum_i w_i z_i`` (the
       recombined standard-normal steps) instead of ``C^{-1/2} y_w``; the
       negative weights are rescaled with ``||z_i||^2 = y_i^T C^{-1} y_i``.
-      ``tell`` recomputes ``z_i = A^{-1} (x_i - m) / sigma`` from the rows it
-      gets (one triangular solve with ``P`` right-hand sides), so clipped or
-      repaired rows stay exact, as for ``CMAES``.  The path is the same as the
+      When ``tell`` gets exactly the rows of the last ``ask`` (checked
+      entry by entry, O(P D)), it uses the ``z_i`` that produced them (kept in
+      a variable, checkpointed); otherwise (rows clipped by ``bounds``,
+      repaired, re-ordered, or from elsewhere) it recomputes
+      ``z_i = A^{-1} (x_i - m) / sigma`` with one triangular solve, so every
+      row is whitened exactly as given, as in ``CMAES``.  The path is the same as the
       eigen variant's up to a rotation that changes at each refactorisation
       (``C^{-1/2} A`` is orthogonal); Krause et al. show that the step-size
       adaptation is unaffected, and the tests check the evaluation counts
@@ -642,6 +645,11 @@ class CholeskyCMAES(CMAES):
         self._vbuf = tf.Variable(tf.zeros([k], dt), trainable=False, name="cov_buffer_weights")
         self._cscale = tf.Variable(tf.constant(1.0, dt), trainable=False, name="cov_buffer_scale")
         self._set_buffer_mode()
+        # The z's and x's of the last ask (for the initial popsize): tell reuses those z's
+        # when it gets exactly the asked rows, instead of solving A z = (x - m) / sigma.
+        self._zcache_p = p
+        self._z_last = tf.Variable(tf.zeros([p, n], dt), trainable=False, name="z_last")
+        self._x_last = tf.Variable(tf.fill([p, n], float("nan")), trainable=False, name="x_last")
 
     # -- configuration ----------------------------------------------------------
     def _configure(self, popsize: int) -> None:
@@ -668,6 +676,7 @@ class CholeskyCMAES(CMAES):
         self.C.assign(tf.eye(n, dtype=dt))
         self.A.assign(tf.eye(n, dtype=dt))
         self.c_diag.assign(tf.ones([n], dt))
+        self._x_last.assign(tf.fill(tf.shape(self._x_last), float("nan")))  # the last ask's z's are void
         self._vbuf.assign(tf.zeros_like(self._vbuf))
         self._cscale.assign(tf.constant(1.0, dt))
 
@@ -683,13 +692,35 @@ class CholeskyCMAES(CMAES):
     def _mahalanobis_sq(self, y):
         return tf.reduce_sum(tf.square(self._inv_sqrt(y)), axis=1)
 
+    def _use_zcache(self):
+        # (not with bounds: ask clips x, and the clipped rows are not m + sigma A z)
+        return self.bounds is None and self.popsize == self._zcache_p
+
+    def _ask_body(self):
+        z = self._normal()
+        x = self._mean[None, :] + self.sigma * self._sample_y(z)
+        if self.bounds is not None:
+            x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
+        x = tf.cast(x, tf.float32)
+        if self._use_zcache():
+            self._z_last.assign(z)
+            self._x_last.assign(x)
+        return x
+
     def _pre_core(self, x):
         # z_i = A^{-1} (x_i - m) / sigma for all rows at once, in graph mode (Eigen's
-        # triangular solve; XLA's CPU triangular solve was ~3-8x slower here).
-        xd = tf.cast(x, self.dtype)
-        y = (xd - self._mean[None, :]) / self.sigma
-        y = tf.where(tf.reduce_all(tf.math.is_finite(y), axis=1, keepdims=True), y, tf.zeros_like(y))
-        return (self._inv_sqrt(y),)
+        # triangular solve; XLA's CPU triangular solve was ~3-8x slower here) -- or,
+        # when x is exactly the last asked population, the z's that produced it.
+        def solve():
+            xd = tf.cast(x, self.dtype)
+            y = (xd - self._mean[None, :]) / self.sigma
+            y = tf.where(tf.reduce_all(tf.math.is_finite(y), axis=1, keepdims=True), y, tf.zeros_like(y))
+            return self._inv_sqrt(y)
+
+        if not self._use_zcache():
+            return (solve(),)
+        same = tf.reduce_all(tf.equal(x, self._x_last))
+        return (tf.cond(same, lambda: tf.identity(self._z_last), solve),)
 
     def _whiten(self, y, y_w, order, extra):
         z = tf.gather(extra[0], order)  # non-finite rows were zeroed in _pre_core (and in y)
