@@ -14,7 +14,7 @@ see the same machine load.  neat-python runs serially and with its
 ParallelEvaluator (one worker per core) unless ``--no-serial-above`` /
 ``--no-parallel-above`` skip them; ``--np-gens`` sets how many of its
 generations are timed (a serial CartPole generation at pop 10000 takes
-~8 s, so 2 by default there).  ``--kernels 1000,10000`` adds the speciation
+~8 s, so 2 by default there, and 2 with the ParallelEvaluator at pop 10000).  ``--kernels 1000,10000`` adds the speciation
 kernels (C++ op against its pure-TF reference, same inputs).  Which NEAT
 custom ops are built is printed first; ``TFEVO_DISABLE_CUSTOM_OPS=1`` runs
 the pure-TensorFlow references everywhere.
@@ -245,7 +245,7 @@ def tfevo_gen_times(problem, pop, gens, jit=False):
     return _summarise([r.step() for _ in range(gens + 1)])
 
 
-def interleaved(problem, pop, modes, tf_gens, np_gens, serial=True, parallel=False, rounds=3):
+def interleaved(problem, pop, modes, tf_gens, np_gens, serial=True, parallel=False, rounds=3, par_gens=None):
     """tfevo (each mode) and neat-python generations alternating in ``rounds``
     rounds, so both see the same machine load.  Returns ({mode: summary},
     neat-python serial times, parallel times)."""
@@ -260,7 +260,7 @@ def interleaved(problem, pop, modes, tf_gens, np_gens, serial=True, parallel=Fal
         for _ in range(per_np[r]):
             if nps is not None:
                 t_s.append(nps.step())
-            if npp is not None:
+            if npp is not None and (par_gens is None or len(t_p) < par_gens):
                 t_p.append(npp.step())
         for m in modes:
             steps[m] += [runs[m].step() for _ in range(per[r])]
@@ -443,8 +443,11 @@ def main():
             skip_serial = pop > args.no_serial_above
             modes = args.modes.split(",")
             n_np = args.np_gens or (2 if (problem == "cartpole" and pop >= 10000) else np_gens.get(pop, 1))
+            # ParallelEvaluator: at most 2 generations at pop >= 10000 (it ships every genome to a
+            # worker; on a busy 2-core machine its XOR generation took 23 s at pop 10000)
             summ, ts, tp = interleaved(problem, pop, modes, args.tf_gens or tf_gens.get(pop, 3), n_np,
-                                       serial=not skip_serial, parallel=pop <= args.no_parallel_above)
+                                       serial=not skip_serial, parallel=pop <= args.no_parallel_above,
+                                       par_gens=args.np_gens or (2 if pop >= 10000 else None))
             t_np = statistics.median(ts) if ts else math.nan
             t_pp = statistics.median(tp) if tp else math.nan
             for mode in modes:
@@ -455,7 +458,7 @@ def main():
                       f"tell {t_tell:.4f}; {len(tt)} gens) neat-python {t_np:.4f}s ({len(ts)} gens: "
                       f"{', '.join(f'{t:.3f}' for t in ts)}) parallel {t_pp:.4f}s ({len(tp)} gens)", flush=True)
     print()
-    print("| problem | pop | tfevo tell | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo trace+compile s (first gen + XLA recompiles) | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
+    print("| problem | pop | tfevo mode | tfevo s/gen | tfevo eval s | tfevo tell s | tfevo trace+compile s (first gen + XLA recompiles) | neat-python serial s/gen | neat-python parallel (2 proc) s/gen | speedup vs serial | speedup vs parallel |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for problem, pop, mode, t_tf, trace, t_ev, t_tell, t_np, t_pp in rows:
         print(f"| {problem} | {pop} | {mode} | {t_tf:.4f} | {t_ev:.4f} | {t_tell:.4f} | {trace:.2f} | {t_np:.4f} | {t_pp:.4f} | "
