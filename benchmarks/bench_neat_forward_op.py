@@ -4,8 +4,10 @@ Evolved populations (XOR with max_nodes=32/max_conns=64, CartPole-v1 with
 24/48, a few generations of tfevo.neat so genomes have hidden nodes) are
 evaluated by:
 
-* ``prepare+forward``: programs built and run once (what SupervisedProblem
-  does per generation; XOR: 4 rows shared by all members);
+* ``prepare+forward``: programs built and run once (XOR: 4 rows shared by
+  all members); ``evaluate``: the same as one fused kernel call
+  (``TfevoNeatEvaluate``, what SupervisedProblem runs per generation for
+  feed-forward genomes), checked equal bit for bit;
 * ``forward``: one forward of prepared networks on one row per member (what
   a control rollout does per step);
 * ``problem``: the XOR problem's whole evaluation call, and the CartPole
@@ -92,6 +94,7 @@ def main():
             xb = tf.broadcast_to(x[None], [pop, B, I])
 
             f_op = tf.function(lambda a, b: fo.forward(fo.prepare(a, b, I, use_op=True), x, I, O), autograph=False)
+            f_fused = tf.function(lambda a, b: fo.evaluate(a, b, x, I, O, use_op=True), autograph=False)
             ref = lambda a, b: net.forward(net.transform(a, b, I), xb, I, O)  # noqa: E731
             f_graph = tf.function(ref, autograph=False)
             f_xla = tf.function(ref, autograph=False, jit_compile=True)
@@ -102,14 +105,18 @@ def main():
             s_xla = tf.function(lambda: net.forward(ref_net, xb, I, O), autograph=False, jit_compile=True)
             np.testing.assert_allclose(f_op(nodes, conns).numpy(), f_xla(nodes_cut, conns).numpy(), rtol=1e-4,
                                        atol=1e-5)
+            np.testing.assert_array_equal(f_fused(nodes, conns).numpy(), f_op(nodes, conns).numpy())
             res = {}
             for rep in range(2):  # alternate kernel and reference
-                for name, fn in (("op", lambda: f_op(nodes, conns)), ("graph", lambda: f_graph(nodes_cut, conns)),
+                for name, fn in (("op", lambda: f_op(nodes, conns)), ("fused", lambda: f_fused(nodes, conns)),
+                                 ("graph", lambda: f_graph(nodes_cut, conns)),
                                  ("xla", lambda: f_xla(nodes_cut, conns)), ("step op", s_op),
                                  ("step graph", s_graph), ("step xla", s_xla)):
                     res.setdefault(name, []).append(timed(fn, max(1, args.reps // 2)))
             med = {k: 1e3 * statistics.median(v) for k, v in res.items()}
             rows.append((problem, pop, N, "prepare+forward", B, med["op"], med["graph"], med["xla"]))
+            rows.append((problem, pop, N, f"evaluate (one fused kernel; {med['op'] / med['fused']:.2f}x the two)", B,
+                         med["fused"], med["graph"], med["xla"]))
             rows.append((problem, pop, N, "forward (one step)", B, med["step op"], med["step graph"], med["step xla"]))
             if problem == "xor":
                 a, b = XOR(), XOR()
