@@ -185,7 +185,10 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
 
     Each round runs the raw simulator (random and zero actions, ``mj_slots``
     envs, 100 steps) and then every evaluator once, the order rotating by one
-    each round, so load drift hits all configurations alike.  ``previous``
+    each round, so load drift hits all configurations alike.  Steps per
+    CPU-second (process CPU time, the simulators' threads included) are
+    printed too: on a loaded machine they say more than wall rates about
+    what the code would do on two idle cores.  ``previous``
     also runs the path before the fused kernel (layer-by-layer forward,
     ordinary function call) for K=1 and K=2.
     """
@@ -214,13 +217,15 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
             "zero": np.zeros((100, n, 6), np.float32)}
 
     def raw_rate(kind):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for t in range(100):
             raw.send(acts[kind][t], idx)
             raw.recv()
+        cpu[kind].append(100 * n / (time.process_time() - c0))
         return 100 * n / (time.perf_counter() - t0)
 
     warm = {}
+    cpu = {name: [] for name in [*evs, "random", "zero"]}
     for name, ev in evs.items():
         t0 = time.perf_counter()
         ev.evaluate(params)
@@ -236,15 +241,16 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
         for j in range(len(names)):
             name = names[(j + r) % len(names)]
             ev = evs[name]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ev.evaluate(params)
             rates[name].append(ev.last_stats["steps"] / (time.perf_counter() - t0))
+            cpu[name].append(ev.last_stats["steps"] / (time.process_time() - c0))
             fwd[name].append(ev.last_stats["forward_seconds"] / max(1, ev.last_stats["forward_calls"]))
     raw_best = max(statistics.median(v) for v in raws.values())
     MJ_RAW_ROUNDS["best"] = raw_best
     for kind, v in raws.items():
         row(f"raw MujocoVectorEnv HalfCheetah-v5, in the same rounds ({kind} actions)", f"{n} envs",
-            statistics.median(v), "steps/s")
+            statistics.median(v), "steps/s", f"{statistics.median(cpu[kind]):,.0f} steps per CPU-second")
     res = {}
     for name, K, _, _ in configs:
         med = statistics.median(rates[name])
@@ -254,7 +260,7 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
         row(section % (P, args.mj_steps), f"{name}, {n} slots, bucket={bucket}", med, "steps/s",
             f"{med / raw_best:.2f} of raw (same rounds); warm-up {warm[name]:.1f}s; "
             f"forward {statistics.median(fwd[name]) * 1e3:.3f} ms/call x {ev.last_stats['forward_calls']} calls; "
-            f"executor {ev.forward_executor}")
+            f"executor {ev.forward_executor}; {statistics.median(cpu[name]):,.0f} steps per CPU-second")
         ev.close()
     raw.close()
     return res
