@@ -560,12 +560,19 @@ class PopulationModel:
         place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains).
         Models with Conv2D layers run as ``inference_chains`` independent chains of members."""
         G = int(self.inference_chains)
-        if G > 1 and any(s.name.endswith("(Conv2D)") for s in self._steps):
+        if self.concurrent_forward:
             n = tf.shape(indices)[0]
             cuts = [(n * g) // G for g in range(G + 1)]
             return tf.concat([self._run_in_place_rows(params, x[cuts[g]:cuts[g + 1]], indices[cuts[g]:cuts[g + 1]])
                               for g in range(G)], 0)
         return self._run_in_place_rows(params, x, indices)
+
+    @property
+    def concurrent_forward(self) -> bool:
+        """Whether the in-place subset forward has independent chains worth running concurrently
+        (``inference_chains > 1`` and Conv2D layers): a caller should then use TensorFlow's
+        multi-threaded graph executor rather than a single-threaded one."""
+        return int(self.inference_chains) > 1 and any(s.name.endswith("(Conv2D)") for s in self._steps)
 
     def _run_in_place_rows(self, params, x, indices):
         tensors = {self._input_id: x}

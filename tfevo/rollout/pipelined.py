@@ -323,7 +323,10 @@ class PipelinedEvaluator(tf.Module):
         concrete = fn.get_concrete_function()
         ordinary = self._ordinary_caller(concrete)
         self.forward_executor = "default"
-        inline = self._inline_caller(concrete) if self.inline_forward else None
+        # A model whose forward runs as concurrent chains (Conv2D nets: one chain's Dense weight
+        # streaming overlaps another's convolutions) needs the multi-threaded executor.
+        concurrent = bool(getattr(getattr(policy, "model", None), "concurrent_forward", False))
+        inline = self._inline_caller(concrete) if self.inline_forward and not concurrent else None
         if inline is None:
             return ordinary
         first = [True]
