@@ -28,13 +28,15 @@
 // results never depend on the number of threads):
 //   A  per genome: crossover, add-node decision                [parallel]
 //   -  node keys of the new nodes (prefix count over genomes)   [serial, O(P)]
-//   B  per genome: add node, delete node, add-connection choice
-//      with the feed-forward cycle check                        [parallel]
-//   -  markers of the new (in, out) pairs: a pair already in any child keeps
-//      its (smallest) marker; the other distinct pairs get fresh markers in
-//      ascending order of the pair hash in * 2^25 + out         [sort + parallel scan]
-//   C  per genome: write new connection, delete connection, attribute
-//      mutation, compaction (genes first, NaN padded to full size) [parallel]
+//   B+C per genome, one after the other while the child is in cache:
+//      B  add node, delete node, add-connection choice with the
+//         feed-forward cycle check
+//      C  write the new connection (marker left NaN), delete connection,
+//         attribute mutation, compaction (genes first, NaN padded)  [parallel]
+//   -  markers of the new (in, out) pairs: a pair already in any child after
+//      B keeps its (smallest) marker; the other distinct pairs get fresh
+//      markers in ascending order of the pair hash in * 2^25 + out; written
+//      into the new connections' rows                 [sort + parallel scan]
 
 // Eigen's packet math is made to match TensorFlow's CPU build (AVX, no FMA):
 // the Box-Muller normal uses Eigen's plog1p/pcos on 8-float packets where the
@@ -361,6 +363,11 @@ struct GenomeState {
   int skip_n = 0, skip_c = 0;
   // valid rows of the child (after compaction)
   int count_n = 0, count_c = 0;
+  // phase C: the row the new connection ends in after compaction (-1: none
+  // or deleted again), and the connection deleted (its in, out, marker)
+  int new_row = -1;
+  bool add_conn_deleted = false, deleted = false;
+  float del_in = 0.f, del_out = 0.f, del_marker = 0.f;
 };
 
 // Known outputs.  The kernel's children are compact (valid rows first) and
@@ -636,20 +643,26 @@ class NeatBreedOp : public OpKernel {
         }
       }
     }
-    // ---- B: add node, delete node, add-connection choice
-    run(cost + 4 * int64_t{wc} * wn, [&](int64_t b, int64_t e) {
+    // ---- B + C per genome while its rows are in cache: add node, delete
+    // node, add-connection choice; then write the new connection (its marker
+    // is patched in below), delete connection, attributes, compaction
+    run(2 * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       Scratch sc;
-      for (int64_t i = b; i < e; ++i) PhaseB(c, i, next_key, next_marker, sc);
+      for (int64_t i = b; i < e; ++i) {
+        PhaseB(c, i, next_key, next_marker, sc);
+        PhaseC(c, i, sc);
+      }
     });
     next_key += nnew;
     next_marker += 2 * nnew;
-    // ---- markers of the new pairs
-    if (p_add_conn_ > 0.f) next_marker = PairMarkers(c, P, next_marker, run);
-    // ---- C: write new connections, delete connection, attributes, compaction
-    run(cost + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
-      Scratch sc;
-      for (int64_t i = b; i < e; ++i) PhaseC(c, i, sc);
-    });
+    // ---- markers of the new pairs, written into the new connections' rows
+    if (p_add_conn_ > 0.f) {
+      next_marker = PairMarkers(c, P, next_marker, run);
+      for (int64_t i = 0; i < P; ++i) {
+        const GenomeState& g = st[i];
+        if (g.add_conn && g.new_row >= 0) c.oc[(i * int64_t{C_} + g.new_row) * kD + CONN_MARKER] = c.gm[g.group];
+      }
+    }
     int64_t skn = 0, skc = 0;
     int used_n = 0, used_c = 0;
     for (int64_t i = 0; i < P; ++i) {
@@ -943,26 +956,33 @@ class NeatBreedOp : public OpKernel {
       }
       return -1;
     };
-    // smallest existing marker of each new pair in any child (min is exact
-    // and order-free, so the split over threads does not matter)
+    // smallest existing marker of each new pair in any child after phase B
+    // (min is exact and order-free, so the split over threads does not
+    // matter).  Phase C has run already: its children hold the same (pair,
+    // marker) rows except the connection it deleted (taken from the genome's
+    // record) and the new connection (marker NaN until patched: never
+    // smaller).  Attribute mutation and compaction leave pairs and markers.
     const float inf = std::numeric_limits<float>::infinity();
     std::vector<float> mmin(G, inf);
     std::mutex mu;
-    const int wc = c.wc;
-    run(10 * int64_t{wc}, [&](int64_t b, int64_t e) {
+    run(10 * int64_t{c.wc}, [&](int64_t b, int64_t e) {
       std::vector<float> loc(G, inf);
       bool any = false;
-      for (int64_t i = b; i < e; ++i) {
-        const float* cc = c.oc + i * int64_t{C_} * kD;
-        for (int s = 0; s < wc; ++s) {
-          const float* r = cc + s * kD;
-          if (!Valid(r)) continue;
-          const int32_t gi = lookup(PairHash(r[CONN_IN], r[CONN_OUT]));
-          if (gi >= 0 && r[CONN_MARKER] < loc[gi]) {
-            loc[gi] = r[CONN_MARKER];
-            any = true;
-          }
+      auto see = [&](float in, float out, float marker) {
+        const int32_t gi = lookup(PairHash(in, out));
+        if (gi >= 0 && marker < loc[gi]) {
+          loc[gi] = marker;
+          any = true;
         }
+      };
+      for (int64_t i = b; i < e; ++i) {
+        const GenomeState& g = c.st[i];
+        const float* cc = c.oc + i * int64_t{C_} * kD;
+        for (int s = 0; s < g.count_c; ++s) {  // compact: the valid rows come first
+          const float* r = cc + s * kD;
+          see(r[CONN_IN], r[CONN_OUT], r[CONN_MARKER]);
+        }
+        if (g.deleted) see(g.del_in, g.del_out, g.del_marker);
       }
       if (!any) return;
       std::lock_guard<std::mutex> lock(mu);
@@ -1001,13 +1021,28 @@ class NeatBreedOp : public OpKernel {
       r[1] = g.kb;
       r[2] = en_default_;
       r[3] = FreshAt(weight_, u[G_W1], u[G_W2], i, c.P);
-      r[4] = c.gm[g.group];
+      r[4] = kNaN;  // the marker, once all genomes chose (PairMarkers)
     }
     if (p_del_conn_ > 0.f && active && u[G_DEL_CONN] < p_del_conn_) {
       bool has = false;
       const int cs = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_DEL_CWHICH], &has);
-      if (has)
-        for (int d = 0; d < kD; ++d) cc[cs * kD + d] = kNaN;
+      if (has) {
+        float* r = cc + cs * kD;
+        if (g.add_conn && cs == g.cslot) {
+          g.add_conn_deleted = true;
+        } else {
+          g.deleted = true;
+          g.del_in = r[CONN_IN];
+          g.del_out = r[CONN_OUT];
+          g.del_marker = r[CONN_MARKER];
+        }
+        for (int d = 0; d < kD; ++d) r[d] = kNaN;
+      }
+    }
+    if (g.add_conn && !g.add_conn_deleted) {  // its row after compaction (valid rows first, in order)
+      int row = 0;
+      for (int s = 0; s < g.cslot; ++s) row += Valid(cc + s * kD) ? 1 : 0;
+      g.new_row = row;
     }
     // attribute mutation (operators._mutate_attributes_u); the normal draws
     // of a genome are made in one batch (GaussBatch) between two passes
