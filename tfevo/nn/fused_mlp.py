@@ -63,6 +63,12 @@ class MlpPlan:
     activations: tuple  # op names, see FUSED_ACTIVATIONS
 
     @property
+    def op_attrs(self) -> dict:
+        """The kernel's attributes."""
+        return dict(units=list(self.units), w_offsets=list(self.w_offsets), bias_offsets=list(self.bias_offsets),
+                    activations=list(self.activations))
+
+    @property
     def macs(self) -> int:
         """Multiply-adds per input row."""
         k, total = self.in_features, 0
@@ -113,6 +119,12 @@ def population_mlp_reference(x, params, idx, plan: MlpPlan):
     return h
 
 
+def run_op(x, params, idx, plan: MlpPlan):
+    """The kernel itself on checked float32 tensors (no dispatch rules, no checks)."""
+    attrs = plan.op_attrs
+    return _op().tfevo_population_mlp(x, params, idx, **attrs)
+
+
 def population_mlp(x, params, idx, plan: MlpPlan, use_op: bool | None = None):
     """``y[i] = MLP(x[i]; weights of member idx[i])`` for ``x [n, b, k0]`` -> ``[n, b, units[-1]]``.
 
@@ -137,5 +149,4 @@ def population_mlp(x, params, idx, plan: MlpPlan, use_op: bool | None = None):
         raise RuntimeError("the TfevoPopulationMlp custom op is not available")
     if mod is None:
         return population_mlp_reference(x, params, idx, plan)
-    return mod.tfevo_population_mlp(x, params, idx, units=list(plan.units), w_offsets=list(plan.w_offsets),
-                                    bias_offsets=list(plan.bias_offsets), activations=list(plan.activations))
+    return mod.tfevo_population_mlp(x, params, idx, **plan.op_attrs)
