@@ -15,6 +15,13 @@ apart).
 
 ``--tell`` adds whole XOR generations (benchmarks/bench_neat.py's loop) with
 the same three variants, alternating.
+
+    python benchmarks/bench_neat_breed_op.py --sizes 1000,10000 --ab 5ff3230
+
+``--ab REV`` instead runs whole XOR generations with the breed kernels of git
+revision REV (built under renamed op names, loaded into the same process)
+against the working tree's, alternating, and reports wall and process CPU
+time per generation and whether both runs bred the same populations.
 """
 
 from __future__ import annotations
@@ -215,8 +222,8 @@ def ab_generations(P, rev, gens, rounds=4):
     """Whole XOR generations (ask, evaluate, tell) with the breed kernels of
     revision ``rev`` ("old") and of the working tree ("new"): two runs with
     the same seed, each traced with its kernels, stepping alternately (the
-    order swaps every round).  Returns per variant (median s/gen, median tell
-    s, whole-run populations equal)."""
+    order swaps every round).  Returns ({variant: (median s/gen, median tell
+    s, median process CPU s per generation)}, whole-run populations equal)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_neat import TfevoRun
 
@@ -241,11 +248,14 @@ def ab_generations(P, rev, gens, rounds=4):
         order = list(runs) if r % 2 == 0 else list(runs)[::-1]
         for _ in range(gens // rounds):
             for k in order:
-                steps[k].append(runs[k].step())
+                c0 = time.process_time()
+                st = runs[k].step()
+                steps[k].append((*st, time.process_time() - c0))
     same = all(np.array_equal(a.numpy(), b.numpy(), equal_nan=True)
                for a, b in zip((runs["old"].algo.nodes, runs["old"].algo.conns),
                                (runs["new"].algo.nodes, runs["new"].algo.conns)))
-    return {k: (statistics.median(x[0] for x in v), statistics.median(x[2] for x in v)) for k, v in steps.items()}, same
+    return {k: (statistics.median(x[0] for x in v), statistics.median(x[2] for x in v),
+                statistics.median(x[3] for x in v)) for k, v in steps.items()}, same
 
 
 def main():
@@ -271,11 +281,13 @@ def main():
         print(f"uptime after: {load()}\n")
         print(f"Whole XOR generations, breed kernels of {a.ab} (old) vs the working tree (new), alternating, "
               f"{a.ab_gens} generations each (medians):\n")
-        print("| pop | s/gen old | s/gen new | tell ms old | tell ms new | tell old/new | same populations |")
-        print("|---|---|---|---|---|---|---|")
+        print("| pop | s/gen old | s/gen new | tell ms old | tell ms new | tell old/new "
+              "| process CPU ms/gen old | new | CPU old/new | same populations |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for P, (r, same) in res.items():
             print(f"| {P} | {r['old'][0]:.4f} | {r['new'][0]:.4f} | {1e3 * r['old'][1]:.2f} | "
-                  f"{1e3 * r['new'][1]:.2f} | **{r['old'][1] / r['new'][1]:.2f}x** | {'yes' if same else 'NO'} |")
+                  f"{1e3 * r['new'][1]:.2f} | **{r['old'][1] / r['new'][1]:.2f}x** | {1e3 * r['old'][2]:.2f} | "
+                  f"{1e3 * r['new'][2]:.2f} | {r['old'][2] / r['new'][2]:.2f}x | {'yes' if same else 'NO'} |")
         print(f"\nheld outputs (new kernel): {B.held_stats()}")
         return
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
