@@ -180,8 +180,44 @@ def bench_case(name, template, popsize, batch, loop_members, reps, with_jax=True
     return row
 
 
+def mlp_alternated(template, popsize, batch, rounds=7, calls=30):
+    """Small-MLP forward: fused kernel (eager call), the layer-by-layer path and JAX, alternated.
+
+    Each round times ``calls`` consecutive calls of every variant (median per
+    call), the variants taking turns, so load drift hits all alike; the
+    result is the median over rounds.  Variants: tfevo ``pm(params, x)``
+    (plain MLP: the ``TfevoPopulationMlp`` kernel, one op dispatch), the same
+    model with ``fuse_mlp=False`` (the path before the kernel, its
+    reference), and JAX ``jit(vmap)``.
+    """
+    pm = nn.PopulationModel(template)
+    ref = nn.PopulationModel(template, fuse_mlp=False)
+    params = pm.init_params(popsize, seed=0)
+    x = tf.random.uniform((popsize, batch) + pm.input_shape)
+    fns = {"fused": lambda: pm(params, x), "layered": lambda: ref(params, x)}
+    j = jax_forward(template, popsize, batch)
+    if j is not None:
+        fns["jax"] = j[0]
+    np.testing.assert_allclose(np.asarray(fns["fused"]()), np.asarray(fns["layered"]()), rtol=1e-5, atol=1e-6)
+    for f in fns.values():
+        for _ in range(5):
+            np.asarray(f())
+    per = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for i in range(len(names)):
+            k = names[(i + r) % len(names)]
+            ts = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                np.asarray(fns[k]())
+                ts.append(time.perf_counter() - t)
+            per[k].append(float(np.median(ts)))
+    return dict(P=popsize, B=batch, kernel=pm.fused_mlp, **{k: float(np.median(v)) for k, v in per.items()})
+
+
 def fmt_ms(t):
-    return "-" if t is None else (f"{t * 1e3:.2f}" if t < 1 else f"{t * 1e3:.0f}")
+    return "-" if t is None else (f"{t * 1e3:.3f}" if t < 1e-3 else f"{t * 1e3:.2f}" if t < 1 else f"{t * 1e3:.0f}")
 
 
 def main():
@@ -197,8 +233,11 @@ def main():
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, indexed_matmul op: "
           f"{nn.indexed_matmul_op_available()}, reps={reps}\n")
     rows = []
+    mlp_rows = []
     if args.networks in ("all", "mlp"):
         mlp = nn.mlp((8,), 2, hidden=(64, 64), activation="tanh")
+        for p, b in ((64, 1), (256, 1), (1024, 1), (256, 32)):
+            mlp_rows.append(mlp_alternated(mlp, p, b, rounds=3 if args.quick else 7))
         for p in (64, 256, 1024):
             rows.append(bench_case("MLP 8-64-64-2", mlp, p, 1, 16 if args.quick else 32, reps))
         rows.append(bench_case("MLP 8-64-64-2", mlp, 256, 32, 16 if args.quick else 32, reps))
@@ -208,6 +247,19 @@ def main():
             rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, p, 1, 2 if args.quick else 4, reps,
                                    subset=p // 4))
         rows.append(bench_case("Nature-DQN 84x84x4, 18 act", dqn, 16, 8, 2 if args.quick else 4, reps))
+    if mlp_rows:
+        print("Small MLP 8-64-64-2 (tanh), variants alternated round by round (median over rounds of the "
+              "median per call):\n")
+        print("| P | B | tfevo forward ms (fused kernel) | layer-by-layer path ms (fuse_mlp=False) | fused speed-up "
+              "| JAX jit(vmap) ms | tfevo/JAX time ratio |")
+        print("|---|---|---|---|---|---|---|")
+        for r in mlp_rows:
+            jx = r.get("jax")
+            ratio = "-" if jx is None else f"{r['fused'] / jx:.2f}"
+            kern = "" if r["kernel"] else " (kernel not available: layer-by-layer)"
+            print(f"| {r['P']} | {r['B']} | {fmt_ms(r['fused'])}{kern} | {fmt_ms(r['layered'])} "
+                  f"| {r['layered'] / r['fused']:.1f}x | {fmt_ms(jx)} | {ratio} |")
+        print()
     print("| network | P | B | D | tfevo forward ms | tfevo, pre-split weights ms | pre-split, im2col conv ms "
           "| pre-split, grouped conv ms "
           "| trace+first-call overhead ms "
