@@ -76,6 +76,8 @@ constexpr int64_t kMinMacsPerShard = int64_t{1} << 21;
 constexpr int kCols = 64;
 // Inputs summed per block before adding into the total.
 constexpr int64_t kSumBlock = 64;
+// Rows of one member computed together (each weight row loaded once for them).
+constexpr int kRowGroup = 4;
 
 bool ParseAct(const std::string& s, Act* a) {
   if (s == "none") *a = kNone;
@@ -188,6 +190,52 @@ void TanhAsTensorFlow(float* v, int64_t len) {
 #pragma GCC pop_options
 #endif
 
+// The same for NB rows at once (each weight row loaded once for all NB input
+// rows); every row's sums run exactly as in ColumnBlock, so a row's result
+// does not depend on the rows computed with it.
+template <int CW, int NB>
+inline void ColumnBlockRows(const float* const* in, int64_t k, const float* __restrict w, int64_t ld, int64_t c0,
+                            float* const* out) {
+  float tot[NB][CW];
+  for (int r = 0; r < NB; ++r)
+    for (int c = 0; c < CW; ++c) tot[r][c] = 0.0f;
+  for (int64_t kb = 0; kb < k; kb += kSumBlock) {
+    const int64_t ke = std::min(k, kb + kSumBlock);
+    float acc[NB][CW];
+    for (int r = 0; r < NB; ++r)
+      for (int c = 0; c < CW; ++c) acc[r][c] = 0.0f;
+    for (int64_t j = kb; j < ke; ++j) {
+      const float* __restrict wr = w + j * ld + c0;
+      for (int r = 0; r < NB; ++r) {
+        const float xv = in[r][j];
+        for (int c = 0; c < CW; ++c) acc[r][c] += xv * wr[c];
+      }
+    }
+    for (int r = 0; r < NB; ++r)
+      for (int c = 0; c < CW; ++c) tot[r][c] += acc[r][c];
+  }
+  for (int r = 0; r < NB; ++r)
+    for (int c = 0; c < CW; ++c) out[r][c0 + c] = tot[r][c];
+}
+
+// out[r][0:m] = in[r][0:k] @ W + bias for NB rows.
+template <int NB>
+inline void DenseRows(const float* const* in, int64_t k, const float* w, int64_t m, const float* bias,
+                      float* const* out) {
+  int64_t c0 = 0;
+  for (; c0 + 32 <= m; c0 += 32) ColumnBlockRows<32, NB>(in, k, w, m, c0, out);
+  if (m - c0 >= 16) {
+    ColumnBlockRows<16, NB>(in, k, w, m, c0, out);
+    c0 += 16;
+  }
+  for (int r = 0; r < NB; ++r) {
+    if (m > c0) ColumnTail(in[r], k, w + c0, m, m - c0, out[r] + c0);
+    if (bias != nullptr) {
+      for (int64_t c = 0; c < m; ++c) out[r][c] += bias[c];
+    }
+  }
+}
+
 inline void Activate(Act act, float* v, int64_t len) {
   Eigen::Map<Eigen::ArrayXf> a(v, len);
   switch (act) {
@@ -286,27 +334,39 @@ class PopulationMlpOp : public OpKernel {
     // 64-byte aligned, so Eigen's vectorized activations split every row into
     // packets and a scalar tail the same way whatever the output address
     // (results must not depend on where a member's row lands).
+    // Rows of one member go through the layers in groups of up to kRowGroup.
     const int64_t stride = (width + 15) / 16 * 16;
     auto work = [&](int64_t lo, int64_t hi) {
-      std::vector<float> scratch(2 * stride + 16);
+      std::vector<float> scratch(2 * kRowGroup * stride + 16);
       float* base = scratch.data();
       base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
-      float* buf[2] = {base, base + stride};
+      float* buf[2] = {base, base + kRowGroup * stride};
       for (int64_t i = lo; i < hi; ++i) {
         const float* prow = pp + static_cast<int64_t>(ip[i]) * D;
-        for (int64_t r = 0; r < b; ++r) {
-          const float* in = xp + (i * b + r) * k0;
+        for (int64_t r0 = 0; r0 < b; r0 += kRowGroup) {
+          const int nb = static_cast<int>(std::min<int64_t>(kRowGroup, b - r0));
+          const float* in[kRowGroup];
+          float* dst[kRowGroup];
+          for (int r = 0; r < nb; ++r) in[r] = xp + (i * b + r0 + r) * k0;
           int64_t kin = k0;
           for (int64_t l = 0; l < L; ++l) {
             const int64_t m = units_[l];
-            float* dst = buf[l & 1];
-            DenseRow(in, kin, prow + w_offsets_[l], m, bias_offsets_[l] >= 0 ? prow + bias_offsets_[l] : nullptr,
-                     dst);
-            Activate(acts_[l], dst, m);
-            in = dst;
+            const float* w = prow + w_offsets_[l];
+            const float* bias = bias_offsets_[l] >= 0 ? prow + bias_offsets_[l] : nullptr;
+            for (int r = 0; r < nb; ++r) dst[r] = buf[l & 1] + r * stride;
+            switch (nb) {
+              case 1: DenseRow(in[0], kin, w, m, bias, dst[0]); break;
+              case 2: DenseRows<2>(in, kin, w, m, bias, dst); break;
+              case 3: DenseRows<3>(in, kin, w, m, bias, dst); break;
+              default: DenseRows<4>(in, kin, w, m, bias, dst); break;
+            }
+            for (int r = 0; r < nb; ++r) {
+              Activate(acts_[l], dst[r], m);
+              in[r] = dst[r];
+            }
             kin = m;
           }
-          std::copy(in, in + m_out, yp + (i * b + r) * m_out);
+          for (int r = 0; r < nb; ++r) std::copy(in[r], in[r] + m_out, yp + (i * b + r0 + r) * m_out);
         }
       }
     };

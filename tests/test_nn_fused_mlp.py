@@ -159,3 +159,16 @@ def test_eager_call_runs_the_kernel_without_tracing():
     assert pm.traces == {}
     with pytest.raises(ShapeError, match=r"\[0, 6\)"):
         pm(params, tf.zeros([1, 1, 4, 2]), indices=[6])
+
+
+def test_rows_grouped_equal_rows_alone():
+    # up to 4 rows of a member share each weight load; a row's result must not depend on that
+    template = mlp((10,), 5, hidden=(40, 70), activation="tanh")
+    pm = PopulationModel(template)
+    params = _params(pm, 3, seed=9)
+    x = tf.random.stateless_normal([3, 7, 10], [7, 7])
+    plan = pm._mlp_plan
+    full = fused_mlp.population_mlp(x, params, tf.constant([2, 0, 1]), plan, use_op=True).numpy()
+    for r in range(7):
+        one = fused_mlp.population_mlp(x[:, r:r + 1], params, tf.constant([2, 0, 1]), plan, use_op=True).numpy()
+        np.testing.assert_array_equal(full[:, r], one[:, 0])
