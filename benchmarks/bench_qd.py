@@ -169,33 +169,97 @@ def run_qdax(python, batch, budget, seed=0):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+QDAX_QUALITY_SCRIPT = textwrap.dedent('''
+    # Final QD-score of QDax's MAP-Elites per seed, one process (update jit-compiled once for all seeds).
+    # Same setup as QDAX_SCRIPT: the initial batch counts toward the budget.
+    import json, sys, functools
+    import numpy as np, jax
+    from qdax.core.map_elites import MAPElites
+    from qdax.core.containers.mapelites_repertoire import compute_euclidean_centroids
+    from qdax.core.emitters.mutation_operators import isoline_variation
+    from qdax.core.emitters.standard_emitters import MixingEmitter
+    from qdax.tasks.standard_functions import rastrigin_scoring_function
+    from qdax.utils.metrics import default_qd_metrics
+    batch, budget, dim = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    iso, line = float(sys.argv[4]), float(sys.argv[5])
+    seeds = [int(s) for s in sys.argv[6].split(",")]
+    var = functools.partial(isoline_variation, iso_sigma=iso, line_sigma=line, minval=0.0, maxval=1.0)
+    emitter = MixingEmitter(mutation_fn=None, variation_fn=var, variation_percentage=1.0, batch_size=batch)
+    me = MAPElites(scoring_function=rastrigin_scoring_function, emitter=emitter,
+                   metrics_function=functools.partial(default_qd_metrics, qd_offset=45.0 * dim))
+    centroids = compute_euclidean_centroids(grid_shape=(100, 100), minval=0.0, maxval=1.0)
+    update = jax.jit(me.update)
+    for seed in seeds:
+        key = jax.random.key(seed)
+        key, sub = jax.random.split(key)
+        init = jax.random.uniform(sub, (batch, dim))
+        key, sub = jax.random.split(key)
+        rep, est, _ = me.init(init, centroids, sub)
+        for i in range(max(3, budget // batch - 1)):
+            key, sub = jax.random.split(key)
+            rep, est, metrics = update(rep, est, sub)
+        f = np.asarray(rep.fitnesses, np.float64)
+        filled = np.isfinite(f)
+        # QD-score summed in float64 here (QDax's own metric sums in float32; they agree to ~1e-7)
+        print(json.dumps({"seed": seed, "qd_score": float(np.sum(f[filled] + 45.0 * dim)),
+                          "qd_score_qdax_metric": float(metrics["qd_score"]), "coverage": float(filled.mean()),
+                          "max_fitness": float(f[filled].max())}), flush=True)
+''')
+
+
+def run_qdax_quality(python, batch, budget, seeds):
+    """QDax's final metrics for each seed (one subprocess for all seeds), or ``{"error": ...}``."""
+    try:
+        out = subprocess.run([python, "-c", QDAX_QUALITY_SCRIPT, str(batch), str(budget), str(DIM), str(ISO),
+                              str(LINE), ",".join(str(s) for s in seeds)],
+                             capture_output=True, text=True, timeout=4 * 3600,
+                             env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return [json.loads(line) for line in out.stdout.strip().splitlines() if line.startswith("{")]
+
+
+def welch_t(a, b):
+    """Welch's t statistic of mean(a) - mean(b)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a.mean() - b.mean()) / np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+
+
 def quality(batches, budget, seeds, qdax_python):
     """Final QD-score per library over several seeds, equal budget (initial batch included for all
-    three).  "tfevo (+1 batch)" runs one more iteration: the budget QDax got before run I, when its
-    initial batch was not counted."""
-    print(f"\n## QD-score over seeds {list(seeds)}, budget {budget} evaluations (initial batch included)")
-    print("| batch | library | QD-score mean | std | min | max | max fitness mean | per seed |")
-    print("|---|---|---|---|---|---|---|---|")
+    three).  Seeds are independent runs, so the libraries are compared by their means: the table gives
+    the difference to QDax in % and Welch's t (|t| < 2: no difference resolved by these seeds)."""
+    seeds = list(seeds)
+    print(f"\n## QD-score over seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per library), budget {budget} "
+          "evaluations (initial batch included)")
+    print("| batch | library | seeds | QD-score mean | std | min | max | max fitness mean | vs QDax | Welch t |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for b in batches:
-        res = {}
+        res = {"tfevo": [], "pyribs": []}
         for seed in seeds:
-            runs = {"tfevo": (make_tfevo, budget // b), "tfevo (+1 batch)": (make_tfevo, budget // b + 1),
-                    "pyribs": (make_ribs, budget // b)}
-            for name, (make, n) in runs.items():
+            for name, make in (("tfevo", make_tfevo), ("pyribs", make_ribs)):
                 iteration, final = make(b, seed=seed)
-                for _ in range(n):
+                for _ in range(budget // b):
                     iteration()
-                res.setdefault(name, []).append(final())
-            if os.path.exists(qdax_python):
-                res.setdefault("QDax", []).append(run_qdax(qdax_python, b, budget, seed))
+                res[name].append(final())
+        if os.path.exists(qdax_python):
+            res["QDax"] = run_qdax_quality(qdax_python, b, budget, seeds)
+        ref = res.get("QDax")
+        ref_q = [r["qd_score"] for r in ref] if isinstance(ref, list) and len(ref) > 1 else None
         for name, rs in res.items():
-            if any("error" in r for r in rs):
-                print(f"| {b} | {name} | error: {[r.get('error') for r in rs]} | | | | | |")
+            if isinstance(rs, dict):
+                print(f"| {b} | {name} | error: {rs.get('error')} | | | | | | | |")
                 continue
             q = np.array([r["qd_score"] for r in rs])
             mf = np.mean([r["max_fitness"] for r in rs])
-            print(f"| {b} | {name} | {q.mean():.5g} | {q.std(ddof=1) if len(q) > 1 else 0:.3g} | {q.min():.5g} | "
-                  f"{q.max():.5g} | {mf:.1f} | {' '.join(f'{v:.5g}' for v in q)} |", flush=True)
+            vs = t = ""
+            if ref_q is not None and name != "QDax" and len(q) > 1:
+                vs = f"{100 * (q.mean() / np.mean(ref_q) - 1):+.3f}%"
+                t = f"{welch_t(q, ref_q):.2f}"
+            print(f"| {b} | {name} | {len(q)} | {q.mean():.6g} | {q.std(ddof=1) if len(q) > 1 else 0:.3g} | "
+                  f"{q.min():.6g} | {q.max():.6g} | {mf:.1f} | {vs} | {t} |", flush=True)
 
 
 def insertion_rate(kind, batch=10000, reps=20):
@@ -247,11 +311,12 @@ def main():
                     help="python of a QDax virtualenv; a path that does not exist skips QDax")
     ap.add_argument("--quality-seeds", type=int, default=0,
                     help="only compare final QD-scores over this many seeds (no timing)")
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed of --quality-seeds")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     if args.quality_seeds:
         print(f"load (1/5/15 min): {os.getloadavg()}; {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
-        quality(batches, args.budget, range(args.quality_seeds), args.qdax_python)
+        quality(batches, args.budget, range(args.seed_start, args.seed_start + args.quality_seeds), args.qdax_python)
         return
     print(f"# MAP-Elites Rastrigin-QD {DIM}-D, grid {GRID[0]}x{GRID[1]}, Iso+LineDD, budget {args.budget} evaluations")
     print(f"load (1/5/15 min): {os.getloadavg()}; {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
