@@ -258,6 +258,49 @@ def ab_generations(P, rev, gens, rounds=4):
                 statistics.median(x[3] for x in v)) for k, v in steps.items()}, same
 
 
+def ab_breed_chain(P, rev, reps, gens=12, chain=8):
+    """``_breed`` alone (bred widths, draws, breed kernel) as ``NEAT._breed``
+    runs it, old (revision ``rev``) against new kernels: one tf.function
+    breeds ``chain`` generations in a row (children become parents, so the
+    new kernel meets its own outputs, as in a run), alternating, the order
+    swapping every repetition.  Returns {variant: (wall ms, process CPU ms)}
+    per generation (medians)."""
+    from tfevo.neat import _breed_op as B
+
+    cfg, algo = grown_population(P, gens)
+    nodes, conns = algo.ask()
+    rng = np.random.default_rng(0)
+    p1 = tf.constant(rng.integers(0, P, P), tf.int32)
+    p2 = tf.constant(rng.integers(0, P, P), tf.int32)
+    el = tf.constant(rng.random(P) < 0.02)
+    s1, s2 = tf.constant([0, 1], tf.int64), tf.constant([0, 2], tf.int64)
+    nk, nm = algo.next_node_key.read_value(), algo.next_marker.read_value()
+    cur = B._op
+    fns = {}
+    def make(mod):
+        def f(n, c):
+            B._op = lambda: mod  # while tracing
+            try:
+                for _ in range(chain):
+                    n, c, *_ = B.breed_population(cfg, n, c, p1, p2, el, s1, s2, nk, nm)
+            finally:
+                B._op = cur
+            return n[0, 0, 0]
+        return tf.function(f, autograph=False)
+
+    for key, mod in (("old", old_kernel(rev)), ("new", cur())):
+        fns[key] = make(mod)
+        fns[key](nodes, conns).numpy()
+    res = {k: [] for k in fns}
+    for r in range(reps):
+        for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            t, c0 = time.perf_counter(), time.process_time()
+            fns[k](nodes, conns).numpy()
+            res[k].append(((time.perf_counter() - t) / chain, (time.process_time() - c0) / chain))
+    return {k: (1e3 * statistics.median(x[0] for x in v), 1e3 * statistics.median(x[1] for x in v))
+            for k, v in res.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000")
@@ -277,6 +320,7 @@ def main():
     load = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
     print(f"uptime before: {load()}")
     if a.ab:
+        chains = {int(P): ab_breed_chain(int(P), a.ab, a.reps) for P in a.sizes.split(",")}
         res = {int(P): ab_generations(int(P), a.ab, a.ab_gens) for P in a.sizes.split(",")}
         print(f"uptime after: {load()}\n")
         print(f"Whole XOR generations, breed kernels of {a.ab} (old) vs the working tree (new), alternating, "
@@ -288,6 +332,13 @@ def main():
             print(f"| {P} | {r['old'][0]:.4f} | {r['new'][0]:.4f} | {1e3 * r['old'][1]:.2f} | "
                   f"{1e3 * r['new'][1]:.2f} | **{r['old'][1] / r['new'][1]:.2f}x** | {1e3 * r['old'][2]:.2f} | "
                   f"{1e3 * r['new'][2]:.2f} | {r['old'][2] / r['new'][2]:.2f}x | {'yes' if same else 'NO'} |")
+        print(f"\n`_breed` alone (bred widths + draws + breed kernel), 8 generations chained in one tf.function, "
+              f"{a.reps} alternating repetitions (medians per generation):\n")
+        print("| pop | wall ms old | wall ms new | process CPU ms old | CPU ms new | CPU old/new |")
+        print("|---|---|---|---|---|---|")
+        for P, r in chains.items():
+            print(f"| {P} | {r['old'][0]:.3f} | {r['new'][0]:.3f} | {r['old'][1]:.3f} | {r['new'][1]:.3f} | "
+                  f"**{r['old'][1] / r['new'][1]:.2f}x** |")
         print(f"\nheld outputs (new kernel): {B.held_stats()}")
         return
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
