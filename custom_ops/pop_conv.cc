@@ -114,9 +114,11 @@ y: [n, B, Ho, Wo, F] = activation(conv2d(x[i], kernel[idx[i]]) + bias[idx[i]]).
 )doc");
 
 REGISTER_OP("TfevoPopulationConv2DFlat")
-    .Input("x: float")
+    .Input("x: T")
     .Input("params: float")
     .Input("idx: int32")
+    .Attr("T: {float, uint8} = DT_FLOAT")
+    .Attr("input_scale: float = 1.0")
     .Attr("kernel_offset: int >= 0")
     .Attr("kernel_size: list(int)")
     .Attr("filters: int >= 1")
@@ -156,6 +158,9 @@ TfevoPopulationConv2D reading the kernels and biases in place from the flat
 population parameters: member p's kernel [kh, kw, C, filters] is
 params[p, kernel_offset : kernel_offset + kh*kw*C*filters] (row-major), its
 bias params[p, bias_offset : bias_offset + filters] (none when bias_offset < 0).
+The input is float32, or uint8 (e.g. Atari frames); it is used as
+float(x) * input_scale, computed once while the zero-padded copy is made --
+exactly what tf.cast(x, tf.float32) * input_scale gives.
 )doc");
 
 // One output row segment: pixels ox0 .. ox0 + R - 1 of one output row, channels
@@ -344,6 +349,7 @@ class PopulationConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("activation", &activation));
     if (FLAT) {
       std::vector<int32_t> ksize;
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
       OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_offset", &kernel_offset_));
       OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &ksize));
       OP_REQUIRES_OK(ctx, ctx->GetAttr("filters", &filters_));
@@ -445,9 +451,13 @@ class PopulationConv2DOp : public OpKernel {
     const int64_t hp = (ho - 1) * sh_ + kh, wp = (wo - 1) * sw_ + kw;
     const int64_t pad_top = same_ ? std::max<int64_t>(hp - H, 0) / 2 : 0;
     const int64_t pad_left = same_ ? std::max<int64_t>(wp - W, 0) / 2 : 0;
-    const bool need_pad = pad_top > 0 || pad_left > 0 || hp > H || wp > W;
+    const bool u8 = x.dtype() == tensorflow::DT_UINT8;
+    const bool scaled = u8 || input_scale_ != 1.0f;
+    const bool need_pad = pad_top > 0 || pad_left > 0 || hp > H || wp > W || scaled;
     const int64_t images = n * B;
-    const float* xp = x.flat<float>().data();
+    const float* xp = u8 ? nullptr : x.flat<float>().data();
+    const uint8_t* xu = u8 ? x.flat<uint8_t>().data() : nullptr;
+    const float scale = input_scale_;
     const float* src = xp;
     int64_t img_stride = H * W * C, row_stride = W * C;
     Tensor padded;
@@ -457,7 +467,6 @@ class PopulationConv2DOp : public OpKernel {
       auto pad = [&](int64_t im) {
         {
           float* dst = pp + im * hp * wp * C;
-          const float* s = xp + im * H * W * C;
           for (int64_t r = 0; r < hp; ++r) {
             float* d = dst + r * wp * C;
             const int64_t iy = r - pad_top;
@@ -467,7 +476,17 @@ class PopulationConv2DOp : public OpKernel {
             }
             const int64_t x0 = std::max<int64_t>(0, pad_left), x1 = std::min<int64_t>(wp, pad_left + W);
             std::fill(d, d + x0 * C, 0.0f);
-            std::memcpy(d + x0 * C, s + (iy * W + (x0 - pad_left)) * C, (x1 - x0) * C * sizeof(float));
+            const int64_t off = (im * H * W + iy * W + (x0 - pad_left)) * C, len = (x1 - x0) * C;
+            float* dm = d + x0 * C;
+            if (u8) {  // float(x) * scale: the same rounding as tf.cast followed by a float32 multiply
+              const uint8_t* su = xu + off;
+              for (int64_t e = 0; e < len; ++e) dm[e] = static_cast<float>(su[e]) * scale;
+            } else if (scaled) {
+              const float* sf = xp + off;
+              for (int64_t e = 0; e < len; ++e) dm[e] = sf[e] * scale;
+            } else {
+              std::memcpy(dm, xp + off, len * sizeof(float));
+            }
             std::fill(d + x1 * C, d + wp * C, 0.0f);
           }
         }
@@ -503,6 +522,7 @@ class PopulationConv2DOp : public OpKernel {
   int64_t sh_ = 1, sw_ = 1;
   bool same_ = true, relu_ = false, use_bias_ = true;
   int64_t kernel_offset_ = 0, bias_offset_ = -1, filters_ = 0, kh_ = 0, kw_ = 0;
+  float input_scale_ = 1.0f;
 };
 
 REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2D").Device(DEVICE_CPU), PopulationConv2DOp<false>);

@@ -211,3 +211,27 @@ def test_keras_layer_default_and_config():
     np.testing.assert_allclose(y[1].numpy(), ref(x[1]).numpy(), rtol=1e-5, atol=1e-6)
     old = nn.PopulationConv2D.from_config(dict(layer.get_config(), method="im2col"))  # configs saved before "auto"
     assert old.method == "im2col"
+
+
+@needs_op
+@pytest.mark.parametrize("case", [(84, 84, 4, 8, 4, 32, "SAME"), (20, 17, 3, 3, 1, 5, "VALID"), (9, 9, 2, 4, 2, 7, "SAME")])
+def test_flat_op_uint8_input_with_scale_matches_cast_then_scale(case):
+    """TfevoPopulationConv2DFlat on uint8 frames with input_scale == the op on tf.cast(x) * scale, bit for bit
+    (and a float input with input_scale == the op on x * scale)."""
+    H, W, C, k, s, F, pad = case
+    conv = ops.op_module("pop_conv", "tfevo_population_conv2d_flat").tfevo_population_conv2d_flat
+    rng = np.random.default_rng(H + W)
+    P, n = 5, 3
+    D = k * k * C * F + F + 3
+    params = tf.constant(rng.normal(0, 0.1, (P, D)).astype(np.float32))
+    idx = tf.constant([4, 0, 2], tf.int32)
+    kw = dict(kernel_offset=3, kernel_size=[k, k], filters=F, bias_offset=3 + k * k * C * F, strides=[s, s],
+              padding=pad, activation="relu")
+    xu = tf.constant(rng.integers(0, 256, (n, 1, H, W, C)).astype(np.uint8))
+    ref = conv(tf.cast(xu, tf.float32) * (1.0 / 255.0), params, idx, **kw).numpy()
+    got = conv(xu, params, idx, input_scale=1.0 / 255.0, **kw).numpy()
+    assert np.abs(ref).max() > 0
+    np.testing.assert_array_equal(got, ref)
+    xf = tf.constant(rng.normal(0, 1, (n, 1, H, W, C)).astype(np.float32))
+    np.testing.assert_array_equal(conv(xf, params, idx, input_scale=0.37, **kw).numpy(),
+                                  conv(xf * 0.37, params, idx, **kw).numpy())
