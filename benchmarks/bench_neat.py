@@ -329,6 +329,94 @@ def kernel_times(pop, gens=6, reps=10, rounds=5):
     return out, algo.num_species
 
 
+_KERNELS_AT: dict = {}
+
+
+def _kernel_at(rev, name, suffix):
+    """The op library of custom_ops/<name>.cc at git revision ``rev``, built with every
+    op renamed <Op><suffix> so it loads beside the working tree's kernels."""
+    import re
+    import subprocess
+
+    import tensorflow as tf
+
+    from tfevo import ops
+
+    if (rev, name, suffix) in _KERNELS_AT:  # a library's ops register once per process
+        return _KERNELS_AT[rev, name, suffix]
+    root = os.path.join(os.path.dirname(__file__), "..")
+    src = subprocess.run(["git", "show", f"{rev}:custom_ops/{name}.cc"], cwd=root, capture_output=True, text=True,
+                         check=True).stdout
+    src = re.sub(r'"(TfevoNeat\w+)"', lambda m: f'"{m.group(1)}{suffix}"', src)
+    d = tempfile.mkdtemp()
+    for h in ops.source_dir().glob("*.h"):
+        with open(os.path.join(d, h.name), "w") as f:
+            f.write(h.read_text())
+    cc, so = os.path.join(d, f"{name}.cc"), os.path.join(d, f"{name}.so")
+    with open(cc, "w") as f:
+        f.write(src)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O3", "-march=native", cc, "-o", so, *tf.sysconfig.get_compile_flags(),
+                    *tf.sysconfig.get_link_flags(), "-pthread"], check=True, capture_output=True)
+    _KERNELS_AT[rev, name, suffix] = tf.load_op_library(so)
+    return _KERNELS_AT[rev, name, suffix]
+
+
+def speciate_ab(pop, rev, gens=6, reps=10, rounds=7):
+    """TfevoNeatSpeciate of git revision ``rev`` against the working tree's, same inputs (the
+    population and species state after ``gens`` XOR generations), alternating; checks equal
+    outputs.  Returns median (old, new) ms per call and process CPU ms per call."""
+    import resource
+
+    import tensorflow as tf
+
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import _speciate_op as so
+
+    old_mod = _kernel_at(rev, "neat_speciate", "Old")
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=1)
+    for _ in range(gens):
+        p_ = algo.ask()
+        algo.tell(p_, prob(p_, cfg))
+    p_ = algo.ask()
+    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
+             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
+    st = [getattr(algo, n).read_value() for n in names]
+    attrs = dict(num_inputs=cfg.num_inputs, threshold=float(cfg.compatibility_threshold),
+                 disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
+                 weight_coefficient=float(cfg.compatibility_weight_coefficient))
+
+    def make(old):
+        def call(nodes):
+            if old:
+                return old_mod.tfevo_neat_speciate_old(nodes, p_.conns, *st, **attrs)
+            return so.speciate(cfg, nodes, p_.conns, *st, use_op=True)
+
+        @tf.function(autograph=False)
+        def f(nodes):
+            outs, acc = None, tf.constant(0)
+            for _ in range(reps):  # chained, distinct inputs: no call is merged away (+ one add per call)
+                outs = call(nodes + tf.cast(acc, tf.float32) * 0)
+                acc = outs[0][0]
+            return outs
+        return f
+
+    fo, fn = make(True), make(False)
+    for a, b in zip(fo(p_.nodes), fn(p_.nodes)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    t = {"old": [], "new": []}
+    for _ in range(rounds):
+        for k, f in (("old", fo), ("new", fn)):
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            f(p_.nodes)[0].numpy()
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            t[k].append(((time.perf_counter() - t0) / reps * 1e3,
+                         (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / reps * 1e3))
+    return {k: (statistics.median(a for a, _ in v), statistics.median(c for _, c in v)) for k, v in t.items()}
+
+
 def tell_ab(pop, gens=12):
     """XOR ``tell`` seconds with the speciation kernels (TfevoNeatSpeciate,
     TfevoNeatPlan) against their pure-TF references, the other kernels as
@@ -412,6 +500,9 @@ def main():
                     help="also time XOR tell with the speciation kernels vs their references at these populations")
     ap.add_argument("--kernels", default="",
                     help="also time the speciation kernels vs their references at these populations (e.g. 1000,10000)")
+    ap.add_argument("--speciate-ab", default="", metavar="REV",
+                    help="also time TfevoNeatSpeciate of git revision REV against the working tree's (same inputs, "
+                         "alternating, outputs checked equal) at the --kernels populations (default 1000,10000)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--skip-solve", action="store_true")
     ap.add_argument("--problems", default="xor,cartpole")
@@ -472,6 +563,15 @@ def main():
             for name, (a, b) in res.items():
                 print(f"| {name} | {pop} | {ns} | {a:.3f} | {b:.3f} | {b / a:.1f}x |", flush=True)
         print()
+    if args.speciate_ab:
+        print()
+        print(f"| XOR pop | TfevoNeatSpeciate at {args.speciate_ab}: ms/call (CPU ms) | working tree: ms/call (CPU ms) "
+              "| wall ratio | CPU ratio |")
+        print("|---|---|---|---|---|")
+        for pop in (int(x) for x in (args.kernels or "1000,10000").split(",")):
+            r = speciate_ab(pop, args.speciate_ab)
+            (wo, co), (wn, cn) = r["old"], r["new"]
+            print(f"| {pop} | {wo:.3f} ({co:.3f}) | {wn:.3f} ({cn:.3f}) | {wo / wn:.2f}x | {co / cn:.2f}x |", flush=True)
     if args.tell_ab:
         print()
         print("| XOR pop | tell, speciation kernels (ms) | tell, speciation references (ms) | ratio | same run |")
