@@ -88,3 +88,32 @@ def test_evaluator_fitness_independent_of_chains_and_uses_threaded_executor():
     # one chain: the single-threaded inline executor when available; chains: the threaded one
     assert execs[1] == "default"
     assert execs[0] in ("inline", "default")
+
+
+@pytest.mark.parametrize("chains", [1, 4])
+def test_policy_uint8_frames_fused_into_first_conv_identical(chains):
+    """Policy.forward_graph on uint8 frames (first Conv2D reads them with input_scale) == the model on
+    preprocess(frames) (float cast and scale first), for a subset and for the whole population."""
+    pm = _model(chains)
+    if not pm.in_place_available():
+        pytest.skip("in-place C++ ops not built")
+    spec = ActionSpec(discrete=True, num_actions=5)
+    pol = Policy(pm, spec)
+    P = 9
+    params = pm.init_params(P, seed=5) + tf.random.stateless_normal([P, pm.num_params], [3, 4]) * 0.05
+    rng = np.random.default_rng(chains)
+    obs = tf.constant(rng.integers(0, 256, (4, 1, 20, 20, 3)).astype(np.uint8))
+    idx = tf.constant([8, 1, 4, 0], tf.int32)
+    f = tf.function(lambda p, o, i: pm.forward_graph(p, o, i, input_scale=1.0 / 255.0), autograph=False)
+    g = tf.function(lambda p, o, i: pm.forward_graph(p, pol.preprocess(o), i), autograph=False)
+    np.testing.assert_array_equal(f(params, obs, idx).numpy(), g(params, obs, idx).numpy())
+    h = tf.function(lambda p, o, i: pol.forward_graph(p, o, i), autograph=False)
+    np.testing.assert_array_equal(h(params, obs, idx).numpy(),
+                                  pol.actions_from_outputs(g(params, obs, idx)).numpy())
+    full = tf.constant(rng.integers(0, 256, (P, 1, 20, 20, 3)).astype(np.uint8))
+    np.testing.assert_array_equal(pm.forward_graph(params, full, None, input_scale=1.0 / 255.0).numpy(),
+                                  pm.forward_graph(params, pol.preprocess(full), None).numpy())
+    # split weights (no in-place path): the scale is applied before the layers
+    ws = pm.unflatten(params)
+    np.testing.assert_array_equal(pm.forward_graph(ws, obs, idx, input_scale=1.0 / 255.0).numpy(),
+                                  pm.forward_graph(ws, pol.preprocess(obs), idx).numpy())

@@ -112,10 +112,12 @@ def _conv_flat_fn(layer):
     padding = layer.padding.upper()
     attr, after = _fused_activation(layer.activation)
 
-    def fn(x, params, offs, idx):
+    def fn(x, params, offs, idx, input_scale=None):
         conv = _flat_ops()[1]
+        extra = {} if input_scale is None else {"input_scale": float(input_scale)}  # x may then be uint8
         y = conv(x, params, idx, kernel_offset=int(offs[0]), kernel_size=ksize, filters=filters,
-                 bias_offset=int(offs[1]) if use_bias else -1, strides=strides, padding=padding, activation=attr)
+                 bias_offset=int(offs[1]) if use_bias else -1, strides=strides, padding=padding, activation=attr,
+                 **extra)
         return after(y) if after is not None else y
 
     return fn
@@ -556,7 +558,7 @@ class PopulationModel:
     #: convolutions.  Every member's result is the same for any value (tested); 1 = one chain.
     inference_chains: int = 4
 
-    def _run_in_place(self, params, x, indices):
+    def _run_in_place(self, params, x, indices, input_scale=None):
         """Members ``indices`` straight from ``params [P, D]``: Dense and Conv2D read their weights in
         place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains).
         Models with Conv2D layers run as ``inference_chains`` independent chains of members."""
@@ -564,9 +566,9 @@ class PopulationModel:
         if self.concurrent_forward:
             n = tf.shape(indices)[0]
             cuts = [(n * g) // G for g in range(G + 1)]
-            return tf.concat([self._run_in_place_rows(params, x[cuts[g]:cuts[g + 1]], indices[cuts[g]:cuts[g + 1]])
-                              for g in range(G)], 0)
-        return self._run_in_place_rows(params, x, indices)
+            return tf.concat([self._run_in_place_rows(params, x[cuts[g]:cuts[g + 1]], indices[cuts[g]:cuts[g + 1]],
+                                                      input_scale) for g in range(G)], 0)
+        return self._run_in_place_rows(params, x, indices, input_scale)
 
     @property
     def concurrent_forward(self) -> bool:
@@ -575,11 +577,20 @@ class PopulationModel:
         multi-threaded graph executor rather than a single-threaded one."""
         return int(self.inference_chains) > 1 and any(s.name.endswith("(Conv2D)") for s in self._steps)
 
-    def _run_in_place_rows(self, params, x, indices):
+    def _run_in_place_rows(self, params, x, indices, input_scale=None):
+        fused = None  # the Conv2D step that takes raw (uint8) x and applies input_scale itself
+        if input_scale is not None:
+            first = [s for s in self._steps if s.inp == self._input_id]
+            if len(first) == 1 and first[0].flat_fn is not None and first[0].name.endswith("(Conv2D)"):
+                fused = first[0]
+            else:
+                x = tf.cast(x, tf.float32) * input_scale
         tensors = {self._input_id: x}
         for step in self._steps:
             offs = [self._offsets[i] for i in step.weights]
-            if step.flat_fn is not None:
+            if step is fused:
+                y = step.flat_fn(tensors[step.inp], params, offs, indices, input_scale=input_scale)
+            elif step.flat_fn is not None:
                 y = step.flat_fn(tensors[step.inp], params, offs, indices)
             else:
                 w = [tf.reshape(params[:, o:o + self._sizes[i]], (-1,) + self.weight_shapes[i])
@@ -601,11 +612,15 @@ class PopulationModel:
         return _flat_ops() is not None and all(
             s.flat_fn is not None for s in self._steps if s.name.endswith("(Conv2D)"))
 
-    def forward_graph(self, params, x, indices=None):
+    def forward_graph(self, params, x, indices=None, input_scale=None):
         """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
 
         For use inside a caller's own ``tf.function`` (rollouts).  ``params`` is
-        ``[P, D]`` or the list from :meth:`unflatten`; ``x`` float32.
+        ``[P, D]`` or the list from :meth:`unflatten`; ``x`` float32, or (with
+        ``input_scale``) any numeric input used as ``tf.cast(x, float32) *
+        input_scale`` -- e.g. uint8 Atari frames and ``1/255``: in the in-place
+        path a first Conv2D layer then reads the uint8 frames itself (same
+        result, no float copies of the frames).
 
         With flat ``params`` and ``indices``, the subset reads the chosen
         members' Dense/Conv2D weights in place from ``params`` through the C++
@@ -614,17 +629,21 @@ class PopulationModel:
         without the C++ op), or by splitting all parameters and letting
         ``indexed_matmul`` read the chosen members' weights in place.
         """
+        in_place = (not isinstance(params, (list, tuple)) and not self.fused_mlp and self.in_place_available()
+                    and (indices is not None or (x.shape[1] is not None and x.shape[1] <= 4)))
+        if input_scale is not None and not in_place:
+            x, input_scale = tf.cast(x, tf.float32) * input_scale, None
         if isinstance(params, (list, tuple)):
             return self._run(params, x, indices)
         if self.fused_mlp:
             return self._run_fused(params, x, indices)
         if indices is None:
-            if x.shape[1] is not None and x.shape[1] <= 4 and self.in_place_available():
+            if in_place:
                 # few rows per member: read every member in place (no split copy of [P, D])
-                return self._run_in_place(params, x, tf.range(tf.shape(params)[0], dtype=tf.int32))
+                return self._run_in_place(params, x, tf.range(tf.shape(params)[0], dtype=tf.int32), input_scale)
             return self._run(self.unflatten_graph(params), x, None)
-        if self.in_place_available():
-            return self._run_in_place(params, x, tf.cast(indices, tf.int32))
+        if in_place:
+            return self._run_in_place(params, x, tf.cast(indices, tf.int32), input_scale)
 
         def gather_first():
             return self._run(self.unflatten_graph(tf.gather(params, indices)), x, None)

@@ -227,7 +227,14 @@ class Policy:
         list from :meth:`prepare` (then pass ``model.weight_signature()`` as the
         matching ``input_signature`` entry).
         """
-        y = self.model.forward_graph(params, self.preprocess(obs), indices)
+        obs = tf.convert_to_tensor(obs)
+        if obs.dtype == tf.uint8:
+            # uint8 frames go to the model as they are, with the scale: a first Conv2D layer of the
+            # in-place path converts them itself (same values as preprocess, no float copies)
+            scale = 1.0 / 255.0 if self.obs_scale == "auto" else self.obs_scale
+            y = self.model.forward_graph(params, obs, indices, input_scale=1.0 if scale is None else scale)
+        else:
+            y = self.model.forward_graph(params, self.preprocess(obs), indices)
         return self.actions_from_outputs(y)
 
     def outputs(self, params, obs, indices=None) -> tf.Tensor:
