@@ -635,8 +635,25 @@ class CholeskyCMAES(CMAES):
     #: the update buffer may hold at most max(this many times D, 4096) rows
     _MAX_BUFFER_FACTOR = 4
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        num_dims: int,
+        popsize: int | None = None,
+        sigma_init: float = 1.0,
+        mean_init=None,
+        seed: int = 0,
+        bounds=None,
+        active: bool = True,
+        dtype="float32",
+        tolfun: float = 1e-11,
+        tolx: float = 1e-11,
+        name: str | None = None,
+        eigen_gap: int | None = None,
+    ):
+        # (the signature is spelled out, as CMAES's, so config builders see every parameter)
+        super().__init__(num_dims, popsize=popsize, sigma_init=sigma_init, mean_init=mean_init, seed=seed,
+                         bounds=bounds, active=active, dtype=dtype, tolfun=tolfun, tolx=tolx, name=name,
+                         eigen_gap=eigen_gap)
         n, dt, gap, p = self.num_dims, self.dtype, self.lazy_gap, self.popsize
         # buffer capacity (rows), fixed at construction so checkpoints have fixed shapes
         self._kcap = gap * (p + 1) if gap > 1 and gap * (p + 1) <= max(self._MAX_BUFFER_FACTOR * n, 4096) else 0
