@@ -231,15 +231,18 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
     pm, policy = _mlp_policy()
     P = args.mj_pop
     params = pm.init_params(P, seed=0)
-    configs = [(f"K={K}", K, policy, True) for K in Ks]
+    configs = [(f"K={K}", K, policy, True, None) for K in Ks]
+    if previous and 2 in Ks:  # one MuJoCo thread per subset (the default is one per core in every subset)
+        configs.append(("K=2, 1 MuJoCo thread per subset", 2, policy, True, {"num_threads": 1}))
     if previous:
         old = Policy(PopulationModel(pm.template, fuse_mlp=False), policy.action_spec)
-        configs += [(f"K={K} previous path (layer-by-layer ops, ordinary call)", K, old, False) for K in (1, 2)
-                    if K in Ks]
+        configs += [(f"K={K} previous path (layer-by-layer ops, ordinary call)", K, old, False, None)
+                    for K in (1, 2) if K in Ks]
     evs = {}
-    for name, K, pol, inline in configs:
+    for name, K, pol, inline, kw in configs:
         evs[name] = PipelinedEvaluator("HalfCheetah-v5", pol, num_envs=args.mj_slots, num_subsets=K,
-                                       max_steps=args.mj_steps, seed=0, bucket=bucket, inline_forward=inline)
+                                       max_steps=args.mj_steps, seed=0, bucket=bucket, inline_forward=inline,
+                                       env_kwargs=kw)
     n = args.mj_slots
     raw = MujocoVectorEnv("HalfCheetah-v5", num_envs=n)
     idx = np.arange(n)
@@ -283,7 +286,7 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
         row(f"raw MujocoVectorEnv HalfCheetah-v5, in the same rounds ({kind} actions)", f"{n} envs",
             statistics.median(v), "steps/s", f"{statistics.median(cpu[kind]):,.0f} steps per CPU-second")
     res = {}
-    for name, K, _, _ in configs:
+    for name, K, _, _, _ in configs:
         med = statistics.median(rates[name])
         if name == f"K={K}":
             res[K] = med
