@@ -36,13 +36,14 @@
 // only on its own inputs and parameters: not on n, on the other members, on
 // which row-block it is in, or on the number of threads.
 //
-// Threads: members are split into contiguous blocks on TensorFlow's intra-op
-// pool only when there is enough work (>= kMinMacsPerShard multiply-adds per
-// block); a rollout step of a few hundred small members runs inline in the
-// calling thread, with no hand-off to pool threads that the simulators'
-// threads keep busy.
+// Threads: only when there is enough work (>= kMinMacsPerShard multiply-adds
+// per thread) do the intra-op pool's threads join, taking chunks of members
+// from a shared counter; a rollout step of a few hundred small members runs
+// inline in the calling thread, with no hand-off to pool threads that the
+// simulators' threads keep busy.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,7 +52,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/util/work_sharder.h"
+#include "tensorflow/core/platform/blocking_counter.h"
 
 namespace tfevo {
 
@@ -70,8 +71,10 @@ namespace {
 
 enum Act { kNone = 0, kRelu, kTanh, kSigmoid, kElu };
 
-// Work below this many multiply-adds per block runs inline in the caller.
+// Work below this many multiply-adds per thread runs inline in the caller.
 constexpr int64_t kMinMacsPerShard = int64_t{1} << 21;
+// Multiply-adds per chunk of members taken from the shared counter.
+constexpr int64_t kGrainMacs = int64_t{1} << 18;
 // Output columns per register block.
 constexpr int kCols = 64;
 // Inputs summed per block before adding into the total.
@@ -372,17 +375,34 @@ class PopulationMlpOp : public OpKernel {
     };
     const int64_t per_member = std::max<int64_t>(1, macs * b);
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t blocks = std::min<int64_t>({n, static_cast<int64_t>(pool->num_threads),
-                                              std::max<int64_t>(1, n * per_member / kMinMacsPerShard)});
-    if (blocks <= 1) {
+    const int64_t nt = std::min<int64_t>({n, static_cast<int64_t>(pool->num_threads),
+                                          std::max<int64_t>(1, n * per_member / kMinMacsPerShard)});
+    if (nt <= 1) {
       work(0, n);
       return;
     }
-    // Contiguous member blocks; each member's arithmetic is the same whichever block runs it.
-    const int64_t step = (n + blocks - 1) / blocks;
-    pool->workers->ParallelFor(blocks, /*cost_per_unit=*/step * per_member * 4, [&](int64_t s, int64_t e) {
-      for (int64_t u = s; u < e; ++u) work(u * step, std::min(n, (u + 1) * step));
-    });
+    // Threads -- the calling one included -- take chunks of members from a
+    // shared counter, so a pool thread that the OS deschedules (simulator
+    // threads, other processes) does not hold up the op as a static split
+    // would; a member's arithmetic is the same whichever thread runs it.
+    const int64_t grain = std::max<int64_t>(1, kGrainMacs / per_member);
+    std::atomic<int64_t> next(0);
+    auto take = [&]() {
+      for (;;) {
+        const int64_t lo = next.fetch_add(grain, std::memory_order_relaxed);
+        if (lo >= n) return;
+        work(lo, std::min(n, lo + grain));
+      }
+    };
+    tensorflow::BlockingCounter helpers(static_cast<int>(nt - 1));
+    for (int64_t t = 0; t + 1 < nt; ++t) {
+      pool->workers->Schedule([&]() {
+        take();
+        helpers.DecrementCount();
+      });
+    }
+    take();
+    helpers.Wait();
   }
 
  private:
