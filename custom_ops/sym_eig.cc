@@ -511,7 +511,8 @@ solve: false: out = r a^T (each row multiplied by a); true: out = r a^{-T} (each
 // (BLAS ?syrk, half the flops of a general product), strict upper triangle 0.
 // Rows with positive and negative weights go to two ?syrk calls (alpha = +1
 // and -1) as sqrt(|v_k|) r_k.  Non-finite input gives a non-finite output
-// (the caller checks).  One BLAS call per sign, BLAS on 1 thread.
+// (the caller checks).  One BLAS call per sign, on `threads` BLAS threads
+// (default 1, as TfevoCholesky; 0 leaves the library's setting).
 REGISTER_OP("TfevoSyrkUpdate")
     .Input("c: T")
     .Input("r: T")
@@ -519,6 +520,7 @@ REGISTER_OP("TfevoSyrkUpdate")
     .Input("s: T")
     .Attr("T: {float, double}")
     .Attr("lapack: string")
+    .Attr("threads: int >= 0 = 1")
     .Output("out: T")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle cm, r, v, s;
@@ -546,11 +548,13 @@ template <typename T, typename I>
 using SyrkFn = void (*)(const char*, const char*, const I*, const I*, const T*, const T*, const I*, const T*, T*,
                         const I*, size_t, size_t);
 
-void SetOneThread(Lapack* lib) {
-  if (lib->set_threads == nullptr) return;
+void SetThreads(Lapack* lib, int64_t threads) {
+  if (threads <= 0 || lib->set_threads == nullptr) return;
   std::lock_guard<std::mutex> lock(lib->thread_mu);
-  if (lib->get_threads == nullptr || lib->get_threads() != 1) lib->set_threads(1);
+  if (lib->get_threads == nullptr || lib->get_threads() != threads) lib->set_threads(static_cast<int>(threads));
 }
+
+void SetOneThread(Lapack* lib) { SetThreads(lib, 1); }
 
 template <typename T>
 class TriangularOp : public OpKernel {
@@ -621,6 +625,7 @@ class SyrkUpdateOp : public OpKernel {
   explicit SyrkUpdateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
     OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
     fn_ = std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk;
     OP_REQUIRES(ctx, fn_ != nullptr,
@@ -670,7 +675,7 @@ class SyrkUpdateOp : public OpKernel {
         (pass == 0 ? kp : kn) += 1;
       }
     }
-    SetOneThread(lib_);
+    SetThreads(lib_, threads_);
     // column-major view: rows are the columns of an n x k matrix (trans 'N'); out's
     // lower triangle (row-major) is the upper one column-major: uplo 'U'.
     Syrk(n, kp, T(1), pos.data(), scale, op);
@@ -696,6 +701,7 @@ class SyrkUpdateOp : public OpKernel {
 
   Lapack* lib_ = nullptr;
   void* fn_ = nullptr;
+  int64_t threads_ = 1;
 };
 
 }  // namespace

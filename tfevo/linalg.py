@@ -361,9 +361,11 @@ def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
 
     Op path: two BLAS ``?syrk`` calls (positive and negative weights, rows
     scaled by ``sqrt(|v|)``): half the flops of the general product and one
-    pass over ``c``.  Reference: ``tf.matmul`` then ``tf.linalg.band_part``.
+    pass over ``c``; ``$TFEVO_EIGH_THREADS`` BLAS threads (default 1), as
+    :func:`cholesky` and :func:`eigh`.  Reference: ``tf.matmul`` then ``tf.linalg.band_part``.
     """
     c, r = _check_rows(c, r, "syrk_update")
     if _use_blas(use_op, "TfevoSyrkUpdate"):
-        return _blas_op().tfevo_syrk_update(c, r, _as(v, c.dtype), _as(s, c.dtype), lapack=lapack_library())
+        return _blas_op().tfevo_syrk_update(c, r, _as(v, c.dtype), _as(s, c.dtype), lapack=lapack_library(),
+                                            threads=_threads())
     return syrk_update_reference(c, r, v, s)
