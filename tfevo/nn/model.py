@@ -40,6 +40,10 @@ def _op_available() -> bool:
 
 L = keras.layers
 
+# Rows per member up to which a plain MLP runs as the fused kernel (a rollout
+# step has one); with more rows the layer-by-layer path's GEMMs are faster.
+_FUSED_MAX_ROWS = 4
+
 
 @dataclasses.dataclass
 class _Step:
@@ -635,7 +639,7 @@ class PopulationModel:
             x, input_scale = tf.cast(x, tf.float32) * input_scale, None
         if isinstance(params, (list, tuple)):
             return self._run(params, x, indices)
-        if self.fused_mlp:
+        if self.fused_mlp and (x.shape[1] is None or x.shape[1] <= _FUSED_MAX_ROWS):
             return self._run_fused(params, x, indices)
         if indices is None:
             if in_place:
@@ -708,7 +712,7 @@ class PopulationModel:
         if indices is None:
             if popsize is not None and x.shape[0] != popsize:
                 raise ShapeError(f"inputs have {x.shape[0]} members on axis 0 but params have {popsize}")
-            if kind == "flat" and tf.executing_eagerly() and self.fused_mlp:
+            if kind == "flat" and x.shape[1] <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
                 return self._eager_fused(params, x, None)
             return self._fn(kind)(params, x)
         idx = tf.convert_to_tensor(indices)
@@ -722,7 +726,7 @@ class PopulationModel:
             lo, hi = int(iv.min()), int(iv.max())
             if lo < 0 or hi >= popsize:
                 raise ShapeError(f"indices must lie in [0, {popsize}), got values in [{lo}, {hi}]")
-        if kind == "flat" and tf.executing_eagerly() and self.fused_mlp:
+        if kind == "flat" and x.shape[1] <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
             return self._eager_fused(params, x, idx)
         return self._fn(kind + "_idx")(params, x, idx)
 
