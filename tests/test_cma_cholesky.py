@@ -220,6 +220,7 @@ def test_refactorisation_survives_an_indefinite_matrix():
     np.testing.assert_allclose(a @ a.T, es.C.numpy(), atol=1e-4)
 
 
+@pytest.mark.slow  # (two popsizes, two compilations: kept out of the default suite's time budget)
 def test_ipop_with_cholesky_inner():
     es = IPOP(3, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-2, tolx=1e-2, strategy=CholeskyCMAES)
     for _ in range(300):
