@@ -27,6 +27,9 @@
 // Phases (P genomes, independent work split over TensorFlow's intra-op pool;
 // results never depend on the number of threads):
 //   A  per genome: crossover, add-node decision                [parallel]
+//      (parents this kernel bred, see KnownOutputs: the add-node decisions
+//      come from p1's recorded row counts [serial, O(P)], and A runs in the
+//      per-genome pass below)
 //   -  node keys of the new nodes (prefix count over genomes)   [serial, O(P)]
 //   B+C per genome, one after the other while the child is in cache:
 //      B  add node, delete node, add-connection choice with the
@@ -67,6 +70,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -390,6 +394,8 @@ struct Known {
   Tensor nodes, conns;
   int wn = 0, wc = 0;          // bred widths of the call that wrote it
   int used_n = 0, used_c = 0;  // 1 + last valid slot over all genomes
+  // valid rows of each genome (all compact: rows [0, count) valid, none after)
+  std::shared_ptr<const std::vector<int32_t>> count_n, count_c;
   uint64_t stamp = 0;
 };
 
@@ -408,6 +414,19 @@ class KnownOutputs {
         *un = k.used_n;
         *uc = k.used_c;
         ++stats_[2];
+        return true;
+      }
+    return false;
+  }
+
+  // the per-genome valid row counts if (nodes, conns) is a held output
+  bool Counts(const Tensor& nodes, const Tensor& conns, std::shared_ptr<const std::vector<int32_t>>* cn,
+              std::shared_ptr<const std::vector<int32_t>>* cc) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Known& k : items_)
+      if (Same(k.nodes, nodes) && Same(k.conns, conns) && k.count_n && k.count_c) {
+        *cn = k.count_n;
+        *cc = k.count_c;
         return true;
       }
     return false;
@@ -616,10 +635,20 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
-    // ---- A: crossover, add-node decision
-    run(cost, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) PhaseA(c, i);
-    });
+    // ---- A: crossover, add-node decision.  When the parents are this
+    // kernel's own output (compact, valid row counts recorded), the add-node
+    // decisions follow from p1's counts alone (crossover keeps p1's genes):
+    // they are made first, and A runs in the per-genome pass below with B
+    // and C.  Otherwise A is its own pass over the population.
+    std::shared_ptr<const std::vector<int32_t>> pcn, pcc;
+    const bool fused_a = !share_split_ && KnownOutputs::Get().Counts(nodes_t, conns_t, &pcn, &pcc);
+    if (fused_a) {
+      for (int64_t i = 0; i < P; ++i) DecideAddNode(c, i, (*pcn)[p1[i]], (*pcc)[p1[i]]);
+    } else {
+      run(cost, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) PhaseA(c, i, true);
+      });
+    }
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
     int64_t nnew = 0;
     if (p_add_node_ > 0.f) {
@@ -646,9 +675,10 @@ class NeatBreedOp : public OpKernel {
     // ---- B + C per genome while its rows are in cache: add node, delete
     // node, add-connection choice; then write the new connection (its marker
     // is patched in below), delete connection, attributes, compaction
-    run(2 * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
+    run((fused_a ? 3 : 2) * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       Scratch sc;
       for (int64_t i = b; i < e; ++i) {
+        if (fused_a) PhaseA(c, i, false);
         PhaseB(c, i, next_key, next_marker, sc);
         PhaseC(c, i, sc);
       }
@@ -665,13 +695,19 @@ class NeatBreedOp : public OpKernel {
     }
     int64_t skn = 0, skc = 0;
     int used_n = 0, used_c = 0;
+    auto count_n = std::make_shared<std::vector<int32_t>>(P);
+    auto count_c = std::make_shared<std::vector<int32_t>>(P);
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
       skc += st[i].skip_c;
       used_n = std::max(used_n, st[i].count_n);
       used_c = std::max(used_c, st[i].count_c);
+      (*count_n)[i] = st[i].count_n;
+      (*count_c)[i] = st[i].count_c;
     }
     Known out;
+    out.count_n = std::move(count_n);
+    out.count_c = std::move(count_c);
     out.nodes = *on_t;
     out.conns = *oc_t;
     out.wn = wn;
@@ -705,7 +741,35 @@ class NeatBreedOp : public OpKernel {
     return (c.words[i * c.W + (j >> 5)] >> (j & 31)) & 1u;
   }
 
-  void PhaseA(Ctx& c, int64_t i) const {
+  // PhaseA's add-node decision for a compact child whose parent p1 has
+  // `pn` valid node rows and `pc` valid connection rows (the child has the
+  // same valid rows): the same choices as the scans in PhaseA.
+  void DecideAddNode(Ctx& c, int64_t i, int pn, int pc) const {
+    if (!(p_add_node_ > 0.f)) return;
+    const int wn = c.wn, wc = c.wc;
+    GenomeState& g = c.st[i];
+    const float* u = c.u + i * c.U;
+    const bool want = !c.elite[i] && u[G_ADD_NODE] < p_add_node_;
+    const int cnt = std::min(pc, wc);
+    const bool has = cnt > 0;
+    g.csel = 0;
+    if (has) {  // RandomChoice: the floor(u * cnt)-th valid row, which is row k
+      const float x = u[G_SPLIT] * static_cast<float>(cnt);
+      int k = static_cast<int>(x);
+      if (k > cnt - 1) k = cnt - 1;
+      g.csel = k;
+    }
+    const bool has_n = pn < wn, has_c = wc - cnt >= 2;
+    g.nslot = has_n ? pn : 0;
+    g.c1 = cnt < wc ? cnt : 0;
+    g.c2 = cnt + 1 < wc ? cnt + 1 : 0;
+    bool ok = want && has;
+    if (ok && !has_n) g.skip_n += 1;
+    if (ok && has_n && !has_c) g.skip_c += 1;
+    g.add_node = ok && has_n && has_c;
+  }
+
+  void PhaseA(Ctx& c, int64_t i, bool decide) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
@@ -740,7 +804,7 @@ class NeatBreedOp : public OpKernel {
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
     // add-node decision
-    if (p_add_node_ > 0.f) {
+    if (decide && p_add_node_ > 0.f) {
       const bool want = active && u[G_ADD_NODE] < p_add_node_;
       bool has = false;
       g.csel = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_SPLIT], &has);

@@ -333,3 +333,21 @@ def test_neat_run_reuses_held_outputs_and_reads_recorded_widths(monkeypatch):
                                          algo.member_species, algo.skipped_conn_slots)])
     neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
     _assert_same(*out)
+
+
+def test_neat_run_with_slots_running_out_matches_reference(monkeypatch):
+    """A run whose genomes fill every node and connection slot: the kernel's
+    add-node decisions made from its recorded row counts (parents it bred
+    itself) skip and count exactly as the reference's scans do."""
+    cfg = NEATConfig(**{**BASE, "pop_size": 30, "max_nodes": 8, "max_conns": 13, "node_add_prob": 0.8,
+                        "conn_add_prob": 0.8, "node_delete_prob": 0.05, "conn_delete_prob": 0.05})
+    out = []
+    for use in (True, False):
+        monkeypatch.setattr(B, "use_breed_op", lambda use=use: use)
+        neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
+        algo = _run(cfg, 7, seed=4)
+        out.append([v.numpy() for v in (algo.nodes, algo.conns, algo.next_node_key, algo.next_marker,
+                                         algo.skipped_node_slots, algo.skipped_conn_slots)])
+    neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
+    assert out[1][4] > 0 and out[1][5] > 0  # both kinds of skip happened
+    _assert_same(*out)
