@@ -41,6 +41,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/blocking_counter.h"
+#include "parallel_units.h"
 
 namespace tfevo {
 
@@ -218,42 +219,9 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
 }
 #endif
 
-// Runs fn(u) for every unit u in [0, units) on TensorFlow's intra-op pool.
-// Threads -- the calling one included -- take chunks of `grain` units from a
-// shared counter, so a thread that is descheduled (emulator threads or other
-// processes on the same cores) does not hold up the op as a static split in
-// halves would; every unit computes the same thing whichever thread runs it.
-template <typename Fn>
-void ParallelUnits(OpKernelContext* ctx, int64_t units, int64_t grain, const Fn& fn) {
-  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-  grain = std::max<int64_t>(1, grain);
-  const int64_t nt = std::min<int64_t>(pool->num_threads, (units + grain - 1) / grain);
-  if (nt <= 1) {
-    for (int64_t u = 0; u < units; ++u) fn(u);
-    return;
-  }
-  std::atomic<int64_t> next(0);
-  auto work = [&]() {
-    for (;;) {
-      const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
-      if (b >= units) return;
-      const int64_t e = std::min(units, b + grain);
-      for (int64_t u = b; u < e; ++u) fn(u);
-    }
-  };
-  tensorflow::BlockingCounter helpers(static_cast<int>(nt - 1));
-  for (int64_t t = 0; t + 1 < nt; ++t) {
-    pool->workers->Schedule([&]() {
-      work();
-      helpers.DecrementCount();
-    });
-  }
-  work();
-  helpers.Wait();
-}
+using tfevo_parallel::GrainFor;
+using tfevo_parallel::ParallelUnits;
 
-// Grain (units per chunk) so that a chunk is worth ~2^18 flops.
-inline int64_t GrainFor(int64_t unit_flops) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, unit_flops)); }
 
 // out[i] = x[i] @ W(idx[i]) where member p's [k, m] block starts at
 // wp + p * wstride (row-major, row stride m).  Shared by both ops.
