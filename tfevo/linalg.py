@@ -159,6 +159,27 @@ def _warn_once(key: str, msg: str) -> None:
         log.warning(msg)
 
 
+def _use_op(use_op, module_fn, name: str, fallback: str | None = None) -> bool:
+    """Whether a LAPACK/BLAS op (module from ``module_fn()``) runs: ``use_op`` False = never,
+    True = always (``RuntimeError`` naming why it cannot), None = when available; outside XLA an
+    automatic fallback logs ``fallback`` once with the reason."""
+    if use_op is False:
+        return False
+    if ops.in_xla_context():
+        why = "inside XLA"
+    elif module_fn() is None:
+        why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
+    elif lapack_library() is None:
+        why = "no LAPACK library found (install numpy >= 2 or set TFEVO_LAPACK)"
+    else:
+        return True
+    if use_op is True:
+        raise RuntimeError(f"the {name} custom op is not available here: {why}")
+    if fallback is not None and why != "inside XLA":
+        _warn_once(fallback, f"{fallback}: {why}.")
+    return False
+
+
 def sym_eig_op_available() -> bool:
     """Whether :func:`eigh` can use the LAPACK op (built, not disabled, a LAPACK found)."""
     return _op() is not None and lapack_library() is not None
@@ -197,20 +218,8 @@ def eigh(x, use_op=None) -> tuple[tf.Tensor, tf.Tensor]:
     ``use_op``: ``None`` = automatic, ``False`` = reference, ``True`` = op or error.
     """
     x = _check(x)
-    if use_op is not False:
-        why = None
-        if ops.in_xla_context():
-            why = "inside XLA"
-        elif _op() is None:
-            why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
-        elif lapack_library() is None:
-            why = "no LAPACK library found (install numpy >= 2 or set TFEVO_LAPACK)"
-        if why is None:
-            return tuple(_op().tfevo_sym_eig(x, lapack=lapack_library(), threads=_threads()))
-        if use_op is True:
-            raise RuntimeError(f"the TfevoSymEig custom op is not available here: {why}")
-        if why != "inside XLA":
-            _warn_once("fallback", f"tfevo.linalg.eigh: using tf.linalg.eigh (Eigen, slower on CPU): {why}.")
+    if _use_op(use_op, _op, "TfevoSymEig", "tfevo.linalg.eigh: using tf.linalg.eigh (Eigen, slower on CPU)"):
+        return tuple(_op().tfevo_sym_eig(x, lapack=lapack_library(), threads=_threads()))
     return eigh_reference(x)
 
 
@@ -262,20 +271,8 @@ def cholesky(x, use_op=None) -> tf.Tensor:
     reference, ``True`` = op or error.
     """
     x = _check(x, "cholesky")
-    if use_op is not False:
-        why = None
-        if ops.in_xla_context():
-            why = "inside XLA"
-        elif _chol_op() is None:
-            why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
-        elif lapack_library() is None:
-            why = "no LAPACK library found (install numpy >= 2 or set TFEVO_LAPACK)"
-        if why is None:
-            return _chol_op().tfevo_cholesky(x, lapack=lapack_library(), threads=_threads())
-        if use_op is True:
-            raise RuntimeError(f"the TfevoCholesky custom op is not available here: {why}")
-        if why != "inside XLA":
-            _warn_once("fallback_chol", f"tfevo.linalg.cholesky: using XLA's Cholesky (slower on CPU): {why}.")
+    if _use_op(use_op, _chol_op, "TfevoCholesky", "tfevo.linalg.cholesky: using XLA's Cholesky (slower on CPU)"):
+        return _chol_op().tfevo_cholesky(x, lapack=lapack_library(), threads=_threads())
     return cholesky_reference(x)
 
 
@@ -296,20 +293,7 @@ def blas_ops_available() -> bool:
 
 
 def _use_blas(use_op, name):
-    if use_op is False:
-        return False
-    why = None
-    if ops.in_xla_context():
-        why = "inside XLA"
-    elif _blas_op() is None:
-        why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
-    elif lapack_library() is None:
-        why = "no LAPACK library found"
-    if why is None:
-        return True
-    if use_op is True:
-        raise RuntimeError(f"the {name} custom op is not available here: {why}")
-    return False
+    return _use_op(use_op, _blas_op, name)
 
 
 def _check_rows(a, r, what):
