@@ -32,8 +32,9 @@
 // channels (AVX-512; one broadcast input value times one weight vector per
 // FMA, the weights of a member stay in L1/L2 across the tiles).  Every output
 // element is computed by exactly one unit in a fixed order, so results do not
-// depend on the number of threads.  Without AVX-512 a portable loop with the
-// same order is used.
+// depend on the number of threads.  With AVX2 + FMA only (no AVX-512) the
+// same tiles run on 8-float vectors (6 pixels x 16 channels); without either a
+// portable loop with the same order is used.
 
 #include <algorithm>
 #include <atomic>
@@ -42,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 #include "tensorflow/core/framework/op.h"
@@ -272,6 +273,113 @@ void OutputRow(Tile t, int64_t wo) {
     case 3: RowSegment<3>(u, wo, tail); break;
     default: RowSegment<4>(u, wo, tail); break;
   }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 + FMA (16 ymm registers of 8 floats): the same tiles with 8-channel
+// vectors -- R pixels x NV vectors of accumulators, one broadcast input value
+// times one weight vector per FMA, in the same (ky, kx, c) order per output
+// element as the AVX-512 path (so both give the same bits).  The last vector
+// of a row segment is masked (maskload/maskstore) when F is not a multiple of 8.
+inline __m256i TailMask(int lanes) {
+  alignas(32) static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - lanes));
+}
+
+template <int NV, int R, bool MASKED>
+inline void TileKernel(const Tile& t, __m256i tail) {
+  __m256 acc[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t ky = 0; ky < t.kh; ++ky) {
+    const float* __restrict xrow = t.in + ky * t.row_stride;
+    const float* __restrict wrow = t.w + ky * t.kwc * t.F;
+    for (int64_t j = 0; j < t.kwc; ++j) {
+      __m256 wv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        wv[v] = (MASKED && v + 1 == NV) ? _mm256_maskload_ps(wrow + j * t.F + 8 * v, tail)
+                                        : _mm256_loadu_ps(wrow + j * t.F + 8 * v);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256 xb = _mm256_broadcast_ss(xrow + r * t.pix_stride + j);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(xb, wv[v], acc[r][v]);
+      }
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const bool masked = MASKED && v + 1 == NV;
+    __m256 b = zero;
+    if (t.bias != nullptr) b = masked ? _mm256_maskload_ps(t.bias + 8 * v, tail) : _mm256_loadu_ps(t.bias + 8 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      __m256 y = t.bias != nullptr ? _mm256_add_ps(acc[r][v], b) : acc[r][v];
+      // max(0, y) returns y when y is NaN (the second operand), as tf.nn.relu does.
+      if (t.relu) y = _mm256_max_ps(zero, y);
+      if (masked) {
+        _mm256_maskstore_ps(t.out + r * t.F + 8 * v, tail, y);
+      } else {
+        _mm256_storeu_ps(t.out + r * t.F + 8 * v, y);
+      }
+    }
+  }
+}
+
+// Pixels per tile for NV vectors: R * NV accumulators + NV weights + 1 broadcast <= 16 registers.
+template <int NV>
+constexpr int MaxPixels() {
+  return NV == 1 ? 12 : NV == 2 ? 6 : 4;
+}
+
+template <int NV, int R, bool MASKED>
+inline void TileDispatchR(const Tile& t, int r, __m256i tail) {
+  if constexpr (R >= 1) {
+    if (r == R) return TileKernel<NV, R, MASKED>(t, tail);
+    TileDispatchR<NV, R - 1, MASKED>(t, r, tail);
+  }
+}
+
+// A row segment of `pixels` output pixels with NV channel vectors.
+template <int NV, bool MASKED>
+void RowSegment(Tile t, int64_t pixels, __m256i tail) {
+  constexpr int RM = MaxPixels<NV>();
+  int64_t p = 0;
+  for (; p + RM <= pixels; p += RM) {
+    TileKernel<NV, RM, MASKED>(t, tail);
+    t.in += RM * t.pix_stride;
+    t.out += RM * t.F;
+  }
+  if (p < pixels) TileDispatchR<NV, RM - 1, MASKED>(t, static_cast<int>(pixels - p), tail);
+}
+
+// All channels of one output row: chunks of 16 channels (2 vectors), then the rest.
+void OutputRow(Tile t, int64_t wo) {
+  const int64_t F = t.F;
+  const __m256i full = TailMask(8);
+  int64_t f0 = 0;
+  for (; f0 + 16 <= F; f0 += 16) {
+    Tile u = t;
+    u.w += f0;
+    u.out += f0;
+    if (u.bias != nullptr) u.bias += f0;
+    RowSegment<2, false>(u, wo, full);
+  }
+  const int64_t rest = F - f0;
+  if (rest == 0) return;
+  Tile u = t;
+  u.w += f0;
+  u.out += f0;
+  if (u.bias != nullptr) u.bias += f0;
+  if (rest == 8) return RowSegment<1, false>(u, wo, full);
+  const int nv = static_cast<int>((rest + 7) / 8);
+  const __m256i tail = TailMask(static_cast<int>(rest - 8 * (nv - 1)));
+  if (nv == 1) return RowSegment<1, true>(u, wo, tail);
+  RowSegment<2, true>(u, wo, tail);
 }
 #else
 // Portable path: the same (ky, kx, c) order per output element.
