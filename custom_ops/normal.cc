@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "Eigen/Core"
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #include "tensorflow/core/framework/op.h"
@@ -369,6 +369,14 @@ inline void WordsToFloats(void* buf, int64_t n) {
     const __m512i x = _mm512_loadu_si512(p + 4 * i);
     const __m512i v = _mm512_or_si512(_mm512_and_si512(x, mant), one_bits);
     _mm512_storeu_ps(p + 4 * i, _mm512_sub_ps(_mm512_castsi512_ps(v), one));
+  }
+#elif defined(__AVX2__)
+  const __m256i mant = _mm256_set1_epi32(0x7fffff), one_bits = _mm256_set1_epi32(0x3f800000);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
+    const __m256i v = _mm256_or_si256(_mm256_and_si256(x, mant), one_bits);
+    _mm256_storeu_ps(reinterpret_cast<float*>(p + 4 * i), _mm256_sub_ps(_mm256_castsi256_ps(v), one));
   }
 #endif
   for (; i < n; ++i) {

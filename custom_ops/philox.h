@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -112,6 +112,51 @@ inline void PhiloxGroups(const Stream& s, uint64_t g0, int64_t ng, uint32_t* w) 
     _mm512_storeu_si512(o + 16, _mm512_permutex2var_epi64(a_lo, qb, b_lo));
     _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi64(a_hi, qa, b_hi));
     _mm512_storeu_si512(o + 48, _mm512_permutex2var_epi64(a_hi, qb, b_hi));
+  }
+#elif defined(__AVX2__)
+  // 16 groups per step as 4 blocks of 4: each 64-bit lane carries one
+  // group's 32-bit word in its low half, so a product is one vpmuludq (high
+  // half by a shift; the garbage above bit 31 of a lane never reaches a low
+  // half, as vpmuludq reads only the low 32 bits); the words are packed back
+  // to TensorFlow's group-major order (w0 w1 w2 w3 per group) at the end.
+  const __m256i m0 = _mm256_set1_epi64x(kM0), m1 = _mm256_set1_epi64x(kM1);
+  const __m256i low = _mm256_set1_epi64x(0xFFFFFFFFll);
+  const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+  for (; j + 16 <= ng && ((g0 + j + 15) >> 32) == (g0 + j) >> 32; j += 16) {
+    const uint64_t g = g0 + j;
+    const __m256i hi = _mm256_set1_epi64x(static_cast<int64_t>(g >> 32));
+    const __m256i c2 = _mm256_set1_epi64x(s.c2), c3 = _mm256_set1_epi64x(s.c3);
+    __m256i x0[4], x1[4], x2[4], x3[4];
+    for (int b = 0; b < 4; ++b) {
+      x0[b] = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(static_cast<uint32_t>(g) + 4u * b)), lane);
+      x1[b] = hi;
+      x2[b] = c2;
+      x3[b] = c3;
+    }
+    uint32_t k0 = s.k0, k1 = s.k1;
+#pragma GCC unroll 10
+    for (int r = 0; r < 10; ++r) {
+      const __m256i kk0 = _mm256_set1_epi64x(k0), kk1 = _mm256_set1_epi64x(k1);
+#pragma GCC unroll 4
+      for (int b = 0; b < 4; ++b) {
+        const __m256i p0 = _mm256_mul_epu32(x0[b], m0), p1 = _mm256_mul_epu32(x2[b], m1);
+        x0[b] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), x1[b]), kk0);
+        x2[b] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), x3[b]), kk1);
+        x1[b] = p1;
+        x3[b] = p0;
+      }
+      k0 += kW0;
+      k1 += kW1;
+    }
+    uint32_t* o = w + 4 * j;
+    for (int b = 0; b < 4; ++b) {
+      // (w0 | w1 << 32) and (w2 | w3 << 32) per group, then groups in order.
+      const __m256i a = _mm256_or_si256(_mm256_and_si256(x0[b], low), _mm256_slli_epi64(x1[b], 32));
+      const __m256i c = _mm256_or_si256(_mm256_and_si256(x2[b], low), _mm256_slli_epi64(x3[b], 32));
+      const __m256i lo = _mm256_unpacklo_epi64(a, c), hi2 = _mm256_unpackhi_epi64(a, c);  // groups 0,2 | 1,3
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16 * b), _mm256_permute2x128_si256(lo, hi2, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16 * b + 8), _mm256_permute2x128_si256(lo, hi2, 0x31));
+    }
   }
 #endif
   for (; j < ng; ++j) {
