@@ -57,6 +57,11 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TFEVO_TRI_AVX2 1
+#endif
+
 namespace tfevo_sym_eig {
 
 using ::tensorflow::DEVICE_CPU;
@@ -126,6 +131,8 @@ struct Lapack {
   void* dtrsm = nullptr;
   void* ssyrk = nullptr;
   void* dsyrk = nullptr;
+  void* sgemm = nullptr;  // optional (the tiled Cholesky and rank-k update)
+  void* dgemm = nullptr;
   SetThreadsFn set_threads = nullptr;
   GetThreadsFn get_threads = nullptr;
   std::mutex thread_mu;  // guards the library-wide thread setting
@@ -188,6 +195,8 @@ Status GetLapack(const std::string& path, Lapack** out) {
       lib->dtrsm = sym("dtrsm");
       lib->ssyrk = sym("ssyrk");
       lib->dsyrk = sym("dsyrk");
+      lib->sgemm = sym("sgemm");
+      lib->dgemm = sym("dgemm");
       break;
     }
   }
@@ -207,6 +216,152 @@ Status GetLapack(const std::string& path, Lapack** out) {
   *out = lib.get();
   (*libs)[path] = std::move(lib);
   return Status();
+}
+
+// ---------------------------------------------------------------------------
+// Tiled lower-triangle kernels on one BLAS thread per tile, tiles spread over
+// TensorFlow's intra-op pool (used by TfevoCholesky and TfevoSyrkUpdate when
+// `threads` = 1, the default).
+//
+// Why: OpenBLAS's own threads spin after every call and compete with
+// TensorFlow's pool on a 2-core machine (measured slower with 2 BLAS threads),
+// while one BLAS thread leaves a core idle.  Here the work is cut into fixed
+// kTile x kTile tiles, each computed by single-threaded BLAS calls (?gemm,
+// ?syrk, ?trsm, ?potrf), and the tiles of one step are shared out by
+// tensorflow::Shard.  The tiling, and so every bit of the result, is fixed:
+// it never depends on the number of threads.
+//
+// Layout: a row-major matrix read column-major is its transpose, so the lower
+// triangle (row-major) is handled as the upper triangle (column-major).
+template <typename T>
+struct Blas {
+  Lapack* lib;
+  template <typename I>
+  using Gemm = void (*)(const char*, const char*, const I*, const I*, const I*, const T*, const T*, const I*,
+                        const T*, const I*, const T*, T*, const I*, size_t, size_t);
+  template <typename I>
+  using Syrk = void (*)(const char*, const char*, const I*, const I*, const T*, const T*, const I*, const T*, T*,
+                        const I*, size_t, size_t);
+  template <typename I>
+  using Trsm = void (*)(const char*, const char*, const char*, const char*, const I*, const I*, const T*, const T*,
+                        const I*, T*, const I*, size_t, size_t, size_t, size_t);
+  template <typename I>
+  using Potrf = void (*)(const char*, const I*, T*, const I*, I*, size_t);
+  static constexpr bool kF = std::is_same<T, float>::value;
+
+  bool ok() const {
+    return (kF ? lib->sgemm : lib->dgemm) && (kF ? lib->ssyrk : lib->dsyrk) && (kF ? lib->strsm : lib->dtrsm) &&
+           (kF ? lib->spotrf : lib->dpotrf);
+  }
+  template <typename I>
+  void GemmI(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+             int64_t ldb, T beta, T* c, int64_t ldc) const {
+    const I mm = m, nn = n, kk = k, la = lda, lb = ldb, lc = ldc;
+    reinterpret_cast<Gemm<I>>(kF ? lib->sgemm : lib->dgemm)(&ta, &tb, &mm, &nn, &kk, &alpha, a, &la, b, &lb, &beta, c,
+                                                            &lc, 1, 1);
+  }
+  void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T beta, T* c, int64_t ldc) const {
+    if (m == 0 || n == 0) return;
+    if (lib->ilp64) GemmI<int64_t>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else GemmI<int32_t>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  template <typename I>
+  void SyrkI(char uplo, char tr, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, T beta, T* c,
+             int64_t ldc) const {
+    const I nn = n, kk = k, la = lda, lc = ldc;
+    reinterpret_cast<Syrk<I>>(kF ? lib->ssyrk : lib->dsyrk)(&uplo, &tr, &nn, &kk, &alpha, a, &la, &beta, c, &lc, 1, 1);
+  }
+  void syrk(char uplo, char tr, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, T beta, T* c,
+            int64_t ldc) const {
+    if (n == 0) return;
+    if (lib->ilp64) SyrkI<int64_t>(uplo, tr, n, k, alpha, a, lda, beta, c, ldc);
+    else SyrkI<int32_t>(uplo, tr, n, k, alpha, a, lda, beta, c, ldc);
+  }
+  template <typename I>
+  void TrsmI(char side, char uplo, char ta, char diag, int64_t m, int64_t n, T alpha, const T* a, int64_t lda, T* b,
+             int64_t ldb) const {
+    const I mm = m, nn = n, la = lda, lb = ldb;
+    reinterpret_cast<Trsm<I>>(kF ? lib->strsm : lib->dtrsm)(&side, &uplo, &ta, &diag, &mm, &nn, &alpha, a, &la, b,
+                                                            &lb, 1, 1, 1, 1);
+  }
+  void trsm(char side, char uplo, char ta, char diag, int64_t m, int64_t n, T alpha, const T* a, int64_t lda, T* b,
+            int64_t ldb) const {
+    if (m == 0 || n == 0) return;
+    if (lib->ilp64) TrsmI<int64_t>(side, uplo, ta, diag, m, n, alpha, a, lda, b, ldb);
+    else TrsmI<int32_t>(side, uplo, ta, diag, m, n, alpha, a, lda, b, ldb);
+  }
+  int64_t potrf(int64_t n, T* a, int64_t lda) const {  // column-major upper = row-major lower
+    const char uplo = 'U';
+    if (lib->ilp64) {
+      int64_t nn = n, la = lda, info = 0;
+      reinterpret_cast<Potrf<int64_t>>(kF ? lib->spotrf : lib->dpotrf)(&uplo, &nn, a, &la, &info, 1);
+      return info;
+    }
+    int32_t nn = static_cast<int32_t>(n), la = static_cast<int32_t>(lda), info = 0;
+    reinterpret_cast<Potrf<int32_t>>(kF ? lib->spotrf : lib->dpotrf)(&uplo, &nn, a, &la, &info, 1);
+    return info;
+  }
+};
+
+constexpr int64_t kTile = 128;
+
+// Runs fn(u) for u in [0, units) on TensorFlow's intra-op pool (cost: ~flops per unit).
+template <typename F>
+void ParallelUnits(OpKernelContext* ctx, int64_t units, int64_t cost, const F& fn) {
+  if (units <= 0) return;
+  if (units == 1) {
+    fn(0);
+    return;
+  }
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+  tensorflow::Shard(pool->num_threads, pool->workers, units, cost, [&](int64_t lo, int64_t hi) {
+    for (int64_t u = lo; u < hi; ++u) fn(u);
+  });
+}
+
+// The tile pairs (bi, bj), b0 <= bj <= bi < nb.
+inline void TilePairs(int64_t b0, int64_t nb, std::vector<std::pair<int64_t, int64_t>>* pairs) {
+  pairs->clear();
+  for (int64_t bi = b0; bi < nb; ++bi)
+    for (int64_t bj = b0; bj <= bi; ++bj) pairs->emplace_back(bi, bj);
+}
+
+// In place: the row-major lower triangle of the n x n matrix m becomes its
+// Cholesky factor (the strict upper triangle is neither read nor written).
+// Right-looking, kTile columns per step: ?potrf of the diagonal tile, ?trsm of
+// the tiles below it (in parallel), then the trailing lower triangle minus the
+// panel's outer product (?syrk on diagonal tiles, ?gemm elsewhere, in parallel).
+// Returns LAPACK-style info (0: success; > 0: not positive definite).
+template <typename T>
+int64_t TiledCholesky(OpKernelContext* ctx, const Blas<T>& blas, T* m, int64_t n) {
+  const int64_t nb = (n + kTile - 1) / kTile;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t kb = 0; kb < nb; ++kb) {
+    const int64_t k0 = kb * kTile, nk = std::min(kTile, n - k0);
+    T* mkk = m + k0 * n + k0;
+    const int64_t info = blas.potrf(nk, mkk, n);
+    if (info != 0) return k0 + info;
+    // panel: tiles I below: L_IK = M_IK L_KK^{-T}, i.e. (column-major) X = M_IK^T <- U^{-T} X
+    // with U = L_KK^T, the column-major upper factor ?potrf left in place.
+    const int64_t below = nb - kb - 1;
+    ParallelUnits(ctx, below, kTile * kTile * nk, [&](int64_t u) {
+      const int64_t i0 = (kb + 1 + u) * kTile, ni = std::min(kTile, n - i0);
+      blas.trsm('L', 'U', 'T', 'N', nk, ni, T(1), mkk, n, m + i0 * n + k0, n);
+    });
+    // trailing update: M_IJ -= L_IK L_JK^T for tiles kb < J <= I.
+    TilePairs(kb + 1, nb, &pairs);
+    ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), 2 * kTile * kTile * nk, [&](int64_t u) {
+      const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
+      const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
+      if (i0 == j0) {
+        blas.syrk('U', 'T', ni, nk, T(-1), m + i0 * n + k0, n, T(1), m + i0 * n + i0, n);
+      } else {  // column-major X (nj x ni) = M_IJ^T -= L_JK L_IK^T
+        blas.gemm('T', 'N', nj, ni, nk, T(-1), m + j0 * n + k0, n, m + i0 * n + k0, n, T(1), m + i0 * n + j0, n);
+      }
+    });
+  }
+  return 0;
 }
 
 template <typename T, typename I>
@@ -357,6 +512,10 @@ REGISTER_KERNEL_BUILDER(Name("TfevoSymEig").Device(DEVICE_CPU).TypeConstraint<do
 // column-major terms; U^T read row-major is exactly l, in place, no transpose.
 // Threads and batches: as TfevoSymEig (`threads` OpenBLAS threads per call;
 // with 1, batches are split over TensorFlow's intra-op pool, one matrix per task).
+// A single matrix with n > 128 and `threads` = 1 is factorised in 128-column
+// steps (TiledCholesky: ?potrf of the diagonal tile, then the ?trsm and
+// ?syrk/?gemm tiles of the step spread over TensorFlow's intra-op pool), so a
+// second core helps without OpenBLAS threads; same result for any thread count.
 REGISTER_OP("TfevoCholesky")
     .Input("x: T")
     .Attr("T: {float, double}")
@@ -430,7 +589,9 @@ class CholeskyOp : public OpKernel {
         std::fill(row + r + 1, row + n, T(0));
       }
       int64_t info = 0;
-      if (finite) {
+      if (finite && batch == 1 && threads_ == 1 && n > kTile && Blas<T>{lib_}.ok()) {
+        info = TiledCholesky<T>(ctx, Blas<T>{lib_}, a, n);  // tiles over TensorFlow's pool
+      } else if (finite) {
         const char uplo = 'U';
         if (lib_->ilp64) {
           int64_t nn = n, inf = 0;
@@ -482,6 +643,8 @@ REGISTER_KERNEL_BUILDER(Name("TfevoCholesky").Device(DEVICE_CPU).TypeConstraint<
 // Rows are split over TensorFlow's intra-op pool in fixed chunks of kChunk
 // rows (one BLAS call per chunk, BLAS on 1 thread), so the chunking and hence
 // every bit of the result never depend on the number of threads.
+// float32 products (solve = false) on a CPU with AVX2 + FMA use the kernel in
+// namespace tri_avx2 instead of ?trmm (no packing of a; see there).
 REGISTER_OP("TfevoTriangular")
     .Input("a: T")
     .Input("r: T")
@@ -507,12 +670,15 @@ r: [k, n] rows.
 solve: false: out = r a^T (each row multiplied by a); true: out = r a^{-T} (each row solved).
 )doc");
 
-// TfevoSyrkUpdate: c_out = s c + sum_k v_k r_k r_k^T on the LOWER triangle
-// (BLAS ?syrk, half the flops of a general product), strict upper triangle 0.
-// Rows with positive and negative weights go to two ?syrk calls (alpha = +1
-// and -1) as sqrt(|v_k|) r_k.  Non-finite input gives a non-finite output
-// (the caller checks).  One BLAS call per sign, on `threads` BLAS threads
-// (default 1, as TfevoCholesky; 0 leaves the library's setting).
+// TfevoSyrkUpdate: c_out = s c + sum_k v_k r_k r_k^T on the LOWER triangle,
+// strict upper triangle 0.  Non-finite input gives a non-finite output (the
+// caller checks).  With `threads` = 1 (default) and n > kTile: one
+// single-threaded ?gemm of (v r)^T r per 128 x 128 lower tile (56% of a full
+// product's flops at n = 1000), tiles spread over TensorFlow's intra-op pool
+// (see "Tiled lower-triangle kernels").  Otherwise (small n, or `threads` != 1,
+// which then sets the library's thread count; 0 leaves it): rows with positive
+// and negative weights go to two ?syrk calls (alpha = +1 and -1) as
+// sqrt(|v_k|) r_k.
 REGISTER_OP("TfevoSyrkUpdate")
     .Input("c: T")
     .Input("r: T")
@@ -556,6 +722,101 @@ void SetThreads(Lapack* lib, int64_t threads) {
 
 void SetOneThread(Lapack* lib) { SetThreads(lib, 1); }
 
+#if TFEVO_TRI_AVX2
+// ---------------------------------------------------------------------------
+// out_p = a z_p for the rows z_p of z (float32, AVX2 + FMA), without BLAS.
+//
+// Why: for the sampling y = A z of the Cholesky CMA-ES, BLAS ?trmm packs the
+// triangular matrix (2 MB at n = 1000) on every call, which costs as much as
+// the product itself when there are few rows (P = 24: ~8 GFLOP/s on this
+// project's CPU).  Here every output entry is a dot product of a row of a
+// (contiguous, j <= i) with a row of z (contiguous): a 4 x 3 register tile
+// (4 rows of a, 3 rows of z, 12 accumulators of 8 lanes) reads both operands in
+// place, with no packing.  Rows of z are processed in blocks of kZBlock (kept
+// in L2 while the 4 rows of a of a tile stay in L1).  Each entry is one dot
+// product summed in a fixed order, so the result never depends on the number
+// of threads.  Only the lower triangle of a is read (masked loads on the
+// diagonal blocks).
+namespace tri_avx2 {
+
+inline __m256i Mask(int64_t count) {  // lanes l < count set (count clamped to [0, 8])
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int c = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(8, count)));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), iota);
+}
+
+inline float HSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// out[z][i0 + r] = sum_{j <= i0 + r} a[(i0 + r) * n + j] * zr[z][j] for r < MA, z < MZ.
+template <int MA, int MZ>
+inline void Tile(const float* a, int64_t n, int64_t i0, const float* z, int64_t ldz, float* out, int64_t ldo) {
+  __m256 acc[MA][MZ];
+  for (int r = 0; r < MA; ++r)
+    for (int q = 0; q < MZ; ++q) acc[r][q] = _mm256_setzero_ps();
+  const float* ar[MA];
+  for (int r = 0; r < MA; ++r) ar[r] = a + (i0 + r) * n;
+  const int64_t jmain = ((i0 + 1) / 8) * 8;  // every j < jmain has j <= i0: no mask needed
+  for (int64_t j = 0; j < jmain; j += 8) {
+    __m256 zv[MZ];
+    for (int q = 0; q < MZ; ++q) zv[q] = _mm256_loadu_ps(z + q * ldz + j);
+    for (int r = 0; r < MA; ++r) {
+      const __m256 av = _mm256_loadu_ps(ar[r] + j);
+      for (int q = 0; q < MZ; ++q) acc[r][q] = _mm256_fmadd_ps(av, zv[q], acc[r][q]);
+    }
+  }
+  for (int64_t j = jmain; j < i0 + MA; j += 8) {  // the diagonal block: at most two steps
+    const __m256i zm = Mask(i0 + MA - j);        // <= n - j: never past the end of a row of z
+    __m256 zv[MZ];
+    for (int q = 0; q < MZ; ++q) zv[q] = _mm256_maskload_ps(z + q * ldz + j, zm);
+    for (int r = 0; r < MA; ++r) {
+      const __m256 av = _mm256_maskload_ps(ar[r] + j, Mask(i0 + r + 1 - j));  // j <= i0 + r only
+      for (int q = 0; q < MZ; ++q) acc[r][q] = _mm256_fmadd_ps(av, zv[q], acc[r][q]);
+    }
+  }
+  for (int q = 0; q < MZ; ++q)
+    for (int r = 0; r < MA; ++r) out[q * ldo + i0 + r] = HSum(acc[r][q]);
+}
+
+template <int MA>
+inline void RowBlock(const float* a, int64_t n, int64_t i0, const float* z, int64_t rows, float* out) {
+  int64_t q = 0;
+  for (; q + 3 <= rows; q += 3) Tile<MA, 3>(a, n, i0, z + q * n, n, out + q * n, n);
+  if (rows - q == 2) Tile<MA, 2>(a, n, i0, z + q * n, n, out + q * n, n);
+  if (rows - q == 1) Tile<MA, 1>(a, n, i0, z + q * n, n, out + q * n, n);
+}
+
+constexpr int64_t kZBlock = 48;  // rows of z per pass (48 x 4 KB at n = 1000: in L2)
+
+// Output rows [z0, z0 + rows) for a's row blocks b (of 4 rows) in [b0, b1), paired
+// so that unit u covers blocks u and nb - 1 - u (equal work per unit).
+inline void Run(const float* a, int64_t n, const float* z, float* out, int64_t z0, int64_t rows, int64_t u0,
+                int64_t u1) {
+  const int64_t nb = (n + 3) / 4;
+  auto block = [&](int64_t b) {
+    const int64_t i0 = 4 * b, ma = std::min<int64_t>(4, n - i0);
+    const float* zp = z + z0 * n;
+    float* op = out + z0 * n;
+    switch (ma) {
+      case 4: RowBlock<4>(a, n, i0, zp, rows, op); break;
+      case 3: RowBlock<3>(a, n, i0, zp, rows, op); break;
+      case 2: RowBlock<2>(a, n, i0, zp, rows, op); break;
+      default: RowBlock<1>(a, n, i0, zp, rows, op); break;
+    }
+  };
+  for (int64_t u = u0; u < u1; ++u) {
+    block(u);
+    if (nb - 1 - u != u) block(nb - 1 - u);
+  }
+}
+
+}  // namespace tri_avx2
+#endif  // TFEVO_TRI_AVX2
+
 template <typename T>
 class TriangularOp : public OpKernel {
  public:
@@ -580,6 +841,26 @@ class TriangularOp : public OpKernel {
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, r.shape(), &out));
     if (n == 0 || k == 0) return;
+#if TFEVO_TRI_AVX2
+    if (std::is_same<T, float>::value && !solve_) {  // own kernel (see tri_avx2), no BLAS call
+      const float* ap = reinterpret_cast<const float*>(a.flat<T>().data());
+      const float* zp = reinterpret_cast<const float*>(r.flat<T>().data());
+      float* op = reinterpret_cast<float*>(out->flat<T>().data());
+      const int64_t nb = (n + 3) / 4, units = (nb + 1) / 2;
+      const int64_t zblocks = (k + tri_avx2::kZBlock - 1) / tri_avx2::kZBlock;
+      auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+      // one shard unit = (block of z rows, pair of row blocks of a): ~4 n rows x 2 FMAs per z row
+      tensorflow::Shard(pool->num_threads, pool->workers, zblocks * units, 8 * n * tri_avx2::kZBlock,
+                        [&](int64_t lo, int64_t hi) {
+                          for (int64_t t = lo; t < hi; ++t) {
+                            const int64_t zb = t / units, u = t % units;
+                            const int64_t z0 = zb * tri_avx2::kZBlock;
+                            tri_avx2::Run(ap, n, zp, op, z0, std::min(tri_avx2::kZBlock, k - z0), u, u + 1);
+                          }
+                        });
+      return;
+    }
+#endif
     std::copy_n(r.flat<T>().data(), k * n, out->flat<T>().data());
     SetOneThread(lib_);
     const T* ap = a.flat<T>().data();
@@ -654,6 +935,28 @@ class SyrkUpdateOp : public OpKernel {
     for (int64_t i = 0; i < n; ++i) {  // lower triangle of c (as is: beta scales it), upper 0
       std::copy_n(cp + i * n, i + 1, op + i * n);
       std::fill(op + i * n + i + 1, op + (i + 1) * n, T(0));
+    }
+    const Blas<T> blas{lib_};
+    if (threads_ == 1 && k > 0 && n > kTile && blas.ok()) {
+      // Tiled: out_IJ += (v r)_I^T r_J by one single-threaded ?gemm per lower tile, tiles
+      // over TensorFlow's pool (a NaN/inf weight or row spreads to the output as in ?syrk).
+      std::vector<T> rv(static_cast<size_t>(k * n));
+      for (int64_t t = 0; t < k; ++t)
+        for (int64_t j = 0; j < n; ++j) rv[t * n + j] = vp[t] * rp[t * n + j];
+      SetOneThread(lib_);
+      const int64_t nb = (n + kTile - 1) / kTile;
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      TilePairs(0, nb, &pairs);
+      ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), 2 * kTile * kTile * k, [&](int64_t u) {
+        const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
+        const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
+        // column-major X (nj x ni) = out_IJ^T <- s X + r_J^T (v r)_I
+        blas.gemm('N', 'T', nj, ni, k, T(1), rp + j0, n, rv.data() + i0, n, scale, op + i0 * n + j0, n);
+        if (i0 == j0) {  // the tile's strict upper triangle was computed too: zero it
+          for (int64_t i = i0; i < i0 + ni; ++i) std::fill(op + i * n + i + 1, op + i * n + i0 + ni, T(0));
+        }
+      });
+      return;
     }
     // sqrt(|v_k|) r_k, grouped by the sign of v_k (zero weights dropped)
     std::vector<T> pos, neg;

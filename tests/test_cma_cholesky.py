@@ -251,7 +251,8 @@ def _spd(n, dtype, seed, cond=None):
 
 @needs_op
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n,cond", [(1, None), (17, None), (130, None), (64, 1e4)])
+@pytest.mark.parametrize("n,cond", [(1, None), (17, None), (130, None), (64, 1e4), (300, None), (300, 1e4)])
+# n > 128: the single-matrix op works in 128 x 128 tiles (custom_ops/sym_eig.cc, TiledCholesky)
 def test_cholesky_op_matches_reference(n, cond, dtype):
     # Stated tolerance: both factors within 8 n eps ||x|| / sqrt(lambda_min) of the
     # float64 factor (Cholesky's forward error), entry by entry.
@@ -270,6 +271,18 @@ def test_cholesky_op_matches_reference(n, cond, dtype):
 
 
 @needs_op
+@needs_op
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("where", [5, 200, 299])
+def test_tiled_cholesky_failure_is_all_nan(where, dtype):
+    # A matrix that stops being positive definite in the first, a middle or the last
+    # tile of the tiled factorisation gives an all-NaN factor, as LAPACK's whole-matrix call.
+    x = _spd(300, np.float64, 4)
+    x[where, where] = -1.0
+    assert np.all(np.isnan(linalg.cholesky(x.astype(dtype), use_op=True).numpy()))
+    assert np.all(np.isnan(linalg.cholesky_reference(x.astype(dtype)).numpy()))
+
+
 def test_cholesky_op_failures_batches_and_graphs():
     bad = np.diag([1.0, -1.0, 2.0]).astype(np.float32)
     nonfinite = np.eye(3, dtype=np.float32)
