@@ -344,7 +344,12 @@ def test_triangular_and_syrk_ops_match_reference(n, k, dtype):
     assert np.abs(op - exact).max() <= tol * k ** 0.5 * scale
     bad = v.copy()
     bad[-1] = np.nan
-    assert not np.all(np.isfinite(linalg.syrk_update(c.astype(dtype), r, bad, 1.0, use_op=True).numpy()))
+    # a non-finite result is all NaN on both paths (callers test one entry)
+    assert np.all(np.isnan(linalg.syrk_update(c.astype(dtype), r, bad, 1.0, use_op=True).numpy()))
+    assert np.all(np.isnan(linalg.syrk_update_reference(c.astype(dtype), r, bad, 1.0).numpy()))
+    huge, twos = np.full_like(v, np.finfo(dtype).max), np.full_like(r, 2.0)  # finite input, overflowing result
+    assert np.all(np.isnan(linalg.syrk_update(c.astype(dtype), twos, huge, 1.0, use_op=True).numpy()))
+    assert np.all(np.isnan(linalg.syrk_update_reference(c.astype(dtype), twos, huge, 1.0).numpy()))
 
 
 def test_tell_reuses_asked_z_only_for_the_asked_rows():

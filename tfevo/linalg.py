@@ -344,11 +344,14 @@ def syrk_update_reference(c, r, v, s) -> tf.Tensor:
     """Pure-TF path of :func:`syrk_update` (a full product, then the lower triangle)."""
     c, r = _check_rows(c, r, "syrk_update")
     v, s = _as(v, c.dtype), _as(s, c.dtype)
-    return tf.linalg.band_part(s * c + tf.matmul(r * v[:, None], r, transpose_a=True), -1, 0)
+    return _nan_if_failed(tf.linalg.band_part(s * c + tf.matmul(r * v[:, None], r, transpose_a=True), -1, 0))
 
 
 def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
     """Lower triangle of ``s c + r^T diag(v) r`` (strict upper triangle 0), reading only c's lower triangle.
+
+    If any entry of the result is not finite (NaN/inf input, overflow), the
+    whole result is NaN (as :func:`cholesky` on failure), so one entry tells.
 
     Op path (default ``$TFEVO_EIGH_THREADS`` = 1, n > 128): one single-threaded
     ``?gemm`` per 128 x 128 tile of the lower triangle, tiles spread over
