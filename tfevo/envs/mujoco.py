@@ -490,19 +490,28 @@ class MujocoVectorEnv(HostVectorEnv):
         return order, np.ascontiguousarray(idx[order], dtype=np.int32)
 
     def _check_indices(self, indices, what: str) -> np.ndarray:
+        return self._check_indices_order(indices, what)[0]
+
+    def _check_indices_order(self, indices, what: str) -> tuple[np.ndarray, bool]:
+        """``(int64 indices, whether they are strictly increasing)`` after the checks."""
         if indices is None:
-            return np.arange(self.num_envs)
+            return np.arange(self.num_envs), True
         idx = np.asarray(indices)
-        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
             raise ShapeError(f"{what}: indices must be a 1-D integer array, got shape {idx.shape} {idx.dtype}")
-        idx = idx.astype(np.int64, copy=False)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
-            raise ShapeError(f"{what}: indices must be in [0, {self.num_envs}), got {idx.min()}..{idx.max()}")
-        if idx.size > 1 and not (idx[1:] > idx[:-1]).all() and np.unique(idx).size != idx.size:
+        if idx.dtype != np.int64:
+            idx = idx.astype(np.int64)
+        increasing = idx.size < 2 or bool((idx[1:] > idx[:-1]).all())
+        if idx.size:
+            # increasing indices (the usual case: a scheduler's active slots) need no reductions
+            lo, hi = (int(idx[0]), int(idx[-1])) if increasing else (int(idx.min()), int(idx.max()))
+            if lo < 0 or hi >= self.num_envs:
+                raise ShapeError(f"{what}: indices must be in [0, {self.num_envs}), got {lo}..{hi}")
+        if not increasing and np.unique(idx).size != idx.size:
             raise ShapeError(f"{what}: indices must be unique")
         if self._closed:
             raise ConfigError(f"{what}: the environment is closed")
-        return idx
+        return idx, increasing
 
     def _check_idle(self, idx: np.ndarray, what: str) -> None:
         if self._busy[idx].any():
@@ -614,7 +623,7 @@ class MujocoVectorEnv(HostVectorEnv):
         Several sends on disjoint slots may be in flight; ``recv`` returns
         their results in the order they were sent.
         """
-        idx = self._check_indices(indices, "send")
+        idx, increasing = self._check_indices_order(indices, "send")
         self._check_idle(idx, "send")
         a = np.asarray(actions)
         nu = self.model.nu
@@ -622,11 +631,14 @@ class MujocoVectorEnv(HostVectorEnv):
             raise ShapeError(
                 f"send: {self.env_id} takes actions of shape (len(indices), {nu}) = ({idx.size}, {nu}), got {a.shape}"
             )
-        if not np.issubdtype(a.dtype, np.number):
+        if a.dtype.kind not in "iufc":
             raise ShapeError(f"send: actions must be numeric, got {a.dtype}")
-        order, ids = self._sort(idx)
+        if increasing:
+            order, ids = None, idx.astype(np.int32)
+        else:
+            order, ids = self._sort(idx)
         ctrl = np.ascontiguousarray(a if order is None else a[order], dtype=np.float64)
-        before = self._position[ids]  # == task.position of the slots' current raw fields
+        before = self._position[_selector(ids)].copy()  # == task.position of the slots' current raw fields
         self._busy[ids] = True
         try:
             job = self._sim.start_step(ids, ctrl, lambda: self._finish_step(idx, order, ids, ctrl, before))
