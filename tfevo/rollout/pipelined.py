@@ -410,10 +410,16 @@ class PipelinedEvaluator(tf.Module):
                 if e is None:
                     e = enums[a.dtype] = tf.as_dtype(a.dtype).as_datatype_enum
                 return EagerTensor(a, device, e)
+            if isinstance(a, EagerTensor):
+                return a
             return tf.convert_to_tensor(a)
 
+        last = [None, None]  # the parameters of the last call and their flat list (the same every step)
+
         def call(params, *rest, _keep=(concrete, atomic)):  # the function stays registered while this lives
-            flat = tf.nest.flatten(params) + [as_tensor(a) for a in rest] + captures
+            if last[0] is not params:
+                last[0], last[1] = params, tf.nest.flatten(params)
+            flat = last[1] + [as_tensor(a) for a in rest] + captures
             out = execute(name, num_outputs=num_outputs, inputs=flat, attrs=attrs, ctx=ctx)
             return out[0] if single else tuple(out)
 
@@ -436,9 +442,11 @@ class PipelinedEvaluator(tf.Module):
         # The member indices rarely change between steps (only when episodes
         # end or slots refill): reuse the last tensor of this subset then.
         cached = self._member_tensors.get(k)
-        if cached is not None and (cached[0] is members or (
-                cached[1].shape == members.shape and np.array_equal(cached[1], members))):
+        if cached is not None and cached[0] is members:
             mt = cached[2]
+        elif cached is not None and cached[1].shape == members.shape and np.array_equal(cached[1], members):
+            mt = cached[2]
+            self._member_tensors[k] = (members, cached[1], mt)  # next time the identity test suffices
         else:
             m32 = members.astype(np.int32)
             mt = tf.convert_to_tensor(m32)
