@@ -9,7 +9,9 @@ Prints markdown tables.  Strategy table: for each case every library gets a
 warm-up call (its time is reported as compile/trace time), then the libraries
 run *alternating* timed blocks (tfevo, evosax, pycma, tfevo, ...), ``R``
 blocks each, so a change of load on the shared machine hits all of them alike;
-each cell is the median seconds per generation over the blocks.  The same
+each cell is the median seconds per generation over the blocks (wall clock; the
+"CPU" columns are the median *process* CPU seconds per generation, all threads,
+and the last column the load average when the row was printed).  The same
 fixed fitness vector (random, shape [P]) is told every generation, so no
 evaluation is timed.
 
@@ -72,15 +74,23 @@ def _calibrate(step, gens, multiple=1, budget=0.2):
     return multiple * max(1, -(-gens // multiple)), compile_s
 
 
-def _interleaved(entries, repeats):
-    """``entries``: list of (step, gens per block).  Median s/gen of each, blocks alternating."""
+def _interleaved(entries, repeats, cpu=None):
+    """``entries``: list of (step, gens per block).  Median s/gen of each, blocks alternating.
+
+    ``cpu``: if a list, it receives the median *process* CPU seconds per generation of
+    each entry (all threads of this process, so it includes the peers' worker threads).
+    """
     res = [[] for _ in entries]
+    cres = [[] for _ in entries]
     for _ in range(repeats):
         for i, (step, gens) in enumerate(entries):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(gens):
                 step()
             res[i].append((time.perf_counter() - t0) / gens)
+            cres[i].append((time.process_time() - c0) / gens)
+    if cpu is not None:
+        cpu[:] = [statistics.median(r) for r in cres]
     return [statistics.median(r) for r in res]
 
 
@@ -347,8 +357,9 @@ def main():
     print(f"TFEVO_EIGH_THREADS={os.environ.get('TFEVO_EIGH_THREADS', '1 (default)')}")
     if cases:
         print("| strategy | D | P | eigh threads | tfevo s/gen | evosax s/gen | pycma s/gen | evosax/tfevo | pycma/tfevo "
-              "| tfevo first call s | evosax first call s | pycma first call s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| tfevo first call s | evosax first call s | pycma first call s | tfevo CPU s/gen | evosax CPU s/gen "
+              "| pycma CPU s/gen | load after |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, n in cases:
         default = 4 + int(np.floor(3 * np.log(n)))
         factor = 5 if kind == "cma5" else 1
@@ -363,9 +374,10 @@ def main():
             e_step, e_gens, ec = make_evosax(kind, n, p, args.gens)
             c_step, c_gens, cc = make_pycma(kind, n, p, args.gens, factor)
             entries = [(s, g) for s, g, _ in tf_entries] + [(e_step, e_gens), (c_step, c_gens)]
-            times = _interleaved(entries, args.repeats)
+            cpu = []
+            times = _interleaved(entries, args.repeats, cpu)
             e, c = times[-2:]
-            for v, t, (_, _, tc) in zip(variants, times, tf_entries):
+            for v, t, tcpu, (_, _, tc) in zip(variants, times, cpu, tf_entries):
                 if kind == "cma":
                     name = ("CMA-ES (Cholesky)" if v == "cholesky" else "CMA-ES (eigen)") + (
                         " (gap x5)" if factor != 1 else "")
@@ -373,7 +385,8 @@ def main():
                     name = "Sep-CMA-ES"
                 th_s = "-" if kind != "cma" else str(os.environ.get("TFEVO_EIGH_THREADS", 1))
                 print(f"| {name} | {n} | {p} | {th_s} | {t:.2e} | {e:.2e} | {c:.2e} | {e / t:.2f} | {c / t:.1f} | "
-                      f"{tc:.1f} | {ec:.1f} | {cc:.1f} |", flush=True)
+                      f"{tc:.1f} | {ec:.1f} | {cc:.1f} | {tcpu:.2e} | {cpu[-2]:.2e} | {cpu[-1]:.2e} | "
+                      f"{uptime().split('load average:')[-1].strip()} |", flush=True)
     if args.breakdown:
         for spec in args.breakdown:
             n, p = (int(v) for v in spec.split(":"))
