@@ -119,11 +119,12 @@ class PipelinedEvaluator(tf.Module):
         ``preprocess``, else 1).
       common_seeds: all members use the same episode seeds (common random
         numbers) instead of one seed per (member, episode).
-      inline_forward: run each step's forward graph inline in the calling
-        thread (TensorFlow's single-threaded graph executor, called without
-        the Python function-call layers); same results, less per-step
-        overhead, and no thread hand-offs competing with the simulators'
-        threads.  Falls back to the ordinary call (``forward_executor`` says
+      inline_forward: run each step's forward graph with TensorFlow's
+        single-threaded graph executor, called without the Python
+        function-call layers: its ops run one after the other on one
+        inter-op thread (TensorFlow hands every function call to one), so a
+        step costs one thread hand-off instead of one per op; same results,
+        less per-step overhead.  Falls back to the ordinary call (``forward_executor`` says
         which ran) if the graph or the TensorFlow version does not allow it.
 
     A *recurrent* policy (``policy.state_shape`` not None, e.g. a recurrent
@@ -369,10 +370,12 @@ class PipelinedEvaluator(tf.Module):
 
         It executes the concrete function's graph as one eager call with
         TensorFlow's single-threaded executor: the graph's kernels run one
-        after the other in this thread instead of being handed to the
-        inter-op pool (kernels still use the intra-op pool for their own
-        work).  Two wins per step: no Python layers of the function call
-        (~30 us), and no thread hand-offs, which cost most when the
+        after the other on one thread -- an inter-op pool thread, to which
+        TensorFlow's eager runtime hands every function call (``perf`` shows
+        ``SingleThreadedExecutorImpl::RunAsyncInternal`` on ``tf_Compute``)
+        -- instead of each kernel being scheduled on the pool by itself.  Two
+        wins per step: no Python layers of the function call (~30 us), and
+        one thread hand-off instead of one per op, which cost most when the
         simulators' threads keep both cores busy (pipelined K >= 2).
         Results are identical (same graph, same kernels).  ``None`` when the
         TensorFlow internals it uses are missing.
