@@ -175,3 +175,21 @@ def test_rows_grouped_equal_rows_alone():
     for r in range(7):
         one = fused_mlp.population_mlp(x[:, r:r + 1], params, tf.constant([2, 0, 1]), plan, use_op=True).numpy()
         np.testing.assert_array_equal(full[:, r], one[:, 0])
+
+
+def test_tanh_extremes_match_reference_bit_for_bit():
+    # The kernel's tanh runs 8 lanes at a time on AVX2 machines plus a scalar tail: clamping
+    # (+-inf, values beyond the clamp) and NaN must come out as TensorFlow's Tanh gives them,
+    # in vector lanes and in the tail alike (hidden width 13 = one packet of 8 + 5 tail lanes).
+    template = mlp((5,), 3, hidden=(13, 13), activation="tanh")
+    pm, ref = _pair(template)
+    P = 6
+    params = _params(pm, P, seed=11, scale=20.0)  # large weights: many pre-activations past the clamp
+    x = tf.random.stateless_normal([P, 1, 5], [5, 6]).numpy()
+    x[1, 0, 2] = np.nan
+    x[2, 0, 0] = np.inf
+    x[3, 0, 4] = -np.inf
+    x[4] *= 1e6
+    y, y_ref = pm(params, tf.constant(x)).numpy(), ref(params, tf.constant(x)).numpy()
+    np.testing.assert_array_equal(y, y_ref)
+    assert np.isnan(y[1]).any() and np.isfinite(y[0]).all()
