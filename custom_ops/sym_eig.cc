@@ -54,6 +54,7 @@
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "parallel_units.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 
@@ -306,19 +307,10 @@ struct Blas {
 
 constexpr int64_t kTile = 128;
 
-// Runs fn(u) for u in [0, units) on TensorFlow's intra-op pool (cost: ~flops per unit).
-template <typename F>
-void ParallelUnits(OpKernelContext* ctx, int64_t units, int64_t cost, const F& fn) {
-  if (units <= 0) return;
-  if (units == 1) {
-    fn(0);
-    return;
-  }
-  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-  tensorflow::Shard(pool->num_threads, pool->workers, units, cost, [&](int64_t lo, int64_t hi) {
-    for (int64_t u = lo; u < hi; ++u) fn(u);
-  });
-}
+// Tiles are shared out over TensorFlow's intra-op pool by the project's ParallelUnits
+// (parallel_units.h); GrainFor turns a tile's flops into units per chunk.
+using tfevo_parallel::GrainFor;
+using tfevo_parallel::ParallelUnits;
 
 // The tile pairs (bi, bj), b0 <= bj <= bi < nb.
 inline void TilePairs(int64_t b0, int64_t nb, std::vector<std::pair<int64_t, int64_t>>* pairs) {
@@ -345,13 +337,13 @@ int64_t TiledCholesky(OpKernelContext* ctx, const Blas<T>& blas, T* m, int64_t n
     // panel: tiles I below: L_IK = M_IK L_KK^{-T}, i.e. (column-major) X = M_IK^T <- U^{-T} X
     // with U = L_KK^T, the column-major upper factor ?potrf left in place.
     const int64_t below = nb - kb - 1;
-    ParallelUnits(ctx, below, kTile * kTile * nk, [&](int64_t u) {
+    ParallelUnits(ctx, below, GrainFor(kTile * kTile * nk), [&](int64_t u) {
       const int64_t i0 = (kb + 1 + u) * kTile, ni = std::min(kTile, n - i0);
       blas.trsm('L', 'U', 'T', 'N', nk, ni, T(1), mkk, n, m + i0 * n + k0, n);
     });
     // trailing update: M_IJ -= L_IK L_JK^T for tiles kb < J <= I.
     TilePairs(kb + 1, nb, &pairs);
-    ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), 2 * kTile * kTile * nk, [&](int64_t u) {
+    ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), GrainFor(2 * kTile * kTile * nk), [&](int64_t u) {
       const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
       const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
       if (i0 == j0) {
@@ -982,7 +974,7 @@ class SyrkUpdateOp : public OpKernel {
       const int64_t nb = (n + kTile - 1) / kTile;
       std::vector<std::pair<int64_t, int64_t>> pairs;
       TilePairs(0, nb, &pairs);
-      ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), 2 * kTile * kTile * k, [&](int64_t u) {
+      ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), GrainFor(2 * kTile * kTile * k), [&](int64_t u) {
         const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
         const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
         // column-major X (nj x ni) = out_IJ^T <- s X + r_J^T (v r)_I
