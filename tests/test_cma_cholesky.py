@@ -271,7 +271,6 @@ def test_cholesky_op_matches_reference(n, cond, dtype):
 
 
 @needs_op
-@needs_op
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("where", [5, 200, 299])
 def test_tiled_cholesky_failure_is_all_nan(where, dtype):
@@ -283,6 +282,7 @@ def test_tiled_cholesky_failure_is_all_nan(where, dtype):
     assert np.all(np.isnan(linalg.cholesky_reference(x.astype(dtype)).numpy()))
 
 
+@needs_op
 def test_cholesky_op_failures_batches_and_graphs():
     bad = np.diag([1.0, -1.0, 2.0]).astype(np.float32)
     nonfinite = np.eye(3, dtype=np.float32)
