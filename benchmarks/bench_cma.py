@@ -74,16 +74,21 @@ def _calibrate(step, gens, multiple=1, budget=0.2):
     return multiple * max(1, -(-gens // multiple)), compile_s
 
 
-def _interleaved(entries, repeats, cpu=None):
+def _interleaved(entries, repeats, cpu=None, pause=0.0):
     """``entries``: list of (step, gens per block).  Median s/gen of each, blocks alternating.
 
     ``cpu``: if a list, it receives the median *process* CPU seconds per generation of
     each entry (all threads of this process, so it includes the peers' worker threads).
+    ``pause``: seconds of sleep before each block, so that worker threads a library left
+    spinning (OpenBLAS's spin for ~0.1 s after a multithreaded call, JAX/TF pools briefly)
+    have gone idle and do not eat into the next library's block.
     """
     res = [[] for _ in entries]
     cres = [[] for _ in entries]
     for _ in range(repeats):
         for i, (step, gens) in enumerate(entries):
+            if pause > 0:
+                time.sleep(pause)
             t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(gens):
                 step()
@@ -332,6 +337,9 @@ def main():
     ap.add_argument("--variants", nargs="+", default=["eigen", "cholesky"], choices=["eigen", "cholesky"],
                     help="full CMA-ES variants of tfevo timed (alternating with evosax and pycma in one run): "
                          "eigen = CMAES (pycma's algorithm), cholesky = CholeskyCMAES")
+    ap.add_argument("--pause", type=float, default=0.3,
+                    help="seconds of sleep before each timed block (lets the previous library's spinning worker "
+                         "threads go idle; 0 = blocks back to back, as before session 7)")
     ap.add_argument("--breakdown", nargs="*", default=None, metavar="D:P",
                     help="per-generation breakdown of tfevo's CMA-ES variants (e.g. 1000:24 1000:256)")
     ap.add_argument("--eigh-table", action="store_true", help="also time eigh alone (op vs TF vs numpy/scipy/jax)")
@@ -375,7 +383,7 @@ def main():
             c_step, c_gens, cc = make_pycma(kind, n, p, args.gens, factor)
             entries = [(s, g) for s, g, _ in tf_entries] + [(e_step, e_gens), (c_step, c_gens)]
             cpu = []
-            times = _interleaved(entries, args.repeats, cpu)
+            times = _interleaved(entries, args.repeats, cpu, pause=args.pause)
             e, c = times[-2:]
             for v, t, tcpu, (_, _, tc) in zip(variants, times, cpu, tf_entries):
                 if kind == "cma":

@@ -227,10 +227,11 @@ Status GetLapack(const std::string& path, Lapack** out) {
 // Why: OpenBLAS's own threads spin after every call and compete with
 // TensorFlow's pool on a 2-core machine (measured slower with 2 BLAS threads),
 // while one BLAS thread leaves a core idle.  Here the work is cut into fixed
-// kTile x kTile tiles, each computed by single-threaded BLAS calls (?gemm,
-// ?syrk, ?trsm, ?potrf), and the tiles of one step are shared out by
-// tensorflow::Shard.  The tiling, and so every bit of the result, is fixed:
-// it never depends on the number of threads.
+// units on a grid of kTile x kTile tiles -- one tile (?trsm, ?potrf) or one row
+// strip of tiles (one ?gemm, plus ?syrk on its diagonal tile) -- each computed
+// by single-threaded BLAS calls, and the units of one step are shared out by
+// ParallelUnits.  The units, and so every bit of the result, are fixed by n:
+// they never depend on the number of threads.
 //
 // Layout: a row-major matrix read column-major is its transpose, so the lower
 // triangle (row-major) is handled as the upper triangle (column-major).
@@ -312,25 +313,21 @@ constexpr int64_t kTile = 128;
 using tfevo_parallel::GrainFor;
 using tfevo_parallel::ParallelUnits;
 
-// The tile pairs (bi, bj), b0 <= bj <= bi < nb.
-inline void TilePairs(int64_t b0, int64_t nb, std::vector<std::pair<int64_t, int64_t>>* pairs) {
-  pairs->clear();
-  for (int64_t bi = b0; bi < nb; ++bi)
-    for (int64_t bj = b0; bj <= bi; ++bj) pairs->emplace_back(bi, bj);
-}
 
 // In place: the row-major lower triangle of the n x n matrix m becomes its
 // Cholesky factor (the strict upper triangle is neither read nor written).
 // Right-looking, kTile columns per step: ?potrf of the diagonal tile, ?trsm of
 // the tiles below it (in parallel), then the trailing lower triangle minus the
-// panel's outer product (?syrk on diagonal tiles, ?gemm elsewhere, in parallel).
+// panel's outer product, one unit per row strip of tiles (in parallel, largest
+// strip first): ?gemm for the strip left of its diagonal tile, ?syrk for that
+// tile.  A strip is one BLAS call with a long dimension instead of one call per
+// tile (fewer calls and packings); the units are fixed by n alone.
 // Returns LAPACK-style info (0: success; > 0: not positive definite).
 template <typename T>
 int64_t TiledCholesky(OpKernelContext* ctx, const Blas<T>& blas, T* m, int64_t n) {
   const int64_t nb = (n + kTile - 1) / kTile;
-  std::vector<std::pair<int64_t, int64_t>> pairs;
   for (int64_t kb = 0; kb < nb; ++kb) {
-    const int64_t k0 = kb * kTile, nk = std::min(kTile, n - k0);
+    const int64_t k0 = kb * kTile, nk = std::min(kTile, n - k0), k1 = k0 + nk;
     T* mkk = m + k0 * n + k0;
     const int64_t info = blas.potrf(nk, mkk, n);
     if (info != 0) return k0 + info;
@@ -341,16 +338,13 @@ int64_t TiledCholesky(OpKernelContext* ctx, const Blas<T>& blas, T* m, int64_t n
       const int64_t i0 = (kb + 1 + u) * kTile, ni = std::min(kTile, n - i0);
       blas.trsm('L', 'U', 'T', 'N', nk, ni, T(1), mkk, n, m + i0 * n + k0, n);
     });
-    // trailing update: M_IJ -= L_IK L_JK^T for tiles kb < J <= I.
-    TilePairs(kb + 1, nb, &pairs);
-    ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), GrainFor(2 * kTile * kTile * nk), [&](int64_t u) {
-      const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
-      const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
-      if (i0 == j0) {
-        blas.syrk('U', 'T', ni, nk, T(-1), m + i0 * n + k0, n, T(1), m + i0 * n + i0, n);
-      } else {  // column-major X (nj x ni) = M_IJ^T -= L_JK L_IK^T
-        blas.gemm('T', 'N', nj, ni, nk, T(-1), m + j0 * n + k0, n, m + i0 * n + k0, n, T(1), m + i0 * n + j0, n);
-      }
+    // trailing update, strip I (I = nb - 1 - u): M_I,[k1, i0) -= L_IK L_[k1, i0),K^T
+    // (column-major X ((i0 - k1) x ni) = M^T -= L_[k1,i0),K L_IK^T) and M_II -= L_IK L_IK^T.
+    ParallelUnits(ctx, below, 1, [&](int64_t u) {
+      const int64_t i0 = (nb - 1 - u) * kTile, ni = std::min(kTile, n - i0);
+      if (i0 > k1)
+        blas.gemm('T', 'N', i0 - k1, ni, nk, T(-1), m + k1 * n + k0, n, m + i0 * n + k0, n, T(1), m + i0 * n + k1, n);
+      blas.syrk('U', 'T', ni, nk, T(-1), m + i0 * n + k0, n, T(1), m + i0 * n + i0, n);
     });
   }
   return 0;
@@ -698,8 +692,9 @@ solve: false: out = r a^T (each row multiplied by a); true: out = r a^{-T} (each
 // TfevoSyrkUpdate: c_out = s c + sum_k v_k r_k r_k^T on the LOWER triangle,
 // strict upper triangle 0.  If any entry of the result is not finite (non-finite
 // input, overflow), the whole output is NaN, so a caller tests one entry.  With `threads` = 1 (default) and n > kTile: one
-// single-threaded ?gemm of (v r)^T r per 128 x 128 lower tile (56% of a full
-// product's flops at n = 1000), tiles spread over TensorFlow's intra-op pool
+// single-threaded ?gemm of (v r)^T r per row strip of 128 rows, up to and
+// including its diagonal tile (56% of a full product's flops at n = 1000),
+// strips spread over TensorFlow's intra-op pool
 // (see "Tiled lower-triangle kernels").  Otherwise (small n, or `threads` != 1,
 // which then sets the library's thread count; 0 leaves it): rows with positive
 // and negative weights go to two ?syrk calls (alpha = +1 and -1) as
@@ -875,9 +870,9 @@ class TriangularOp : public OpKernel {
       const int64_t zblocks = (k + tri_avx2::kZBlock - 1) / tri_avx2::kZBlock;
       auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
       // one shard unit = (block of z rows, pair of row blocks of a): ~4 n rows x 2 FMAs per z row.
-      // One block of z rows (k <= 48, ~0.6 ms at n = 1000) runs on the calling thread: handing
-      // half of it to the pool cost more than it saved in the default-threads benchmark.
-      tensorflow::Shard(zblocks == 1 ? 1 : pool->num_threads, pool->workers, zblocks * units, 8 * n * tri_avx2::kZBlock,
+      // Small products (< 2^22 multiply-adds) run on the calling thread.
+      const bool small = k * n * n / 2 < (int64_t{1} << 22);
+      tensorflow::Shard(small ? 1 : pool->num_threads, pool->workers, zblocks * units, 8 * n * tri_avx2::kZBlock,
                         [&](int64_t lo, int64_t hi) {
                           for (int64_t t = lo; t < hi; ++t) {
                             const int64_t zb = t / units, u = t % units;
@@ -972,16 +967,13 @@ class SyrkUpdateOp : public OpKernel {
         for (int64_t j = 0; j < n; ++j) rv[t * n + j] = vp[t] * rp[t * n + j];
       SetOneThread(lib_);
       const int64_t nb = (n + kTile - 1) / kTile;
-      std::vector<std::pair<int64_t, int64_t>> pairs;
-      TilePairs(0, nb, &pairs);
-      ParallelUnits(ctx, static_cast<int64_t>(pairs.size()), GrainFor(2 * kTile * kTile * k), [&](int64_t u) {
-        const int64_t i0 = pairs[u].first * kTile, j0 = pairs[u].second * kTile;
-        const int64_t ni = std::min(kTile, n - i0), nj = std::min(kTile, n - j0);
-        // column-major X (nj x ni) = out_IJ^T <- s X + r_J^T (v r)_I
-        blas.gemm('N', 'T', nj, ni, k, T(1), rp + j0, n, rv.data() + i0, n, scale, op + i0 * n + j0, n);
-        if (i0 == j0) {  // the tile's strict upper triangle was computed too: zero it
-          for (int64_t i = i0; i < i0 + ni; ++i) std::fill(op + i * n + i + 1, op + i * n + i0 + ni, T(0));
-        }
+      // unit u: row strip I = nb - 1 - u (largest first), one ?gemm over its tiles up to and
+      // including the diagonal one, whose strict upper triangle is then zeroed again.
+      ParallelUnits(ctx, nb, 1, [&](int64_t u) {
+        const int64_t i0 = (nb - 1 - u) * kTile, ni = std::min(kTile, n - i0), w = i0 + ni;
+        // column-major X (w x ni) = out_I,[0,w)^T <- s X + r_[0,w)^T (v r)_I
+        blas.gemm('N', 'T', w, ni, k, T(1), rp, n, rv.data() + i0, n, scale, op + i0 * n, n);
+        for (int64_t i = i0; i < i0 + ni; ++i) std::fill(op + i * n + i + 1, op + i * n + w, T(0));
       });
       LowerFiniteOrNaN(op, n);
       return;

@@ -367,3 +367,20 @@ def test_tell_reuses_asked_z_only_for_the_asked_rows():
     es.tell(x, -sphere(x))
     np.testing.assert_allclose(es.p_sigma.numpy(), cached, rtol=1e-4, atol=1e-6)
     assert es.traces["tell"] == 1
+
+
+@needs_blas
+def test_large_triangular_product_split_over_threads_matches_reference():
+    # n = 1000, 24 rows (CholeskyCMAES's ask at its default popsize): large enough that the
+    # float32 product is split over the intra-op pool by row blocks of a; every entry is still
+    # one dot product summed in a fixed order, so it equals the unsplit rows bit for bit.
+    rng = np.random.default_rng(7)
+    n = 1000
+    a = (np.tril(rng.normal(size=(n, n))) / np.sqrt(n)).astype(np.float32)
+    r = rng.normal(size=(24, n)).astype(np.float32)
+    op = linalg.triangular_rows(a, r, use_op=True).numpy()
+    exact = r.astype(np.float64) @ a.astype(np.float64).T
+    assert np.abs(op - exact).max() <= 4 * n * np.finfo(np.float32).eps * np.abs(exact).max()
+    # rows computed alone (a 1-row product is never split) give the same bits
+    for i in (0, 13, 23):
+        np.testing.assert_array_equal(linalg.triangular_rows(a, r[i:i + 1], use_op=True).numpy()[0], op[i])

@@ -37,8 +37,9 @@ task.  ``0`` leaves the library's own setting.
 :func:`cholesky` (for :class:`tfevo.strategies.CholeskyCMAES`) is the same
 arrangement for LAPACK's blocked ``?potrf`` (op ``TfevoCholesky`` in the same
 ``sym_eig.cc``, same library, same thread setting).  With one thread (the
-default), a matrix with n > 128 is factorised in 128 x 128 tiles by
-single-threaded ``?potrf``/``?trsm``/``?syrk``/``?gemm`` calls whose tiles are
+default), a matrix with n > 128 is factorised in 128-column steps by
+single-threaded ``?potrf``/``?trsm``/``?syrk``/``?gemm`` calls (one per tile, or
+one ``?gemm`` per row strip of tiles for the trailing update) whose units are
 spread over TensorFlow's intra-op pool: a second core helps, without OpenBLAS
 worker threads, and the result does not depend on the number of threads.  Its contract differs from
 ``tf.linalg.cholesky`` in one point: a matrix that is not positive definite
@@ -134,8 +135,32 @@ def lapack_library() -> str | None:
                         log.warning("tfevo.linalg: cannot copy %s (%s); loading it in place", cands[0], e)
                         path = cands[0]
                     break
+        if path is not None:
+            _preload(path)
         _LAPACK.append(path)
         return path
+
+
+def _preload(path: str) -> None:
+    """Loads the LAPACK library once, with OpenBLAS's worker threads told to sleep right after a call.
+
+    OpenBLAS reads ``OPENBLAS_THREAD_TIMEOUT`` when the library is loaded; by default its
+    worker threads spin for ~2^28 cycles (~0.1 s) after every multithreaded call, taking a
+    core from whatever TensorFlow runs next (only with ``TFEVO_EIGH_THREADS`` > 1; the default
+    of one thread starts no workers).  The op's own ``dlopen`` of the same path (same flags,
+    ``custom_ops/sym_eig.cc``) then returns this instance.  A timeout the user has set is kept.
+    """
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return
+    import ctypes
+
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # the minimum: 2^4 cycles
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0))
+    except OSError as e:  # the op reports a library it cannot load, with its own message
+        log.debug("tfevo.linalg: preloading %s failed: %s", path, e)
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
 
 
 def _threads() -> int:
@@ -326,7 +351,9 @@ def triangular_rows(a, r, solve: bool = False, use_op=None) -> tf.Tensor:
     general product, and ~2x faster than Eigen's triangular solve on this CPU);
     float32 products on AVX2 + FMA CPUs use the op's own kernel instead of
     ``?trmm`` (dot products of rows in place, no packing of ``a``: ~3x faster
-    than ``?trmm`` for 24 rows at n = 1000), rows spread over TensorFlow's pool;
+    than ``?trmm`` for 24 rows at n = 1000), work spread over TensorFlow's pool in
+    blocks of rows of ``a`` and of ``r`` once it exceeds 2^22 multiply-adds (each
+    entry is one dot product in a fixed order: bits independent of the threads);
     reference: ``tf.matmul`` / ``tf.linalg.triangular_solve``.
     """
     a, r = _check_rows(a, r, "triangular_rows")
@@ -354,7 +381,7 @@ def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
     whole result is NaN (as :func:`cholesky` on failure), so one entry tells.
 
     Op path (default ``$TFEVO_EIGH_THREADS`` = 1, n > 128): one single-threaded
-    ``?gemm`` per 128 x 128 tile of the lower triangle, tiles spread over
+    ``?gemm`` per 128-row strip of the lower triangle, strips spread over
     TensorFlow's intra-op pool (the result does not depend on the thread count);
     small ``n`` or other thread settings: two BLAS ``?syrk`` calls (positive and
     negative weights, rows scaled by ``sqrt(|v|)``) on that many BLAS threads.
