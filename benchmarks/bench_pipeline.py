@@ -74,52 +74,81 @@ def _dqn_policy(num_actions):
     return pm, Policy(pm, ActionSpec(discrete=True, num_actions=num_actions))
 
 
+def _busy_seconds():
+    """CPU seconds all processes spent busy so far (``/proc/stat``; None where it is missing)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return None
+
+
 def atari(args):
     """Frostbite evaluation throughput for K = 1, 2, 4, plus the session-4 serial path (one inference
-    chain, inline single-threaded executor) for an A/B in the same run.  All configs are warmed up
-    first, then timed round by round in alternating order (same load for all)."""
+    chain, inline single-threaded executor) and K=2 with one emulator thread per subset, for an A/B
+    in the same run.  All configs are warmed up first, then timed round by round in alternating
+    order (same load for all).  Per config it also prints the cores this process used (CPU seconds /
+    wall seconds) and the cores other processes used meanwhile ("other", from ``/proc/stat``): a run
+    with other > ~0.1 was not measured on a quiet machine."""
     from tfevo.rollout.pipelined import PipelinedEvaluator
 
     P = args.atari_pop
-    configs = [("K=1", 1, None), ("K=1, 1 chain, inline executor (session-4 path)", 1, 1), ("K=2", 2, None),
-               ("K=4", 4, None)]
+    configs = [("K=1", 1, None, None), ("K=1, 1 chain, inline executor (session-4 path)", 1, 1, None),
+               ("K=2", 2, None, None), ("K=4", 4, None, None),
+               ("K=2, 1 emulator thread per subset", 2, None, {"num_threads": 1})]
     evs, params = [], None
-    for name, K, chains in configs:
+    for name, K, chains, env_kwargs in configs:
         pm, policy = _dqn_policy(18)
         if chains is not None:
             pm.inference_chains = chains
         if params is None:
             params = pm.init_params(P, seed=0)
         ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=args.atari_slots, num_subsets=K,
-                                max_steps=args.atari_steps, seed=0)
+                                max_steps=args.atari_steps, seed=0, env_kwargs=env_kwargs)
         t0 = time.perf_counter()
         ev.evaluate(params)
         evs.append((ev, time.perf_counter() - t0))
     times = [[] for _ in configs]
+    cpus = [[] for _ in configs]
+    others = [[] for _ in configs]
     stats = [[] for _ in configs]
+    fits = [None] * len(configs)
     for r in range(args.repeats):
         order = range(len(configs)) if r % 2 == 0 else reversed(range(len(configs)))
         for i in order:
-            t0 = time.perf_counter()
-            evs[i][0].evaluate(params)
-            times[i].append(time.perf_counter() - t0)
+            b0, c0, t0 = _busy_seconds(), time.process_time(), time.perf_counter()
+            f = evs[i][0].evaluate(params)  # every config is at the same call number (same seeds) in a round
+            t, c, b1 = time.perf_counter() - t0, time.process_time() - c0, _busy_seconds()
+            times[i].append(t)
+            cpus[i].append(c)
+            others[i].append(None if b0 is None else max(0.0, (b1 - b0 - c) / t))
             stats[i].append(dict(evs[i][0].last_stats))
+            fits[i] = f.numpy()
     res = {}
-    for i, (name, K, chains) in enumerate(configs):
+    same = all(np.array_equal(f, fits[0]) for f in fits)
+    for i, (name, K, chains, env_kwargs) in enumerate(configs):
         ev, warm = evs[i]
         med = statistics.median(times[i])
         steps = stats[i][0]["steps"]
         per = steps / args.atari_slots  # 32-member steps (one per slot and agent step)
         split = " / ".join(f"{statistics.median([s[k] for s in stats[i]]) / per * 1e3:.1f}"
                            for k in ("forward_seconds", "recv_seconds", "reset_seconds"))
-        if chains is None:
+        if chains is None and env_kwargs is None:
             res[K] = steps / med
-        else:
+        elif chains is not None:
             res["prev"] = steps / med
+        else:
+            res["K2_1thread"] = steps / med
+        cores = statistics.median(c / t for c, t in zip(cpus[i], times[i]))
+        other = ", ".join("?" if o is None else f"{o:.2f}" for o in others[i])
         row("eval Nature-DQN GA pop %d, Frostbite, cap %d steps" % (P, args.atari_steps),
             f"{name}, {args.atari_slots} slots", steps / med, "steps/s",
             f"warm-up {warm:.1f}s; executor {ev.forward_executor}; per {args.atari_slots}-member step ms "
-            f"forward / recv / reset {split}; runs {', '.join(f'{steps / t:,.0f}' for t in times[i])}")
+            f"forward / recv / reset {split}; {steps / statistics.median(cpus[i]):,.0f} steps per CPU-second, "
+            f"{cores:.2f} cores; runs {', '.join(f'{steps / t:,.0f}' for t in times[i])}; "
+            f"other processes' cores per run {other}")
+    print(f"- Atari fitness identical across configs: {same}")
     for ev, _ in evs:
         ev.close()
     del params
@@ -500,7 +529,8 @@ def main(argv=None):
                           f"rounds ({MJ_RAW_ROUNDS['best']:,.0f} steps/s, best action kind)")
     if "atari" in results:
         a = results["atari"]
-        ratios.append(f"Atari pipelined/serial: K=2 x{a[2] / a[1]:.2f}, K=4 x{a[4] / a[1]:.2f}; "
+        ratios.append(f"Atari pipelined/serial: K=2 x{a[2] / a[1]:.2f}, K=4 x{a[4] / a[1]:.2f}, "
+                      f"K=2 with 1 emulator thread per subset x{a['K2_1thread'] / a[1]:.2f}; "
                       f"K=1 vs the session-4 path (1 chain, inline): x{a[1] / a['prev']:.2f}")
         if "naive_atari" in results:
             ratios.append(f"Atari vs naive: K=1 x{a[1] / results['naive_atari']:.2f}, "
