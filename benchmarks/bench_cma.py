@@ -8,7 +8,9 @@ Run::
 Prints markdown tables.  Strategy table: for each case every library gets a
 warm-up call (its time is reported as compile/trace time), then the libraries
 run *alternating* timed blocks (tfevo, evosax, pycma, tfevo, ...), ``R``
-blocks each, so a change of load on the shared machine hits all of them alike;
+blocks each, so a change of load on the shared machine hits all of them alike
+(each block starts after a ``--pause`` sleep, default 0.3 s, so worker threads a
+library left spinning -- OpenBLAS spins ~0.1 s after a call -- are idle again);
 each cell is the median seconds per generation over the blocks (wall clock; the
 "CPU" columns are the median *process* CPU seconds per generation, all threads,
 and the last column the load average when the row was printed).  The same
