@@ -94,11 +94,12 @@ def atari(args):
     from tfevo.rollout.pipelined import PipelinedEvaluator
 
     P = args.atari_pop
-    configs = [("K=1", 1, None, None), ("K=1, 1 chain, inline executor (session-4 path)", 1, 1, None),
-               ("K=2", 2, None, None), ("K=4", 4, None, None),
-               ("K=2, 1 emulator thread per subset", 2, None, {"num_threads": 1})]
+    # (label, K, inference chains, env kwargs, key of the result in the returned dict)
+    configs = [("K=1", 1, None, None, 1), ("K=1, 1 chain, inline executor (session-4 path)", 1, 1, None, "prev"),
+               ("K=2", 2, None, None, 2), ("K=4", 4, None, None, 4),
+               ("K=2, 1 emulator thread per subset", 2, None, {"num_threads": 1}, "K2_1thread")]
     evs, params = [], None
-    for name, K, chains, env_kwargs in configs:
+    for name, K, chains, env_kwargs, _ in configs:
         pm, policy = _dqn_policy(18)
         if chains is not None:
             pm.inference_chains = chains
@@ -127,19 +128,14 @@ def atari(args):
             fits[i] = f.numpy()
     res = {}
     same = all(np.array_equal(f, fits[0]) for f in fits)
-    for i, (name, K, chains, env_kwargs) in enumerate(configs):
+    for i, (name, _, _, _, key) in enumerate(configs):
         ev, warm = evs[i]
         med = statistics.median(times[i])
         steps = stats[i][0]["steps"]
         per = steps / args.atari_slots  # 32-member steps (one per slot and agent step)
         split = " / ".join(f"{statistics.median([s[k] for s in stats[i]]) / per * 1e3:.1f}"
                            for k in ("forward_seconds", "recv_seconds", "reset_seconds"))
-        if chains is None and env_kwargs is None:
-            res[K] = steps / med
-        elif chains is not None:
-            res["prev"] = steps / med
-        else:
-            res["K2_1thread"] = steps / med
+        res[key] = steps / med
         cores = statistics.median(c / t for c, t in zip(cpus[i], times[i]))
         other = ", ".join("?" if o is None else f"{o:.2f}" for o in others[i])
         row("eval Nature-DQN GA pop %d, Frostbite, cap %d steps" % (P, args.atari_steps),
