@@ -308,11 +308,11 @@ struct Blas {
 
 constexpr int64_t kTile = 128;
 
-// Tiles are shared out over TensorFlow's intra-op pool by the project's ParallelUnits
-// (parallel_units.h); GrainFor turns a tile's flops into units per chunk.
+// Units are shared out over TensorFlow's intra-op pool by the project's ParallelUnits
+// (parallel_units.h); GrainFor turns a tile's flops into units per chunk (a row strip
+// is a chunk of its own).
 using tfevo_parallel::GrainFor;
 using tfevo_parallel::ParallelUnits;
-
 
 // In place: the row-major lower triangle of the n x n matrix m becomes its
 // Cholesky factor (the strict upper triangle is neither read nor written).
