@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
@@ -41,6 +43,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/blocking_counter.h"
+#include "half_convert.h"
 #include "parallel_units.h"
 
 namespace tfevo {
@@ -219,13 +222,67 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
 }
 #endif
 
+// float16 weights (uint16_t bits), few rows per member: the block/segment structure and
+// the summation order of the streaming kernels above (per column: products added in row
+// order by fused multiply-adds within a block of kSumBlock rows, block sums added to the
+// segment total), with each weight converted to float32 as it is loaded (F16C).  Each
+// weight row is read once, front to back, as in the float32 kernels, at half the bytes.
+// The result equals the float32 kernels' on weights holding the same values.
+void StreamRowsHalf(int64_t nb, const float* x, int64_t k, const uint16_t* w, int64_t m, int64_t k0, int64_t k1,
+                    float* dst, int64_t dst_stride) {
+  const int64_t scb = std::min<int64_t>(m, 1024);
+  std::vector<float> buf(2 * nb * scb);
+  float* acc = buf.data();
+  float* tot = acc + nb * scb;
+  for (int64_t c0 = 0; c0 < m; c0 += scb) {
+    const int64_t cw = std::min(scb, m - c0);
+    std::fill(tot, tot + nb * cw, 0.0f);
+    for (int64_t kb = k0; kb < k1; kb += kSumBlock) {
+      const int64_t ke = std::min(k1, kb + kSumBlock);
+      std::fill(acc, acc + nb * cw, 0.0f);
+      for (int64_t kk = kb; kk < ke; ++kk) {
+        const uint16_t* wrow = w + kk * m + c0;
+        int64_t c = 0;
+#if TFEVO_HALF_F16C && defined(__FMA__)
+        __m256 xb[kMaxStreamRows];
+        for (int64_t r = 0; r < nb; ++r) xb[r] = _mm256_set1_ps(x[r * k + kk]);
+        for (; c + 8 <= cw; c += 8) {
+          const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c)));
+          for (int64_t r = 0; r < nb; ++r) {
+            float* a = acc + r * cw + c;
+            _mm256_storeu_ps(a, _mm256_fmadd_ps(xb[r], wv, _mm256_loadu_ps(a)));
+          }
+        }
+#endif
+        for (; c < cw; ++c) {
+          const float wv = tfevo_half::ToFloat(wrow[c]);
+          for (int64_t r = 0; r < nb; ++r) acc[r * cw + c] = std::fma(x[r * k + kk], wv, acc[r * cw + c]);
+        }
+      }
+      for (int64_t c = 0; c < nb * cw; ++c) tot[c] += acc[c];
+    }
+    for (int64_t r = 0; r < nb; ++r) std::copy(tot + r * cw, tot + (r + 1) * cw, dst + r * dst_stride + c0);
+  }
+}
+
+inline void StreamRowsOf(int64_t nb, const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1,
+                         float* dst, int64_t dst_stride) {
+  StreamRows(nb, x, k, w, m, k0, k1, dst, dst_stride);
+}
+inline void StreamRowsOf(int64_t nb, const float* x, int64_t k, const uint16_t* w, int64_t m, int64_t k0,
+                         int64_t k1, float* dst, int64_t dst_stride) {
+  StreamRowsHalf(nb, x, k, w, m, k0, k1, dst, dst_stride);
+}
+
 using tfevo_parallel::GrainFor;
 using tfevo_parallel::ParallelUnits;
 
 
 // out[i] = x[i] @ W(idx[i]) where member p's [k, m] block starts at
-// wp + p * wstride (row-major, row stride m).  Shared by both ops.
-void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b, int64_t k, const float* wp,
+// wp + p * wstride (row-major, row stride m).  Shared by both ops.  W is float
+// or uint16_t (float16 bits, converted to float32 as they are read).
+template <typename W>
+void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b, int64_t k, const W* wp,
                     int64_t wstride, int64_t m, const int32_t* ip, float* op) {
   // Column blocks keep units reasonably sized when n is small and m large.
   const int64_t col_block = m <= 256 ? m : 128;
@@ -251,9 +308,9 @@ void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b,
     auto stream = [&](int64_t u) {
       const int64_t i = u / nseg, sg = u % nseg;
       const int64_t k0 = sg * kSegRows, k1 = std::min(k, k0 + kSegRows);
-      const float* wi = wp + static_cast<int64_t>(ip[i]) * wstride;
+      const W* wi = wp + static_cast<int64_t>(ip[i]) * wstride;
       float* dst = nseg > 1 ? part + (i * nseg + sg) * b * m : op + i * b * m;
-      StreamRows(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
+      StreamRowsOf(b, xp + i * b * k, k, wi, m, k0, k1, dst, m);
     };
     ParallelUnits(ctx, n * nseg, GrainFor(2 * b * std::min(k, kSegRows) * m), stream);
     if (nseg > 1) {
@@ -274,9 +331,17 @@ void IndexedProduct(OpKernelContext* ctx, const float* xp, int64_t n, int64_t b,
     const int64_t c0 = (u % num_cb) * col_block;
     const int64_t cw = std::min(col_block, m - c0);
     Eigen::Map<const RowMat> xi(xp + i * b * k, b, k);
-    Eigen::Map<const RowMat, 0, Stride> wi(wp + static_cast<int64_t>(ip[i]) * wstride + c0, k, cw, Stride(m));
     Eigen::Map<RowMat, 0, Stride> oi(op + i * b * m + c0, b, cw, Stride(m));
-    oi.noalias() = xi * wi;
+    const W* wblock = wp + static_cast<int64_t>(ip[i]) * wstride + c0;
+    if constexpr (std::is_same<W, float>::value) {
+      Eigen::Map<const RowMat, 0, Stride> wi(wblock, k, cw, Stride(m));
+      oi.noalias() = xi * wi;
+    } else {  // float16: the unit's [k, cw] block converted to float32 first
+      std::vector<float> wf(static_cast<size_t>(k * cw));
+      for (int64_t kk = 0; kk < k; ++kk) tfevo_half::ToFloatN(wblock + kk * m, wf.data() + kk * cw, cw);
+      Eigen::Map<const RowMat> wi(wf.data(), k, cw);
+      oi.noalias() = xi * wi;
+    }
   };
   ParallelUnits(ctx, units, GrainFor(cost), work);
 }
@@ -332,6 +397,9 @@ class IndexedMatmulOp : public OpKernel {
 // bias(p) = params[p, bias_offset : bias_offset + units] (none when
 // bias_offset < 0); act is none or relu.  Same product as TfevoIndexedMatmul;
 // the bias is added to the finished sum, then ReLU (NaN passes through).
+// params may be float16 (Tparams = half): the weights are converted to float32
+// as they are read (same result as float32 params holding the same values).
+template <typename PT>
 class IndexedDenseFlatOp : public OpKernel {
  public:
   explicit IndexedDenseFlatOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -372,20 +440,30 @@ class IndexedDenseFlatOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, b, m}), &out));
     if (n == 0 || b == 0 || m == 0) return;
     float* op = out->flat<float>().data();
-    const float* pp = params.flat<float>().data();
+    // float, or the float16 bits as uint16_t
+    using W = typename std::conditional<std::is_same<PT, float>::value, float, uint16_t>::type;
+    const W* pp = reinterpret_cast<const W*>(params.flat<PT>().data());
     if (k == 0) {
       std::fill(op, op + n * b * m, 0.0f);
     } else {
-      IndexedProduct(ctx, x.flat<float>().data(), n, b, k, pp + w_offset_, D, m, ip, op);
+      IndexedProduct<W>(ctx, x.flat<float>().data(), n, b, k, pp + w_offset_, D, m, ip, op);
       if (!ctx->status().ok()) return;
     }
     if (bias_offset_ < 0 && !relu_) return;
+    std::vector<float> bias(bias_offset_ >= 0 ? m : 0);
     for (int64_t i = 0; i < n; ++i) {
-      const float* bias = bias_offset_ >= 0 ? pp + static_cast<int64_t>(ip[i]) * D + bias_offset_ : nullptr;
+      if (bias_offset_ >= 0) {
+        const W* bp = pp + static_cast<int64_t>(ip[i]) * D + bias_offset_;
+        if constexpr (std::is_same<W, float>::value) {
+          std::copy(bp, bp + m, bias.begin());
+        } else {
+          tfevo_half::ToFloatN(bp, bias.data(), m);
+        }
+      }
       for (int64_t r = 0; r < b; ++r) {
         float* o = op + (i * b + r) * m;
         for (int64_t c = 0; c < m; ++c) {
-          float y = bias != nullptr ? o[c] + bias[c] : o[c];
+          float y = bias_offset_ >= 0 ? o[c] + bias[c] : o[c];
           o[c] = (relu_ && y < 0.0f) ? 0.0f : y;
         }
       }
@@ -399,8 +477,9 @@ class IndexedDenseFlatOp : public OpKernel {
 
 REGISTER_OP("TfevoIndexedDenseFlat")
     .Input("x: float")
-    .Input("params: float")
+    .Input("params: Tparams")
     .Input("idx: int32")
+    .Attr("Tparams: {float, half} = DT_FLOAT")
     .Attr("w_offset: int >= 0")
     .Attr("units: int >= 1")
     .Attr("bias_offset: int = -1")
@@ -420,10 +499,15 @@ REGISTER_OP("TfevoIndexedDenseFlat")
     })
     .Doc(R"doc(
 Dense layer of the active members with weights read in place from the flat
-population parameters: y[i] = act(x[i] @ K(idx[i]) + bias(idx[i])).
+population parameters: y[i] = act(x[i] @ K(idx[i]) + bias(idx[i])).  The params
+may be float16; each weight is then converted to float32 (exactly) as it is read,
+so the result is the float32 layer's on the same values, at half the bytes read.
 )doc");
 
-REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU), IndexedDenseFlatOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU).TypeConstraint<float>("Tparams"),
+                        IndexedDenseFlatOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU).TypeConstraint<Eigen::half>("Tparams"),
+                        IndexedDenseFlatOp<Eigen::half>);
 REGISTER_KERNEL_BUILDER(Name("TfevoIndexedMatmul").Device(DEVICE_CPU), IndexedMatmulOp);
 
 }  // namespace tfevo

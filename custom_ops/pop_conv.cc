@@ -14,7 +14,9 @@
 // TfevoPopulationConv2DFlat is the same kernel reading each member's kernel
 // and bias in place from the flat population parameters params [M, D] (at
 // column offsets given as attributes), so a rollout needs no per-layer copy of
-// the population at all.
+// the population at all.  Its params may be float16 (Tparams = half): the
+// active members' kernels and biases are then converted to float32 (exactly)
+// first, and the convolution is the float32 one on those values.
 //
 // The pure-TensorFlow reference is the im2col path of
 // tfevo.nn.layers.population_conv2d (tf.image.extract_patches, then a batched
@@ -50,6 +52,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/blocking_counter.h"
+#include "half_convert.h"
 #include "parallel_units.h"
 
 namespace tfevo_pop_conv {
@@ -117,9 +120,10 @@ y: [n, B, Ho, Wo, F] = activation(conv2d(x[i], kernel[idx[i]]) + bias[idx[i]]).
 
 REGISTER_OP("TfevoPopulationConv2DFlat")
     .Input("x: T")
-    .Input("params: float")
+    .Input("params: Tparams")
     .Input("idx: int32")
     .Attr("T: {float, uint8} = DT_FLOAT")
+    .Attr("Tparams: {float, half} = DT_FLOAT")
     .Attr("input_scale: float = 1.0")
     .Attr("kernel_offset: int >= 0")
     .Attr("kernel_size: list(int)")
@@ -162,7 +166,8 @@ params[p, kernel_offset : kernel_offset + kh*kw*C*filters] (row-major), its
 bias params[p, bias_offset : bias_offset + filters] (none when bias_offset < 0).
 The input is float32, or uint8 (e.g. Atari frames); it is used as
 float(x) * input_scale, computed once while the zero-padded copy is made --
-exactly what tf.cast(x, tf.float32) * input_scale gives.
+exactly what tf.cast(x, tf.float32) * input_scale gives.  The params may be
+float16; the weights are then converted to float32 (exactly) and used as such.
 )doc");
 
 // One output row segment: pixels ox0 .. ox0 + R - 1 of one output row, channels
@@ -464,7 +469,8 @@ class PopulationConv2DOp : public OpKernel {
     const int64_t F = FLAT ? filters_ : kernel.dim_size(4);
     const int64_t ksize = kh * kw * C * F;
     // Where member p's kernel and bias start, and the member strides.
-    const float* kbase = kernel.flat<float>().data();
+    const bool half = FLAT && kernel.dtype() == tensorflow::DT_HALF;
+    const float* kbase = half ? nullptr : kernel.flat<float>().data();
     int64_t kstride = ksize, bstride = F;
     const float* bbase = nullptr;
     if (FLAT) {
@@ -475,10 +481,12 @@ class PopulationConv2DOp : public OpKernel {
       OP_REQUIRES(ctx, !use_bias_ || bias_offset_ + F <= D,
                   tensorflow::errors::InvalidArgument("TfevoPopulationConv2DFlat: bias [", bias_offset_, ", ",
                                                       bias_offset_ + F, ") is outside params rows of ", D));
-      kbase += kernel_offset_;
-      kstride = D;
-      if (use_bias_) bbase = kernel.flat<float>().data() + bias_offset_;
-      bstride = D;
+      if (!half) {
+        kbase += kernel_offset_;
+        kstride = D;
+        if (use_bias_) bbase = kernel.flat<float>().data() + bias_offset_;
+        bstride = D;
+      }
     } else {
       OP_REQUIRES(ctx, kernel.dim_size(3) == C,
                   tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: x has C=", C, " but kernel has C=",
@@ -502,6 +510,32 @@ class PopulationConv2DOp : public OpKernel {
                   tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: idx[", i, "] = ", ip[i],
                                                       " is out of range [0, ", M, ")"));
     }
+    // float16 params: the kernel and bias of each row-block's member, converted to float32
+    // (exactly) into [n, ksize] and [n, F]; the row-blocks then index those (wsel), so the
+    // convolution is the float32 one on the same values.
+    Tensor kconv, bconv;
+    const int32_t* wsel = ip;
+    std::vector<int32_t> own;
+    if (half) {
+      const int64_t D = kernel.dim_size(1);
+      const uint16_t* hp = reinterpret_cast<const uint16_t*>(kernel.flat<Eigen::half>().data());
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, ksize}), &kconv));
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({n, use_bias_ ? F : 0}), &bconv));
+      float* kc = kconv.flat<float>().data();
+      float* bc = bconv.flat<float>().data();
+      ParallelUnits(ctx, n, GrainFor(ksize), [&](int64_t i) {
+        const uint16_t* row = hp + static_cast<int64_t>(ip[i]) * D;
+        tfevo_half::ToFloatN(row + kernel_offset_, kc + i * ksize, ksize);
+        if (use_bias_) tfevo_half::ToFloatN(row + bias_offset_, bc + i * F, F);
+      });
+      kbase = kc;
+      kstride = ksize;
+      bbase = use_bias_ ? bc : nullptr;
+      bstride = F;
+      own.resize(n);
+      for (int64_t i = 0; i < n; ++i) own[i] = static_cast<int32_t>(i);
+      wsel = own.data();
+    }
     const int64_t ho = OutSize(H, kh, sh_, same_), wo = OutSize(W, kw, sw_, same_);
     OP_REQUIRES(ctx, ho >= 1 && wo >= 1,
                 tensorflow::errors::InvalidArgument("TfevoPopulationConv2D: input ", H, "x", W, " is smaller than the ",
@@ -514,7 +548,7 @@ class PopulationConv2DOp : public OpKernel {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t p = 0; p < B * ho * wo; ++p)
           for (int64_t f = 0; f < F; ++f) {
-            float v = bbase != nullptr ? 0.0f + bbase[ip[i] * bstride + f] : 0.0f;
+            float v = bbase != nullptr ? 0.0f + bbase[wsel[i] * bstride + f] : 0.0f;
             yp[(i * B * ho * wo + p) * F + f] = (relu_ && v < 0.0f) ? 0.0f : v;
           }
       return;
@@ -573,7 +607,7 @@ class PopulationConv2DOp : public OpKernel {
     auto rows = [&](int64_t u) {
       {
         const int64_t im = u / ho, oy = u % ho;
-        const int64_t member = ip[im / B];
+        const int64_t member = wsel[im / B];
         Tile t;
         t.in = src + im * img_stride + oy * sh_ * row_stride;
         t.pix_stride = sw_ * C;
@@ -599,6 +633,9 @@ class PopulationConv2DOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2D").Device(DEVICE_CPU), PopulationConv2DOp<false>);
-REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2DFlat").Device(DEVICE_CPU), PopulationConv2DOp<true>);
+REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2DFlat").Device(DEVICE_CPU).TypeConstraint<float>("Tparams"),
+                        PopulationConv2DOp<true>);
+REGISTER_KERNEL_BUILDER(Name("TfevoPopulationConv2DFlat").Device(DEVICE_CPU).TypeConstraint<Eigen::half>("Tparams"),
+                        PopulationConv2DOp<true>);
 
 }  // namespace tfevo_pop_conv

@@ -599,7 +599,7 @@ class PopulationModel:
             elif step.flat_fn is not None:
                 y = step.flat_fn(tensors[step.inp], params, offs, indices)
             else:
-                w = [tf.reshape(params[:, o:o + self._sizes[i]], (-1,) + self.weight_shapes[i])
+                w = [tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
                      for o, i in zip(offs, step.weights)]
                 y = step.fn(tensors[step.inp], w, indices)
             tensors[step.out] = y
@@ -628,6 +628,12 @@ class PopulationModel:
         path a first Conv2D layer then reads the uint8 frames itself (same
         result, no float copies of the frames).
 
+        ``params`` may be float16 (see :class:`tfevo.nn.Policy`'s
+        ``weight_dtype``): the in-place C++ ops then stream the weights at half
+        the bytes and convert them to float32 exactly as they read them; other
+        paths cast them to float32 first.  Either way the result is the float32
+        forward of the float16 values.
+
         With flat ``params`` and ``indices``, the subset reads the chosen
         members' Dense/Conv2D weights in place from ``params`` through the C++
         ops (:meth:`in_place_available`); without them it runs either by
@@ -637,6 +643,10 @@ class PopulationModel:
         """
         in_place = (not isinstance(params, (list, tuple)) and not self.fused_mlp and self.in_place_available()
                     and (indices is not None or (x.shape[1] is not None and x.shape[1] <= 4)))
+        if not isinstance(params, (list, tuple)) and params.dtype == tf.float16 and not in_place:
+            # float16 weights (Policy(weight_dtype="float16")): only the in-place C++ ops read
+            # them directly; every other path computes from the same values in float32
+            params = tf.cast(params, tf.float32)
         if input_scale is not None and not in_place:
             x, input_scale = tf.cast(x, tf.float32) * input_scale, None
         if isinstance(params, (list, tuple)):

@@ -102,6 +102,18 @@ class Policy:
       obs_scale: ``"auto"`` (default) divides uint8 observations (Atari
         frames) by 255 and leaves float observations as they are; a number
         multiplies every observation by it; ``None`` disables scaling.
+      weight_dtype: ``"float32"`` (default) or ``"float16"``: the precision
+        of the weights the rollouts compute with.  With ``"float16"``,
+        :meth:`prepare` rounds each generation's parameters to float16 once;
+        the forward is still float32 arithmetic (each float16 weight is
+        converted exactly), so the actions are those of the float32 network
+        whose weights are the float16-rounded parameters.  The strategy's
+        parameters stay float32.  Where the in-place C++ ops run (Conv2D and
+        Dense layers, e.g. Nature-DQN on Atari), every step streams half the
+        weight bytes: the Dense layer of a 4M-parameter Atari net is bound by
+        memory bandwidth, so this is the fast setting for large networks.
+        A parameter outside float16's range (|x| > 65504) raises
+        ``ValueError``.
 
     Discrete actions are the argmax of the logits, ``int32 [P, B]``;
     continuous actions are ``float32 [P, B, *action_shape]``.
@@ -117,7 +129,7 @@ class Policy:
     """
 
     def __init__(self, model: PopulationModel, action_spec: ActionSpec, continuous: str = "tanh",
-                 obs_scale="auto"):
+                 obs_scale="auto", weight_dtype="float32"):
         if not isinstance(model, PopulationModel):
             raise ConfigError(f"Policy needs a PopulationModel, got {type(model).__name__}")
         if not isinstance(action_spec, ActionSpec):
@@ -126,6 +138,10 @@ class Policy:
             raise ConfigError(f"continuous must be 'tanh' or 'clip', got {continuous!r}")
         if not (obs_scale is None or obs_scale == "auto" or isinstance(obs_scale, (int, float))):
             raise ConfigError(f"obs_scale must be 'auto', a number or None, got {obs_scale!r}")
+        if str(tf.as_dtype(weight_dtype).name if isinstance(weight_dtype, tf.DType) else weight_dtype) not in (
+                "float32", "float16"):
+            raise ConfigError(f"weight_dtype must be 'float32' or 'float16', got {weight_dtype!r}")
+        self.weight_dtype = tf.as_dtype(weight_dtype)
         self.model = model
         self.action_spec = action_spec
         self.continuous = continuous
@@ -179,10 +195,36 @@ class Policy:
         at all.  Otherwise it splits ``params`` into per-layer weights once
         (:meth:`PopulationModel.unflatten`), so the steps do not re-split them.
         Either result is what :meth:`forward` / :meth:`forward_graph` accept.
+
+        With ``weight_dtype="float16"`` the parameters are rounded to float16
+        here (once per generation): the in-place ops then get the float16
+        ``[P, D]`` itself (half the bytes per step); every other path gets the
+        rounded values as float32.
         """
+        params = self.model._check_params(params)
+        if self.weight_dtype == tf.float16:
+            half = self._to_half(params)
+            if self.model.in_place_available() and not self.model.fused_mlp:
+                return half
+            params = tf.cast(half, tf.float32)
         if self.model.in_place_available():
-            return self.model._check_params(params)
+            return params
         return self.model.unflatten(params)
+
+    def _to_half(self, params):
+        big = tf.reduce_max(tf.where(tf.math.is_finite(params), tf.abs(params), 0.0))  # (NaN/inf pass through)
+        if tf.executing_eagerly() and float(big) > 65504.0:
+            raise ValueError(f"weight_dtype='float16': a parameter is outside float16's range (max |x| = "
+                             f"{float(big):.6g} > 65504); use weight_dtype='float32'")
+        return tf.cast(params, tf.float16)
+
+    def prepare_graph(self, params):
+        """:meth:`prepare` as graph ops for in-graph rollouts (no checks): the per-layer
+        weights of ``params [P, D]``, rounded through float16 first with
+        ``weight_dtype="float16"`` (the same values the host rollouts use)."""
+        if self.weight_dtype == tf.float16:
+            params = tf.cast(tf.cast(params, tf.float16), tf.float32)
+        return self.model.unflatten_graph(params)
 
     def preprocess(self, obs) -> tf.Tensor:
         """Observations -> float32 model inputs (uint8 frames scaled to [0, 1] by default)."""

@@ -68,7 +68,8 @@ def policy_fns(policy):
     ``forward`` on the raw parameters."""
     model = getattr(policy, "model", None)
     if callable(getattr(policy, "forward_graph", None)) and callable(getattr(model, "unflatten_graph", None)):
-        return model.unflatten_graph, policy.forward_graph
+        prepare = getattr(policy, "prepare_graph", None)
+        return (prepare if callable(prepare) else model.unflatten_graph), policy.forward_graph
     return (lambda params: params), policy.forward
 
 

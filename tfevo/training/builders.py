@@ -72,7 +72,7 @@ def make_policy(cfg, obs_shape, action_spec):
     else:
         template = nn.mlp(obs_shape, out, hidden=tuple(p.hidden), activation=p.activation)
     model = nn.PopulationModel(template)
-    policy = nn.Policy(model, action_spec, continuous=p.continuous)
+    policy = nn.Policy(model, action_spec, continuous=p.continuous, weight_dtype=p.weight_dtype)
     return policy, model
 
 

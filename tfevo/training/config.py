@@ -89,6 +89,9 @@ class PolicyConfig(_Strict):
     hidden: list[int] = Field(default_factory=lambda: [32, 32], description="Hidden sizes (mlp).")
     activation: str = Field("tanh", description="Hidden activation (mlp).")
     continuous: Literal["tanh", "clip"] = Field("tanh", description="Squashing of continuous actions.")
+    weight_dtype: Literal["float32", "float16"] = Field(
+        "float32", description="Precision of the weights rollouts compute with; float16 halves the bytes a "
+        "large network streams per step (Atari nature_dqn), float32 arithmetic either way.")
 
     @model_validator(mode="after")
     def _sizes(self):
