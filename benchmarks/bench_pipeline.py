@@ -65,13 +65,13 @@ def raw_atari(args):
         env.close()
 
 
-def _dqn_policy(num_actions):
+def _dqn_policy(num_actions, weight_dtype="float32"):
     from tfevo.envs.base import ActionSpec
     from tfevo.nn.model import PopulationModel
     from tfevo.nn.policy import Policy, nature_dqn
 
     pm = PopulationModel(nature_dqn(num_actions))
-    return pm, Policy(pm, ActionSpec(discrete=True, num_actions=num_actions))
+    return pm, Policy(pm, ActionSpec(discrete=True, num_actions=num_actions), weight_dtype=weight_dtype)
 
 
 def _busy_seconds():
@@ -86,21 +86,27 @@ def _busy_seconds():
 
 def atari(args):
     """Frostbite evaluation throughput for K = 1, 2, 4, plus the session-4 serial path (one inference
-    chain, inline single-threaded executor) and K=2 with one emulator thread per subset, for an A/B
-    in the same run.  All configs are warmed up first, then timed round by round in alternating
-    order (same load for all).  Per config it also prints the cores this process used (CPU seconds /
+    chain, inline single-threaded executor), K=2 with one emulator thread per subset and K=1/K=2
+    with float16 weights (``Policy(weight_dtype="float16")``), for an A/B in the same run
+    (``--atari-configs`` picks a subset by key).  All configs are warmed up first, then timed round
+    by round in alternating order (same load for all).  Per config it also prints the cores this process used (CPU seconds /
     wall seconds) and the cores other processes used meanwhile ("other", from ``/proc/stat``): a run
     with other > ~0.1 was not measured on a quiet machine."""
     from tfevo.rollout.pipelined import PipelinedEvaluator
 
     P = args.atari_pop
-    # (label, K, inference chains, env kwargs, key of the result in the returned dict)
-    configs = [("K=1", 1, None, None, 1), ("K=1, 1 chain, inline executor (session-4 path)", 1, 1, None, "prev"),
-               ("K=2", 2, None, None, 2), ("K=4", 4, None, None, 4),
-               ("K=2, 1 emulator thread per subset", 2, None, {"num_threads": 1}, "K2_1thread")]
+    # (label, K, inference chains, env kwargs, key of the result in the returned dict, weight dtype)
+    configs = [("K=1", 1, None, None, 1, "float32"),
+               ("K=1, 1 chain, inline executor (session-4 path)", 1, 1, None, "prev", "float32"),
+               ("K=2", 2, None, None, 2, "float32"), ("K=4", 4, None, None, 4, "float32"),
+               ("K=2, 1 emulator thread per subset", 2, None, {"num_threads": 1}, "K2_1thread", "float32"),
+               ("K=1, float16 weights", 1, None, None, "f16_1", "float16"),
+               ("K=2, float16 weights", 2, None, None, "f16_2", "float16")]
+    keep = {k.strip() for k in args.atari_configs.split(",")}
+    configs = [c for c in configs if str(c[4]) in keep]
     evs, params = [], None
-    for name, K, chains, env_kwargs, _ in configs:
-        pm, policy = _dqn_policy(18)
+    for name, K, chains, env_kwargs, _, wdt in configs:
+        pm, policy = _dqn_policy(18, wdt)
         if chains is not None:
             pm.inference_chains = chains
         if params is None:
@@ -127,8 +133,10 @@ def atari(args):
             stats[i].append(dict(evs[i][0].last_stats))
             fits[i] = f.numpy()
     res = {}
-    same = all(np.array_equal(f, fits[0]) for f in fits)
-    for i, (name, _, _, _, key) in enumerate(configs):
+    f32 = [f for f, c in zip(fits, configs) if c[5] == "float32"]
+    f16 = [f for f, c in zip(fits, configs) if c[5] == "float16"]
+    same = all(np.array_equal(f, f32[0]) for f in f32) and all(np.array_equal(f, f16[0]) for f in f16)
+    for i, (name, _, _, _, key, _) in enumerate(configs):
         ev, warm = evs[i]
         med = statistics.median(times[i])
         steps = stats[i][0]["steps"]
@@ -144,7 +152,10 @@ def atari(args):
             f"forward / recv / reset {split}; {steps / statistics.median(cpus[i]):,.0f} steps per CPU-second, "
             f"{cores:.2f} cores; runs {', '.join(f'{steps / t:,.0f}' for t in times[i])}; "
             f"other processes' cores per run {other}")
-    print(f"- Atari fitness identical across configs: {same}")
+    print(f"- Atari fitness identical across configs of the same weight dtype: {same}")
+    if f32 and f16:
+        print(f"- float16 vs float32 weights: mean fitness {np.mean(f16[0]):.1f} vs {np.mean(f32[0]):.1f}; "
+              f"{int(np.sum(f16[0] != f32[0]))} of {len(f32[0])} members differ (rounded weights act differently)")
     for ev, _ in evs:
         ev.close()
     del params
@@ -500,6 +511,8 @@ def main(argv=None):
     p.add_argument("--atari-pop", type=int, default=256)
     p.add_argument("--atari-slots", type=int, default=32)
     p.add_argument("--atari-steps", type=int, default=20)
+    p.add_argument("--atari-configs", default="1,prev,2,4,K2_1thread,f16_1,f16_2",
+                   help="keys of the Atari configs to time (1, prev, 2, 4, K2_1thread, f16_1, f16_2)")
     p.add_argument("--mj-pop", type=int, default=256)
     p.add_argument("--mj-slots", type=int, default=64)
     p.add_argument("--mj-steps", type=int, default=200)
@@ -525,13 +538,17 @@ def main(argv=None):
                           f"rounds ({MJ_RAW_ROUNDS['best']:,.0f} steps/s, best action kind)")
     if "atari" in results:
         a = results["atari"]
-        ratios.append(f"Atari pipelined/serial: K=2 x{a[2] / a[1]:.2f}, K=4 x{a[4] / a[1]:.2f}, "
-                      f"K=2 with 1 emulator thread per subset x{a['K2_1thread'] / a[1]:.2f}; "
-                      f"K=1 vs the session-4 path (1 chain, inline): x{a[1] / a['prev']:.2f}")
+        names = {2: "K=2", 4: "K=4", "K2_1thread": "K=2 with 1 emulator thread per subset",
+                 "prev": "the session-4 path (1 chain, inline)", "f16_1": "K=1 float16 weights",
+                 "f16_2": "K=2 float16 weights"}
+        if 1 in a:
+            ratios.append("Atari vs serial K=1: " + ", ".join(f"{names[k]} x{v / a[1]:.2f}" for k, v in a.items()
+                                                                if k != 1))
+        if "f16_1" in a and "f16_2" in a:
+            ratios.append(f"Atari float16 weights, pipelined/serial: K=2 x{a['f16_2'] / a['f16_1']:.2f}")
         if "naive_atari" in results:
-            ratios.append(f"Atari vs naive: K=1 x{a[1] / results['naive_atari']:.2f}, "
-                          f"K=2 x{a[2] / results['naive_atari']:.2f}, "
-                          f"session-4 path x{a['prev'] / results['naive_atari']:.2f}")
+            ratios.append("Atari vs naive: " + ", ".join(
+                f"{'K=1' if k == 1 else names[k]} x{v / results['naive_atari']:.2f}" for k, v in a.items()))
     if "mujoco" in results and "naive_mujoco" in results:
         m = results["mujoco"]
         ratios.append(f"HalfCheetah vs naive: K=1 x{m[1] / results['naive_mujoco']:.1f}, "

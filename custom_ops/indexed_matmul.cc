@@ -31,6 +31,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -509,5 +511,76 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU).TypeCon
 REGISTER_KERNEL_BUILDER(Name("TfevoIndexedDenseFlat").Device(DEVICE_CPU).TypeConstraint<Eigen::half>("Tparams"),
                         IndexedDenseFlatOp<Eigen::half>);
 REGISTER_KERNEL_BUILDER(Name("TfevoIndexedMatmul").Device(DEVICE_CPU), IndexedMatmulOp);
+
+// TfevoToHalf: float32 population parameters rounded to float16 (to nearest, ties
+// to even, as tf.cast; beyond +-65504 they become +-inf, NaN stays NaN), plus
+// the largest |x| over the finite inputs, in one pass split over TensorFlow's
+// pool (F16C).  The float16 params of Policy(weight_dtype="float16") are made
+// once per generation from the whole [P, D] population (4 GB of float32 for 256
+// Atari nets), where tf.cast converts one value at a time and a separate range
+// check would need further passes and temporaries.
+REGISTER_OP("TfevoToHalf")
+    .Input("x: float")
+    .Output("y: half")
+    .Output("max_abs_finite: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->Scalar());
+      return Status();
+    })
+    .Doc(R"doc(
+y = float16(x) (round to nearest even); max_abs_finite = max |x| over the finite
+entries of x (0 when there are none).
+)doc");
+
+class ToHalfOp : public OpKernel {
+ public:
+  explicit ToHalfOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    Tensor* y = nullptr;
+    Tensor* mx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &mx));
+    const int64_t n = x.NumElements();
+    const float* xp = x.flat<float>().data();
+    uint16_t* yp = reinterpret_cast<uint16_t*>(y->flat<Eigen::half>().data());
+    constexpr int64_t kChunk = int64_t{1} << 16;
+    const int64_t units = (n + kChunk - 1) / kChunk;
+    std::vector<float> part(std::max<int64_t>(units, 1), 0.0f);
+    ParallelUnits(ctx, units, 1, [&](int64_t u) {
+      const int64_t b = u * kChunk, e = std::min(n, b + kChunk);
+      float m = 0.0f;
+      int64_t i = b;
+#if TFEVO_HALF_F16C && defined(__AVX2__)
+      const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+      const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+      __m256 mv = _mm256_setzero_ps();
+      for (; i + 8 <= e; i += 8) {
+        const __m256 v = _mm256_loadu_ps(xp + i);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(yp + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        const __m256 a = _mm256_and_ps(v, abs_mask);
+        mv = _mm256_max_ps(mv, _mm256_and_ps(a, _mm256_cmp_ps(a, inf, _CMP_LT_OQ)));  // NaN, inf -> 0
+      }
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, mv);
+      for (float l : lanes) m = std::max(m, l);
+#endif
+      for (; i < e; ++i) {
+        const Eigen::half h(xp[i]);
+        std::memcpy(yp + i, &h, sizeof(uint16_t));
+        const float a = std::fabs(xp[i]);
+        if (std::isfinite(a)) m = std::max(m, a);
+      }
+      part[u] = m;
+    });
+    float m = 0.0f;
+    for (float v : part) m = std::max(m, v);
+    mx->scalar<float>()() = m;
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfevoToHalf").Device(DEVICE_CPU), ToHalfOp);
 
 }  // namespace tfevo

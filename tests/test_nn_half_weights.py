@@ -169,3 +169,20 @@ def test_pipelined_atari_half_weights_equal_rounded_float32():
         fits.append(ev.evaluate(p).numpy())
         ev.close()
     np.testing.assert_array_equal(fits[0], fits[1])
+
+
+def test_to_half_op_bit_identical_to_tf_cast():
+    from tfevo.nn.indexed import to_half, to_half_reference
+
+    _ops()
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(3, 70001)) * 1e3).astype(np.float32)  # not a multiple of 8 or of a work unit
+    special = [np.nan, np.inf, -np.inf, 65504, 65519.99, 65520, -65520, 1e-8, -1e-8, 6e-5, 6.1e-5, 1e-7,
+               5.96e-8, 2.98e-8, 2.99e-8, -0.0, 0.0, 1e30, -1e30, 3.0, 1.0009765625, 1.00048828125]
+    x[1, :len(special)] = special
+    (h, big), (h_ref, big_ref) = to_half(x, use_op=True), to_half_reference(x)
+    nan = np.isnan(h_ref.numpy())
+    np.testing.assert_array_equal(np.isnan(h.numpy()), nan)
+    np.testing.assert_array_equal(h.numpy().view(np.uint16)[~nan], h_ref.numpy().view(np.uint16)[~nan])
+    assert float(big) == float(big_ref) == np.float32(1e30)
+    assert float(to_half(np.zeros((2, 0), np.float32), use_op=True)[1]) == 0.0

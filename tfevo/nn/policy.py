@@ -212,11 +212,13 @@ class Policy:
         return self.model.unflatten(params)
 
     def _to_half(self, params):
-        big = tf.reduce_max(tf.where(tf.math.is_finite(params), tf.abs(params), 0.0))  # (NaN/inf pass through)
-        if tf.executing_eagerly() and float(big) > 65504.0:
+        from tfevo.nn.indexed import to_half
+
+        half, big = to_half(params)  # one pass (C++ op with F16C); NaN and inf pass through
+        if tf.executing_eagerly() and float(big) >= 65520.0:  # rounds to inf (65504 is float16's largest)
             raise ValueError(f"weight_dtype='float16': a parameter is outside float16's range (max |x| = "
                              f"{float(big):.6g} > 65504); use weight_dtype='float32'")
-        return tf.cast(params, tf.float16)
+        return half
 
     def prepare_graph(self, params):
         """:meth:`prepare` as graph ops for in-graph rollouts (no checks): the per-layer
