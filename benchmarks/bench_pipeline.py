@@ -2,7 +2,7 @@
 
 Run ``python benchmarks/bench_pipeline.py`` (all sections, a few minutes) or
 pick sections: ``--sections raw_atari,atari,naive_atari,raw_mujoco,mujoco,
-naive_mujoco,buckets,op,forward``.  Prints markdown tables.  Every number is the
+naive_mujoco,buckets,op,forward,half``.  Prints markdown tables.  Every number is the
 median of ``--repeats`` timed runs after one warm-up run; the warm-up time
 (trace/compile + first call) is reported separately.
 
@@ -491,6 +491,53 @@ def forward(args):
     return {"forward": t_all, "reference": t_ref}
 
 
+def half(args):
+    """float16 population weights (``Policy(weight_dtype="float16")``): the in-place Dense op of the
+    Nature-DQN (7744x512, bias + ReLU) on ``--atari-slots`` active members of P = 2 * slots with float16
+    against float32 params, and the per-generation float16 copy of an ``--atari-pop`` population
+    (op ``TfevoToHalf`` against ``tf.cast`` plus a masked ``reduce_max`` range check)."""
+    from tfevo import ops
+    from tfevo.nn.indexed import to_half, to_half_reference
+
+    mod = ops.op_module("indexed_matmul", "tfevo_indexed_dense_flat")
+    if mod is None:
+        print("custom op unavailable; skipping")
+        return {}
+    dense = mod.tfevo_indexed_dense_flat
+    n, k, m = args.atari_slots, 7744, 512
+    P = 2 * n
+    w32 = tf.random.normal([P, k * m + m]) * 0.01
+    w16 = tf.cast(w32, tf.float16)
+    x = tf.nn.relu(tf.random.normal([n, 1, k]))
+    idx = tf.constant(np.sort(np.random.default_rng(0).choice(P, n, replace=False)), tf.int32)
+    f = tf.function(lambda x, w, i: dense(x, w, i, w_offset=0, units=m, bias_offset=k * m, activation="relu"))
+    t16, t32 = _alternate(f, f, (x, w16, idx), 1, 1)  # warm both dtypes' traces
+    t16s, t32s = [], []
+    for _ in range(args.repeats):
+        t16s.append(_bench_call(f, (x, w16, idx), 1, 10))
+        t32s.append(_bench_call(f, (x, w32, idx), 1, 10))
+    t16, t32 = statistics.median(t16s), statistics.median(t32s)
+    row(f"Dense 7744x512 in place, {n} of {P} members, 1 row each", "float16 params", t16 * 1e3, "ms/call",
+        f"float32 params {t32 * 1e3:.2f} ms; x{t32 / t16:.2f}; {n * k * m * 2 / t16 / 1e9:.1f} GB/s of float16 "
+        f"weights against {n * k * m * 4 / t32 / 1e9:.1f} GB/s of float32")
+    del w32, w16
+    pop = tf.random.normal([args.atari_pop, 4052658]) * 0.05
+    ta, tb = [], []
+    for r in range(args.repeats + 1):
+        for fn, ts in ((lambda: to_half(pop, use_op=True), ta), (lambda: to_half_reference(pop), tb)):
+            t0 = time.perf_counter()
+            h, big = fn()
+            float(big)
+            if r:
+                ts.append(time.perf_counter() - t0)
+            del h
+    a, b = statistics.median(ta), statistics.median(tb)
+    row(f"float16 copy of {args.atari_pop} Nature-DQN members ({args.atari_pop * 4052658 * 4 / 1e9:.1f} GB float32)",
+        "TfevoToHalf op", a, "s", f"tf.cast + range check {b:.2f} s; x{b / a:.1f}")
+    del pop
+    return {"dense": t32 / t16, "to_half": b / a}
+
+
 SECTIONS = {
     "raw_atari": raw_atari,
     "atari": atari,
@@ -501,6 +548,7 @@ SECTIONS = {
     "buckets": buckets,
     "op": op,
     "forward": forward,
+    "half": half,
 }
 
 
