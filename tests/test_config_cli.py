@@ -33,10 +33,24 @@ def test_num_subsets_auto_resolves_by_device():
     ({"run": {"generations": "many"}}, r"run\.generations"),
     ({"run": {"generations": 5}, "evaluator": {"num_subsets": 0}}, r"evaluator\.num_subsets"),
     ({"run": {"generations": 5}, "evaluator": {"num_subsets": "many"}}, r"evaluator\.num_subsets"),
+    ({"run": {"generations": 5}, "policy": {"weight_dtype": "bfloat16"}}, r"policy\.weight_dtype"),
 ])
 def test_bad_configs_name_the_field(data, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_config(data)
+
+
+def test_policy_weight_dtype_reaches_the_policy():
+    import tensorflow as tf
+
+    from tfevo.envs.base import ActionSpec
+    from tfevo.training.builders import make_policy
+
+    spec = ActionSpec(discrete=True, num_actions=2)
+    for dtype in ("float32", "float16"):
+        cfg = parse_config({**DEFAULT_CONFIG, "policy": {"kind": "mlp", "hidden": [4], "weight_dtype": dtype}})
+        policy, _ = make_policy(cfg, (4,), spec)
+        assert policy.weight_dtype == tf.as_dtype(dtype)
 
 
 def test_load_toml_yaml_json(tmp_path):
