@@ -232,7 +232,9 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
 // order by fused multiply-adds within a block of kSumBlock rows, block sums added to the
 // segment total), with each weight converted to float32 as it is loaded (F16C).  Each
 // weight row is read once, front to back, as in the float32 kernels, at half the bytes.
-// The result equals the float32 kernels' on weights holding the same values.
+// The result equals the float32 kernels' on weights holding the same values.  (Kept apart
+// from the portable float32 loop it mirrors: one template with a per-row helper for both
+// measured 10-40% slower here, for float16 and float32 alike.)
 void StreamRowsHalf(int64_t nb, const float* x, int64_t k, const uint16_t* w, int64_t m, int64_t k0, int64_t k1,
                     float* dst, int64_t dst_stride) {
   const int64_t scb = std::min<int64_t>(m, 1024);
