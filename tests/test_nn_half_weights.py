@@ -140,8 +140,10 @@ def test_half_weights_for_mlps_and_in_graph_rollouts_round_the_same_way():
 def test_half_weights_bad_input():
     pm = PopulationModel(_small_conv())
     spec = ActionSpec(discrete=True, num_actions=5)
-    with pytest.raises(ConfigError, match="weight_dtype"):
-        Policy(pm, spec, weight_dtype="bfloat16")
+    for bad in ("bfloat16", "half-ish", np.int8):
+        with pytest.raises(ConfigError, match="weight_dtype"):
+            Policy(pm, spec, weight_dtype=bad)
+    assert Policy(pm, spec, weight_dtype=np.float16).weight_dtype == tf.float16
     pol = Policy(pm, spec, weight_dtype="float16")
     params = pm.init_params(2, seed=0).numpy()
     params[1, 7] = 1e5

@@ -138,10 +138,13 @@ class Policy:
             raise ConfigError(f"continuous must be 'tanh' or 'clip', got {continuous!r}")
         if not (obs_scale is None or obs_scale == "auto" or isinstance(obs_scale, (int, float))):
             raise ConfigError(f"obs_scale must be 'auto', a number or None, got {obs_scale!r}")
-        if str(tf.as_dtype(weight_dtype).name if isinstance(weight_dtype, tf.DType) else weight_dtype) not in (
-                "float32", "float16"):
+        try:
+            wd = tf.as_dtype(weight_dtype)
+        except TypeError:
+            wd = None
+        if wd not in (tf.float32, tf.float16):
             raise ConfigError(f"weight_dtype must be 'float32' or 'float16', got {weight_dtype!r}")
-        self.weight_dtype = tf.as_dtype(weight_dtype)
+        self.weight_dtype = wd
         self.model = model
         self.action_spec = action_spec
         self.continuous = continuous
