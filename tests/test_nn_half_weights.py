@@ -6,7 +6,9 @@ float16-rounded parameters *bit for bit*; the other paths (split weights, the
 pure-TF reference, XLA) cast the rounded values to float32 first.
 """
 
-import keras
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,7 +19,8 @@ from tfevo.envs.base import ActionSpec
 from tfevo.nn.model import PopulationModel
 from tfevo.nn.policy import Policy
 
-L = keras.layers
+sys.path.insert(0, str(Path(__file__).parent))
+from _nets import small_conv  # noqa: E402
 
 
 def _ops():
@@ -76,20 +79,8 @@ def test_conv_flat_half_params_bit_identical_to_float32(u8):
     np.testing.assert_array_equal(conv(x, p16, idx, **kw).numpy(), conv(x, p32, idx, **kw).numpy())
 
 
-def _small_conv(num_actions=5):
-    return keras.Sequential([
-        keras.Input((20, 20, 3)),
-        L.Conv2D(6, 4, strides=2, padding="same", activation="relu"),
-        L.Conv2D(5, 3, strides=1, padding="valid", activation="relu"),
-        L.Flatten(),
-        L.Dense(16, activation="relu"),
-        L.LayerNormalization(),
-        L.Dense(num_actions),
-    ])
-
-
 def test_policy_half_weights_equal_float32_forward_of_rounded_params():
-    pm = PopulationModel(_small_conv())
+    pm = PopulationModel(small_conv(layer_norm=True))
     if not pm.in_place_available():
         pytest.skip("in-place C++ ops not built")
     spec = ActionSpec(discrete=True, num_actions=5)
@@ -138,7 +129,7 @@ def test_half_weights_for_mlps_and_in_graph_rollouts_round_the_same_way():
 
 
 def test_half_weights_bad_input():
-    pm = PopulationModel(_small_conv())
+    pm = PopulationModel(small_conv(layer_norm=True))
     spec = ActionSpec(discrete=True, num_actions=5)
     for bad in ("bfloat16", "half-ish", np.int8):
         with pytest.raises(ConfigError, match="weight_dtype"):

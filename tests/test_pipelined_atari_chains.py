@@ -1,6 +1,9 @@
 """Concurrent inference chains of conv policies (PopulationModel.inference_chains) and the evaluator's
 executor choice: every member's outputs, and so every fitness, must not depend on the chain count."""
 
+import sys
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -10,22 +13,14 @@ from tfevo.envs.base import ActionSpec
 from tfevo.nn.model import PopulationModel
 from tfevo.nn.policy import Policy
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _nets import small_conv  # noqa: E402
+
 L = keras.layers
 
 
-def _small_conv(num_actions=5):
-    return keras.Sequential([
-        keras.Input((20, 20, 3)),
-        L.Conv2D(6, 4, strides=2, padding="same", activation="relu"),
-        L.Conv2D(5, 3, strides=1, padding="valid", activation="relu"),
-        L.Flatten(),
-        L.Dense(16, activation="relu"),
-        L.Dense(num_actions),
-    ])
-
-
 def _model(chains):
-    pm = PopulationModel(_small_conv())
+    pm = PopulationModel(small_conv())
     pm.inference_chains = chains
     return pm
 
