@@ -457,20 +457,22 @@ class IndexedDenseFlatOp : public OpKernel {
       if (!ctx->status().ok()) return;
     }
     if (bias_offset_ < 0 && !relu_) return;
-    std::vector<float> bias(bias_offset_ >= 0 ? m : 0);
+    std::vector<float> converted(std::is_same<W, float>::value || bias_offset_ < 0 ? 0 : m);  // float16 bias
     for (int64_t i = 0; i < n; ++i) {
+      const float* bias = nullptr;
       if (bias_offset_ >= 0) {
         const W* bp = pp + static_cast<int64_t>(ip[i]) * D + bias_offset_;
         if constexpr (std::is_same<W, float>::value) {
-          std::copy(bp, bp + m, bias.begin());
+          bias = bp;  // read in place, as the weights
         } else {
-          tfevo_half::ToFloatN(bp, bias.data(), m);
+          tfevo_half::ToFloatN(bp, converted.data(), m);
+          bias = converted.data();
         }
       }
       for (int64_t r = 0; r < b; ++r) {
         float* o = op + (i * b + r) * m;
         for (int64_t c = 0; c < m; ++c) {
-          float y = bias_offset_ >= 0 ? o[c] + bias[c] : o[c];
+          float y = bias != nullptr ? o[c] + bias[c] : o[c];
           o[c] = (relu_ && y < 0.0f) ? 0.0f : y;
         }
       }
