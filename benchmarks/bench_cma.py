@@ -329,6 +329,37 @@ def breakdown(n, p, repeats):
           f"{rows['CholeskyCMAES'][1]})", flush=True)
 
 
+def tri_table(repeats, n=1000, ks=(24, 256), calls=10):
+    """The sampling product ``y = A z`` of ``CholeskyCMAES`` alone (``tfevo.linalg.triangular_rows``,
+    op path, float32, ``n`` x ``n`` lower ``A``, ``k`` rows): ms per call, min and median over
+    ``max(repeats, 20)`` blocks of ``calls`` successive calls of a ``tf.function`` holding the op (call
+    overhead included), and the rate in GFLOP/s (``k n^2`` flops: one multiply-add per entry of the
+    triangle).  Products inside one graph are avoided on purpose: Grappler folds products of constants
+    and drops products whose only consumer is a control dependency."""
+    import tensorflow as tf
+
+    from tfevo import linalg
+
+    rng = np.random.default_rng(0)
+    a = tf.constant(np.tril(rng.standard_normal((n, n))).astype(np.float32))
+    print(f"\n### Triangular sampling product, n = {n} (ms per call, min / median)\n")
+    print("| k rows | min ms | median ms | GFLOP/s (min) |")
+    print("|---|---|---|---|")
+    for k in ks:
+        zs = [tf.constant(rng.standard_normal((k, n)).astype(np.float32)) for _ in range(calls)]
+        f = tf.function(lambda a, z: linalg.triangular_rows(a, z, use_op=True))
+        f(a, zs[0]).numpy()
+        ts = []
+        for _ in range(max(repeats, 20)):
+            t0 = time.perf_counter()
+            for z in zs:  # successive calls, as in successive generations (eager CPU calls run in order)
+                y = f(a, z)
+            y.numpy()
+            ts.append((time.perf_counter() - t0) / calls)
+        lo, med = min(ts) * 1e3, statistics.median(ts) * 1e3
+        print(f"| {k} | {lo:.3f} | {med:.3f} | {k * n * n / lo / 1e6:.0f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
@@ -345,6 +376,8 @@ def main():
     ap.add_argument("--breakdown", nargs="*", default=None, metavar="D:P",
                     help="per-generation breakdown of tfevo's CMA-ES variants (e.g. 1000:24 1000:256)")
     ap.add_argument("--eigh-table", action="store_true", help="also time eigh alone (op vs TF vs numpy/scipy/jax)")
+    ap.add_argument("--tri-table", action="store_true",
+                    help="also time CholeskyCMAES's sampling product y = A z alone (n = 1000, 24 and 256 rows)")
     ap.add_argument("--one-thread", action="store_true",
                     help="every library on one thread (TF intra/inter-op 1, XLA/JAX single-threaded, OpenBLAS 1 "
                          "via threadpoolctl): per-core cost, robust to the load of a shared machine")
@@ -403,6 +436,8 @@ def main():
             breakdown(n, p, args.repeats)
     if args.eigh_table:
         eigh_table(args.repeats)
+    if args.tri_table:
+        tri_table(args.repeats)
     print(f"end {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load: {uptime()}")
 
 

@@ -384,3 +384,23 @@ def test_large_triangular_product_split_over_threads_matches_reference():
     # rows computed alone (a 1-row product is never split) give the same bits
     for i in (0, 13, 23):
         np.testing.assert_array_equal(linalg.triangular_rows(a, r[i:i + 1], use_op=True).numpy()[0], op[i])
+
+
+@needs_blas
+@pytest.mark.parametrize("n,k", [(5, 9), (127, 17), (257, 8), (517, 40)])
+def test_triangular_product_kernel_tiles_chunks_and_rows_alone(n, k):
+    # The float32 product kernel packs r in tiles of 16 rows (8 or fewer in the last one take
+    # a narrower path), walks a in blocks of 6 rows and j in chunks of 126, and splits large
+    # products (517 x 517 x 40) over the pool. Every entry is one sum over j in ascending
+    # order, so each row computed alone gives the same bits; the upper triangle (NaN here)
+    # is never read.
+    rng = np.random.default_rng(n * 100 + k)
+    a = np.tril(rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32)
+    a_garbage = a + np.triu(np.full((n, n), np.nan, np.float32), 1)
+    r = rng.normal(size=(k, n)).astype(np.float32)
+    op = linalg.triangular_rows(a_garbage, r, use_op=True).numpy()
+    exact = r.astype(np.float64) @ a.astype(np.float64).T
+    assert np.all(np.isfinite(op))
+    assert np.abs(op - exact).max() <= 4 * n * np.finfo(np.float32).eps * np.abs(exact).max()
+    for i in sorted({0, k // 2, k - 1}):
+        np.testing.assert_array_equal(linalg.triangular_rows(a_garbage, r[i:i + 1], use_op=True).numpy()[0], op[i])

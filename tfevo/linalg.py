@@ -350,10 +350,11 @@ def triangular_rows(a, r, solve: bool = False, use_op=None) -> tf.Tensor:
     Op path: BLAS ``?trmm``/``?trsm`` (``TfevoTriangular``: half the flops of a
     general product, and ~2x faster than Eigen's triangular solve on this CPU);
     float32 products on AVX2 + FMA CPUs use the op's own kernel instead of
-    ``?trmm`` (dot products of rows in place, no packing of ``a``: ~3x faster
-    than ``?trmm`` for 24 rows at n = 1000), work spread over TensorFlow's pool in
-    blocks of rows of ``a`` and of ``r`` once it exceeds 2^22 multiply-adds (each
-    entry is one dot product in a fixed order: bits independent of the threads);
+    ``?trmm`` (``a`` read in place, only ``r`` packed; a GEMM-style register
+    tile: ~3x faster than ``?trmm`` for 24 rows at n = 1000), work spread over
+    TensorFlow's pool in groups of rows of ``a`` once it exceeds 2^22
+    multiply-adds (each entry is one sum in ascending order: bits independent of
+    the threads);
     reference: ``tf.matmul`` / ``tf.linalg.triangular_solve``.
     """
     a, r = _check_rows(a, r, "triangular_rows")
