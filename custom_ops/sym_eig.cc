@@ -841,10 +841,12 @@ inline void Product(tensorflow::OpKernelContext* ctx, const float* a, int64_t n,
                     bool parallel) {
   const int64_t tiles = (k + kQ - 1) / kQ;
   std::vector<float> zt(static_cast<size_t>(tiles * n * kQ), 0.0f), ot(static_cast<size_t>(tiles * n * kQ));
-  for (int64_t q = 0; q < k; ++q) {  // pack (transpose) z
-    float* dst = zt.data() + (q / kQ) * n * kQ + q % kQ;
-    const float* src = z + q * n;
-    for (int64_t j = 0; j < n; ++j) dst[j * kQ] = src[j];
+  for (int64_t t = 0; t < tiles; ++t) {  // pack (transpose) z, writing zt in order
+    const int64_t cols = std::min(kQ, k - t * kQ);
+    const float* src = z + t * kQ * n;
+    float* dst = zt.data() + t * n * kQ;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < cols; ++c) dst[j * kQ + c] = src[c * n + j];
   }
   const int64_t nb = (n + kRows - 1) / kRows, ng = (nb + kGroup - 1) / kGroup, pairs = (ng + 1) / 2;
   auto group = [&](int64_t g) {
@@ -872,10 +874,12 @@ inline void Product(tensorflow::OpKernelContext* ctx, const float* a, int64_t n,
   } else {
     for (int64_t u = 0; u < pairs; ++u) unit(u);
   }
-  for (int64_t q = 0; q < k; ++q) {  // unpack (transpose back)
-    const float* src = ot.data() + (q / kQ) * n * kQ + q % kQ;
-    float* dst = out + q * n;
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * kQ];
+  for (int64_t t = 0; t < tiles; ++t) {  // unpack (transpose back), reading ot in order
+    const int64_t cols = std::min(kQ, k - t * kQ);
+    const float* src = ot.data() + t * n * kQ;
+    float* dst = out + t * kQ * n;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < cols; ++c) dst[c * n + i] = src[i * kQ + c];
   }
 }
 
