@@ -748,119 +748,140 @@ void SetOneThread(Lapack* lib) { SetThreads(lib, 1); }
 //
 // Why: for the sampling y = A z of the Cholesky CMA-ES, BLAS ?trmm packs the
 // triangular matrix (2 MB at n = 1000) on every call, which costs as much as
-// the product itself when there are few rows (P = 24).  Here the rows of z are
-// packed instead (k x n, small), transposed into tiles of kQ = 16 columns,
-// zt[t][j][c] = z[t kQ + c][j] (zero past row k), and the product is computed
-// transposed like a GEMM micro-kernel: ot[t][i][:] = sum_{j <= i} a[i][j] zt[t][j][:]
-// for a block of kRows = 6 rows of a (entries broadcast, read in place, only
-// j <= i) times the 2 vectors of a tile: 12 accumulators, 12 FMAs per 8 loads,
-// no horizontal sums.  The j range is cut in chunks of kJ; a work unit runs a
-// group of row blocks chunk by chunk and, per chunk, every zt tile, so the
+// the product itself when there are few rows (P = 24).  Here a is read in
+// place and the rows of z are packed instead (k x n, small), transposed into
+// tiles of Q columns, zt[t][j][c] = z[t Q + c][j] (zero past row k), and the
+// product is computed transposed like a GEMM micro-kernel:
+// ot[t][i][:] = sum_{j <= i} a[i][j] zt[t][j][:] for a block of R rows of a
+// (entries broadcast, only j <= i read) times the Q / 8 vectors of a tile:
+// 12 accumulators, no horizontal sums.  Two shapes: R = 4 x Q = 24 when
+// k <= 24 (CholeskyCMAES's default P at n = 1000 is one tile), R = 6 x Q = 16
+// otherwise (fewer loads per FMA).  The j range is cut in chunks; a work unit
+// runs a group of row blocks chunk by chunk and, per chunk, every tile, so the
 // group's chunk of a is read from memory once and reused from cache for all
 // tiles (partial sums kept in ot).  Each output entry is one sum over
-// j = 0..i in ascending order (one FMA chain in its lane), so the bits never
-// depend on the number of threads, on the chunking, or on the other rows of z.
-// (Against the previous kernel -- dot products of rows, horizontal sums --
-// on this project's CPU, one thread: 1.2x faster for 24 rows, 1.45x for 256.)
+// j = 0..i in ascending order (one FMA chain in its lane) whatever the shape,
+// so the bits never depend on the number of threads, the shape, the chunking,
+// or the other rows of z.  (Against the previous kernel -- dot products of
+// rows, horizontal sums -- on this project's CPU, one thread: 1.7x faster for
+// 24 rows, 1.5x for 256.)
 namespace tri_avx2 {
-constexpr int64_t kQ = 16;     // columns of a zt tile (2 vectors of 8)
-constexpr int64_t kRows = 6;   // rows of a per block
-constexpr int64_t kJ = 126;    // j per chunk (a multiple of kRows)
-constexpr int64_t kGroup = 4;  // row blocks per group (half a work unit)
 
-// One row block (rows i0 .. i0 + MA - 1) over the chunk [j0, j1): the partial sums
-// in ot continue with a[i0 + r][j] zt[j][:] for every j of the chunk with j <= i0 + r.
-// (Main loop and diagonal triangle are separate functions with fixed trip counts,
-// so the compiler keeps the accumulators in registers.)
-template <int MA, int NV>
+template <int64_t Q, int64_t R, int64_t J, int64_t G>
+struct Shape {
+  static constexpr int64_t kQ = Q;      // columns of a zt tile (Q / 8 vectors)
+  static constexpr int64_t kRows = R;   // rows of a per block
+  static constexpr int64_t kJ = J;      // j per chunk (a multiple of kRows)
+  static constexpr int64_t kGroup = G;  // row blocks per group (half a work unit)
+};
+using Few = Shape<24, 4, 124, 6>;   // k <= 24: 4 rows x 3 vectors
+using Many = Shape<16, 6, 126, 4>;  // k > 24: 6 rows x 2 vectors
+
+// One row block (rows i0 .. i0 + MA - 1) over j in [j0, jm), all j < i0: the partial
+// sums in ot continue with a[i0 + r][j] zt[j][:].  (Fixed trip counts, so the compiler
+// keeps the accumulators in registers.)
+template <int64_t Q, int MA, int NV>
 inline void BlockMain(const float* a, int64_t n, int64_t i0, const float* __restrict zt, float* __restrict ot,
                       int64_t j0, int64_t jm) {
   __m256 acc[MA][NV];
 #pragma GCC unroll 6
   for (int r = 0; r < MA; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
-      acc[r][v] = j0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(ot + (i0 + r) * kQ + 8 * v);
+      acc[r][v] = j0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(ot + (i0 + r) * Q + 8 * v);
   const float* ar[MA];
 #pragma GCC unroll 6
   for (int r = 0; r < MA; ++r) ar[r] = a + (i0 + r) * n;
   for (int64_t j = j0; j < jm; ++j) {
-    const float* zj = zt + j * kQ;
+    const float* zj = zt + j * Q;
     __m256 zv[NV];
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) zv[v] = _mm256_loadu_ps(zj + 8 * v);
+    // keep three vectors of z in registers (12 accumulators + 3 + 1 broadcast = all 16):
+    // without this GCC reloads them as memory operands of every FMA (16 loads per 12 FMAs)
+    if constexpr (NV == 3) __asm__("" : "+x"(zv[0]), "+x"(zv[1]), "+x"(zv[2]));
 #pragma GCC unroll 6
     for (int r = 0; r < MA; ++r) {
       const __m256 av = _mm256_broadcast_ss(ar[r] + j);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, zv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 6
   for (int r = 0; r < MA; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(ot + (i0 + r) * kQ + 8 * v, acc[r][v]);
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(ot + (i0 + r) * Q + 8 * v, acc[r][v]);
 }
 
 // The diagonal triangle of the block: j = i0 + d, rows r >= d (after BlockMain's j < i0).
-template <int MA, int NV>
+template <int64_t Q, int MA, int NV>
 inline void BlockDiag(const float* a, int64_t n, int64_t i0, const float* __restrict zt, float* __restrict ot) {
   for (int d = 0; d < MA; ++d) {
-    const float* zj = zt + (i0 + d) * kQ;
+    const float* zj = zt + (i0 + d) * Q;
     for (int r = d; r < MA; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + (i0 + r) * n + i0 + d);
-      float* o = ot + (i0 + r) * kQ;
+      float* o = ot + (i0 + r) * Q;
       for (int v = 0; v < NV; ++v)
         _mm256_storeu_ps(o + 8 * v, _mm256_fmadd_ps(av, _mm256_loadu_ps(zj + 8 * v), _mm256_loadu_ps(o + 8 * v)));
     }
   }
 }
 
-template <int MA, int NV>
+template <int64_t Q, int MA, int NV>
 inline void Block(const float* a, int64_t n, int64_t i0, const float* zt, float* ot, int64_t j0, int64_t j1) {
-  BlockMain<MA, NV>(a, n, i0, zt, ot, j0, std::min(j1, i0));  // j < i0: every row of the block takes it
-  if (i0 >= j0 && i0 < j1) BlockDiag<MA, NV>(a, n, i0, zt, ot);
+  BlockMain<Q, MA, NV>(a, n, i0, zt, ot, j0, std::min(j1, i0));  // j < i0: every row of the block takes it
+  if (i0 >= j0 && i0 < j1) BlockDiag<Q, MA, NV>(a, n, i0, zt, ot);
 }
 
-template <int NV>
+// The block at row i0 (fewer than R rows at the end of a).
+template <int64_t Q, int R, int NV>
 inline void BlockAny(const float* a, int64_t n, int64_t i0, const float* zt, float* ot, int64_t j0, int64_t j1) {
-  switch (std::min<int64_t>(kRows, n - i0)) {
-    case 6: Block<6, NV>(a, n, i0, zt, ot, j0, j1); break;
-    case 5: Block<5, NV>(a, n, i0, zt, ot, j0, j1); break;
-    case 4: Block<4, NV>(a, n, i0, zt, ot, j0, j1); break;
-    case 3: Block<3, NV>(a, n, i0, zt, ot, j0, j1); break;
-    case 2: Block<2, NV>(a, n, i0, zt, ot, j0, j1); break;
-    default: Block<1, NV>(a, n, i0, zt, ot, j0, j1); break;
+  switch (std::min<int64_t>(R, n - i0)) {
+    case 6: if constexpr (R >= 6) Block<Q, 6, NV>(a, n, i0, zt, ot, j0, j1); break;
+    case 5: if constexpr (R >= 5) Block<Q, 5, NV>(a, n, i0, zt, ot, j0, j1); break;
+    case 4: Block<Q, 4, NV>(a, n, i0, zt, ot, j0, j1); break;
+    case 3: Block<Q, 3, NV>(a, n, i0, zt, ot, j0, j1); break;
+    case 2: Block<Q, 2, NV>(a, n, i0, zt, ot, j0, j1); break;
+    default: Block<Q, 1, NV>(a, n, i0, zt, ot, j0, j1); break;
   }
 }
 
 // out [k, n] = z [k, n] a^T.  Work unit: a pair of groups of row blocks (g and
 // ng - 1 - g: equal work per unit), each group j chunk by chunk, every zt tile per chunk
 // (the group's chunk of a, kGroup kRows rows x kJ, stays in cache across the tiles).
+template <typename S>
 inline void Product(tensorflow::OpKernelContext* ctx, const float* a, int64_t n, const float* z, int64_t k, float* out,
                     bool parallel) {
-  const int64_t tiles = (k + kQ - 1) / kQ;
-  std::vector<float> zt(static_cast<size_t>(tiles * n * kQ), 0.0f), ot(static_cast<size_t>(tiles * n * kQ));
+  constexpr int64_t Q = S::kQ, R = S::kRows;
+  const int64_t tiles = (k + Q - 1) / Q;
+  std::vector<float> zt(static_cast<size_t>(tiles * n * Q), 0.0f), ot(static_cast<size_t>(tiles * n * Q));
   for (int64_t t = 0; t < tiles; ++t) {  // pack (transpose) z, writing zt in order
-    const int64_t cols = std::min(kQ, k - t * kQ);
-    const float* src = z + t * kQ * n;
-    float* dst = zt.data() + t * n * kQ;
+    const int64_t cols = std::min(Q, k - t * Q);
+    const float* src = z + t * Q * n;
+    float* dst = zt.data() + t * n * Q;
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t c = 0; c < cols; ++c) dst[j * kQ + c] = src[c * n + j];
+      for (int64_t c = 0; c < cols; ++c) dst[j * Q + c] = src[c * n + j];
   }
-  const int64_t nb = (n + kRows - 1) / kRows, ng = (nb + kGroup - 1) / kGroup, pairs = (ng + 1) / 2;
+  const int64_t nb = (n + R - 1) / R, ng = (nb + S::kGroup - 1) / S::kGroup, pairs = (ng + 1) / 2;
   auto group = [&](int64_t g) {
-    const int64_t b0 = g * kGroup, b1 = std::min(nb, b0 + kGroup);
-    const int64_t last = std::min(n, kRows * b1);  // the group's rows end here: j < last
-    for (int64_t j0 = 0; j0 < last; j0 += kJ) {
-      const int64_t j1 = std::min(j0 + kJ, last);
+    const int64_t b0 = g * S::kGroup, b1 = std::min(nb, b0 + S::kGroup);
+    const int64_t last = std::min(n, R * b1);  // the group's rows end here: j < last
+    for (int64_t j0 = 0; j0 < last; j0 += S::kJ) {
+      const int64_t j1 = std::min(j0 + S::kJ, last);
       for (int64_t t = 0; t < tiles; ++t) {
-        const float* ztt = zt.data() + t * n * kQ;
-        float* ott = ot.data() + t * n * kQ;
+        const float* ztt = zt.data() + t * n * Q;
+        float* ott = ot.data() + t * n * Q;
+        const int64_t nv = (std::min(Q, k - t * Q) + 7) / 8;  // vectors holding rows of z (the last tile may hold fewer)
         for (int64_t b = b0; b < b1; ++b) {
-          const int64_t i0 = kRows * b;
-          if (j0 > i0) continue;  // the block's rows end before this chunk (j0, i0: multiples of kRows)
-          if (k - t * kQ > 8) BlockAny<2>(a, n, i0, ztt, ott, j0, j1); else BlockAny<1>(a, n, i0, ztt, ott, j0, j1);
+          const int64_t i0 = R * b;
+          if (j0 > i0) continue;  // the block's rows end before this chunk (j0, i0: multiples of R)
+          if (nv >= 3) {
+            if constexpr (Q >= 24) BlockAny<Q, R, 3>(a, n, i0, ztt, ott, j0, j1);
+          } else if (nv == 2) {
+            BlockAny<Q, R, 2>(a, n, i0, ztt, ott, j0, j1);
+          } else {
+            BlockAny<Q, R, 1>(a, n, i0, ztt, ott, j0, j1);
+          }
         }
       }
     }
@@ -875,11 +896,11 @@ inline void Product(tensorflow::OpKernelContext* ctx, const float* a, int64_t n,
     for (int64_t u = 0; u < pairs; ++u) unit(u);
   }
   for (int64_t t = 0; t < tiles; ++t) {  // unpack (transpose back), reading ot in order
-    const int64_t cols = std::min(kQ, k - t * kQ);
-    const float* src = ot.data() + t * n * kQ;
-    float* dst = out + t * kQ * n;
+    const int64_t cols = std::min(Q, k - t * Q);
+    const float* src = ot.data() + t * n * Q;
+    float* dst = out + t * Q * n;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < cols; ++c) dst[c * n + i] = src[i * kQ + c];
+      for (int64_t c = 0; c < cols; ++c) dst[c * n + i] = src[i * Q + c];
   }
 }
 
@@ -916,7 +937,9 @@ class TriangularOp : public OpKernel {
       const float* zp = reinterpret_cast<const float*>(r.flat<T>().data());
       float* op = reinterpret_cast<float*>(out->flat<T>().data());
       // small products (< 2^22 multiply-adds) run on the calling thread
-      tri_avx2::Product(ctx, ap, n, zp, k, op, k * n * n / 2 >= (int64_t{1} << 22));
+      const bool parallel = k * n * n / 2 >= (int64_t{1} << 22);
+      if (k <= tri_avx2::Few::kQ) tri_avx2::Product<tri_avx2::Few>(ctx, ap, n, zp, k, op, parallel);
+      else tri_avx2::Product<tri_avx2::Many>(ctx, ap, n, zp, k, op, parallel);
       return;
     }
 #endif

@@ -387,13 +387,15 @@ def test_large_triangular_product_split_over_threads_matches_reference():
 
 
 @needs_blas
-@pytest.mark.parametrize("n,k", [(5, 9), (127, 17), (257, 8), (517, 40)])
+@pytest.mark.parametrize("n,k", [(5, 9), (127, 17), (130, 25), (257, 8), (517, 40)])
 def test_triangular_product_kernel_tiles_chunks_and_rows_alone(n, k):
-    # The float32 product kernel packs r in tiles of 16 rows (8 or fewer in the last one take
-    # a narrower path), walks a in blocks of 6 rows and j in chunks of 126, and splits large
-    # products (517 x 517 x 40) over the pool. Every entry is one sum over j in ascending
-    # order, so each row computed alone gives the same bits; the upper triangle (NaN here)
-    # is never read.
+    # The float32 product kernel packs r in tiles (up to 24 rows: one tile of 24 columns and
+    # blocks of 4 rows of a; more rows: tiles of 16 and blocks of 6; a last tile of 8 rows or
+    # fewer takes a narrower path), walks j in chunks of 124 / 126, and splits large products
+    # (517 x 517 x 40) over the pool. Every entry is one sum over j in ascending order in
+    # either shape, so each row computed alone (the 24-column shape) gives the same bits as
+    # in a product of 25 or 40 rows (the 16-column shape); the upper triangle (NaN here) is
+    # never read.
     rng = np.random.default_rng(n * 100 + k)
     a = np.tril(rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32)
     a_garbage = a + np.triu(np.full((n, n), np.nan, np.float32), 1)
