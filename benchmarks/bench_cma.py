@@ -334,8 +334,8 @@ def tri_table(repeats, n=1000, ks=(24, 256), calls=10):
     op path, float32, ``n`` x ``n`` lower ``A``, ``k`` rows): ms per call, min and median over
     ``max(repeats, 20)`` blocks of ``calls`` successive calls of a ``tf.function`` holding the op (call
     overhead included), and the rate in GFLOP/s (``k n^2`` flops: one multiply-add per entry of the
-    triangle).  Products inside one graph are avoided on purpose: Grappler folds products of constants
-    and drops products whose only consumer is a control dependency."""
+    triangle).  Not several products inside one graph: with constant inputs Grappler folds them, and a
+    chain of control dependencies gave impossible rates (> 400 GFLOP/s), so it did not run them all."""
     import tensorflow as tf
 
     from tfevo import linalg

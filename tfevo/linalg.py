@@ -351,7 +351,7 @@ def triangular_rows(a, r, solve: bool = False, use_op=None) -> tf.Tensor:
     general product, and ~2x faster than Eigen's triangular solve on this CPU);
     float32 products on AVX2 + FMA CPUs use the op's own kernel instead of
     ``?trmm`` (``a`` read in place, only ``r`` packed; a GEMM-style register
-    tile: ~3x faster than ``?trmm`` for 24 rows at n = 1000), work spread over
+    tile: ~5x faster than ``?trmm`` for 24 rows at n = 1000), work spread over
     TensorFlow's pool in groups of rows of ``a`` once it exceeds 2^22
     multiply-adds (each entry is one sum in ascending order: bits independent of
     the threads);
