@@ -54,6 +54,8 @@
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "parallel_units.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -565,6 +567,63 @@ namespace {
 template <typename T, typename I>
 using PotrfFn = void (*)(const char*, const I*, T*, const I*, I*, size_t);
 
+// One matrix of TfevoCholesky (also the factorisation of TfevoCovarianceRefresh):
+// a (n x n, row-major) <- lower Cholesky factor of src's lower triangle plus
+// diag_add on the diagonal, strict upper triangle 0.  Returns false, with a all
+// NaN, when src's lower triangle is not finite or the matrix is not positive
+// definite.  `alone`: the only matrix of the call, so with threads = 1 and
+// n > kTile it is factorised by TiledCholesky over TensorFlow's pool.
+template <typename T>
+bool CholeskyInto(OpKernelContext* ctx, Lapack* lib, int64_t threads, bool alone, const T* src, int64_t n,
+                  T diag_add, T* a) {
+  const bool tiled = alone && threads == 1 && n > kTile && Blas<T>{lib}.ok();
+  auto copy_rows = [&](int64_t lo, int64_t hi) {  // copy the lower triangle, zero the strict upper one
+    bool ok = true;
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* srow = src + r * n;
+      T* row = a + r * n;
+      std::copy_n(srow, r + 1, row);
+      ok = ok && AllFinite(srow, r + 1);
+      std::fill(row + r + 1, row + n, T(0));
+      if (diag_add != T(0)) row[r] += diag_add;
+    }
+    return ok;
+  };
+  bool finite = true;
+  if (tiled) {  // the copy in row strips over the pool too
+    const int64_t nb = (n + kTile - 1) / kTile;
+    std::vector<char> strip_ok(static_cast<size_t>(nb), 1);
+    ParallelUnits(ctx, nb, 1, [&](int64_t u) {
+      const int64_t i0 = (nb - 1 - u) * kTile;
+      strip_ok[nb - 1 - u] = copy_rows(i0, std::min(n, i0 + kTile));
+    });
+    finite = std::all_of(strip_ok.begin(), strip_ok.end(), [](char c) { return c != 0; });
+  } else {
+    finite = copy_rows(0, n);
+  }
+  int64_t info = 0;
+  if (finite && tiled) {
+    info = TiledCholesky<T>(ctx, Blas<T>{lib}, a, n);  // tiles over TensorFlow's pool
+  } else if (finite) {
+    void* fn = std::is_same<T, float>::value ? lib->spotrf : lib->dpotrf;
+    const char uplo = 'U';
+    if (lib->ilp64) {
+      int64_t nn = n, inf = 0;
+      reinterpret_cast<PotrfFn<T, int64_t>>(fn)(&uplo, &nn, a, &nn, &inf, 1);
+      info = inf;
+    } else {
+      int32_t nn = static_cast<int32_t>(n), inf = 0;
+      reinterpret_cast<PotrfFn<T, int32_t>>(fn)(&uplo, &nn, a, &nn, &inf, 1);
+      info = inf;
+    }
+  }
+  if (!finite || info != 0) {
+    std::fill(a, a + n * n, std::numeric_limits<T>::quiet_NaN());
+    return false;
+  }
+  return true;
+}
+
 template <typename T>
 class CholeskyOp : public OpKernel {
  public:
@@ -597,32 +656,7 @@ class CholeskyOp : public OpKernel {
       if (lib_->get_threads == nullptr || lib_->get_threads() != threads_) lib_->set_threads(threads_);
     }
     auto one = [&](int64_t b) {
-      const T* src = xp + b * n * n;
-      T* a = lp + b * n * n;
-      bool finite = true;
-      for (int64_t r = 0; r < n; ++r) {  // copy the lower triangle, zero the strict upper one
-        const T* srow = src + r * n;
-        T* row = a + r * n;
-        std::copy_n(srow, r + 1, row);
-        finite = finite && AllFinite(srow, r + 1);
-        std::fill(row + r + 1, row + n, T(0));
-      }
-      int64_t info = 0;
-      if (finite && batch == 1 && threads_ == 1 && n > kTile && Blas<T>{lib_}.ok()) {
-        info = TiledCholesky<T>(ctx, Blas<T>{lib_}, a, n);  // tiles over TensorFlow's pool
-      } else if (finite) {
-        const char uplo = 'U';
-        if (lib_->ilp64) {
-          int64_t nn = n, inf = 0;
-          reinterpret_cast<PotrfFn<T, int64_t>>(fn_)(&uplo, &nn, a, &nn, &inf, 1);
-          info = inf;
-        } else {
-          int32_t nn = static_cast<int32_t>(n), inf = 0;
-          reinterpret_cast<PotrfFn<T, int32_t>>(fn_)(&uplo, &nn, a, &nn, &inf, 1);
-          info = inf;
-        }
-      }
-      if (!finite || info != 0) std::fill(a, a + n * n, std::numeric_limits<T>::quiet_NaN());
+      CholeskyInto<T>(ctx, lib_, threads_, batch == 1, xp + b * n * n, n, T(0), lp + b * n * n);
     };
     if (batch == 1 || threads_ != 1) {
       for (int64_t b = 0; b < batch; ++b) one(b);
@@ -723,6 +757,50 @@ REGISTER_OP("TfevoSyrkUpdate")
     })
     .Doc(R"doc(
 Lower triangle of s c + r^T diag(v) r by BLAS ?syrk; strict upper triangle of the output is 0.
+)doc");
+
+// TfevoCovarianceRefresh: the refactorisation step of the Cholesky CMA-ES on the
+// variables themselves -- no [n, n] tensor is allocated per call, so no fresh
+// pages are touched (a new 4 MB output per call at n = 1000 cost ~1000 page
+// faults, ~1.5 ms on this project's VM, whenever the allocator had returned the
+// memory to the system).  With three [n, n] variables c, a and scratch:
+//   1. (update = true) scratch <- lower(s c + r^T diag(v) r) exactly as
+//      TfevoSyrkUpdate; if every entry is finite the buffers of c and scratch
+//      are swapped (c holds the update), else c is kept (updated = false);
+//   2. scratch <- the lower Cholesky factor of c exactly as TfevoCholesky; if c
+//      is not positive definite, retried on c + delta_i I with
+//      delta_i = eps max(max_i |c_ii|, 1e-30) 10^i, i = 0 .. tries - 1; on
+//      success the buffers of a and scratch are swapped (factored = true),
+//      else a is kept.
+// The scratch is written in place only when no other tensor shares its buffer
+// (else it gets a new one), so readers of earlier values of c or a never see a
+// change.  c and a are only ever replaced, never written.
+REGISTER_OP("TfevoCovarianceRefresh")
+    .Input("c: resource")
+    .Input("a: resource")
+    .Input("scratch: resource")
+    .Input("r: T")
+    .Input("v: T")
+    .Input("s: T")
+    .Attr("T: {float, double}")
+    .Attr("lapack: string")
+    .Attr("threads: int >= 0 = 1")
+    .Attr("tries: int >= 0 = 12")
+    .Attr("update: bool = true")
+    .Output("updated: bool")
+    .Output("factored: bool")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle r, v, s;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &r));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &v));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &s));
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return Status();
+    })
+    .Doc(R"doc(
+In place on variables: c <- lower(s c + r^T diag(v) r) if finite, then a <- chol(c) (diagonal loading on failure).
 )doc");
 
 namespace {
@@ -983,6 +1061,96 @@ class TriangularOp : public OpKernel {
 };
 
 template <typename T>
+void SyrkCall(Lapack* lib, int64_t n, int64_t k, T alpha, const T* a, T beta, T* c) {
+  if (k == 0) return;
+  void* fn = std::is_same<T, float>::value ? lib->ssyrk : lib->dsyrk;
+  const char uplo = 'U', trans = 'N';
+  if (lib->ilp64) {
+    const int64_t nn = n, kk = k;
+    reinterpret_cast<SyrkFn<T, int64_t>>(fn)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
+  } else {
+    const int32_t nn = static_cast<int32_t>(n), kk = static_cast<int32_t>(k);
+    reinterpret_cast<SyrkFn<T, int32_t>>(fn)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
+  }
+}
+
+// The body of TfevoSyrkUpdate (also the update step of TfevoCovarianceRefresh):
+// op (n x n, row-major) <- lower triangle of scale cp + rp^T diag(vp) rp (rp: k x n),
+// strict upper triangle 0, reading only cp's lower triangle.  Returns whether
+// every entry is finite; if not, op is all NaN.
+template <typename T>
+bool SyrkUpdateInto(OpKernelContext* ctx, Lapack* lib, int64_t threads, const T* cp, const T* rp, const T* vp,
+                    T scale, int64_t n, int64_t k, T* op) {
+  if (n == 0) return true;
+  auto copy_rows = [&](int64_t lo, int64_t hi) {  // lower triangle of c (as is: beta scales it), upper 0
+    for (int64_t i = lo; i < hi; ++i) {
+      std::copy_n(cp + i * n, i + 1, op + i * n);
+      std::fill(op + i * n + i + 1, op + (i + 1) * n, T(0));
+    }
+  };
+  const Blas<T> blas{lib};
+  if (threads == 1 && k > 0 && n > kTile && blas.ok()) {
+    // Tiled: out_IJ += (v r)_I^T r_J by one single-threaded ?gemm per lower tile, tiles
+    // over TensorFlow's pool (a NaN/inf weight or row spreads to the output as in ?syrk).
+    std::vector<T> rv(static_cast<size_t>(k * n));
+    for (int64_t t = 0; t < k; ++t)
+      for (int64_t j = 0; j < n; ++j) rv[t * n + j] = vp[t] * rp[t * n + j];
+    SetOneThread(lib);
+    const int64_t nb = (n + kTile - 1) / kTile;
+    std::vector<char> strip_ok(static_cast<size_t>(nb), 1);
+    // unit u: row strip I = nb - 1 - u (largest first): its rows of c copied in, one ?gemm
+    // over its tiles up to and including the diagonal one (whose strict upper triangle is
+    // then zeroed again), and the strip's finiteness -- all while the strip is in cache.
+    ParallelUnits(ctx, nb, 1, [&](int64_t u) {
+      const int64_t i0 = (nb - 1 - u) * kTile, ni = std::min(kTile, n - i0), w = i0 + ni;
+      copy_rows(i0, w);
+      // column-major X (w x ni) = out_I,[0,w)^T <- s X + r_[0,w)^T (v r)_I
+      blas.gemm('N', 'T', w, ni, k, T(1), rp, n, rv.data() + i0, n, scale, op + i0 * n, n);
+      bool ok = true;
+      for (int64_t i = i0; i < i0 + ni; ++i) {
+        std::fill(op + i * n + i + 1, op + i * n + w, T(0));
+        ok = ok && AllFinite(op + i * n, i + 1);
+      }
+      strip_ok[nb - 1 - u] = ok;
+    });
+    if (std::all_of(strip_ok.begin(), strip_ok.end(), [](char c) { return c != 0; })) return true;
+    std::fill(op, op + n * n, std::numeric_limits<T>::quiet_NaN());
+    return false;
+  }
+  copy_rows(0, n);
+  // sqrt(|v_k|) r_k, grouped by the sign of v_k (zero weights dropped)
+  std::vector<T> pos, neg;
+  pos.reserve(k * n);
+  int64_t kp = 0, kn = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<T>& dst = pass == 0 ? pos : neg;
+    for (int64_t i = 0; i < k; ++i) {
+      const T w = vp[i];
+      if (!(pass == 0 ? w > T(0) : w < T(0))) {
+        if (!std::isfinite(w)) {  // keep NaN/inf visible in the output
+          std::fill(op, op + n * n, std::numeric_limits<T>::quiet_NaN());
+          return false;
+        }
+        continue;
+      }
+      const T sw = std::sqrt(std::abs(w));
+      for (int64_t j = 0; j < n; ++j) dst.push_back(sw * rp[i * n + j]);
+      (pass == 0 ? kp : kn) += 1;
+    }
+  }
+  SetThreads(lib, threads);
+  // column-major view: rows are the columns of an n x k matrix (trans 'N'); out's
+  // lower triangle (row-major) is the upper one column-major: uplo 'U'.
+  SyrkCall<T>(lib, n, kp, T(1), pos.data(), scale, op);
+  SyrkCall<T>(lib, n, kn, T(-1), neg.data(), kp > 0 ? T(1) : scale, op);
+  if (kp == 0 && kn == 0 && scale != T(1)) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) op[i * n + j] *= scale;
+  }
+  return LowerFiniteOrNaN(op, n);
+}
+
+template <typename T>
 class SyrkUpdateOp : public OpKernel {
  public:
   explicit SyrkUpdateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -990,8 +1158,7 @@ class SyrkUpdateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
     OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
-    fn_ = std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk;
-    OP_REQUIRES(ctx, fn_ != nullptr,
+    OP_REQUIRES(ctx, (std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk) != nullptr,
                 tensorflow::errors::NotFound("TfevoSyrkUpdate: ", path, " exports no ?syrk next to its ?syevd"));
   }
 
@@ -1008,84 +1175,115 @@ class SyrkUpdateOp : public OpKernel {
     const int64_t n = c.dim_size(0), k = r.dim_size(0);
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, c.shape(), &out));
-    if (n == 0) return;
-    const T* cp = c.flat<T>().data();
-    const T* rp = r.flat<T>().data();
-    const T* vp = v.flat<T>().data();
-    const T scale = s.scalar<T>()();
-    T* op = out->flat<T>().data();
-    for (int64_t i = 0; i < n; ++i) {  // lower triangle of c (as is: beta scales it), upper 0
-      std::copy_n(cp + i * n, i + 1, op + i * n);
-      std::fill(op + i * n + i + 1, op + (i + 1) * n, T(0));
-    }
-    const Blas<T> blas{lib_};
-    if (threads_ == 1 && k > 0 && n > kTile && blas.ok()) {
-      // Tiled: out_IJ += (v r)_I^T r_J by one single-threaded ?gemm per lower tile, tiles
-      // over TensorFlow's pool (a NaN/inf weight or row spreads to the output as in ?syrk).
-      std::vector<T> rv(static_cast<size_t>(k * n));
-      for (int64_t t = 0; t < k; ++t)
-        for (int64_t j = 0; j < n; ++j) rv[t * n + j] = vp[t] * rp[t * n + j];
-      SetOneThread(lib_);
-      const int64_t nb = (n + kTile - 1) / kTile;
-      // unit u: row strip I = nb - 1 - u (largest first), one ?gemm over its tiles up to and
-      // including the diagonal one, whose strict upper triangle is then zeroed again.
-      ParallelUnits(ctx, nb, 1, [&](int64_t u) {
-        const int64_t i0 = (nb - 1 - u) * kTile, ni = std::min(kTile, n - i0), w = i0 + ni;
-        // column-major X (w x ni) = out_I,[0,w)^T <- s X + r_[0,w)^T (v r)_I
-        blas.gemm('N', 'T', w, ni, k, T(1), rp, n, rv.data() + i0, n, scale, op + i0 * n, n);
-        for (int64_t i = i0; i < i0 + ni; ++i) std::fill(op + i * n + i + 1, op + i * n + w, T(0));
-      });
-      LowerFiniteOrNaN(op, n);
-      return;
-    }
-    // sqrt(|v_k|) r_k, grouped by the sign of v_k (zero weights dropped)
-    std::vector<T> pos, neg;
-    pos.reserve(k * n);
-    int64_t kp = 0, kn = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      std::vector<T>& dst = pass == 0 ? pos : neg;
-      for (int64_t i = 0; i < k; ++i) {
-        const T w = vp[i];
-        if (!(pass == 0 ? w > T(0) : w < T(0))) {
-          if (!std::isfinite(w)) {  // keep NaN/inf visible in the output
-            std::fill(op, op + n * n, std::numeric_limits<T>::quiet_NaN());
-            return;
-          }
-          continue;
-        }
-        const T sw = std::sqrt(std::abs(w));
-        for (int64_t j = 0; j < n; ++j) dst.push_back(sw * rp[i * n + j]);
-        (pass == 0 ? kp : kn) += 1;
-      }
-    }
-    SetThreads(lib_, threads_);
-    // column-major view: rows are the columns of an n x k matrix (trans 'N'); out's
-    // lower triangle (row-major) is the upper one column-major: uplo 'U'.
-    Syrk(n, kp, T(1), pos.data(), scale, op);
-    Syrk(n, kn, T(-1), neg.data(), kp > 0 ? T(1) : scale, op);
-    if (kp == 0 && kn == 0 && scale != T(1)) {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j <= i; ++j) op[i * n + j] *= scale;
-    }
-    LowerFiniteOrNaN(op, n);
+    SyrkUpdateInto<T>(ctx, lib_, threads_, c.flat<T>().data(), r.flat<T>().data(), v.flat<T>().data(),
+                      s.scalar<T>()(), n, k, out->flat<T>().data());
   }
 
  private:
-  void Syrk(int64_t n, int64_t k, T alpha, const T* a, T beta, T* c) const {
-    if (k == 0) return;
-    const char uplo = 'U', trans = 'N';
-    if (lib_->ilp64) {
-      const int64_t nn = n, kk = k;
-      reinterpret_cast<SyrkFn<T, int64_t>>(fn_)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
-    } else {
-      const int32_t nn = static_cast<int32_t>(n), kk = static_cast<int32_t>(k);
-      reinterpret_cast<SyrkFn<T, int32_t>>(fn_)(&uplo, &trans, &nn, &kk, &alpha, a, &nn, &beta, c, &nn, 1, 1);
-    }
+  Lapack* lib_ = nullptr;
+  int64_t threads_ = 1;
+};
+
+// TfevoCovarianceRefresh (see REGISTER_OP): C <- lower(s C + r^T diag(v) r), then
+// A <- chol(C) with diagonal loading on failure, on the variables' own buffers.
+template <typename T>
+class CovarianceRefreshOp : public OpKernel {
+ public:
+  explicit CovarianceRefreshOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string path;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("tries", &tries_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("update", &update_));
+    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
+    const bool f = std::is_same<T, float>::value;
+    OP_REQUIRES(ctx, (f ? lib_->ssyrk : lib_->dsyrk) != nullptr && (f ? lib_->spotrf : lib_->dpotrf) != nullptr,
+                tensorflow::errors::NotFound("TfevoCovarianceRefresh: ", path,
+                                             " exports no ?syrk/?potrf next to its ?syevd"));
   }
 
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> vc, va, vs;
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 0), &vc));
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &va));
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 2), &vs));
+    OP_REQUIRES(ctx, vc.get() != va.get() && vc.get() != vs.get() && va.get() != vs.get(),
+                tensorflow::errors::InvalidArgument("TfevoCovarianceRefresh: c, a and scratch must be three "
+                                                    "different variables"));
+    const Tensor& r = ctx->input(3);
+    const Tensor& v = ctx->input(4);
+    const Tensor& s = ctx->input(5);
+    // the three variables' locks, always in the same (address) order
+    tensorflow::Var* order[3] = {vc.get(), va.get(), vs.get()};
+    std::sort(order, order + 3);
+    tensorflow::mutex_lock l0(*order[0]->mu()), l1(*order[1]->mu()), l2(*order[2]->mu());
+    Tensor* ct = vc->tensor();
+    Tensor* at = va->tensor();
+    Tensor* st = vs->tensor();
+    const auto dt = tensorflow::DataTypeToEnum<T>::value;
+    OP_REQUIRES(ctx, vc->is_initialized && va->is_initialized && ct->dtype() == dt && at->dtype() == dt &&
+                     ct->dims() == 2 && ct->dim_size(0) == ct->dim_size(1) && at->shape() == ct->shape(),
+                tensorflow::errors::InvalidArgument("TfevoCovarianceRefresh: c and a must be initialised [n, n] ",
+                                                    tensorflow::DataTypeString(dt), " variables, got ",
+                                                    ct->shape().DebugString(), " and ", at->shape().DebugString()));
+    const int64_t n = ct->dim_size(0);
+    OP_REQUIRES(ctx, r.dims() == 2 && r.dim_size(1) == n && v.dims() == 1 && v.dim_size(0) == r.dim_size(0) &&
+                     s.dims() == 0,
+                tensorflow::errors::InvalidArgument("TfevoCovarianceRefresh: need r [k, n], v [k], s [] with n = ", n,
+                                                    ", got ", r.shape().DebugString(), ", ", v.shape().DebugString(),
+                                                    ", ", s.shape().DebugString()));
+    OP_REQUIRES(ctx, lib_->ilp64 || n <= INT32_MAX / 4,
+                tensorflow::errors::InvalidArgument("TfevoCovarianceRefresh: n = ", n, " too large for a 32-bit LAPACK"));
+    // The scratch buffer is written in place: it must be [n, n] and held by no one else
+    // (after a swap it holds the previous C or A, which a reader may still share).
+    auto own_scratch = [&]() -> tensorflow::Status {
+      if (vs->is_initialized && st->dtype() == dt && st->shape() == ct->shape() && st->RefCountIsOne())
+        return tensorflow::Status();
+      Tensor fresh;
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, ct->shape(), &fresh));
+      *st = fresh;
+      vs->is_initialized = true;
+      return tensorflow::Status();
+    };
+    Tensor* updated_t = nullptr;
+    Tensor* factored_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({}), &updated_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, tensorflow::TensorShape({}), &factored_t));
+    bool updated = false, factored = false;
+    if (n > 0) {
+      if (threads_ > 0) SetThreads(lib_, threads_);
+      if (update_) {  // scratch <- the update; on success the scratch becomes C (C's old buffer the scratch)
+        OP_REQUIRES_OK(ctx, own_scratch());
+        updated = SyrkUpdateInto<T>(ctx, lib_, threads_, ct->flat<T>().data(), r.flat<T>().data(),
+                                    v.flat<T>().data(), s.scalar<T>()(), n, r.dim_size(0), st->flat<T>().data());
+        if (updated) std::swap(*ct, *st);
+      }
+      OP_REQUIRES_OK(ctx, own_scratch());
+      const T* cp = ct->flat<T>().data();
+      T* sp = st->flat<T>().data();
+      factored = CholeskyInto<T>(ctx, lib_, threads_, true, cp, n, T(0), sp);
+      if (!factored && tries_ > 0) {
+        // retries on C + delta I, delta = eps max|C_ii| (at least eps 1e-30) times 10^i
+        T big = T(0);
+        for (int64_t i = 0; i < n; ++i) big = std::max(big, std::abs(cp[i * n + i]));
+        const T base = std::numeric_limits<T>::epsilon() * std::max(big, T(1e-30));
+        for (int64_t i = 0; i < tries_ && !factored; ++i)
+          factored = CholeskyInto<T>(ctx, lib_, threads_, true, cp, n, base * std::pow(T(10), T(i)), sp);
+      }
+      if (factored) std::swap(*at, *st);  // A <- the new factor; A's old buffer becomes the scratch
+    } else {
+      updated = update_;
+      factored = true;
+    }
+    updated_t->scalar<bool>()() = updated;
+    factored_t->scalar<bool>()() = factored;
+  }
+
+ private:
   Lapack* lib_ = nullptr;
-  void* fn_ = nullptr;
   int64_t threads_ = 1;
+  int64_t tries_ = 12;
+  bool update_ = true;
 };
 
 }  // namespace
@@ -1094,5 +1292,9 @@ REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstrain
 REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstraint<double>("T"), TriangularOp<double>);
 REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<float>("T"), SyrkUpdateOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<double>("T"), SyrkUpdateOp<double>);
+REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeConstraint<float>("T"),
+                        CovarianceRefreshOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeConstraint<double>("T"),
+                        CovarianceRefreshOp<double>);
 
 }  // namespace tfevo_sym_eig

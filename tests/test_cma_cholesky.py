@@ -352,6 +352,110 @@ def test_triangular_and_syrk_ops_match_reference(n, k, dtype):
     assert np.all(np.isnan(linalg.syrk_update_reference(c.astype(dtype), twos, huge, 1.0).numpy()))
 
 
+# -- TfevoCovarianceRefresh: update + refactorisation in place on the variables ------------
+
+needs_refresh = pytest.mark.skipif(not linalg.covariance_refresh_op_available(), reason="refresh op not built")
+
+
+def _refresh_case(n, k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    c = np.tril(_spd(n, np.float64, seed)).astype(dtype)
+    r = (0.1 * rng.normal(size=(k, n))).astype(dtype)
+    v = np.abs(0.05 * rng.normal(size=k))
+    v[::4] *= -0.05  # a few small negative weights (active CMA), the update stays positive definite
+    v = v.astype(dtype)
+    return c, r, v, dtype(0.97)
+
+
+def _vars(c, a=None):
+    n = c.shape[0]
+    return (tf.Variable(c), tf.Variable(np.eye(n, dtype=c.dtype) if a is None else a),
+            tf.Variable(tf.zeros([n, n], c.dtype)))
+
+
+@needs_refresh
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,k", [(9, 4), (300, 60)])  # 300 > 128: the tiled kernels
+def test_covariance_refresh_op_is_the_two_ops_in_place(n, k, dtype):
+    c, r, v, s = _refresh_case(n, k, dtype, 1)
+    cv, av, sv = _vars(c)
+    held_c, held_a = cv.read_value(), av.read_value()  # tensors sharing the variables' buffers
+    up, fac = linalg.covariance_refresh(cv, av, sv, r, v, s, use_op=True)
+    assert bool(up) and bool(fac)
+    c_new = linalg.syrk_update(c, r, v, s, use_op=True).numpy()
+    np.testing.assert_array_equal(cv.numpy(), c_new)  # bit for bit: the same kernels
+    np.testing.assert_array_equal(av.numpy(), linalg.cholesky(c_new, use_op=True).numpy())
+    np.testing.assert_array_equal(held_c.numpy(), c)  # buffers still shared are never written
+    np.testing.assert_array_equal(held_a.numpy(), np.eye(n, dtype=dtype))
+    # a second call reuses the swapped-out buffers; the first result read out stays intact
+    first_c, first_a = cv.read_value(), av.read_value()
+    up2, fac2 = linalg.covariance_refresh(cv, av, sv, r, v, s, use_op=True)
+    assert bool(up2) and bool(fac2)
+    np.testing.assert_array_equal(first_c.numpy(), c_new)
+    np.testing.assert_array_equal(cv.numpy(), linalg.syrk_update(c_new, r, v, s, use_op=True).numpy())
+    # the pure-TF reference (ordinary assignments, XLA Cholesky) agrees
+    cr, ar, _ = _vars(c)
+    for _ in range(2):
+        upr, facr = linalg.covariance_refresh_reference(cr, ar, r, v, s)
+        assert bool(upr) and bool(facr)
+    tol = 16 * n * np.finfo(dtype).eps
+    np.testing.assert_allclose(cr.numpy(), cv.numpy(), atol=tol * np.abs(c).max())
+    np.testing.assert_allclose(ar.numpy(), av.numpy(), atol=tol * 10)
+    # factor only (no rows): a <- chol(c), c untouched; inside tf.function too
+    cf, af, sf = _vars(c)
+    up3, fac3 = tf.function(lambda: linalg.covariance_refresh(cf, af, sf, use_op=True))()
+    assert not bool(up3) and bool(fac3)
+    np.testing.assert_array_equal(cf.numpy(), c)
+    np.testing.assert_array_equal(af.numpy(), linalg.cholesky(c, use_op=True).numpy())
+
+
+@pytest.mark.parametrize("use_op", [pytest.param(True, marks=needs_refresh), False])
+def test_covariance_refresh_failures_keep_the_state(use_op):
+    n = 140
+    c, r, v, s = _refresh_case(n, 5, np.float32, 2)
+    a0 = np.linalg.cholesky(c + np.tril(c, -1).T).astype(np.float32)
+
+    def run(c_init, rows):
+        cv, av, sv = _vars(c_init, a0)
+        out = linalg.covariance_refresh(cv, av, sv if use_op else None, rows, None if rows is None else v, s,
+                                        use_op=use_op)
+        return [bool(t) for t in out], cv.numpy(), av.numpy()
+
+    # a non-finite update is not committed: C kept, A refactorised from it
+    bad_rows = r.copy()
+    bad_rows[3, 7] = np.inf
+    (up, fac), cn, an = run(c, bad_rows)
+    assert not up and fac
+    np.testing.assert_array_equal(cn, c)
+    np.testing.assert_allclose(an, a0, atol=1e-5)
+    # an indefinite C: retried with diagonal loading, A finite and A A^T close to C
+    ind = c.copy()
+    ind[50, 50] -= 1.5 * ind[50, 50]
+    (up, fac), cn, an = run(ind, None)
+    assert not up and fac and np.all(np.isfinite(an))
+    full = ind + np.tril(ind, -1).T
+    assert np.abs(an @ an.T - full).max() > 1e-3  # the loading was needed ...
+    assert np.linalg.eigvalsh(an.astype(np.float64) @ an.T.astype(np.float64) - full).min() > -1e-3  # ... and is a shift
+    # a C that no loading can rescue (NaN inside): A kept
+    nan = c.copy()
+    nan[70, 3] = np.nan
+    (up, fac), cn, an = run(nan, None)
+    assert not up and not fac
+    np.testing.assert_array_equal(an, a0)
+
+
+@needs_refresh
+def test_covariance_refresh_bad_input_is_a_clear_error():
+    c, r, v, s = _refresh_case(6, 2, np.float32, 3)
+    cv, av, sv = _vars(c)
+    with pytest.raises(Exception, match="tf.Variable"):
+        linalg.covariance_refresh(c, av, sv, r, v, s)
+    with pytest.raises(Exception, match="rows"):
+        linalg.covariance_refresh(cv, av, sv, r[:, :5], v, s)
+    with pytest.raises(Exception, match="three different variables"):
+        linalg.covariance_refresh(cv, av, av, r, v, s, use_op=True)
+
+
 def test_tell_reuses_asked_z_only_for_the_asked_rows():
     # Same state, same rows: the cached-z path and the solve path give the same
     # update (to rounding); a changed row forces the solve (the mean then differs).

@@ -44,7 +44,8 @@ import tensorflow_probability as tfp
 from tfevo.core import (
     Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness,
 )
-from tfevo.linalg import cholesky as _cholesky
+from tfevo.linalg import covariance_refresh as _covariance_refresh
+from tfevo.linalg import covariance_refresh_op_available as _covariance_refresh_op_available
 from tfevo.linalg import syrk_update as _syrk_update
 from tfevo.linalg import triangular_rows as _triangular_rows
 from tfevo.linalg import eigh as _eigh
@@ -667,6 +668,11 @@ class CholeskyCMAES(CMAES):
         self._zcache_p = p
         self._z_last = tf.Variable(tf.zeros([p, n], dt), trainable=False, name="z_last")
         self._x_last = tf.Variable(tf.fill([p, n], float("nan")), trainable=False, name="x_last")
+        # Work buffer of the in-place refactorisation op (linalg.covariance_refresh): not
+        # checkpointed (its contents are never read), absent when the op is unavailable.
+        self._aux = _Untracked()
+        self._aux.d["scratch"] = (tf.Variable(tf.zeros([n, n], dt), trainable=False, name="refresh_scratch")
+                                  if _covariance_refresh_op_available() else None)
 
     # -- configuration ----------------------------------------------------------
     def _configure(self, popsize: int) -> None:
@@ -786,48 +792,28 @@ class CholeskyCMAES(CMAES):
         self._vbuf.scatter_update(tf.IndexedSlices(tf.where(ok, v / s_new, tf.zeros_like(v)), idx))
         self._cscale.assign(s_new)
 
-    def _flush(self):
-        """``C <- S (C + sum rows^T diag(weights) rows)`` over the buffer, which is then emptied."""
+    def _flush_refresh(self):
+        """``C <- S (C + sum rows^T diag(weights) rows)`` over the buffer (which is then emptied),
+        then ``A = chol(C)``: one in-place call (see :meth:`_refresh`)."""
         k = self._buf_gens * (self.popsize + 1)
-        self._commit_c(_syrk_update(self.C, self._ybuf[:k], self._vbuf[:k] * self._cscale, self._cscale))
+        _covariance_refresh(self.C, self.A, self._aux.d["scratch"], self._ybuf[:k], self._vbuf[:k] * self._cscale,
+                            self._cscale)
         self._vbuf.assign(tf.zeros_like(self._vbuf))
         self._cscale.assign(tf.ones_like(self._cscale))
         self.c_diag.assign(tf.linalg.diag_part(self.C))
+        return tf.constant(0)
 
     def _post_tell(self):
         local_g = self.generation - self.restart_generation
-        if self._buf_gens > 1:
-            tf.cond(tf.math.floormod(local_g, self._buf_gens) == 0, lambda: (self._flush(), tf.constant(0))[1],
-                    lambda: tf.constant(0))
         need = tf.math.floormod(local_g, self.lazy_gap) == 0
+        if self._buf_gens > 1:  # (then _buf_gens == lazy_gap: flush and refactorise together)
+            return tf.cond(need, self._flush_refresh, lambda: tf.constant(0))
         return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
 
     def _refresh(self):
-        """``A = chol(C)``; on failure retried with growing diagonal loading; kept if all fail."""
-        dt = self.dtype
-        c = self.C
-        a = _cholesky(c)
-        ok = tf.math.is_finite(a[0, 0])  # a failed factorisation is all NaN (tfevo.linalg.cholesky)
-
-        def loaded():
-            eps = float(np.finfo(dt.as_numpy_dtype).eps)
-            base = eps * tf.maximum(tf.reduce_max(tf.abs(tf.linalg.diag_part(c))), tf.constant(1e-30, dt))
-
-            def body(i, a_, ok_):
-                a2 = _cholesky(c + (base * tf.pow(tf.constant(10.0, dt), tf.cast(i, dt))) * tf.eye(self.num_dims, dtype=dt))
-                return i + 1, a2, tf.math.is_finite(a2[0, 0])
-
-            _, a2, ok2 = tf.while_loop(lambda i, a_, ok_: (i < 12) & tf.logical_not(ok_), body,
-                                       (tf.constant(0), a, tf.constant(False)))
-            return a2, ok2
-
-        a, ok = tf.cond(ok, lambda: (a, ok), loaded)
-
-        def commit():
-            self.A.assign(a)
-            return tf.constant(0)
-
-        tf.cond(ok, commit, lambda: tf.constant(0))
+        """``A = chol(C)``; on failure retried with growing diagonal loading; kept if all fail
+        (:func:`tfevo.linalg.covariance_refresh`: in place on the variables with the op)."""
+        _covariance_refresh(self.C, self.A, self._aux.d["scratch"])
 
     # -- stop-criteria helpers ------------------------------------------------------------
     def _cov_diag(self):
