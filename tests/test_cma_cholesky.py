@@ -456,6 +456,32 @@ def test_covariance_refresh_bad_input_is_a_clear_error():
         linalg.covariance_refresh(cv, av, av, r, v, s, use_op=True)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_equal_op_matches_reference(dtype):
+    # TfevoAllEqual (one inline pass, block-wise exit) against tf.reduce_all(tf.equal(.)):
+    # a difference in the first, a middle or the last entry (also past a 1024-entry block),
+    # NaN equal to nothing, -0 equal to +0, empty tensors equal.
+    if linalg._equal_op() is None:
+        pytest.skip("op not built")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 1000)).astype(dtype)
+    cases = [(x, x.copy())]
+    for pos in (0, 1023, 1024, 12345, x.size - 1):
+        y = x.copy().ravel()
+        y[pos] = np.nextafter(y[pos], np.inf)
+        cases.append((x, y.reshape(x.shape)))
+    nan = x.copy()
+    nan[3, 3] = np.nan
+    cases += [(nan, nan.copy()), (np.zeros(5, dtype), -np.zeros(5, dtype)), (np.zeros((0, 4), dtype),) * 2]
+    for a, b in cases:
+        want = bool(linalg.all_equal_reference(a, b))
+        assert bool(linalg.all_equal(a, b, use_op=True)) == want
+        assert bool(tf.function(lambda u, v: linalg.all_equal(u, v))(a, b)) == want
+    assert [bool(linalg.all_equal(a, b, use_op=True)) for a, b in cases] == [True] + [False] * 5 + [False, True, True]
+    with pytest.raises(Exception, match="one dtype and shape"):
+        linalg.all_equal(x, x[:, :5])
+
+
 def test_tell_reuses_asked_z_only_for_the_asked_rows():
     # Same state, same rows: the cached-z path and the solve path give the same
     # update (to rounding); a changed row forces the solve (the mean then differs).

@@ -44,6 +44,7 @@ import tensorflow_probability as tfp
 from tfevo.core import (
     Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness,
 )
+from tfevo.linalg import all_equal as _all_equal
 from tfevo.linalg import covariance_refresh as _covariance_refresh
 from tfevo.linalg import covariance_refresh_op_available as _covariance_refresh_op_available
 from tfevo.linalg import syrk_update as _syrk_update
@@ -742,7 +743,7 @@ class CholeskyCMAES(CMAES):
 
         if not self._use_zcache():
             return (solve(),)
-        same = tf.reduce_all(tf.equal(x, self._x_last))
+        same = _all_equal(x, self._x_last)  # (TfevoAllEqual: one inline pass)
         return (tf.cond(same, lambda: tf.identity(self._z_last), solve),)
 
     def _whiten(self, y, y_w, order, extra):
