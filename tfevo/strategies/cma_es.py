@@ -795,8 +795,14 @@ class CholeskyCMAES(CMAES):
 
     def _apply_cov(self, *out):
         if self._buf_gens == 1:
-            # lower triangle of decay C + ys^T diag(v) ys (BLAS ?syrk via tfevo.linalg)
             ys, v, decay, ok = out
+            if self._refresh_every_generation():
+                # update and refactorisation in one in-place call; not ok: the identity update
+                _covariance_refresh(self.C, self.A, self._aux.d["scratch"], tf.where(ok, ys, tf.zeros_like(ys)),
+                                    tf.where(ok, v, tf.zeros_like(v)), tf.where(ok, decay, tf.ones_like(decay)))
+                self.a_diag.assign(tf.linalg.diag_part(self.A))
+                return
+            # lower triangle of decay C + ys^T diag(v) ys (BLAS ?syrk via tfevo.linalg)
             self._commit_c(_syrk_update(self.C, ys, v, decay), ok)
             return
         idx, rows, w, s_new = out  # (see _update_cov)
@@ -816,11 +822,17 @@ class CholeskyCMAES(CMAES):
         self.a_diag.assign(tf.linalg.diag_part(self.A))
         return tf.constant(0)
 
+    def _refresh_every_generation(self):
+        """Gap 1 with the in-place op: _apply_cov updates and refactorises in one call."""
+        return self.lazy_gap == 1 and self._aux.d["scratch"] is not None
+
     def _post_tell(self):
         local_g = self.generation - self.restart_generation
         need = tf.math.floormod(local_g, self.lazy_gap) == 0
         if self._buf_gens > 1:  # (then _buf_gens == lazy_gap: flush and refactorise together)
             return tf.cond(need, self._flush_refresh, lambda: tf.constant(0))
+        if self._refresh_every_generation():  # (done in _apply_cov)
+            return tf.constant(0)
         return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
 
     def _refresh(self):
