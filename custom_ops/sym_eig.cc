@@ -221,6 +221,13 @@ Status GetLapack(const std::string& path, Lapack** out) {
   return Status();
 }
 
+// The constructor part every LAPACK/BLAS op here shares: its `lapack` attr (the
+// library path, also returned for error messages) opened through GetLapack.
+Status OpenLapackAttr(OpKernelConstruction* ctx, Lapack** lib, std::string* path) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("lapack", path));
+  return GetLapack(*path, lib);
+}
+
 // ---------------------------------------------------------------------------
 // Tiled lower-triangle kernels on one BLAS thread per tile, tiles spread over
 // TensorFlow's intra-op pool (used by TfevoCholesky and TfevoSyrkUpdate when
@@ -445,10 +452,9 @@ class SymEigOp : public OpKernel {
  public:
   explicit SymEigOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("canonical_sign", &canonical_));
-    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -629,9 +635,8 @@ class CholeskyOp : public OpKernel {
  public:
   explicit CholeskyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
-    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
     fn_ = std::is_same<T, float>::value ? lib_->spotrf : lib_->dpotrf;
     OP_REQUIRES(ctx, fn_ != nullptr,
                 tensorflow::errors::NotFound("TfevoCholesky: ", path, " exports no ?potrf next to its ?syevd"));
@@ -1005,9 +1010,8 @@ class TriangularOp : public OpKernel {
  public:
   explicit TriangularOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("solve", &solve_));
-    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
     const bool f = std::is_same<T, float>::value;
     fn_ = solve_ ? (f ? lib_->strsm : lib_->dtrsm) : (f ? lib_->strmm : lib_->dtrmm);
     OP_REQUIRES(ctx, fn_ != nullptr,
@@ -1170,9 +1174,8 @@ class SyrkUpdateOp : public OpKernel {
  public:
   explicit SyrkUpdateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
-    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
     OP_REQUIRES(ctx, (std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk) != nullptr,
                 tensorflow::errors::NotFound("TfevoSyrkUpdate: ", path, " exports no ?syrk next to its ?syevd"));
   }
@@ -1206,11 +1209,10 @@ class CovarianceRefreshOp : public OpKernel {
  public:
   explicit CovarianceRefreshOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string path;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("lapack", &path));
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("tries", &tries_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("update", &update_));
-    OP_REQUIRES_OK(ctx, GetLapack(path, &lib_));
     const bool f = std::is_same<T, float>::value;
     OP_REQUIRES(ctx, (f ? lib_->ssyrk : lib_->dsyrk) != nullptr && (f ? lib_->spotrf : lib_->dpotrf) != nullptr,
                 tensorflow::errors::NotFound("TfevoCovarianceRefresh: ", path,
