@@ -46,6 +46,12 @@ worker threads, and the result does not depend on the number of threads.  Its co
 gives an all-NaN factor instead of an error (TensorFlow's CPU kernel raises,
 which cannot be caught inside a compiled ``tell``).  The reference path is
 XLA's Cholesky (NaN on failure, like the op), normalised to all-NaN per matrix.
+
+:func:`covariance_refresh` is CholeskyCMAES's refactorisation step on its
+variables: the rank-k update of ``C`` and ``A = chol(C)`` in one op
+(``TfevoCovarianceRefresh``) that computes into a scratch variable and swaps
+buffers, so no ``[n, n]`` tensor is allocated per call.  :func:`all_equal` is
+``tf.reduce_all(tf.equal(x, y))`` as one inline op (``TfevoAllEqual``).
 """
 
 from __future__ import annotations

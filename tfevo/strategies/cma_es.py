@@ -597,7 +597,12 @@ class CholeskyCMAES(CMAES):
       current ``A``.  If ``C`` is not numerically positive definite (float32,
       condition ~1e7 and more), the factorisation is retried on
       ``C + delta I`` with ``delta`` growing from ``eps * max diag(C)`` by 10x
-      per try (up to 12 tries); if all fail, ``A`` is kept.
+      per try (up to 12 tries); if all fail, ``A`` is kept.  The update flush
+      and the factorisation are one in-place call,
+      :func:`tfevo.linalg.covariance_refresh` (op ``TfevoCovarianceRefresh``:
+      computed into a scratch ``[D, D]`` variable, not checkpointed, whose
+      buffer is swapped with ``C``'s and ``A``'s, so no ``[D, D]`` tensor is
+      allocated per refactorisation).
     * **Deferred covariance update.**  Between two refactorisations nothing
       reads ``C`` (sampling and whitening use ``A``), so the rank-(P+1) terms
       of the generations of one gap are kept in a buffer (``[gap (P+1), D]``
