@@ -803,9 +803,8 @@ class CholeskyCMAES(CMAES):
             ys, v, decay, ok = out
             if self._refresh_every_generation():
                 # update and refactorisation in one in-place call; not ok: the identity update
-                _covariance_refresh(self.C, self.A, self._aux.d["scratch"], tf.where(ok, ys, tf.zeros_like(ys)),
-                                    tf.where(ok, v, tf.zeros_like(v)), tf.where(ok, decay, tf.ones_like(decay)))
-                self.a_diag.assign(tf.linalg.diag_part(self.A))
+                self._refresh(tf.where(ok, ys, tf.zeros_like(ys)), tf.where(ok, v, tf.zeros_like(v)),
+                              tf.where(ok, decay, tf.ones_like(decay)))
                 return
             # lower triangle of decay C + ys^T diag(v) ys (BLAS ?syrk via tfevo.linalg)
             self._commit_c(_syrk_update(self.C, ys, v, decay), ok)
@@ -819,12 +818,10 @@ class CholeskyCMAES(CMAES):
         """``C <- S (C + sum rows^T diag(weights) rows)`` over the buffer (which is then emptied),
         then ``A = chol(C)``: one in-place call (see :meth:`_refresh`)."""
         k = self._buf_gens * (self.popsize + 1)
-        _covariance_refresh(self.C, self.A, self._aux.d["scratch"], self._ybuf[:k], self._vbuf[:k] * self._cscale,
-                            self._cscale)
+        self._refresh(self._ybuf[:k], self._vbuf[:k] * self._cscale, self._cscale)
         self._vbuf.assign(tf.zeros_like(self._vbuf))
         self._cscale.assign(tf.ones_like(self._cscale))
         self.c_diag.assign(tf.linalg.diag_part(self.C))
-        self.a_diag.assign(tf.linalg.diag_part(self.A))
         return tf.constant(0)
 
     def _refresh_every_generation(self):
@@ -840,10 +837,12 @@ class CholeskyCMAES(CMAES):
             return tf.constant(0)
         return tf.cond(need, self._refresh_op, lambda: tf.constant(0))
 
-    def _refresh(self):
-        """``A = chol(C)``; on failure retried with growing diagonal loading; kept if all fail
-        (:func:`tfevo.linalg.covariance_refresh`: in place on the variables with the op)."""
-        _covariance_refresh(self.C, self.A, self._aux.d["scratch"])
+    def _refresh(self, rows=None, weights=None, scale=1.0):
+        """(With ``rows``: ``C <- lower(scale C + rows^T diag(weights) rows)`` if finite, then)
+        ``A = chol(C)``; on failure retried with growing diagonal loading; kept if all fail
+        (:func:`tfevo.linalg.covariance_refresh`: in place on the variables with the op);
+        ``a_diag`` follows ``A``."""
+        _covariance_refresh(self.C, self.A, self._aux.d["scratch"], rows, weights, scale)
         self.a_diag.assign(tf.linalg.diag_part(self.A))
 
     # -- stop-criteria helpers ------------------------------------------------------------
