@@ -46,6 +46,8 @@
 #endif
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "philox.h"
@@ -85,6 +87,33 @@ seed: [2] int32 stateless seed.
 scale: [] or [dim] multiplier of the normals.
 center: [dim] centre added to every row, or [0] for none.
 x: [rows, dim] (or [2 rows, dim] mirrored: center + e then center - e).
+)doc");
+
+REGISTER_OP("TfevoGaussianFromState")
+    .Input("seed: resource")
+    .Input("counter: resource")
+    .Input("center: resource")
+    .Input("sigma: resource")
+    .Input("diag: resource")
+    .Attr("rows: int >= 1")
+    .Attr("dim: int >= 1")
+    .Output("x: float")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t n, d;
+      TF_RETURN_IF_ERROR(c->GetAttr("rows", &n));
+      TF_RETURN_IF_ERROR(c->GetAttr("dim", &d));
+      c->set_output(0, c->MakeShape({c->MakeDim(n), c->MakeDim(d)}));
+      return Status();
+    })
+    .Doc(R"doc(
+A separable Gaussian population from a strategy's variables, as one kernel:
+counter += 1, then TfevoGaussianPopulation with seed [int32(seed), int32(counter mod (2^31 - 1))]
+(tfevo.core.SeedStream.next), center = the center variable and scale = sigma * sqrt(diag).
+
+seed, counter: int64 scalar variables (the counter is incremented).
+center, diag: float [dim] variables; sigma: float scalar variable.
+x: [rows, dim], bit-identical to the graph of those ops.
 )doc");
 
 REGISTER_OP("TfevoPhiloxUniform")
@@ -133,6 +162,143 @@ constexpr int64_t kChunk = 2048;  // uniforms per work unit (a multiple of the p
 constexpr int64_t kDrawInlineChunks = 64;  // TfevoStatelessUniform: chunks run inline (see Compute)
 constexpr int64_t kInlineChunks = 8;  // up to 8 chunks (16k normals, ~30 us) run on the calling thread
 
+// The body of TfevoGaussianPopulation (and of TfevoGaussianFromState): rows
+// [n, d] (2n mirrored) of center + scale * z from the stream of seed (s0, s1);
+// scale has d entries (per_dim) or one; center may be null.
+void SampleGaussianPopulation(OpKernelContext* ctx, int32_t s0, int32_t s1, int64_t n, int64_t d, bool mirrored,
+                              const float* scale, bool per_dim, const float* center, float* out) {
+  const bool has_center = center != nullptr;
+  const Stream noise = MakeStream(s0, s1);
+  const int64_t h = (n + 1) / 2, total = h * d;
+  const float two_pi = static_cast<float>(2.0 * M_PI);
+
+  // Writes one row segment: rows `row` (and n + row when mirrored) at columns [j0, j0 + len).
+  auto emit = [&](int64_t row, int64_t j0, int64_t len, const float* z) {
+    float* o = out + row * d + j0;
+    if (!has_center) {
+      std::memcpy(o, z, len * sizeof(float));
+      if (mirrored) {
+        float* m = out + (n + row) * d + j0;
+        for (int64_t k = 0; k < len; ++k) m[k] = -z[k];
+      }
+      return;
+    }
+    const float* c = center + j0;
+    for (int64_t k = 0; k < len; ++k) o[k] = c[k] + z[k];
+    if (mirrored) {
+      float* m = out + (n + row) * d + j0;
+      for (int64_t k = 0; k < len; ++k) m[k] = c[k] - z[k];
+    }
+  };
+
+  auto work = [&](int64_t begin, int64_t end) {
+    using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
+    AVec u0(kChunk), u1(kChunk), zc(kChunk), zs(kChunk);
+    std::vector<uint32_t> scratch(kChunk + 8);
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t s = c * kChunk, len = std::min(kChunk, total - s);
+      Uniforms(noise, static_cast<uint64_t>(s), len, u0.data(), scratch.data());
+      Uniforms(noise, static_cast<uint64_t>(total + s), len, u1.data(), scratch.data());
+      std::fill(u0.begin() + len, u0.end(), 0.5f);  // finite padding: every element takes the packet path
+      std::fill(u1.begin() + len, u1.end(), 0.5f);
+      using Arr = Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>;
+      Arr a0(u0.data(), kChunk), a1(u1.data(), kChunk), ac(zc.data(), kChunk), as(zs.data(), kChunk);
+      a0 = (-2.0f * (-a0).log1p()).sqrt();  // radius, as the reference: sqrt(-2 * log1p(-u))
+      if (per_dim) {                          // r * scale[j], row segment by row segment
+        for (int64_t k = 0; k < len;) {
+          const int64_t j0 = (s + k) % d, m = std::min(d - j0, len - k);
+          float* r = u0.data() + k;
+          const float* sc = scale + j0;
+          for (int64_t q = 0; q < m; ++q) r[q] *= sc[q];
+          k += m;
+        }
+      } else {
+        a0 *= scale[0];
+      }
+      a1 = two_pi * a1;  // angle
+      ac = a0 * a1.cos();
+      as = a0 * a1.sin();
+      for (int64_t k = 0; k < len;) {
+        const int64_t row = (s + k) / d, j0 = (s + k) % d, m = std::min(d - j0, len - k);
+        emit(row, j0, m, zc.data() + k);
+        if (h + row < n) emit(h + row, j0, m, zs.data() + k);
+        k += m;
+      }
+    }
+  };
+  const int64_t units = (total + kChunk - 1) / kChunk;
+  if (units <= kInlineChunks) {  // small draws: waking pool threads costs more than it saves
+    work(0, units);
+    return;
+  }
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
+  tensorflow::Shard(pool->num_threads, pool->workers, units, 60 * kChunk, work);
+}
+
+// TfevoGaussianFromState (see REGISTER_OP): the ask of a diagonal-Gaussian
+// strategy as one kernel, so an eager caller runs it on its own thread (a
+// function call hands its graph to the inter-op pool).  The variables are
+// locked (address order); the counter gets a new buffer, as AssignAddVariableOp
+// gives when the old one is shared, so earlier reads never change.
+class GaussianFromStateOp : public OpKernel {
+ public:
+  explicit GaussianFromStateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rows", &rows_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dim", &dim_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    constexpr int kVars = 5;
+    const char* names[kVars] = {"seed", "counter", "center", "sigma", "diag"};
+    tensorflow::core::RefCountPtr<tensorflow::Var> v[kVars];
+    for (int i = 0; i < kVars; ++i)
+      OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, i), &v[i]));
+    std::vector<tensorflow::Var*> order;
+    for (auto& p : v) order.push_back(p.get());
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end()), order.end());
+    for (auto* p : order) p->mu()->lock();
+    struct Unlock {
+      std::vector<tensorflow::Var*>* o;
+      ~Unlock() {
+        for (auto it = o->rbegin(); it != o->rend(); ++it) (*it)->mu()->unlock();
+      }
+    } unlock{&order};
+    const int64_t d = dim_;
+    const tensorflow::DataType want[kVars] = {tensorflow::DT_INT64, tensorflow::DT_INT64, tensorflow::DT_FLOAT,
+                                              tensorflow::DT_FLOAT, tensorflow::DT_FLOAT};
+    const int64_t len[kVars] = {-1, -1, d, -1, d};
+    for (int i = 0; i < kVars; ++i) {
+      const Tensor* t = v[i]->tensor();
+      const bool shape_ok = len[i] < 0 ? t->dims() == 0 : (t->dims() == 1 && t->dim_size(0) == len[i]);
+      OP_REQUIRES(ctx, v[i]->is_initialized && t->dtype() == want[i] && shape_ok,
+                  tensorflow::errors::InvalidArgument(
+                      "TfevoGaussianFromState: variable ", names[i], " must be an initialised ",
+                      tensorflow::DataTypeString(want[i]), len[i] < 0 ? " scalar" : " [dim] vector", " (dim ", d,
+                      "), got ", tensorflow::DataTypeString(t->dtype()), " ", t->shape().DebugString()));
+    }
+    const int64_t count = v[1]->tensor()->scalar<int64_t>()() + 1;
+    constexpr int64_t kMod = 2147483647;  // 2^31 - 1, as SeedStream.next
+    const int32_t s0 = static_cast<int32_t>(v[0]->tensor()->scalar<int64_t>()());
+    const int32_t s1 = static_cast<int32_t>(((count % kMod) + kMod) % kMod);
+    const float sigma = v[3]->tensor()->scalar<float>()();
+    const float* diag = v[4]->tensor()->flat<float>().data();
+    std::vector<float> scale(d);
+    for (int64_t j = 0; j < d; ++j) scale[j] = sigma * std::sqrt(diag[j]);
+    Tensor* out_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({rows_, d}), &out_t));
+    Tensor counter_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT64, TensorShape({}), &counter_t));
+    counter_t.scalar<int64_t>()() = count;
+    SampleGaussianPopulation(ctx, s0, s1, rows_, d, false, scale.data(), true,
+                             v[2]->tensor()->flat<float>().data(), out_t->flat<float>().data());
+    *v[1]->tensor() = counter_t;
+  }
+
+ private:
+  int64_t rows_, dim_;
+};
+
 class GaussianPopulationOp : public OpKernel {
  public:
   explicit GaussianPopulationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -159,76 +325,9 @@ class GaussianPopulationOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({mirrored_ ? 2 * n : n, d}), &out_t));
 
     const auto sv = seed_t.flat<int32_t>();
-    const Stream noise = MakeStream(sv(0), sv(1));
-    const bool per_dim = scale_t.NumElements() != 1;
-    const float* scale = scale_t.flat<float>().data();
-    const float* center = has_center ? center_t.flat<float>().data() : nullptr;
-    float* out = out_t->flat<float>().data();
-    const int64_t h = (n + 1) / 2, total = h * d;
-    const bool mirrored = mirrored_;
-    const float two_pi = static_cast<float>(2.0 * M_PI);
-
-    // Writes one row segment: rows `row` (and n + row when mirrored) at columns [j0, j0 + len).
-    auto emit = [&](int64_t row, int64_t j0, int64_t len, const float* z) {
-      float* o = out + row * d + j0;
-      if (!has_center) {
-        std::memcpy(o, z, len * sizeof(float));
-        if (mirrored) {
-          float* m = out + (n + row) * d + j0;
-          for (int64_t k = 0; k < len; ++k) m[k] = -z[k];
-        }
-        return;
-      }
-      const float* c = center + j0;
-      for (int64_t k = 0; k < len; ++k) o[k] = c[k] + z[k];
-      if (mirrored) {
-        float* m = out + (n + row) * d + j0;
-        for (int64_t k = 0; k < len; ++k) m[k] = c[k] - z[k];
-      }
-    };
-
-    auto work = [&](int64_t begin, int64_t end) {
-      using AVec = std::vector<float, Eigen::aligned_allocator<float>>;
-      AVec u0(kChunk), u1(kChunk), zc(kChunk), zs(kChunk);
-      std::vector<uint32_t> scratch(kChunk + 8);
-      for (int64_t c = begin; c < end; ++c) {
-        const int64_t s = c * kChunk, len = std::min(kChunk, total - s);
-        Uniforms(noise, static_cast<uint64_t>(s), len, u0.data(), scratch.data());
-        Uniforms(noise, static_cast<uint64_t>(total + s), len, u1.data(), scratch.data());
-        std::fill(u0.begin() + len, u0.end(), 0.5f);  // finite padding: every element takes the packet path
-        std::fill(u1.begin() + len, u1.end(), 0.5f);
-        using Arr = Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>;
-        Arr a0(u0.data(), kChunk), a1(u1.data(), kChunk), ac(zc.data(), kChunk), as(zs.data(), kChunk);
-        a0 = (-2.0f * (-a0).log1p()).sqrt();  // radius, as the reference: sqrt(-2 * log1p(-u))
-        if (per_dim) {                          // r * scale[j], row segment by row segment
-          for (int64_t k = 0; k < len;) {
-            const int64_t j0 = (s + k) % d, m = std::min(d - j0, len - k);
-            float* r = u0.data() + k;
-            const float* sc = scale + j0;
-            for (int64_t q = 0; q < m; ++q) r[q] *= sc[q];
-            k += m;
-          }
-        } else {
-          a0 *= scale[0];
-        }
-        a1 = two_pi * a1;  // angle
-        ac = a0 * a1.cos();
-        as = a0 * a1.sin();
-        for (int64_t k = 0; k < len;) {
-          const int64_t row = (s + k) / d, j0 = (s + k) % d, m = std::min(d - j0, len - k);
-          emit(row, j0, m, zc.data() + k);
-          if (h + row < n) emit(h + row, j0, m, zs.data() + k);
-          k += m;
-        }
-      }
-    };
-    const int64_t units = (total + kChunk - 1) / kChunk;
-    if (units <= kInlineChunks) {  // small draws: waking pool threads costs more than it saves
-      work(0, units);
-      return;
-    }
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(pool->num_threads, pool->workers, units, 60 * kChunk, work);
+    SampleGaussianPopulation(ctx, sv(0), sv(1), rows_, dim_, mirrored_, scale_t.flat<float>().data(),
+                             scale_t.NumElements() != 1, has_center ? center_t.flat<float>().data() : nullptr,
+                             out_t->flat<float>().data());
   }
 
  private:
@@ -455,6 +554,7 @@ class StatelessUniformOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfevoStatelessUniform").Device(DEVICE_CPU), StatelessUniformOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoGaussianPopulation").Device(DEVICE_CPU), GaussianPopulationOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoGaussianFromState").Device(DEVICE_CPU), GaussianFromStateOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoPhiloxUniform").Device(DEVICE_CPU), PhiloxUniformOp);
 
 }  // namespace tfevo_normal

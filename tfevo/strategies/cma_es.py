@@ -272,13 +272,17 @@ class _CMABase(Algorithm):
                 self._tell_fn = tf.function(self._trace_counter.wrap("tell", tell_body), input_signature=sig)
             else:
                 self._core_fn = None
-                self._tell_fn = tf.function(
-                    self._trace_counter.wrap("tell", self._tell_core), input_signature=sig, jit_compile=True
-                )
+                body, jit = self._whole_tell()
+                self._tell_fn = tf.function(self._trace_counter.wrap("tell", body), input_signature=sig, jit_compile=jit)
         call = self._tell_call
         if call is None or call.fn is not self._tell_fn:
             call = self._tell_call = FastCall(self._tell_fn)
         call(x, fitness)
+
+    def _whole_tell(self):
+        """``(body, jit_compile)`` of the tell of a variant without a lazy
+        factorisation: by default ``_tell_core`` compiled whole by XLA."""
+        return self._tell_core, True
 
     def reset(self, mean=None, sigma=None) -> None:
         """Resets the search distribution (mean, sigma, C = I, paths, histories).
