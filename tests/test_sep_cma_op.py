@@ -1,0 +1,177 @@
+"""SepCMAES's kernels (custom_ops/sep_cma.cc, TfevoGaussianFromState in normal.cc)
+against its pure-TensorFlow reference (the XLA-compiled tell and the graph ask)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo import ops
+from tfevo.core import ConfigError
+from tfevo.strategies.restarts import IPOP
+from tfevo.strategies.sep_cma_es import SepCMAES
+
+pytestmark = pytest.mark.skipif(
+    ops.op_module("sep_cma", "tfevo_sep_cma_tell") is None or ops.op_module("normal", "tfevo_gaussian_from_state") is None,
+    reason="no C++ compiler: the reference path is the only one",
+)
+
+_STATE = ("_mean", "sigma", "p_sigma", "p_c", "c_diag")
+_ALL = _STATE + ("best_params", "best_fitness", "best_f_hist", "median_f_hist", "stop_flags", "generation")
+
+
+def _close(a, b, name):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if name in ("stop_flags", "generation", "best_f_hist", "median_f_hist", "best_params", "best_fitness"):
+        np.testing.assert_array_equal(a, b, err_msg=name)  # copies of the same fitness values and rows
+        return
+    scale = max(float(np.max(np.abs(b))), 1e-30)
+    assert np.max(np.abs(a - b)) <= 2e-5 * scale, (name, np.max(np.abs(a - b)), scale)
+
+
+def _lockstep(op, ref, fitness_fn, gens, perturb=None):
+    """Same rows and fitness to both; after each tell the reference takes the op's
+    distribution state, so the comparison is per generation (no chaotic drift)."""
+    assert op._tell_op_usable() and not ref._tell_op_usable()
+    for g in range(gens):
+        x = op.ask()
+        np.testing.assert_array_equal(x.numpy(), ref.ask().numpy())  # the samplers: bit for bit
+        if perturb is not None:
+            x = perturb(g, x)
+        f = fitness_fn(g, x)
+        op.tell(x, f)
+        ref.tell(x, f)
+        for name in _ALL:
+            _close(getattr(op, name).numpy(), getattr(ref, name).numpy(), name)
+        for name in _STATE:
+            getattr(ref, name).assign(getattr(op, name))
+    return op
+
+
+def _pair(d, **kw):
+    return SepCMAES(d, **kw), SepCMAES(d, use_op=False, **kw)
+
+
+def _ellipsoid(g, x):
+    w = tf.pow(10.0, 3.0 * tf.range(x.shape[1], dtype=tf.float32) / max(1, x.shape[1] - 1))
+    return -tf.reduce_sum(w * tf.square(x - 0.3), axis=1)
+
+
+@pytest.mark.parametrize("d,p,active", [(40, 12, True), (300, 9, False), (1000, 24, True)])
+def test_tell_matches_reference_every_generation(d, p, active):
+    op, ref = _pair(d, popsize=p, sigma_init=0.5, seed=4, active=active)
+    _lockstep(op, ref, _ellipsoid, 25)
+    assert int(op.generation.numpy()) == 25
+
+
+def test_stop_criteria_and_histories_match_reference():
+    # a flat fitness: tolfun, then the stagnation window (hist_len generations) fill and
+    # fire; the common-scale move of C into sigma runs as sigma shrinks
+    op, ref = _pair(3, popsize=6, sigma_init=1e-3, seed=1)
+    assert op.stag_window <= 200
+    _lockstep(op, ref, lambda g, x: tf.fill([x.shape[0]], 1.0 + 1e-13 * g), op.stag_window + 20)
+    assert "tolfun" in op.stop_reasons and "stagnation" in op.stop_reasons, op.stop_reasons
+
+
+def test_nan_fitness_and_non_finite_rows_match_reference():
+    def perturb(g, x):
+        x = x.numpy()
+        if g % 3 == 0:
+            x[1, 2] = np.nan
+        if g % 4 == 1:
+            x[0, :] = np.inf
+        return tf.constant(x)
+
+    def fit(g, x):
+        f = _ellipsoid(g, tf.where(tf.math.is_finite(x), x, 0.0)).numpy()
+        f[-1] = np.nan
+        if g % 5 == 2:
+            f[2] = np.inf
+        if g == 7:
+            f[:] = np.nan  # nothing finite: only the histories and the counters move
+        return tf.constant(f)
+
+    op, ref = _pair(20, popsize=8, sigma_init=0.3, seed=2)
+    _lockstep(op, ref, fit, 20, perturb)
+    for name in _STATE:
+        assert np.all(np.isfinite(getattr(op, name).numpy())), name
+
+
+def test_popsize_change_and_reset_use_their_own_constants():
+    op, ref = _pair(30, popsize=6, sigma_init=0.5, seed=3)
+    _lockstep(op, ref, _ellipsoid, 3)
+    for es in (op, ref):
+        es._configure(14)
+        es.reset(sigma=0.2)
+    _lockstep(op, ref, _ellipsoid, 5)
+    assert op.ask().shape == (14, 30)
+
+
+def test_op_path_solves_and_ipop_restarts_with_it():
+    es = SepCMAES(10, sigma_init=0.5, seed=0)
+    assert es._tell_op_usable()
+    for _ in range(400):
+        x = es.ask()
+        es.tell(x, -tf.reduce_sum(x * x, axis=1))
+    assert float(-es.best_fitness.numpy()) < 1e-8
+    ip = IPOP(6, strategy=SepCMAES, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3)
+    for _ in range(300):
+        x = ip.ask()
+        ip.tell(x, -tf.reduce_sum(x * x - 10.0 * tf.cos(2 * np.pi * x) + 10.0, axis=1))
+    assert int(ip.restarts.numpy()) >= 1 and ip.popsize > 4 + int(3 * np.log(6))
+
+
+def test_reads_taken_before_a_tell_never_change():
+    es = SepCMAES(50, popsize=8, sigma_init=0.5, seed=0)
+    x = es.ask()
+    before = {n: getattr(es, n).value() for n in _ALL}
+    copies = {n: t.numpy().copy() for n, t in before.items()}
+    counter = es.seeds.counter.value()
+    es.tell(x, _ellipsoid(0, x))
+    es.ask()
+    for n in _ALL:
+        np.testing.assert_array_equal(before[n].numpy(), copies[n], err_msg=n)
+    assert int(counter.numpy()) == 1 and int(es.seeds.counter.numpy()) == 2
+
+
+def test_graph_callers_take_the_reference_and_get_the_same_run():
+    eager = SepCMAES(12, popsize=6, sigma_init=0.5, seed=9)
+    graph = SepCMAES(12, popsize=6, sigma_init=0.5, seed=9)
+
+    @tf.function
+    def step():
+        x = graph.ask()
+        graph.tell(x, _ellipsoid(0, x))
+        return x
+
+    for g in range(5):
+        x = eager.ask()
+        eager.tell(x, _ellipsoid(0, x))
+        np.testing.assert_array_equal(x.numpy(), step().numpy())  # the asks: bit for bit
+        np.testing.assert_allclose(eager._mean.numpy(), graph._mean.numpy(), rtol=1e-5, atol=1e-6)
+        graph._mean.assign(eager._mean)
+        graph.c_diag.assign(eager.c_diag)
+        graph.p_sigma.assign(eager.p_sigma)
+        graph.p_c.assign(eager.p_c)
+        graph.sigma.assign(eager.sigma)
+
+
+def test_bad_use_and_bad_variables_give_clear_errors():
+    with pytest.raises(ConfigError, match="float32"):
+        SepCMAES(5, dtype="float64", use_op=True)
+    with pytest.raises(ConfigError, match="use_op"):
+        SepCMAES(5, use_op="yes")
+    es = SepCMAES(5, popsize=4, seed=0)
+    mod = ops.op_module("sep_cma", "tfevo_sep_cma_tell")
+    state = list(es._tell_state())
+    state[4] = tf.Variable(tf.ones([6]))  # c_diag of the wrong length
+    with pytest.raises(tf.errors.InvalidArgumentError, match="c_diag"):
+        mod.tfevo_sep_cma_tell(
+            es.ask(), tf.zeros([4]), tf.constant(es.weights_np, tf.float32), tf.constant(es._tell_consts()),
+            *[v.handle for v in state],
+        )
+    gen = ops.op_module("normal", "tfevo_gaussian_from_state")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="counter"):
+        gen.tfevo_gaussian_from_state(
+            es.seeds.seed.handle, tf.Variable(0, dtype=tf.int32).handle, es._mean.handle, es.sigma.handle,
+            es.c_diag.handle, rows=4, dim=5,
+        )
