@@ -242,8 +242,10 @@ def breakdown(n, p, repeats):
     graph-mode whitening before the core (Cholesky: the triangular solve, which
     a generation skips when ``tell`` gets the asked rows; eigen: nothing), the XLA
     numeric core, the covariance-update step of every generation (eigen: the
-    full ``[D, P+1] x [P+1, D]`` update of C; Cholesky: writing the buffer), the
-    update flush and the factorisation (eigen: symmetrise + ``?syevd``;
+    rank-(P+1) update of C's lower triangle; Cholesky: writing the buffer), the
+    update flush and the factorisation (eigen: ``?syevd`` and B, D, the two eigen
+    steps timed apart on copies of C, B, D although a generation makes them one
+    call of ``linalg.eigen_refresh``;
     Cholesky: both in one in-place call, ``?syrk`` of the whole gap's buffer
     then ``?potrf``, shown as the flush), and a
     whole generation (``ask`` + ``tell``, averaged over whole gaps).  "per
@@ -281,8 +283,13 @@ def breakdown(n, p, repeats):
             fac = None
             flush_every = es._buf_gens
         else:
+            # update and eigendecomposition are one in-place call (linalg.eigen_refresh), timed
+            # apart on copies of the instance's C, B, D: update only, then decomposition only
             flush, flush_every = None, 1
-            fac = tf.function(lambda: linalg.eigh(0.5 * (es.C + tf.transpose(es.C))))
+            c2, b2, d2 = tf.Variable(es.C), tf.Variable(es.B), tf.Variable(es.D)
+            ys_t, v_t, decay_t, ok_t = out
+            ap = tf.function(lambda *a: linalg.eigen_refresh(c2, b2, d2, ys_t, v_t, decay_t, ok=ok_t, refresh=False))
+            fac = tf.function(lambda: linalg.eigen_refresh(c2, b2, d2, refresh=True))
 
         def gen_block():
             for _ in range(gap):

@@ -399,6 +399,14 @@ struct Syevd {
   // Eigen-decomposes the n x n column-major matrix `a` in place (eigenvectors
   // as columns) and writes ascending eigenvalues to `w`.  Returns LAPACK's info.
   static I Run(void* fn, I n, T* a, T* w) {
+    std::vector<T> work;
+    std::vector<I> iwork;
+    return Run(fn, n, a, w, &work, &iwork);
+  }
+  // The same with caller-held workspace (grown as needed, never shrunk): a caller
+  // that keeps it saves the allocation and page faults (~8 MB at n = 1000) per call.
+  // The workspace size is LAPACK's query answer either way, so the bits are the same.
+  static I Run(void* fn, I n, T* a, T* w, std::vector<T>* work, std::vector<I>* iwork) {
     auto f = reinterpret_cast<SyevdFn<T, I>>(fn);
     const char jobz = 'V', uplo = 'U';
     I lwork = -1, liwork = -1, info = 0, iq = 0;
@@ -407,9 +415,9 @@ struct Syevd {
     if (info != 0) return info;
     lwork = std::max<I>(static_cast<I>(wq) + 1, 1);
     liwork = std::max<I>(iq, 1);
-    std::vector<T> work(static_cast<size_t>(lwork));
-    std::vector<I> iwork(static_cast<size_t>(liwork));
-    f(&jobz, &uplo, &n, a, &n, w, work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
+    if (work->size() < static_cast<size_t>(lwork)) work->resize(static_cast<size_t>(lwork));
+    if (iwork->size() < static_cast<size_t>(liwork)) iwork->resize(static_cast<size_t>(liwork));
+    f(&jobz, &uplo, &n, a, &n, w, work->data(), &lwork, iwork->data(), &liwork, &info, 1, 1);
     return info;
   }
 };
@@ -821,6 +829,38 @@ REGISTER_OP("TfevoCovarianceRefresh")
     })
     .Doc(R"doc(
 In place on variables: c <- lower(s c + r^T diag(v) r) if finite, then a <- chol(c) (diagonal loading on failure).
+)doc");
+
+REGISTER_OP("TfevoEigenRefresh")
+    .Input("c: resource")
+    .Input("b: resource")
+    .Input("d: resource")
+    .Input("r: T")
+    .Input("v: T")
+    .Input("s: T")
+    .Input("update: bool")
+    .Input("refresh: bool")
+    .Input("floor: T")
+    .Attr("T: {float, double}")
+    .Attr("lapack: string")
+    .Attr("threads: int >= 0 = 1")
+    .Output("updated: bool")
+    .Output("refreshed: bool")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle r, v, s;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &r));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &v));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &s));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 0, &s));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(7), 0, &s));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(8), 0, &s));
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return Status();
+    })
+    .Doc(R"doc(
+In place on variables: (update) c <- lower(s c + r^T diag(v) r) if finite; (refresh) b, d <- eigenbasis of c.
 )doc");
 
 namespace {
@@ -1303,6 +1343,131 @@ class CovarianceRefreshOp : public OpKernel {
   bool update_ = true;
 };
 
+// TfevoEigenRefresh (see REGISTER_OP): the eigen CMA-ES's covariance step on the
+// variables' own buffers, one call per generation:
+//   update (input):  C <- lower(s C + r^T diag(v) r) by SyrkUpdateInto (the kernel of
+//                    TfevoSyrkUpdate, bit for bit), committed only if every entry is
+//                    finite;
+//   refresh (input): if C's lower triangle is finite, ?syevd of it (as TfevoSymEig,
+//                    bit for bit); if that succeeds with finite results,
+//                    e <- max(e, max(floor * max(e), tiny)), B <- the canonically signed
+//                    eigenvectors (columns), D <- sqrt(e).
+// Why one op: the same steps as TensorFlow ops (TfevoSyrkUpdate, a select on C,
+// TfevoSymEig, finiteness tests, the floor, three assignments) cost ~20 ms per
+// generation more at n = 1000 (fresh 4-8 MB outputs and LAPACK workspace, each
+// page-faulted in; extra passes over [n, n]; C, B copied on assignment) around a
+// ~100 ms decomposition.  Here the updated C is computed into a spare buffer held by
+// the kernel and swapped with C's, and ?syevd's matrix and workspace are kept by the
+// kernel too.  Buffers that another tensor still shares (an earlier read of C, B or
+// D) are never written: they are replaced by fresh ones, as an assignment would.
+template <typename T>
+class EigenRefreshOp : public OpKernel {
+ public:
+  explicit EigenRefreshOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string path;
+    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
+    OP_REQUIRES(ctx, (std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk) != nullptr,
+                tensorflow::errors::NotFound("TfevoEigenRefresh: ", path, " exports no ?syrk next to its ?syevd"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> vc, vb, vd;
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 0), &vc));
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &vb));
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 2), &vd));
+    OP_REQUIRES(ctx, vc.get() != vb.get() && vc.get() != vd.get() && vb.get() != vd.get(),
+                tensorflow::errors::InvalidArgument("TfevoEigenRefresh: c, b and d must be three different variables"));
+    const Tensor& r = ctx->input(3);
+    const Tensor& v = ctx->input(4);
+    const Tensor& s = ctx->input(5);
+    const bool update = ctx->input(6).scalar<bool>()();
+    const bool refresh = ctx->input(7).scalar<bool>()();
+    const T floor_rel = ctx->input(8).scalar<T>()();
+    tensorflow::Var* order[3] = {vc.get(), vb.get(), vd.get()};
+    std::sort(order, order + 3);
+    tensorflow::mutex_lock l0(*order[0]->mu()), l1(*order[1]->mu()), l2(*order[2]->mu());
+    std::lock_guard<std::mutex> own(mu_);  // the kernel's buffers
+    Tensor* ct = vc->tensor();
+    Tensor* bt = vb->tensor();
+    Tensor* dtn = vd->tensor();
+    const auto dt = tensorflow::DataTypeToEnum<T>::value;
+    OP_REQUIRES(ctx, vc->is_initialized && vb->is_initialized && vd->is_initialized && ct->dtype() == dt &&
+                     bt->dtype() == dt && dtn->dtype() == dt && ct->dims() == 2 && ct->dim_size(0) == ct->dim_size(1) &&
+                     bt->shape() == ct->shape() && dtn->dims() == 1 && dtn->dim_size(0) == ct->dim_size(0),
+                tensorflow::errors::InvalidArgument("TfevoEigenRefresh: need initialised ", tensorflow::DataTypeString(dt),
+                                                    " variables c [n, n], b [n, n], d [n], got ",
+                                                    ct->shape().DebugString(), ", ", bt->shape().DebugString(), ", ",
+                                                    dtn->shape().DebugString()));
+    const int64_t n = ct->dim_size(0);
+    OP_REQUIRES(ctx, r.dims() == 2 && r.dim_size(1) == n && v.dims() == 1 && v.dim_size(0) == r.dim_size(0),
+                tensorflow::errors::InvalidArgument("TfevoEigenRefresh: need r [k, n], v [k] with n = ", n, ", got ",
+                                                    r.shape().DebugString(), ", ", v.shape().DebugString()));
+    OP_REQUIRES(ctx, lib_->ilp64 || n <= INT32_MAX / 4,
+                tensorflow::errors::InvalidArgument("TfevoEigenRefresh: n = ", n, " too large for a 32-bit LAPACK"));
+    Tensor* updated_t = nullptr;
+    Tensor* refreshed_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({}), &updated_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, tensorflow::TensorShape({}), &refreshed_t));
+    bool updated = false, refreshed = false;
+    if (n == 0) {
+      updated_t->scalar<bool>()() = update;
+      refreshed_t->scalar<bool>()() = refresh;
+      return;
+    }
+    if (threads_ > 0) SetThreads(lib_, threads_);
+    if (update) {
+      if (!(spare_.dtype() == dt && spare_.shape() == ct->shape() && spare_.RefCountIsOne()))
+        OP_REQUIRES_OK(ctx, ctx->allocate_temp(dt, ct->shape(), &spare_));
+      updated = SyrkUpdateInto<T>(ctx, lib_, threads_, ct->flat<T>().data(), r.flat<T>().data(), v.flat<T>().data(),
+                                  s.scalar<T>()(), n, r.dim_size(0), spare_.flat<T>().data());
+      if (updated) std::swap(*ct, spare_);  // C <- the update; C's old buffer is the spare
+    }
+    if (refresh) {
+      const T* cp = ct->flat<T>().data();
+      bool finite = true;
+      for (int64_t i = 0; i < n && finite; ++i) finite = AllFinite(cp + i * n, i + 1);
+      if (finite) {
+        a_.assign(cp, cp + n * n);  // ?syevd overwrites its matrix (reads C's lower triangle only)
+        w_.resize(static_cast<size_t>(n));
+        void* fn = std::is_same<T, float>::value ? lib_->ssyevd : lib_->dsyevd;
+        const int64_t info =
+            lib_->ilp64 ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a_.data(), w_.data(), &work_, &iwork64_))
+                        : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a_.data(),
+                                                                      w_.data(), &work_, &iwork32_));
+        refreshed = info == 0 && AllFinite(w_.data(), n) && AllFinite(a_.data(), n * n);
+      }
+      if (refreshed) {
+        // e <- max(e, max(floor_rel max(e), tiny)); the eigenvalues are ascending
+        const T lo = std::max(floor_rel * w_[n - 1], std::numeric_limits<T>::min());
+        auto writable = [&](Tensor* t) -> tensorflow::Status {
+          if (t->RefCountIsOne()) return tensorflow::Status();
+          Tensor fresh;
+          TF_RETURN_IF_ERROR(ctx->allocate_temp(dt, t->shape(), &fresh));
+          *t = fresh;
+          return tensorflow::Status();
+        };
+        OP_REQUIRES_OK(ctx, writable(bt));
+        OP_REQUIRES_OK(ctx, writable(dtn));
+        T* dp = dtn->flat<T>().data();
+        for (int64_t i = 0; i < n; ++i) dp[i] = std::sqrt(std::max(w_[i], lo));
+        TransposeCanonical<T>(a_.data(), n, true, bt->flat<T>().data());
+      }
+    }
+    updated_t->scalar<bool>()() = updated;
+    refreshed_t->scalar<bool>()() = refreshed;
+  }
+
+ private:
+  Lapack* lib_ = nullptr;
+  int64_t threads_ = 1;
+  std::mutex mu_;
+  Tensor spare_;                 // the next C buffer (the previous one after a swap)
+  std::vector<T> a_, w_, work_;  // ?syevd's matrix, eigenvalues and workspace
+  std::vector<int64_t> iwork64_;
+  std::vector<int32_t> iwork32_;
+};
+
 // TfevoAllEqual: whether x == y entry by entry (float comparison: NaN equals
 // nothing, -0 equals +0), i.e. tf.reduce_all(tf.equal(x, y)) for two tensors of
 // one shape.  Used by CholeskyCMAES's tell to recognise the rows of the last
@@ -1351,5 +1516,8 @@ REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeCo
                         CovarianceRefreshOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeConstraint<double>("T"),
                         CovarianceRefreshOp<double>);
+REGISTER_KERNEL_BUILDER(Name("TfevoEigenRefresh").Device(DEVICE_CPU).TypeConstraint<float>("T"), EigenRefreshOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoEigenRefresh").Device(DEVICE_CPU).TypeConstraint<double>("T"),
+                        EigenRefreshOp<double>);
 
 }  // namespace tfevo_sym_eig

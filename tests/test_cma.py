@@ -283,7 +283,7 @@ def _reference_cma_step(es, x, f):
     """One generation of the tutorial's (active) CMA-ES in NumPy float64."""
     n = es.num_dims
     m, sigma = es._mean.numpy(), float(es.sigma.numpy())
-    C, ps, pc = es.C.numpy(), es.p_sigma.numpy(), es.p_c.numpy()
+    C, ps, pc = es.covariance().numpy(), es.p_sigma.numpy(), es.p_c.numpy()
     e, B = np.linalg.eigh(C)
     c_inv_sqrt = B @ np.diag(e ** -0.5) @ B.T
     w, mu, mueff = es.weights_np, es.mu, es.mueff
@@ -316,4 +316,4 @@ def test_cma_update_matches_numpy_reference():
         np.testing.assert_allclose(es.p_sigma.numpy(), ps, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(es.p_c.numpy(), pc, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(float(es.sigma.numpy()), sigma, rtol=1e-9)
-        np.testing.assert_allclose(es.C.numpy(), C, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(es.covariance().numpy(), C, rtol=1e-9, atol=1e-12)

@@ -242,10 +242,143 @@ def test_cma_es_uses_canonical_eigenbasis():
     for _ in range(6):
         x = es.ask()
         es.tell(x, -tf.reduce_sum(tf.square(x - 1.0), axis=1))
-    c, b, d = es.C.numpy(), es.B.numpy(), es.D.numpy()
+    c, b, d = es.covariance().numpy(), es.B.numpy(), es.D.numpy()
     piv = b[np.argmax(np.abs(b), axis=0), np.arange(12)]
     assert np.all(piv > 0)
     assert not np.allclose(c, np.eye(12), atol=1e-3)  # C did adapt
     np.testing.assert_allclose((b * d**2) @ b.T, c, rtol=0, atol=1e-5 * np.abs(c).max())
     e, v = eigh(c, use_op=True)
     np.testing.assert_array_equal(b, v.numpy())
+
+
+# ---------------------------------------------------------------------------
+# TfevoEigenRefresh: the eigen CMA-ES's update + eigendecomposition in place
+
+needs_eigen_refresh = pytest.mark.skipif(not linalg.eigen_refresh_op_available(), reason="refresh op not built")
+
+
+def _refresh_case(n, k, dtype, seed=0):
+    rng = np.random.default_rng(seed + n)
+    a = rng.normal(size=(n, n))
+    c = np.tril(a @ a.T / n + np.eye(n)).astype(dtype)
+    r = rng.normal(size=(k, n)).astype(dtype)
+    v = (rng.normal(size=k) * 0.3 / n).astype(dtype)  # mixed signs, as active CMA's weights (C stays PD)
+    return c, r, v, dtype(0.93)
+
+
+def _vars(c):
+    n = c.shape[0]
+    return tf.Variable(c), tf.Variable(tf.eye(n, dtype=c.dtype)), tf.Variable(tf.ones([n], c.dtype))
+
+
+@needs_eigen_refresh
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", [(7, 5), (300, 33)])  # 300 > one 128 tile: the tiled update
+def test_eigen_refresh_op_is_syrk_update_then_eigh(n, k, dtype):
+    """The op equals the two ops it fuses, bit for bit, and the pure-TF reference to rounding."""
+    c, r, v, s = _refresh_case(n, k, dtype)
+    cv, bv, dv = _vars(c)
+    up, ref = linalg.eigen_refresh(cv, bv, dv, r, v, s, use_op=True)
+    assert bool(up) and bool(ref)
+    c_new = linalg.syrk_update(c, r, v, s, use_op=True).numpy()
+    e, vec = linalg.eigh(c_new, use_op=True)
+    e = e.numpy()
+    lo = max(e.max() * (1e-14 if dtype == np.float64 else 1e-12), np.finfo(dtype).tiny)
+    np.testing.assert_array_equal(cv.numpy(), c_new)
+    np.testing.assert_array_equal(bv.numpy(), vec.numpy())
+    np.testing.assert_array_equal(dv.numpy(), np.sqrt(np.maximum(e, lo)).astype(dtype))
+    assert np.all(np.triu(cv.numpy(), 1) == 0)  # C is kept as its lower triangle
+    # the reference path on the same start
+    cr, br, dr = _vars(c)
+    upr, refr = linalg.eigen_refresh_reference(cr, br, dr, r, v, s)
+    assert bool(upr) and bool(refr)
+    eps = np.finfo(dtype).eps
+    scale = np.abs(c_new).max()
+    np.testing.assert_allclose(cr.numpy(), c_new, rtol=0, atol=8 * k * eps * scale)
+    np.testing.assert_allclose(dr.numpy() ** 2, dv.numpy() ** 2, rtol=0, atol=4 * n * eps * scale)
+    full = np.tril(c_new) + np.tril(c_new, -1).T
+    assert e.min() > 0.1  # no floored eigenvalue: B D^2 B^T is C
+    for b, d in ((bv.numpy(), dv.numpy()), (br.numpy(), dr.numpy())):
+        np.testing.assert_allclose((b * d**2) @ b.T, full, rtol=0, atol=4 * n * eps * scale)
+
+
+@needs_eigen_refresh
+def test_eigen_refresh_inside_tf_function_and_without_rows():
+    c, r, v, s = _refresh_case(40, 9, np.float32, seed=2)
+    cv, bv, dv = _vars(c)
+    f = tf.function(lambda flag: linalg.eigen_refresh(cv, bv, dv, r, v, s, refresh=flag, use_op=True))
+    up, ref = f(tf.constant(False))  # update only: B, D untouched
+    assert bool(up) and not bool(ref)
+    np.testing.assert_array_equal(bv.numpy(), np.eye(40, dtype=np.float32))
+    c1 = cv.numpy()
+    up, ref = tf.function(lambda: linalg.eigen_refresh(cv, bv, dv, use_op=True))()  # decomposition only
+    assert not bool(up) and bool(ref)
+    np.testing.assert_array_equal(cv.numpy(), c1)
+    np.testing.assert_array_equal(bv.numpy(), linalg.eigh(c1, use_op=True)[1].numpy())
+
+
+@pytest.mark.parametrize("use_op", [pytest.param(True, marks=needs_eigen_refresh), False])
+def test_eigen_refresh_failures_keep_the_state(use_op):
+    """not ok, a NaN weight or a non-finite C: nothing non-finite is ever committed."""
+    c, r, v, s = _refresh_case(12, 4, np.float32, seed=3)
+    cv, bv, dv = _vars(c)
+    linalg.eigen_refresh(cv, bv, dv, use_op=use_op)
+    b0, d0 = bv.numpy(), dv.numpy()
+    up, ref = linalg.eigen_refresh(cv, bv, dv, r, v, s, ok=False, use_op=use_op)  # ok=False: C kept
+    assert not bool(up) and bool(ref)
+    np.testing.assert_array_equal(cv.numpy(), c)
+    v_bad = v.copy()
+    v_bad[1] = np.nan
+    up, ref = linalg.eigen_refresh(cv, bv, dv, r, v_bad, s, use_op=use_op)
+    assert not bool(up) and bool(ref)
+    np.testing.assert_array_equal(cv.numpy(), c)
+    np.testing.assert_array_equal(bv.numpy(), b0)
+    bad = c.copy()
+    bad[5, 2] = np.inf
+    cv.assign(bad)
+    up, ref = linalg.eigen_refresh(cv, bv, dv, refresh=True, use_op=use_op)
+    assert not bool(ref)
+    np.testing.assert_array_equal(bv.numpy(), b0)
+    np.testing.assert_array_equal(dv.numpy(), d0)
+
+
+@needs_eigen_refresh
+def test_eigen_refresh_never_writes_a_shared_buffer():
+    """Tensors read before the call keep their values (copy-on-write as an assignment)."""
+    c, r, v, s = _refresh_case(200, 16, np.float32, seed=4)
+    cv, bv, dv = _vars(c)
+    linalg.eigen_refresh(cv, bv, dv, r, v, s, use_op=True)
+    held = [t.read_value() for t in (cv, bv, dv)]
+    copies = [t.numpy().copy() for t in held]
+    for _ in range(2):  # the second call would reuse the spare buffer that the first swapped out
+        linalg.eigen_refresh(cv, bv, dv, r, v, s, use_op=True)
+    for t, want in zip(held, copies):
+        np.testing.assert_array_equal(t.numpy(), want)
+    assert not np.array_equal(cv.numpy(), copies[0])
+
+
+def test_eigen_refresh_bad_input_is_a_clear_error():
+    c, r, v, s = _refresh_case(6, 3, np.float32)
+    cv, bv, dv = _vars(c)
+    with pytest.raises(ShapeError, match="rows"):
+        linalg.eigen_refresh(cv, bv, dv, r[:, :5], v, s)
+    with pytest.raises(ShapeError, match="tf.Variable"):
+        linalg.eigen_refresh(c, bv, dv, r, v, s)
+    with pytest.raises(ShapeError, match="d \\[n\\]"):
+        linalg.eigen_refresh(cv, bv, tf.Variable(tf.ones([5])), r, v, s)
+
+
+@needs_eigen_refresh
+def test_cma_es_tell_runs_the_fused_op():
+    """CMAES's traced tell holds one TfevoEigenRefresh and no separate eigh."""
+    from tfevo.strategies import CMAES
+
+    es = CMAES(num_dims=8, seed=1)
+    x = es.ask()
+    es.tell(x, -tf.reduce_sum(x * x, axis=1))
+    graph = es._tell_fn.get_concrete_function().graph
+    types = [op.type for op in graph.get_operations()]
+    for fn in graph._functions.values():
+        types += [n.op for n in fn.definition.node_def]
+    assert types.count("TfevoEigenRefresh") == 1
+    assert "TfevoSymEig" not in types and "SelfAdjointEigV2" not in types

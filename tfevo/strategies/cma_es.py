@@ -10,13 +10,14 @@ All state lives in ``tf.Variable`` attributes (checkpointable with
 ``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
 whole population, traced once per population size.  ``tell`` is one call:
 a graph whose numeric core (ranking, mean, paths, step size, stop criteria) is
-a nested XLA cluster, then the rank-one and rank-mu update as a single
-``[D, P+1] x [P+1, D]`` product in graph mode (oneDNN's matmul is faster than
-XLA's CPU dot there), then the eigendecomposition (:func:`tfevo.linalg.eigh`: LAPACK's
-``?syevd`` through a custom op, ~2x faster than TensorFlow's Eigen-based
-``tf.linalg.eigh`` kernel, which is itself far faster than XLA's) inside a ``tf.cond``
-that runs it only every ``lazy_gap`` generations (Hansen's tutorial gap
-``max(1, floor(1 / (10 n (c1 + cmu))))``, as pycma; settable with
+a nested XLA cluster, then one call of :func:`tfevo.linalg.eigen_refresh`: the
+rank-one and rank-mu update as a single rank-(P+1) update of C's lower triangle
+(BLAS; XLA's CPU dot is slower there) and, only every ``lazy_gap`` generations,
+the eigendecomposition (LAPACK's ``?syevd``, ~2x faster than TensorFlow's
+Eigen-based ``tf.linalg.eigh`` kernel, which is itself far faster than XLA's),
+both in place on the variables through one custom op (``TfevoEigenRefresh``;
+pure-TF reference otherwise).  The gap is Hansen's tutorial gap
+``max(1, floor(1 / (10 n (c1 + cmu))))``, as pycma (settable with
 ``eigen_gap``), sampling reusing ``B`` and ``D`` in between.  ``ask`` runs as a
 plain graph (XLA's CPU random normal generator is ~10x slower than
 TensorFlow's kernel).  Both are called through
@@ -47,6 +48,7 @@ from tfevo.core import (
 from tfevo.linalg import all_equal as _all_equal
 from tfevo.linalg import covariance_refresh as _covariance_refresh
 from tfevo.linalg import covariance_refresh_op_available as _covariance_refresh_op_available
+from tfevo.linalg import eigen_refresh as _eigen_refresh
 from tfevo.linalg import syrk_update as _syrk_update
 from tfevo.linalg import triangular_rows as _triangular_rows
 from tfevo.linalg import eigh as _eigh
@@ -519,43 +521,36 @@ class CMAES(_CMABase):
         return tf.reduce_sum(tf.square(tf.matmul(y, self.B) / self.D[None, :]), axis=1)
 
     def _update_cov(self, decay, p_c, y, w_eff, ok):
-        # rank-one and rank-mu terms as one [D, P+1] x [P+1, D] product:
+        # rank-one and rank-mu terms as one rank-(P+1) update of C's lower triangle:
         # c1 p_c p_c^T + cmu sum_i w_i y_i y_i^T = Y^T diag(v) Y with Y = [y; p_c].
-        # The product itself is left to _apply_cov, outside the XLA core: TensorFlow's
-        # graph-mode matmul (oneDNN) was 1.5-5x faster than XLA's CPU dot for it at
-        # D=1000, P=256 (benchmarks/results/cma.md).  diag(C) after the update
-        # (for the stop criteria) is computed here, O(PD).
+        # The product itself is left to _apply_cov, outside the XLA core (BLAS through
+        # tfevo.linalg: ?gemm strips of the lower triangle; XLA's CPU dot was 1.5-5x
+        # slower for it at D=1000, P=256, benchmarks/results/cma.md).  diag(C) after
+        # the update (for the stop criteria) is computed here, O(PD).
         dt = self.dtype
         ys = tf.concat([y, p_c[None, :]], axis=0)
         v = tf.concat([self.cmu * w_eff, tf.constant([self.c1], dt)], axis=0)
-        ysv = ys * v[:, None]
         decay = tf.cast(decay, dt)
         old_diag = tf.linalg.diag_part(self.C)
-        cdiag = decay * old_diag + tf.reduce_sum(ysv * ys, axis=0)
-        ok = ok & tf.reduce_all(tf.math.is_finite(cdiag))
-        return ysv, ys, decay, ok, tf.where(ok, cdiag, old_diag)
+        cdiag = decay * old_diag + tf.reduce_sum(v[:, None] * tf.square(ys), axis=0)
+        ok = ok & tf.reduce_all(tf.math.is_finite(cdiag)) & tf.reduce_all(tf.math.is_finite(v))
+        return ys, v, decay, ok, tf.where(ok, cdiag, old_diag)
 
-    def _apply_cov(self, ysv, ys, decay, ok):
-        """``C <- decay C + ysv^T ys`` (graph mode), kept only when finite."""
-        c_new = decay * self.C + tf.matmul(ysv, ys, transpose_a=True)
-        ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
-        self.C.assign(tf.where(ok, c_new, self.C))
+    def _apply_cov(self, ys, v, decay, ok):
+        """``C <- lower(decay C + ys^T diag(v) ys)`` (kept only when ``ok`` and finite), then,
+        every ``lazy_gap`` generations, ``B``, ``D`` from C's eigendecomposition: one call of
+        :func:`tfevo.linalg.eigen_refresh` (in place on the variables with the op)."""
+        local_g = self.generation - self.restart_generation  # (already counted by the core)
+        need = tf.math.floormod(local_g, self.lazy_gap) == 0
+        _eigen_refresh(self.C, self.B, self.D, ys, v, decay, ok=ok, refresh=need)
+
+    def _post_tell(self):
+        return tf.constant(0)  # (the refresh is part of _apply_cov)
 
     def _refresh(self):
-        """Eigendecomposition of C (symmetrised); eigenvalues kept positive."""
-        c = 0.5 * (self.C + tf.transpose(self.C))
-        e, v = _eigh(c)  # LAPACK ?syevd op on CPU graphs, tf.linalg.eigh under XLA (tfevo.linalg)
-        floor = tf.reduce_max(e) * (1e-14 if self.dtype == tf.float64 else 1e-12)
-        e = tf.maximum(e, tf.maximum(floor, tf.constant(np.finfo(self.dtype.as_numpy_dtype).tiny, self.dtype)))
-        ok = tf.reduce_all(tf.math.is_finite(e)) & tf.reduce_all(tf.math.is_finite(v))
-
-        def commit():  # a cond, not three [D, D] selects
-            self.C.assign(c)
-            self.B.assign(v)
-            self.D.assign(tf.sqrt(e))
-            return tf.constant(0)
-
-        tf.cond(ok, commit, lambda: tf.constant(0))
+        """Eigendecomposition of C (its lower triangle); eigenvalues floored at ``1e-12 max``
+        (float64: ``1e-14``); B, D kept when it fails."""
+        _eigen_refresh(self.C, self.B, self.D, refresh=True)
 
     def _cov_diag(self):
         return tf.linalg.diag_part(self.C)
@@ -565,6 +560,11 @@ class CMAES(_CMABase):
 
     def _axis_vector(self, i):
         return tf.gather(self.B, i, axis=1)
+
+    def covariance(self) -> tf.Tensor:
+        """The current covariance matrix ``C``, symmetric (the variable ``C`` holds its lower triangle)."""
+        lower = tf.linalg.band_part(self.C, -1, 0)
+        return lower + tf.transpose(lower) - tf.linalg.diag(tf.linalg.diag_part(self.C))
 
 
 
