@@ -22,7 +22,10 @@
 // and fails with a clear error naming the library when none is there.
 //
 // Threads: `threads` > 0 sets the library's BLAS thread count (OpenBLAS's
-// set_num_threads) before a call; 0 leaves it alone.  The Python side loads a
+// set_num_threads) before a call; 0 leaves it alone.  With threads = 1 and
+// n >= 257, ?syevd's three steps are called one by one and the last (the
+// back-transformation, ~1/3 of the time) is split into column blocks fixed by n
+// that run on TensorFlow's intra-op pool (SplitSyevd below).  The Python side loads a
 // private copy of numpy's OpenBLAS, so this setting never changes numpy's.
 // With threads = 1 the result is bit-reproducible on any machine; batches of
 // matrices are then split over TensorFlow's intra-op pool (one matrix per
@@ -136,6 +139,12 @@ struct Lapack {
   void* dsyrk = nullptr;
   void* sgemm = nullptr;  // optional (the tiled Cholesky and rank-k update)
   void* dgemm = nullptr;
+  void* ssytrd = nullptr;  // optional (?syevd's three steps, SplitSyevd)
+  void* dsytrd = nullptr;
+  void* sstedc = nullptr;
+  void* dstedc = nullptr;
+  void* sormtr = nullptr;
+  void* dormtr = nullptr;
   SetThreadsFn set_threads = nullptr;
   GetThreadsFn get_threads = nullptr;
   std::mutex thread_mu;  // guards the library-wide thread setting
@@ -200,6 +209,12 @@ Status GetLapack(const std::string& path, Lapack** out) {
       lib->dsyrk = sym("dsyrk");
       lib->sgemm = sym("sgemm");
       lib->dgemm = sym("dgemm");
+      lib->ssytrd = sym("ssytrd");
+      lib->dsytrd = sym("dsytrd");
+      lib->sstedc = sym("sstedc");
+      lib->dstedc = sym("dstedc");
+      lib->sormtr = sym("sormtr");
+      lib->dormtr = sym("dormtr");
       break;
     }
   }
@@ -227,6 +242,15 @@ Status OpenLapackAttr(OpKernelConstruction* ctx, Lapack** lib, std::string* path
   TF_RETURN_IF_ERROR(ctx->GetAttr("lapack", path));
   return GetLapack(*path, lib);
 }
+
+// The library-wide BLAS thread count (> 0 sets it; 0 leaves it alone).
+void SetThreads(Lapack* lib, int64_t threads) {
+  if (threads <= 0 || lib->set_threads == nullptr) return;
+  std::lock_guard<std::mutex> lock(lib->thread_mu);
+  if (lib->get_threads == nullptr || lib->get_threads() != threads) lib->set_threads(static_cast<int>(threads));
+}
+
+void SetOneThread(Lapack* lib) { SetThreads(lib, 1); }
 
 // ---------------------------------------------------------------------------
 // Tiled lower-triangle kernels on one BLAS thread per tile, tiles spread over
@@ -422,29 +446,157 @@ struct Syevd {
   }
 };
 
+// ---------------------------------------------------------------------------
+// SplitSyevd: ?syevd's own three steps -- ?sytrd (reduction to tridiagonal form),
+// ?stedc (divide and conquer on the tridiagonal matrix) and ?ormtr (the
+// back-transformation of its eigenvectors by the Householder reflectors) -- with
+// the last one, a third of the time at n = 1000, cut into column blocks that run
+// on TensorFlow's intra-op pool (one BLAS thread each).  Why: with one BLAS
+// thread (the default, see the file comment) ?syevd leaves the second core idle;
+// the back-transformation is the one step whose parts are independent (each
+// column of the tridiagonal problem's eigenvector matrix is transformed alone).
+// With one block this is ?syevd bit for bit (same calls, same workspace sizes;
+// checked against the library).  With several, OpenBLAS's float32 ?gemm rounds
+// some columns differently, so the blocks are fixed by n alone (EigUnits, edges
+// on multiples of 16): the bits never depend on the number of threads.  Used for
+// n >= kSplitEigMin; ?syevd's rescaling of matrices with tiny or huge entries is
+// not repeated here: such a matrix goes to ?syevd itself (returns kSplitDeclined).
+constexpr int64_t kSplitEigMin = 257;
+constexpr int64_t kSplitDeclined = -100000;
+
+inline int64_t EigUnits(int64_t n) { return std::min<int64_t>(8, std::max<int64_t>(2, n / 500)); }
+inline int64_t EigUnitStart(int64_t n, int64_t units, int64_t u) {
+  return u == 0 ? 0 : (u == units ? n : std::min(n, (n * u / units + 15) / 16 * 16));
+}
+
+template <typename T, typename I>
+using SytrdFn = void (*)(const char*, const I*, T*, const I*, T*, T*, T*, T*, const I*, I*, size_t);
+template <typename T, typename I>
+using StedcFn = void (*)(const char*, const I*, T*, T*, T*, const I*, T*, const I*, I*, const I*, I*, size_t);
+template <typename T, typename I>
+using OrmtrFn = void (*)(const char*, const char*, const char*, const I*, const I*, const T*, const I*, const T*, T*,
+                         const I*, T*, const I*, I*, size_t, size_t, size_t);
+
+template <typename T>
+struct EigWork {
+  std::vector<T> work, z, e, tau;
+  std::vector<int64_t> iwork64;
+  std::vector<int32_t> iwork32;
+  std::vector<std::vector<T>> unit_work;
+  std::vector<int64_t> unit_info;
+  std::vector<int64_t>* iwork(int64_t*) { return &iwork64; }
+  std::vector<int32_t>* iwork(int32_t*) { return &iwork32; }
+};
+
+inline bool SplitSyevdAvailable(const Lapack* lib, bool f) {
+  return f ? (lib->ssytrd && lib->sstedc && lib->sormtr) : (lib->dsytrd && lib->dstedc && lib->dormtr);
+}
+
+// The n x n column-major matrix `a` (its upper triangle, i.e. a row-major lower
+// triangle) is destroyed; ascending eigenvalues go to `w` and the eigenvectors
+// (columns) to ws->z.  Returns LAPACK's info (0 = success) or kSplitDeclined.
+template <typename T, typename I>
+int64_t SplitSyevdI(OpKernelContext* ctx, Lapack* lib, I n, T* a, T* w, EigWork<T>* ws) {
+  constexpr bool f = std::is_same<T, float>::value;
+  // ?syevd's scaling test: max |a_ij| (upper triangle) within [sqrt(smlnum), sqrt(1 / smlnum)]
+  const T eps = std::numeric_limits<T>::epsilon();
+  const T smlnum = std::numeric_limits<T>::min() / eps;
+  const T rmin = std::sqrt(smlnum), rmax = std::sqrt(T(1) / smlnum);
+  T anrm = T(0);
+  for (I j = 0; j < n; ++j)
+    for (I i = 0; i <= j; ++i) anrm = std::max(anrm, std::abs(a[static_cast<int64_t>(j) * n + i]));
+  if ((anrm > T(0) && anrm < rmin) || anrm > rmax) return kSplitDeclined;
+  auto sytrd = reinterpret_cast<SytrdFn<T, I>>(f ? lib->ssytrd : lib->dsytrd);
+  auto stedc = reinterpret_cast<StedcFn<T, I>>(f ? lib->sstedc : lib->dstedc);
+  auto ormtr = reinterpret_cast<OrmtrFn<T, I>>(f ? lib->sormtr : lib->dormtr);
+  const char up = 'U', compz = 'I', side = 'L', trans = 'N';
+  const size_t nn = static_cast<size_t>(n);
+  ws->e.resize(nn);
+  ws->tau.resize(nn);
+  ws->z.resize(nn * nn);
+  std::vector<I>* iwork = ws->iwork(static_cast<I*>(nullptr));
+  I info = 0, lw = -1, liw = -1, iq = 0;
+  T q = 0;
+  sytrd(&up, &n, a, &n, w, ws->e.data(), ws->tau.data(), &q, &lw, &info, 1);
+  if (info != 0) return info;
+  const I lw_trd = std::max<I>(static_cast<I>(q) + 1, 1);
+  lw = -1;
+  stedc(&compz, &n, w, ws->e.data(), ws->z.data(), &n, &q, &lw, &iq, &liw, &info, 1);
+  if (info != 0) return info;
+  const I lw_dc = std::max<I>(static_cast<I>(q) + 1, 1), liw_dc = std::max<I>(iq, 1);
+  if (ws->work.size() < static_cast<size_t>(std::max(lw_trd, lw_dc)))
+    ws->work.resize(static_cast<size_t>(std::max(lw_trd, lw_dc)));
+  if (iwork->size() < static_cast<size_t>(liw_dc)) iwork->resize(static_cast<size_t>(liw_dc));
+  I lw1 = lw_trd;
+  sytrd(&up, &n, a, &n, w, ws->e.data(), ws->tau.data(), ws->work.data(), &lw1, &info, 1);
+  if (info != 0) return info;
+  I lw2 = lw_dc, liw2 = liw_dc;
+  stedc(&compz, &n, w, ws->e.data(), ws->z.data(), &n, ws->work.data(), &lw2, iwork->data(), &liw2, &info, 1);
+  if (info != 0) return info;
+  const int64_t units = EigUnits(n);
+  ws->unit_work.resize(static_cast<size_t>(units));
+  ws->unit_info.assign(static_cast<size_t>(units), 0);
+  ParallelUnits(ctx, units, 1, [&](int64_t u) {
+    const int64_t j0 = EigUnitStart(n, units, u), j1 = EigUnitStart(n, units, u + 1);
+    const I cols = static_cast<I>(j1 - j0);
+    if (cols <= 0) return;
+    T* c = ws->z.data() + j0 * static_cast<int64_t>(n);
+    std::vector<T>& uw = ws->unit_work[u];
+    I inf = 0, l = -1;
+    T wq = 0;
+    ormtr(&side, &up, &trans, &n, &cols, a, &n, ws->tau.data(), c, &n, &wq, &l, &inf, 1, 1, 1);
+    if (inf == 0) {
+      l = std::max<I>(static_cast<I>(wq) + 1, 1);
+      if (uw.size() < static_cast<size_t>(l)) uw.resize(static_cast<size_t>(l));
+      ormtr(&side, &up, &trans, &n, &cols, a, &n, ws->tau.data(), c, &n, uw.data(), &l, &inf, 1, 1, 1);
+    }
+    ws->unit_info[u] = inf;
+  });
+  for (int64_t u = 0; u < units; ++u)
+    if (ws->unit_info[u] != 0) return ws->unit_info[u];
+  return 0;
+}
+
+template <typename T>
+int64_t SplitSyevd(OpKernelContext* ctx, Lapack* lib, int64_t n, T* a, T* w, EigWork<T>* ws) {
+  SetThreads(lib, 1);
+  return lib->ilp64 ? SplitSyevdI<T, int64_t>(ctx, lib, n, a, w, ws)
+                    : SplitSyevdI<T, int32_t>(ctx, lib, static_cast<int32_t>(n), a, w, ws);
+}
+
 // v[r][i] = s_i * a[i * n + r] (a's column i is eigenvector i), in 32 x 32 tiles;
 // s_i = -1 when the largest-|.| component of column i (first on ties) is negative.
+// With ctx, the columns' signs and then the row blocks of v are shared out over
+// TensorFlow's intra-op pool (pure data movement: the same bits either way);
+// without (ctx = nullptr, e.g. inside a Shard of matrices), serially.
 template <typename T>
-void TransposeCanonical(const T* a, int64_t n, bool canonical, T* v) {
+void TransposeCanonical(const T* a, int64_t n, bool canonical, T* v, OpKernelContext* ctx = nullptr) {
+  constexpr int64_t kTile = 32;
+  const int64_t blocks = (n + kTile - 1) / kTile;
+  auto run = [&](int64_t units, const auto& fn) {
+    if (ctx != nullptr) ParallelUnits(ctx, units, GrainFor(kTile * n), fn);
+    else for (int64_t u = 0; u < units; ++u) fn(u);
+  };
   std::vector<T> sign(n, T(1));
   if (canonical) {
-    for (int64_t i = 0; i < n; ++i) {
-      const T* col = a + i * n;
-      T best = T(-1);
-      int64_t arg = 0;
-      for (int64_t r = 0; r < n; ++r) {
-        const T m = std::abs(col[r]);
-        if (m > best) {
-          best = m;
-          arg = r;
+    run(blocks, [&](int64_t b) {
+      for (int64_t i = b * kTile; i < std::min(n, (b + 1) * kTile); ++i) {
+        const T* col = a + i * n;
+        T best = T(-1);
+        int64_t arg = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          const T m = std::abs(col[r]);
+          if (m > best) {
+            best = m;
+            arg = r;
+          }
         }
+        if (col[arg] < T(0)) sign[i] = T(-1);
       }
-      if (col[arg] < T(0)) sign[i] = T(-1);
-    }
+    });
   }
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < n; r0 += kTile) {
-    const int64_t r1 = std::min(n, r0 + kTile);
+  run(blocks, [&](int64_t b) {
+    const int64_t r0 = b * kTile, r1 = std::min(n, r0 + kTile);
     for (int64_t i0 = 0; i0 < n; i0 += kTile) {
       const int64_t i1 = std::min(n, i0 + kTile);
       for (int64_t r = r0; r < r1; ++r) {
@@ -452,7 +604,7 @@ void TransposeCanonical(const T* a, int64_t n, bool canonical, T* v) {
         for (int64_t i = i0; i < i1; ++i) row[i] = sign[i] * a[i * n + r];
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -495,6 +647,27 @@ class SymEigOp : public OpKernel {
       if (lib_->get_threads == nullptr || lib_->get_threads() != threads_) lib_->set_threads(threads_);
     }
     std::vector<int64_t> infos(batch, 0);
+    const bool split = threads_ == 1 && n >= kSplitEigMin && SplitSyevdAvailable(lib_, std::is_same<T, float>::value);
+    if (split) {
+      // one matrix after another, each with its back-transformation split over the pool
+      // (so a matrix gets the same bits alone or in a batch)
+      EigWork<T> ws;
+      std::vector<T> a;
+      for (int64_t b = 0; b < batch; ++b) {
+        a.assign(xp + b * n * n, xp + (b + 1) * n * n);
+        T* w = ep + b * n;
+        infos[b] = SplitSyevd<T>(ctx, lib_, n, a.data(), w, &ws);
+        const T* vecs = ws.z.data();
+        if (infos[b] == kSplitDeclined) {
+          a.assign(xp + b * n * n, xp + (b + 1) * n * n);
+          infos[b] = lib_->ilp64 ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a.data(), w))
+                                 : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n),
+                                                                               a.data(), w));
+          vecs = a.data();
+        }
+        if (infos[b] == 0) TransposeCanonical<T>(vecs, n, canonical_, vp + b * n * n, ctx);
+      }
+    }
     auto one = [&](int64_t b) {
       // LAPACK overwrites its input: work on a copy, then transpose into v.
       std::vector<T> a(xp + b * n * n, xp + (b + 1) * n * n);
@@ -503,7 +676,8 @@ class SymEigOp : public OpKernel {
                              : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a.data(), w));
       if (infos[b] == 0) TransposeCanonical<T>(a.data(), n, canonical_, vp + b * n * n);
     };
-    if (batch == 1 || threads_ != 1) {
+    if (split) {
+    } else if (batch == 1 || threads_ != 1) {
       for (int64_t b = 0; b < batch; ++b) one(b);
     } else {
       auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
@@ -872,13 +1046,6 @@ template <typename T, typename I>
 using SyrkFn = void (*)(const char*, const char*, const I*, const I*, const T*, const T*, const I*, const T*, T*,
                         const I*, size_t, size_t);
 
-void SetThreads(Lapack* lib, int64_t threads) {
-  if (threads <= 0 || lib->set_threads == nullptr) return;
-  std::lock_guard<std::mutex> lock(lib->thread_mu);
-  if (lib->get_threads == nullptr || lib->get_threads() != threads) lib->set_threads(static_cast<int>(threads));
-}
-
-void SetOneThread(Lapack* lib) { SetThreads(lib, 1); }
 
 #if TFEVO_TRI_AVX2
 // ---------------------------------------------------------------------------
@@ -1427,15 +1594,26 @@ class EigenRefreshOp : public OpKernel {
       const T* cp = ct->flat<T>().data();
       bool finite = true;
       for (int64_t i = 0; i < n && finite; ++i) finite = AllFinite(cp + i * n, i + 1);
+      const T* vecs = a_.data();
       if (finite) {
-        a_.assign(cp, cp + n * n);  // ?syevd overwrites its matrix (reads C's lower triangle only)
+        // (as TfevoSymEig: SplitSyevd for large n with one BLAS thread, else ?syevd)
+        a_.assign(cp, cp + n * n);  // LAPACK overwrites its matrix (reads C's lower triangle only)
         w_.resize(static_cast<size_t>(n));
-        void* fn = std::is_same<T, float>::value ? lib_->ssyevd : lib_->dsyevd;
-        const int64_t info =
-            lib_->ilp64 ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a_.data(), w_.data(), &work_, &iwork64_))
-                        : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a_.data(),
-                                                                      w_.data(), &work_, &iwork32_));
-        refreshed = info == 0 && AllFinite(w_.data(), n) && AllFinite(a_.data(), n * n);
+        int64_t info = kSplitDeclined;
+        if (threads_ == 1 && n >= kSplitEigMin && SplitSyevdAvailable(lib_, std::is_same<T, float>::value)) {
+          info = SplitSyevd<T>(ctx, lib_, n, a_.data(), w_.data(), &ws_);
+          vecs = ws_.z.data();
+          if (info == kSplitDeclined) a_.assign(cp, cp + n * n);
+        }
+        if (info == kSplitDeclined) {
+          void* fn = std::is_same<T, float>::value ? lib_->ssyevd : lib_->dsyevd;
+          info = lib_->ilp64
+                     ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a_.data(), w_.data(), &work_, &iwork64_))
+                     : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a_.data(), w_.data(),
+                                                                   &work_, &iwork32_));
+          vecs = a_.data();
+        }
+        refreshed = info == 0 && AllFinite(w_.data(), n) && AllFinite(vecs, n * n);
       }
       if (refreshed) {
         // e <- max(e, max(floor_rel max(e), tiny)); the eigenvalues are ascending
@@ -1451,7 +1629,7 @@ class EigenRefreshOp : public OpKernel {
         OP_REQUIRES_OK(ctx, writable(dtn));
         T* dp = dtn->flat<T>().data();
         for (int64_t i = 0; i < n; ++i) dp[i] = std::sqrt(std::max(w_[i], lo));
-        TransposeCanonical<T>(a_.data(), n, true, bt->flat<T>().data());
+        TransposeCanonical<T>(vecs, n, true, bt->flat<T>().data(), ctx);
       }
     }
     updated_t->scalar<bool>()() = updated;
@@ -1464,6 +1642,7 @@ class EigenRefreshOp : public OpKernel {
   std::mutex mu_;
   Tensor spare_;                 // the next C buffer (the previous one after a swap)
   std::vector<T> a_, w_, work_;  // ?syevd's matrix, eigenvalues and workspace
+  EigWork<T> ws_;                // SplitSyevd's
   std::vector<int64_t> iwork64_;
   std::vector<int32_t> iwork32_;
 };

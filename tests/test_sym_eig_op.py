@@ -382,3 +382,32 @@ def test_cma_es_tell_runs_the_fused_op():
         types += [n.op for n in fn.definition.node_def]
     assert types.count("TfevoEigenRefresh") == 1
     assert "TfevoSymEig" not in types and "SelfAdjointEigV2" not in types
+
+
+@needs_eigen_refresh
+def test_split_decomposition_bits_do_not_depend_on_the_thread_count():
+    """n >= 257: the back-transformation runs in column blocks fixed by n over the intra-op pool;
+    one pool thread or two give the same bits (eigh and eigen_refresh)."""
+    code = (
+        "import sys, hashlib, numpy as np, tensorflow as tf\n"
+        "tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))\n"
+        "from tfevo import linalg\n"
+        "rng = np.random.default_rng(5)\n"
+        "a = rng.normal(size=(600, 600)); c = (a @ a.T / 600 + np.eye(600)).astype(np.float32)\n"
+        "e, v = linalg.eigh(c, use_op=True)\n"
+        "cv, bv, dv = tf.Variable(np.tril(c)), tf.Variable(tf.eye(600)), tf.Variable(tf.ones([600]))\n"
+        "linalg.eigen_refresh(cv, bv, dv, use_op=True)\n"
+        "np.testing.assert_array_equal(bv.numpy(), v.numpy())\n"
+        "h = hashlib.sha256(e.numpy().tobytes() + v.numpy().tobytes() + dv.numpy().tobytes()).hexdigest()\n"
+        "print('HASH', h)\n"
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    hashes = []
+    for threads in (1, 2):
+        out = subprocess.run([sys.executable, "-c", code, str(threads)], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        hashes.append([l for l in out.stdout.splitlines() if l.startswith("HASH")][0])
+    assert hashes[0] == hashes[1]

@@ -31,8 +31,14 @@ bit-reproducible on every machine (same seed, same CMA-ES run), and (b) on this
 shared 2-core machine OpenBLAS's spinning worker threads made a decomposition
 up to 8x *slower* whenever the other core was busy (measured: 0.89 s against
 0.11 s for one thread at load ~4; 0.061 s against 0.091 s on a quiet machine).
-Batches of matrices are split over TensorFlow's intra-op pool, one matrix per
-task.  ``0`` leaves the library's own setting.
+With one thread and n >= 257, the op calls ``?syevd``'s three steps itself
+(``?sytrd``, ``?stedc``, ``?ormtr``) and splits the last one, the
+back-transformation of the eigenvectors (~1/3 of the time), into column blocks
+fixed by n that run on TensorFlow's intra-op pool, so a second core helps
+without OpenBLAS worker threads (~1.16x per decomposition at n = 1000, paired
+in one process); the bits do not depend on the number of threads.  Smaller
+batched matrices are split over the pool one matrix per task.  ``0`` leaves
+the library's own setting.
 
 :func:`cholesky` (for :class:`tfevo.strategies.CholeskyCMAES`) is the same
 arrangement for LAPACK's blocked ``?potrf`` (op ``TfevoCholesky`` in the same
@@ -50,7 +56,10 @@ XLA's Cholesky (NaN on failure, like the op), normalised to all-NaN per matrix.
 :func:`covariance_refresh` is CholeskyCMAES's refactorisation step on its
 variables: the rank-k update of ``C`` and ``A = chol(C)`` in one op
 (``TfevoCovarianceRefresh``) that computes into a scratch variable and swaps
-buffers, so no ``[n, n]`` tensor is allocated per call.  :func:`all_equal` is
+buffers, so no ``[n, n]`` tensor is allocated per call.  :func:`eigen_refresh`
+is the same for the eigen :class:`tfevo.strategies.CMAES` (op
+``TfevoEigenRefresh``: the rank-k update of ``C``, then ``B``, ``D`` from its
+eigendecomposition).  :func:`all_equal` is
 ``tf.reduce_all(tf.equal(x, y))`` as one inline op (``TfevoAllEqual``).
 """
 
