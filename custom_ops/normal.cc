@@ -51,6 +51,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "philox.h"
+#include "var_locks.h"
 
 namespace tfevo_normal {
 
@@ -253,17 +254,9 @@ class GaussianFromStateOp : public OpKernel {
     tensorflow::core::RefCountPtr<tensorflow::Var> v[kVars];
     for (int i = 0; i < kVars; ++i)
       OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, i), &v[i]));
-    std::vector<tensorflow::Var*> order;
-    for (auto& p : v) order.push_back(p.get());
-    std::sort(order.begin(), order.end());
-    order.erase(std::unique(order.begin(), order.end()), order.end());
-    for (auto* p : order) p->mu()->lock();
-    struct Unlock {
-      std::vector<tensorflow::Var*>* o;
-      ~Unlock() {
-        for (auto it = o->rbegin(); it != o->rend(); ++it) (*it)->mu()->unlock();
-      }
-    } unlock{&order};
+    std::vector<tensorflow::Var*> raw;
+    for (auto& p : v) raw.push_back(p.get());
+    tfevo_vars::VarLocks locks(raw);
     const int64_t d = dim_;
     const tensorflow::DataType want[kVars] = {tensorflow::DT_INT64, tensorflow::DT_INT64, tensorflow::DT_FLOAT,
                                               tensorflow::DT_FLOAT, tensorflow::DT_FLOAT};

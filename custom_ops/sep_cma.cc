@@ -37,6 +37,7 @@
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "parallel_units.h"
+#include "var_locks.h"
 
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
@@ -109,21 +110,7 @@ namespace {
 constexpr int kNumVars = 12;
 constexpr int64_t kColBlock = 256;  // columns per work unit of the statistics pass
 
-// Locks a set of variables in address order (duplicates once) for a scope.
-class VarLocks {
- public:
-  explicit VarLocks(std::vector<tensorflow::Var*> vars) : vars_(std::move(vars)) {
-    std::sort(vars_.begin(), vars_.end());
-    vars_.erase(std::unique(vars_.begin(), vars_.end()), vars_.end());
-    for (auto* v : vars_) v->mu()->lock();
-  }
-  ~VarLocks() {
-    for (auto it = vars_.rbegin(); it != vars_.rend(); ++it) (*it)->mu()->unlock();
-  }
-
- private:
-  std::vector<tensorflow::Var*> vars_;
-};
+using tfevo_vars::VarLocks;
 
 // The median of v[first, last) as tfp.stats.percentile(v, 50, interpolation="midpoint"):
 // the mean of the two middle order statistics (the same one twice for odd lengths).

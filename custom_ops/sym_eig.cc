@@ -60,6 +60,7 @@
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "parallel_units.h"
+#include "var_locks.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 
@@ -977,6 +978,18 @@ REGISTER_OP("TfevoAllEqual")
 Whether x == y entry by entry (tf.reduce_all(tf.equal(x, y)) for one shape; NaN equals nothing).
 )doc");
 
+// Shapes of the in-place update ops: three variables, then r [k, n], v [k], s [] and
+// `extra_scalars` more scalar inputs; two scalar bool outputs.
+Status InPlaceUpdateShape(InferenceContext* c, int extra_scalars) {
+  ShapeHandle h;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &h));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &h));
+  for (int i = 5; i < 6 + extra_scalars; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &h));
+  c->set_output(0, c->Scalar());
+  c->set_output(1, c->Scalar());
+  return Status();
+}
+
 REGISTER_OP("TfevoCovarianceRefresh")
     .Input("c: resource")
     .Input("a: resource")
@@ -992,15 +1005,7 @@ REGISTER_OP("TfevoCovarianceRefresh")
     .Output("updated: bool")
     .Output("factored: bool")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle r, v, s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &r));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &v));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &s));
-      c->set_output(0, c->Scalar());
-      c->set_output(1, c->Scalar());
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return InPlaceUpdateShape(c, 0); })
     .Doc(R"doc(
 In place on variables: c <- lower(s c + r^T diag(v) r) if finite, then a <- chol(c) (diagonal loading on failure).
 )doc");
@@ -1021,18 +1026,7 @@ REGISTER_OP("TfevoEigenRefresh")
     .Output("updated: bool")
     .Output("refreshed: bool")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle r, v, s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &r));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &v));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 0, &s));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 0, &s));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(7), 0, &s));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(8), 0, &s));
-      c->set_output(0, c->Scalar());
-      c->set_output(1, c->Scalar());
-      return Status();
-    })
+    .SetShapeFn([](InferenceContext* c) { return InPlaceUpdateShape(c, 3); })
     .Doc(R"doc(
 In place on variables: (update) c <- lower(s c + r^T diag(v) r) if finite; (refresh) b, d <- eigenbasis of c.
 )doc");
@@ -1437,10 +1431,7 @@ class CovarianceRefreshOp : public OpKernel {
     const Tensor& r = ctx->input(3);
     const Tensor& v = ctx->input(4);
     const Tensor& s = ctx->input(5);
-    // the three variables' locks, always in the same (address) order
-    tensorflow::Var* order[3] = {vc.get(), va.get(), vs.get()};
-    std::sort(order, order + 3);
-    tensorflow::mutex_lock l0(*order[0]->mu()), l1(*order[1]->mu()), l2(*order[2]->mu());
+    tfevo_vars::VarLocks locks({vc.get(), va.get(), vs.get()});
     Tensor* ct = vc->tensor();
     Tensor* at = va->tensor();
     Tensor* st = vs->tensor();
@@ -1551,9 +1542,7 @@ class EigenRefreshOp : public OpKernel {
     const bool update = ctx->input(6).scalar<bool>()();
     const bool refresh = ctx->input(7).scalar<bool>()();
     const T floor_rel = ctx->input(8).scalar<T>()();
-    tensorflow::Var* order[3] = {vc.get(), vb.get(), vd.get()};
-    std::sort(order, order + 3);
-    tensorflow::mutex_lock l0(*order[0]->mu()), l1(*order[1]->mu()), l2(*order[2]->mu());
+    tfevo_vars::VarLocks locks({vc.get(), vb.get(), vd.get()});
     std::lock_guard<std::mutex> own(mu_);  // the kernel's buffers
     Tensor* ct = vc->tensor();
     Tensor* bt = vb->tensor();

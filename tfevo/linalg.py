@@ -436,10 +436,14 @@ def _check_refresh(c, a, rows, weights, what):
         raise ShapeError(f"{what}: need float32/float64 variables of one dtype, got {c.dtype.name} and {a.dtype.name}")
     if c.shape.rank != 2 or c.shape[0] != c.shape[1] or a.shape != c.shape:
         raise ShapeError(f"{what}: c and a must both be [n, n], got {c.shape} and {a.shape}")
-    n = c.shape[0]
+    return _update_rows(rows, weights, c.shape[0], c.dtype, what)
+
+
+def _update_rows(rows, weights, n, dtype, what):
+    """``(rows [k, n], weights [k])`` of a rank-k update as tensors of ``dtype`` (empty for ``rows=None``)."""
     if rows is None:
-        return tf.zeros([0, n], c.dtype), tf.zeros([0], c.dtype)
-    rows, weights = tf.convert_to_tensor(rows, c.dtype), _as(weights, c.dtype)
+        return tf.zeros([0, n], dtype), tf.zeros([0], dtype)
+    rows, weights = tf.convert_to_tensor(rows, dtype), _as(weights, dtype)
     if rows.shape.rank != 2 or rows.shape[1] != n or weights.shape.rank != 1 or (
             rows.shape[0] is not None and weights.shape[0] is not None and rows.shape[0] != weights.shape[0]):
         raise ShapeError(f"{what}: need rows [k, {n}] and weights [k], got {rows.shape} and {weights.shape}")
@@ -556,14 +560,7 @@ def _check_eigen_vars(c, b, d, rows, weights):
                          f"{b.dtype.name} and {d.dtype.name}")
     if c.shape.rank != 2 or c.shape[0] != c.shape[1] or b.shape != c.shape or d.shape != c.shape[:1]:
         raise ShapeError(f"eigen_refresh: need c [n, n], b [n, n] and d [n], got {c.shape}, {b.shape} and {d.shape}")
-    n = c.shape[0]
-    if rows is None:
-        return tf.zeros([0, n], c.dtype), tf.zeros([0], c.dtype)
-    rows, weights = tf.convert_to_tensor(rows, c.dtype), _as(weights, c.dtype)
-    if rows.shape.rank != 2 or rows.shape[1] != n or weights.shape.rank != 1 or (
-            rows.shape[0] is not None and weights.shape[0] is not None and rows.shape[0] != weights.shape[0]):
-        raise ShapeError(f"eigen_refresh: need rows [k, {n}] and weights [k], got {rows.shape} and {weights.shape}")
-    return rows, weights
+    return _update_rows(rows, weights, c.shape[0], c.dtype, "eigen_refresh")
 
 
 def eigen_refresh_reference(c, b, d, rows=None, weights=None, scale=1.0, ok=True, refresh=True):
