@@ -411,3 +411,15 @@ def test_split_decomposition_bits_do_not_depend_on_the_thread_count():
         assert out.returncode == 0, out.stderr[-3000:]
         hashes.append([l for l in out.stdout.splitlines() if l.startswith("HASH")][0])
     assert hashes[0] == hashes[1]
+
+
+def test_in_place_ops_leave_gpu_variables_to_the_reference():
+    """The in-place ops have CPU kernels only: variables on another device take the reference path."""
+    class FakeVar:
+        def __init__(self, device):
+            self.device = device
+
+    cpu, gpu = FakeVar("/job:localhost/replica:0/task:0/device:CPU:0"), FakeVar("/job:localhost/device:GPU:0")
+    assert linalg._host_vars(cpu, FakeVar(""), cpu)
+    assert not linalg._host_vars(cpu, gpu, cpu)
+    assert not linalg._host_vars(FakeVar("/device:TPU:0"))

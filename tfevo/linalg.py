@@ -493,6 +493,12 @@ def covariance_refresh_reference(c, a, rows=None, weights=None, scale=1.0, tries
     return updated, ok
 
 
+def _host_vars(*variables) -> bool:
+    """Whether every variable lives on the host: the in-place ops have CPU kernels only, and
+    a resource input cannot be copied to another device (GPU variables take the reference)."""
+    return all("GPU" not in v.device.upper() and "TPU" not in v.device.upper() for v in variables)
+
+
 def covariance_refresh(c, a, scratch=None, rows=None, weights=None, scale=1.0, tries: int = 12, use_op=None):
     """Applies a rank-k update to a covariance variable and refactorises it, in place.
 
@@ -519,7 +525,8 @@ def covariance_refresh(c, a, scratch=None, rows=None, weights=None, scale=1.0, t
     of earlier values of ``c`` or ``a`` never see a change: a buffer still
     shared is never written.  Reference: ordinary assignments (XLA's Cholesky).
     """
-    if scratch is not None and _use_op(use_op, _refresh_op, "TfevoCovarianceRefresh"):
+    if scratch is not None and (use_op is True or _host_vars(c, a, scratch)) and _use_op(
+            use_op, _refresh_op, "TfevoCovarianceRefresh"):
         update = rows is not None
         rows, weights = _check_refresh(c, a, rows, weights, "covariance_refresh")
         if not isinstance(scratch, tf.Variable) or scratch.dtype != c.dtype:
@@ -625,10 +632,11 @@ def eigen_refresh(c, b, d, rows=None, weights=None, scale=1.0, ok=True, refresh=
     buffer the kernel keeps and swapped in, and LAPACK's matrix and workspace
     are kept too, so no ``[n, n]`` tensor is allocated per call (at n = 1000
     this saves ~20 ms a generation around a ~100 ms decomposition).  A buffer
-    still shared by an earlier read is never written.  Reference: ordinary
+    still shared by an earlier read is never written.  Variables on a GPU take
+    the reference (the op has a CPU kernel only).  Reference: ordinary
     assignments (``tf.linalg.eigh``).
     """
-    if _use_op(use_op, _eigen_refresh_op, "TfevoEigenRefresh"):
+    if (use_op is True or _host_vars(c, b, d)) and _use_op(use_op, _eigen_refresh_op, "TfevoEigenRefresh"):
         update = rows is not None
         rows, weights = _check_eigen_vars(c, b, d, rows, weights)
         return tuple(_eigen_refresh_op().tfevo_eigen_refresh(
