@@ -50,7 +50,9 @@ def _pycma_median(f, target, seeds):
     return np.median(out)
 
 
-@pytest.mark.parametrize("fname,target", [("sphere", 1e-8), ("rosenbrock", 1e-6)])
+# (the issue's pycma-efficiency target is asserted for CMAES in test_cma.py; the Cholesky
+# variant's Rosenbrock check, ~13 s, runs with `pytest -m slow`)
+@pytest.mark.parametrize("fname,target", [("sphere", 1e-8), pytest.param("rosenbrock", 1e-6, marks=pytest.mark.slow)])
 def test_cholesky_cma_matches_pycma_efficiency(fname, target):
     # Median evaluations over 5 runs within 1.5x of pycma's (issue #2's CMA criterion).
     f = {"sphere": sphere, "rosenbrock": rosenbrock}[fname]
