@@ -423,14 +423,9 @@ template <typename T, typename I>
 struct Syevd {
   // Eigen-decomposes the n x n column-major matrix `a` in place (eigenvectors
   // as columns) and writes ascending eigenvalues to `w`.  Returns LAPACK's info.
-  static I Run(void* fn, I n, T* a, T* w) {
-    std::vector<T> work;
-    std::vector<I> iwork;
-    return Run(fn, n, a, w, &work, &iwork);
-  }
-  // The same with caller-held workspace (grown as needed, never shrunk): a caller
-  // that keeps it saves the allocation and page faults (~8 MB at n = 1000) per call.
-  // The workspace size is LAPACK's query answer either way, so the bits are the same.
+  // The workspace is the caller's (grown as needed, never shrunk): a caller that
+  // keeps it saves the allocation and page faults (~8 MB at n = 1000) per call.
+  // Its size is LAPACK's query answer either way, so the bits are the same.
   static I Run(void* fn, I n, T* a, T* w, std::vector<T>* work, std::vector<I>* iwork) {
     auto f = reinterpret_cast<SyevdFn<T, I>>(fn);
     const char jobz = 'V', uplo = 'U';
@@ -565,6 +560,33 @@ int64_t SplitSyevd(OpKernelContext* ctx, Lapack* lib, int64_t n, T* a, T* w, Eig
                     : SplitSyevdI<T, int32_t>(ctx, lib, static_cast<int32_t>(n), a, w, ws);
 }
 
+// Whether TfevoSymEig/TfevoEigenRefresh split a decomposition (SplitSyevd): one BLAS
+// thread, n >= kSplitEigMin and the three routines exported.
+template <typename T>
+bool UseSplitSyevd(const Lapack* lib, int64_t threads, int64_t n) {
+  return threads == 1 && n >= kSplitEigMin && SplitSyevdAvailable(lib, std::is_same<T, float>::value);
+}
+
+// Eigendecomposition of the n x n matrix src (its row-major lower triangle): SplitSyevd
+// when `split` (?syevd for a matrix it declines), else ?syevd.  `a` is LAPACK's working
+// copy; ascending eigenvalues go to w and *vecs points at the eigenvectors as the
+// columns of a column-major matrix (ws->z or a).  Returns LAPACK's info.
+template <typename T>
+int64_t DecomposeInto(OpKernelContext* ctx, Lapack* lib, bool split, const T* src, int64_t n, T* w, EigWork<T>* ws,
+                      std::vector<T>* a, const T** vecs) {
+  a->assign(src, src + n * n);
+  if (split) {
+    const int64_t info = SplitSyevd<T>(ctx, lib, n, a->data(), w, ws);
+    *vecs = ws->z.data();
+    if (info != kSplitDeclined) return info;
+    a->assign(src, src + n * n);
+  }
+  *vecs = a->data();
+  void* fn = std::is_same<T, float>::value ? lib->ssyevd : lib->dsyevd;
+  if (lib->ilp64) return Syevd<T, int64_t>::Run(fn, n, a->data(), w, &ws->work, &ws->iwork64);
+  return Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a->data(), w, &ws->work, &ws->iwork32);
+}
+
 // v[r][i] = s_i * a[i * n + r] (a's column i is eigenvector i), in 32 x 32 tiles;
 // s_i = -1 when the largest-|.| component of column i (first on ties) is negative.
 // With ctx, the columns' signs and then the row blocks of v are shared out over
@@ -641,50 +663,28 @@ class SymEigOp : public OpKernel {
     }
     T* ep = e_t->flat<T>().data();
     T* vp = v_t->flat<T>().data();
-    void* fn = std::is_same<T, float>::value ? lib_->ssyevd : lib_->dsyevd;
-
-    if (threads_ > 0 && lib_->set_threads != nullptr) {
-      std::lock_guard<std::mutex> lock(lib_->thread_mu);
-      if (lib_->get_threads == nullptr || lib_->get_threads() != threads_) lib_->set_threads(threads_);
-    }
+    SetThreads(lib_, threads_);
     std::vector<int64_t> infos(batch, 0);
-    const bool split = threads_ == 1 && n >= kSplitEigMin && SplitSyevdAvailable(lib_, std::is_same<T, float>::value);
+    const bool split = UseSplitSyevd<T>(lib_, threads_, n);
+    // LAPACK overwrites its input: each matrix is decomposed in a copy, then transposed into v.
+    auto one = [&](int64_t b, OpKernelContext* pool_ctx) {
+      EigWork<T> ws;
+      std::vector<T> a;
+      const T* vecs = nullptr;
+      infos[b] = DecomposeInto<T>(pool_ctx, lib_, split, xp + b * n * n, n, ep + b * n, &ws, &a, &vecs);
+      if (infos[b] == 0) TransposeCanonical<T>(vecs, n, canonical_, vp + b * n * n, pool_ctx);
+    };
     if (split) {
       // one matrix after another, each with its back-transformation split over the pool
       // (so a matrix gets the same bits alone or in a batch)
-      EigWork<T> ws;
-      std::vector<T> a;
-      for (int64_t b = 0; b < batch; ++b) {
-        a.assign(xp + b * n * n, xp + (b + 1) * n * n);
-        T* w = ep + b * n;
-        infos[b] = SplitSyevd<T>(ctx, lib_, n, a.data(), w, &ws);
-        const T* vecs = ws.z.data();
-        if (infos[b] == kSplitDeclined) {
-          a.assign(xp + b * n * n, xp + (b + 1) * n * n);
-          infos[b] = lib_->ilp64 ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a.data(), w))
-                                 : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n),
-                                                                               a.data(), w));
-          vecs = a.data();
-        }
-        if (infos[b] == 0) TransposeCanonical<T>(vecs, n, canonical_, vp + b * n * n, ctx);
-      }
-    }
-    auto one = [&](int64_t b) {
-      // LAPACK overwrites its input: work on a copy, then transpose into v.
-      std::vector<T> a(xp + b * n * n, xp + (b + 1) * n * n);
-      T* w = ep + b * n;
-      infos[b] = lib_->ilp64 ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a.data(), w))
-                             : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a.data(), w));
-      if (infos[b] == 0) TransposeCanonical<T>(a.data(), n, canonical_, vp + b * n * n);
-    };
-    if (split) {
+      for (int64_t b = 0; b < batch; ++b) one(b, ctx);
     } else if (batch == 1 || threads_ != 1) {
-      for (int64_t b = 0; b < batch; ++b) one(b);
+      for (int64_t b = 0; b < batch; ++b) one(b, nullptr);
     } else {
       auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
       const int64_t cost = std::max<int64_t>(1, 10 * n * n * n);  // ~flops of one decomposition
       tensorflow::Shard(pool->num_threads, pool->workers, batch, cost, [&](int64_t lo, int64_t hi) {
-        for (int64_t b = lo; b < hi; ++b) one(b);
+        for (int64_t b = lo; b < hi; ++b) one(b, nullptr);
       });
     }
     for (int64_t b = 0; b < batch; ++b) {
@@ -839,10 +839,7 @@ class CholeskyOp : public OpKernel {
                 tensorflow::errors::InvalidArgument("TfevoCholesky: n = ", n, " too large for a 32-bit LAPACK"));
     const T* xp = x.flat<T>().data();
     T* lp = l_t->flat<T>().data();
-    if (threads_ > 0 && lib_->set_threads != nullptr) {
-      std::lock_guard<std::mutex> lock(lib_->thread_mu);
-      if (lib_->get_threads == nullptr || lib_->get_threads() != threads_) lib_->set_threads(threads_);
-    }
+    SetThreads(lib_, threads_);
     auto one = [&](int64_t b) {
       CholeskyInto<T>(ctx, lib_, threads_, batch == 1, xp + b * n * n, n, T(0), lp + b * n * n);
     };
@@ -1583,25 +1580,12 @@ class EigenRefreshOp : public OpKernel {
       const T* cp = ct->flat<T>().data();
       bool finite = true;
       for (int64_t i = 0; i < n && finite; ++i) finite = AllFinite(cp + i * n, i + 1);
-      const T* vecs = a_.data();
+      const T* vecs = nullptr;
       if (finite) {
-        // (as TfevoSymEig: SplitSyevd for large n with one BLAS thread, else ?syevd)
-        a_.assign(cp, cp + n * n);  // LAPACK overwrites its matrix (reads C's lower triangle only)
+        // (as TfevoSymEig; LAPACK reads C's lower triangle only)
         w_.resize(static_cast<size_t>(n));
-        int64_t info = kSplitDeclined;
-        if (threads_ == 1 && n >= kSplitEigMin && SplitSyevdAvailable(lib_, std::is_same<T, float>::value)) {
-          info = SplitSyevd<T>(ctx, lib_, n, a_.data(), w_.data(), &ws_);
-          vecs = ws_.z.data();
-          if (info == kSplitDeclined) a_.assign(cp, cp + n * n);
-        }
-        if (info == kSplitDeclined) {
-          void* fn = std::is_same<T, float>::value ? lib_->ssyevd : lib_->dsyevd;
-          info = lib_->ilp64
-                     ? static_cast<int64_t>(Syevd<T, int64_t>::Run(fn, n, a_.data(), w_.data(), &work_, &iwork64_))
-                     : static_cast<int64_t>(Syevd<T, int32_t>::Run(fn, static_cast<int32_t>(n), a_.data(), w_.data(),
-                                                                   &work_, &iwork32_));
-          vecs = a_.data();
-        }
+        const int64_t info =
+            DecomposeInto<T>(ctx, lib_, UseSplitSyevd<T>(lib_, threads_, n), cp, n, w_.data(), &ws_, &a_, &vecs);
         refreshed = info == 0 && AllFinite(w_.data(), n) && AllFinite(vecs, n * n);
       }
       if (refreshed) {
@@ -1630,10 +1614,8 @@ class EigenRefreshOp : public OpKernel {
   int64_t threads_ = 1;
   std::mutex mu_;
   Tensor spare_;                 // the next C buffer (the previous one after a swap)
-  std::vector<T> a_, w_, work_;  // ?syevd's matrix, eigenvalues and workspace
-  EigWork<T> ws_;                // SplitSyevd's
-  std::vector<int64_t> iwork64_;
-  std::vector<int32_t> iwork32_;
+  std::vector<T> a_, w_;  // LAPACK's matrix and the eigenvalues
+  EigWork<T> ws_;         // LAPACK's workspace
 };
 
 // TfevoAllEqual: whether x == y entry by entry (float comparison: NaN equals
