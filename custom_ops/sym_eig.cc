@@ -1367,15 +1367,23 @@ bool SyrkUpdateInto(OpKernelContext* ctx, Lapack* lib, int64_t threads, const T*
   return LowerFiniteOrNaN(op, n);
 }
 
+// The constructor part of the ops built on ?syrk updates: the `lapack` and `threads`
+// attrs, and a clear error when the library has no ?syrk of this dtype.
+template <typename T>
+Status OpenSyrkLapack(OpKernelConstruction* ctx, const char* op, Lapack** lib, int64_t* threads) {
+  std::string path;
+  TF_RETURN_IF_ERROR(OpenLapackAttr(ctx, lib, &path));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("threads", threads));
+  if ((std::is_same<T, float>::value ? (*lib)->ssyrk : (*lib)->dsyrk) == nullptr)
+    return tensorflow::errors::NotFound(op, ": ", path, " exports no ?syrk next to its ?syevd");
+  return Status();
+}
+
 template <typename T>
 class SyrkUpdateOp : public OpKernel {
  public:
   explicit SyrkUpdateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string path;
-    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
-    OP_REQUIRES(ctx, (std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk) != nullptr,
-                tensorflow::errors::NotFound("TfevoSyrkUpdate: ", path, " exports no ?syrk next to its ?syevd"));
+    OP_REQUIRES_OK(ctx, OpenSyrkLapack<T>(ctx, "TfevoSyrkUpdate", &lib_, &threads_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -1519,11 +1527,7 @@ template <typename T>
 class EigenRefreshOp : public OpKernel {
  public:
   explicit EigenRefreshOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string path;
-    OP_REQUIRES_OK(ctx, OpenLapackAttr(ctx, &lib_, &path));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("threads", &threads_));
-    OP_REQUIRES(ctx, (std::is_same<T, float>::value ? lib_->ssyrk : lib_->dsyrk) != nullptr,
-                tensorflow::errors::NotFound("TfevoEigenRefresh: ", path, " exports no ?syrk next to its ?syevd"));
+    OP_REQUIRES_OK(ctx, OpenSyrkLapack<T>(ctx, "TfevoEigenRefresh", &lib_, &threads_));
   }
 
   void Compute(OpKernelContext* ctx) override {
