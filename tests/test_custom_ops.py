@@ -159,3 +159,75 @@ def test_fallback_when_disabled(tmp_path, monkeypatch, caplog):
     x, w, i = tf.random.normal([3, 2, 4]), tf.random.normal([5, 4, 6]), tf.constant([4, 0, 4])
     np.testing.assert_array_equal(indexed.indexed_matmul(x, w, i, use_op=False).numpy(), reference(x, w, i).numpy())
     assert len([r for r in caplog.records if r.name == "tfevo.ops"]) <= 1
+
+
+FAKE_CXX = """#!{python}
+import sys
+args = sys.argv[1:]
+with open({log!r}, "a") as f:
+    f.write(" ".join(a for a in args if a.startswith("-m")) + "\\n")
+if any(a in args for a in {reject!r}):
+    sys.stderr.write("error: unrecognized command-line option\\n")
+    sys.exit(1)
+open(args[args.index("-o") + 1], "wb").close()
+"""
+
+
+def _fake_compiler(tmp_path, reject):
+    """A 'compiler' that records its -m flags, rejects the listed ones and writes an empty library."""
+    log = tmp_path / "cxx.log"
+    cxx = tmp_path / "fakecxx"
+    cxx.write_text(FAKE_CXX.format(python=sys.executable, log=str(log), reject=list(reject)))
+    cxx.chmod(0o755)
+    return str(cxx), log
+
+
+@pytest.mark.parametrize("reject,expect,attempts", [
+    ((), ["-march=native", "-mno-avx512fp16"], 1),
+    (("-mno-avx512fp16",), ["-march=native"], 2),  # a compiler that does not know the flag
+    (("-march=native",), [], 3),  # one that rejects both: the generic target, with a warning
+])
+def test_build_tries_cpu_tuned_flags_first(tmp_path, monkeypatch, caplog, reject, expect, attempts):
+    cxx, log = _fake_compiler(tmp_path, reject)
+    monkeypatch.setenv("CXX", cxx)
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path / "cache"))
+    with caplog.at_level("WARNING", logger="tfevo.ops"):
+        path = ops.build("indexed_matmul")
+    assert path.is_file() and path.parent.parent.parent == tmp_path / "cache"
+    assert len(log.read_text().splitlines()) == attempts
+    assert ops.build_flags("indexed_matmul") == expect
+    warned = [r for r in caplog.records if "generic CPU target" in r.getMessage()]
+    assert bool(warned) == (expect == [])
+    assert ops.build("indexed_matmul") == path and len(log.read_text().splitlines()) == attempts  # cached
+
+
+def test_cache_key_includes_cpu(tmp_path, monkeypatch):
+    """A library built on one CPU (-march=native) is never loaded on another."""
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path))
+    a = ops._library_path("normal")
+    monkeypatch.setattr(ops, "_cpu_key", lambda: "x86_64 avx2 fma")
+    b = ops._library_path("normal")
+    monkeypatch.setattr(ops, "_cpu_key", lambda: "x86_64 avx2 avx512f fma")
+    c = ops._library_path("normal")
+    assert len({a, b, c}) == 3 and a.parent == b.parent == c.parent
+
+
+def test_build_ops_command_builds_every_op(tmp_path, monkeypatch, capsys):
+    from tfevo import cli
+
+    cxx, log = _fake_compiler(tmp_path, ())
+    monkeypatch.setenv("CXX", cxx)
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["build-ops", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    names = ops.names()
+    assert {"indexed_matmul", "normal", "pop_conv", "sym_eig"} <= set(names)
+    assert len(log.read_text().splitlines()) == len(names)
+    for n in names:
+        assert n in out and ops._library_path(n).is_file()
+    # a compiler that fails every build: exit status 1 and the failed ops named
+    (tmp_path / "failing").mkdir()
+    cxx2, _ = _fake_compiler(tmp_path / "failing", ("-O3",))
+    monkeypatch.setenv("CXX", cxx2)
+    assert cli.main(["build-ops", "--force"]) == 1
+    assert "failed to build" in capsys.readouterr().err

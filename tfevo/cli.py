@@ -324,6 +324,28 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_build_ops(args) -> int:
+    from tfevo import ops
+
+    def report(name, res, seconds):
+        state = f"FAILED: {str(res).strip().splitlines()[0] if str(res).strip() else type(res).__name__}" \
+            if isinstance(res, Exception) else str(res)
+        print(f"  {name:<16} {seconds:6.1f} s  {state}", flush=True)
+
+    if ops._compiler() is None:
+        print("tfevo: no C++ compiler found (install g++ or set CXX); tfevo will use its pure-TensorFlow "
+              "references", file=sys.stderr)
+        return 1
+    print(f"building {len(ops.names())} custom ops into {ops.cache_dir()}", flush=True)
+    results = ops.build_all(jobs=args.jobs, force=args.force, report=report)
+    failed = [n for n, r in results.items() if isinstance(r, Exception)]
+    if failed:
+        print(f"tfevo: {len(failed)} op(s) failed to build: {', '.join(failed)}; they fall back to their "
+              "pure-TensorFlow references", file=sys.stderr)
+        return 1
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfevo", description="Population-batched neuroevolution in TensorFlow.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -366,6 +388,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", nargs="?", choices=["algorithms", "strategies", "envs", "environments", "problems",
                                                "policies", "evaluators"])
     p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("build-ops", help="compile the C++ custom ops now (else: on first use)",
+                       description="Compile every custom op in custom_ops/ against the installed TensorFlow "
+                                   "(several at once) into the cache, so no run pays for it later.")
+    p.add_argument("--jobs", type=int, default=None, help="compilers at once (default: one per core)")
+    p.add_argument("--force", action="store_true", help="rebuild even if cached")
+    p.set_defaults(fn=cmd_build_ops)
     return parser
 
 

@@ -3,12 +3,18 @@
 Custom ops are an accelerator, never a requirement.  ``load("name")`` compiles
 ``custom_ops/name.cc`` against the installed TensorFlow headers with the C++
 compiler on the machine (once; the shared library is cached under
-``$TFEVO_CACHE`` or ``~/.cache/tfevo/ops/<tf version>/``), loads it with
+``$TFEVO_CACHE`` or ``~/.cache/tfevo/ops/<tf version>/``, keyed by the
+source, TensorFlow's compile flags and the CPU's instruction sets, since it
+is built with ``-march=native``), loads it with
 ``tf.load_op_library`` and returns the module.  When there is no compiler, or
 the build fails, it logs one clear line and returns ``None``; callers then use
 their pure-TensorFlow reference, which gives the same results.
 
 ``TFEVO_DISABLE_CUSTOM_OPS=1`` forces the references everywhere.
+
+``tfevo build-ops`` (or :func:`build_all`) compiles every op ahead of time,
+several at once, so that the first run -- or the test suite -- does not pay
+for it.
 """
 
 from __future__ import annotations
@@ -62,10 +68,49 @@ def _compiler() -> str | None:
     return None
 
 
+def _cpu_key() -> str:
+    """What ``-march=native`` depends on: the machine and its instruction sets.
+
+    A library built on one CPU may use instructions another lacks (a cache in
+    a shared home directory, a disk image moved to other hardware), so the CPU
+    is part of the cache key.
+    """
+    import platform
+
+    key = platform.machine() + platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):  # x86 / ARM
+                    key += " ".join(sorted(line.split(":", 1)[1].split()))
+                    break
+    except OSError:  # not Linux: the processor string above is what there is
+        pass
+    return key
+
+
+_ARCH_FLAGS = (["-march=native", "-mno-avx512fp16"], ["-march=native"], [])
+
+
 def _warn_once(name: str, msg: str) -> None:
     if name not in _WARNED:
         _WARNED.add(name)
         log.warning("tfevo custom op %r unavailable (%s); using the pure-TensorFlow reference.", name, msg)
+
+
+def _library_path(name: str) -> Path:
+    """The cached library of op ``name``: keyed by its source, the shared headers (e.g.
+    philox.h), TensorFlow's compile flags and this CPU."""
+    code = (source_dir() / f"{name}.cc").read_bytes()
+    for h in sorted(source_dir().glob("*.h")):
+        code += h.name.encode() + h.read_bytes()
+    flags = " ".join(tf.sysconfig.get_compile_flags()) + _cpu_key()
+    digest = hashlib.sha256(code + flags.encode()).hexdigest()[:16]
+    return cache_dir() / f"{name}-{digest}.so"
+
+
+def _flags_path(name: str) -> Path:
+    return _library_path(name).with_suffix(".flags")
 
 
 def build(name: str, force: bool = False) -> Path:
@@ -76,13 +121,8 @@ def build(name: str, force: bool = False) -> Path:
     src = source_dir() / f"{name}.cc"
     if not src.is_file():
         raise RuntimeError(f"no source {src}")
-    code = src.read_bytes()
-    # Shared headers (e.g. philox.h) are part of every op's build key.
-    for h in sorted(source_dir().glob("*.h")):
-        code += h.name.encode() + h.read_bytes()
-    digest = hashlib.sha256(code + " ".join(tf.sysconfig.get_compile_flags()).encode()).hexdigest()[:16]
-    out_dir = cache_dir()
-    out = out_dir / f"{name}-{digest}.so"
+    out = _library_path(name)
+    out_dir = out.parent
     if out.is_file() and not force:
         return out
     cxx = _compiler()
@@ -91,19 +131,66 @@ def build(name: str, force: bool = False) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
-    cmd = [
-        cxx, "-shared", "-fPIC", "-O3", "-march=native", str(src), "-o", tmp,
-        *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-pthread",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0 and "-march=native" in cmd:  # some compilers reject it
-        cmd.remove("-march=native")
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+    base = [cxx, "-shared", "-fPIC", "-O3", str(src), "-o", tmp,
+            *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-pthread"]
+    # Tuned for this CPU first.  TensorFlow's bundled Eigen does not compile with
+    # AVX512-FP16 enabled (GCC 12, Sapphire Rapids and newer), so that one extension is
+    # turned off (the kernels do not use it); then -march=native alone (a compiler that
+    # does not know -mno-avx512fp16), then the generic target (one that rejects both).
+    proc = None
+    for arch in _ARCH_FLAGS:
+        proc = subprocess.run(base[:4] + arch + base[4:], capture_output=True, text=True)
+        if proc.returncode == 0:
+            break
     if proc.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr[-2000:]}")
+    if not arch:
+        log.warning("tfevo custom op %r built for the generic CPU target (the compiler rejected -march=native); "
+                    "its kernels run without this CPU's vector instructions", name)
+    out.with_suffix(".flags").write_text(" ".join(arch) + "\n")
     os.replace(tmp, out)  # atomic: a half-written library is never loaded
     return out
+
+
+def build_flags(name: str) -> list[str] | None:
+    """The target flags the cached library of op ``name`` was built with (``None``: not built)."""
+    try:
+        return _flags_path(name).read_text().split()
+    except OSError:
+        return None
+
+
+def names() -> list[str]:
+    """The ops whose sources ship with the package."""
+    return sorted(p.stem for p in source_dir().glob("*.cc"))
+
+
+def build_all(jobs: int | None = None, force: bool = False, report=None) -> dict[str, Path | Exception]:
+    """Compiles every op (``jobs`` compilers at once; default: one per core).
+
+    Returns ``{name: path of the .so}``, or the exception for an op that
+    failed; ``report(name, result, seconds)`` is called as each one ends.
+    Ops already in the cache are not rebuilt unless ``force``.
+    """
+    import concurrent.futures as cf
+    import time
+
+    jobs = max(1, int(jobs or os.cpu_count() or 1))
+
+    def one(name):
+        t = time.perf_counter()
+        try:
+            res: Path | Exception = build(name, force=force)
+        except Exception as e:  # noqa: BLE001 - reported per op
+            res = e
+        if report is not None:
+            report(name, res, time.perf_counter() - t)
+        return name, res
+
+    # Compiling is a child process per op: threads are enough to run several.
+    with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(pool.map(one, names()))
 
 
 def load(name: str):
