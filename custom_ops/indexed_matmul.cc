@@ -49,6 +49,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/blocking_counter.h"
 #include "half_convert.h"
+#include "mul_add.h"
 #include "parallel_units.h"
 
 namespace tfevo {
@@ -217,7 +218,7 @@ void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m
         for (int64_t r = 0; r < nb; ++r) {
           const float xv = x[r * k + kk];
           float* ar = acc + r * cw;
-          for (int64_t c = 0; c < cw; ++c) ar[c] += xv * wrow[c];
+          for (int64_t c = 0; c < cw; ++c) ar[c] = tfevo_math::MulAdd(xv, wrow[c], ar[c]);
         }
       }
       for (int64_t c = 0; c < nb * cw; ++c) tot[c] += acc[c];
@@ -263,7 +264,7 @@ void StreamRowsHalf(int64_t nb, const float* x, int64_t k, const uint16_t* w, in
 #endif
         for (; c < cw; ++c) {
           const float wv = tfevo_half::ToFloat(wrow[c]);
-          for (int64_t r = 0; r < nb; ++r) acc[r * cw + c] = std::fma(x[r * k + kk], wv, acc[r * cw + c]);
+          for (int64_t r = 0; r < nb; ++r) acc[r * cw + c] = tfevo_math::MulAdd(x[r * k + kk], wv, acc[r * cw + c]);
         }
       }
       for (int64_t c = 0; c < nb * cw; ++c) tot[c] += acc[c];

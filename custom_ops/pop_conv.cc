@@ -53,6 +53,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/blocking_counter.h"
 #include "half_convert.h"
+#include "mul_add.h"
 #include "parallel_units.h"
 
 namespace tfevo_pop_conv {
@@ -399,7 +400,7 @@ void OutputRow(Tile t, int64_t wo) {
       for (int64_t j = 0; j < t.kwc; ++j) {
         const float xv = xrow[j];
         const float* wj = wrow + j * t.F;
-        for (int64_t f = 0; f < t.F; ++f) acc[f] += xv * wj[f];
+        for (int64_t f = 0; f < t.F; ++f) acc[f] = tfevo_math::MulAdd(xv, wj[f], acc[f]);
       }
     }
     float* o = t.out + ox * t.F;

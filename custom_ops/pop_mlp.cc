@@ -60,6 +60,7 @@
 #endif
 
 #include "Eigen/Core"
+#include "mul_add.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -120,7 +121,7 @@ inline void ColumnBlock(const float* __restrict in, int64_t k, const float* __re
     for (int64_t j = kb; j < ke; ++j) {
       const float xv = in[j];
       const float* __restrict wr = w + j * ld;
-      for (int c = 0; c < CW; ++c) acc[c] += xv * wr[c];
+      for (int c = 0; c < CW; ++c) acc[c] = tfevo_math::MulAdd(xv, wr[c], acc[c]);
     }
     for (int c = 0; c < CW; ++c) tot[c] += acc[c];
   }
@@ -162,7 +163,7 @@ inline void ColumnTail(const float* __restrict in, int64_t k, const float* __res
     for (int64_t j = kb; j < ke; ++j) {
       const float xv = in[j];
       const float* __restrict wr = w + j * ld;
-      for (int64_t c = 0; c < cw; ++c) acc[c] += xv * wr[c];
+      for (int64_t c = 0; c < cw; ++c) acc[c] = tfevo_math::MulAdd(xv, wr[c], acc[c]);
     }
     for (int64_t c = 0; c < cw; ++c) tot[c] += acc[c];
   }
@@ -276,7 +277,7 @@ inline void ColumnBlockRows(const float* const* in, int64_t k, const float* __re
       const float* __restrict wr = w + j * ld + c0;
       for (int r = 0; r < NB; ++r) {
         const float xv = in[r][j];
-        for (int c = 0; c < CW; ++c) acc[r][c] += xv * wr[c];
+        for (int c = 0; c < CW; ++c) acc[r][c] = tfevo_math::MulAdd(xv, wr[c], acc[r][c]);
       }
     }
     for (int r = 0; r < NB; ++r)
