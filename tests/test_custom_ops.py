@@ -231,3 +231,15 @@ def test_build_ops_command_builds_every_op(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CXX", cxx2)
     assert cli.main(["build-ops", "--force"]) == 1
     assert "failed to build" in capsys.readouterr().err
+
+
+def test_ops_are_built_for_this_cpu():
+    """The kernels' vector paths (AVX2 / AVX-512) need -march=native: a compiler and
+    TensorFlow headers that only build for the generic target are a slow-down to surface."""
+    import platform
+
+    if ops._compiler() is None or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("no compiler, or not x86-64")
+    if ops.load("indexed_matmul") is None:
+        pytest.skip("custom ops disabled")
+    assert ops.build_flags("indexed_matmul")[:1] == ["-march=native"]
