@@ -109,8 +109,22 @@ constexpr int ChunkVectors() {
 // tot[r, 0 : 16 * NV] += sum over rows [k0, k1) of x[r, kk] * w[kk, 0 : 16 * NV]
 // (w already offset to the chunk's first column; the last vector masked by
 // `tail` when MASKED), summed in blocks of kSumBlock rows.
-template <int NB, int NV, bool MASKED>
-void StreamChunk(const float* __restrict x, int64_t k, const float* __restrict w, int64_t m, int64_t k0,
+// 16 weights from w as float32: loaded (float), or loaded and converted exactly (float16
+// bits, uint16_t); the masked form reads only the `tail` lanes.
+inline __m512 Load16(const float* w) { return _mm512_loadu_ps(w); }
+inline __m512 Load16(const float* w, __mmask16 tail) { return _mm512_maskz_loadu_ps(tail, w); }
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TFEVO_STREAM_HALF_AVX512 1
+inline __m512 Load16(const uint16_t* w) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+}
+inline __m512 Load16(const uint16_t* w, __mmask16 tail) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, w));
+}
+#endif
+
+template <int NB, int NV, bool MASKED, typename W>
+void StreamChunk(const float* __restrict x, int64_t k, const W* __restrict w, int64_t m, int64_t k0,
                  int64_t k1, __mmask16 tail, float* __restrict tot) {
   for (int64_t kb = k0; kb < k1; kb += kSumBlock) {
     const int64_t ke = std::min(k1, kb + kSumBlock);
@@ -120,14 +134,13 @@ void StreamChunk(const float* __restrict x, int64_t k, const float* __restrict w
 #pragma GCC unroll 32
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
     for (int64_t kk = kb; kk < ke; ++kk) {
-      const float* __restrict wrow = w + kk * m;
+      const W* __restrict wrow = w + kk * m;
       __m512 xb[NB];
 #pragma GCC unroll 4
       for (int r = 0; r < NB; ++r) xb[r] = _mm512_set1_ps(x[r * k + kk]);
 #pragma GCC unroll 32
       for (int v = 0; v < NV; ++v) {
-        const __m512 wv = (MASKED && v == NV - 1) ? _mm512_maskz_loadu_ps(tail, wrow + 16 * v)
-                                                  : _mm512_loadu_ps(wrow + 16 * v);
+        const __m512 wv = (MASKED && v == NV - 1) ? Load16(wrow + 16 * v, tail) : Load16(wrow + 16 * v);
 #pragma GCC unroll 4
         for (int r = 0; r < NB; ++r) acc[r][v] = _mm512_fmadd_ps(xb[r], wv, acc[r][v]);
       }
@@ -144,13 +157,13 @@ void StreamChunk(const float* __restrict x, int64_t k, const float* __restrict w
 
 // Runs the chunk kernel of NV vectors over columns [c0, c0 + 16 * NV) (or the
 // masked remainder `cols` < 16 when MASKED) and writes dst[r, c0 : c0 + width].
-template <int NB, int NV, bool MASKED>
-void StreamPiece(const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1, int64_t c0,
+template <int NB, int NV, bool MASKED, typename W>
+void StreamPiece(const float* x, int64_t k, const W* w, int64_t m, int64_t k0, int64_t k1, int64_t c0,
                  int64_t cols, float* dst, int64_t dst_stride) {
   alignas(64) float tot[NB * 16 * NV];
   std::fill(tot, tot + NB * 16 * NV, 0.0f);
   const __mmask16 tail = MASKED ? static_cast<__mmask16>((1u << cols) - 1u) : static_cast<__mmask16>(0xFFFF);
-  StreamChunk<NB, NV, MASKED>(x, k, w + c0, m, k0, k1, tail, tot);
+  StreamChunk<NB, NV, MASKED, W>(x, k, w + c0, m, k0, k1, tail, tot);
   const int64_t width = MASKED ? cols : 16 * NV;
   for (int r = 0; r < NB; ++r) std::copy(tot + r * 16 * NV, tot + r * 16 * NV + width, dst + r * dst_stride + c0);
 }
@@ -158,46 +171,52 @@ void StreamPiece(const float* x, int64_t k, const float* w, int64_t m, int64_t k
 // One streaming unit: rows [k0, k1) of member block w for NB input rows and all
 // m columns -- chunks of 16 * ChunkVectors<NB>() columns, then narrower
 // pieces (16, 8, 4, 2, 1 vectors, and a masked last vector) for the rest.
-template <int NB>
-void StreamUnit(const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1, float* dst,
+template <int NB, typename W>
+void StreamUnit(const float* x, int64_t k, const W* w, int64_t m, int64_t k0, int64_t k1, float* dst,
                 int64_t dst_stride) {
   constexpr int NV = ChunkVectors<NB>();
   int64_t c0 = 0;
   while (c0 < m) {
     const int64_t left = m - c0;
     if (left >= 16 * NV) {
-      StreamPiece<NB, NV, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, NV, false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 16 * NV;
     } else if (NV > 16 && left >= 256) {
-      StreamPiece<NB, (NV > 16 ? 16 : 1), false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, (NV > 16 ? 16 : 1), false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 16 * (NV > 16 ? 16 : 1);
     } else if (NV > 8 && left >= 128) {
-      StreamPiece<NB, (NV > 8 ? 8 : 1), false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, (NV > 8 ? 8 : 1), false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 16 * (NV > 8 ? 8 : 1);
     } else if (left >= 64) {
-      StreamPiece<NB, 4, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, 4, false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 64;
     } else if (left >= 32) {
-      StreamPiece<NB, 2, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, 2, false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 32;
     } else if (left >= 16) {
-      StreamPiece<NB, 1, false>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
+      StreamPiece<NB, 1, false, W>(x, k, w, m, k0, k1, c0, 0, dst, dst_stride);
       c0 += 16;
     } else {
-      StreamPiece<NB, 1, true>(x, k, w, m, k0, k1, c0, left, dst, dst_stride);
+      StreamPiece<NB, 1, true, W>(x, k, w, m, k0, k1, c0, left, dst, dst_stride);
       c0 = m;
     }
   }
 }
 
+template <typename W>
+void StreamRowsAvx512(int64_t nb, const float* x, int64_t k, const W* w, int64_t m, int64_t k0, int64_t k1,
+                      float* dst, int64_t dst_stride) {
+  switch (nb) {
+    case 1: return StreamUnit<1, W>(x, k, w, m, k0, k1, dst, dst_stride);
+    case 2: return StreamUnit<2, W>(x, k, w, m, k0, k1, dst, dst_stride);
+    case 3: return StreamUnit<3, W>(x, k, w, m, k0, k1, dst, dst_stride);
+    default: return StreamUnit<4, W>(x, k, w, m, k0, k1, dst, dst_stride);
+  }
+}
+
 void StreamRows(int64_t nb, const float* x, int64_t k, const float* w, int64_t m, int64_t k0, int64_t k1,
                 float* dst, int64_t dst_stride) {
-  switch (nb) {
-    case 1: return StreamUnit<1>(x, k, w, m, k0, k1, dst, dst_stride);
-    case 2: return StreamUnit<2>(x, k, w, m, k0, k1, dst, dst_stride);
-    case 3: return StreamUnit<3>(x, k, w, m, k0, k1, dst, dst_stride);
-    default: return StreamUnit<4>(x, k, w, m, k0, k1, dst, dst_stride);
-  }
+  StreamRowsAvx512<float>(nb, x, k, w, m, k0, k1, dst, dst_stride);
 }
 #else
 // Portable streaming: the same block/segment structure with L1 accumulators.
@@ -279,7 +298,13 @@ inline void StreamRowsOf(int64_t nb, const float* x, int64_t k, const float* w, 
 }
 inline void StreamRowsOf(int64_t nb, const float* x, int64_t k, const uint16_t* w, int64_t m, int64_t k0,
                          int64_t k1, float* dst, int64_t dst_stride) {
+#if defined(TFEVO_STREAM_HALF_AVX512)
+  // The float32 AVX-512 kernel itself, converting each packet of 16 weights as it loads it:
+  // same accumulators, same order, same bits as on float32 weights of the same values.
+  StreamRowsAvx512<uint16_t>(nb, x, k, w, m, k0, k1, dst, dst_stride);
+#else
   StreamRowsHalf(nb, x, k, w, m, k0, k1, dst, dst_stride);
+#endif
 }
 
 using tfevo_parallel::GrainFor;
