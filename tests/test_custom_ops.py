@@ -243,3 +243,17 @@ def test_ops_are_built_for_this_cpu():
     if ops.load("indexed_matmul") is None:
         pytest.skip("custom ops disabled")
     assert ops.build_flags("indexed_matmul")[:1] == ["-march=native"]
+
+
+def test_build_ops_without_compiler_builds_nothing_and_says_so(tmp_path, monkeypatch, capsys):
+    """No compiler is not an error (the references run), so the README's
+    `tfevo build-ops && pytest` still runs the tests there."""
+    from tfevo import cli
+
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("CXX", "/nonexistent")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("TFEVO_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["build-ops"]) == 0
+    assert "no C++ compiler" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
