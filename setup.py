@@ -29,7 +29,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    "test": ["pytest>=7", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6"],
+    "test": ["pytest>=7", "pytest-xdist>=3", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6"],
     "bench": [
         "cma>=3.3", "jax>=0.4.30", "evosax>=0.1.6", "neat-python>=0.92",
         "gplearn>=0.4", "deap>=1.4", "ribs>=0.7", "coco-experiment>=2.6",
