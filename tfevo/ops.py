@@ -19,6 +19,7 @@ for it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -68,6 +69,7 @@ def _compiler() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # read once per process: the CPU does not change under it
 def _cpu_key() -> str:
     """What ``-march=native`` depends on: the machine and its instruction sets.
 
