@@ -28,8 +28,11 @@ INSTALL_REQUIRES = [
     "imageio-ffmpeg>=0.4",
 ]
 
+DOCS = ["mkdocs>=1.6", "mkdocstrings[python]>=0.26"]  # the docs site; its strict build is a test
+
 EXTRAS = {
-    "test": ["pytest>=7", "pytest-xdist>=3", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6"],
+    "docs": DOCS,
+    "test": ["pytest>=7", "pytest-xdist>=3", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6", *DOCS],
     "bench": [
         "cma>=3.3", "jax>=0.4.30", "evosax>=0.1.6", "neat-python>=0.92",
         "gplearn>=0.4", "deap>=1.4", "ribs>=0.7", "coco-experiment>=2.6",
