@@ -63,3 +63,13 @@ def test_algorithm_base_traces_once_and_validates():
     with pytest.raises(ShapeError, match="population"):
         algo.tell(tf.zeros([4, 3]), tf.zeros([5]))
     assert int(algo.generation.numpy()) == 4
+
+
+def test_import_parts_fails_loudly_on_a_missing_module():
+    """A misspelt module in a subpackage's list is an import error, not a silently missing part."""
+    from tfevo._lazy import import_parts
+
+    ns = {}
+    with pytest.raises(ModuleNotFoundError, match="tfevo.strategies.no_such_strategy"):
+        import_parts("tfevo.strategies", ("open_es", "no_such_strategy"), ns)
+    assert "OpenES" in ns  # the parts before it were imported
