@@ -181,6 +181,17 @@ class Archive(tf.Module):
         value = tf.where(new, masked - self.qd_offset, tf.where(improve, masked - inc_fit, 0.0))
         return AddResult(status=tf.cast(status, tf.int32), value=tf.where(alive, value, 0.0), cell=cell)
 
+    def incumbents(self, descriptors):
+        """``(occupied [B], fitness [B])`` of the cell each descriptor maps to, as the archive is now.
+
+        Read before an insertion, it tells how each candidate compares with its
+        cell's elite before the batch (what improvement-ranked emitters rank by).
+        A non-finite descriptor reads cell 0 (such candidates never enter)."""
+        d = tf.convert_to_tensor(descriptors, tf.float32)
+        finite = tf.reduce_all(tf.math.is_finite(d), axis=1)
+        cell = self.index_of(tf.where(finite[:, None], d, 0.0))
+        return tf.gather(self.occupied, cell), tf.gather(self.fitness, cell)
+
     def add(self, solutions, fitness, descriptors) -> AddResult:
         """Inserts a batch (see the module docstring for the exact rule)."""
         solutions, fitness, descriptors = self._check(solutions, fitness, descriptors)
