@@ -13,6 +13,7 @@ is reproducible and resumes exactly.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -64,7 +65,7 @@ def standard_normal(shape, seed) -> tf.Tensor:
     return z if 2 * h == n else z[:n]
 
 
-class Emitter(tf.Module):
+class Emitter(tf.Module, metaclass=abc.ABCMeta):
     """Base emitter.
 
     ``graph_safe = True`` declares that ``emit``/``tell`` are pure TensorFlow
@@ -93,8 +94,9 @@ class Emitter(tf.Module):
             return x
         return tf.clip_by_value(x, self.bounds[0], self.bounds[1])
 
+    @abc.abstractmethod
     def emit(self, archive, seed) -> tf.Tensor:
-        raise NotImplementedError
+        """``[batch_size, D]`` new candidates from the archive, determined by ``seed``."""
 
     def tell(self, solutions, fitness, descriptors, result) -> None:
         pass
@@ -437,6 +439,25 @@ class ESEmitter(Emitter):
         value = tf.where(alive, value, 0.0)
         return tf.reshape(status, [e, lam]), tf.reshape(value, [e, lam])
 
+    def rank(self, fitness, descriptors, result, incumbent=None):
+        """Each search's candidates best first: ``(order [E, L], status [E, L], value [E, L])``.
+
+        ``status``/``value`` are pyribs' (2 new cell, value = fitness; 1
+        improves, value = gain; 0 neither, value = fitness minus the elite),
+        judged against the archive before the batch; -1 marks a non-finite
+        fitness or descriptor.  ``"2imp"`` sorts by status, then value;
+        ``"imp"`` by value only (dead candidates last).  Ties keep batch order."""
+        status, value = self._ranking(fitness, descriptors, result, incumbent)
+        key2 = value if self.ranker == "2imp" else tf.where(status >= 0, value, -np.inf)
+        by_value = tf.argsort(key2, axis=1, direction="DESCENDING", stable=True)
+        if self.ranker == "2imp":
+            st_sorted = tf.gather(status, by_value, batch_dims=1)
+            order = tf.gather(by_value, tf.argsort(st_sorted, axis=1, direction="DESCENDING", stable=True),
+                              batch_dims=1)
+        else:
+            order = by_value
+        return order, status, value
+
     def tell(self, solutions, fitness, descriptors, result, incumbent=None):
         """Ranks each search's candidates, updates every search, and marks searches to restart.
 
@@ -445,15 +466,7 @@ class ESEmitter(Emitter):
         ranking falls back to ``result`` (status of what entered, then value)."""
         e, lam, d, dt = self.num_emitters, self.es_batch_size, self.solution_dim, self.dtype
         n = float(d)
-        status, value = self._ranking(fitness, descriptors, result, incumbent)
-        # Two-stage sort, best first: by value, then (stable) by status.
-        key2 = value if self.ranker == "2imp" else tf.where(status >= 0, value, -np.inf)
-        by_value = tf.argsort(key2, axis=1, direction="DESCENDING", stable=True)
-        if self.ranker == "2imp":
-            st_sorted = tf.gather(status, by_value, batch_dims=1)
-            order = tf.gather(by_value, tf.argsort(st_sorted, axis=1, direction="DESCENDING", stable=True), batch_dims=1)
-        else:
-            order = by_value
+        order, status, value = self.rank(fitness, descriptors, result, incumbent)
         added = tf.reduce_sum(tf.cast(status > 0, tf.int32), axis=1)  # [E]
         k = tf.fill([e], float(lam // 2)) if self.selection_rule == "mu" else tf.cast(added, tf.float64)
         w, mueff, cc, cs, c1, cmu, damps = (tf.cast(t, dt) for t in self._rates(tf.cast(k, tf.float64)))

@@ -216,12 +216,12 @@ class MAPElites(tf.Module):
         validation (nothing is read back until you read the result).  One call
         instead of three measured 10-15% faster per iteration at batch 1000 on
         CPU (see ``benchmarks/results/qd.md``).  Needs graph-safe emitters
-        (all but :class:`~tfevo.qd.ESEmitter`).
+        (all of tfevo's are).
 
         Returns the :class:`~tfevo.qd.archives.AddResult` of the last iteration.
         """
         if not self._compiled:
-            raise ConfigError("step() needs graph-safe emitters; ESEmitter needs ask()/tell()")
+            raise ConfigError("step() needs graph-safe emitters (graph_safe = True); use ask()/tell() with the others")
         iterations = int(iterations)
         if iterations < 1:
             raise ConfigError(f"iterations must be >= 1, got {iterations}")
