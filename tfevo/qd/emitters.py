@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -198,6 +199,21 @@ class PolynomialMutationEmitter(Emitter):
         return self._clip(tf.where(mutate, x + delta * span, x))
 
 
+class _FnCache:
+    """A plain (non-trackable) holder for compiled functions, kept out of checkpoints."""
+
+    def __init__(self):
+        self.fns = {}
+
+
+class AddResultLike(NamedTuple):
+    """The fields of an :class:`~tfevo.qd.archives.AddResult` (rebuilt inside compiled functions)."""
+
+    status: tf.Tensor
+    value: tf.Tensor
+    cell: tf.Tensor
+
+
 class ESEmitter(Emitter):
     """CMA-ME (Fontaine et al. 2020): ``num_emitters`` CMA-ES searches ranked by archive improvement.
 
@@ -256,6 +272,8 @@ class ESEmitter(Emitter):
       seed: this emitter's seed (an int in ``[0, 2**31)``; default 0).
       dtype: ``"float32"`` (default) or ``"float64"`` for the search state.
       resample_rounds: resampling rounds for bounds (default 10).
+      jit_compile: compile the update (``tell``) with XLA (default ``True``;
+        measured about half the CPU time of the plain graph at 15 x 37, D=100).
     """
 
     graph_safe = True
@@ -266,11 +284,12 @@ class ESEmitter(Emitter):
 
     def __init__(self, solution_dim, batch_size=None, num_emitters: int = 1, sigma: float = 0.1, x0=None,
                  ranker: str = "2imp", selection_rule: str = "filter", restart_rule="no_improvement", bounds=None,
-                 seed: int | None = None, dtype: str = "float32", resample_rounds: int = 10, name=None, **kwargs):
+                 seed: int | None = None, dtype: str = "float32", resample_rounds: int = 10, jit_compile: bool = True,
+                 name=None, **kwargs):
         if kwargs:
             raise ConfigError(f"ESEmitter got unexpected arguments {sorted(kwargs)}; accepted: solution_dim, "
                               "batch_size, num_emitters, sigma, x0, ranker, selection_rule, restart_rule, bounds, "
-                              "seed, dtype, resample_rounds, name")
+                              "seed, dtype, resample_rounds, jit_compile, name")
         d = int(solution_dim)
         if d < 1:
             raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
@@ -301,6 +320,8 @@ class ESEmitter(Emitter):
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
         self.ranker, self.selection_rule, self.restart_rule = ranker, selection_rule, restart_rule
         self.seed, self.resample_rounds = seed, int(resample_rounds)
+        self.jit_compile = bool(jit_compile)
+        self._fns = _FnCache()
         self.dtype = tf.as_dtype(dtype)
         self._cond_limit = 1e14 if dtype == "float64" else 1e7
         dt = self.dtype
@@ -321,7 +342,7 @@ class ESEmitter(Emitter):
         self.mean = var(np.zeros([e, d]) if x0 is None else np.broadcast_to(x0, [e, d]), "mean")
         self.sigma = var(np.full([e], self.sigma0), "sigma")
         self.cov = var(eye, "cov")
-        self.eigvecs = var(eye, "eigvecs")
+        self.transform = var(eye, "transform")  # eigenvectors scaled by the square roots of the eigenvalues
         self.eigvals = var(np.ones([e, d]), "eigvals")
         self.invsqrt = var(eye, "invsqrt")
         self.pc = var(np.zeros([e, d]), "pc")
@@ -366,7 +387,7 @@ class ESEmitter(Emitter):
         p1, p2, p3 = p[:, None], p[:, None, None], p
         self.mean.assign(tf.where(p1, elites, self.mean))
         self.sigma.assign(tf.where(p3, tf.constant(self.sigma0, dt), self.sigma))
-        for v in (self.cov, self.eigvecs, self.invsqrt):
+        for v in (self.cov, self.transform, self.invsqrt):
             v.assign(tf.where(p2, eye, v))
         self.eigvals.assign(tf.where(p1, tf.ones_like(self.eigvals), self.eigvals))
         self.pc.assign(tf.where(p1, tf.zeros_like(self.pc), self.pc))
@@ -380,18 +401,17 @@ class ESEmitter(Emitter):
         vals, vecs = tf.linalg.eigh(c)
         vals = tf.maximum(tf.abs(vals), tf.constant(1e-30 if self.dtype == tf.float64 else 1e-20, self.dtype))
         self.eigvals.assign(vals)
-        self.eigvecs.assign(vecs)
+        self.transform.assign(vecs * tf.sqrt(vals)[:, None, :])  # B diag(sqrt(vals)): sampling is one product
         self.invsqrt.assign(tf.matmul(vecs * tf.math.rsqrt(vals)[:, None, :], vecs, transpose_b=True))
         return tf.constant(True)
 
     def _sample(self, seed):
         e, lam, d = self.num_emitters, self.es_batch_size, self.solution_dim
         z = tf.reshape(standard_normal([e * lam, d], seed), [e, lam, d])
-        y = tf.matmul(tf.cast(z, self.dtype) * tf.sqrt(self.eigvals)[:, None, :], self.eigvecs, transpose_b=True)
+        y = tf.matmul(tf.cast(z, self.dtype), self.transform, transpose_b=True)
         return self.mean[:, None, :] + self.sigma[:, None, None] * y
 
     def emit(self, archive, seed):
-        e, lam, d = self.num_emitters, self.es_batch_size, self.solution_dim
         seed = tf.cast(seed, tf.int32)
         key = tf.random.experimental.stateless_fold_in(seed, self.seed)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(tf.reduce_sum(self.restarts), tf.int32))
@@ -403,8 +423,13 @@ class ESEmitter(Emitter):
         with tf.control_dependencies([self.pending.read_value()]):
             tf.cond(due, self._decompose, lambda: tf.constant(False))
         self.emits.assign_add(1)
-        with tf.control_dependencies([self.eigvals.read_value(), self.mean.read_value()]):
-            x = self._sample(s[1])
+        # Not XLA: its stateless normals measured ~15x slower on CPU than TensorFlow's kernels.
+        return self._draw(s[1], s[2])
+
+    def _draw(self, seed, resample_seed):
+        """All searches' candidates ``[E * L, D]`` float32 (resampled/clipped into the bounds)."""
+        e, lam, d = self.num_emitters, self.es_batch_size, self.solution_dim
+        x = self._sample(seed)
         if self.bounds is not None:
             lo, hi = (tf.cast(b, self.dtype) for b in self.bounds)
 
@@ -412,7 +437,7 @@ class ESEmitter(Emitter):
                 return tf.reduce_any((x < lo) | (x > hi), axis=-1)  # [E, L]
 
             def body(i, x):
-                fresh = self._sample(tf.random.experimental.stateless_fold_in(s[2], i))
+                fresh = self._sample(tf.random.experimental.stateless_fold_in(resample_seed, i))
                 return i + 1, tf.where(outside(x)[..., None], fresh, x)
 
             _, x = tf.while_loop(lambda i, x: (i < self.resample_rounds) & tf.reduce_any(outside(x)), body,
@@ -463,7 +488,21 @@ class ESEmitter(Emitter):
 
         ``incumbent=(occupied [B], fitness [B])`` of each candidate's cell before
         the batch was inserted (:class:`MAPElites` passes it); without it the
-        ranking falls back to ``result`` (status of what entered, then value)."""
+        ranking falls back to ``result`` (status of what entered, then value).
+        The update is one XLA-compiled function (``jit_compile``), which fuses
+        its element-wise passes over the ``[E, D, D]`` covariances."""
+        args = (tf.convert_to_tensor(solutions, tf.float32), tf.convert_to_tensor(fitness, tf.float32),
+                tf.convert_to_tensor(descriptors, tf.float32), tuple(result),
+                None if incumbent is None else tuple(incumbent))
+        if not self.jit_compile:
+            return self._tell(*args)
+        fn = self._fns.fns.get("tell")
+        if fn is None:
+            fn = self._fns.fns["tell"] = tf.function(self._tell, jit_compile=True, autograph=False)
+        return fn(*args)
+
+    def _tell(self, solutions, fitness, descriptors, result, incumbent):
+        result = AddResultLike(*result)
         e, lam, d, dt = self.num_emitters, self.es_batch_size, self.solution_dim, self.dtype
         n = float(d)
         order, status, value = self.rank(fitness, descriptors, result, incumbent)
@@ -483,7 +522,8 @@ class ESEmitter(Emitter):
         ps_norm = tf.norm(ps, axis=1)
         hsig = tf.cast(ps_norm / tf.sqrt(1 - tf.pow(1 - cs, 2 * g)) / chi_n < 1.4 + 2 / (n + 1), dt)
         pc = (1 - cc)[:, None] * self.pc + (hsig * tf.sqrt(cc * (2 - cc) * mueff))[:, None] * yw
-        rank_mu = tf.einsum("eld,elk->edk", y * w[:, :, None], y)
+        top = lam // 2 if self.selection_rule == "mu" else lam  # rows with a non-zero weight
+        rank_mu = tf.matmul(y[:, :top] * w[:, :top, None], y[:, :top], transpose_a=True)
         c1a = c1 * (1 - (1 - hsig) * cc * (2 - cc))
         cov = ((1 - c1a - cmu)[:, None, None] * self.cov + c1[:, None, None] * (pc[:, :, None] * pc[:, None, :])
                + cmu[:, None, None] * rank_mu)
