@@ -274,3 +274,28 @@ def test_other_emitters_unchanged_alongside_es_emitter():
                    init_bounds=(0, 1), seed=0)
     me.step(sphere_qd, iterations=5)
     assert me.metrics()["size"] > 5 and me.evaluations.numpy() == 5 * 32
+
+
+@pytest.mark.parametrize("decomposition", ["cholesky", "eigh"])
+def test_factorization_samples_c_whitens_c_and_bounds_its_spectrum(decomposition):
+    rng = np.random.default_rng(4)
+    d, e = 6, 3
+    em = ESEmitter(d, 8, num_emitters=e, x0=np.zeros(d), decomposition=decomposition, seed=0)
+    m = rng.normal(size=(e, d, d)).astype(np.float32)
+    c = m @ m.transpose(0, 2, 1) + 0.1 * np.eye(d, dtype=np.float32)
+    em.cov.assign(c)
+    for _ in range(8):  # power iterations warm-start across decompositions
+        em._decompose()
+    t, w = em.transform.numpy(), em.invsqrt.numpy()
+    np.testing.assert_allclose(t @ t.transpose(0, 2, 1), c, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(w @ c @ w.transpose(0, 2, 1), np.broadcast_to(np.eye(d), c.shape), atol=2e-3)
+    ev = np.linalg.eigvalsh(c.astype(np.float64))
+    np.testing.assert_allclose(em.extremes.numpy()[:, 0], ev[:, -1], rtol=1e-3)
+    np.testing.assert_allclose(em.extremes.numpy()[:, 1], ev[:, 0], rtol=1e-2)
+    # a covariance that is not positive definite stops the search (infinite condition number)
+    bad = c.copy()
+    bad[1] = -np.eye(d)
+    em.cov.assign(bad)
+    em._decompose()
+    if decomposition == "cholesky":
+        assert em.extremes.numpy()[1, 1] == 0.0

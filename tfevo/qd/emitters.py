@@ -243,9 +243,18 @@ class ESEmitter(Emitter):
       sqrt(max eigenvalue) < 1e-11``, or the best and worst candidates ranked
       equal.  A restarted search starts again from an elite drawn uniformly
       from the archive, with ``sigma`` and an identity covariance.
-    * The eigendecomposition is lazy, as in pycma and pyribs: it is
-      recomputed every ``ceil`` of ``0.5 D batch_size / (c1 + c_mu) / D^2``
-      evaluations of a search, for all searches at once.
+    * The covariance is factorized lazily, as in pycma and pyribs: every
+      ``floor(g / batch_size) + 1`` iterations, with ``g = 0.5 D batch_size /
+      (c1 + c_mu) / D^2`` pycma's evaluation gap, for all searches at once.
+      ``decomposition="eigh"`` is pyribs' eigendecomposition (sampling with
+      ``B diag(sqrt(l))``, evolution path whitened by ``C^-1/2``);
+      ``"cholesky"`` (default) factorizes ``C = A A^T`` and whitens by
+      ``A^-1`` (as the Cholesky CMA-ES of Krause et al. 2016): the same
+      sampling distribution and the same path length ``y^T C^-1 y`` per step,
+      for about a fifth of the CPU time at D=100.  The stop rules' largest and
+      smallest eigenvalues then come from a few warm-started power iterations
+      on ``C`` and ``C^-1``; a failed factorization (``C`` not numerically
+      positive definite) counts as an infinite condition number.
     * ``bounds``: out-of-bounds candidates are resampled (up to
       ``resample_rounds`` rounds, all searches together), and whatever is
       still outside is clipped.
@@ -274,6 +283,7 @@ class ESEmitter(Emitter):
       resample_rounds: resampling rounds for bounds (default 10).
       jit_compile: compile the update (``tell``) with XLA (default ``True``;
         measured about half the CPU time of the plain graph at 15 x 37, D=100).
+      decomposition: ``"cholesky"`` (default) or ``"eigh"``, see above.
     """
 
     graph_safe = True
@@ -285,11 +295,11 @@ class ESEmitter(Emitter):
     def __init__(self, solution_dim, batch_size=None, num_emitters: int = 1, sigma: float = 0.1, x0=None,
                  ranker: str = "2imp", selection_rule: str = "filter", restart_rule="no_improvement", bounds=None,
                  seed: int | None = None, dtype: str = "float32", resample_rounds: int = 10, jit_compile: bool = True,
-                 name=None, **kwargs):
+                 decomposition: str = "cholesky", name=None, **kwargs):
         if kwargs:
             raise ConfigError(f"ESEmitter got unexpected arguments {sorted(kwargs)}; accepted: solution_dim, "
                               "batch_size, num_emitters, sigma, x0, ranker, selection_rule, restart_rule, bounds, "
-                              "seed, dtype, resample_rounds, jit_compile, name")
+                              "seed, dtype, resample_rounds, jit_compile, decomposition, name")
         d = int(solution_dim)
         if d < 1:
             raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
@@ -321,6 +331,10 @@ class ESEmitter(Emitter):
         self.ranker, self.selection_rule, self.restart_rule = ranker, selection_rule, restart_rule
         self.seed, self.resample_rounds = seed, int(resample_rounds)
         self.jit_compile = bool(jit_compile)
+        if decomposition not in ("cholesky", "eigh"):
+            raise ConfigError(f"decomposition must be 'cholesky' or 'eigh', got {decomposition!r}")
+        self.decomposition = decomposition
+        self.power_steps = 4
         self._fns = _FnCache()
         self.dtype = tf.as_dtype(dtype)
         self._cond_limit = 1e14 if dtype == "float64" else 1e7
@@ -342,9 +356,13 @@ class ESEmitter(Emitter):
         self.mean = var(np.zeros([e, d]) if x0 is None else np.broadcast_to(x0, [e, d]), "mean")
         self.sigma = var(np.full([e], self.sigma0), "sigma")
         self.cov = var(eye, "cov")
-        self.transform = var(eye, "transform")  # eigenvectors scaled by the square roots of the eigenvalues
-        self.eigvals = var(np.ones([e, d]), "eigvals")
+        # A square root of the covariance (T T^T = C; sampling is one product) and the whitening matrix
+        # W with W C W^T = I: (B diag(sqrt(l)), C^-1/2) from "eigh", (A, A^-1) from "cholesky" C = A A^T.
+        self.transform = var(eye, "transform")
         self.invsqrt = var(eye, "invsqrt")
+        self.extremes = var(np.ones([e, 2]), "extremes")  # largest and smallest eigenvalue of C
+        unit = np.full([e, d], 1.0 / math.sqrt(d))
+        self.power_vectors = var(np.stack([unit, unit], 1), "power_vectors")  # [E, 2, D] warm starts
         self.pc = var(np.zeros([e, d]), "pc")
         self.ps = var(np.zeros([e, d]), "ps")
         self.updates = var(np.zeros([e]), "updates")  # tells since the search's last (re)start
@@ -389,7 +407,7 @@ class ESEmitter(Emitter):
         self.sigma.assign(tf.where(p3, tf.constant(self.sigma0, dt), self.sigma))
         for v in (self.cov, self.transform, self.invsqrt):
             v.assign(tf.where(p2, eye, v))
-        self.eigvals.assign(tf.where(p1, tf.ones_like(self.eigvals), self.eigvals))
+        self.extremes.assign(tf.where(p1, tf.ones_like(self.extremes), self.extremes))
         self.pc.assign(tf.where(p1, tf.zeros_like(self.pc), self.pc))
         self.ps.assign(tf.where(p1, tf.zeros_like(self.ps), self.ps))
         self.updates.assign(tf.where(p3, tf.zeros_like(self.updates), self.updates))
@@ -398,11 +416,32 @@ class ESEmitter(Emitter):
     def _decompose(self):
         c = self.cov
         c = 0.5 * (c + tf.linalg.matrix_transpose(c))
-        vals, vecs = tf.linalg.eigh(c)
-        vals = tf.maximum(tf.abs(vals), tf.constant(1e-30 if self.dtype == tf.float64 else 1e-20, self.dtype))
-        self.eigvals.assign(vals)
-        self.transform.assign(vecs * tf.sqrt(vals)[:, None, :])  # B diag(sqrt(vals)): sampling is one product
-        self.invsqrt.assign(tf.matmul(vecs * tf.math.rsqrt(vals)[:, None, :], vecs, transpose_b=True))
+        tiny = tf.constant(1e-30 if self.dtype == tf.float64 else 1e-20, self.dtype)
+        if self.decomposition == "eigh":
+            vals, vecs = tf.linalg.eigh(c)
+            vals = tf.maximum(tf.abs(vals), tiny)
+            self.extremes.assign(tf.stack([tf.reduce_max(vals, 1), tf.reduce_min(vals, 1)], 1))
+            self.transform.assign(vecs * tf.sqrt(vals)[:, None, :])
+            self.invsqrt.assign(tf.matmul(vecs * tf.math.rsqrt(vals)[:, None, :], vecs, transpose_b=True))
+            return tf.constant(True)
+        a = tf.linalg.cholesky(c)
+        ok = tf.reduce_all(tf.math.is_finite(a), axis=[1, 2])  # False: C is numerically not positive definite
+        a = tf.where(ok[:, None, None], a, self.transform)
+        a_inv = tf.linalg.triangular_solve(a, tf.eye(self.solution_dim, batch_shape=[self.num_emitters],
+                                                     dtype=self.dtype), lower=True)
+        # Largest and smallest eigenvalues by power iteration on C and C^-1 = A^-T A^-1, warm-started from
+        # the previous vectors (C changes little between decompositions); they feed the stop rules only.
+        v, u = self.power_vectors[:, 0], self.power_vectors[:, 1]
+        for _ in range(self.power_steps):
+            v = tf.math.l2_normalize(tf.einsum("eij,ej->ei", c, v), axis=1)
+            u = tf.math.l2_normalize(tf.einsum("eji,ej->ei", a_inv, tf.einsum("eij,ej->ei", a_inv, u)), axis=1)
+        lmax = tf.reduce_sum(v * tf.einsum("eij,ej->ei", c, v), 1)
+        w = tf.einsum("eij,ej->ei", a_inv, u)
+        lmin = 1.0 / tf.maximum(tf.reduce_sum(w * w, 1), tiny)
+        self.power_vectors.assign(tf.stack([v, u], 1))
+        self.extremes.assign(tf.stack([tf.maximum(lmax, tiny), tf.where(ok, tf.maximum(lmin, tiny), 0.0)], 1))
+        self.transform.assign(a)
+        self.invsqrt.assign(a_inv)
         return tf.constant(True)
 
     def _sample(self, seed):
@@ -420,8 +459,7 @@ class ESEmitter(Emitter):
                 lambda: tf.constant(False))
         # Lazy eigensystem, all searches at once (a restarted search already has its identity one).
         due = tf.equal(tf.math.floormod(self.emits, self.eigen_period), 0) & (self.emits > 0)
-        with tf.control_dependencies([self.pending.read_value()]):
-            tf.cond(due, self._decompose, lambda: tf.constant(False))
+        tf.cond(due, self._decompose, lambda: tf.constant(False))
         self.emits.assign_add(1)
         # Not XLA: its stateless normals measured ~15x slower on CPU than TensorFlow's kernels.
         return self._draw(s[1], s[2])
@@ -537,9 +575,9 @@ class ESEmitter(Emitter):
         self.sigma.assign(tf.where(move, new_sigma, sigma))
         self.tells.assign_add(1)
         # Restart rules (pyribs): CMA-ES stop criteria, then the emitter's rule.
-        vals = self.eigvals
-        cond = tf.reduce_max(vals, 1) / tf.reduce_min(vals, 1)
-        area = self.sigma * tf.sqrt(tf.reduce_max(vals, 1))
+        lmax, lmin = self.extremes[:, 0], self.extremes[:, 1]
+        cond = lmax / lmin  # inf (stop) when the Cholesky factorization failed
+        area = self.sigma * tf.sqrt(lmax)
         first, last = order[:, 0:1], order[:, -1:]
         flat = (tf.equal(tf.gather(status, first, batch_dims=1), tf.gather(status, last, batch_dims=1))[:, 0]
                 & (tf.abs(tf.gather(value, first, batch_dims=1) - tf.gather(value, last, batch_dims=1))[:, 0] < 1e-12))
