@@ -5,7 +5,9 @@
 Each round runs, for each checkout in turn, a fresh process that times ``--iters``
 ``me.step(rastrigin_qd)`` iterations (100-D, 100x100 grid, after 5 warm-up
 iterations) for GaussianEmitter(sigma 0.005) and IsoLineEmitter(0.005, 0.05).
-Alternating processes see the same machine load; the medians over rounds are compared.
+Per process the 10th percentile of the iteration times is kept (on a shared machine the
+least disturbed iterations are the steadiest measure of the work); alternating processes see the
+same load, and the medians of those over rounds are compared.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ for name in ("gaussian", "isoline"):
         me.step(task).status.numpy()
         times.append(time.perf_counter() - t)
     times.sort()
-    out[name] = 1e3 * times[len(times) // 2]
+    out[name] = 1e3 * times[len(times) // 10]  # 10th percentile: the least disturbed iterations
 print(json.dumps(out))
 '''
 

@@ -19,6 +19,7 @@ the mean over all iterations but the first two (tracing in tfevo, numba
 compilation in pyribs), and the final QD-score.
 
     python benchmarks/bench_qd_cmame.py [--seeds 5] [--budget 100000] [--tasks sphere,rastrigin]
+                                        [--decomposition cholesky|eigh]
 """
 
 from __future__ import annotations
@@ -51,14 +52,14 @@ def rastrigin_np(x):
     return -f, x[:, :2]
 
 
-def make_tfevo(task, e, b, sigma, seed):
+def make_tfevo(task, e, b, sigma, seed, decomposition="cholesky"):
     import tensorflow as tf
 
     from tfevo.qd import ESEmitter, GridArchive, MAPElites, rastrigin_qd, sphere_qd
 
     archive = GridArchive(DIM, GRID, [(0, 1), (0, 1)], qd_offset=OFFSET[task])
     emitter = ESEmitter(DIM, b, num_emitters=e, sigma=sigma, ranker="2imp", selection_rule="mu",
-                        restart_rule="no_improvement", seed=seed)
+                        restart_rule="no_improvement", seed=seed, decomposition=decomposition)
     me = MAPElites(archive, [emitter], init_bounds=(0, 1), seed=seed)
     fn = tf.function({"sphere": sphere_qd, "rastrigin": rastrigin_qd}[task],
                      input_signature=[tf.TensorSpec([e * b, DIM], tf.float32)])
@@ -104,8 +105,8 @@ def make_ribs(task, e, b, sigma, seed):
     return iteration, final
 
 
-def run(task, seed, e, b, sigma, budget, chunk):
-    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed), "pyribs": make_ribs(task, e, b, sigma, seed)}
+def run(task, seed, e, b, sigma, budget, chunk, decomposition):
+    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed, decomposition), "pyribs": make_ribs(task, e, b, sigma, seed)}
     iters = budget // (e * b)
     wall = {k: [] for k in loops}
     cpu = {k: [] for k in loops}
@@ -135,11 +136,12 @@ def main():
     ap.add_argument("--sigma", type=float, default=0.1)
     ap.add_argument("--tasks", default="sphere,rastrigin")
     ap.add_argument("--chunk", type=int, default=5)
+    ap.add_argument("--decomposition", default="cholesky", choices=["cholesky", "eigh"])
     args = ap.parse_args()
     rows = []
     for task in args.tasks.split(","):
         for seed in range(args.seed_start, args.seed_start + args.seeds):
-            r = run(task, seed, args.emitters, args.batch, args.sigma, args.budget, args.chunk)
+            r = run(task, seed, args.emitters, args.batch, args.sigma, args.budget, args.chunk, args.decomposition)
             print(json.dumps(r), flush=True)
             rows.append(r)
     print("\n| task | library | seeds | QD-score mean | std | coverage | restarts (mean) | ms/iter wall | "

@@ -73,7 +73,7 @@ def test_mu_selection_recombines_the_best_half_by_improvement_not_raw_fitness():
     rng = np.random.default_rng(0)
     a = _filled_archive(rng)
     d, e, lam = 3, 2, 10
-    em = ESEmitter(d, lam, num_emitters=e, sigma=0.2, selection_rule="mu", seed=1)
+    em = ESEmitter(d, lam, num_emitters=e, sigma=0.2, selection_rule="mu", seed=1, jit_compile=False)
     x = em.emit(a, tf.constant([1, 2])).numpy()
     mean0 = em.mean.numpy().copy()
     desc = rng.uniform(0, 1, (e * lam, 2)).astype(np.float32)
@@ -97,7 +97,8 @@ def test_filter_selection_and_restart_rules():
     a = _filled_archive(rng, fill=1.0)
     d, e, lam = 3, 3, 8
     for rule, restarts_expected in (("no_improvement", [0, 1, 1]), ("basic", [0, 0, 0])):
-        em = ESEmitter(d, lam, num_emitters=e, sigma=0.1, selection_rule="filter", restart_rule=rule, seed=2)
+        em = ESEmitter(d, lam, num_emitters=e, sigma=0.1, selection_rule="filter", restart_rule=rule, seed=2,
+                       jit_compile=False)
         x = em.emit(a, tf.constant([0, 1])).numpy()
         mean_before = em.mean.numpy().copy()
         desc = np.tile(np.array([[0.5, 0.5]], np.float32), [e * lam, 1])
@@ -123,7 +124,7 @@ def test_filter_selection_and_restart_rules():
 def test_restart_after_integer_period_and_stop_on_flat_ranking():
     rng = np.random.default_rng(2)
     a = _filled_archive(rng, fill=1.0)
-    em = ESEmitter(3, 6, num_emitters=2, restart_rule=3, seed=0)
+    em = ESEmitter(3, 6, num_emitters=2, restart_rule=3, seed=0, jit_compile=False)
     for t in range(1, 7):
         x = em.emit(a, tf.constant([0, t]))
         desc = rng.uniform(0, 1, (12, 2)).astype(np.float32)
@@ -132,7 +133,7 @@ def test_restart_after_integer_period_and_stop_on_flat_ranking():
         em.tell(x, fit, desc, a.add(x, fit, desc), incumbent=inc)
         assert list(em.restarts.numpy()) == [t // 3] * 2
     # all candidates equal status and value: CMA-ES' flat-fitness stop, also under "basic"
-    em = ESEmitter(3, 6, num_emitters=2, restart_rule="basic", seed=0)
+    em = ESEmitter(3, 6, num_emitters=2, restart_rule="basic", seed=0, jit_compile=False)
     x = em.emit(a, tf.constant([0, 9]))
     desc = np.tile(np.array([[0.3, 0.3]], np.float32), [12, 1])
     occ, inc = (t.numpy() for t in a.incumbents(desc))
@@ -141,9 +142,9 @@ def test_restart_after_integer_period_and_stop_on_flat_ranking():
     assert list(em.restarts.numpy()) == [1, 1]
 
 
-def _run(seed, em_seed, iters=6, e=3, lam=8, d=4, ranker="2imp"):
+def _run(seed, em_seed, iters=6, e=3, lam=8, d=4, jit=False):
     a = GridArchive(d, [6, 6], [(0, 1), (0, 1)], qd_offset=-25.0 * d)
-    em = ESEmitter(d, lam, num_emitters=e, sigma=0.05, restart_rule=2, seed=em_seed, ranker=ranker)
+    em = ESEmitter(d, lam, num_emitters=e, sigma=0.05, restart_rule=2, seed=em_seed, jit_compile=jit)
     me = MAPElites(a, [em], init_bounds=(0, 1), seed=seed)
     me.step(sphere_qd, iterations=iters)
     return me, em
@@ -160,7 +161,7 @@ def test_seeds_reach_the_noise_after_restarts_and_runs_repeat_exactly():
     assert not np.allclose(xa, xc)  # the MAPElites seed reaches the emitter
     np.testing.assert_array_equal(xa, xd)  # same seeds: the same run, bit for bit
     # the noise itself (not only the restart elites) depends on the emitter seed: same state, other seed
-    em_b2 = ESEmitter(4, 8, num_emitters=3, sigma=0.05, seed=2)
+    em_b2 = ESEmitter(4, 8, num_emitters=3, sigma=0.05, seed=2, jit_compile=False)
     for v_src, v_dst in zip(em_a.variables, em_b2.variables):
         v_dst.assign(v_src)
     s = tf.constant([7, 7])
@@ -168,10 +169,10 @@ def test_seeds_reach_the_noise_after_restarts_and_runs_repeat_exactly():
 
 
 def test_checkpoint_resume_is_exact(tmp_path):
-    me, _ = _run(3, 4, iters=4)
+    me, _ = _run(3, 4, iters=4, jit=True)  # the XLA-compiled update
     path = tf.train.Checkpoint(me=me).write(str(tmp_path / "ck"))
     me.step(sphere_qd, iterations=5)
-    me2, _ = _run(3, 4, iters=1)
+    me2, _ = _run(3, 4, iters=1, jit=True)
     tf.train.Checkpoint(me=me2).read(path).assert_consumed()
     me2.step(sphere_qd, iterations=5)
     for u, v in zip(me.variables, me2.variables):
@@ -183,7 +184,8 @@ def test_many_searches_are_one_batched_program():
     and the searches evolve independently inside one ESEmitter."""
     def graph_ops(e):
         a = GridArchive(4, [6, 6], [(0, 1), (0, 1)])
-        me = MAPElites(a, [ESEmitter(4, 8, num_emitters=e, seed=0)], init_bounds=(0, 1), seed=0)
+        me = MAPElites(a, [ESEmitter(4, 8, num_emitters=e, seed=0, jit_compile=False)], init_bounds=(0, 1),
+                       seed=0)
         x = me.ask()
         me.tell(x, *sphere_qd(x))
         ask = me._ask_fn.get_concrete_function().graph
@@ -209,7 +211,8 @@ def test_quality_at_least_pyribs_cma_me_on_a_small_sphere():
     ours, theirs = [], []
     for seed in range(2):
         a = GridArchive(d, [20, 20], [(0, 1), (0, 1)], qd_offset=-25.0 * d)
-        me = MAPElites(a, [ESEmitter(d, lam, num_emitters=e, sigma=0.1, selection_rule="mu", seed=seed)],
+        me = MAPElites(a, [ESEmitter(d, lam, num_emitters=e, sigma=0.1, selection_rule="mu", seed=seed,
+                                     jit_compile=False)],
                        init_bounds=(0, 1), seed=seed)
         me.step(sphere_qd, iterations=iters)
         ours.append(me.metrics()["qd_score"])
@@ -270,7 +273,7 @@ def test_index_of_wrong_descriptor_size_is_a_shape_error():
 def test_other_emitters_unchanged_alongside_es_emitter():
     """A MAPElites mixing Iso+LineDD with CMA-ME searches keeps one compiled step."""
     a = GridArchive(4, [6, 6], [(0, 1), (0, 1)], qd_offset=-100.0)
-    me = MAPElites(a, [IsoLineEmitter(4, 16, bounds=(0, 1)), ESEmitter(4, 8, num_emitters=2, seed=0)],
+    me = MAPElites(a, [IsoLineEmitter(4, 16, bounds=(0, 1)), ESEmitter(4, 8, num_emitters=2, seed=0, jit_compile=False)],
                    init_bounds=(0, 1), seed=0)
     me.step(sphere_qd, iterations=5)
     assert me.metrics()["size"] > 5 and me.evaluations.numpy() == 5 * 32
