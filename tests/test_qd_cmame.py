@@ -302,3 +302,14 @@ def test_factorization_samples_c_whitens_c_and_bounds_its_spectrum(decomposition
     em._decompose()
     if decomposition == "cholesky":
         assert em.extremes.numpy()[1, 1] == 0.0
+
+
+@pytest.mark.parametrize("kw", [{"dtype": "float64"}, {"selection_rule": "filter", "ranker": "imp"},
+                                {"decomposition": "eigh", "bounds": (0, 1)}])
+def test_variants_run_in_the_compiled_step(kw):
+    a = GridArchive(4, [6, 6], [(0, 1), (0, 1)], qd_offset=-100.0)
+    em = ESEmitter(4, 8, num_emitters=2, seed=0, jit_compile=False, **kw)
+    me = MAPElites(a, [em], init_bounds=(0, 1), seed=0)
+    me.step(sphere_qd, iterations=8)
+    assert me.metrics()["size"] > 10 and np.isfinite(em.mean.numpy()).all()
+    assert em.mean.dtype == tf.as_dtype(kw.get("dtype", "float32"))
