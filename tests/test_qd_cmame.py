@@ -240,6 +240,16 @@ def test_es_emitter_rejects_bad_settings():
             ESEmitter(4, **kw)
     with pytest.raises(ShapeError, match="x0"):
         ESEmitter(4, x0=np.zeros(3))
+    a = GridArchive(4, [3, 3], [(0, 1), (0, 1)])
+    em = ESEmitter(4, 4, num_emitters=2, x0=np.zeros(4), jit_compile=False)
+    x = em.emit(a, tf.constant([0, 1]))
+    f, d = sphere_qd(x)
+    inc = a.incumbents(d)
+    res = a.add(x, f, d)
+    with pytest.raises(ConfigError, match="incumbent"):
+        em.tell(x, f, d, res)
+    with pytest.raises(ShapeError, match="fitness"):
+        em.tell(x, f[:5], d, res, incumbent=inc)
 
 
 def test_es_emitter_bounds_resample_then_clip():

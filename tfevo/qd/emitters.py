@@ -3,8 +3,10 @@
 An emitter is a ``tf.Module`` with ``batch_size`` and
 
 * ``emit(archive, seed) -> [batch_size, D]`` new candidate solutions, and
-* ``tell(solutions, fitness, descriptors, add_result)`` (optional feedback,
-  used by the ES emitter).
+* ``tell(solutions, fitness, descriptors, add_result)`` (optional feedback;
+  an emitter with ``wants_incumbent = True`` also receives
+  ``incumbent=(occupied, fitness)`` of each candidate's cell before the
+  batch, which the CMA-ME emitter ranks by).
 
 Variation emitters sample parents uniformly among filled cells.  All
 randomness is stateless from the seed passed in, so a :class:`MAPElites` run
@@ -489,25 +491,22 @@ class ESEmitter(Emitter):
         e, lam = self.num_emitters, self.es_batch_size
         f = tf.convert_to_tensor(fitness, tf.float32)
         alive = tf.math.is_finite(f) & tf.reduce_all(tf.math.is_finite(tf.cast(descriptors, tf.float32)), axis=1)
-        if incumbent is not None:
-            occ, inc = incumbent
-            new = alive & tf.logical_not(occ)
-            imp = alive & occ & (f > inc)
-            status = tf.where(new, 2, tf.where(imp, 1, 0))
-            value = tf.where(new, f, f - inc)
-        else:  # only the AddResult: candidates that entered by status, the others by value
-            status = tf.cast(result.status, tf.int32)
-            value = tf.where(status == 2, f, tf.cast(result.value, tf.float32))
+        occ, inc = incumbent
+        new = alive & tf.logical_not(occ)
+        imp = alive & occ & (f > inc)
+        status = tf.where(new, 2, tf.where(imp, 1, 0))
+        value = tf.where(new, f, f - inc)
         status = tf.where(alive, status, -1)
         value = tf.where(alive, value, 0.0)
         return tf.reshape(status, [e, lam]), tf.reshape(value, [e, lam])
 
-    def rank(self, fitness, descriptors, result, incumbent=None):
+    def rank(self, fitness, descriptors, result, incumbent):
         """Each search's candidates best first: ``(order [E, L], status [E, L], value [E, L])``.
 
         ``status``/``value`` are pyribs' (2 new cell, value = fitness; 1
         improves, value = gain; 0 neither, value = fitness minus the elite),
-        judged against the archive before the batch; -1 marks a non-finite
+        judged against the archive before the batch (``incumbent``, see
+        :meth:`tell`); -1 marks a non-finite
         fitness or descriptor.  ``"2imp"`` sorts by status, then value;
         ``"imp"`` by value only (dead candidates last).  Ties keep batch order."""
         status, value = self._ranking(fitness, descriptors, result, incumbent)
@@ -525,13 +524,25 @@ class ESEmitter(Emitter):
         """Ranks each search's candidates, updates every search, and marks searches to restart.
 
         ``incumbent=(occupied [B], fitness [B])`` of each candidate's cell before
-        the batch was inserted (:class:`MAPElites` passes it); without it the
-        ranking falls back to ``result`` (status of what entered, then value).
+        the batch was inserted is required (:class:`MAPElites` passes it; by
+        hand: ``archive.incumbents(descriptors)`` read before ``archive.add``).
         The update is one XLA-compiled function (``jit_compile``), which fuses
         its element-wise passes over the ``[E, D, D]`` covariances."""
+        if incumbent is None:
+            raise ConfigError("ESEmitter.tell needs incumbent=(occupied, fitness) of each candidate's cell before "
+                              "the batch: archive.incumbents(descriptors), read before archive.add (MAPElites "
+                              "passes it)")
         args = (tf.convert_to_tensor(solutions, tf.float32), tf.convert_to_tensor(fitness, tf.float32),
-                tf.convert_to_tensor(descriptors, tf.float32), tuple(result),
-                None if incumbent is None else tuple(incumbent))
+                tf.convert_to_tensor(descriptors, tf.float32), tuple(result), tuple(incumbent))
+        b = self.batch_size
+        for name, t, shape in (("solutions", args[0], [b, self.solution_dim]), ("fitness", args[1], [b]),
+                               ("descriptors", args[2], [b, None]), ("incumbent[0]", args[4][0], [b]),
+                               ("incumbent[1]", args[4][1], [b])):
+            got = t.shape.as_list() if t.shape.rank is not None else None
+            if got is None or len(got) != len(shape) or any(
+                    want is not None and g is not None and g != want for g, want in zip(got, shape)):
+                raise ShapeError(f"ESEmitter.tell: {name} must have shape {shape} (num_emitters * batch_size "
+                                 f"= {b} rows), got {got}")
         if not self.jit_compile:
             return self._tell(*args)
         fn = self._fns.fns.get("tell")
