@@ -323,3 +323,30 @@ def test_variants_run_in_the_compiled_step(kw):
     me.step(sphere_qd, iterations=8)
     assert me.metrics()["size"] > 10 and np.isfinite(em.mean.numpy()).all()
     assert em.mean.dtype == tf.as_dtype(kw.get("dtype", "float32"))
+
+
+def test_compiled_tell_hands_the_pre_batch_incumbents():
+    """Inside MAPElites' compiled tell, the incumbents are read before the insertion writes the archive."""
+    class Spy(ESEmitter):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.seen_occ = tf.Variable(tf.zeros([self.batch_size], tf.bool), trainable=False)
+            self.seen_fit = tf.Variable(tf.zeros([self.batch_size]), trainable=False)
+
+        def tell(self, solutions, fitness, descriptors, result, incumbent=None):
+            self.seen_occ.assign(incumbent[0])
+            self.seen_fit.assign(incumbent[1])
+            return super().tell(solutions, fitness, descriptors, result, incumbent)
+
+    a = GridArchive(4, [3, 3], [(0, 1), (0, 1)], qd_offset=-100.0)
+    em = Spy(4, 16, num_emitters=2, sigma=0.3, jit_compile=False, seed=0)
+    me = MAPElites(a, [em], init_bounds=(0, 1), seed=0)
+    for _ in range(4):
+        x = me.ask()
+        f, d = sphere_qd(x)
+        occ0, fit0 = a.occupied.numpy().copy(), a.fitness.numpy().copy()
+        cells = a.index_of(d).numpy()
+        res = me.tell(x, f, d)
+        np.testing.assert_array_equal(em.seen_occ.numpy(), occ0[cells])
+        np.testing.assert_array_equal(em.seen_fit.numpy()[occ0[cells]], fit0[cells][occ0[cells]])
+        assert (res.status.numpy() > 0).any() or occ0.all()

@@ -120,8 +120,9 @@ class MAPElites(tf.Module):
         try:
             feedback = [e for e in self.emitters if type(e).tell is not Emitter.tell]
             if feedback:
-                # What each candidate's cell held before this batch (improvement-ranked emitters need it).
                 was_empty = tf.logical_not(tf.reduce_any(archive.occupied[: archive.num_cells]))
+            if any(getattr(e, "wants_incumbent", False) for e in feedback):
+                # What each candidate's cell held before this batch (improvement-ranked emitters need it).
                 incumbent = archive.incumbents(descriptors)
             result = archive._add(solutions, fitness, descriptors)
         finally:
@@ -189,7 +190,8 @@ class MAPElites(tf.Module):
                     jit_compile=xla, autograph=False)
             return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
-        incumbent = self.archive.incumbents(descriptors)
+        if any(getattr(e, "wants_incumbent", False) for e in self.emitters):
+            incumbent = self.archive.incumbents(descriptors)
         result = self.archive.add(solutions, fitness, descriptors)
         if not was_empty:
             start = 0
