@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfevo.core import ConfigError
-from tfevo.qd import CVTArchive, ESEmitter, GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
+from tfevo.qd import CVTArchive, GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
 from tfevo.qd.emitters import emit_op_available, standard_normal
 
 
@@ -203,8 +203,11 @@ def test_step_rejects_bad_use():
     me = _make(0)
     with pytest.raises(ConfigError, match="iterations"):
         me.step(rastrigin_qd, iterations=0)
+    class EagerEmitter(IsoLineEmitter):
+        graph_safe = False
+
     a = GridArchive(4, [4, 4], [(0, 1), (0, 1)])
-    es = MAPElites(a, [ESEmitter(4, 8, sigma=0.1)], init_bounds=(0, 1), seed=0)
+    es = MAPElites(a, [EagerEmitter(4, 8)], init_bounds=(0, 1), seed=0)
     with pytest.raises(ConfigError, match="graph-safe"):
         es.step(rastrigin_qd)
 

@@ -11,12 +11,16 @@ candidates landing in the same cell only the best survives (ties: the first in
 the batch); it enters only if the cell is empty or its fitness is strictly
 higher than the incumbent's.  The returned status per candidate is
 ``0`` not added, ``1`` improved an occupied cell, ``2`` filled a new cell, and
-the improvement value is the fitness gain (or fitness minus the QD offset for
-a new cell), which CMA-ME-style emitters rank by.
+the value is the fitness gain of a candidate that entered (fitness minus the
+QD offset for a new cell) and 0 for every candidate that did not, including
+the losers of a cell contested within the batch.  CMA-ME emitters rank by the
+comparison with the archive *before* the batch instead
+(:meth:`Archive.incumbents`).
 """
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import os
 from pathlib import Path
@@ -42,11 +46,11 @@ class AddResult(NamedTuple):
     """Per-candidate outcome of :meth:`Archive.add`."""
 
     status: tf.Tensor  # int32 [B]: 0 not added, 1 improved, 2 new cell
-    value: tf.Tensor  # float32 [B]: improvement (new: fitness - offset), 0 if not added
+    value: tf.Tensor  # float32 [B]: improvement (new: fitness - offset), 0 if not added (in-batch losers too)
     cell: tf.Tensor  # int32 [B]: the cell each candidate maps to
 
 
-class Archive(tf.Module):
+class Archive(tf.Module, metaclass=abc.ABCMeta):
     """Base class: storage, batched insertion, sampling and metrics.
 
     Subclasses define ``num_cells``, ``descriptor_dim`` and :meth:`index_of`.
@@ -92,9 +96,17 @@ class Archive(tf.Module):
         self._trace = _TraceCache()
 
     # -- to implement -------------------------------------------------------
+    @abc.abstractmethod
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
         """Cell index ``int32 [B]`` of each descriptor ``[B, k]``."""
-        raise NotImplementedError
+
+    def _descriptor_tensor(self, descriptors) -> tf.Tensor:
+        """``descriptors`` as float32 ``[B, k]``; a wrong rank or ``k`` is a :class:`ShapeError`."""
+        d = tf.convert_to_tensor(descriptors, tf.float32)
+        if d.shape.rank != 2 or (d.shape[1] is not None and d.shape[1] != self.descriptor_dim):
+            raise ShapeError(f"descriptors must have shape [B, {self.descriptor_dim}] (descriptor_dim="
+                             f"{self.descriptor_dim}), got {d.shape.as_list()}")
+        return d
 
     # -- insertion ----------------------------------------------------------
     def _check(self, solutions, fitness, descriptors):
@@ -139,7 +151,8 @@ class Archive(tf.Module):
             status, value, cell = _emit_op().tfevo_archive_insert(
                 self.solutions.handle, self.fitness.handle, self.descriptors.handle, self.occupied.handle,
                 solutions, fitness, descriptors, cell, *grid, qd_offset=self.qd_offset)
-            return AddResult(status=status, value=value, cell=cell)
+            # The kernel reports in-batch losers' gain over the old elite; a candidate that did not enter has 0.
+            return AddResult(status=status, value=tf.where(status > 0, value, 0.0), cell=cell)
         return self._add_reference(solutions, fitness, descriptors)
 
     def _kernel_grid(self):
@@ -178,8 +191,19 @@ class Archive(tf.Module):
         new = alive & tf.logical_not(inc_occ)
         improve = alive & inc_occ & (masked > inc_fit)
         status = tf.where(better & new, 2, tf.where(better & improve, 1, 0))
-        value = tf.where(new, masked - self.qd_offset, tf.where(improve, masked - inc_fit, 0.0))
-        return AddResult(status=tf.cast(status, tf.int32), value=tf.where(alive, value, 0.0), cell=cell)
+        value = tf.where(status == 2, masked - self.qd_offset, tf.where(status == 1, masked - inc_fit, 0.0))
+        return AddResult(status=tf.cast(status, tf.int32), value=value, cell=cell)
+
+    def incumbents(self, descriptors):
+        """``(occupied [B], fitness [B])`` of the cell each descriptor maps to, as the archive is now.
+
+        Read before an insertion, it tells how each candidate compares with its
+        cell's elite before the batch (what improvement-ranked emitters rank by).
+        A non-finite descriptor reads cell 0 (such candidates never enter)."""
+        d = tf.convert_to_tensor(descriptors, tf.float32)
+        finite = tf.reduce_all(tf.math.is_finite(d), axis=1)
+        cell = self.index_of(tf.where(finite[:, None], d, 0.0))
+        return tf.gather(self.occupied, cell), tf.gather(self.fitness, cell)
 
     def add(self, solutions, fitness, descriptors) -> AddResult:
         """Inserts a batch (see the module docstring for the exact rule)."""
@@ -309,7 +333,7 @@ class GridArchive(Archive):
 
     def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
         """Per-dimension bin ``int32 [B, k]``."""
-        d = tf.convert_to_tensor(descriptors, tf.float32)
+        d = self._descriptor_tensor(descriptors)
         frac = (d - self._lo) / (self._hi - self._lo)
         b = tf.cast(tf.floor(frac * tf.cast(self._bins, tf.float32)), tf.int32)
         return tf.clip_by_value(b, 0, self._bins - 1)
@@ -378,6 +402,8 @@ class CVTArchive(Archive):
     def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
                  iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
                  name: str | None = None, use_op: bool | None = None):
+        if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or int(cells) < 1:
+            raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
         if lookup not in ("auto", "buckets", "brute"):
             raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
         ranges = [tuple(float(v) for v in r) for r in ranges]
@@ -465,7 +491,7 @@ class CVTArchive(Archive):
         With buckets it runs the C++ kernel ``TfevoNearestCentroid`` when it is
         built (same tables, same acceptance test, exact scan fallback), else
         the TensorFlow bucket lookup below."""
-        d = tf.convert_to_tensor(descriptors, tf.float32)
+        d = self._descriptor_tensor(descriptors)
         t = self._buckets
         if t is None:
             return self._brute(d)
