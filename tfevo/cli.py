@@ -81,8 +81,11 @@ def _load(args):
         _set_override(data, s)
     if args.run_dir:
         data.setdefault("run", {})["dir"] = args.run_dir
-    if args.generations:
-        data.setdefault("run", {})["generations"] = args.generations
+    # budgets given on the command line set those fields; 0 or less is refused by the config's
+    # validation, naming the field, exactly like the same value in a file
+    for k in ("generations", "frames", "seconds"):
+        if getattr(args, k, None) is not None:
+            data.setdefault("run", {})[k] = getattr(args, k)
     if args.seed is not None:
         data.setdefault("run", {})["seed"] = args.seed
     if getattr(args, "devices", None) is not None:
@@ -127,7 +130,7 @@ def cmd_train(args) -> int:
         setup.algorithm, setup.evaluator, run_dir=run_dir,
         generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
         checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
-        progress=not args.no_progress, extra_trackables=setup.trackables, strategy=setup.strategy,
+        progress=not args.no_progress, progress_every=args.progress_every, extra_trackables=setup.trackables, strategy=setup.strategy,
     )
     if setup.strategy is not None:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
@@ -356,12 +359,17 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("config", nargs="?", help="config file (.toml, .yaml, .json)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. algorithm.popsize=128")
     p.add_argument("--run-dir", help="run directory (default: run.dir or runs/<name>)")
-    p.add_argument("--generations", type=int, help="generation budget")
+    p.add_argument("--generations", type=int, help="generation budget (sets run.generations)")
+    p.add_argument("--frames", type=int, help="environment-frame budget (sets run.frames)")
+    p.add_argument("--seconds", type=float, help="wall-time budget in seconds (sets run.seconds)")
     p.add_argument("--seed", type=int, help="seed of the run")
     p.add_argument("--devices", type=int, metavar="N",
                    help="shard the population over N local devices (GPUs, or logical CPUs without GPUs); "
                         "same as --set distribute.devices=N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    p.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                   help="when stdout is not a terminal: at most one progress line every SECONDS (default 10; "
+                        "0: one per generation)")
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("eval", help="score the best individual of a run over N episodes")
