@@ -241,10 +241,30 @@ class ClassicControlEnv(TFEnv):
                 f"{self.env_id}: action must be {want}, got {action.dtype.name} {action.shape.as_list()}"
             )
         if spec.discrete:
-            # Out-of-range actions are undefined in Gymnasium; clamp so the
-            # graph never indexes out of bounds.
-            return tf.clip_by_value(tf.cast(action, tf.int32), 0, spec.num_actions - 1)
+            return self._check_range(tf.cast(action, tf.int32))
         return tf.cast(action, tf.float32)
+
+    def _check_range(self, action: tf.Tensor) -> tf.Tensor:
+        """Refuses discrete actions outside ``[0, num_actions)``, as Gymnasium's ``action_space.contains``.
+
+        Values known when tracing (constants, eager tensors) are checked in
+        Python; others get one ``tf.debugging`` assertion on the batch (XLA drops
+        assertions: inside ``jit_compile`` functions give valid actions).
+        """
+        n = self.action_spec.num_actions
+        known = tf.get_static_value(action)
+        if known is not None:
+            known = np.asarray(known)
+            bad = known[(known < 0) | (known >= n)]
+            if bad.size:
+                raise ShapeError(f"{self.env_id}: actions must be integers in [0, {n}) (Gymnasium's action space "
+                                 f"Discrete({n})), got {bad[:5].tolist()}")
+            return action
+        in_range = tf.reduce_all((action >= 0) & (action < n))
+        check = tf.debugging.Assert(in_range, [f"{self.env_id}: actions must be integers in [0, {n}), got",
+                                               tf.reduce_min(action), tf.reduce_max(action)], summarize=5)
+        with tf.control_dependencies([check]):
+            return tf.identity(action)
 
     def step(self, state: ClassicState, action) -> StepResult:
         """Advances every environment by one step.
