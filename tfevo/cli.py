@@ -400,14 +400,25 @@ def cmd_list(args) -> int:
     chosen = [kinds[args.kind]] if args.kind else ["strategy", "env", "problem", "policy", "evaluator"]
     titles = {"strategy": "algorithms", "env": "environments", "problem": "problems",
               "policy": "policies", "evaluator": "evaluators"}
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size((100, 24)).columns, 60)
+
+    def row(name, doc):
+        # long descriptions wrap under themselves, so a name always starts its line
+        print(textwrap.fill(doc, width=width, initial_indent=f"  {name:<28} ", subsequent_indent=" " * 31,
+                            break_on_hyphens=False, break_long_words=False))
+
     for kind in chosen:
         table = registry.names(kind)
         print(f"{titles[kind]}:")
         for name, doc in table.items():
-            print(f"  {name:<28} {doc}")
+            row(name, doc)
         if kind == "env":
-            print(f"  {'ALE/<Game>-v5':<28} Atari through ale-py's native vector env")
-            print(f"  {'<any Gymnasium id>':<28} Gymnasium's own vector env (fallback)")
+            row("ALE/<Game>-v5", "Atari 2600 games through ale-py's native vector env (deep-neuroevolution "
+                                 "preprocessing by default).")
+            row("<any Gymnasium id>", "Gymnasium's own vector env (fallback).")
         print()
     return 0
 

@@ -750,8 +750,8 @@ def _factory(env_id: str):
 
     make_env.__name__ = f"make_{env_id.split('-')[0].lower()}"
     make_env.__doc__ = (
-        f"{env_id}: batched MuJoCo (Gymnasium-identical), stepped in native threads. "
-        f"``make_env(num_envs, **kwargs)`` -> :class:`MujocoVectorEnv`."
+        f"{env_id}: Gymnasium's MuJoCo task (same numbers), batched and stepped in native threads.\n\n"
+        f"``make_env(num_envs, **options)`` -> :class:`MujocoVectorEnv` (options: {', '.join(_OPTIONS)})."
     )
     return make_env
 
