@@ -56,6 +56,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.envs.base import ActionSpec, StepResult, TFEnv
+from tfevo.ops import in_xla_context
 from tfevo.registry import register
 
 __all__ = [
@@ -549,19 +550,27 @@ class Acrobot(ClassicControlEnv):
         # (``_rmul``), so graph mode and XLA both round exactly like NumPy.
         rmul = self._rmul
         theta1, theta2, dtheta1, dtheta2 = s
+        if in_xla_context():
+            # Gymnasium squares NumPy float64 scalars (``d2**2``), which calls C pow(); pow is not
+            # always x*x in the last bit.  XLA lowers pow with an exponent it cannot see to the same
+            # libm pow, so compiled rollouts square exactly as Gymnasium does.
+            def square(x):
+                return tf.pow(x, c["two"])
+        else:  # TensorFlow's own vectorized pow differs from libm's far more often than x*x does
+            square = tf.square
         cos2 = tf.cos(theta2)
         sin2 = tf.sin(theta2)
         d1 = c["d1_a"] + rmul(c["m2"], c["d1_b"] + rmul(c["d1_c"], cos2)) + c["i1"] + c["i2"]
         d2 = rmul(c["m2"], c["d2_a"] + rmul(c["d2_b"], cos2)) + c["i2"]
         phi2 = rmul(c["phi2_k"], tf.cos(theta1 + theta2 - c["half_pi"]))
         phi1 = (
-            rmul(c["phi1_a"] * tf.square(dtheta2), sin2)
+            rmul(c["phi1_a"] * square(dtheta2), sin2)
             - rmul(c["phi1_b"] * dtheta2 * dtheta1, sin2)
             + rmul(c["phi1_c"], tf.cos(theta1 - c["half_pi"]))
             + phi2
         )
-        ddtheta2 = (a + rmul(d2 / d1, phi1) - rmul(c["dd2_k"] * tf.square(dtheta1), sin2) - phi2) / (
-            c["den_a"] - tf.square(d2) / d1
+        ddtheta2 = (a + rmul(d2 / d1, phi1) - rmul(c["dd2_k"] * square(dtheta1), sin2) - phi2) / (
+            c["den_a"] - square(d2) / d1
         )
         ddtheta1 = -(rmul(d2, ddtheta2) + phi1) / d1
         return (dtheta1, dtheta2, ddtheta1, ddtheta2)
