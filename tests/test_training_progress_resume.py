@@ -66,6 +66,11 @@ def test_resumed_logs_equal_the_uninterrupted_run(tmp_path, crash_at, checkpoint
         t.run()
     assert len(_rows(run)) == crash_at - 1  # generations logged after the last checkpoint
     del t
+    events = sorted((run / "tensorboard").glob("events.out.tfevents.*"))
+    with open(events[-1], "ab") as fh:  # a record cut short by the kill
+        fh.write(b"\x2a\x00\x00\x00\x00\x00\x00\x00\x01\x02")
+    with open(run / "progress.jsonl", "a") as fh:  # and a half-written log line
+        fh.write('{"generation": ')
     resumed, _ = build(run, 9)
     assert int(resumed.generation.numpy()) == (crash_at - 1) // checkpoint_every * checkpoint_every
     resumed.run()
