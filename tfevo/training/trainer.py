@@ -120,6 +120,13 @@ def _check_budget(name: str, value, integer: bool):
     return int(value) if integer else float(value)
 
 
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
 def _hms(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -546,7 +553,7 @@ class Trainer(tf.Module):
     def run(self) -> list[GenerationLog]:
         """Runs until the budget is used; returns the per-generation history."""
         bar = None
-        if self.progress and sys.stdout.isatty() and sys.stderr.isatty():
+        if self.progress and _isatty(sys.stdout) and _isatty(sys.stderr):
             bar = self._make_bar()
         self._first_index = len(self.history)
         self._frames0 = int(self.frames.numpy())
