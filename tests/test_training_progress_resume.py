@@ -181,3 +181,17 @@ def test_cli_refuses_invalid_budgets_like_the_config(tmp_path, capsys, flag, val
     err = capsys.readouterr().err
     assert field in err
     assert not (tmp_path / "r").exists()  # refused before any work
+
+
+def test_eta_leaves_out_the_first_generations_one_off_costs(capsys):
+    calls = []
+
+    def ev(x):  # the first call pays a one-off 3 s (like XLA compiling), later ones are fast
+        calls.append(1)
+        time.sleep(3.0 if len(calls) == 1 else 0.02)
+        return -tf.reduce_sum(x * x, 1)
+
+    Trainer(ToyES(num_dims=3, popsize=8, seed=0), ev, generations=10, progress=True, progress_every=0).run()
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("tfevo: gen 2/10")]
+    h, m, s = map(int, re.search(r"ETA (\d+):(\d\d):(\d\d)", lines[0]).groups())
+    assert h * 3600 + m * 60 + s < 6, lines[0]  # 8 more fast generations, not 8 x the mean with the 3 s

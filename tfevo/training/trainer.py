@@ -489,8 +489,14 @@ class Trainer(tf.Module):
 
     # -- progress -------------------------------------------------------------
     def _eta(self) -> float:
-        """Seconds until the first budget is reached, from this process's steady speed."""
-        mine = self.history[self._first_index:]
+        """Seconds until the first budget is reached, from this process's steady speed.
+
+        The first generation a process runs also pays first-call costs that are not
+        tracing (XLA compilation, memory set-up), so once a second one has run the
+        speed comes from the generations after it.
+        """
+        start = self._first_index + (1 if len(self.history) - self._first_index >= 2 else 0)
+        mine = self.history[start:]
         run_s = sum(h.generation_seconds for h in mine if math.isfinite(h.generation_seconds))
         etas = []
         if mine and run_s > 0:
@@ -498,7 +504,8 @@ class Trainer(tf.Module):
                 left = self.budget_generations - int(self.generation.numpy())
                 etas.append(max(left, 0) * run_s / len(mine))
             if self.budget_frames is not None:
-                done = int(self.frames.numpy()) - self._frames0
+                before = self.history[start - 1].frames if start > self._first_index else self._frames0
+                done = int(mine[-1].frames) - int(before)
                 if done > 0:
                     etas.append(max(self.budget_frames - int(self.frames.numpy()), 0) * run_s / done)
         if self.budget_seconds is not None:
