@@ -27,6 +27,8 @@ def test_discrete_classic_actions_out_of_range_raise(env_id, bad):
     state, _ = env.reset(tf.constant([0, 1]))
     with pytest.raises(ShapeError, match=r"actions must be integers in \[0, \d\).*" + str(bad)):
         env.step(state, tf.constant([0, bad], tf.int32))
+    if env_id != "CartPole-v1":  # the in-graph assertion is shared; one task's trace is enough
+        return
     step = tf.function(lambda s, a: env.step(s, a).obs)
     with pytest.raises(tf.errors.InvalidArgumentError, match="actions must be integers"):
         step(state, tf.constant([bad, 0], tf.int32))
