@@ -131,7 +131,8 @@ def cmd_train(args) -> int:
         setup.algorithm, setup.evaluator, run_dir=run_dir,
         generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
         checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
-        progress=not args.no_progress, progress_every=args.progress_every, extra_trackables=setup.trackables, strategy=setup.strategy,
+        progress=not args.no_progress, progress_every=args.progress_every, extra_trackables=setup.trackables,
+        strategy=setup.strategy,
     )
     if setup.strategy is not None:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
