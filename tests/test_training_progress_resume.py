@@ -173,7 +173,8 @@ def test_trainer_refuses_invalid_budgets(kw):
                                                 ("--generations", "-2", "run.generations"),
                                                 ("--frames", "0", "run.frames"),
                                                 ("--seconds", "0", "run.seconds"),
-                                                ("--seconds", "nan", "run.seconds")])
+                                                ("--seconds", "nan", "run.seconds"),
+                                                ("--progress-every", "-1", "--progress-every")])
 def test_cli_refuses_invalid_budgets_like_the_config(tmp_path, capsys, flag, value, field):
     from tfevo.cli import main
 

@@ -101,6 +101,10 @@ def cmd_train(args) -> int:
     from tfevo.training.builders import build
     from tfevo.training.plot import plot_run, read_progress, text_curve
 
+    import math
+
+    if not (math.isfinite(args.progress_every) and args.progress_every >= 0):
+        raise ConfigError(f"--progress-every must be a number of seconds >= 0, got {args.progress_every}")
     cfg = _load(args)
     run_dir = cfg.run_dir
     saved = run_dir / "config.json"
