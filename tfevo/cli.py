@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -81,8 +82,11 @@ def _load(args):
         _set_override(data, s)
     if args.run_dir:
         data.setdefault("run", {})["dir"] = args.run_dir
-    if args.generations:
-        data.setdefault("run", {})["generations"] = args.generations
+    # budgets given on the command line set those fields; 0 or less is refused by the config's
+    # validation, naming the field, exactly like the same value in a file
+    for k in ("generations", "frames", "seconds"):
+        if getattr(args, k, None) is not None:
+            data.setdefault("run", {})[k] = getattr(args, k)
     if args.seed is not None:
         data.setdefault("run", {})["seed"] = args.seed
     if getattr(args, "devices", None) is not None:
@@ -97,6 +101,10 @@ def cmd_train(args) -> int:
     from tfevo.training.builders import build
     from tfevo.training.plot import plot_run, read_progress, text_curve
 
+    import math
+
+    if not (math.isfinite(args.progress_every) and args.progress_every >= 0):
+        raise ConfigError(f"--progress-every must be a number of seconds >= 0, got {args.progress_every}")
     cfg = _load(args)
     run_dir = cfg.run_dir
     saved = run_dir / "config.json"
@@ -127,7 +135,8 @@ def cmd_train(args) -> int:
         setup.algorithm, setup.evaluator, run_dir=run_dir,
         generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
         checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
-        progress=not args.no_progress, extra_trackables=setup.trackables, strategy=setup.strategy,
+        progress=not args.no_progress, progress_every=args.progress_every, extra_trackables=setup.trackables,
+        strategy=setup.strategy,
     )
     if setup.strategy is not None:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
@@ -158,26 +167,42 @@ def _restore_setup(run_dir: Path):
     return cfg, best_params(run_dir, cfg)
 
 
-def cmd_eval(args) -> int:
+def episode_returns(cfg, params, episodes: int, seed: int, run_dir=None):
+    """Returns ``[episodes]`` of one member (flat ``params [D]``), for every kind of environment.
+
+    In-graph envs run the episodes as one batch; host envs (MuJoCo, Atari,
+    Gymnasium) run ``episodes`` copies of the member for one episode each, so
+    every episode's return is seen, not only their mean.
+    """
     import numpy as np
     import tensorflow as tf
 
     from tfevo.training.builders import make_eval_evaluator
 
+    p = tf.convert_to_tensor(params[None], tf.float32)
+    ev, _ = make_eval_evaluator(cfg, episodes, seed, run_dir)
+    try:
+        if hasattr(ev, "evaluate_episodes"):
+            return np.asarray(ev.evaluate_episodes(p).returns, np.float64).reshape(-1)
+        return np.asarray(ev.evaluate(tf.tile(p, [episodes, 1])), np.float64).reshape(-1)
+    finally:
+        if hasattr(ev, "close"):
+            ev.close()
+
+
+def cmd_eval(args) -> int:
+    import numpy as np
+
+    from tfevo.core import ConfigError
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
-    ev, _ = make_eval_evaluator(cfg, args.episodes, args.seed, run_dir)
-    p = tf.convert_to_tensor(params[None], tf.float32)
-    if hasattr(ev, "evaluate_episodes"):
-        rets = np.asarray(ev.evaluate_episodes(p).returns).reshape(-1)
-    else:
-        rets = np.asarray(ev.evaluate(p)).reshape(-1)
+    rets = episode_returns(cfg, params, args.episodes, args.seed, run_dir)
     print(f"{cfg.env.id}: best individual of {run_dir} over {args.episodes} episodes:")
-    if rets.size == args.episodes:
-        print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")
-        print("  returns: " + " ".join(f"{r:.4g}" for r in rets))
-    else:
-        print(f"  mean return {float(np.mean(rets)):.4g}")
+    print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")
+    print("  returns: " + " ".join(f"{r:.4g}" for r in rets))
     return 0
 
 
@@ -208,90 +233,158 @@ def _write_video(out: Path, frames, fps: int) -> None:
         imageio.mimwrite(out, frames, fps=fps, macro_block_size=1)
 
 
+@contextlib.contextmanager
+def _headless_rendering():
+    """Offscreen rendering for this process only: SDL (pygame, used by Gymnasium's classic
+    control renderers) gets its dummy video and audio drivers unless the user chose others, so
+    it neither needs a display nor complains about XDG_RUNTIME_DIR; the variables are put back
+    afterwards."""
+    wanted = {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
+    saved = {k: os.environ.get(k) for k in wanted}
+    for k, v in wanted.items():
+        os.environ.setdefault(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _play_atari(cfg, act, seed: int, max_steps):
+    """One Atari episode through the run's own preprocessing (tfevo's AtariEnv with the run's
+    env.kwargs: frame skip, max-pool, 84x84 grayscale, frame stack, no-op starts); the video
+    comes from a second emulator given the same seed and actions, whose frames are kept in
+    colour at full size.  Returns (return, steps, frames)."""
+    import numpy as np
+
+    from tfevo import envs
+
+    kwargs = dict(cfg.env.kwargs)
+    env = envs.make(cfg.env.id, 1, **kwargs)
+    view = envs.make(cfg.env.id, 1, **{**kwargs, "grayscale": False, "img_height": 210, "img_width": 160,
+                                       "stack_num": 1, "channels_last": True})
+    one = np.zeros(1, np.int64)
+    try:
+        obs = env.reset(one, seeds=np.array([seed]))
+        frames = [view.reset(one, seeds=np.array([seed]))[0]]
+        total, steps = 0.0, 0
+        while True:
+            a = np.asarray(act(obs), np.int32).reshape(1)
+            _, obs, r, term, trunc = env.step(a, one)
+            _, frame, r_view, term_view, _ = view.step(a, one)
+            if r_view[0] != r[0] or term_view[0] != term[0]:  # the two emulators must play one game
+                from tfevo.core import TfevoError
+
+                raise TfevoError(f"{cfg.env.id}: the video emulator diverged from the played one at step {steps}")
+            frames.append(frame[0])
+            total += float(r[0])
+            steps += 1
+            if term[0] or trunc[0] or (max_steps and steps >= max_steps):
+                break
+    finally:
+        env.close()
+        view.close()
+    return total, steps, frames
+
+
 def cmd_play(args) -> int:
     """Runs the best member for one episode and writes a video.
 
-    MuJoCo frames are rendered in a child process without TensorFlow (MuJoCo's
-    EGL renderer and TensorFlow crash when loaded in one process): this
-    process plays the episode and records the simulator states, the child
-    replays and renders them.
+    The policy sees what it saw in training: in-graph classic control and
+    MuJoCo through Gymnasium's identical environments, Atari through tfevo's
+    own AtariEnv with the run's preprocessing.  MuJoCo frames are rendered in
+    a child process without TensorFlow (MuJoCo's EGL renderer and TensorFlow
+    crash when loaded in one process): this process plays the episode and
+    records the simulator states, the child replays and renders them.
     """
     import subprocess
     import tempfile
 
-    import gymnasium as gym
     import numpy as np
     import tensorflow as tf
 
+    from tfevo.core import ConfigError, TfevoError
     from tfevo.training.builders import _env_spec, make_obs_norm, make_policy
 
+    if args.max_steps is not None and args.max_steps < 1:
+        raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+    if args.fps < 1:
+        raise ConfigError(f"--fps must be >= 1, got {args.fps}")
+    out = Path(args.video)
+    if out.suffix.lower() not in (".gif", ".mp4"):
+        raise ConfigError(f"--video must end in .mp4 or .gif, got {out.name!r}")
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
     obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
     policy, _ = make_policy(cfg, obs_shape, action_spec)
     norm = make_obs_norm(cfg, obs_shape, run_dir)
-    normalize = (lambda o: o) if norm is None else (lambda o: norm.normalize(tf.cast(o, tf.float32)))  # noqa: E731
-    env_id = cfg.env.id
-    out = Path(args.video)
-    is_mujoco = False
-    if env_id.startswith("ALE/"):
-        import ale_py
-
-        gym.register_envs(ale_py)
-        # The policy sees the deep-neuroevolution preprocessing; render the raw frames.
-        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-        env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, render_mode="rgb_array")
-        env = FrameStackObservation(AtariPreprocessing(env, frame_skip=4, noop_max=30), 4)
-    else:
-        env = gym.make(env_id)
-        is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
-        if not is_mujoco:
-            env.close()
-            env = gym.make(env_id, render_mode="rgb_array")
-    obs, _ = env.reset(seed=args.seed)
-    frames, qpos, qvel = [], [], []
-
-    def record():
-        if is_mujoco:
-            qpos.append(env.unwrapped.data.qpos.copy())
-            qvel.append(env.unwrapped.data.qvel.copy())
-        else:
-            frames.append(env.render())
-
-    record()
-    total, steps = 0.0, 0
     p = tf.convert_to_tensor(params[None], tf.float32)
-    while True:
-        o = np.asarray(obs)
+    caps = [c for c in (args.max_steps, cfg.env.max_steps) if c]
+    max_steps = min(caps) if caps else None
+
+    def act(o):
+        """Actions of the best member for observations ``[1, *obs_shape]``."""
+        o = np.asarray(o)
         if o.dtype == np.float64:
             o = o.astype(np.float32)
-        if o.ndim == 3 and o.shape[0] == 4:  # frame stack first -> HWC
-            o = np.transpose(o, (1, 2, 0))
-        a = policy.forward(p, normalize(tf.convert_to_tensor(o[None, None])))[0, 0].numpy()
-        obs, r, term, trunc, _ = env.step(a)
-        total += float(r)
-        steps += 1
-        record()
-        if term or trunc or (args.max_steps and steps >= args.max_steps):
-            break
-    env.close()
-    if is_mujoco:
-        with tempfile.TemporaryDirectory() as tmp:
-            states = Path(tmp) / "states.npz"
-            np.savez(states, qpos=np.array(qpos), qvel=np.array(qvel))
-            env_vars = dict(os.environ)
-            if not env_vars.get("DISPLAY"):
-                env_vars.setdefault("MUJOCO_GL", "egl")
-            proc = subprocess.run([sys.executable, "-c", _MUJOCO_RENDER, env_id, str(states), str(out), str(args.fps)],
-                                  env=env_vars, capture_output=True, text=True)
-            if proc.returncode != 0:
-                from tfevo.core import TfevoError
+        x = tf.convert_to_tensor(o[None])
+        if norm is not None:
+            x = norm.normalize(tf.cast(x, tf.float32))
+        return policy.forward(p, x)[0].numpy()
 
-                raise TfevoError(f"rendering {env_id} failed (set MUJOCO_GL=egl or osmesa): "
-                                 f"{proc.stderr.strip()[-500:]}")
-    else:
-        _write_video(out, frames, args.fps)
+    env_id = cfg.env.id
+    is_mujoco = False
+    with _headless_rendering():
+        if env_id.startswith("ALE/"):
+            total, steps, frames = _play_atari(cfg, act, args.seed, max_steps)
+        else:
+            import gymnasium as gym
+
+            env = gym.make(env_id)
+            is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
+            if not is_mujoco:
+                env.close()
+                env = gym.make(env_id, render_mode="rgb_array")
+            obs, _ = env.reset(seed=args.seed)
+            frames, qpos, qvel = [], [], []
+
+            def record():
+                if is_mujoco:
+                    qpos.append(env.unwrapped.data.qpos.copy())
+                    qvel.append(env.unwrapped.data.qvel.copy())
+                else:
+                    frames.append(env.render())
+
+            record()
+            total, steps = 0.0, 0
+            try:
+                while True:
+                    a = act(np.asarray(obs)[None])[0]
+                    obs, r, term, trunc, _ = env.step(a)
+                    total += float(r)
+                    steps += 1
+                    record()
+                    if term or trunc or (max_steps and steps >= max_steps):
+                        break
+            finally:
+                env.close()
+        if is_mujoco:
+            with tempfile.TemporaryDirectory() as tmp:
+                states = Path(tmp) / "states.npz"
+                np.savez(states, qpos=np.array(qpos), qvel=np.array(qvel))
+                env_vars = dict(os.environ)
+                if not env_vars.get("DISPLAY"):
+                    env_vars.setdefault("MUJOCO_GL", "egl")
+                proc = subprocess.run([sys.executable, "-c", _MUJOCO_RENDER, env_id, str(states), str(out),
+                                       str(args.fps)], env=env_vars, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise TfevoError(f"rendering {env_id} failed (set MUJOCO_GL=egl or osmesa): "
+                                     f"{proc.stderr.strip()[-500:]}")
+        else:
+            _write_video(out, frames, args.fps)
     print(f"{env_id}: return {total:.4g} over {steps} steps; video written to {out}")
     return 0
 
@@ -312,14 +405,25 @@ def cmd_list(args) -> int:
     chosen = [kinds[args.kind]] if args.kind else ["strategy", "env", "problem", "policy", "evaluator"]
     titles = {"strategy": "algorithms", "env": "environments", "problem": "problems",
               "policy": "policies", "evaluator": "evaluators"}
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size((100, 24)).columns, 60)
+
+    def row(name, doc):
+        # long descriptions wrap under themselves, so a name always starts its line
+        print(textwrap.fill(doc, width=width, initial_indent=f"  {name:<28} ", subsequent_indent=" " * 31,
+                            break_on_hyphens=False, break_long_words=False))
+
     for kind in chosen:
         table = registry.names(kind)
         print(f"{titles[kind]}:")
         for name, doc in table.items():
-            print(f"  {name:<28} {doc}")
+            row(name, doc)
         if kind == "env":
-            print(f"  {'ALE/<Game>-v5':<28} Atari through ale-py's native vector env")
-            print(f"  {'<any Gymnasium id>':<28} Gymnasium's own vector env (fallback)")
+            row("ALE/<Game>-v5", "Atari 2600 games through ale-py's native vector env (deep-neuroevolution "
+                                 "preprocessing by default).")
+            row("<any Gymnasium id>", "Gymnasium's own vector env (fallback).")
         print()
     return 0
 
@@ -356,12 +460,17 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("config", nargs="?", help="config file (.toml, .yaml, .json)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. algorithm.popsize=128")
     p.add_argument("--run-dir", help="run directory (default: run.dir or runs/<name>)")
-    p.add_argument("--generations", type=int, help="generation budget")
+    p.add_argument("--generations", type=int, help="generation budget (sets run.generations)")
+    p.add_argument("--frames", type=int, help="environment-frame budget (sets run.frames)")
+    p.add_argument("--seconds", type=float, help="wall-time budget in seconds (sets run.seconds)")
     p.add_argument("--seed", type=int, help="seed of the run")
     p.add_argument("--devices", type=int, metavar="N",
                    help="shard the population over N local devices (GPUs, or logical CPUs without GPUs); "
                         "same as --set distribute.devices=N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    p.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                   help="when stdout is not a terminal: at most one progress line every SECONDS (default 10; "
+                        "0: one per generation)")
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("eval", help="score the best individual of a run over N episodes")

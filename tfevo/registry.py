@@ -14,6 +14,7 @@ names; ``names("strategy")`` lists them.  Kinds: ``strategy``, ``env``,
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any, Callable
 
 from tfevo.core import ConfigError
@@ -35,14 +36,46 @@ _MODULES = (
 )
 
 
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|obj|exc|const|ref|doc):`~?([^`]*)`")
+_NO_BREAK = ("e.g.", "i.e.", "et al.", "etc.", "vs.", "cf.", "approx.")
+
+
+def plain_text(rst: str) -> str:
+    """reStructuredText inline markup -> plain text (``x`` -> x, :class:`a.B` -> a.B, *x* -> x)."""
+    text = _ROLE.sub(lambda m: m.group(1).split(" <")[0], rst)
+    text = re.sub(r"``([^`]*)``", r"\1", text)
+    text = re.sub(r"`([^`]*)`_?", r"\1", text)
+    text = re.sub(r"(?<![\w*])\*\*?([^*\s][^*]*?)\*\*?(?![\w*])", r"\1", text)
+    return " ".join(text.split())
+
+
+def summary(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, as plain text (never cut mid-sentence)."""
+    para = []
+    for line in (doc or "").strip().splitlines():
+        if not line.strip():
+            break
+        para.append(line.strip())
+    text = plain_text(" ".join(para))
+    for m in re.finditer(r"[.!?](?=\s+[A-Z(\[])", text):
+        head = text[: m.end()]
+        if not head.endswith(_NO_BREAK):
+            return head
+    return text
+
+
+def natural_key(name: str):
+    """Sort key putting bbob_f2 before bbob_f10 (digit runs compare as numbers)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", name) if t]
+
+
 def register(kind: str, name: str, doc: str | None = None) -> Callable:
     if kind not in _REGISTRY:
         raise ConfigError(f"unknown registry kind {kind!r}; known: {', '.join(KINDS)}")
 
     def deco(obj):
         _REGISTRY[kind][name] = obj
-        text = doc or (obj.__doc__ or "").strip().splitlines()[0:1]
-        _DOCS[kind][name] = text if isinstance(text, str) else (text[0] if text else "")
+        _DOCS[kind][name] = plain_text(doc) if doc else summary(obj.__doc__ or "")
         return obj
 
     return deco
@@ -64,12 +97,12 @@ def get(kind: str, name: str) -> Any:
     if table is None:
         raise ConfigError(f"unknown registry kind {kind!r}; known: {', '.join(KINDS)}")
     if name not in table:
-        known = ", ".join(sorted(table)) or "(none)"
+        known = ", ".join(sorted(table, key=natural_key)) or "(none)"
         raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
     return table[name]
 
 
 def names(kind: str) -> dict[str, str]:
-    """{name: one-line description} for a kind."""
+    """{name: one-sentence plain-text description} for a kind, in natural order (f2 before f10)."""
     load_all()
-    return dict(sorted(_DOCS[kind].items()))
+    return {k: _DOCS[kind][k] for k in sorted(_DOCS[kind], key=natural_key)}

@@ -316,7 +316,11 @@ class AtariEnv(HostVectorEnv):
         if not self._started:
             raise RuntimeError("reset() the slots before stepping them")
         idx = self._check_indices(indices)
-        actions = np.asarray(actions).reshape(-1)
+        actions = np.asarray(actions)
+        if actions.dtype.kind not in "iu":  # Gymnasium's Discrete space holds integers only (not 3.7, not 3.0)
+            raise ShapeError(f"Atari actions must be integers in [0, {self.action_spec.num_actions}), got dtype "
+                             f"{actions.dtype} (values {actions.reshape(-1)[:5].tolist()})")
+        actions = actions.reshape(-1)
         if actions.shape != (idx.size,):
             raise ShapeError(f"need one action per slot ({idx.size}), got shape {np.shape(actions)}")
         n = self.action_spec.num_actions

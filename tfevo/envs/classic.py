@@ -56,6 +56,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.envs.base import ActionSpec, StepResult, TFEnv
+from tfevo.ops import in_xla_context
 from tfevo.registry import register
 
 __all__ = [
@@ -241,10 +242,30 @@ class ClassicControlEnv(TFEnv):
                 f"{self.env_id}: action must be {want}, got {action.dtype.name} {action.shape.as_list()}"
             )
         if spec.discrete:
-            # Out-of-range actions are undefined in Gymnasium; clamp so the
-            # graph never indexes out of bounds.
-            return tf.clip_by_value(tf.cast(action, tf.int32), 0, spec.num_actions - 1)
+            return self._check_range(tf.cast(action, tf.int32))
         return tf.cast(action, tf.float32)
+
+    def _check_range(self, action: tf.Tensor) -> tf.Tensor:
+        """Refuses discrete actions outside ``[0, num_actions)``, as Gymnasium's ``action_space.contains``.
+
+        Values known when tracing (constants, eager tensors) are checked in
+        Python; others get one ``tf.debugging`` assertion on the batch (XLA drops
+        assertions: inside ``jit_compile`` functions give valid actions).
+        """
+        n = self.action_spec.num_actions
+        known = tf.get_static_value(action)
+        if known is not None:
+            known = np.asarray(known)
+            bad = known[(known < 0) | (known >= n)]
+            if bad.size:
+                raise ShapeError(f"{self.env_id}: actions must be integers in [0, {n}) (Gymnasium's action space "
+                                 f"Discrete({n})), got {bad[:5].tolist()}")
+            return action
+        in_range = tf.reduce_all((action >= 0) & (action < n))
+        check = tf.debugging.Assert(in_range, [f"{self.env_id}: actions must be integers in [0, {n}), got",
+                                               tf.reduce_min(action), tf.reduce_max(action)], summarize=5)
+        with tf.control_dependencies([check]):
+            return tf.identity(action)
 
     def step(self, state: ClassicState, action) -> StepResult:
         """Advances every environment by one step.
@@ -529,19 +550,27 @@ class Acrobot(ClassicControlEnv):
         # (``_rmul``), so graph mode and XLA both round exactly like NumPy.
         rmul = self._rmul
         theta1, theta2, dtheta1, dtheta2 = s
+        if in_xla_context():
+            # Gymnasium squares NumPy float64 scalars (``d2**2``), which calls C pow(); pow is not
+            # always x*x in the last bit.  XLA lowers pow with an exponent it cannot see to the same
+            # libm pow, so compiled rollouts square exactly as Gymnasium does.
+            def square(x):
+                return tf.pow(x, c["two"])
+        else:  # TensorFlow's own vectorized pow differs from libm's far more often than x*x does
+            square = tf.square
         cos2 = tf.cos(theta2)
         sin2 = tf.sin(theta2)
         d1 = c["d1_a"] + rmul(c["m2"], c["d1_b"] + rmul(c["d1_c"], cos2)) + c["i1"] + c["i2"]
         d2 = rmul(c["m2"], c["d2_a"] + rmul(c["d2_b"], cos2)) + c["i2"]
         phi2 = rmul(c["phi2_k"], tf.cos(theta1 + theta2 - c["half_pi"]))
         phi1 = (
-            rmul(c["phi1_a"] * tf.square(dtheta2), sin2)
+            rmul(c["phi1_a"] * square(dtheta2), sin2)
             - rmul(c["phi1_b"] * dtheta2 * dtheta1, sin2)
             + rmul(c["phi1_c"], tf.cos(theta1 - c["half_pi"]))
             + phi2
         )
-        ddtheta2 = (a + rmul(d2 / d1, phi1) - rmul(c["dd2_k"] * tf.square(dtheta1), sin2) - phi2) / (
-            c["den_a"] - tf.square(d2) / d1
+        ddtheta2 = (a + rmul(d2 / d1, phi1) - rmul(c["dd2_k"] * square(dtheta1), sin2) - phi2) / (
+            c["den_a"] - square(d2) / d1
         )
         ddtheta1 = -(rmul(d2, ddtheta2) + phi1) / d1
         return (dtheta1, dtheta2, ddtheta1, ddtheta2)

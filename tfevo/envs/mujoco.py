@@ -32,6 +32,7 @@ printing stays) unless the user has configured a log file path of their own.
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import queue
 import threading
@@ -470,6 +471,7 @@ class MujocoVectorEnv(HostVectorEnv):
         self._steps = np.zeros(self.num_envs, np.int64)
         self._contact_steps = np.zeros((self.num_envs, len(task.feet)), np.int64)
         self._busy = np.zeros(self.num_envs, bool)
+        self._was_reset = np.zeros(self.num_envs, bool)  # a slot steps only after its first reset
         self._position = self.task.position(self._rows(np.arange(self.num_envs)))  # [N, 2], per slot
         self._pending: collections.deque = collections.deque()
         self._closed = False
@@ -525,6 +527,7 @@ class MujocoVectorEnv(HostVectorEnv):
         if order is not None:
             qpos, qvel = qpos[order], qvel[order]
         self._sim.set_state(ids, qpos, qvel)
+        self._was_reset[idx] = True
         self._steps[idx] = 0
         self._contact_steps[idx] = 0
         rows = self._rows(ids)
@@ -631,8 +634,11 @@ class MujocoVectorEnv(HostVectorEnv):
             raise ShapeError(
                 f"send: {self.env_id} takes actions of shape (len(indices), {nu}) = ({idx.size}, {nu}), got {a.shape}"
             )
-        if a.dtype.kind not in "iufc":
-            raise ShapeError(f"send: actions must be numeric, got {a.dtype}")
+        if a.dtype.kind not in "iuf":  # complex, bool, object: Gymnasium's Box refuses them too
+            raise ShapeError(f"send: actions must be real numbers (int or float), got {a.dtype}")
+        if not self._was_reset[idx].all():
+            raise RuntimeError(f"send: slots {idx[~self._was_reset[idx]][:5].tolist()} were never reset; "
+                               "call reset() before stepping them")
         if increasing:
             order, ids = None, idx.astype(np.int32)
         else:
@@ -737,15 +743,22 @@ class MujocoVectorEnv(HostVectorEnv):
 
 def _factory(env_id: str):
     def make_env(num_envs: int = 1, **kwargs) -> MujocoVectorEnv:
+        unknown = sorted(set(kwargs) - set(_OPTIONS))
+        if unknown:  # a typo in a config's env.kwargs: name the options instead of a bare TypeError
+            raise ConfigError(f"{env_id}: unknown option(s) {unknown}; known options: {', '.join(_OPTIONS)}")
         return MujocoVectorEnv(env_id, num_envs=num_envs, **kwargs)
 
     make_env.__name__ = f"make_{env_id.split('-')[0].lower()}"
     make_env.__doc__ = (
-        f"{env_id}: batched MuJoCo (Gymnasium-identical), stepped in native threads. "
-        f"``make_env(num_envs, **kwargs)`` -> :class:`MujocoVectorEnv`."
+        f"{env_id}: Gymnasium's MuJoCo task (same numbers), batched and stepped in native threads.\n\n"
+        f"``make_env(num_envs, **options)`` -> :class:`MujocoVectorEnv` (options: {', '.join(_OPTIONS)})."
     )
     return make_env
 
+
+#: Keyword options of MujocoVectorEnv that ``make(id, n, **options)`` accepts.
+_OPTIONS = tuple(k for k in inspect.signature(MujocoVectorEnv.__init__).parameters
+                 if k not in ("self", "env_id", "num_envs"))
 
 for _id in MUJOCO_ENV_IDS:
     register("env", _id)(_factory(_id))

@@ -16,7 +16,7 @@ from tfevo.envs.base import ActionSpec
 from tfevo.nn.model import PopulationModel
 from tfevo.registry import register
 
-__all__ = ["Policy", "mlp", "nature_dqn"]
+__all__ = ["Policy", "mlp", "linear", "nature_dqn"]
 
 
 @register("policy", "mlp", doc="Multi-layer perceptron template: mlp(obs_shape, out, hidden=(64, 64), activation='tanh')")
@@ -51,6 +51,12 @@ def mlp(obs_shape, out: int, hidden=(64, 64), activation="tanh", output_activati
             layers.append(keras.layers.LayerNormalization())
     layers.append(keras.layers.Dense(int(out), activation=output_activation))
     return keras.Sequential(layers, name=name)
+
+
+@register("policy", "linear", doc="Linear policy template: linear(obs_shape, out) = mlp(obs_shape, out, hidden=())")
+def linear(obs_shape, out: int, name: str = "linear") -> keras.Model:
+    """A linear Keras template ``obs_shape -> out``: :func:`mlp` without hidden layers."""
+    return mlp(obs_shape, out, hidden=(), name=name)
 
 
 @register("policy", "nature_dqn", doc="Nature-DQN conv net template (32 8x8/4, 64 4x4/2, 64 3x3/1, SAME, 512, actions)")

@@ -28,6 +28,7 @@ import time
 import warnings
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter
@@ -76,6 +77,33 @@ def policy_fns(policy):
 def _tile_batch(x: tf.Tensor, p: int) -> tf.Tensor:
     """``[B, ...] -> [p * B, ...]`` with row ``i * B + b`` = ``x[b]``."""
     return tf.tile(x, [p] + [1] * (x.shape.rank - 1))
+
+
+def policy_input_shape(policy):
+    """The observation shape a policy was built for (``None`` when it does not say).
+
+    Reads ``input_shape`` of the policy or of its ``model`` (Keras-built
+    policies, :class:`tfevo.nn.Policy`).
+    """
+    for owner in (policy, getattr(policy, "model", None)):
+        shape = getattr(owner, "input_shape", None)
+        if isinstance(shape, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in shape):
+            return tuple(int(d) for d in shape)
+    return None
+
+
+def check_policy_inputs(policy, observation_shape, env_id: str) -> None:
+    """Refuses a policy built for other observations than the environment gives (before any rollout)."""
+    want = policy_input_shape(policy)
+    obs = tuple(int(d) for d in observation_shape)
+    if want is None or want == obs:
+        return
+    if len(want) == 1 and len(obs) > 1 and want[0] == int(np.prod(obs)):
+        return  # a flat-input policy over flattened observations
+    raise ShapeError(
+        f"{env_id} gives observations of shape {obs}, but the policy takes inputs of shape {want}; "
+        f"build the policy for this environment's observations (input shape {obs})"
+    )
 
 
 @register("evaluator", "ingraph")
@@ -152,6 +180,7 @@ class InGraphEvaluator(tf.Module):
                 f"{type(policy).__name__} has a state_shape (a recurrent policy) but no "
                 "forward_state(weights, obs, state) -> (actions, state) method"
             )
+        check_policy_inputs(policy, env.observation_shape, env.env_id)
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
         limit = env.max_episode_steps if max_steps is None else int(max_steps)

@@ -49,6 +49,7 @@ import tensorflow as tf
 from tfevo import registry
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 from tfevo.envs.base import HostVectorEnv
+from tfevo.rollout.ingraph import check_policy_inputs
 from tfevo.rollout.normalization import ObservationNormalizer, batch_moments, merge_moments
 
 __all__ = ["PipelinedEvaluator"]
@@ -208,6 +209,12 @@ class PipelinedEvaluator(tf.Module):
         e0 = self.envs[0]
         self.env_id = getattr(e0, "env_id", str(env))
         self.observation_shape = tuple(e0.observation_shape)
+        try:
+            check_policy_inputs(policy, self.observation_shape, self.env_id)
+        except ShapeError:
+            for e in self.envs:
+                e.close()
+            raise
         self.observation_dtype = np.dtype(getattr(e0, "observation_dtype", np.float32))
         self.action_spec = e0.action_spec
         self.frames_per_step = int(getattr(e0, "frames_per_step", 1))

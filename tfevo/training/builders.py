@@ -225,6 +225,10 @@ def make_obs_norm(cfg, obs_shape, run_dir=None):
 def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
     """An evaluator for scoring one member over ``episodes`` episodes (``tfevo eval``).
 
+    In-graph envs: an ``InGraphEvaluator`` of ``episodes`` episodes per member
+    (``evaluate_episodes`` gives each return).  Host envs: a
+    ``PipelinedEvaluator`` of one episode per member, to be given ``episodes``
+    copies of the member (each fitness is then one episode's return).
     Observation statistics saved with the run are restored and frozen.
     """
     from tfevo import rollout
@@ -238,7 +242,7 @@ def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
         return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed), model
     normalizer = make_obs_norm(cfg, obs_shape, run_dir)
     ev = rollout.PipelinedEvaluator(cfg.env.id, policy, num_envs=min(episodes, 16), num_subsets=1,
-                                    episodes=episodes, max_steps=cfg.env.max_steps, seed=seed,
+                                    episodes=1, max_steps=cfg.env.max_steps, seed=seed,
                                     obs_norm=normalizer, update_obs_norm=False, env_kwargs=cfg.env.kwargs)
     return ev, model
 

@@ -62,7 +62,8 @@ class RunConfig(_Strict):
     dir: Optional[str] = Field(None, description="Run directory (checkpoints, logs); default runs/<name>.")
     generations: Optional[int] = Field(None, gt=0, description="Stop after this many generations.")
     frames: Optional[int] = Field(None, gt=0, description="Stop after this many environment frames.")
-    seconds: Optional[float] = Field(None, gt=0, description="Stop after this much training wall time.")
+    seconds: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+                                     description="Stop after this much training wall time.")
     checkpoint_every: int = Field(1, ge=1, description="Generations between checkpoints.")
     keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk.")
 

@@ -17,9 +17,21 @@ with the same ``run_dir`` resumes; because every random number comes from a
 checkpointed counter-based stream, the resumed run continues exactly as the
 uninterrupted one would have.
 
-Logs: one JSON line per generation in ``run_dir/progress.jsonl`` (lines from
-generations after the restored checkpoint are dropped on resume) and
-TensorBoard scalars in ``run_dir/tensorboard``.
+Logs: one JSON line per generation in ``run_dir/progress.jsonl`` and
+TensorBoard scalars in ``run_dir/tensorboard``.  On resume, everything a killed
+run wrote after its last complete checkpoint is undone before the first new
+generation: log lines and TensorBoard events of later generations are dropped
+(also when the run died before its first checkpoint), and half-written
+checkpoint files (``ckpt-N_temp/``, temporary index files) are deleted, so the
+logs of a resumed run equal those of the uninterrupted one.
+
+Progress: a tqdm bar when stdout is a terminal; otherwise (a file, a pipe, a
+cluster job) one plain line per generation, at most one every
+``progress_every`` seconds, with generation, frames, best, mean, frames/s and
+the ETA of the budget.  The time TensorFlow spends building graphs
+(``tf.function`` tracing, read from TensorFlow's own graph-building counter)
+is reported as ``compile_seconds`` and left out of ``generation_seconds`` and
+frames/s.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +71,7 @@ class GenerationLog:
     frames_per_second: float
     generation_seconds: float
     wall_time: float
+    compile_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -76,6 +91,87 @@ def frames_of(evaluator, default: int) -> int:
         if isinstance(stats, dict):
             frames = stats.get("frames")
     return int(frames) if frames is not None else int(default)
+
+
+def _graph_building_seconds() -> float:
+    """Seconds TensorFlow has spent building tf.function graphs in this process (0.0 if unavailable).
+
+    Reads the counter TensorFlow keeps for its own monitoring
+    (``/tensorflow/core/tf_function/graph_building_time_usecs``).
+    """
+    try:
+        from tensorflow.python.eager.polymorphic_function import tracing_compilation
+
+        return tracing_compilation._graph_building_time_counter.get_cell().value() / 1e6
+    except Exception:  # noqa: BLE001 - private API moved: report no compile time
+        return 0.0
+
+
+def _check_budget(name: str, value, integer: bool):
+    """A budget is None or a finite number > 0 (an integer for generations and frames)."""
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if ok and integer:
+        ok = float(value) == int(value)
+    if not ok or not math.isfinite(float(value)) or float(value) <= 0:
+        kind = "an integer" if integer else "a finite number of seconds"
+        raise ConfigError(f"{name} budget must be {kind} > 0, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
+def _hms(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _num(x) -> str:
+    """Compact number for progress lines: 500, 412.3, 1.23e+06."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "nan"
+    return f"{x:.4g}"
+
+
+def _drop_events_after(tb_dir: Path, generation: int) -> int:
+    """Rewrites the TensorBoard event files in ``tb_dir`` without summaries of steps > ``generation``.
+
+    Returns how many events were dropped.  A file cut short by a kill is read up
+    to its last complete record.
+    """
+    from tensorflow.core.util import event_pb2
+
+    dropped = 0
+    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+        records, cut = [], False
+        try:
+            for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+                records.append(raw)
+        except tf.errors.DataLossError:  # a record cut short by a kill
+            cut = True
+        kept = []
+        for raw in records:
+            ev = event_pb2.Event.FromString(raw)
+            if ev.HasField("summary") and ev.step > generation:
+                continue
+            kept.append(raw)
+        if len(kept) == len(records) and not cut:
+            continue
+        dropped += len(records) - len(kept)
+        tmp = path.with_name(path.name + ".rewrite")
+        with tf.io.TFRecordWriter(str(tmp)) as w:
+            for raw in kept:
+                w.write(raw)
+        os.replace(tmp, path)
+    return dropped
 
 
 def _distribute(strategy, algorithm, evaluator, run_dir, seconds):
@@ -126,7 +222,10 @@ class Trainer(tf.Module):
       generations / frames / seconds: budget; the run stops when any is reached.
       checkpoint_every: generations between checkpoints (>= 1).
       keep_checkpoints: how many checkpoints the manager keeps.
-      progress: show a tqdm progress bar.
+      progress: show progress: a tqdm bar when stdout is a terminal, plain
+        lines on stdout otherwise.
+      progress_every: with plain lines, at most one line every this many
+        seconds (the first and the last generation always get one).
       callbacks: functions called with each :class:`GenerationLog`.
       extra_trackables: more objects to checkpoint (e.g. an observation normalizer).
       strategy: optional ``tf.distribute.Strategy`` (see
@@ -160,6 +259,7 @@ class Trainer(tf.Module):
         checkpoint_every: int = 1,
         keep_checkpoints: int = 3,
         progress: bool = True,
+        progress_every: float = 10.0,
         callbacks: list[Callable[[GenerationLog], Any]] | None = None,
         extra_trackables: dict | None = None,
         verbose: bool = True,
@@ -168,9 +268,11 @@ class Trainer(tf.Module):
         super().__init__(name="trainer")
         if generations is None and frames is None and seconds is None:
             raise ConfigError("give the Trainer a budget: generations, frames or seconds")
-        for nm, v in (("generations", generations), ("frames", frames), ("seconds", seconds)):
-            if v is not None and v <= 0:
-                raise ConfigError(f"{nm} budget must be > 0, got {v}")
+        generations = _check_budget("generations", generations, integer=True)
+        frames = _check_budget("frames", frames, integer=True)
+        seconds = _check_budget("seconds", seconds, integer=False)
+        if not (isinstance(progress_every, (int, float)) and math.isfinite(progress_every) and progress_every >= 0):
+            raise ConfigError(f"progress_every must be a number of seconds >= 0, got {progress_every!r}")
         if int(checkpoint_every) < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         if not (hasattr(algorithm, "ask") and hasattr(algorithm, "tell")):
@@ -189,6 +291,7 @@ class Trainer(tf.Module):
         self.budget_seconds = seconds
         self.checkpoint_every = int(checkpoint_every)
         self.progress = progress
+        self.progress_every = float(progress_every)
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
 
@@ -226,31 +329,55 @@ class Trainer(tf.Module):
     # -- checkpoints --------------------------------------------------------
     def _restore(self):
         path = self._manager.latest_checkpoint
-        if path is None:
-            return
-        self._checkpoint.restore(path).expect_partial()
-        self.restored_from = path
+        if path is not None:
+            self._checkpoint.restore(path).expect_partial()
+            self.restored_from = path
         gen = int(self.generation.numpy())
+        self._clean_dead_checkpoints()
+        self._truncate_logs(gen)
+        if self.verbose and path is not None:
+            print(f"tfevo: resumed from {path} (generation {gen})")
+
+    def _clean_dead_checkpoints(self):
+        """Deletes what a write killed midway left: ``ckpt-N_temp/`` directories, temporary
+        index files, and data files of checkpoints the index never pointed at."""
+        ckpt_dir = Path(self._manager.directory)
+        if not ckpt_dir.is_dir():
+            return
+        kept = {Path(p).name for p in self._manager.checkpoints}
+        prefix = "ckpt"  # CheckpointManager's checkpoint_name
+        for p in ckpt_dir.iterdir():
+            name = p.name
+            if name.endswith("_temp") or (name.startswith("checkpoint") and ".tmp" in name):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            elif name.startswith(prefix + "-") and name.split(".", 1)[0] not in kept:
+                number = name[len(prefix) + 1:].split(".", 1)[0]
+                if number.isdigit():  # a checkpoint whose index update never happened
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+    def _truncate_logs(self, gen: int):
+        """Drops log lines and TensorBoard events of generations after ``gen`` (the restored one)."""
         log_path = self.run_dir / "progress.jsonl"
-        if log_path.exists():  # drop log lines of generations after the checkpoint
+        if log_path.exists():
             kept = []
             for line in log_path.read_text().splitlines():
                 try:
                     if json.loads(line)["generation"] <= gen:
                         kept.append(line)
-                except (ValueError, KeyError):
-                    continue
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by a kill
             tmp = log_path.with_suffix(".tmp")
             tmp.write_text("".join(k + "\n" for k in kept))
             os.replace(tmp, log_path)
             for line in kept:
                 d = json.loads(line)
-                self.history.append(
-                    GenerationLog(**{k: (d.get(k) if d.get(k) is not None else float("nan"))
-                                     for k in GenerationLog.__dataclass_fields__ if k != "extra"})
-                )
-        if self.verbose:
-            print(f"tfevo: resumed from {path} (generation {gen})")
+                fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
+                self.history.append(GenerationLog(**{
+                    k: (d[k] if d.get(k) is not None else (f.default if k == "compile_seconds" else float("nan")))
+                    for k, f in fields.items()}))
+        tb_dir = self.run_dir / "tensorboard"
+        if tb_dir.is_dir():
+            _drop_events_after(tb_dir, gen)
 
     def save(self) -> str | None:
         if self._manager is None:
@@ -304,6 +431,7 @@ class Trainer(tf.Module):
     def step(self) -> GenerationLog:
         """Runs one generation and returns its log (does not checkpoint)."""
         t0 = time.perf_counter()
+        built0 = _graph_building_seconds()
         population = self._algorithm.ask()
         fitness, extras, frames = self._evaluate(population)
         if extras:
@@ -312,6 +440,8 @@ class Trainer(tf.Module):
             self._algorithm.tell(population, fitness)
         self._track_best(population, fitness)
         dt = time.perf_counter() - t0
+        compile_dt = min(max(_graph_building_seconds() - built0, 0.0), dt)
+        run_dt = dt - compile_dt
         self.generation.assign_add(1)
         self.frames.assign_add(frames)
         self.evaluations.assign_add(int(fitness.shape[0]))
@@ -333,8 +463,9 @@ class Trainer(tf.Module):
             best=stats[0], mean=stats[1], median=stats[2], std=stats[3],
             best_ever=float(self.best_fitness.numpy()),
             frames=int(self.frames.numpy()), evaluations=int(self.evaluations.numpy()),
-            frames_per_second=frames / dt if dt > 0 else float("nan"),
-            generation_seconds=dt, wall_time=float(self.wall_time.numpy()), extra=extra,
+            frames_per_second=frames / run_dt if run_dt > 0 else float("nan"),
+            generation_seconds=run_dt, wall_time=float(self.wall_time.numpy()),
+            compile_seconds=compile_dt, extra=extra,
         )
         return log
 
@@ -344,7 +475,8 @@ class Trainer(tf.Module):
             if self._writer is None:
                 self._writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
             with self._writer.as_default(step=log.generation):
-                for k in ("best", "mean", "median", "std", "best_ever", "frames_per_second", "generation_seconds"):
+                for k in ("best", "mean", "median", "std", "best_ever", "frames_per_second", "generation_seconds",
+                          "compile_seconds"):
                     tf.summary.scalar(f"fitness/{k}" if k in ("best", "mean", "median", "std", "best_ever") else f"speed/{k}", getattr(log, k))
                 tf.summary.scalar("progress/frames", log.frames)
                 for k, v in log.extra.items():
@@ -355,15 +487,84 @@ class Trainer(tf.Module):
         for cb in self.callbacks:
             cb(log)
 
+    # -- progress -------------------------------------------------------------
+    def _eta(self) -> float:
+        """Seconds until the first budget is reached, from this process's steady speed.
+
+        The first generation a process runs also pays first-call costs that are not
+        tracing (XLA compilation, memory set-up), so once a second one has run the
+        speed comes from the generations after it.
+        """
+        start = self._first_index + (1 if len(self.history) - self._first_index >= 2 else 0)
+        mine = self.history[start:]
+        run_s = sum(h.generation_seconds for h in mine if math.isfinite(h.generation_seconds))
+        etas = []
+        if mine and run_s > 0:
+            if self.budget_generations is not None:
+                left = self.budget_generations - int(self.generation.numpy())
+                etas.append(max(left, 0) * run_s / len(mine))
+            if self.budget_frames is not None:
+                before = self.history[start - 1].frames if start > self._first_index else self._frames0
+                done = int(mine[-1].frames) - int(before)
+                if done > 0:
+                    etas.append(max(self.budget_frames - int(self.frames.numpy()), 0) * run_s / done)
+        if self.budget_seconds is not None:
+            etas.append(max(self.budget_seconds - float(self.wall_time.numpy()), 0.0))
+        return min(etas) if etas else float("nan")
+
+    def _progress_line(self, log: GenerationLog) -> str:
+        gen = f"gen {log.generation}"
+        if self.budget_generations is not None:
+            gen += f"/{self.budget_generations}"
+        frames = f"frames {_num(log.frames)}"
+        if self.budget_frames is not None:
+            frames += f"/{_num(self.budget_frames)}"
+        time_s = f"time {_hms(log.wall_time)}"
+        if self.budget_seconds is not None:
+            time_s += f"/{_hms(self.budget_seconds)}"
+        parts = [gen, frames, f"best {_num(log.best)}", f"mean {_num(log.mean)}",
+                 f"{_num(log.frames_per_second)} frames/s", time_s, f"ETA {_hms(self._eta())}"]
+        if log.compile_seconds >= 0.05:
+            parts.append(f"tracing/compiling {log.compile_seconds:.1f} s (not in frames/s)")
+        return "tfevo: " + " | ".join(parts)
+
+    def _make_bar(self):
+        from tqdm.auto import tqdm
+
+        if self.budget_generations is not None:
+            total, unit, initial = self.budget_generations, "gen", int(self.generation.numpy())
+        elif self.budget_frames is not None:
+            total, unit, initial = self.budget_frames, "frame", int(self.frames.numpy())
+        else:
+            total, unit, initial = self.budget_seconds, "s", float(self.wall_time.numpy())
+        self._bar_unit = unit
+        return tqdm(total=total, initial=initial, unit=unit, unit_scale=unit != "gen", dynamic_ncols=True)
+
+    def _show(self, bar, log: GenerationLog, final: bool):
+        if bar is not None:
+            step = {"gen": 1, "frame": None, "s": None}[self._bar_unit]
+            if step is None:
+                target = log.frames if self._bar_unit == "frame" else log.wall_time
+                step = min(target, bar.total) - bar.n
+            bar.update(step)
+            bar.set_postfix(best=_num(log.best), mean=_num(log.mean), fps=f"{log.frames_per_second:.0f}",
+                            eta=_hms(self._eta()))
+            return
+        now = time.monotonic()
+        first = self._last_line is None
+        if first or final or now - self._last_line >= self.progress_every:
+            self._last_line = now
+            print(self._progress_line(log), flush=True)
+
+    # -- run ------------------------------------------------------------------
     def run(self) -> list[GenerationLog]:
         """Runs until the budget is used; returns the per-generation history."""
         bar = None
-        total = self.budget_generations
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=total, initial=int(self.generation.numpy()), unit="gen", dynamic_ncols=True,
-                       disable=None)
+        if self.progress and _isatty(sys.stdout) and _isatty(sys.stderr):
+            bar = self._make_bar()
+        self._first_index = len(self.history)
+        self._frames0 = int(self.frames.numpy())
+        self._last_line = None
         self._last_saved = int(self.generation.numpy())
         try:
             while not self._done():
@@ -374,9 +575,8 @@ class Trainer(tf.Module):
                 if self._manager is not None and log.generation % self.checkpoint_every == 0:
                     self.save()
                     self._last_saved = log.generation
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(best=f"{log.best:.4g}", mean=f"{log.mean:.4g}", fps=f"{log.frames_per_second:.0f}")
+                if self.progress:
+                    self._show(bar, log, final=self._done())
             if self._manager is not None and self._last_saved != int(self.generation.numpy()):
                 self.save()
         finally:

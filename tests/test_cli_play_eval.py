@@ -1,0 +1,68 @@
+"""`tfevo play` and `tfevo eval` on a toy run of every environment family, headless."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from tfevo.cli import main
+
+FAMILIES = {
+    # trained through Gymnasium's CartPole (pipelined): the same task as the in-graph one, no long tracing
+    "classic": ["--set", "env.id=CartPole-v1", "--set", "policy.kind=linear", "--set", "env.max_steps=8"],
+    "mujoco": ["--set", "env.id=Swimmer-v5", "--set", "policy.kind=linear", "--set", "env.max_steps=8"],
+    # non-default preprocessing (2 stacked 42x42 frames): play must feed the policy what training did
+    "atari": ["--set", "env.id=ALE/Pong-v5", "--set", "policy.kind=linear", "--set", "env.max_steps=8",
+              "--set", 'env.kwargs={"stack_num": 2, "img_height": 42, "img_width": 42}'],
+}
+NEEDS = {"classic": "gymnasium", "mujoco": "mujoco", "atari": "ale_py"}
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def toy_run(request, tmp_path_factory):
+    family = request.param
+    pytest.importorskip(NEEDS[family])
+    run = tmp_path_factory.mktemp(family) / "run"
+    kind = "pipelined" if family == "classic" else "auto"
+    args = ["train", "--run-dir", str(run), "--generations", "1", "--no-progress", "--set", "algorithm.popsize=2",
+            "--set", "env.episodes=1", "--set", f"evaluator.kind={kind}", *FAMILIES[family]]
+    assert main(args) == 0
+    return family, run
+
+
+def test_play_renders_headless_through_the_training_preprocessing(toy_run, tmp_path, capfd):
+    import imageio.v2 as imageio
+
+    family, run = toy_run
+    capfd.readouterr()
+    video = tmp_path / "play.gif"
+    assert main(["play", str(run), "--video", str(video), "--max-steps", "6"]) == 0
+    out, err = capfd.readouterr()
+    assert "XDG_RUNTIME_DIR" not in err and "error" not in err.lower(), err
+    m = re.search(r"return (\S+) over (\d+) steps", out)
+    assert m, out
+    steps = int(m.group(2))
+    assert 1 <= steps <= 6
+    frames = imageio.mimread(video)
+    assert frames[0].ndim == 3 and frames[0].shape[-1] in (3, 4)
+    assert len(frames) >= 2  # GIF merges identical consecutive frames, so <= steps + 1
+    if family == "atari":
+        assert frames[0].shape[:2] == (210, 160)  # the colour screen, not the policy's 42x42 input
+        assert int(np.ptp(np.asarray(frames[0])[..., :3].astype(int), axis=-1).max()) > 0  # in colour
+    assert max(f.shape[0] for f in frames) >= 160
+
+
+def test_eval_prints_the_same_statistics_for_every_family(toy_run, capsys):
+    family, run = toy_run
+    assert main(["eval", str(run), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"mean (\S+)\s+std (\S+)\s+min (\S+)\s+max (\S+)\n\s+returns: (.*)", out)
+    assert m, out
+    mean, std, lo, hi = map(float, m.groups()[:4])
+    rets = np.array([float(x) for x in m.group(5).split()])
+    assert rets.size == 3
+    np.testing.assert_allclose([mean, std, lo, hi], [rets.mean(), rets.std(), rets.min(), rets.max()],
+                               rtol=1e-3, atol=1e-3)
+    rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [1]
