@@ -28,11 +28,17 @@ machines.
 
 Example:
 
->>> strategy = tfevo.distribute.make_strategy()           # TF_CONFIG / GPUs / CPU
+>>> import tensorflow as tf
+>>> from tfevo.distribute import make_strategy
+>>> from tfevo.strategies import OpenES
+>>> strategy = make_strategy()                             # TF_CONFIG / GPUs / CPU
 >>> def fn(params, indices, seeds):                        # one replica's shard
 ...     return -tf.reduce_sum(params ** 2, axis=1)
 >>> ev = DistributedEvaluator(strategy, fn, seed=0)
+>>> es = OpenES(num_dims=5, popsize=16, seed=0)
 >>> fitness = ev.evaluate(es.ask())                        # float32 [P] on every worker
+>>> fitness.shape
+TensorShape([16])
 """
 
 from __future__ import annotations

@@ -12,11 +12,19 @@ depend on the replica count.
 
 Example:
 
+>>> from tfevo.distribute import DistributedEvaluator, make_strategy
+>>> from tfevo.envs import make
+>>> from tfevo.nn import Policy, PopulationModel, mlp
 >>> from tfevo.rollout import PipelinedEvaluator
->>> shards = HostShards(lambda: PipelinedEvaluator("HalfCheetah-v5", policy, num_envs=32, episodes=1),
-...                     episodes=1)
+>>> strategy = make_strategy()
+>>> spec = make("Swimmer-v5", 1)
+>>> policy = Policy(PopulationModel(mlp(spec.observation_shape, 2, hidden=(8,))), spec.action_spec)
+>>> shards = HostShards(lambda: PipelinedEvaluator("Swimmer-v5", policy, num_envs=4, episodes=1,
+...                                                max_steps=20), episodes=1)
 >>> ev = DistributedEvaluator(strategy, shards, seed=0)
->>> fitness = ev.evaluate(params)
+>>> fitness = ev.evaluate(policy.init_params(8, seed=0))   # float32 [8] on every worker
+>>> fitness.shape
+TensorShape([8])
 """
 
 from __future__ import annotations

@@ -10,10 +10,16 @@ shard is.
 
 Example:
 
->>> env = tfevo.envs.make("CartPole-v1")
+>>> from tfevo.distribute import DistributedEvaluator, make_strategy
+>>> from tfevo.envs import make
+>>> from tfevo.nn import Policy, PopulationModel, mlp
+>>> strategy = make_strategy()
+>>> env = make("CartPole-v1")
 >>> policy = Policy(PopulationModel(mlp((4,), 2, hidden=(16,))), env.action_spec)
 >>> ev = DistributedEvaluator(strategy, ShardedRollout(env, policy, episodes=2), seed=0)
->>> fitness = ev.evaluate(params)                  # float32 [P] on every worker
+>>> fitness = ev.evaluate(policy.init_params(16, seed=0))   # float32 [16] on every worker
+>>> fitness.shape
+TensorShape([16])
 """
 
 from __future__ import annotations

@@ -302,8 +302,13 @@ class GridArchive(Archive):
 
     Example:
 
+    >>> import tensorflow as tf
     >>> archive = GridArchive(10, dims=[20, 20], ranges=[(0, 1), (0, 1)])
-    >>> res = archive.add(x, fitness, descriptors)
+    >>> x = tf.random.stateless_uniform([64, 10], seed=[0, 1])
+    >>> fitness = -tf.reduce_sum(tf.square(x - 0.5), axis=1)
+    >>> res = archive.add(x, fitness, descriptors=x[:, :2])
+    >>> int(tf.reduce_sum(tf.cast(res.status > 0, tf.int32))) == int(archive.size)
+    True
     """
 
     _xla_insert_pref = True

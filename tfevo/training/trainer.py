@@ -244,8 +244,14 @@ class Trainer(tf.Module):
 
     Example:
 
-    >>> trainer = Trainer(algo, evaluator, run_dir="runs/demo", generations=20)
+    >>> import tensorflow as tf
+    >>> from tfevo.strategies import OpenES
+    >>> es = OpenES(num_dims=5, popsize=16, seed=0)
+    >>> trainer = Trainer(es, lambda x: -tf.reduce_sum(x ** 2, axis=1), run_dir="runs/demo",
+    ...                   generations=3, progress=False)
     >>> history = trainer.run()
+    >>> [log.generation for log in history]
+    [1, 2, 3]
     """
 
     def __init__(
