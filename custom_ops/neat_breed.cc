@@ -1,6 +1,6 @@
 // TfevoNeatBreed: NEAT breeding (crossover by markers, structural and
 // attribute mutation, innovation markers, compaction) for a whole population
-// in one CPU kernel (issue #5).
+// in one CPU kernel.
 //
 // Pure-TensorFlow reference: the graph path of tfevo.neat.neat._breed
 // (operators.crossover_given -> mutate_pre -> pair_markers -> mutate_post ->

@@ -1,4 +1,4 @@
-// NEAT network inference for a whole population on the CPU (issue #5):
+// NEAT network inference for a whole population on the CPU:
 //
 //   TfevoNeatCompile        genomes -> compact per-member programs (once per generation)
 //   TfevoNeatForward        feed-forward programs on a batch of inputs

@@ -1,4 +1,4 @@
-// TfevoNeatSpeciate: NEAT's speciation step in one CPU kernel (issue #5).
+// TfevoNeatSpeciate: NEAT's speciation step in one CPU kernel.
 //
 // Computes exactly what the pure-TensorFlow reference
 // tfevo.neat._speciate_op.speciate_reference returns, from the same inputs:

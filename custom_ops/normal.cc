@@ -1,5 +1,5 @@
 // TfevoGaussianPopulation: the Gaussian sampler of the ES family in one CPU
-// kernel (issue #2).
+// kernel.
 //
 //   e = scale * N(0, I)                 [n, D]   (Box-Muller on stateless uniforms)
 //   x = center + e                      (center given), or e
@@ -26,7 +26,7 @@
 // element goes through the same packet path, so the result does not depend
 // on the number of threads.
 //
-// TfevoStatelessUniform (issue #5): tf.random.stateless_uniform(shape, seed)
+// TfevoStatelessUniform: tf.random.stateless_uniform(shape, seed)
 // as float32, or as full-range int32 bits, for a shape given at run time; the
 // same Philox stream, bit-identical (tfevo/random_ops.py dispatches to it;
 // NEAT's breeding draws its coins and uniforms with it).

@@ -1,6 +1,6 @@
 // TfevoPopulationConv2D: a 2-D convolution (channels last) of every active
 // member of a population with its own kernel, plus optional bias and ReLU, as
-// one CPU kernel (issue #3).
+// one CPU kernel.
 //
 //   x      float [n, B, H, W, C]     inputs of the n active members
 //   kernel float [M, kh, kw, C, F]   kernels of the whole population

@@ -1,5 +1,5 @@
 // TfevoSepCmaTell: one whole `tell` of the separable CMA-ES (tfevo.strategies.
-// SepCMAES, float32) as a single kernel on the strategy's variables (issue #2).
+// SepCMAES, float32) as a single kernel on the strategy's variables.
 //
 // Why: at D = 1000 the tell is ~40 O(P D) and O(D) steps.  XLA compiles them
 // into ~80 small kernels whose dispatch costs more than their arithmetic on a

@@ -1,5 +1,5 @@
 // TfevoSymEig: symmetric eigendecomposition through LAPACK's divide-and-conquer
-// ?syevd, for CMA-ES's covariance matrix (issue #2).
+// ?syevd, for CMA-ES's covariance matrix.
 //
 //   x  T [..., n, n]   symmetric; only its lower triangle is read (as tf.linalg.eigh)
 //   e  T [..., n]      eigenvalues, ascending

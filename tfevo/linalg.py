@@ -1,4 +1,4 @@
-"""Linear algebra with LAPACK speed on CPU: :func:`eigh` for CMA-ES (issue #2).
+"""Linear algebra with LAPACK speed on CPU: :func:`eigh` for CMA-ES.
 
 ``eigh(x)`` returns the eigenvalues (ascending) and eigenvectors
 (``v[..., :, i]`` belongs to ``e[..., i]``) of symmetric float32/float64

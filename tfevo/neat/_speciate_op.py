@@ -1,5 +1,5 @@
 """NEAT speciation: the C++ kernel ``TfevoNeatSpeciate`` (custom_ops/neat_speciate.cc)
-and its pure-TensorFlow reference (issue #5).
+and its pure-TensorFlow reference.
 
 :func:`speciate` runs the kernel when it is built and we are not inside an XLA
 program, else :func:`speciate_reference`; ``TFEVO_DISABLE_CUSTOM_OPS=1`` forces
