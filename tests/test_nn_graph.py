@@ -116,3 +116,47 @@ def test_lstm_return_state_outputs():
     for p in range(3):
         for a, r in zip(ys, pm.to_keras(params[p])(x[p])):
             np.testing.assert_allclose(a[p], r, atol=TOL)
+
+
+def test_new_layer_takes_one_translator_as_in_the_docs():
+    """The example of docs/nn_translators.md: a custom Keras layer plus one translator class."""
+    from tfevo.nn.translators import Translator, register_translator, select
+    from tfevo.nn.translators import base
+
+    class Scale(L.Layer):
+        def build(self, input_shape):
+            self.scale = self.add_weight(name="scale", shape=(input_shape[-1],), initializer="ones")
+
+        def call(self, x):
+            return x * self.scale
+
+    def template():
+        return keras.Sequential([keras.Input((4,)), L.Dense(8), Scale(), L.Dense(2)])
+
+    with pytest.raises(Exception, match=r"unsupported layer .*Scale.*nn_translators.md"):
+        nn.PopulationModel(template())
+
+    @register_translator(Scale)
+    class ScaleTranslator(Translator):
+        weight_names = ("scale",)
+
+        def initializer(self, variable):
+            return keras.initializers.Ones()
+
+        def forward(self, inputs, weights, indices):
+            return inputs[0] * select(weights[0], indices)[:, None, :]
+
+    try:
+        t = template()
+        pm = nn.PopulationModel(t)
+        assert pm.num_params == 4 * 8 + 8 + 8 + 8 * 2 + 2
+        np.testing.assert_array_equal(pm.init_params(2).numpy()[:, 40:48], 1.0)
+        params = _members(pm, 3)
+        x = np.random.default_rng(5).normal(size=(3, 2, 4)).astype(np.float32)
+        y = np.asarray(pm(params, x))
+        for p in range(3):
+            m = keras.models.clone_model(t)
+            m.set_weights([w[p].numpy() for w in pm.unflatten(params)])
+            np.testing.assert_allclose(y[p], m(x[p]), atol=TOL)
+    finally:
+        base._REGISTRY.pop(Scale, None)

@@ -6,8 +6,8 @@ defines a :class:`Translator` subclass decorated with :func:`register_translator
 """
 
 from tfevo.nn.translators.base import (  # noqa: F401
-    TRANSLATOR_DOCS, PerSampleTranslator, PopulationInit, Translator, register_translator, registry,
-    supported_layers, translator_for,
+    TRANSLATOR_DOCS, PerSampleTranslator, PopulationInit, Translator, merge_leading, per_member, register_translator,
+    registry, select, split_leading, supported_layers, translator_for,
 )
 from tfevo.nn.translators import (  # noqa: F401  (registration happens on import)
     activation, batchnorm, conv1d, conv2d, conv3d, dense, depthwise, embedding, identity, layernorm, merge,
@@ -15,4 +15,4 @@ from tfevo.nn.translators import (  # noqa: F401  (registration happens on impor
 )
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",
-           "supported_layers", "registry", "TRANSLATOR_DOCS"]
+           "supported_layers", "registry", "TRANSLATOR_DOCS", "select", "per_member", "merge_leading", "split_leading"]
