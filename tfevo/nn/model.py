@@ -6,11 +6,11 @@ whole population ``params [P, D]`` on inputs ``[P, B, *input_shape]`` as one
 TensorFlow program (batched matrix products; convolutions through the C++
 direct population convolution, or im2col where that cannot run).
 
-Supported layers: ``InputLayer``, ``Dense``, ``Conv2D`` (channels last,
-no dilation/groups), ``Flatten``, ``Reshape``, ``Activation`` and the
-activation layers ``ReLU``/``LeakyReLU``/``ELU``/``Softmax``,
-``LayerNormalization`` and ``Dropout`` (identity at inference).  Anything
-else raises :class:`tfevo.core.ConfigError` naming the layer.
+The template is any Sequential or functional graph (several inputs, a dict of
+inputs, several outputs, merge layers, shared layers, recurrent layers) of the
+layers that have a translator (:mod:`tfevo.nn.translators`, one module per
+layer type, registered by Keras class); anything else raises
+:class:`tfevo.core.ConfigError` naming the layer and listing the supported ones.
 
 Flat layout: the template's weights in ``template.weights`` order (the order of
 ``template.get_weights()``), each flattened row-major and concatenated.
@@ -86,8 +86,7 @@ class PopulationModel:
 
     Args:
       template: a built Keras model (``Sequential`` with a known input shape, or
-        functional) made of the supported layers (see module doc), with one
-        input and one output.
+        functional) made of the supported layers (see module doc).
       jit_compile: XLA-compile the forward pass (default ``False``: on CPU the
         oneDNN batched matmul path is faster; XLA is never used when the C++
         ``indexed_matmul`` op would run, since it has no XLA kernel).
@@ -105,8 +104,12 @@ class PopulationModel:
 
     Attributes:
       num_params: D, the length of one member's flat parameter vector.
-      input_shape: per-sample input shape (without batch).
-      output_shape: per-sample output shape.
+      input_shape: per-sample input shape (without batch); a list or dict of
+        them for several inputs (``input_shapes``: always the list).
+      output_shape: per-sample output shape; a list or dict for several
+        outputs (``output_shapes``: always the list).
+      state_sizes: per-sample sizes of the recurrent states the template
+        carries (``()`` without recurrent layers; LSTM: h and c).
       weight_shapes: shapes of the template weights, in flat-layout order.
       traces: ``{name: count}`` of ``tf.function`` traces of the forward pass.
 

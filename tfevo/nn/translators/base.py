@@ -23,6 +23,7 @@ Writing one (see docs/nn_translators.md)::
 
 from __future__ import annotations
 
+import abc
 from typing import Callable, Sequence
 
 import keras
@@ -82,7 +83,7 @@ class PopulationInit:
         return self.fn(tuple(shape), int(popsize), seed)
 
 
-class Translator:
+class Translator(abc.ABC):
     """Population op of one call of a Keras layer.
 
     Subclasses set :attr:`weight_names` (or override :meth:`weight_order`) and
@@ -137,9 +138,9 @@ class Translator:
         """Initializer of one of the layer's variables: a Keras initializer or a :class:`PopulationInit`."""
         return getattr(self.layer, f"{variable.name}_initializer")
 
+    @abc.abstractmethod
     def forward(self, inputs: list, weights: list, indices):
         """``inputs`` (list of ``[n, B, ...]``), ``weights`` (list, see module doc) -> output(s)."""
-        raise ConfigError(f"layer {self.name}: its translator has no forward")  # pragma: no cover
 
     #: ``forward_flat(inputs, params [P, D], offsets, indices, input_scale=None)`` reading the
     #: weights in place from flat parameters (``offsets``: column of each weight), or ``None``.
@@ -147,7 +148,7 @@ class Translator:
 
     def forward_state(self, inputs: list, weights: list, indices, states: list):
         """Recurrent layers: ``(output(s), new_states)`` starting from ``states`` (``[n, B, size]`` each)."""
-        raise ConfigError(f"layer {self.name} carries no state")  # pragma: no cover
+        raise ConfigError(f"layer {self.name} carries no state")
 
     def __repr__(self):
         return f"{type(self).__name__}({self.name})"

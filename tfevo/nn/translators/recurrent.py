@@ -11,6 +11,8 @@ across environment steps.
 
 from __future__ import annotations
 
+import abc
+
 import keras
 import tensorflow as tf
 
@@ -51,9 +53,10 @@ class _RecurrentBase(Translator):
     def state_sizes(self):
         return (self.units,)
 
-    # one step: (x_proj [n, B, G*u] (input part incl. its bias), states, rk [n, u, G*u], rbias) -> states
+    @abc.abstractmethod
     def _step(self, xp, states, rk, rb):
-        raise ConfigError(f"layer {self.name}: no step")  # pragma: no cover
+        """One time step: ``xp [n, B, G*u]`` (input projection incl. its bias), the states, the
+        members' recurrent kernels ``rk [n, u, G*u]`` and recurrent bias -> the new states."""
 
     def _split_bias(self, bias):
         return bias, None
