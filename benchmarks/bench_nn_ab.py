@@ -46,10 +46,13 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--new", default=".")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--networks", choices=("all", "mlp", "dqn"), default="all")
     args = ap.parse_args()
     print("| network | P | B | base ms (median of rounds) | new ms | new/base |")
     print("|---|---|---|---|---|---|")
     for net, P, B in CASES:
+        if args.networks not in ("all", net):
+            continue
         reps = 200 if net == "mlp" else 15
         base, new = [], []
         for r in range(args.rounds):

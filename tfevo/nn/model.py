@@ -453,8 +453,11 @@ class PopulationModel:
 
     def _run(self, weights, x, indices, states=None):
         xs = x if isinstance(x, list) else self._inputs_list(x)
-        y, new = self._walk(xs, lambda step, ins, st: self._apply(step, ins, [weights[i] for i in step.weights],
-                                                                   indices, st), states)
+
+        def call(step, ins, st):
+            return self._apply(step, ins, [weights[i] for i in step.weights], indices, st)
+
+        y, new = self._walk(xs, call, states)
         return y if states is None else (y, new)
 
     #: Independent chains the in-place subset forward of a model with Conv2D layers is cut into
@@ -525,6 +528,7 @@ class PopulationModel:
         return _flat_ops() is not None and all(
             s.flat_fn is not None for s in self._steps if type(s.layer) is L.Conv2D)
 
+    @tf.autograph.experimental.do_not_convert  # plain graph code (explicit tf.cond): nothing to convert
     def forward_graph(self, params, x, indices=None, input_scale=None, states=None):
         """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
 

@@ -307,6 +307,7 @@ class Policy:
             y = y[:, :, 0]
         return y if states is None else (y, tf.concat(new, -1))
 
+    @tf.autograph.experimental.do_not_convert
     def forward_state(self, params, obs, state, indices=None):
         """Recurrent policies: ``(actions, new_state)`` for one environment step.
 
@@ -321,6 +322,7 @@ class Policy:
         y, new = self._model_graph(params, obs, indices, tf.convert_to_tensor(state, tf.float32))
         return self.actions_from_outputs(y), new
 
+    @tf.autograph.experimental.do_not_convert
     def forward_graph(self, params, obs, indices=None) -> tf.Tensor:
         """:meth:`forward` as plain TensorFlow ops (no checks, no ``tf.function``).
 
