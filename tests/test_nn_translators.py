@@ -175,6 +175,7 @@ def test_translator_agrees_with_keras(cls, tmp_path):
     _check_template(CASES[cls](), tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXTRA))
 def test_translator_variants_agree_with_keras(name, tmp_path):
     _check_template(EXTRA[name](), tmp_path)
