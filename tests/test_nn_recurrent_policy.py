@@ -32,6 +32,18 @@ def test_policy_state_shape_and_errors():
     assert nn.Policy(nn.PopulationModel(nn.mlp((4,), 2)), env.action_spec).state_shape is None
     with pytest.raises(ConfigError, match="time axis first"):
         nn.Policy(nn.PopulationModel(keras.Sequential([keras.Input((3, 4)), L.SimpleRNN(2)])), env.action_spec)
+    # a layer mixing time steps before the recurrent layer cannot be stepped one observation at a time
+    with pytest.raises(ConfigError, match="'mix' .*time steps one by one"):
+        nn.Policy(nn.PopulationModel(keras.Sequential([keras.Input((None, 4)), L.Conv1D(4, 2, padding="causal",
+                                                                                         name="mix"),
+                                                       L.GRU(3), L.Dense(2)])), env.action_spec)
+    # per-step layers around the recurrent one are fine
+    inp = keras.Input((None, 4))
+    h = L.LayerNormalization()(L.Dense(8, activation="relu")(inp))
+    seq = L.LSTM(5, return_sequences=True)(L.Concatenate()([h, inp]))
+    ok = nn.Policy(nn.PopulationModel(keras.Model(inp, L.Dense(2)(L.Flatten()(L.SimpleRNN(3)(seq))))),
+                   env.action_spec)
+    assert ok.state_shape == (13,)
 
 
 def test_ingraph_rollout_carries_state_like_rerunning_the_history():

@@ -88,6 +88,41 @@ def nature_dqn(num_actions: int, input_shape=(84, 84, 4), name: str = "nature_dq
     )
 
 
+def _check_stepwise(model) -> None:
+    """A recurrent policy runs one time step per call, which equals the whole-sequence forward only
+    if every layer that sees the time axis (before a recurrent layer consumes it) treats the time
+    steps one by one: raise :class:`ConfigError` for a layer that mixes them (e.g. Conv1D or pooling
+    over time, Flatten)."""
+    from tfevo.nn.translators.recurrent import _RecurrentBase
+
+    L = keras.layers
+    elementwise = (L.Dense, L.Activation, L.ReLU, L.LeakyReLU, L.ELU, L.Embedding, L.Dropout, L.GaussianNoise,
+                   L.GaussianDropout, L.AlphaDropout, L.ActivityRegularization, L.Add, L.Subtract, L.Multiply,
+                   L.Average, L.Maximum, L.Minimum)
+    timed = {model._input_id}
+    for step in model._steps:
+        if not any(i in timed for i in step.inputs):
+            continue
+        layer = step.layer
+        if isinstance(step.tr, _RecurrentBase):
+            if layer.return_sequences:
+                timed.add(step.outputs[0])
+            continue
+        rank = len(step.tr.input_shapes[0])
+        ok = type(layer) in elementwise
+        if type(layer) in (L.Softmax, L.Concatenate):
+            ok = int(layer.axis) % rank != 1
+        elif type(layer) in (L.LayerNormalization, L.BatchNormalization):
+            axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+            ok = all(int(a) % rank != 1 for a in axes)
+        if not ok:
+            raise ConfigError(
+                f"layer {step.name} sees the time axis of a recurrent policy but does not treat time steps one "
+                "by one; a recurrent Policy steps one observation at a time (use it after the recurrent layer, "
+                "or evaluate the model on whole sequences with PopulationModel)")
+        timed.update(step.outputs)
+
+
 class Policy:
     """Actions of a whole population from a :class:`PopulationModel`.
 
@@ -166,6 +201,7 @@ class Policy:
                     f"*obs_shape) (time axis first), got {model.input_shape}")
             self.obs_shape = tuple(model.input_shape[1:])
             self.state_shape = (int(sum(model.state_sizes)),)
+            _check_stepwise(model)
             if len(out_shape) >= 2 and out_shape[0] in (None, 1):  # return_sequences: one step per call
                 self._time_out = True
                 out_shape = tuple(out_shape[1:])
