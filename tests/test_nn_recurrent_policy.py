@@ -61,7 +61,7 @@ def test_ingraph_rollout_carries_state_like_rerunning_the_history():
     returns = np.zeros(P * B)
     for t in range(T):
         hist.append(tf.reshape(tf.cast(obs, tf.float32), [P, B, 1, 4]))
-        logits = pm(params, tf.concat(hist, 2))  # [P, B, 2]: last step of the full history
+        logits = pm.forward_graph(params, tf.concat(hist, 2))  # [P, B, 2]: last step of the full history (eager)
         actions = tf.reshape(tf.argmax(logits, -1, output_type=tf.int32), [-1])
         step = env.step(state, actions)
         returns += np.where(done, 0.0, step.reward.numpy())
