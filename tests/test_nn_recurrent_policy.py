@@ -19,9 +19,9 @@ def lstm_template(obs=4, act=2):
                              L.Dense(act)])
 
 
-def _params(pm, P, seed=0):
+def _params(pm, P, seed=0, scale=2.0):
     params = pm.init_params(P, seed)
-    return params + tf.random.stateless_normal(params.shape, [seed, 1]) * 0.8
+    return params + tf.random.stateless_normal(params.shape, [seed, 1]) * scale  # members whose history matters
 
 
 def test_policy_state_shape_and_errors():
@@ -51,16 +51,24 @@ def test_ingraph_rollout_carries_state_like_rerunning_the_history():
     P, B, T = 5, 2, 25
     env = make("CartPole-v1", 1)
     pm = nn.PopulationModel(lstm_template())
-    policy = nn.Policy(pm, env.action_spec)
+    policy = nn.Policy(pm, env.action_spec, obs_scale=10.0)
     params = _params(pm, P)
     ev = InGraphEvaluator(env, policy, episodes=B, max_steps=T, seed=4, jit_compile=False)
     res = ev.evaluate_episodes(params)
+
+    class Forgetful(nn.Policy):  # starts every step from the zero state
+        def forward_state(self, params, obs, state, indices=None):
+            return super().forward_state(params, obs, tf.zeros_like(state), indices)
+
+    forgetful = InGraphEvaluator(env, Forgetful(pm, env.action_spec, obs_scale=10.0), episodes=B, max_steps=T,
+                                 seed=4, jit_compile=False).evaluate_episodes(params)
+    assert not np.array_equal(forgetful.returns.numpy(), res.returns.numpy())  # the carried state matters here
 
     state, obs = env.reset(SeedStream(4).next(), num_envs=P * B)
     hist, done = [], np.zeros(P * B, bool)
     returns = np.zeros(P * B)
     for t in range(T):
-        hist.append(tf.reshape(tf.cast(obs, tf.float32), [P, B, 1, 4]))
+        hist.append(tf.reshape(tf.cast(obs, tf.float32), [P, B, 1, 4]) * 10.0)
         logits = pm.forward_graph(params, tf.concat(hist, 2))  # [P, B, 2]: last step of the full history (eager)
         actions = tf.reshape(tf.argmax(logits, -1, output_type=tf.int32), [-1])
         step = env.step(state, actions)
@@ -68,7 +76,6 @@ def test_ingraph_rollout_carries_state_like_rerunning_the_history():
         done |= step.terminated.numpy() | step.truncated.numpy() | (t + 1 >= T)
         state, obs = step.state, step.obs
     np.testing.assert_allclose(res.returns.numpy(), returns.reshape(P, B).astype(np.float32))
-    # the state matters: starting every step from zeros gives other returns
     assert len(set(res.returns.numpy().ravel())) > 1
 
 
