@@ -106,3 +106,6 @@ def to_half(params, use_op=None):
             raise RuntimeError("the TfevoToHalf op is not available")
         return to_half_reference(params)
     return tuple(mod.tfevo_to_half(params))
+
+
+from tfevo.nn import gradients as _gradients  # noqa: E402,F401  (the C++ kernels' gradients)

@@ -6,11 +6,11 @@ whole population ``params [P, D]`` on inputs ``[P, B, *input_shape]`` as one
 TensorFlow program (batched matrix products; convolutions through the C++
 direct population convolution, or im2col where that cannot run).
 
-Supported layers: ``InputLayer``, ``Dense``, ``Conv2D`` (channels last,
-no dilation/groups), ``Flatten``, ``Reshape``, ``Activation`` and the
-activation layers ``ReLU``/``LeakyReLU``/``ELU``/``Softmax``,
-``LayerNormalization`` and ``Dropout`` (identity at inference).  Anything
-else raises :class:`tfevo.core.ConfigError` naming the layer.
+The template is any Sequential or functional graph (several inputs, a dict of
+inputs, several outputs, merge layers, shared layers, recurrent layers) of the
+layers that have a translator (:mod:`tfevo.nn.translators`, one module per
+layer type, registered by Keras class); anything else raises
+:class:`tfevo.core.ConfigError` naming the layer and listing the supported ones.
 
 Flat layout: the template's weights in ``template.weights`` order (the order of
 ``template.get_weights()``), each flattened row-major and concatenated.
@@ -19,8 +19,7 @@ Flat layout: the template's weights in ``template.weights`` order (the order of
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import keras
@@ -28,7 +27,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError, TraceCounter
 from tfevo.nn.init import as_seed, sample_population
-from tfevo.nn.layers import CONV_METHODS, population_conv2d, population_dense
+from tfevo.nn.layers import CONV_METHODS
 
 __all__ = ["PopulationModel"]
 
@@ -47,200 +46,39 @@ _FUSED_MAX_ROWS = 4
 
 @dataclasses.dataclass
 class _Step:
-    """One layer of the template as a population op."""
+    """One call of a template layer as a population op."""
 
     name: str
-    fn: Callable  # (x, weights list, indices) -> y
+    tr: Any  # the layer's Translator
     weights: tuple  # indices into the template weight list
-    inp: int  # id of the input symbolic tensor
-    out: int  # id of the output symbolic tensor
-    flat_fn: Callable | None = None  # (x, params [P, D], weight offsets, indices) -> y, reading params in place
+    inputs: tuple  # ids of the input symbolic tensors
+    outputs: tuple  # ids of the output symbolic tensors
     layer: Any = None  # the template layer
 
+    @property
+    def inp(self) -> int:
+        return self.inputs[0]
 
-def _dense_fn(layer):
-    act = layer.activation
+    @property
+    def out(self) -> int:
+        return self.outputs[0]
 
-    def fn(x, w, idx):
-        return population_dense(x, w[0], w[1] if len(w) > 1 else None, act, idx)
-
-    return fn
+    @property
+    def flat_fn(self):
+        return self.tr.forward_flat
 
 
 def _flat_ops():
-    """``(dense, conv)`` in-place op functions, or ``None`` when they cannot run here.
+    from tfevo.nn.translators._kernels import flat_ops
 
-    The in-place path needs both C++ modules built, a caller that is not
-    XLA-compiled and no GPU to place ops on.
-    """
-    from tfevo import ops
-
-    if ops.in_xla_context():
-        return None
-    dense = ops.op_module("indexed_matmul", "tfevo_indexed_dense_flat")
-    conv = ops.op_module("pop_conv", "tfevo_population_conv2d_flat")
-    if dense is None or conv is None or tf.config.list_logical_devices("GPU"):
-        return None
-    return dense.tfevo_indexed_dense_flat, conv.tfevo_population_conv2d_flat
+    return flat_ops()
 
 
-def _fused_activation(act):
-    """(op activation attr, activation still to apply afterwards or None)."""
-    if act is None or act is keras.activations.linear:
-        return "none", None
-    if act is keras.activations.relu:
-        return "relu", None
-    return "none", act
+def _unsupported(name) -> ConfigError:
+    from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
 
-
-def _dense_flat_fn(layer):
-    units, use_bias = int(layer.units), bool(layer.use_bias)
-    attr, after = _fused_activation(layer.activation)
-
-    def fn(x, params, offs, idx):
-        dense = _flat_ops()[0]
-        k = x.shape[-1]
-        x3 = x if x.shape.rank == 3 else tf.reshape(x, [tf.shape(x)[0], -1, k])
-        y = dense(x3, params, idx, w_offset=int(offs[0]), units=units,
-                  bias_offset=int(offs[1]) if use_bias else -1, activation=attr)
-        if x.shape.rank != 3:
-            y = tf.reshape(y, tf.concat([tf.shape(x)[:-1], [units]], 0))
-        return after(y) if after is not None else y
-
-    return fn
-
-
-def _conv_flat_fn(layer):
-    filters, use_bias = int(layer.filters), bool(layer.use_bias)
-    ksize, strides = [int(k) for k in layer.kernel_size], [int(s) for s in layer.strides]
-    padding = layer.padding.upper()
-    attr, after = _fused_activation(layer.activation)
-
-    def fn(x, params, offs, idx, input_scale=None):
-        conv = _flat_ops()[1]
-        extra = {} if input_scale is None else {"input_scale": float(input_scale)}  # x may then be uint8
-        y = conv(x, params, idx, kernel_offset=int(offs[0]), kernel_size=ksize, filters=filters,
-                 bias_offset=int(offs[1]) if use_bias else -1, strides=strides, padding=padding, activation=attr,
-                 **extra)
-        return after(y) if after is not None else y
-
-    return fn
-
-
-def _conv_fn(layer, method):
-    if layer.data_format != "channels_last":
-        raise ConfigError(f"layer {layer.name!r} (Conv2D): only data_format='channels_last' is supported")
-    if tuple(layer.dilation_rate) != (1, 1):
-        raise ConfigError(f"layer {layer.name!r} (Conv2D): dilation_rate {layer.dilation_rate} is not supported")
-    if int(getattr(layer, "groups", 1)) != 1:
-        raise ConfigError(f"layer {layer.name!r} (Conv2D): groups={layer.groups} is not supported")
-    if layer.padding not in ("same", "valid"):
-        raise ConfigError(f"layer {layer.name!r} (Conv2D): padding {layer.padding!r} is not supported")
-    act, strides, padding = layer.activation, tuple(layer.strides), layer.padding
-
-    def fn(x, w, idx):
-        return population_conv2d(x, w[0], w[1] if len(w) > 1 else None, strides, padding, act, idx, method)
-
-    return fn
-
-
-def _layernorm_fn(layer, sample_rank):
-    """``sample_rank``: rank of the layer input including Keras's batch axis."""
-    axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
-    axes = sorted(a % sample_rank for a in axes)
-    if 0 in axes:
-        raise ConfigError(f"layer {layer.name!r} (LayerNormalization): normalizing over the batch axis is not supported")
-    paxes = [a + 1 for a in axes]  # population axis in front
-    eps = float(layer.epsilon)
-    rms = bool(getattr(layer, "rms_scaling", False))
-    has_gamma = layer.gamma is not None
-    has_beta = getattr(layer, "beta", None) is not None
-
-    def bshape(v):
-        # [P, *param] -> [P, 1 (batch), ..] with the param dims at their axes
-        shape = [tf.shape(v)[0]] + [1] * sample_rank
-        for j, a in enumerate(paxes):
-            shape[a] = v.shape[1 + j]
-        return tf.reshape(v, shape)
-
-    def fn(x, w, idx):
-        i = 0
-        gamma = beta = None
-        if has_gamma:
-            gamma = w[i] if idx is None else tf.gather(w[i], idx)
-            i += 1
-        if has_beta:
-            beta = w[i] if idx is None else tf.gather(w[i], idx)
-        mean, var = tf.nn.moments(x, paxes, keepdims=True)
-        inv = tf.math.rsqrt(var + eps)
-        if rms:
-            out = x * inv
-            return out * bshape(gamma) if gamma is not None else out
-        if gamma is not None:
-            inv = inv * bshape(gamma)
-        res = -mean * inv
-        if beta is not None:
-            res = res + bshape(beta)
-        return x * inv + res
-
-    return fn
-
-
-def _reshape_fn(layer):
-    target = [int(t) for t in layer.target_shape]
-
-    def fn(x, w, idx):
-        return tf.reshape(x, tf.concat([tf.shape(x)[:2], target], 0))
-
-    return fn
-
-
-def _flatten_fn(layer):
-    if getattr(layer, "data_format", "channels_last") == "channels_first":
-        raise ConfigError(f"layer {layer.name!r} (Flatten): data_format='channels_first' is not supported")
-
-    def fn(x, w, idx):
-        n = math.prod(x.shape[2:]) if None not in x.shape[2:] else -1
-        return tf.reshape(x, tf.concat([tf.shape(x)[:2], [n]], 0))
-
-    return fn
-
-
-def _elementwise_fn(layer):
-    if isinstance(layer, L.Softmax) and layer.axis not in (-1,):
-        raise ConfigError(f"layer {layer.name!r} (Softmax): only axis=-1 is supported")
-    if isinstance(layer, L.Activation):
-        act = layer.activation
-        return lambda x, w, idx: act(x)
-    return lambda x, w, idx: layer(x)
-
-
-def _identity_fn(layer):
-    return lambda x, w, idx: x
-
-
-_SUPPORTED = "InputLayer, Dense, Conv2D, Flatten, Reshape, Activation, ReLU, LeakyReLU, ELU, Softmax, LayerNormalization, Dropout"
-
-
-def _weight_order(layer) -> list:
-    """The layer's variables in the order its population op expects."""
-    by_name = {v.name: v for v in layer.weights}
-    if isinstance(layer, (L.Dense, L.Conv2D)):
-        names = ["kernel"] + (["bias"] if layer.use_bias else [])
-    elif isinstance(layer, L.LayerNormalization):
-        names = [n for n in ("gamma", "beta") if n in by_name]
-    else:
-        names = []
-    if set(names) != set(by_name):
-        raise ConfigError(
-            f"layer {layer.name!r} ({type(layer).__name__}) has weights {sorted(by_name)}; expected {names} "
-            "(LoRA, quantized or custom variants are not supported)"
-        )
-    return [by_name[n] for n in names]
-
-
-def _initializer_of(layer, name):
-    return getattr(layer, f"{name}_initializer")
+    return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
+                       f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
 
 
 class PopulationModel:
@@ -248,8 +86,7 @@ class PopulationModel:
 
     Args:
       template: a built Keras model (``Sequential`` with a known input shape, or
-        functional) made of the supported layers (see module doc), with one
-        input and one output.
+        functional) made of the supported layers (see module doc).
       jit_compile: XLA-compile the forward pass (default ``False``: on CPU the
         oneDNN batched matmul path is faster; XLA is never used when the C++
         ``indexed_matmul`` op would run, since it has no XLA kernel).
@@ -267,8 +104,12 @@ class PopulationModel:
 
     Attributes:
       num_params: D, the length of one member's flat parameter vector.
-      input_shape: per-sample input shape (without batch).
-      output_shape: per-sample output shape.
+      input_shape: per-sample input shape (without batch); a list or dict of
+        them for several inputs (``input_shapes``: always the list).
+      output_shape: per-sample output shape; a list or dict for several
+        outputs (``output_shapes``: always the list).
+      state_sizes: per-sample sizes of the recurrent states the template
+        carries (``()`` without recurrent layers; LSTM: h and c).
       weight_shapes: shapes of the template weights, in flat-layout order.
       traces: ``{name: count}`` of ``tf.function`` traces of the forward pass.
 
@@ -312,6 +153,8 @@ class PopulationModel:
             self._parse_graph(model, model)
 
     def _parse_graph(self, model, graph):
+        import tfevo.nn.translators  # noqa: F401  (registers the built-in translators)
+
         try:
             inputs, outputs = graph.inputs, graph.outputs
         except (AttributeError, ValueError):
@@ -321,21 +164,46 @@ class PopulationModel:
                 "the template model must be built with a known input shape "
                 "(start a Sequential with keras.Input(shape) or use the functional API)"
             )
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise ConfigError(f"the template must have one input and one output, got {len(inputs)} and {len(outputs)}")
-        self.input_shape = tuple(inputs[0].shape[1:])
-        self.output_shape = tuple(outputs[0].shape[1:])
-        if None in self.input_shape:
-            raise ConfigError(f"the template's input shape must be fully known, got {self.input_shape}")
-        self._input_id = id(inputs[0])
-        self._output_id = id(outputs[0])
-
         if not hasattr(graph, "_nodes_by_depth"):
             raise ConfigError(f"template {model.name!r}: subclassed models are not supported (use Sequential or functional)")
+        # inputs and outputs: a single tensor, a list, or a dict (by key) as the template was built
+        in_struct = getattr(graph, "_inputs_struct", None)
+        out_struct = getattr(graph, "_outputs_struct", None)
+        if isinstance(in_struct, dict):
+            self._input_keys = list(in_struct)
+            in_tensors = [in_struct[k] for k in self._input_keys]
+        else:
+            self._input_keys = None
+            in_tensors = list(inputs)
+        self._input_ids = [id(t) for t in in_tensors]
+        self._output_ids = [id(t) for t in outputs]
+        # several outputs come back as the template returns them: a dict by key, else a list
+        self._output_keys = list(out_struct) if len(outputs) > 1 and isinstance(out_struct, dict) else None
+        if self._output_keys is not None:
+            self._output_ids = [id(out_struct[k]) for k in self._output_keys]
+            outputs = [out_struct[k] for k in self._output_keys]
+        self.input_shapes = [tuple(t.shape[1:]) for t in in_tensors]
+        self.output_shapes = [tuple(t.shape[1:]) for t in outputs]
+        self._input_id = self._input_ids[0]
+        self._output_id = self._output_ids[0]
+        if len(in_tensors) == 1:
+            self.input_shape = self.input_shapes[0]
+        elif self._input_keys is not None:
+            self.input_shape = dict(zip(self._input_keys, self.input_shapes))
+        else:
+            self.input_shape = list(self.input_shapes)
+        if len(outputs) == 1:
+            self.output_shape = self.output_shapes[0]
+        elif self._output_keys is not None:
+            self.output_shape = dict(zip(self._output_keys, self.output_shapes))
+        else:
+            self.output_shape = list(self.output_shapes)
+
         all_weights = list(model.weights)
         index_of = {id(v): i for i, v in enumerate(all_weights)}
         used = set()
         steps = []
+        self._initializers = [None] * len(all_weights)
         nodes_by_depth = graph._nodes_by_depth
         for depth in sorted(nodes_by_depth, reverse=True):
             for node in nodes_by_depth[depth]:
@@ -348,16 +216,18 @@ class PopulationModel:
             raise ConfigError(f"template weights not used by any supported layer: {missing}")
         # Layers must run in dependency order; depth order guarantees that.
         self._steps = steps
+        self.state_sizes = tuple(sz for st in steps for sz in st.tr.state_sizes)
+        for shape in self.input_shapes:
+            # a recurrent template may leave its time axis (the first sample axis) open
+            open_ok = bool(self.state_sizes) and len(shape) >= 2 and None not in shape[1:]
+            if None in shape and not open_ok:
+                raise ConfigError(f"the template's input shape must be fully known, got {shape}"
+                                  + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
         self.weight_shapes = [tuple(int(d) for d in v.shape) for v in all_weights]
         self.weight_names = [v.path for v in all_weights]
         self._sizes = [int(np.prod(s)) if s else 1 for s in self.weight_shapes]
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int).tolist()
         self.num_params = int(self._offsets[-1])
-        self._initializers = [None] * len(all_weights)
-        for layer in model.layers:
-            if isinstance(layer, (L.Dense, L.Conv2D, L.LayerNormalization)):
-                for v in _weight_order(layer):
-                    self._initializers[index_of[id(v)]] = _initializer_of(layer, v.name)
         if self.num_params == 0:
             raise ConfigError("the template has no weights to evolve")
         self._mlp_plan = self._make_mlp_plan()
@@ -371,11 +241,13 @@ class PopulationModel:
         """
         from tfevo.nn.fused_mlp import MlpPlan, activation_name
 
+        if len(self._input_ids) != 1 or len(self._output_ids) != 1 or self.state_sizes:
+            return None
         prev, flatten = self._input_id, False
         units, w_offs, b_offs, acts = [], [], [], []
         k = int(self.input_shape[-1]) if self.input_shape else 1
         for s in self._steps:
-            if s.inp != prev:
+            if s.inputs != (prev,) or len(s.outputs) != 1:
                 return None
             layer = s.layer
             if type(layer) is L.Flatten and not units and not flatten:
@@ -419,46 +291,24 @@ class PopulationModel:
         return population_mlp(x3, params, idx, plan, use_op=True)
 
     def _step_for(self, op, node, index_of, used):
+        from tfevo.nn.translators import translator_for
+
         name = f"{op.name!r} ({type(op).__name__})"
-        if not isinstance(op, L.Layer) or isinstance(op, keras.Model):
-            raise ConfigError(f"unsupported layer {name} in the template; supported: {_SUPPORTED}")
-        ins = node.input_tensors
-        if len(ins) != 1 or len(node.outputs) != 1:
-            raise ConfigError(f"layer {name}: only single-input, single-output layers are supported")
-        sample_rank = len(ins[0].shape)
-        # exact type checks first: subclasses of supported layers may change call()
-        flat_fn = None
-        if type(op) is L.Dense:
-            if getattr(op, "lora_enabled", False):
-                raise ConfigError(f"layer {name}: LoRA Dense layers are not supported")
-            fn = _dense_fn(op)
-            flat_fn = _dense_flat_fn(op)
-        elif type(op) is L.Conv2D:
-            fn = _conv_fn(op, self.conv_method)
-            flat_fn = _conv_flat_fn(op) if self.conv_method == "auto" else None
-        elif type(op) is L.LayerNormalization:
-            fn = _layernorm_fn(op, sample_rank)
-        elif type(op) is L.Flatten:
-            fn = _flatten_fn(op)
-        elif type(op) is L.Reshape:
-            fn = _reshape_fn(op)
-        elif type(op) in (L.Activation, L.ReLU, L.LeakyReLU, L.ELU, L.Softmax):
-            fn = _elementwise_fn(op)
-        elif type(op) is L.Dropout:
-            fn = _identity_fn(op)
-        else:
-            raise ConfigError(f"unsupported layer {name} in the template; supported: {_SUPPORTED}")
+        cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
+        if cls is None:
+            raise _unsupported(name)
+        ins = list(node.input_tensors)
+        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
         widx = []
-        for v in _weight_order(op):
+        for v in tr.weight_order():
             if id(v) not in index_of:
                 raise ConfigError(f"layer {name}: weight {v.path} is not among the model's weights")
             i = index_of[id(v)]
-            if i in used:
-                raise ConfigError(f"layer {name}: shared layers (weights used twice) are not supported")
-            used.add(i)
+            used.add(i)  # a shared layer's calls all read the same weights
             widx.append(i)
-        return _Step(name=name, fn=fn, weights=tuple(widx), inp=id(ins[0]), out=id(node.outputs[0]),
-                     flat_fn=flat_fn, layer=op)
+            self._initializers[i] = tr.initializer(v)
+        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(id(t) for t in ins),
+                     outputs=tuple(id(t) for t in node.outputs), layer=op)
 
     # -------------------------------------------------------------- reshaper
     def flatten(self, weights: Sequence) -> tf.Tensor:
@@ -516,8 +366,11 @@ class PopulationModel:
         if popsize < 1:
             raise ConfigError(f"popsize must be >= 1, got {popsize}")
         seeds = tf.random.experimental.stateless_split(as_seed(seed), num=len(self.weight_shapes))
+        from tfevo.nn.translators import PopulationInit
+
         cols = [
-            tf.reshape(sample_population(init, shape, popsize, seeds[i]), [popsize, -1])
+            tf.reshape(init(shape, popsize, seeds[i]) if isinstance(init, PopulationInit)
+                       else sample_population(init, shape, popsize, seeds[i]), [popsize, -1])
             for i, (init, shape) in enumerate(zip(self._initializers, self.weight_shapes))
         ]
         return tf.concat(cols, 1)
@@ -548,12 +401,64 @@ class PopulationModel:
                 raise ShapeError(f"weight {i} ({self.weight_names[i]}) must have shape [{p}, {', '.join(map(str, s))}], got {w.shape.as_list()}")
         return weights
 
-    def _run(self, weights, x, indices):
-        tensors = {self._input_id: x}
+    def _inputs_list(self, x) -> list:
+        """The model input(s) as a list in the template's input order (a tensor, a list or a dict by key)."""
+        if isinstance(x, dict):
+            if self._input_keys is None:
+                raise ShapeError("a dict of inputs needs a template built with a dict of keras.Input")
+            missing = [k for k in self._input_keys if k not in x]
+            if missing or len(x) != len(self._input_keys):
+                raise ShapeError(f"inputs must have the keys {self._input_keys}, got {sorted(x)}")
+            return [x[k] for k in self._input_keys]
+        if isinstance(x, (list, tuple)):
+            if len(x) != len(self._input_ids):
+                raise ShapeError(f"the template has {len(self._input_ids)} inputs, got {len(x)}")
+            return list(x)
+        if len(self._input_ids) != 1:
+            raise ShapeError(f"the template has {len(self._input_ids)} inputs; pass a list or dict of tensors")
+        return [x]
+
+    def _pack_outputs(self, ys):
+        if len(ys) == 1:
+            return ys[0]
+        if self._output_keys is not None:
+            return dict(zip(self._output_keys, ys))
+        return list(ys)
+
+    def _walk(self, xs, call, states=None):
+        """Runs the steps in dependency order: ``call(step, inputs, step_states) -> (outputs, new_states)``.
+
+        Returns ``(outputs packed like the template's, new_states)``; ``states`` (a list, one
+        ``[n, B, size]`` tensor per entry of :attr:`state_sizes`) is given to the recurrent steps,
+        ``None`` starts them from zeros."""
+        tensors = dict(zip(self._input_ids, xs))
+        new_states, k = [], 0
         for step in self._steps:
-            w = [weights[i] for i in step.weights]
-            tensors[step.out] = step.fn(tensors[step.inp], w, indices)
-        return tensors[self._output_id]
+            ns = len(step.tr.state_sizes)
+            st = None if (states is None or not ns) else list(states[k:k + ns])
+            k += ns
+            out, st_out = call(step, [tensors[i] for i in step.inputs], st)
+            if ns:
+                new_states.extend(st_out)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            for o, y in zip(step.outputs, outs):
+                tensors[o] = y
+        return self._pack_outputs([tensors[o] for o in self._output_ids]), new_states
+
+    @staticmethod
+    def _apply(step, ins, w, indices, st):
+        if st is not None:
+            return step.tr.forward_state(ins, w, indices, st)
+        return step.tr.forward(ins, w, indices), ()
+
+    def _run(self, weights, x, indices, states=None):
+        xs = x if isinstance(x, list) else self._inputs_list(x)
+
+        def call(step, ins, st):
+            return self._apply(step, ins, [weights[i] for i in step.weights], indices, st)
+
+        y, new = self._walk(xs, call, states)
+        return y if states is None else (y, new)
 
     #: Independent chains the in-place subset forward of a model with Conv2D layers is cut into
     #: (members ``[n*g/G, n*(g+1)/G)`` form chain ``g``).  TensorFlow's executor runs ready ops of
@@ -564,46 +469,51 @@ class PopulationModel:
     #: measured 1,064 against 1,003 steps/s for 4 chains (benchmarks/results/pipeline.md, run L5).
     inference_chains: int = 1
 
-    def _run_in_place(self, params, x, indices, input_scale=None):
+    def _run_in_place(self, params, x, indices, input_scale=None, states=None):
         """Members ``indices`` straight from ``params [P, D]``: Dense and Conv2D read their weights in
         place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains).
         Models with Conv2D layers run as ``inference_chains`` independent chains of members."""
         G = int(self.inference_chains)
-        if self.concurrent_forward:
+        if self.concurrent_forward and states is None:
             n = tf.shape(indices)[0]
             cuts = [(n * g) // G for g in range(G + 1)]
-            return tf.concat([self._run_in_place_rows(params, x[cuts[g]:cuts[g + 1]], indices[cuts[g]:cuts[g + 1]],
-                                                      input_scale) for g in range(G)], 0)
-        return self._run_in_place_rows(params, x, indices, input_scale)
+            xs = x if isinstance(x, list) else [x]
+            return tf.concat([self._run_in_place_rows(params, [t[cuts[g]:cuts[g + 1]] for t in xs],
+                                                      indices[cuts[g]:cuts[g + 1]], input_scale)
+                              for g in range(G)], 0)
+        return self._run_in_place_rows(params, x, indices, input_scale, states)
 
     @property
     def concurrent_forward(self) -> bool:
         """Whether the in-place subset forward has independent chains worth running concurrently
         (``inference_chains > 1`` and Conv2D layers): a caller should then use TensorFlow's
         multi-threaded graph executor rather than a single-threaded one."""
-        return int(self.inference_chains) > 1 and any(s.name.endswith("(Conv2D)") for s in self._steps)
+        return (int(self.inference_chains) > 1 and len(self._input_ids) == 1 and len(self._output_ids) == 1
+                and any(type(s.layer) is L.Conv2D for s in self._steps))
 
-    def _run_in_place_rows(self, params, x, indices, input_scale=None):
-        fused = None  # the Conv2D step that takes raw (uint8) x and applies input_scale itself
+    def _run_in_place_rows(self, params, x, indices, input_scale=None, states=None):
+        xs = x if isinstance(x, list) else self._inputs_list(x)
+        fused = None  # the first step, when it takes raw (uint8) x and applies input_scale itself
         if input_scale is not None:
-            first = [s for s in self._steps if s.inp == self._input_id]
-            if len(first) == 1 and first[0].flat_fn is not None and first[0].name.endswith("(Conv2D)"):
+            first = [s for s in self._steps if self._input_id in s.inputs]
+            if (len(xs) == 1 and len(first) == 1 and first[0].flat_fn is not None
+                    and first[0].tr.takes_input_scale):
                 fused = first[0]
             else:
-                x = tf.cast(x, tf.float32) * input_scale
-        tensors = {self._input_id: x}
-        for step in self._steps:
+                xs = [tf.cast(t, tf.float32) * input_scale for t in xs]
+
+        def call(step, ins, st):
             offs = [self._offsets[i] for i in step.weights]
             if step is fused:
-                y = step.flat_fn(tensors[step.inp], params, offs, indices, input_scale=input_scale)
-            elif step.flat_fn is not None:
-                y = step.flat_fn(tensors[step.inp], params, offs, indices)
-            else:
-                w = [tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
-                     for o, i in zip(offs, step.weights)]
-                y = step.fn(tensors[step.inp], w, indices)
-            tensors[step.out] = y
-        return tensors[self._output_id]
+                return step.flat_fn(ins, params, offs, indices, input_scale=input_scale), ()
+            if step.flat_fn is not None:
+                return step.flat_fn(ins, params, offs, indices), ()
+            w = [tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
+                 for o, i in zip(offs, step.weights)]
+            return self._apply(step, ins, w, indices, st)
+
+        y, new = self._walk(xs, call, states)
+        return y if states is None else (y, new)
 
     def in_place_available(self) -> bool:
         """Whether a subset forward with flat ``params [P, D]`` reads the weights in place (no copy).
@@ -616,9 +526,10 @@ class PopulationModel:
         if self.fused_mlp:
             return True
         return _flat_ops() is not None and all(
-            s.flat_fn is not None for s in self._steps if s.name.endswith("(Conv2D)"))
+            s.flat_fn is not None for s in self._steps if type(s.layer) is L.Conv2D)
 
-    def forward_graph(self, params, x, indices=None, input_scale=None):
+    @tf.autograph.experimental.do_not_convert  # plain graph code (explicit tf.cond): nothing to convert
+    def forward_graph(self, params, x, indices=None, input_scale=None, states=None):
         """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
 
         For use inside a caller's own ``tf.function`` (rollouts).  ``params`` is
@@ -640,35 +551,44 @@ class PopulationModel:
         gathering its parameter rows first (cheaper when ``2 n <= P`` or
         without the C++ op), or by splitting all parameters and letting
         ``indexed_matmul`` read the chosen members' weights in place.
+
+        ``x`` may also be a list or dict of inputs (templates with several
+        inputs); several outputs come back as a list or dict.  For recurrent
+        templates, ``states`` (a list with one ``[n, B, size]`` tensor per entry
+        of :attr:`state_sizes`) starts the recurrent layers and the result is
+        ``(outputs, new_states)``; without it they start from zeros.
         """
+        xs = self._inputs_list(x)
+        x0 = xs[0]
         in_place = (not isinstance(params, (list, tuple)) and not self.fused_mlp and self.in_place_available()
-                    and (indices is not None or (x.shape[1] is not None and x.shape[1] <= 4)))
+                    and (indices is not None or (x0.shape[1] is not None and x0.shape[1] <= 4)))
         if not isinstance(params, (list, tuple)) and params.dtype == tf.float16 and not in_place:
             # float16 weights (Policy(weight_dtype="float16")): only the in-place C++ ops read
             # them directly; every other path computes from the same values in float32
             params = tf.cast(params, tf.float32)
         if input_scale is not None and not in_place:
-            x, input_scale = tf.cast(x, tf.float32) * input_scale, None
+            xs, input_scale = [tf.cast(t, tf.float32) * input_scale for t in xs], None
         if isinstance(params, (list, tuple)):
-            return self._run(params, x, indices)
-        if self.fused_mlp and (x.shape[1] is None or x.shape[1] <= _FUSED_MAX_ROWS):
-            return self._run_fused(params, x, indices)
+            return self._run(params, xs, indices, states)
+        if self.fused_mlp and (x0.shape[1] is None or x0.shape[1] <= _FUSED_MAX_ROWS):
+            return self._run_fused(params, xs[0], indices)
         if indices is None:
             if in_place:
                 # few rows per member: read every member in place (no split copy of [P, D])
-                return self._run_in_place(params, x, tf.range(tf.shape(params)[0], dtype=tf.int32), input_scale)
-            return self._run(self.unflatten_graph(params), x, None)
+                return self._run_in_place(params, xs, tf.range(tf.shape(params)[0], dtype=tf.int32), input_scale,
+                                          states)
+            return self._run(self.unflatten_graph(params), xs, None, states)
         if in_place:
-            return self._run_in_place(params, x, tf.cast(indices, tf.int32), input_scale)
+            return self._run_in_place(params, xs, tf.cast(indices, tf.int32), input_scale, states)
 
         def gather_first():
-            return self._run(self.unflatten_graph(tf.gather(params, indices)), x, None)
+            return self._run(self.unflatten_graph(tf.gather(params, indices)), xs, None, states)
 
         if not _op_available():
             return gather_first()
 
         def in_place():
-            return self._run(self.unflatten_graph(params), x, indices)
+            return self._run(self.unflatten_graph(params), xs, indices, states)
 
         return tf.cond(2 * tf.shape(indices)[0] <= tf.shape(params)[0], gather_first, in_place)
 
@@ -676,8 +596,8 @@ class PopulationModel:
         fn = self._fns.get(kind)
         if fn is not None:
             return fn
-        if kind.endswith("_idx"):
-            body = lambda params, x, idx: self.forward_graph(params, x, idx)
+        if kind.endswith("_idx") or "_st" in kind:
+            body = lambda params, x, idx, states=None: self.forward_graph(params, x, idx, states=states)
         else:
             body = lambda params, x: self.forward_graph(params, x, None)
         jit = self.jit_compile and not (kind.endswith("_idx") and _op_available())
@@ -691,18 +611,56 @@ class PopulationModel:
         p = tf.shape(params)[:1]
         return [tf.reshape(t, tf.concat([p, s], 0)) for t, s in zip(parts, self.weight_shapes)]
 
-    def __call__(self, params, inputs, indices=None) -> tf.Tensor:
+    def _check_inputs(self, inputs) -> list:
+        xs = []
+        for j, (t, want) in enumerate(zip(self._inputs_list(inputs), self.input_shapes)):
+            t = tf.convert_to_tensor(t)
+            if t.dtype != tf.float32:
+                t = tf.cast(t, tf.float32)
+            ok = t.shape.rank == 2 + len(want) and all(w is None or w == d for w, d in zip(want, t.shape[2:]))
+            if not ok:
+                which = "" if len(self.input_shapes) == 1 else f" (input {j})"
+                raise ShapeError(f"inputs{which} must have shape [P, B, {', '.join(map(str, want))}], "
+                                 f"got {t.shape.as_list()}")
+            if j and (t.shape[0] != xs[0].shape[0] or t.shape[1] != xs[0].shape[1]):
+                raise ShapeError(f"all inputs must share the leading [P, B] axes, got {xs[0].shape.as_list()[:2]} "
+                                 f"and {t.shape.as_list()[:2]} (input {j})")
+            xs.append(t)
+        return xs
+
+    def _check_states(self, states, n, b) -> list:
+        if not self.state_sizes:
+            raise ConfigError("states given, but the template has no recurrent layers")
+        states = [tf.convert_to_tensor(t, tf.float32) for t in states]
+        if len(states) != len(self.state_sizes) or any(
+                t.shape.as_list() != [n, b, sz] for t, sz in zip(states, self.state_sizes)):
+            raise ShapeError(f"states must be {len(self.state_sizes)} tensors of shapes "
+                             f"{[[n, b, sz] for sz in self.state_sizes]}, got {[t.shape.as_list() for t in states]}")
+        return states
+
+    def zero_states(self, n: int, b: int) -> list:
+        """Initial recurrent states: one zero ``[n, b, size]`` tensor per entry of :attr:`state_sizes`."""
+        return [tf.zeros([n, b, sz], tf.float32) for sz in self.state_sizes]
+
+    def __call__(self, params, inputs, indices=None, states=None):
         """Forward pass of the population.
 
         Args:
           params: float32 ``[P, D]``, or the list returned by :meth:`unflatten`.
           inputs: ``[P, B, *input_shape]``; with ``indices``, ``[n, B, *input_shape]``.
+            For a template with several inputs, a list (template order) or a
+            dict (templates built with a dict of inputs) of such tensors.
           indices: optional int32 ``[n]``: run only members ``indices`` (row
             ``i`` of ``inputs`` goes to member ``indices[i]``); the result
             equals running all members and gathering rows ``indices``.
+          states: recurrent templates only: the states to start from (a list,
+            one ``[P or n, B, size]`` tensor per entry of :attr:`state_sizes`);
+            the call then returns ``(outputs, new_states)``.  Without it the
+            recurrent layers start from zeros, as Keras does.
 
         Returns:
-          float32 ``[P or n, B, *output_shape]``.
+          float32 ``[P or n, B, *output_shape]`` (a list or dict of them for
+          several outputs).
         """
         if isinstance(params, (list, tuple)):
             params = self._check_weights(params)
@@ -712,35 +670,33 @@ class PopulationModel:
             params = self._check_params(params)
             popsize = params.shape[0]
             kind = "flat"
-        x = tf.convert_to_tensor(inputs)
-        if not x.dtype.is_floating:
-            x = tf.cast(x, tf.float32)
-        elif x.dtype != tf.float32:
-            x = tf.cast(x, tf.float32)
-        if x.shape.rank != 2 + len(self.input_shape) or tuple(x.shape[2:]) != self.input_shape:
-            raise ShapeError(
-                f"inputs must have shape [P, B, {', '.join(map(str, self.input_shape))}], got {x.shape.as_list()}"
-            )
+        xs = self._check_inputs(inputs)
+        x = xs[0] if len(xs) == 1 else xs
+        n, b = xs[0].shape[0], xs[0].shape[1]
+        if states is not None:
+            states = self._check_states(states, n, b)
+            kind += "_st"
+        single = len(xs) == 1 and states is None
         if indices is None:
-            if popsize is not None and x.shape[0] != popsize:
-                raise ShapeError(f"inputs have {x.shape[0]} members on axis 0 but params have {popsize}")
-            if kind == "flat" and x.shape[1] <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
+            if popsize is not None and n != popsize:
+                raise ShapeError(f"inputs have {n} members on axis 0 but params have {popsize}")
+            if single and kind == "flat" and b <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
                 return self._eager_fused(params, x, None)
-            return self._fn(kind)(params, x)
+            return self._fn(kind)(params, x) if states is None else self._fn(kind)(params, x, None, states)
         idx = tf.convert_to_tensor(indices)
         if not idx.dtype.is_integer or idx.shape.rank != 1:
             raise ShapeError(f"indices must be an int32 vector [n], got {idx.dtype.name} {idx.shape.as_list()}")
         idx = tf.cast(idx, tf.int32)
-        if x.shape[0] != idx.shape[0]:
-            raise ShapeError(f"with indices, inputs must have n={idx.shape[0]} rows on axis 0, got {x.shape[0]}")
+        if n != idx.shape[0]:
+            raise ShapeError(f"with indices, inputs must have n={idx.shape[0]} rows on axis 0, got {n}")
         if tf.executing_eagerly() and idx.shape[0] and popsize is not None:
             iv = idx.numpy()
             lo, hi = int(iv.min()), int(iv.max())
             if lo < 0 or hi >= popsize:
                 raise ShapeError(f"indices must lie in [0, {popsize}), got values in [{lo}, {hi}]")
-        if kind == "flat" and x.shape[1] <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
+        if single and kind == "flat" and b <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
             return self._eager_fused(params, x, idx)
-        return self._fn(kind + "_idx")(params, x, idx)
+        return self._fn(kind + "_idx")(params, x, idx) if states is None else self._fn(kind + "_idx")(params, x, idx, states)
 
     def _eager_fused(self, params, x, idx):
         """Eager call of a plain MLP: the one kernel, no ``tf.function`` dispatch (no trace either).

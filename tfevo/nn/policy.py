@@ -94,6 +94,41 @@ def nature_dqn(num_actions: int, input_shape=(84, 84, 4), name: str = "nature_dq
     )
 
 
+def _check_stepwise(model) -> None:
+    """A recurrent policy runs one time step per call, which equals the whole-sequence forward only
+    if every layer that sees the time axis (before a recurrent layer consumes it) treats the time
+    steps one by one: raise :class:`ConfigError` for a layer that mixes them (e.g. Conv1D or pooling
+    over time, Flatten)."""
+    from tfevo.nn.translators.recurrent import _RecurrentBase
+
+    L = keras.layers
+    elementwise = (L.Dense, L.Activation, L.ReLU, L.LeakyReLU, L.ELU, L.Embedding, L.Dropout, L.GaussianNoise,
+                   L.GaussianDropout, L.AlphaDropout, L.ActivityRegularization, L.Add, L.Subtract, L.Multiply,
+                   L.Average, L.Maximum, L.Minimum)
+    timed = {model._input_id}
+    for step in model._steps:
+        if not any(i in timed for i in step.inputs):
+            continue
+        layer = step.layer
+        if isinstance(step.tr, _RecurrentBase):
+            if layer.return_sequences:
+                timed.add(step.outputs[0])
+            continue
+        rank = len(step.tr.input_shapes[0])
+        ok = type(layer) in elementwise
+        if type(layer) in (L.Softmax, L.Concatenate):
+            ok = int(layer.axis) % rank != 1
+        elif type(layer) in (L.LayerNormalization, L.BatchNormalization):
+            axes = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
+            ok = all(int(a) % rank != 1 for a in axes)
+        if not ok:
+            raise ConfigError(
+                f"layer {step.name} sees the time axis of a recurrent policy but does not treat time steps one "
+                "by one; a recurrent Policy steps one observation at a time (use it after the recurrent layer, "
+                "or evaluate the model on whole sequences with PopulationModel)")
+        timed.update(step.outputs)
+
+
 class Policy:
     """Actions of a whole population from a :class:`PopulationModel`.
 
@@ -155,11 +190,32 @@ class Policy:
         self.action_spec = action_spec
         self.continuous = continuous
         self.obs_scale = obs_scale
+        if not isinstance(model.output_shape, tuple) or not isinstance(model.input_shape, tuple):
+            raise ConfigError(f"Policy needs a template with one input and one output, got inputs "
+                              f"{model.input_shape} and outputs {model.output_shape}")
+        out_shape = model.output_shape
+        #: per-sample observation shape the policy takes
+        self.obs_shape = tuple(model.input_shape)
+        #: recurrent templates: shape of the state carried per episode (all layers' states concatenated)
+        self.state_shape = None
+        self._time_out = False
+        if model.state_sizes:
+            t_in = model.input_shape[0] if len(model.input_shape) >= 2 else "missing"
+            if t_in not in (None, 1):
+                raise ConfigError(
+                    f"a recurrent policy template takes one observation per step: its input must be (None or 1, "
+                    f"*obs_shape) (time axis first), got {model.input_shape}")
+            self.obs_shape = tuple(model.input_shape[1:])
+            self.state_shape = (int(sum(model.state_sizes)),)
+            _check_stepwise(model)
+            if len(out_shape) >= 2 and out_shape[0] in (None, 1):  # return_sequences: one step per call
+                self._time_out = True
+                out_shape = tuple(out_shape[1:])
         need = action_spec.policy_output_size
-        have = int(np.prod(model.output_shape))
+        have = int(np.prod(out_shape)) if None not in out_shape else -1
         if need < 1:
             raise ConfigError(f"action spec needs {need} outputs; check num_actions/shape")
-        if have != need or (action_spec.discrete and model.output_shape[-1:] != (need,)):
+        if have != need or (action_spec.discrete and out_shape[-1:] != (need,)):
             raise ConfigError(
                 f"the model outputs shape {model.output_shape} but the action spec needs {need} "
                 f"({'logits' if action_spec.discrete else 'action values'})"
@@ -273,6 +329,42 @@ class Policy:
         self._fns[key] = fn
         return fn
 
+    def _model_graph(self, params, obs, indices, states=None):
+        """Raw outputs ``[n, B, *out]`` (and new states) of the model on observations ``[n, B, *obs]``."""
+        obs = tf.convert_to_tensor(obs)
+        if self.state_shape is None:
+            if obs.dtype == tf.uint8:
+                # uint8 frames go to the model as they are, with the scale: a first Conv2D layer of the
+                # in-place path converts them itself (same values as preprocess, no float copies)
+                scale = 1.0 / 255.0 if self.obs_scale == "auto" else self.obs_scale
+                return self.model.forward_graph(params, obs, indices, input_scale=1.0 if scale is None else scale)
+            return self.model.forward_graph(params, self.preprocess(obs), indices)
+        x = self.preprocess(obs)[:, :, None]  # one time step
+        if states is None:
+            y = self.model.forward_graph(params, x, indices)
+        else:
+            parts = tf.split(states, list(self.model.state_sizes), axis=-1)
+            y, new = self.model.forward_graph(params, x, indices, states=parts)
+        if self._time_out:
+            y = y[:, :, 0]
+        return y if states is None else (y, tf.concat(new, -1))
+
+    @tf.autograph.experimental.do_not_convert
+    def forward_state(self, params, obs, state, indices=None):
+        """Recurrent policies: ``(actions, new_state)`` for one environment step.
+
+        ``obs [n, B, *obs_shape]``, ``state float32 [n, B, *state_shape]`` (zeros
+        at an episode's start: every recurrent layer's state, concatenated);
+        ``params`` as for :meth:`forward_graph`.  Plain TensorFlow ops, for the
+        rollout evaluators, which carry the state across steps and reset it when
+        an episode (or a pipelined slot's new member) starts.
+        """
+        if self.state_shape is None:
+            raise ConfigError("forward_state: the template has no recurrent layers (state_shape is None)")
+        y, new = self._model_graph(params, obs, indices, tf.convert_to_tensor(state, tf.float32))
+        return self.actions_from_outputs(y), new
+
+    @tf.autograph.experimental.do_not_convert
     def forward_graph(self, params, obs, indices=None) -> tf.Tensor:
         """:meth:`forward` as plain TensorFlow ops (no checks, no ``tf.function``).
 
@@ -280,18 +372,14 @@ class Policy:
         list from :meth:`prepare` (then pass ``model.weight_signature()`` as the
         matching ``input_signature`` entry).
         """
-        obs = tf.convert_to_tensor(obs)
-        if obs.dtype == tf.uint8:
-            # uint8 frames go to the model as they are, with the scale: a first Conv2D layer of the
-            # in-place path converts them itself (same values as preprocess, no float copies)
-            scale = 1.0 / 255.0 if self.obs_scale == "auto" else self.obs_scale
-            y = self.model.forward_graph(params, obs, indices, input_scale=1.0 if scale is None else scale)
-        else:
-            y = self.model.forward_graph(params, self.preprocess(obs), indices)
-        return self.actions_from_outputs(y)
+        return self.actions_from_outputs(self._model_graph(params, obs, indices))
 
     def outputs(self, params, obs, indices=None) -> tf.Tensor:
-        """Raw network outputs ``[P or n, B, *output_shape]`` (after obs preprocessing)."""
+        """Raw network outputs ``[P or n, B, *output_shape]`` (after obs preprocessing; a recurrent
+        template runs one step from the zero state)."""
+        if self.state_shape is not None:
+            y = self.model(params, self.preprocess(obs)[:, :, None], indices)
+            return y[:, :, 0] if self._time_out else y
         return self.model(params, self.preprocess(obs), indices)
 
     def forward(self, params, obs, indices=None) -> tf.Tensor:
@@ -312,7 +400,7 @@ class Policy:
         else:
             params = self.model._check_params(params)
         obs = tf.convert_to_tensor(obs)
-        want = tuple(self.model.input_shape)
+        want = self.obs_shape
         if obs.shape.rank != 2 + len(want) or tuple(obs.shape[2:]) != want:
             raise ShapeError(f"obs must have shape [P, B, {', '.join(map(str, want))}], got {obs.shape.as_list()}")
         if indices is None:

@@ -1,0 +1,181 @@
+"""Every registered layer translator agrees with plain Keras, both ways.
+
+The cases are generated from the translator registry: each Keras layer class that has a translator
+must have a template here (a new translator without one fails ``test_every_translator_has_a_case``).
+For each, P=3 distinct members run as one population and as three ordinary Keras models with the
+same weights (``to_keras`` -> ``.keras`` file -> reload), and ``from_keras`` of the reloaded model
+gives back the member's parameters bit for bit.
+"""
+
+import numpy as np
+import pytest
+import keras
+import tensorflow as tf
+
+from tfevo import nn
+from tfevo.core import ConfigError
+from tfevo.nn.translators import registry, supported_layers
+
+L = keras.layers
+P, B = 3, 2
+TOL = 1e-5
+
+
+def chain(shape, *layers, dense_first=False):
+    """Input(shape) [-> Dense] -> layers -> Flatten -> Dense(3)."""
+    inp = keras.Input(shape)
+    x = L.Dense(shape[-1])(inp) if dense_first else inp
+    for layer in layers:
+        x = layer(x)
+    if len(x.shape) > 2:
+        x = L.Flatten()(x)
+    return keras.Model(inp, L.Dense(3)(x))
+
+
+def merge(layer):
+    a, b = keras.Input((4,), name="a"), keras.Input((4,), name="b")
+    y = layer([L.Dense(5, activation="tanh")(a), L.Dense(5)(b)])
+    if len(y.shape) > 2:
+        y = L.Flatten()(y)
+    return keras.Model([a, b], L.Dense(2)(y))
+
+
+def rnn(cls, **kw):
+    return keras.Sequential([keras.Input((5, 3)), cls(4, return_sequences=True, **kw), cls(3, **kw), L.Dense(2)])
+
+
+S1, S2, S3 = (8, 3), (8, 8, 3), (4, 4, 4, 2)
+CASES = {
+    L.Dense: lambda: chain((5,), L.Dense(4, activation="tanh")),
+    L.Conv1D: lambda: chain(S1, L.Conv1D(3, 3, padding="causal", activation="tanh"), L.Conv1D(2, 2, strides=2)),
+    L.Conv2D: lambda: chain((7, 7, 2), L.Conv2D(3, 3, strides=2, padding="same", activation="relu")),
+    L.Conv3D: lambda: chain(S3, L.Conv3D(2, 3, strides=2, padding="same", activation="elu"), L.Conv3D(2, 2)),
+    L.DepthwiseConv2D: lambda: chain((7, 7, 3), L.DepthwiseConv2D(3, depth_multiplier=2, strides=2, activation="relu")),
+    L.SeparableConv2D: lambda: chain((7, 7, 3), L.SeparableConv2D(4, 3, depth_multiplier=2, padding="same")),
+    L.LayerNormalization: lambda: chain((3, 4), L.LayerNormalization(axis=[1, 2])),
+    L.BatchNormalization: lambda: chain((4, 4, 3), L.BatchNormalization(), L.BatchNormalization(axis=1)),
+    L.Embedding: lambda: keras.Sequential([keras.Input((5,)), L.Embedding(10, 3), L.Flatten(), L.Dense(2)]),
+    L.Flatten: lambda: chain((3, 4), L.Flatten()),
+    L.Reshape: lambda: chain((3, 4), L.Reshape((2, 6)), L.Dense(2)),
+    L.Activation: lambda: chain((5,), L.Dense(4), L.Activation("gelu")),
+    L.ReLU: lambda: chain((5,), L.Dense(4), L.ReLU(max_value=0.5, negative_slope=0.1, threshold=0.05)),
+    L.LeakyReLU: lambda: chain((5,), L.Dense(4), L.LeakyReLU(0.2)),
+    L.ELU: lambda: chain((5,), L.Dense(4), L.ELU(0.7)),
+    L.Softmax: lambda: chain((3, 4), L.Dense(4), L.Softmax(axis=1)),
+    L.PReLU: lambda: chain((3, 4), L.Dense(4), L.PReLU(alpha_initializer="random_normal", shared_axes=[1])),
+    L.Dropout: lambda: chain((5,), L.Dropout(0.5)),
+    L.SpatialDropout1D: lambda: chain(S1, L.SpatialDropout1D(0.5)),
+    L.SpatialDropout2D: lambda: chain(S2, L.SpatialDropout2D(0.5)),
+    L.SpatialDropout3D: lambda: chain(S3, L.SpatialDropout3D(0.5)),
+    L.GaussianNoise: lambda: chain((5,), L.GaussianNoise(1.0)),
+    L.GaussianDropout: lambda: chain((5,), L.GaussianDropout(0.3)),
+    L.AlphaDropout: lambda: chain((5,), L.AlphaDropout(0.3)),
+    L.ActivityRegularization: lambda: chain((5,), L.ActivityRegularization(0.1, 0.1)),
+    L.MaxPooling1D: lambda: chain(S1, L.MaxPooling1D(2), dense_first=True),
+    L.MaxPooling2D: lambda: chain(S2, L.MaxPooling2D(3, strides=2, padding="same"), dense_first=True),
+    L.MaxPooling3D: lambda: chain(S3, L.MaxPooling3D(2), dense_first=True),
+    L.AveragePooling1D: lambda: chain(S1, L.AveragePooling1D(3, padding="same"), dense_first=True),
+    L.AveragePooling2D: lambda: chain(S2, L.AveragePooling2D(2), dense_first=True),
+    L.AveragePooling3D: lambda: chain(S3, L.AveragePooling3D(2), dense_first=True),
+    L.GlobalMaxPooling1D: lambda: chain(S1, L.GlobalMaxPooling1D(), dense_first=True),
+    L.GlobalMaxPooling2D: lambda: chain(S2, L.GlobalMaxPooling2D(keepdims=True), dense_first=True),
+    L.GlobalMaxPooling3D: lambda: chain(S3, L.GlobalMaxPooling3D(), dense_first=True),
+    L.GlobalAveragePooling1D: lambda: chain(S1, L.GlobalAveragePooling1D(), dense_first=True),
+    L.GlobalAveragePooling2D: lambda: chain(S2, L.GlobalAveragePooling2D(), dense_first=True),
+    L.GlobalAveragePooling3D: lambda: chain(S3, L.GlobalAveragePooling3D(), dense_first=True),
+    L.AdaptiveMaxPooling1D: lambda: chain(S1, L.AdaptiveMaxPooling1D(3), dense_first=True),
+    L.AdaptiveMaxPooling2D: lambda: chain(S2, L.AdaptiveMaxPooling2D(3), dense_first=True),
+    L.AdaptiveMaxPooling3D: lambda: chain(S3, L.AdaptiveMaxPooling3D(2), dense_first=True),
+    L.AdaptiveAveragePooling1D: lambda: chain(S1, L.AdaptiveAveragePooling1D(3), dense_first=True),
+    L.AdaptiveAveragePooling2D: lambda: chain(S2, L.AdaptiveAveragePooling2D(3), dense_first=True),
+    L.AdaptiveAveragePooling3D: lambda: chain(S3, L.AdaptiveAveragePooling3D(2), dense_first=True),
+    L.Permute: lambda: chain((3, 4), L.Permute((2, 1)), L.Dense(2)),
+    L.RepeatVector: lambda: chain((4,), L.Dense(3), L.RepeatVector(3), L.Dense(2)),
+    L.Cropping1D: lambda: chain(S1, L.Cropping1D((1, 2)), dense_first=True),
+    L.Cropping2D: lambda: chain(S2, L.Cropping2D(((1, 0), (2, 1))), dense_first=True),
+    L.Cropping3D: lambda: chain(S3, L.Cropping3D(1), dense_first=True),
+    L.ZeroPadding1D: lambda: chain(S1, L.ZeroPadding1D(2), dense_first=True),
+    L.ZeroPadding2D: lambda: chain(S2, L.ZeroPadding2D(((1, 0), (0, 2))), dense_first=True),
+    L.ZeroPadding3D: lambda: chain(S3, L.ZeroPadding3D(1), dense_first=True),
+    L.UpSampling1D: lambda: chain(S1, L.UpSampling1D(2), dense_first=True),
+    L.UpSampling2D: lambda: chain(S2, L.UpSampling2D(2, interpolation="bilinear"), dense_first=True),
+    L.UpSampling3D: lambda: chain(S3, L.UpSampling3D(2), dense_first=True),
+    L.UnitNormalization: lambda: chain(S1, L.UnitNormalization(), dense_first=True),
+    L.Concatenate: lambda: merge(L.Concatenate()),
+    L.Add: lambda: merge(L.Add()),
+    L.Subtract: lambda: merge(L.Subtract()),
+    L.Multiply: lambda: merge(L.Multiply()),
+    L.Average: lambda: merge(L.Average()),
+    L.Maximum: lambda: merge(L.Maximum()),
+    L.Minimum: lambda: merge(L.Minimum()),
+    L.Dot: lambda: merge(L.Dot(axes=1, normalize=True)),
+    L.SimpleRNN: lambda: rnn(L.SimpleRNN),
+    L.GRU: lambda: rnn(L.GRU),
+    L.LSTM: lambda: rnn(L.LSTM),
+}
+EXTRA = {  # further configurations of the same translators
+    "gru_reset_before": lambda: rnn(L.GRU, reset_after=False),
+    "lstm_no_forget_bias": lambda: rnn(L.LSTM, unit_forget_bias=False, activation="relu"),
+    "conv1d_same_strided": lambda: chain(S1, L.Conv1D(3, 3, strides=2, padding="same", use_bias=False)),
+    "conv3d_valid": lambda: chain((5, 6, 4, 1), L.Conv3D(2, (3, 2, 2), strides=(1, 2, 1))),
+    "separable_strided": lambda: chain((8, 8, 2), L.SeparableConv2D(3, 3, strides=2, activation="relu")),
+    "depthwise_same_nobias": lambda: chain(S2, L.DepthwiseConv2D(3, padding="same", use_bias=False)),
+    "batchnorm_no_center_scale": lambda: chain((5,), L.Dense(4), L.BatchNormalization(center=False, scale=False)),
+    "dense_rank4": lambda: chain((2, 3, 4), L.Dense(5, activation="swish")),
+}
+
+
+def test_every_translator_has_a_case():
+    missing = sorted(c.__name__ for c in registry() if c not in CASES)
+    assert not missing, f"translators without a test case: {missing}"
+    assert "LSTM" in supported_layers() and "Concatenate" in supported_layers()
+
+
+def _inputs(pm, seed):
+    rng = np.random.default_rng(seed)
+    shapes = pm.input_shapes
+    xs = []
+    for s in shapes:
+        if any(type(l) is L.Embedding for l in pm.template.layers):
+            xs.append(rng.integers(0, 10, size=(P, B, *s)).astype(np.float32))
+        else:
+            xs.append(rng.normal(size=(P, B, *s)).astype(np.float32))
+    return xs
+
+
+def _params(pm, seed=0):
+    params = pm.init_params(P, seed)
+    return params + tf.random.stateless_normal(params.shape, [seed, 3]) * 0.2  # distinct, non-trivial members
+
+
+def _check_template(template, tmp_path):
+    pm = nn.PopulationModel(template)
+    params = _params(pm)
+    xs = _inputs(pm, 1)
+    x = xs[0] if len(xs) == 1 else xs
+    y_flat = np.asarray(pm(params, x))
+    y_split = np.asarray(pm(pm.unflatten(params), x))
+    idx = tf.constant([2, 0], tf.int32)
+    x_sub = [t[[2, 0]] for t in xs]
+    y_idx = np.asarray(pm(params, x_sub[0] if len(xs) == 1 else x_sub, indices=idx))
+    np.testing.assert_allclose(y_split, y_flat, atol=TOL, rtol=0)
+    np.testing.assert_allclose(y_idx, y_flat[[2, 0]], atol=TOL, rtol=0)
+    assert len({float(np.abs(y_flat[p]).sum()) for p in range(P)}) == P  # the members differ
+    for p in range(P):
+        path = str(tmp_path / f"m{p}.keras")
+        pm.to_keras(params[p]).save(path)
+        loaded = keras.models.load_model(path)
+        ref = np.asarray(loaded([t[p] for t in xs] if len(xs) > 1 else xs[0][p]))
+        np.testing.assert_allclose(y_flat[p], ref, atol=TOL, rtol=0)
+        np.testing.assert_array_equal(pm.from_keras(loaded).numpy(), params[p].numpy())
+
+
+@pytest.mark.parametrize("cls", list(CASES), ids=lambda c: c.__name__)
+def test_translator_agrees_with_keras(cls, tmp_path):
+    _check_template(CASES[cls](), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(EXTRA))
+def test_translator_variants_agree_with_keras(name, tmp_path):
+    _check_template(EXTRA[name](), tmp_path)

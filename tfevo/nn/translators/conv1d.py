@@ -1,0 +1,38 @@
+"""``keras.layers.Conv1D`` (channels last; valid, same or causal padding; no dilation or groups): a
+Conv2D of height 1, so it runs on the same population convolution."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.nn.layers import population_conv2d
+from tfevo.nn.translators.base import Translator, register_translator
+
+
+@register_translator(keras.layers.Conv1D)
+class Conv1DTranslator(Translator):
+    weight_names = ("kernel", "bias")
+
+    def check(self):
+        layer = self.layer
+        if layer.data_format != "channels_last":
+            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        if tuple(layer.dilation_rate) != (1,):
+            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
+        if int(getattr(layer, "groups", 1)) != 1:
+            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
+
+    def forward(self, inputs, weights, indices):
+        layer = self.layer
+        x = inputs[0]  # [n, B, L, C]
+        k = int(layer.kernel_size[0])
+        padding = layer.padding
+        if padding == "causal":  # left-pad so output t sees inputs <= t, then a valid convolution
+            x = tf.pad(x, [[0, 0], [0, 0], [k - 1, 0], [0, 0]])
+            padding = "valid"
+        kernel = weights[0][:, None]  # [M, 1, k, C, F]
+        y = population_conv2d(x[:, :, None], kernel, weights[1] if len(weights) > 1 else None,
+                              (1, int(layer.strides[0])), padding, layer.activation, indices, self.conv_method)
+        return y[:, :, 0]

@@ -1,0 +1,46 @@
+"""``keras.layers.Conv2D`` (channels last, no dilation or groups): the C++ direct population
+convolution (in place from flat parameters when it can run), else im2col + batched matmul."""
+
+from __future__ import annotations
+
+import keras
+
+from tfevo.core import ConfigError
+from tfevo.nn.layers import population_conv2d
+from tfevo.nn.translators._kernels import flat_ops, fused_activation
+from tfevo.nn.translators.base import Translator, register_translator
+
+
+@register_translator(keras.layers.Conv2D)
+class Conv2DTranslator(Translator):
+    weight_names = ("kernel", "bias")
+    takes_input_scale = True
+
+    def check(self):
+        layer = self.layer
+        if layer.data_format != "channels_last":
+            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        if tuple(layer.dilation_rate) != (1, 1):
+            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
+        if int(getattr(layer, "groups", 1)) != 1:
+            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
+        if layer.padding not in ("same", "valid"):
+            raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
+        if self.conv_method != "auto":
+            self.forward_flat = None  # the in-place path is the C++ op; other methods are their own reference
+
+    def forward(self, inputs, weights, indices):
+        layer = self.layer
+        return population_conv2d(inputs[0], weights[0], weights[1] if len(weights) > 1 else None,
+                                 tuple(layer.strides), layer.padding, layer.activation, indices, self.conv_method)
+
+    def forward_flat(self, inputs, params, offs, indices, input_scale=None):
+        layer = self.layer
+        attr, after = fused_activation(layer.activation)
+        extra = {} if input_scale is None else {"input_scale": float(input_scale)}  # x may then be uint8
+        y = flat_ops()[1](inputs[0], params, indices, kernel_offset=int(offs[0]),
+                          kernel_size=[int(k) for k in layer.kernel_size], filters=int(layer.filters),
+                          bias_offset=int(offs[1]) if layer.use_bias else -1,
+                          strides=[int(s) for s in layer.strides], padding=layer.padding.upper(),
+                          activation=attr, **extra)
+        return after(y) if after is not None else y

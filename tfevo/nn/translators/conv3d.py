@@ -1,0 +1,39 @@
+"""``keras.layers.Conv3D`` (channels last, no dilation or groups): volume patches (im2col) and one
+batched matrix product per member."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.nn.layers import population_dense
+from tfevo.nn.translators.base import Translator, register_translator
+
+
+@register_translator(keras.layers.Conv3D)
+class Conv3DTranslator(Translator):
+    weight_names = ("kernel", "bias")
+
+    def check(self):
+        layer = self.layer
+        if layer.data_format != "channels_last":
+            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        if tuple(layer.dilation_rate) != (1, 1, 1):
+            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
+        if int(getattr(layer, "groups", 1)) != 1:
+            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
+
+    def forward(self, inputs, weights, indices):
+        layer = self.layer
+        x = inputs[0]  # [n, B, D, H, W, C]
+        d, h, w, c = x.shape.as_list()[2:]
+        ks = [int(k) for k in layer.kernel_size]
+        st = [int(s) for s in layer.strides]
+        cols = tf.extract_volume_patches(tf.reshape(x, [-1, d, h, w, c]), [1, *ks, 1], [1, *st, 1],
+                                         layer.padding.upper())  # [n*B, Do, Ho, Wo, kd*kh*kw*C]
+        patches = cols
+        cols = tf.reshape(patches, tf.concat([tf.shape(x)[:2], tf.shape(patches)[1:]], 0))
+        cols.set_shape(x.shape[:2].concatenate(patches.shape[1:]))
+        kernel = tf.reshape(weights[0], [tf.shape(weights[0])[0], -1, int(layer.filters)])
+        return population_dense(cols, kernel, weights[1] if len(weights) > 1 else None, layer.activation, indices)

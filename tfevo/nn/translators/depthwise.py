@@ -1,0 +1,72 @@
+"""``keras.layers.DepthwiseConv2D`` and ``keras.layers.SeparableConv2D`` (channels last): the members'
+channels are stacked and run as one depthwise convolution, then (separable) a per-member pointwise
+product."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.nn.layers import population_dense
+from tfevo.nn.translators.base import Translator, register_translator, select
+
+
+def stacked_depthwise(x, kernel, strides, padding, dilation):
+    """``x [n, B, H, W, C]``, ``kernel [n, kh, kw, C, M]`` -> ``[n, B, Ho, Wo, C*M]`` (Keras channel order)."""
+    n, b = tf.shape(x)[0], tf.shape(x)[1]
+    _, _, h, w, c = x.shape.as_list()
+    kh, kw, _, m = kernel.shape.as_list()[1:]
+    xg = tf.reshape(tf.transpose(x, [1, 2, 3, 0, 4]), [b, h, w, -1])  # [B, H, W, n*C]
+    kg = tf.reshape(tf.transpose(kernel, [1, 2, 0, 3, 4]), [kh, kw, -1, m])  # [kh, kw, n*C, M]
+    y = tf.nn.depthwise_conv2d(xg, kg, [1, *strides, 1], padding.upper(), dilations=dilation)  # [B, Ho, Wo, n*C*M]
+    ho, wo = y.shape[1], y.shape[2]
+    y = tf.reshape(y, [b, ho, wo, n, c * m])
+    return tf.transpose(y, [3, 0, 1, 2, 4])
+
+
+class _DepthwiseBase(Translator):
+    def check(self):
+        layer = self.layer
+        if layer.data_format != "channels_last":
+            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        if layer.padding not in ("same", "valid"):
+            raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
+        if tuple(layer.dilation_rate) != (1, 1) and tuple(layer.strides) != (1, 1):
+            raise ConfigError(f"layer {self.name}: dilation_rate > 1 with strides > 1 is not supported")
+
+    def _depthwise(self, x, kernel, indices):
+        layer = self.layer
+        return stacked_depthwise(x, select(kernel, indices), [int(s) for s in layer.strides], layer.padding,
+                                 [int(d) for d in layer.dilation_rate])
+
+
+@register_translator(keras.layers.DepthwiseConv2D)
+class DepthwiseConv2DTranslator(_DepthwiseBase):
+    weight_names = ("kernel", "bias")
+
+    def initializer(self, variable):
+        return self.layer.depthwise_initializer if variable.name == "kernel" else self.layer.bias_initializer
+
+    def forward(self, inputs, weights, indices):
+        y = self._depthwise(inputs[0], weights[0], indices)
+        if len(weights) > 1:
+            y = y + tf.reshape(select(weights[1], indices), [-1, 1, 1, 1, y.shape[-1]])
+        act = self.layer.activation
+        return act(y) if act is not None else y
+
+
+@register_translator(keras.layers.SeparableConv2D)
+class SeparableConv2DTranslator(_DepthwiseBase):
+    weight_names = ("depthwise_kernel", "pointwise_kernel", "bias")
+
+    def initializer(self, variable):
+        return getattr(self.layer, {"depthwise_kernel": "depthwise_initializer",
+                                    "pointwise_kernel": "pointwise_initializer"}.get(variable.name,
+                                                                                      "bias_initializer"))
+
+    def forward(self, inputs, weights, indices):
+        y = self._depthwise(inputs[0], weights[0], indices)
+        pw = weights[1]  # [M, 1, 1, C*mult, F]
+        pw = tf.reshape(pw, [tf.shape(pw)[0], pw.shape[-2], pw.shape[-1]])
+        return population_dense(y, pw, weights[2] if len(weights) > 2 else None, self.layer.activation, indices)

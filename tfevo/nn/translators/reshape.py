@@ -1,0 +1,31 @@
+"""``keras.layers.Flatten`` and ``keras.layers.Reshape``: reshapes behind the two leading axes."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.nn.translators.base import Translator, register_translator
+
+
+@register_translator(keras.layers.Flatten)
+class FlattenTranslator(Translator):
+    def check(self):
+        if getattr(self.layer, "data_format", "channels_last") == "channels_first":
+            raise ConfigError(f"layer {self.name}: data_format='channels_first' is not supported")
+
+    def forward(self, inputs, weights, indices):
+        x = inputs[0]
+        n = math.prod(x.shape[2:]) if None not in x.shape[2:] else -1
+        return tf.reshape(x, tf.concat([tf.shape(x)[:2], [n]], 0))
+
+
+@register_translator(keras.layers.Reshape)
+class ReshapeTranslator(Translator):
+    def forward(self, inputs, weights, indices):
+        x = inputs[0]
+        target = [int(t) for t in self.layer.target_shape]
+        return tf.reshape(x, tf.concat([tf.shape(x)[:2], target], 0))
