@@ -465,8 +465,8 @@ class PopulationModel:
     #: different chains at the same time, so one chain's memory-bound Dense layer (it streams each
     #: member's weights, 16 MB per member for Nature-DQN) overlaps another chain's compute-bound
     #: convolutions.  Every member's result is the same for any value (tested); 1 = one chain.
-    #: Default 1: on the quiet 2-core machine one chain with the single-threaded inline executor
-    #: measured 1,064 against 1,003 steps/s for 4 chains (benchmarks/results/pipeline.md, run L5).
+    #: Default 1: with the single-threaded inline executor one chain was at least as fast as four
+    #: on two cores (benchmarks/results/pipeline.md).
     inference_chains: int = 1
 
     def _run_in_place(self, params, x, indices, input_scale=None, states=None):
