@@ -154,8 +154,8 @@ def test_wait_holds_no_core_and_no_gil():
     np.testing.assert_allclose(out.numpy()[0, 0], ref[0], rtol=1e-5)
 
 
-@pytest.mark.parametrize("env_id,sub,steps,check_wait", [("ALE/Frostbite-v5", 4, 15, False),
-                                                          ("HalfCheetah-v5", 32, 15, True)])
+@pytest.mark.parametrize("env_id,sub,steps,check_wait", [("ALE/Frostbite-v5", 4, 10, True),
+                                                          ("HalfCheetah-v5", 32, 10, False)])
 def test_pipeline_overlaps_stand_in_and_matches_serial(env_id, sub, steps, check_wait):
     """K=2 runs one subset's inference while the other subset's simulators step; fitness equals K=1's.
 
@@ -169,7 +169,7 @@ def test_pipeline_overlaps_stand_in_and_matches_serial(env_id, sub, steps, check
         t_sim = _step_seconds(envs[0].env)
         spec, shape = envs[0].action_spec, envs[0].observation_shape
         # inference longer than a subset's step (slack for a loaded machine): K=2 should hide the simulators
-        model = AcceleratorModel("test", 0.0, max(3.0 * t_sim, 0.003) / sub)
+        model = AcceleratorModel("test", 0.0, max(3.0 * t_sim, 0.02) / sub)
         pol = SimulatedAcceleratorPolicy(spec, shape, model, record=True)
         P = 2 * sub
         params = pol.init_params(P, seed=1)
@@ -192,13 +192,11 @@ def test_pipeline_overlaps_stand_in_and_matches_serial(env_id, sub, steps, check
     # serial: no inference while a step is in flight; K=2: almost all inference time overlaps one
     assert _covered(res[1]["intervals"], res[1]["log"]) < 0.05
     assert _covered(res[2]["intervals"], res[2]["log"]) > 0.8
-    # and the overlap is real: the simulators finished while the other subset's inference ran, so the
+    # and the overlap is real: the emulators finished while the other subset's inference ran, so the
     # main thread hardly waits for them any more.  Median wait per step: robust to the few slow
-    # wake-ups of a loaded machine.  Checked on MuJoCo, whose step results are computed on the
-    # worker thread; ALE's recv copies the frames on the caller's thread, which with 4 small
-    # emulators costs as much as their step.  (Wall-time ratios are left to
-    # benchmarks/bench_sim_accel.py: on a shared 2-core machine thread wake-ups decide them as much
-    # as the schedule does.)
+    # wake-ups of a loaded machine.  Checked on ALE; with MuJoCo every other recv (the one right
+    # after the other subset's send) still waits ~1 ms, as long as a serial step's wait at 32 slots,
+    # so the median says little there.  Wall-time ratios are left to benchmarks/bench_sim_accel.py.
     if check_wait:
         wait1, wait2 = (float(np.median([r[3] for r in res[K]["log"]])) for K in (1, 2))
         assert wait2 < 0.5 * wait1, (wait1, wait2)
