@@ -97,7 +97,8 @@ def run_sim(sim, args):
     # T_sim of one subset (N/2 slots), median of a few runs, to balance the stand-in.
     t_sub = statistics.median(_raw_step_seconds(env_id, N // K2, raw_steps, _actions) for _ in range(3))
     gpu = nature_dqn_gpu_model(args.gpu)
-    models = {"gpu": gpu, "balanced": gpu.with_latency(N // K2, t_sub, f"balanced: T_inf({N // K2}) = {t_sub * 1e3:.2f} ms")}
+    models = {"gpu": gpu,
+              "balanced": gpu.with_latency(N // K2, t_sub, f"balanced: T_inf({N // K2}) = {t_sub * 1e3:.2f} ms")}
     models = {k: v for k, v in models.items() if k in args.models.split(",")}
     configs = [(m, K) for m in models for K in (1, K2)]
     pols = {m: SimulatedAcceleratorPolicy(spec, shape, models[m]) for m in models}

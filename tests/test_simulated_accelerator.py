@@ -84,7 +84,8 @@ def test_nature_dqn_model_arithmetic():
     m = nature_dqn_gpu_model("rtx4090")
     w, g = NATURE_DQN_WORKLOAD, GPU_SPECS["rtx4090"]
     assert w["macs"] == 16_012_288  # conv 3.61M + 3.96M + 4.46M, dense 3.96M + 9k multiply-adds
-    per = w["params"] * 4 / (0.8 * g["bandwidth"]) + 2 * w["macs"] / (0.3 * g["fp32"]) + w["obs_bytes"] / (0.8 * g["link"])
+    per = (w["params"] * 4 / (0.8 * g["bandwidth"]) + 2 * w["macs"] / (0.3 * g["fp32"])
+           + w["obs_bytes"] / (0.8 * g["link"]))
     assert m.member_seconds == pytest.approx(per, rel=1e-12)
     assert 20e-6 < m.member_seconds < 25e-6  # the weight stream (16.2 MB at 806 GB/s) dominates
     assert m.launch_seconds == pytest.approx(10 * 5e-6 + 20e-6)

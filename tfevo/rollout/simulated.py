@@ -189,7 +189,8 @@ class SimulatedAcceleratorPolicy:
             raise ConfigError(f"model must be an AcceleratorModel, got {type(model).__name__}")
         shape = tuple(int(d) for d in observation_shape)
         if not shape or min(shape) < 1:
-            raise ShapeError(f"observation_shape must be a non-empty shape of positive sizes, got {observation_shape!r}")
+            raise ShapeError(
+                f"observation_shape must be a non-empty shape of positive sizes, got {observation_shape!r}")
         self.image = len(shape) == 3
         if stride is None:
             stride = 12 if self.image and min(shape[:2]) >= 48 else 1
