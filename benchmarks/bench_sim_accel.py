@@ -30,8 +30,10 @@ rounds):
   sum ``T_sim(N) + T_inf``;
 * the main thread's CPU seconds per member-step (``time.thread_time``).
 
-Run: ``python benchmarks/bench_sim_accel.py`` (both simulators, ~5 min on 2
-cores) or ``--sims atari`` / ``--sims mujoco``.
+Run: ``python benchmarks/bench_sim_accel.py`` (both simulators, ~15 min on a
+loaded 2-core machine) or ``--sims atari`` / ``--sims mujoco``; ``--sims
+main_cpu`` measures the evaluator's main-thread CPU per member-step on
+Frostbite at 16 and 64 rows per call.
 """
 
 from __future__ import annotations
@@ -164,6 +166,31 @@ def run_sim(sim, args):
     return out
 
 
+def main_thread_cpu(args):
+    """The evaluator's main-thread CPU per member-step on Frostbite, K=2, `gpu` model, 32 and 128 slots."""
+    from tfevo.envs import make
+    from tfevo.rollout.pipelined import PipelinedEvaluator
+    from tfevo.rollout.simulated import SimulatedAcceleratorPolicy, nature_dqn_gpu_model
+
+    probe = make("ALE/Frostbite-v5", num_envs=1)
+    pol = SimulatedAcceleratorPolicy(probe.action_spec, probe.observation_shape, nature_dqn_gpu_model(args.gpu))
+    probe.close()
+    print("\n### main-thread CPU, Frostbite, K=2, `gpu` model, population = slots, cap 100 steps\n")
+    print("| slots | rows per call | main-thread CPU us per member-step (runs) |")
+    print("|---:|---:|---|")
+    for N in (32, 128):
+        params = pol.init_params(N, seed=0)
+        ev = PipelinedEvaluator("ALE/Frostbite-v5", pol, num_envs=N, num_subsets=2, max_steps=100, seed=0)
+        ev.evaluate(params)
+        runs = []
+        for _ in range(args.repeats):
+            c0 = time.thread_time()
+            ev.evaluate(params)
+            runs.append((time.thread_time() - c0) / ev.last_stats["steps"] * 1e6)
+        ev.close()
+        print(f"| {N} | {N // 2} | {statistics.median(runs):.1f} ({', '.join(f'{r:.1f}' for r in runs)}) |", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sims", default="atari,mujoco")
@@ -176,7 +203,10 @@ def main(argv=None):
     t0 = time.time()
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load average {os.getloadavg()}")
     for sim in args.sims.split(","):
-        run_sim(sim.strip(), args)
+        if sim.strip() == "main_cpu":
+            main_thread_cpu(args)
+        else:
+            run_sim(sim.strip(), args)
     print(f"\nfinished in {time.time() - t0:.0f} s; load average {os.getloadavg()}")
 
 
