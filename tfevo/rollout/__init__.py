@@ -2,5 +2,5 @@
 
 from tfevo._lazy import import_parts
 
-_MODULES = ("ingraph", "pipelined", "normalization", "decoded")
+_MODULES = ("ingraph", "pipelined", "normalization", "decoded", "simulated")
 __all__ = import_parts(__name__, _MODULES, globals())
