@@ -102,77 +102,74 @@ def test_reaches_target_several_seeds(case, seed):
     _run(case, seed)
 
 
-# -- contract: reproducibility, checkpoint-restore, NaN, traces, shapes ----------------
-
-CONTRACT = {
-    "openai_es": lambda s: S.OpenES(6, 8, sigma=0.1, learning_rate=0.05, sigma_decay=0.9, seed=s),
-    "pgpe": lambda s: S.PGPE(6, 8, sigma=0.5, seed=s),
-    "ars": lambda s: S.ARS(6, 8, num_top=2, seed=s),
-    "snes": lambda s: S.SNES(6, 8, seed=s),
-    "xnes": lambda s: S.XNES(6, 8, seed=s),
-    "ga": lambda s: S.GaussianGA(6, 8, truncation=3, sigma=0.1, num_elite_candidates=2, init_sigma=1.0, seed=s),
-    "random_search": lambda s: S.RandomSearch(6, 8, adapt_center=True, seed=s),
-    "de": lambda s: S.DifferentialEvolution(6, 8, bounds=(-2, 2), seed=s),
-    "pso": lambda s: S.PSO(6, 8, seed=s),
-}
+# -- non-finite fitness: the worst value, never a record ---------------------------------
+# (the contract for every registered algorithm is in test_strategies_contract.py)
 
 
-def _fitness(x, gen):
-    f = sphere(x).numpy()
-    if gen % 2 == 1:  # failed evaluations: NaN and -inf are the worst values
-        f[1], f[2] = np.nan, -np.inf
-    if gen == 3:
-        f[:] = np.nan  # a generation where everything failed
-    return f
+def test_plus_inf_member_is_never_kept_as_best():
+    """A member with +inf fitness (a diverged evaluation) is the worst, not the best:
+    PSO's swarm best, the GA's elite and DE's slot do not stick to it, ARS's centre stays finite."""
+    k = 3
+    f0 = np.array([-5.0, -4.0, -3.0, np.inf, -6.0, -7.0, -8.0, -9.0], np.float32)
+    best_finite = 2  # member 2 has the best finite fitness
+    pso = S.PSO(4, 8, seed=0)
+    x = pso.ask().numpy()
+    pso.tell(x, f0)
+    np.testing.assert_array_equal(pso.mean.numpy(), x[best_finite])
+    assert pso.personal_best_fitness.numpy()[k] < -1e38
+    ga = S.GaussianGA(4, 8, truncation=2, num_elite_candidates=1, init_sigma=1.0, seed=0)
+    x = ga.ask().numpy()
+    ga.tell(x, f0)
+    np.testing.assert_array_equal(ga.mean.numpy(), x[best_finite])
+    assert not any(np.array_equal(row, x[k]) for row in ga.population.numpy()[:2])
+    de = S.DifferentialEvolution(4, 8, seed=0)
+    x = de.ask().numpy()
+    de.tell(x, f0)
+    assert de.fitness.numpy()[k] < -1e38  # any trial replaces it
+    ars = S.ARS(4, 8, seed=0)
+    for _ in range(3):
+        x = ars.ask().numpy()
+        ars.tell(x, f0)
+        assert np.all(np.isfinite(ars.mean.numpy()))
+    for algo in (pso, ga, de, ars):
+        assert float(algo.best[1]) == -3.0
 
 
-def _state(algo):
-    return {v.name + str(i): v.numpy() for i, v in enumerate(algo.variables)}
+def test_nonfinite_warning_once_per_algorithm_and_counted():
+    from tfevo.core import NonFiniteFitnessWarning
+
+    es = S.SNES(3, 6, seed=0)
+    with pytest.warns(NonFiniteFitnessWarning, match=r"SNES: 2 of 6 members had non-finite fitness") as rec:
+        for gen in range(4):
+            x = es.ask()
+            f = sphere(x).numpy()
+            f[gen % 6], f[5] = np.nan, -np.inf
+            es.tell(x, f)
+    assert len([w for w in rec if w.category is NonFiniteFitnessWarning]) == 1
+    assert es.num_nonfinite == 8
+    other = S.SNES(3, 6, seed=0)  # another run warns again
+    with pytest.warns(NonFiniteFitnessWarning):
+        other.tell(other.ask(), np.full([6], np.inf, np.float32))
 
 
-@pytest.mark.parametrize("name", sorted(CONTRACT))
-def test_contract(name, tmp_path):
-    assert get("strategy", name) is type(CONTRACT[name](0))
-    a = CONTRACT[name](0)
-    asks = []
-    for gen in range(6):
-        x = a.ask()
-        asks.append(x.numpy())
-        if gen == 4:
-            path = tf.train.Checkpoint(algo=a).save(str(tmp_path / "ckpt"))
-            # saved between ask and tell: the restored run must produce the same tell
-        a.tell(x, _fitness(x, gen))
-        for k, v in _state(a).items():  # NaN/-inf fitness never reaches the state
-            if "best_fitness" not in k and "elite_fitness" not in k:
-                assert np.all(np.isfinite(v)), f"{name}: {k} not finite after generation {gen}"
-    asks.append(a.ask().numpy())
-    assert a.traces == {"ask": 1, "tell": 1}
-    assert all(np.all(np.isfinite(x)) for x in asks)
-    assert not np.array_equal(asks[0], asks[-1])
+def test_strategies_namespace_lists_only_algorithms():
+    from tfevo.core import Algorithm
 
-    # same seed => identical run
-    b = CONTRACT[name](0)
-    for gen in range(6):
-        x = b.ask()
-        np.testing.assert_array_equal(x.numpy(), asks[gen])
-        b.tell(x, _fitness(x, gen))
-    np.testing.assert_array_equal(b.ask().numpy(), asks[6])
+    assert S.__all__ and all(issubclass(getattr(S, n), Algorithm) for n in S.__all__)
+    for helper in ("ranks", "centered_rank", "nes_utilities", "Adam", "SGD", "ClipUp", "elitist_truncation",
+                   "distinct_indices", "cma_default_popsize", "STOP_REASONS"):
+        assert helper not in S.__all__ and not hasattr(S, helper), helper
 
-    # restore into a fresh object built with another seed: continues exactly
-    c = CONTRACT[name](123)
-    tf.train.Checkpoint(algo=c).restore(path).assert_existing_objects_matched()
-    x = tf.constant(asks[4])
-    c.tell(x, _fitness(x, 4))
-    np.testing.assert_array_equal(c.ask().numpy(), asks[5])
-    c.tell(tf.constant(asks[5]), _fitness(asks[5], 5))
-    np.testing.assert_array_equal(c.ask().numpy(), asks[6])
 
-    # wrong shapes are rejected before any compiled call
-    with pytest.raises(ShapeError, match="population"):
-        a.tell(np.zeros([a.popsize, a.num_dims + 1], np.float32), np.zeros([a.popsize], np.float32))
-    with pytest.raises(ShapeError, match="fitness"):
-        a.tell(asks[-1], np.zeros([a.popsize + 1], np.float32))
-    assert a.traces == {"ask": 1, "tell": 1}
+def test_make_algorithm_passes_the_start_point_and_suggests_names():
+    from tfevo.training.builders import make_algorithm
+
+    init = np.arange(4, dtype=np.float32)
+    for name in ("openai_es", "snes", "xnes", "pgpe", "ars", "random_search"):
+        algo = make_algorithm(name, 4, None, 0, {}, init=init)
+        np.testing.assert_array_equal(algo.mean.numpy(), init)
+    with pytest.raises(ConfigError, match=r"algorithm.params.sigma_init: snes \(SNES\).*did you mean 'sigma'"):
+        make_algorithm("snes", 4, 8, 0, {"sigma_init": 1.0})
 
 
 def test_bad_configs():

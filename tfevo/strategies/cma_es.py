@@ -250,9 +250,10 @@ class _CMABase(Algorithm):
 
     def tell(self, x, fitness) -> None:
         """Updates mean, step size and covariance from ``x [P, D]`` and fitness
-        ``[P]`` (higher is better; NaN/-inf are worst)."""
+        ``[P]`` (higher is better; NaN and +-inf are worst)."""
         x = check_population(x, (self.popsize, self.num_dims), "population")
         fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         if self._tell_fn is None:
             # One call per tell: a graph whose numeric core is a nested XLA
             # cluster, followed (full CMA) by the lazy eigendecomposition in a

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _ga_popsize, _normal, _positive
+from tfevo.strategies.shaping import _ga_sizes, _normal, _positive
 
 __all__ = ["GaussianGA", "elitist_truncation"]
 
@@ -81,10 +81,11 @@ class GaussianGA(Algorithm):
       num_dims: D, number of parameters.
       popsize: P (Such et al. used 1000 for Atari); default 100 (raised to fit
         ``truncation`` and ``num_elite_candidates + 2`` if those are larger).
-      truncation: T, number of parents (Such et al.: 20).
+      truncation: T, number of parents (Such et al.: 20); default 20 (``P // 2`` if ``P < 20``).
       sigma: mutation standard deviation (Such et al.: 0.002 for Atari).
       num_elite_candidates: E, members besides the elite copied unmodified into
         the next population to be re-evaluated (Such et al.: 10); 0 keeps only the elite.
+        Default 10 (``P // 4`` if ``P < 12``).
       init_params: ``[P, D]`` initial population used as is, or ``[D]`` (member 0 is
         ``init_params``, the others ``init_params + init_sigma * N(0, I)``).  Default zeros ``[D]``.
       init_sigma: noise of the initial population for ``[D]`` init (default ``sigma``).
@@ -106,10 +107,10 @@ class GaussianGA(Algorithm):
 
     tell_needs_last_ask = True  # rows are matched with their evaluation history
 
-    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int = 20, sigma: float = 0.002,
-                 num_elite_candidates: int = 10, init_params=None, init_sigma: float | None = None,
+    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
+                 num_elite_candidates: int | None = None, init_params=None, init_sigma: float | None = None,
                  init_fn=None, seed: int = 0, name: str | None = None):
-        popsize = _ga_popsize(popsize, truncation, num_elite_candidates)
+        popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
         super().__init__(num_dims, popsize, seed=seed, name=name)
         p, d = self.popsize, self.num_dims
         self.truncation = int(truncation)

@@ -44,6 +44,8 @@ class _Log:
 class _Restarts(Algorithm):
     """Common machinery: holds an inner CMA-ES and restarts it."""
 
+    _kwargs_forwarded_to = CMAES  # (for the argument check: **strategy_kwargs go to the inner strategy)
+
     def __init__(self, num_dims, popsize=None, sigma_init=1.0, mean_init=None, seed=0, bounds=None,
                  init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, **strategy_kwargs):
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
@@ -96,6 +98,16 @@ class _Restarts(Algorithm):
     def best(self):
         """(best parameters, best fitness) over all runs."""
         return self.inner.best_params, self.inner.best_fitness
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        """The inner run's termination criteria once no restart is left (the run is over), else none."""
+        return [] if self._can_restart() else self.inner.stop_reasons
+
+    @property
+    def num_nonfinite(self) -> int:
+        """Members with non-finite fitness over all runs (see :class:`~tfevo.core.Algorithm`)."""
+        return self.inner.num_nonfinite
 
     def _sync(self):
         p = int(self.current_popsize.numpy())

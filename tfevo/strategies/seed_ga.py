@@ -35,7 +35,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, AskTellError, ConfigError, ShapeError, check_fitness, sanitize_fitness
 from tfevo.registry import register
 from tfevo.strategies.ga import elitist_truncation
-from tfevo.strategies.shaping import _center, _ga_popsize
+from tfevo.strategies.shaping import _center, _ga_sizes
 
 __all__ = ["SeedGA"]
 
@@ -57,7 +57,7 @@ class SeedGA(Algorithm):
     Args:
       num_dims: D, parameters per network.
       popsize: P (the paper: 1000 on Atari); default as :class:`~tfevo.strategies.GaussianGA` (100).
-      truncation: T parents (the paper: 20).
+      truncation: T parents (the paper: 20); defaults as :class:`~tfevo.strategies.GaussianGA`.
       sigma: mutation power (the paper: 0.002 on Atari).
       num_elite_candidates: rows copied unmodified for re-evaluation besides the elite.
       max_generations: the longest lineage the genome tensor can hold.
@@ -82,10 +82,10 @@ class SeedGA(Algorithm):
 
     tell_needs_last_ask = True
 
-    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int = 20, sigma: float = 0.002,
-                 num_elite_candidates: int = 10, max_generations: int = 1000, init_params=None, init_fn=None,
+    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
+                 num_elite_candidates: int | None = None, max_generations: int = 1000, init_params=None, init_fn=None,
                  init_sigma: float = 0.05, seed: int = 0, name: str | None = None):
-        popsize = _ga_popsize(popsize, truncation, num_elite_candidates)
+        popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
         super().__init__(num_dims, popsize, seed=seed, name=name)
         if init_params is not None and init_fn is not None:
             raise ConfigError("give either init_params or init_fn, not both")

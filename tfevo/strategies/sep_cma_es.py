@@ -113,8 +113,9 @@ class SepCMAES(_CMABase):
             if run is None:
                 run = self._eager_tells.d[self.popsize] = self._make_eager_tell()
             if run is not False:
-                run(check_population(x, (self.popsize, self.num_dims), "population"),
-                    check_fitness(fitness, self.popsize))
+                fitness = check_fitness(fitness, self.popsize)
+                self._note_nonfinite(fitness)
+                run(check_population(x, (self.popsize, self.num_dims), "population"), fitness)
                 return
         super().tell(x, fitness)
 

@@ -196,11 +196,20 @@ def _bounds(bounds, num_dims: int):
 GA_DEFAULT_POPSIZE = 100
 
 
-def _ga_popsize(popsize, truncation: int, num_elite_candidates: int) -> int:
-    """``popsize`` or the GA default: 100, raised to fit ``truncation`` parents and the elite rows."""
-    if popsize is not None:
-        return popsize
-    return max(GA_DEFAULT_POPSIZE, int(truncation), int(num_elite_candidates) + 2)
+def _ga_sizes(popsize, truncation, num_elite_candidates) -> tuple:
+    """``(P, T, E)`` of the GAs with their defaults filled in.
+
+    ``P``: 100 (raised to fit the ``T`` and ``E`` given); ``T``: 20 parents
+    (``P // 2`` for ``P < 20``); ``E``: 10 elite candidates (``P // 4`` for ``P < 12``).
+    """
+    if popsize is None:
+        popsize = max(GA_DEFAULT_POPSIZE, int(truncation or 0), int(num_elite_candidates or 0) + 2)
+    p = int(popsize)
+    if truncation is None:
+        truncation = 20 if p >= 20 else max(1, p // 2)
+    if num_elite_candidates is None:
+        num_elite_candidates = 10 if p >= 12 else p // 4
+    return popsize, truncation, num_elite_candidates
 
 
 def _default_popsize(num_dims: int, even: bool = False) -> int:
