@@ -282,12 +282,12 @@ class SepCmaTellOp : public OpKernel {
     const int64_t generation = scalar_i64(5), restart = scalar_i64(6);
     const float inf = std::numeric_limits<float>::infinity();
 
-    // -- fitness: NaN -> -inf, +inf -> largest float (sanitize_fitness) -----------------------
+    // -- fitness: NaN, +inf and -inf -> -inf, the worst (sanitize_fitness) ---------------------
     std::vector<float> fit(P);
     {
       const float* f = f_t.flat<float>().data();
       for (int64_t i = 0; i < P; ++i)
-        fit[i] = std::isnan(f[i]) ? -inf : std::min(f[i], std::numeric_limits<float>::max());
+        fit[i] = std::isfinite(f[i]) ? f[i] : -inf;
     }
     // -- best so far (from the sanitized fitness, before rows are checked) ---------------------
     {

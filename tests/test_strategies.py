@@ -12,6 +12,8 @@ import tensorflow as tf
 import tfevo.strategies as S
 from tfevo.core import ConfigError, ShapeError
 from tfevo.registry import get
+from tfevo.strategies.de import distinct_indices
+from tfevo.strategies.shaping import nes_utilities
 
 D = 10
 
@@ -37,18 +39,18 @@ CASES = {
     "openai_es-rosenbrock": (lambda s: S.OpenES(D, 50, sigma=0.05, learning_rate=0.02, weight_decay=0.0,
                                                 sigma_decay=0.99, sigma_limit=1e-3, seed=s),
                              rosenbrock, 10_000, -1.0),
-    "pgpe-sphere": (lambda s: S.PGPE(D, 50, center_learning_rate=0.3, sigma_init=1.0, init_params=X3, seed=s),
+    "pgpe-sphere": (lambda s: S.PGPE(D, 50, learning_rate=0.3, sigma=1.0, init_params=X3, seed=s),
                     sphere, 10_000, -0.2),
-    "pgpe-rosenbrock": (lambda s: S.PGPE(D, 50, center_learning_rate=0.05, sigma_init=0.2, seed=s),
+    "pgpe-rosenbrock": (lambda s: S.PGPE(D, 50, learning_rate=0.05, sigma=0.2, seed=s),
                         rosenbrock, 15_000, -2.5),
-    "ars-sphere": (lambda s: S.ARS(D, 32, step_size=0.3, noise_std=0.1, num_top=8, init_params=X3, seed=s),
+    "ars-sphere": (lambda s: S.ARS(D, 32, learning_rate=0.3, sigma=0.1, num_top=8, init_params=X3, seed=s),
                    sphere, 5_000, -0.2),
-    "ars-rosenbrock": (lambda s: S.ARS(D, 32, step_size=0.02, noise_std=0.02, num_top=8, seed=s),
+    "ars-rosenbrock": (lambda s: S.ARS(D, 32, learning_rate=0.02, sigma=0.02, num_top=8, seed=s),
                        rosenbrock, 10_000, -3.5),
-    "snes-sphere": (lambda s: S.SNES(D, sigma_init=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-6),
-    "snes-rosenbrock": (lambda s: S.SNES(D, 20, sigma_init=0.5, seed=s), rosenbrock, 10_000, -6.5),
-    "xnes-sphere": (lambda s: S.XNES(D, sigma_init=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-3),
-    "xnes-rosenbrock": (lambda s: S.XNES(D, sigma_init=1.0, seed=s), rosenbrock, 8_000, -1e-2),
+    "snes-sphere": (lambda s: S.SNES(D, sigma=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-6),
+    "snes-rosenbrock": (lambda s: S.SNES(D, 20, sigma=0.5, seed=s), rosenbrock, 10_000, -6.5),
+    "xnes-sphere": (lambda s: S.XNES(D, sigma=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-3),
+    "xnes-rosenbrock": (lambda s: S.XNES(D, sigma=1.0, seed=s), rosenbrock, 8_000, -1e-2),
     "ga-sphere": (lambda s: S.GaussianGA(D, 100, truncation=10, sigma=0.1, num_elite_candidates=2,
                                          init_params=X3, init_sigma=1.0, seed=s), sphere, 5_000, -0.1),
     "ga-rosenbrock": (lambda s: S.GaussianGA(D, 100, truncation=10, sigma=0.02, num_elite_candidates=2,
@@ -104,7 +106,7 @@ def test_reaches_target_several_seeds(case, seed):
 
 CONTRACT = {
     "openai_es": lambda s: S.OpenES(6, 8, sigma=0.1, learning_rate=0.05, sigma_decay=0.9, seed=s),
-    "pgpe": lambda s: S.PGPE(6, 8, sigma_init=0.5, seed=s),
+    "pgpe": lambda s: S.PGPE(6, 8, sigma=0.5, seed=s),
     "ars": lambda s: S.ARS(6, 8, num_top=2, seed=s),
     "snes": lambda s: S.SNES(6, 8, seed=s),
     "xnes": lambda s: S.XNES(6, 8, seed=s),
@@ -217,7 +219,7 @@ def test_openes_update_matches_formula():
 
 
 def test_pgpe_update_matches_formula():
-    es = S.PGPE(2, 4, center_learning_rate=0.1, optimizer="sgd", sigma_init=[0.5, 1.0], sigma_lr=0.1,
+    es = S.PGPE(2, 4, learning_rate=0.1, optimizer="sgd", sigma=[0.5, 1.0], sigma_learning_rate=0.1,
                 sigma_max_change=0.2, seed=3)
     x = es.ask().numpy()
     eps = x[:2] - 0.0
@@ -235,7 +237,7 @@ def test_pgpe_update_matches_formula():
 
 
 def test_ars_top_directions_and_std_normalization():
-    ars = S.ARS(3, 6, step_size=0.1, noise_std=0.2, num_top=2, seed=0)
+    ars = S.ARS(3, 6, learning_rate=0.1, sigma=0.2, num_top=2, seed=0)
     x = ars.ask().numpy()
     delta = x[:3] / 0.2
     r = np.array([1.0, 5.0, 2.0, 0.0, 1.0, 7.0], np.float32)  # max per direction: 1, 5, 7 -> top 2: dirs 1, 2
@@ -248,12 +250,12 @@ def test_ars_top_directions_and_std_normalization():
 
 
 def test_snes_update_matches_formula():
-    es = S.SNES(3, 5, sigma_init=[1.0, 2.0, 0.5], seed=0)
+    es = S.SNES(3, 5, sigma=[1.0, 2.0, 0.5], seed=0)
     x = es.ask().numpy()
     sig = np.array([1.0, 2.0, 0.5])
     z = x / sig
     f = np.array([0.0, 3.0, 1.0, 4.0, 2.0], np.float32)
-    util = S.nes_utilities(5)
+    util = nes_utilities(5)
     u = util[4 - np.argsort(np.argsort(f))]
     eta_s = (3 + np.log(3)) / (5 * np.sqrt(3))
     es.tell(x, f)
@@ -264,11 +266,11 @@ def test_snes_update_matches_formula():
 def test_xnes_update_matches_formula():
     from scipy.linalg import expm
 
-    es = S.XNES(3, 6, sigma_init=0.5, seed=0)
+    es = S.XNES(3, 6, sigma=0.5, seed=0)
     x = es.ask().numpy()
     z = x / 0.5
     f = -np.arange(6, dtype=np.float32)
-    u = S.nes_utilities(6)  # member 0 is the best
+    u = nes_utilities(6)  # member 0 is the best
     d = 3
     eta = 3 * (3 + np.log(d)) / (5 * d * np.sqrt(d))
     gm = (u[:, None, None] * (z[:, :, None] * z[:, None, :] - np.eye(d))).sum(0)
@@ -315,18 +317,18 @@ def test_ga_init_options():
 
 def test_distinct_indices():
     p = 6
-    r = S.distinct_indices(tf.constant([1, 2]), p, 3).numpy()
+    r = distinct_indices(tf.constant([1, 2]), p, 3).numpy()
     rows = np.arange(p)[:, None]
     assert r.min() >= 0 and r.max() < p
     assert np.all(r != rows)
     assert np.all(r[:, 0] != r[:, 1]) and np.all(r[:, 0] != r[:, 2]) and np.all(r[:, 1] != r[:, 2])
     # with P = 4 and k = 3 every row must get exactly the three other members
-    r4 = S.distinct_indices(tf.constant([3, 4]), 4, 3).numpy()
+    r4 = distinct_indices(tf.constant([3, 4]), 4, 3).numpy()
     for i in range(4):
         assert sorted(r4[i]) == [j for j in range(4) if j != i]
     # uniform over the allowed partners: offsets (r - i) mod P are uniform on 1..P-1
     p = 5
-    rr = S.distinct_indices(tf.constant([5, 6]), 20000, 1).numpy()[:, 0]
+    rr = distinct_indices(tf.constant([5, 6]), 20000, 1).numpy()[:, 0]
     assert np.all(rr != np.arange(20000))
     off = (rr - np.arange(20000)) % 20000
     assert off.min() >= 1

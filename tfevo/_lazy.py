@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 
 
-def import_parts(package: str, modules: tuple, namespace: dict) -> list:
+def import_parts(package: str, modules: tuple, namespace: dict, keep=None) -> list:
+    """Imports ``package.<module>`` for each module that exists and re-exports its
+    ``__all__`` (only the objects for which ``keep(obj)`` holds, if given)."""
     exported = []
     for mod in modules:
         try:
@@ -15,6 +17,8 @@ def import_parts(package: str, modules: tuple, namespace: dict) -> list:
                 continue
             raise
         for name in getattr(m, "__all__", ()):
+            if keep is not None and not keep(getattr(m, name)):
+                continue
             namespace[name] = getattr(m, name)
             exported.append(name)
     return exported

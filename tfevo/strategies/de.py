@@ -57,7 +57,8 @@ class DifferentialEvolution(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P (>= 4 for rand/1, >= 3 for best/1; 10*D is a classic choice).
+      popsize: P (>= 4 for rand/1, >= 3 for best/1); default ``10 D`` (Storn & Price),
+        at most 100 (so large D stays affordable) and at least 4.
       variant: ``"rand/1/bin"`` (default) or ``"best/1/bin"``.
       F: differential weight in (0, 2] (default 0.5).
       CR: crossover probability in [0, 1] (default 0.9).
@@ -77,9 +78,11 @@ class DifferentialEvolution(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, variant: str = "rand/1/bin", F: float = 0.5,
+    def __init__(self, num_dims: int, popsize: int | None = None, variant: str = "rand/1/bin", F: float = 0.5,
                  CR: float = 0.9, bounds=None, init_params=None, init_sigma: float = 1.0, seed: int = 0,
                  name: str | None = None):
+        if popsize is None:
+            popsize = max(4, min(10 * int(num_dims), 100))
         super().__init__(num_dims, popsize, seed=seed, name=name)
         if variant not in ("rand/1/bin", "best/1/bin"):
             raise ConfigError(f"variant must be 'rand/1/bin' or 'best/1/bin', got {variant!r}")

@@ -23,7 +23,8 @@ The exact elitism rule (noisy fitness is why elites are re-evaluated):
    compete with their means).
 
 ``tell`` must receive the population returned by ``ask``, in the same order
-(rows are matched with their evaluation history).  Genomes stored as lists of
+(rows are matched with their evaluation history); any other population raises
+:class:`~tfevo.core.AskTellError`.  Genomes stored as lists of
 seeds (Such et al.'s compression) are not implemented; the state is the
 population tensor itself.
 """
@@ -35,7 +36,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _normal, _positive
+from tfevo.strategies.shaping import _ga_popsize, _normal, _positive
 
 __all__ = ["GaussianGA", "elitist_truncation"]
 
@@ -78,7 +79,8 @@ class GaussianGA(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P (Such et al. used 1000 for Atari).
+      popsize: P (Such et al. used 1000 for Atari); default 100 (raised to fit
+        ``truncation`` and ``num_elite_candidates + 2`` if those are larger).
       truncation: T, number of parents (Such et al.: 20).
       sigma: mutation standard deviation (Such et al.: 0.002 for Atari).
       num_elite_candidates: E, members besides the elite copied unmodified into
@@ -102,9 +104,12 @@ class GaussianGA(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
+    tell_needs_last_ask = True  # rows are matched with their evaluation history
+
+    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int = 20, sigma: float = 0.002,
                  num_elite_candidates: int = 10, init_params=None, init_sigma: float | None = None,
                  init_fn=None, seed: int = 0, name: str | None = None):
+        popsize = _ga_popsize(popsize, truncation, num_elite_candidates)
         super().__init__(num_dims, popsize, seed=seed, name=name)
         p, d = self.popsize, self.num_dims
         self.truncation = int(truncation)
@@ -133,10 +138,14 @@ class GaussianGA(Algorithm):
             pop = tf.convert_to_tensor(init_fn(init_seed), tf.float32)
             if pop.shape.as_list() != [p, d]:
                 raise ShapeError(f"init_fn must return shape [{p}, {d}], got {pop.shape.as_list()}")
+            if not bool(tf.reduce_all(tf.math.is_finite(pop))):
+                raise ConfigError("init_fn returned non-finite parameters")
             return pop
         if init_params is None:
             init_params = np.zeros([d], np.float32)
         init = np.asarray(init_params, np.float32)
+        if not np.all(np.isfinite(init)):
+            raise ConfigError("init_params must be finite")
         if init.shape == (p, d):
             return tf.constant(init)
         if init.shape != (d,):
@@ -157,6 +166,9 @@ class GaussianGA(Algorithm):
 
     def _ask(self):
         return tf.identity(self.population)
+
+    def _last_asked(self):
+        return self.population
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)

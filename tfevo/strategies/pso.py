@@ -28,7 +28,7 @@ class PSO(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P, number of particles.
+      popsize: P, number of particles (default 40, the swarm size of SPSO 2011).
       inertia: w (default 0.7298).
       cognitive: c1 (default 1.49618).
       social: c2 (default 1.49618).
@@ -49,10 +49,10 @@ class PSO(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, inertia: float = 0.7298, cognitive: float = 1.49618,
+    def __init__(self, num_dims: int, popsize: int | None = None, inertia: float = 0.7298, cognitive: float = 1.49618,
                  social: float = 1.49618, bounds=None, max_velocity: float | None = None, init_params=None,
                  init_sigma: float = 1.0, seed: int = 0, name: str | None = None):
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, 40 if popsize is None else popsize, seed=seed, name=name)
         if not 0.0 <= float(inertia) < 1.0:
             raise ConfigError(f"inertia must be in [0, 1), got {inertia}")
         self.inertia = float(inertia)

@@ -192,6 +192,17 @@ def _bounds(bounds, num_dims: int):
     return low, high
 
 
+#: default population of the GAs (GaussianGA, SeedGA) when ``popsize`` is not given
+GA_DEFAULT_POPSIZE = 100
+
+
+def _ga_popsize(popsize, truncation: int, num_elite_candidates: int) -> int:
+    """``popsize`` or the GA default: 100, raised to fit ``truncation`` parents and the elite rows."""
+    if popsize is not None:
+        return popsize
+    return max(GA_DEFAULT_POPSIZE, int(truncation), int(num_elite_candidates) + 2)
+
+
 def _default_popsize(num_dims: int, even: bool = False) -> int:
     """The usual NES/CMA default ``4 + floor(3 ln D)`` (rounded up to even if asked)."""
     p = 4 + int(math.floor(3 * math.log(num_dims)))
