@@ -42,6 +42,7 @@ __all__ = [
     "worst_to_finite",
     "check_fitness",
     "check_population",
+    "check_dtype",
     "TraceCounter",
     "FastCall",
     "eager_op_runner",
@@ -153,6 +154,21 @@ def check_fitness(fitness: Any, popsize: int, name: str = "fitness") -> tf.Tenso
             f"{name} must have shape [{popsize}] (one value per member), got {fitness.shape.as_list()}"
         )
     return fitness
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> tf.DType:
+    """The float dtype of an algorithm's state and populations: ``float32`` or ``float64``.
+
+    Accepts a name (``"float64"``), a NumPy or a TensorFlow dtype; anything else
+    is a :class:`ConfigError` naming the field, the value and what is accepted.
+    """
+    try:
+        dt = tf.as_dtype(dtype)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be 'float32' or 'float64', got {dtype!r}") from None
+    if dt not in (tf.float32, tf.float64):
+        raise ConfigError(f"{name} must be 'float32' or 'float64', got {dt.name!r}")
+    return dt
 
 
 def check_population(x: Any, shape: tuple, name: str = "population", dtype=tf.float32) -> tf.Tensor:
@@ -401,6 +417,9 @@ class Algorithm(tf.Module):
     Attributes:
       num_dims: D, the length of one parameter vector.
       popsize: P, the number of members returned by ``ask``.
+      dtype: the float dtype (``tf.float32`` or ``tf.float64``) of the state,
+        of ``ask()``'s population, of the population ``tell`` takes and of
+        ``best``'s parameters (fitness stays ``float32 [P]``).
       seeds: the :class:`SeedStream` used for all randomness.
       num_nonfinite: how many members had non-finite fitness so far (counted
         when ``tell`` runs eagerly; not checkpointed).
@@ -449,8 +468,9 @@ class Algorithm(tf.Module):
                 return names + [n for n in target.accepted_arguments() if n not in names]
         return None if resolved_only else names
 
-    def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None):
+    def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None, dtype="float32"):
         super().__init__(name=name)
+        self.dtype = check_dtype(dtype)
         if int(num_dims) < 1:
             raise ConfigError(f"num_dims must be >= 1, got {num_dims}")
         if int(popsize) < 1:
@@ -485,7 +505,7 @@ class Algorithm(tf.Module):
         return self._num_nonfinite
 
     def ask(self) -> tf.Tensor:
-        """Returns the next population, ``float32 [popsize, num_dims]``."""
+        """Returns the next population, ``[popsize, num_dims]`` in :attr:`dtype`."""
         if self._ask_fn is None:
             self._ask_fn = tf.function(
                 self._trace_counter.wrap("ask", self._ask),
@@ -498,11 +518,12 @@ class Algorithm(tf.Module):
         return call()
 
     def tell(self, x, fitness) -> None:
-        """Updates the state from a population and its fitness (higher is better).
+        """Updates the state from a population (``[popsize, num_dims]``, cast to
+        :attr:`dtype`) and its fitness (``[popsize]``, higher is better).
 
         Non-finite fitness (NaN, +inf, -inf) counts as the worst value.
         """
-        x = check_population(x, (self.popsize, self.num_dims), "population")
+        x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
         fitness = check_fitness(fitness, self.popsize)
         self._note_nonfinite(fitness)
         if self._tell_fn is None:
@@ -524,7 +545,7 @@ class Algorithm(tf.Module):
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
                 input_signature=[
-                    tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
+                    tf.TensorSpec([self.popsize, self.num_dims], self.dtype),
                     tf.TensorSpec([self.popsize], tf.float32),
                 ],
                 jit_compile=self.jit_compile if self.jit_compile_tell is None else self.jit_compile_tell,
@@ -576,7 +597,7 @@ class Algorithm(tf.Module):
         return self.best_params, self.best_fitness
 
     def _init_best(self):
-        self.best_params = tf.Variable(tf.zeros([self.num_dims]), trainable=False, name="best_params")
+        self.best_params = tf.Variable(tf.zeros([self.num_dims], self.dtype), trainable=False, name="best_params")
         self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
 
     def _update_best(self, x: tf.Tensor, fitness: tf.Tensor) -> None:

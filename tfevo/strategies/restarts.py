@@ -13,7 +13,7 @@ for IPOP's default 9 restarts); a changing shape costs one trace per size.
 Restarts happen when any termination criterion of the inner strategy fires
 (``tolfun``, ``tolx``, ``conditioncov``, ``noeffectaxis``, ``noeffectcoord``,
 ``stagnation``, ``tolupsigma``; see :attr:`CMAES.stop_reasons`).  A restart draws
-a new mean uniformly in ``init_range`` (if given; else reuses ``mean_init``) and
+a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
 
 Checkpointing: the whole state (inner strategy, restart counters, regime
@@ -46,10 +46,11 @@ class _Restarts(Algorithm):
 
     _kwargs_forwarded_to = CMAES  # (for the argument check: **strategy_kwargs go to the inner strategy)
 
-    def __init__(self, num_dims, popsize=None, sigma_init=1.0, mean_init=None, seed=0, bounds=None,
-                 init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, **strategy_kwargs):
+    def __init__(self, num_dims, popsize=None, sigma=1.0, init_params=None, seed=0, bounds=None,
+                 init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, dtype="float64",
+                 **strategy_kwargs):
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
-        super().__init__(num_dims, base, seed=seed, name=name)
+        super().__init__(num_dims, base, seed=seed, name=name, dtype=dtype)
         if int(max_restarts) < 0:
             raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         if inc_popsize <= 1:
@@ -57,7 +58,7 @@ class _Restarts(Algorithm):
         self.base_popsize = base
         self.max_restarts = int(max_restarts)
         self.inc_popsize = float(inc_popsize)
-        self.sigma_init = float(sigma_init)
+        self.sigma_init = float(sigma)
         self.init_range = None
         if init_range is not None:
             lo, hi = init_range
@@ -66,11 +67,11 @@ class _Restarts(Algorithm):
             if np.any(lo >= hi):
                 raise ConfigError("init_range must satisfy lower < upper")
             self.init_range = (lo, hi)
-        if mean_init is None and self.init_range is not None:
+        if init_params is None and self.init_range is not None:
             u = np.random.default_rng(int(seed)).random(self.num_dims)
-            mean_init = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
-        self.inner = strategy(num_dims, popsize=base, sigma_init=sigma_init, mean_init=mean_init, seed=seed,
-                              bounds=bounds, **strategy_kwargs)
+            init_params = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
+        self.inner = strategy(num_dims, popsize=base, sigma=sigma, init_params=init_params, seed=seed,
+                              bounds=bounds, dtype=dtype, **strategy_kwargs)
         self.restarts = tf.Variable(0, dtype=tf.int64, trainable=False, name="restarts")
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
@@ -91,8 +92,19 @@ class _Restarts(Algorithm):
 
     @property
     def mean(self):
-        """Mean of the current run (float32 [D])."""
+        """Mean of the current run (``[D]`` in :attr:`dtype`)."""
         return self.inner.mean
+
+    @property
+    def sigma(self):
+        """Step size of the current run (a variable of the inner strategy)."""
+        return self.inner.sigma
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        """The inner run's met termination criteria once no restart is left
+        (while restarts remain, a met criterion restarts the run: empty)."""
+        return [] if self._can_restart() else self.inner.stop_reasons
 
     @property
     def best(self):
@@ -116,7 +128,7 @@ class _Restarts(Algorithm):
         self.popsize = p
 
     def ask(self) -> tf.Tensor:
-        """Population of the current run: float32 ``[popsize, D]``."""
+        """Population of the current run: ``[popsize, D]`` in :attr:`dtype`."""
         self._sync()
         return self.inner.ask()
 
@@ -140,7 +152,7 @@ class _Restarts(Algorithm):
 
     def _new_mean(self):
         if self.init_range is None:
-            return self.inner.mean_init
+            return self.inner.init_params
         lo, hi = self.init_range
         u = tf.random.stateless_uniform([self.num_dims], seed=self.seeds.next(), dtype=tf.float64).numpy()
         return lo + u * (hi - lo)
@@ -158,8 +170,9 @@ class IPOP(_Restarts):
     """IPOP-CMA-ES: restart with the population size multiplied by ``inc_popsize``.
 
     Args:
-      num_dims, popsize, sigma_init, mean_init, seed, bounds: as
-        :class:`~tfevo.strategies.CMAES` (``popsize`` is that of the first run).
+      num_dims, popsize, sigma, init_params, seed, bounds, dtype: as
+        :class:`~tfevo.strategies.CMAES` (``popsize`` is that of the first run;
+        ``dtype`` default float64).
       init_range: optional ``(lower, upper)`` box; the first and every restart
         mean are drawn uniformly in it (recommended, as in the IPOP paper).
       max_restarts: at most this many restarts (default 9).
@@ -171,7 +184,7 @@ class IPOP(_Restarts):
 
     Example:
 
-    >>> es = IPOP(10, sigma_init=2.0, init_range=(-5, 5), seed=0)
+    >>> es = IPOP(10, sigma=2.0, init_range=(-5, 5), seed=0)
     >>> for _ in range(100):
     ...     x = es.ask()                      # shape [es.popsize, 10]
     ...     es.tell(x, -rastrigin(x))
@@ -190,9 +203,9 @@ class BIPOP(_Restarts):
     The first run uses the default popsize.  Afterwards, whichever regime has
     used fewer evaluations runs next: *large* runs use
     ``popsize = base * inc_popsize**i_large`` (``i_large`` counts large runs)
-    and ``sigma_init``; *small* runs use
+    and ``sigma``; *small* runs use
     ``popsize = floor(base * (lambda_large / (2 base)) ** (U**2))`` and
-    ``sigma = sigma_init * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
+    ``sigma * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
     stream.  Args as :class:`IPOP`; ``max_restarts`` limits the number of
     large-population restarts.
     """

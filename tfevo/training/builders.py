@@ -98,6 +98,8 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
     kwargs = dict(params)
+    if "dtype" in accepted and "dtype" not in kwargs:
+        kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
     if init_fn is not None and "init_fn" in accepted and "init_fn" not in kwargs and "init_params" not in kwargs:
         kwargs["init_fn"] = init_fn
     elif init is not None and "init_params" in accepted and "init_params" not in kwargs and "init_fn" not in kwargs:
