@@ -207,7 +207,7 @@ class ESEmitter(Emitter):
 
     Args:
       strategy: ``"cma_es"`` or another registered strategy name, or a factory
-        ``(num_dims, popsize, seed, mean_init) -> Algorithm``.
+        ``(num_dims, popsize, seed, init_params) -> Algorithm``.
       sigma: the ES's initial step size.
     """
 
@@ -228,11 +228,9 @@ class ESEmitter(Emitter):
         spec = self._strategy_spec
         if callable(spec):
             return spec(self.solution_dim, self.batch_size, seed, mean)
-        from tfevo import registry
         from tfevo.training.builders import make_algorithm
 
-        params = {"sigma_init": self.sigma} if "sigma_init" in __import__("inspect").signature(
-            registry.get("strategy", spec).__init__).parameters else {"sigma": self.sigma}
+        params = {"sigma": self.sigma}
         params.update(self._strategy_kwargs)
         return make_algorithm(spec, self.solution_dim, self.batch_size, seed, params, init=mean)
 

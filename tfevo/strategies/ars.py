@@ -42,7 +42,7 @@ class ARS(Algorithm):
       init_params: initial parameters ``[D]`` (default zeros, as in the paper).
       seed: random seed.
 
-    Raw rewards are used (no ranking); NaN/-inf rewards are replaced by the
+    Raw rewards are used (no ranking); NaN/+-inf rewards are replaced by the
     lowest finite reward of the generation before any arithmetic.
 
     Example:

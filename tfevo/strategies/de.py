@@ -140,7 +140,7 @@ class DifferentialEvolution(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        f = tf.maximum(fitness, -tf.float32.max)  # NaN/-inf -> worst finite value
+        f = tf.maximum(fitness, -tf.float32.max)  # NaN/+-inf -> worst finite value
         accept = tf.logical_or(f >= self.fitness, tf.equal(self.generation, 0))
         self.population.assign(tf.where(accept[:, None], x, self.population))
         self.fitness.assign(tf.where(accept, f, self.fitness))

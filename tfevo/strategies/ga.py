@@ -40,7 +40,7 @@ from tfevo.strategies.shaping import _ga_sizes, _normal, _positive
 
 __all__ = ["GaussianGA", "elitist_truncation"]
 
-_WORST = -1e30  # fitness of a failed (NaN/-inf) evaluation inside the running means
+_WORST = -1e30  # fitness of a failed (NaN/+-inf) evaluation inside the running means
 _MASKED = -3e30  # below any real mean
 
 
@@ -58,7 +58,7 @@ def elitist_truncation(eval_sum, eval_count, fitness, generation, num_elite_cand
     unmodified ``[1 + E]`` (elite first) and the parent rows ``[T]``.
     """
     e = int(num_elite_candidates)
-    f = tf.maximum(fitness, _WORST)  # sanitized: NaN/-inf -> -1e30, stays finite
+    f = tf.maximum(fitness, _WORST)  # sanitized: NaN/+-inf -> -1e30, stays finite
     total = eval_sum + f
     count = eval_count + 1.0
     score = total / count

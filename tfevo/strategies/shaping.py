@@ -1,7 +1,7 @@
 """Fitness shaping: turning raw fitness ``[P]`` into update weights.
 
-Every function here takes fitness with **higher is better** and treats NaN and
-``-inf`` as the worst possible value (through :func:`tfevo.core.sanitize_fitness`),
+Every function here takes fitness with **higher is better** and treats NaN,
+``+inf`` and ``-inf`` as the worst possible value (through :func:`tfevo.core.sanitize_fitness`),
 so a crashed or diverged evaluation never corrupts a strategy's state.  All are
 pure TensorFlow and work eagerly, inside ``tf.function`` and under XLA.
 
@@ -29,7 +29,7 @@ __all__ = ["ranks", "centered_rank", "z_score", "weight_decay", "nes_utilities",
 def ranks(fitness) -> tf.Tensor:
     """Returns the rank of every member, ``int32 [P]``: 0 for the worst, P-1 for the best.
 
-    NaN and ``-inf`` count as the worst values.  Ties are broken by position
+    NaN, ``+inf`` and ``-inf`` count as the worst values.  Ties are broken by position
     (the earlier member gets the lower rank), so the result is a permutation.
     """
     f = sanitize_fitness(fitness)
@@ -47,7 +47,7 @@ def centered_rank(fitness) -> tf.Tensor:
     monotone transformation of fitness.
 
     Args:
-      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+      fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
 
     Returns:
       float32 ``[P]``.
@@ -121,7 +121,7 @@ def utility_weights(fitness, utilities=None) -> tf.Tensor:
     """Assigns NES utilities (see :func:`nes_utilities`) to members by fitness rank.
 
     Args:
-      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+      fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
       utilities: optional ``[P]`` table, best rank first (default
         ``nes_utilities(P)``; P must then be known statically).
 
