@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+import abc
+
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
@@ -27,7 +29,7 @@ from tfevo.core import ConfigError, ShapeError
 __all__ = ["Optimizer", "SGD", "Adam", "ClipUp", "get_optimizer"]
 
 
-class Optimizer(tf.Module):
+class Optimizer(tf.Module, metaclass=abc.ABCMeta):
     """Base class: ``build(num_dims)`` creates the state, ``step(grad)`` returns the update.
 
     Args:
@@ -64,8 +66,9 @@ class Optimizer(tf.Module):
         self.iterations.assign_add(1)
         return self._step(grad)
 
-    def _step(self, grad):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _step(self, grad):
+        """Updates the state from ``grad [D]`` and returns the step (subclasses)."""
 
     def get_config(self) -> dict:
         """The constructor arguments."""
