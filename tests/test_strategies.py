@@ -168,7 +168,8 @@ def test_make_algorithm_passes_the_start_point_and_suggests_names():
     for name in ("openai_es", "snes", "xnes", "pgpe", "ars", "random_search"):
         algo = make_algorithm(name, 4, None, 0, {}, init=init)
         np.testing.assert_array_equal(algo.mean.numpy(), init)
-    with pytest.raises(ConfigError, match=r"algorithm.params.sigma_init: snes \(SNES\).*did you mean 'sigma'"):
+    with pytest.raises(ConfigError, match=r"algorithm.params.sigma_init: snes has no parameter 'sigma_init' "
+                                          r"\(did you mean 'sigma'\?\); snes \(SNES\) takes: sigma"):
         make_algorithm("snes", 4, 8, 0, {"sigma_init": 1.0})
 
 

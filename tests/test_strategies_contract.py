@@ -120,7 +120,7 @@ def test_contract(name, tmp_path):
     final = _state(a)
     nonfinite = [w for w in caught if issubclass(w.category, NonFiniteFitnessWarning)]
     assert len(nonfinite) == 1, f"{name}: {len(nonfinite)} non-finite warnings in one run"
-    assert f"3 of {P} members had non-finite fitness" in str(nonfinite[0].message)
+    assert str(nonfinite[0].message).startswith(f"{ALGOS[name].__name__}: 3 of {P} members had non-finite fitness")
     assert a.num_nonfinite == bad_told
     assert all(v == 1 for v in a.traces.values()), a.traces  # (an eager-kernel tell traces nothing)
     assert all(np.all(np.isfinite(x)) for x in asks)

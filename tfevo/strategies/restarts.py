@@ -29,7 +29,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, ShapeError
+from tfevo.core import Algorithm, ConfigError, ShapeError, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
@@ -72,6 +72,7 @@ class _Restarts(Algorithm):
             init_params = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
         self.inner = strategy(num_dims, popsize=base, sigma=sigma, init_params=init_params, seed=seed,
                               bounds=bounds, dtype=dtype, **strategy_kwargs)
+        self.inner._nonfinite_warned = True  # the wrapper warns about non-finite fitness, under its own name
         self.restarts = tf.Variable(0, dtype=tf.int64, trainable=False, name="restarts")
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
@@ -135,6 +136,8 @@ class _Restarts(Algorithm):
     def tell(self, x, fitness) -> None:
         """Tells the current run; restarts it (changing ``popsize``) on a stop criterion."""
         self._sync()
+        fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         self.inner.tell(x, fitness)
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.popsize)

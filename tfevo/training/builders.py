@@ -94,7 +94,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
             close = difflib.get_close_matches(k, accepted, n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
-                f"algorithm.params.{k}: {name} ({cls.__name__}) has no parameter {k!r}{hint}; it takes: "
+                f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
     kwargs = dict(params)
