@@ -63,3 +63,37 @@ def test_algorithm_base_traces_once_and_validates():
     with pytest.raises(ShapeError, match="population"):
         algo.tell(tf.zeros([4, 3]), tf.zeros([5]))
     assert int(algo.generation.numpy()) == 4
+
+
+class Toy(Algorithm):
+    def __init__(self, num_dims, popsize=4, rate=0.1, seed=0):
+        super().__init__(num_dims, popsize, seed=seed)
+        self.rate = rate
+
+
+class _Hidden(Toy):
+    def __init__(self, *args, **kwargs):  # forwards to Toy
+        super().__init__(*args, **kwargs)
+
+
+class PublicHidden(_Hidden):
+    pass
+
+
+class Popping(Algorithm):
+    def __init__(self, **kw):  # consumes its own key before forwarding
+        self.extra = kw.pop("extra", None)
+        super().__init__(**kw)
+
+
+def test_constructor_argument_errors_name_the_public_class():
+    with pytest.raises(ConfigError, match=r"^Toy: unknown argument\(s\) 'rat'; did you mean 'rate'.* "
+                                          r"Toy accepts: num_dims, popsize, rate, seed"):
+        Toy(3, rat=0.2)
+    with pytest.raises(ConfigError, match=r"^Toy: missing a required argument: 'num_dims'"):
+        Toy(popsize=3)
+    # through a private base class that forwards **kwargs: the error names the class built
+    with pytest.raises(ConfigError, match=r"^PublicHidden: unknown argument\(s\) 'sead'; did you mean 'seed'"):
+        PublicHidden(3, sead=1)
+    assert PublicHidden.accepted_arguments() == ["num_dims", "popsize", "rate", "seed"]
+    assert Popping(num_dims=2, popsize=3, extra=1).extra == 1

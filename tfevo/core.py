@@ -389,7 +389,9 @@ def _checked_init(cls, init):
             unknown = [k for k in kwargs if k not in named] if not var_kw else []
             problem = f"unknown argument(s) {', '.join(map(repr, unknown))}" if unknown else str(e)
             raise _argument_error(type(self), problem, unknown) from None
-        if var_kw and kwargs:
+        if var_kw and kwargs and type(self)._kwargs_forwarded_to is not None:
+            # **kwargs that go to another object (a wrapper's inner strategy): checked here so the
+            # error names the class the user built; **kwargs passed to a base class are checked there
             accepted = type(self).accepted_arguments(resolved_only=True)
             if accepted is not None:
                 unknown = [k for k in kwargs if k not in accepted]
