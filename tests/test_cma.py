@@ -86,7 +86,7 @@ def test_sep_cma_sphere():
 
 def test_sep_cma_ellipsoid():
     scales = tf.constant(10.0 ** (3.0 * np.arange(20) / 19.0), tf.float32)  # cond 1e6, separable
-    ell = lambda x: tf.reduce_sum(tf.square(scales * (x - 1.0)), 1)
+    ell = lambda x: tf.reduce_sum(tf.square(scales * (tf.cast(x, tf.float32) - 1.0)), 1)
     # Separable ellipsoid: full CMA needs ~2e4 evaluations in 20-D, sep-CMA far fewer.
     assert evals_to_target(SepCMAES(20, sigma=1.0, seed=0), ell, 1e-6, 9000) is not None
 

@@ -56,11 +56,11 @@ class ARS(Algorithm):
 
     def __init__(self, num_dims: int, popsize: int | None = None, learning_rate: float = 0.02,
                  sigma: float = 0.03, num_top: int | None = None, normalize_rewards: bool = True,
-                 init_params=None, seed: int = 0, name: str | None = None):
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize % 2:
             raise ConfigError(f"popsize must be even (each direction is evaluated +/-), got {self.popsize}")
         n = self.popsize // 2
@@ -70,7 +70,7 @@ class ARS(Algorithm):
         self.learning_rate = _positive(learning_rate, "learning_rate")
         self.sigma = _positive(sigma, "sigma")
         self.normalize_rewards = bool(normalize_rewards)
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self._init_best()
 
     @property
@@ -83,7 +83,7 @@ class ARS(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        r = worst_to_finite(fitness)
+        r = tf.cast(worst_to_finite(fitness), self.dtype)
         n = self.popsize // 2
         rp, rm = r[:n], r[n:]
         delta = (x[:n] - x[n:]) / (2.0 * self.sigma)

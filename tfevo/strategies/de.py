@@ -80,10 +80,10 @@ class DifferentialEvolution(Algorithm):
 
     def __init__(self, num_dims: int, popsize: int | None = None, variant: str = "rand/1/bin", F: float = 0.5,
                  CR: float = 0.9, bounds=None, init_params=None, init_sigma: float = 1.0, seed: int = 0,
-                 name: str | None = None):
+                 name: str | None = None, dtype="float32"):
         if popsize is None:
             popsize = max(4, min(10 * int(num_dims), 100))
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if variant not in ("rand/1/bin", "best/1/bin"):
             raise ConfigError(f"variant must be 'rand/1/bin' or 'best/1/bin', got {variant!r}")
         self.variant = variant
@@ -95,18 +95,18 @@ class DifferentialEvolution(Algorithm):
         if not 0.0 <= float(CR) <= 1.0:
             raise ConfigError(f"CR must be in [0, 1], got {CR}")
         self.F, self.CR = float(F), float(CR)
-        self.bounds = _bounds(bounds, self.num_dims)
-        p, d = self.popsize, self.num_dims
+        self.bounds = _bounds(bounds, self.num_dims, self.dtype)
+        p, d, dt = self.popsize, self.num_dims, self.dtype
         init_seed = tf.random.experimental.stateless_split(tf.constant([int(seed), 7], tf.int32), 1)[0]
-        init = None if init_params is None else np.asarray(init_params, np.float32)
+        init = None if init_params is None else np.asarray(init_params, dt.as_numpy_dtype)
         if init is not None and init.shape == (p, d):
             pop = tf.constant(init)
         elif self.bounds is not None and init is None:
             low, high = self.bounds
-            pop = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed)
+            pop = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed, dtype=dt)
         else:
-            c = _center(init, d)
-            pop = c + float(init_sigma) * tf.random.stateless_normal([p, d], seed=init_seed)
+            c = _center(init, d, dtype=dt)
+            pop = c + float(init_sigma) * tf.random.stateless_normal([p, d], seed=init_seed, dtype=dt)
         self.population = tf.Variable(pop, trainable=False, name="population")
         self.fitness = tf.Variable(tf.fill([p], -tf.float32.max), trainable=False, name="fitness")
         self._init_best()

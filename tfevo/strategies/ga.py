@@ -109,9 +109,9 @@ class GaussianGA(Algorithm):
 
     def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
                  num_elite_candidates: int | None = None, init_params=None, init_sigma: float | None = None,
-                 init_fn=None, seed: int = 0, name: str | None = None):
+                 init_fn=None, seed: int = 0, name: str | None = None, dtype="float32"):
         popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         p, d = self.popsize, self.num_dims
         self.truncation = int(truncation)
         if not 1 <= self.truncation <= p:
@@ -136,23 +136,23 @@ class GaussianGA(Algorithm):
         if init_fn is not None:
             if init_params is not None:
                 raise ConfigError("give either init_params or init_fn, not both")
-            pop = tf.convert_to_tensor(init_fn(init_seed), tf.float32)
+            pop = tf.cast(init_fn(init_seed), self.dtype)
             if pop.shape.as_list() != [p, d]:
                 raise ShapeError(f"init_fn must return shape [{p}, {d}], got {pop.shape.as_list()}")
             if not bool(tf.reduce_all(tf.math.is_finite(pop))):
                 raise ConfigError("init_fn returned non-finite parameters")
             return pop
         if init_params is None:
-            init_params = np.zeros([d], np.float32)
-        init = np.asarray(init_params, np.float32)
+            init_params = np.zeros([d])
+        init = np.asarray(init_params, self.dtype.as_numpy_dtype)
         if not np.all(np.isfinite(init)):
             raise ConfigError("init_params must be finite")
         if init.shape == (p, d):
             return tf.constant(init)
         if init.shape != (d,):
             raise ShapeError(f"init_params must have shape [{d}] or [{p}, {d}], got {list(init.shape)}")
-        noise = init_sigma * tf.random.stateless_normal([p, d], seed=init_seed)
-        noise = tf.concat([tf.zeros([1, d]), noise[1:]], axis=0)
+        noise = init_sigma * tf.random.stateless_normal([p, d], seed=init_seed, dtype=self.dtype)
+        noise = tf.concat([tf.zeros([1, d], self.dtype), noise[1:]], axis=0)
         return tf.constant(init)[None, :] + noise
 
     @property
@@ -180,7 +180,7 @@ class GaussianGA(Algorithm):
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)
         children = tf.gather(x, tf.gather(parents, choice))
-        children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma)
+        children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma, dtype=self.dtype)
         self.population.assign(tf.concat([tf.gather(x, keep), children], axis=0))
         zeros = tf.zeros([n_child])
         self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))

@@ -62,11 +62,11 @@ class PGPE(Algorithm):
                  sigma=0.1, radius_init: float | None = None, sigma_learning_rate: float = 0.1,
                  sigma_max_change: float = 0.2, optimizer="clipup", max_speed: float | None = None,
                  momentum: float | None = None, fitness_shaping: str = "centered_rank",
-                 init_params=None, seed: int = 0, name: str | None = None):
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize % 2:
             raise ConfigError(f"popsize must be even (symmetric pairs), got {self.popsize}")
         if fitness_shaping not in ("centered_rank", "z_score", "raw"):
@@ -80,15 +80,15 @@ class PGPE(Algorithm):
             kwargs["momentum"] = 0.9 if momentum is None else momentum
         elif isinstance(optimizer, str) and optimizer.lower() == "sgd" and momentum is not None:
             kwargs["momentum"] = momentum
-        self.optimizer = get_optimizer(optimizer, lr, self.num_dims, **kwargs)
+        self.optimizer = get_optimizer(optimizer, lr, self.num_dims, self.dtype, **kwargs)
         self.sigma_learning_rate = _positive(sigma_learning_rate, "sigma_learning_rate", allow_zero=True)
         self.sigma_max_change = _positive(sigma_max_change, "sigma_max_change")
         if radius_init is not None:
             sigma0 = np.full([self.num_dims], _positive(radius_init, "radius_init") / np.sqrt(self.num_dims),
-                             np.float32)
+                             self.dtype.as_numpy_dtype)
         else:
-            sigma0 = _per_dim(sigma, self.num_dims, "sigma")
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+            sigma0 = _per_dim(sigma, self.num_dims, "sigma", self.dtype)
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(sigma0, trainable=False, name="sigma")
         self._init_best()
 
@@ -108,6 +108,7 @@ class PGPE(Algorithm):
             w = z_score(fitness)
         else:
             w = worst_to_finite(fitness)
+        w = tf.cast(w, self.dtype)
         n = self.popsize // 2
         eps = 0.5 * (x[:n] - x[n:])  # recovers the perturbation of each pair
         fp, fm = w[:n], w[n:]

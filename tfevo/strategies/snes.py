@@ -59,11 +59,11 @@ class SNES(Algorithm):
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma=1.0,
                  learning_rate: float = 1.0, sigma_learning_rate: float | None = None, mirrored: bool = False,
-                 init_params=None, seed: int = 0, name: str | None = None):
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=mirrored) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize < 2:
             raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
         self.mirrored = bool(mirrored)
@@ -73,9 +73,9 @@ class SNES(Algorithm):
         d = self.num_dims
         self.sigma_learning_rate = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if sigma_learning_rate is None \
             else _positive(sigma_learning_rate, "sigma_learning_rate")
-        self.utilities = tf.constant(nes_utilities(self.popsize))
-        self.center = tf.Variable(_center(init_params, d), trainable=False, name="center")
-        self.sigma = tf.Variable(_per_dim(sigma, d, "sigma"), trainable=False, name="sigma")
+        self.utilities = tf.constant(nes_utilities(self.popsize), self.dtype)
+        self.center = tf.Variable(_center(init_params, d, dtype=self.dtype), trainable=False, name="center")
+        self.sigma = tf.Variable(_per_dim(sigma, d, "sigma", self.dtype), trainable=False, name="sigma")
         self._init_best()
 
     @property

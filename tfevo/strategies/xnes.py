@@ -63,11 +63,11 @@ class XNES(Algorithm):
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0,
                  learning_rate: float = 1.0, sigma_learning_rate: float | None = None,
                  B_learning_rate: float | None = None,
-                 init_params=None, seed: int = 0, name: str | None = None):
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize < 2:
             raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
         d = self.num_dims
@@ -76,16 +76,17 @@ class XNES(Algorithm):
         self.sigma_learning_rate = default if sigma_learning_rate is None else \
             _positive(sigma_learning_rate, "sigma_learning_rate")
         self.B_learning_rate = default if B_learning_rate is None else _positive(B_learning_rate, "B_learning_rate")
-        self.utilities = tf.constant(nes_utilities(self.popsize))
-        self.center = tf.Variable(_center(init_params, d), trainable=False, name="center")
-        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=tf.float32, trainable=False,
-                                 name="sigma")
-        self.B = tf.Variable(tf.eye(d), trainable=False, name="B")
+        dt = self.dtype
+        self.utilities = tf.constant(nes_utilities(self.popsize), dt)
+        self.center = tf.Variable(_center(init_params, d, dtype=dt), trainable=False, name="center")
+        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=dt, trainable=False, name="sigma")
+        self.B = tf.Variable(tf.eye(d, dtype=dt), trainable=False, name="B")
         # The standard-normal samples of the last ask (needed by tell: recovering
         # them from x would take a linear solve and lose precision as sigma shrinks).
-        self.z = tf.Variable(tf.zeros([self.popsize, d]), trainable=False, name="z")
+        self.z = tf.Variable(tf.zeros([self.popsize, d], dt), trainable=False, name="z")
         # the population those z's produced (NaN before the first ask: equal to nothing)
-        self.x_last = tf.Variable(tf.fill([self.popsize, d], float("nan")), trainable=False, name="x_last")
+        self.x_last = tf.Variable(tf.fill([self.popsize, d], tf.constant(float("nan"), dt)), trainable=False,
+                                  name="x_last")
         self._init_best()
 
     @property
@@ -99,7 +100,7 @@ class XNES(Algorithm):
         return tf.square(self.sigma) * tf.matmul(self.B, self.B, transpose_b=True)
 
     def _ask(self):
-        z = self.z.assign(_normal([self.popsize, self.num_dims], self.seeds.next()))
+        z = self.z.assign(_normal([self.popsize, self.num_dims], self.seeds.next(), dtype=self.dtype))
         return tf.identity(self.x_last.assign(self.center + self.sigma * tf.matmul(z, self.B, transpose_b=True)))
 
     def _last_asked(self):
@@ -111,9 +112,9 @@ class XNES(Algorithm):
         z = tf.convert_to_tensor(self.z)
         d = float(self.num_dims)
         g_delta = tf.linalg.matvec(z, u, transpose_a=True)
-        g_m = tf.matmul(z * u[:, None], z, transpose_a=True) - tf.reduce_sum(u) * tf.eye(self.num_dims)
+        g_m = tf.matmul(z * u[:, None], z, transpose_a=True) - tf.reduce_sum(u) * tf.eye(self.num_dims, dtype=self.dtype)
         g_sigma = tf.linalg.trace(g_m) / d
-        g_b = g_m - g_sigma * tf.eye(self.num_dims)
+        g_b = g_m - g_sigma * tf.eye(self.num_dims, dtype=self.dtype)
         self.center.assign_add(self.learning_rate * self.sigma * tf.linalg.matvec(self.B, g_delta))
         self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.sigma_learning_rate * g_sigma), _MIN_SIGMA))
         self.B.assign(tf.matmul(self.B, tf.linalg.expm(0.5 * self.B_learning_rate * g_b)))
