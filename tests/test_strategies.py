@@ -171,6 +171,11 @@ def test_make_algorithm_passes_the_start_point_and_suggests_names():
     with pytest.raises(ConfigError, match=r"algorithm.params.sigma_init: snes has no parameter 'sigma_init' "
                                           r"\(did you mean 'sigma'\?\); snes \(SNES\) takes: sigma"):
         make_algorithm("snes", 4, 8, 0, {"sigma_init": 1.0})
+    # another library's word for the start point or the step size: the one-vocabulary name is suggested
+    with pytest.raises(ConfigError, match=r"^CMAES: unknown argument\(s\) 'mean_init'; did you mean 'init_params'"):
+        S.CMAES(4, mean_init=np.zeros(4))
+    with pytest.raises(ConfigError, match=r"^ARS: unknown argument\(s\) 'step_size'; did you mean 'learning_rate'"):
+        S.ARS(4, 8, step_size=0.1)
 
 
 def test_bad_configs():

@@ -47,6 +47,7 @@ __all__ = [
     "TraceCounter",
     "FastCall",
     "eager_op_runner",
+    "suggest_argument",
 ]
 
 
@@ -356,21 +357,41 @@ def _public_name(cls) -> str:
     return cls.__name__
 
 
-def _argument_error(cls, problem: str, unknown: list) -> ConfigError:
-    """A :class:`ConfigError` naming the public class, its arguments and close matches."""
+def suggest_argument(name: str, accepted) -> list[str]:
+    """The accepted argument names closest to ``name`` (the one-vocabulary name first, if
+    ``name`` is another library's word for it; else :func:`difflib.get_close_matches`)."""
     import difflib
 
+    accepted = list(accepted)
+    if _OTHER_NAMES.get(name) in accepted:
+        return [_OTHER_NAMES[name]]
+    return difflib.get_close_matches(name, accepted, n=2, cutoff=0.5)
+
+
+def _argument_error(cls, problem: str, unknown: list) -> ConfigError:
+    """A :class:`ConfigError` naming the public class, its arguments and close matches."""
     name = _public_name(cls)
     accepted = cls.accepted_arguments()
     hints = []
     for k in unknown:
-        close = difflib.get_close_matches(k, accepted, n=2, cutoff=0.5)
+        close = suggest_argument(k, accepted)
         if close:
             hints.append(f"did you mean {' or '.join(repr(c) for c in close)} instead of {k!r}?")
-    msg = f"{name}: {problem}"
+    msg = f"{name}: {problem};"
     if hints:
-        msg += "; " + " ".join(hints)
+        msg += " " + " ".join(hints)
     return ConfigError(msg + f" {name} accepts: {', '.join(accepted)}")
+
+
+#: names other libraries (and older tfevo) use for the one vocabulary: suggested in
+#: errors, never accepted (init_params = start point, sigma = step size,
+#: learning_rate = learning rate of the mean)
+_OTHER_NAMES = {
+    "mean_init": "init_params", "init_mean": "init_params", "x0": "init_params", "mean": "init_params",
+    "sigma_init": "sigma", "sigma0": "sigma", "noise_std": "sigma", "step_size": "learning_rate",
+    "center_learning_rate": "learning_rate", "lr_mean": "learning_rate", "lr": "learning_rate",
+    "lr_sigma": "sigma_learning_rate", "sigma_lr": "sigma_learning_rate", "lr_B": "B_learning_rate",
+}
 
 
 def _checked_init(cls, init):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tfevo import registry
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, suggest_argument
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy"]
 
@@ -82,8 +82,6 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
     and the params do not set them.  Unknown params raise :class:`ConfigError`
     naming the algorithm, what it accepts and the closest match.
     """
-    import difflib
-
     cls = registry.get("strategy", name)
     accepted = cls.accepted_arguments() if hasattr(cls, "accepted_arguments") else [
         k for k in inspect.signature(cls.__init__).parameters if k != "self"]
@@ -91,7 +89,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         if k in ("num_dims", "popsize", "seed"):
             raise ConfigError(f"algorithm.params.{k}: set it outside params (algorithm.popsize, run.seed)")
         if k not in accepted:
-            close = difflib.get_close_matches(k, accepted, n=1, cutoff=0.5)
+            close = suggest_argument(k, accepted)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
                 f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
