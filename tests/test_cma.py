@@ -95,7 +95,7 @@ def test_lm_ma_es_sphere():
     es = LMMAES(10, sigma=0.5, seed=0)
     assert evals_to_target(es, sphere, 1e-8, 2500) is not None
     # the inverse transform undoes the sampling transform with the learned M
-    z = tf.random.stateless_normal([7, 10], seed=[1, 2])
+    z = tf.random.stateless_normal([7, 10], seed=[1, 2], dtype=es.dtype)
     np.testing.assert_allclose(es._inv_sqrt(es._sample_y(z)).numpy(), z.numpy(), rtol=1e-4, atol=1e-5)
 
 

@@ -119,7 +119,7 @@ def _ellipsoid(x):
     n = x.shape[1]
     q, _ = np.linalg.qr(np.random.default_rng(n).normal(size=(n, n)))
     scales = tf.constant(10.0 ** (np.arange(n) / 2.0), tf.float32)
-    return tf.reduce_sum(tf.square(scales * tf.matmul(x - 0.3, tf.constant(q, tf.float32))), 1)
+    return tf.reduce_sum(tf.square(scales * tf.matmul(tf.cast(x, tf.float32) - 0.3, tf.constant(q, tf.float32))), 1)
 
 
 def test_samples_follow_the_covariance():
@@ -213,7 +213,7 @@ def test_condition_bound_and_on_request_eigenvalues():
 def test_refactorisation_survives_an_indefinite_matrix():
     # A C that is not positive definite (as float32 rounding can make an
     # ill-conditioned C) is factorised with diagonal loading; A stays finite.
-    es = CholeskyCMAES(3, sigma=1.0, seed=0)
+    es = CholeskyCMAES(3, sigma=1.0, seed=0, dtype="float32")
     es.C.assign(tf.constant([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 2.0]], tf.float32) +
                 tf.constant(np.diag([0.0, -1e-7, 0.0]), tf.float32))
     tf.function(es._refresh_op)()

@@ -48,6 +48,7 @@ def _lockstep(op, ref, fitness_fn, gens, perturb=None):
 
 
 def _pair(d, **kw):
+    kw.setdefault("dtype", "float32")  # the op is the float32 tell
     return SepCMAES(d, **kw), SepCMAES(d, use_op=False, **kw)
 
 
@@ -107,7 +108,7 @@ def test_popsize_change_and_reset_use_their_own_constants():
 
 
 def test_op_path_solves_and_ipop_restarts_with_it():
-    es = SepCMAES(10, sigma=0.5, seed=0)
+    es = SepCMAES(10, sigma=0.5, seed=0, dtype="float32")
     assert es._tell_op_usable()
     for _ in range(400):
         x = es.ask()
@@ -121,7 +122,7 @@ def test_op_path_solves_and_ipop_restarts_with_it():
 
 
 def test_reads_taken_before_a_tell_never_change():
-    es = SepCMAES(50, popsize=8, sigma=0.5, seed=0)
+    es = SepCMAES(50, popsize=8, sigma=0.5, seed=0, dtype="float32")
     x = es.ask()
     before = {n: getattr(es, n).value() for n in _ALL}
     copies = {n: t.numpy().copy() for n, t in before.items()}
@@ -134,8 +135,8 @@ def test_reads_taken_before_a_tell_never_change():
 
 
 def test_graph_callers_take_the_reference_and_get_the_same_run():
-    eager = SepCMAES(12, popsize=6, sigma=0.5, seed=9)
-    graph = SepCMAES(12, popsize=6, sigma=0.5, seed=9)
+    eager = SepCMAES(12, popsize=6, sigma=0.5, seed=9, dtype="float32")
+    graph = SepCMAES(12, popsize=6, sigma=0.5, seed=9, dtype="float32")
 
     @tf.function
     def step():
@@ -159,8 +160,8 @@ def test_bad_use_and_bad_variables_give_clear_errors():
     with pytest.raises(ConfigError, match="float32"):
         SepCMAES(5, dtype="float64", use_op=True)
     with pytest.raises(ConfigError, match="use_op"):
-        SepCMAES(5, use_op="yes")
-    es = SepCMAES(5, popsize=4, seed=0)
+        SepCMAES(5, use_op="yes", dtype="float32")
+    es = SepCMAES(5, popsize=4, seed=0, dtype="float32")
     mod = ops.op_module("sep_cma", "tfevo_sep_cma_tell")
     state = list(es._tell_state())
     state[4] = tf.Variable(tf.ones([6]))  # c_diag of the wrong length

@@ -98,6 +98,7 @@ class _CMABase(Algorithm):
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _lazy_eigen = True
+    _full_axes = False  # principal axes other than the coordinates (full C)
     _core_jit = True  # XLA for the numeric core of a lazy-eigen tell
 
     def __init__(
@@ -170,6 +171,8 @@ class _CMABase(Algorithm):
         self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="best_f_hist")
         self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="median_f_hist")
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
+        # consecutive generations whose checked axis had no effect (float32 noeffectaxis)
+        self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
         self._fn_cache = _Untracked()  # popsize -> compiled functions (not checkpointed)
@@ -306,6 +309,7 @@ class _CMABase(Algorithm):
         self.best_f_hist.assign(tf.zeros_like(self.best_f_hist))
         self.median_f_hist.assign(tf.zeros_like(self.median_f_hist))
         self.stop_flags.assign(0)
+        self.no_effect_run.assign(0)
         self.restart_generation.assign(self.generation)
 
     # ------------------------------------------------------------------
@@ -445,7 +449,7 @@ class _CMABase(Algorithm):
             # float32 resolution (eps 6e-8) is reached on the short axes of an
             # ill-conditioned C while the long ones still make progress: the
             # criteria fire only when *no* axis, *no* coordinate moves the mean
-            noeffectaxis = self._no_effect_all_axes()
+            noeffectaxis = self._no_effect_all_axes(g)
             noeffectcoord = tf.reduce_all(coord_still)
         # stagnation: medians of the last 20% of best and median histories no
         # better than those of the first 20% of the window.
@@ -473,10 +477,19 @@ class _CMABase(Algorithm):
         shift = 0.1 * self.sigma * tf.gather(self._axis_scales(), i) * self._axis_vector(i)
         return tf.reduce_all(tf.equal(self._mean, self._mean + shift))
 
-    def _no_effect_all_axes(self):
-        """``m == m + 0.1 sigma e_i`` for every principal axis ``e_i`` (scaled):
-        here the axes are the coordinates (diagonal C); full-matrix variants override."""
-        return tf.reduce_all(tf.equal(self._mean, self._mean + 0.1 * self.sigma * self._axis_scales()))
+    def _no_effect_all_axes(self, g):
+        """``m == m + 0.1 sigma e_i`` for every principal axis ``e_i`` (scaled).
+
+        Diagonal C (here): the axes are the coordinates, all checked at once in
+        O(n).  Full C: one axis per generation, ``g mod n`` as pycma, and the
+        criterion holds once ``n`` consecutive generations found no effect (a whole
+        cycle of axes, O(n) per generation instead of O(n^2)).
+        """
+        if not self._full_axes:
+            return tf.reduce_all(tf.equal(self._mean, self._mean + 0.1 * self.sigma * self._axis_scales()))
+        run = tf.where(self._no_effect_axis(g), self.no_effect_run + 1, 0)
+        self.no_effect_run.assign(run)
+        return run >= self.num_dims
 
 
 @register("strategy", "cma_es")
@@ -518,6 +531,8 @@ class CMAES(_CMABase):
     ...     x = es.ask()
     ...     es.tell(x, -tf.reduce_sum(x**2, axis=1))   # maximise -||x||^2
     """
+
+    _full_axes = True
 
     def _learning_rates(self, n, mueff):
         c1 = 2.0 / ((n + 1.3) ** 2 + mueff)
@@ -587,9 +602,6 @@ class CMAES(_CMABase):
     def _axis_vector(self, i):
         return tf.gather(self.B, i, axis=1)
 
-    def _no_effect_all_axes(self):
-        m = self._mean[:, None]
-        return tf.reduce_all(tf.equal(m, m + (0.1 * self.sigma) * self.B * self.D[None, :]))
 
     def covariance(self) -> tf.Tensor:
         """The current covariance matrix ``C``, symmetric (the variable ``C`` holds its lower triangle)."""
@@ -894,9 +906,6 @@ class CholeskyCMAES(CMAES):
     def _axis_vector(self, i):
         return tf.gather(self.A, i, axis=1)
 
-    def _no_effect_all_axes(self):
-        m = self._mean[:, None]
-        return tf.reduce_all(tf.equal(m, m + (0.1 * self.sigma) * self.A))
 
     # -- on-request diagnostics (eager, not on the hot path) ---------------------------------
     def covariance(self) -> tf.Tensor:
