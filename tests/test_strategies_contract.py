@@ -109,7 +109,10 @@ def test_contract(name, tmp_path):
             if gen == 4:  # saved between ask and tell: the restored run must make the same tell
                 mid = ckpt.save(str(tmp_path / "mid"))
             f = _fitness(a, x, gen)
+            mean_before = a.mean.numpy()
             a.tell(x, f)
+            if gen == 3:  # every member failed: the search stays where it was
+                np.testing.assert_array_equal(a.mean.numpy(), mean_before, err_msg=f"{name}: moved on no information")
             finite = np.isfinite(f)
             bad_told += int((~finite).sum())
             if finite.any():

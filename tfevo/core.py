@@ -554,8 +554,17 @@ class Algorithm(tf.Module):
             check = self.tell_needs_last_ask
 
             def tell_body(x, fitness):
-                def update():
+                def learn():
                     self._tell(x, sanitize_fitness(fitness))
+                    self.generation.assign_add(1)
+                    return tf.constant(True)
+
+                def update():
+                    # a generation in which every member failed carries no information:
+                    # the state stays as it is (only the generation counter advances)
+                    return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)), learn, skip)
+
+                def skip():
                     self.generation.assign_add(1)
                     return tf.constant(True)
 

@@ -138,7 +138,15 @@ class SeedGA(Algorithm):
         if self._tell_fn is None:
             def tell_body(g, fitness):
                 same = tf.reduce_all(tf.equal(g, self.population))
-                return tf.cond(same, lambda: self._tell_graph(g, fitness), lambda: tf.constant(False))
+                def skip():  # every member failed: the state stays (see Algorithm.tell)
+                    self.generation.assign_add(1)
+                    return tf.constant(True)
+
+                def update():
+                    return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)),
+                                   lambda: self._tell_graph(g, fitness), skip)
+
+                return tf.cond(same, update, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
