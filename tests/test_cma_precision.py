@@ -68,7 +68,7 @@ def test_float64_reaches_below_the_float32_grid():
 
 def test_cma_default_reaches_1e8_on_ill_conditioned_f10_20d():
     # Ellipsoid (cond 1e6, rotated), 20-D: pycma reaches 1e-8 with ~14-15k evaluations
-    # (benchmarks/results/bbob_cma.md); the float32 state stopped on noeffectaxis at ~1e-5.
+    # (benchmarks/results/cma.md, BBOB section); the float32 state stopped on noeffectaxis at ~1e-5.
     p = bbob.make(10, 20, instance=1)
     evals, best, reasons, _ = _run(CMAES(20, sigma=2.0, init_params=_x0(20), seed=1), p, 25_000)
     assert evals is not None, (best, reasons)
