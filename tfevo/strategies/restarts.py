@@ -176,7 +176,7 @@ class IPOP(_Restarts):
       max_restarts: at most this many restarts (default 9).
       inc_popsize: population growth factor per restart (default 2).
       strategy: the inner strategy class (``CMAES`` or ``SepCMAES``).
-      **strategy_kwargs: passed on (``dtype``, ``active``, ``tolfun``, ...).
+      **strategy_kwargs: passed on to the inner strategy (``active``, ``tolfun``, ``tolx``, ...).
 
     ``popsize`` changes at a restart (see the module docstring).
 
