@@ -495,7 +495,7 @@ def test_tell_reuses_asked_z_only_for_the_asked_rows():
     cached = es.p_sigma.numpy()
     for v, val in zip(es.variables, ckpt):
         v.assign(val)
-    es._x_last.assign(tf.fill(tf.shape(x), np.nan))  # forget the ask: solve path
+    es._x_last.assign(tf.fill(tf.shape(x), tf.constant(np.nan, es.dtype)))  # forget the ask: solve path
     es.tell(x, -sphere(x))
     np.testing.assert_allclose(es.p_sigma.numpy(), cached, rtol=1e-4, atol=1e-6)
     assert es.traces["tell"] == 1

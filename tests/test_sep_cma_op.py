@@ -114,7 +114,8 @@ def test_op_path_solves_and_ipop_restarts_with_it():
         x = es.ask()
         es.tell(x, -tf.reduce_sum(x * x, axis=1))
     assert float(-es.best_fitness.numpy()) < 1e-8
-    ip = IPOP(6, strategy=SepCMAES, sigma=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3)
+    ip = IPOP(6, strategy=SepCMAES, sigma=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3,
+              dtype="float32")
     for _ in range(300):
         x = ip.ask()
         ip.tell(x, -tf.reduce_sum(x * x - 10.0 * tf.cos(2 * np.pi * x) + 10.0, axis=1))

@@ -79,6 +79,16 @@ class _Restarts(Algorithm):
         self.last_stop_reasons: list[str] = []
         self._log = _Log()
 
+    @classmethod
+    def accepted_arguments(cls, resolved_only: bool = False):
+        """The wrapper's arguments and, forwarded through ``**strategy_kwargs``, the
+        inner strategy's (``CMAES``'s for a listing; with ``resolved_only``, ``None``:
+        the inner strategy, chosen at run time, checks its own arguments)."""
+        if resolved_only:
+            return None
+        names = Algorithm.accepted_arguments.__func__(cls)
+        return names + [n for n in CMAES.accepted_arguments() if n not in names]
+
     # -- public ---------------------------------------------------------------
     @property
     def history(self) -> list:
@@ -181,7 +191,7 @@ class IPOP(_Restarts):
       max_restarts: at most this many restarts (default 9).
       inc_popsize: population growth factor per restart (default 2).
       strategy: the inner strategy class (``CMAES`` or ``SepCMAES``).
-      **strategy_kwargs: passed on (``dtype``, ``active``, ``tolfun``, ...).
+      **strategy_kwargs: passed on to the inner strategy (``active``, ``tolfun``, ``tolx``, ...).
 
     ``popsize`` changes at a restart (see the module docstring).
 
