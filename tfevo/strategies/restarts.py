@@ -29,7 +29,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, ShapeError, check_fitness
+from tfevo.core import Algorithm, ConfigError, ShapeError, _argument_error, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
@@ -49,6 +49,10 @@ class _Restarts(Algorithm):
     def __init__(self, num_dims, popsize=None, sigma=1.0, init_params=None, seed=0, bounds=None,
                  init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, dtype="float64",
                  **strategy_kwargs):
+        inner_accepts = getattr(strategy, "accepted_arguments", None)
+        unknown = [k for k in strategy_kwargs if inner_accepts is not None and k not in inner_accepts()]
+        if unknown:  # checked here so that the error names the wrapper the user built
+            raise _argument_error(type(self), f"unknown argument(s) {', '.join(map(repr, unknown))}", unknown)
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
         super().__init__(num_dims, base, seed=seed, name=name, dtype=dtype)
         if int(max_restarts) < 0:
