@@ -111,10 +111,10 @@ def make_tfevo(kind, n, p, gens, gap_factor=1, dtype="float32", threads=None, va
     if kind == "cma":
         gap = CMAES(n, popsize=p).lazy_gap * gap_factor
         cls = CholeskyCMAES if variant == "cholesky" else CMAES
-        es = cls(n, popsize=p, sigma_init=0.1, seed=0, eigen_gap=gap, dtype=dtype)
+        es = cls(n, popsize=p, sigma=0.1, seed=0, eigen_gap=gap, dtype=dtype)
         gens, multiple = max(gens, 2 * gap), gap  # whole gaps: the eigendecomposition is amortised
     else:
-        es = SepCMAES(n, popsize=p, sigma_init=0.1, seed=0, dtype=dtype)
+        es = SepCMAES(n, popsize=p, sigma=0.1, seed=0, dtype=dtype)
         multiple = 1
     f = tf.constant(np.random.default_rng(0).standard_normal(es.popsize), tf.float32)
 
@@ -260,7 +260,7 @@ def breakdown(n, p, repeats):
     rng = np.random.default_rng(0)
     rows = {}
     for cls in (CMAES, CholeskyCMAES):
-        es = cls(n, popsize=p, sigma_init=0.1, seed=0)
+        es = cls(n, popsize=p, sigma=0.1, seed=0, dtype="float32")
         gap = es.lazy_gap
         f = tf.constant(rng.standard_normal(p), tf.float32)
         for _ in range(2 * gap):

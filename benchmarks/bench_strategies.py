@@ -60,7 +60,7 @@ def bench_tfevo(name: str, d: int, p: int, budget: float, repeats: int):
     if name == "OpenAI-ES":
         algo = OpenES(d, p, sigma=0.02, learning_rate=0.01, optimizer="adam", weight_decay=0.0, seed=0)
     elif name == "Sep-CMA-ES":
-        algo = SepCMAES(d, popsize=p, sigma_init=0.1, seed=0)
+        algo = SepCMAES(d, popsize=p, sigma=0.1, seed=0, dtype="float32")
     else:
         algo = SNES(d, p, seed=0)
     fit = tf.random.stateless_normal([p], seed=[1, 2])

@@ -64,7 +64,7 @@ enum Const {
   kCsOverDs,        // c_sigma / d_sigma
   kChiN,            // E||N(0, I)||
   kTolfun,          // tolfun
-  kTolxAbs,         // tolx * sigma_init
+  kTolxAbs,         // tolx (absolute, as pycma)
   kUpLimit,         // 1e20 * sigma_init (tolupsigma)
   kHistLen,         // length of the two fitness histories
   kTolfunWindow,    // generations of the tolfun window
@@ -282,12 +282,12 @@ class SepCmaTellOp : public OpKernel {
     const int64_t generation = scalar_i64(5), restart = scalar_i64(6);
     const float inf = std::numeric_limits<float>::infinity();
 
-    // -- fitness: NaN -> -inf, +inf -> largest float (sanitize_fitness) -----------------------
+    // -- fitness: NaN, +inf and -inf -> -inf, the worst (sanitize_fitness) ---------------------
     std::vector<float> fit(P);
     {
       const float* f = f_t.flat<float>().data();
       for (int64_t i = 0; i < P; ++i)
-        fit[i] = std::isnan(f[i]) ? -inf : std::min(f[i], std::numeric_limits<float>::max());
+        fit[i] = std::isfinite(f[i]) ? f[i] : -inf;
     }
     // -- best so far (from the sanitized fitness, before rows are checked) ---------------------
     {
@@ -478,7 +478,7 @@ class SepCmaTellOp : public OpKernel {
       hist_range = nan ? std::numeric_limits<float>::quiet_NaN() : hi - lo;
     }
     const float tolfun_lim = static_cast<float>(K[kTolfun]);
-    const bool tolfun = count >= tolfun_window && cur_range <= tolfun_lim && hist_range <= tolfun_lim;
+    const bool tolfun = count >= tolfun_window && cur_range < tolfun_lim && hist_range < tolfun_lim;
     std::vector<float> scales(D);
     for (int64_t j = 0; j < D; ++j) scales[j] = std::sqrt(c_new[j]);
     float s_max, s_min;
@@ -488,14 +488,13 @@ class SepCmaTellOp : public OpKernel {
     for (int64_t j = 0; j < D && tolx; ++j) tolx = sig * std::max(std::fabs(pc[j]), scales[j]) < tolx_abs;
     const float ratio = s_max / std::max(s_min, 1e-37f);
     const bool cond = ratio * ratio > 1e12f;
+    // float32 state: the no-effect criteria fire only when no axis (no coordinate)
+    // moves the mean any more (float32 resolution is reached on the short axes of
+    // an ill-conditioned C while the long ones still make progress).
     bool no_axis = true;
-    {
-      const int64_t ia = ((g % D) + D) % D;
-      const float shift = 0.1f * sig * scales[ia];
-      for (int64_t j = 0; j < D && no_axis; ++j) no_axis = mean[j] == mean[j] + shift * (j == ia ? 1.0f : 0.0f);
-    }
-    bool no_coord = false;
-    for (int64_t j = 0; j < D && !no_coord; ++j) no_coord = mean[j] == mean[j] + 0.2f * sig * scales[j];
+    for (int64_t j = 0; j < D && no_axis; ++j) no_axis = mean[j] == mean[j] + 0.1f * sig * scales[j];
+    bool no_coord = true;
+    for (int64_t j = 0; j < D && no_coord; ++j) no_coord = mean[j] == mean[j] + 0.2f * sig * scales[j];
     bool stagnation = false;
     if (count >= stag_window) {
       const int64_t q = std::max<int64_t>(1, static_cast<int64_t>(0.2 * static_cast<double>(stag_window)));

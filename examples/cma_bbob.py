@@ -4,7 +4,7 @@ from tfevo.strategies import CMAES
 
 for fid in range(1, 25):
     f = bbob.make(fid, dim=10, seed=1)
-    es = CMAES(num_dims=10, sigma_init=2.0, seed=0)
+    es = CMAES(num_dims=10, sigma=2.0, seed=0)
     for _ in range(1000):
         x = es.ask()
         es.tell(x, f.fitness(x))                      # fitness = -(f(x) - f_opt)

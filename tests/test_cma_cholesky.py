@@ -56,7 +56,7 @@ def _pycma_median(f, target, seeds):
 def test_cholesky_cma_matches_pycma_efficiency(fname, target):
     # Median evaluations over 5 runs within 1.5x of pycma's (issue #2's CMA criterion).
     f = {"sphere": sphere, "rosenbrock": rosenbrock}[fname]
-    es = CholeskyCMAES(10, sigma_init=0.5, seed=0)
+    es = CholeskyCMAES(10, sigma=0.5, seed=0)
     ours = []
     for _ in range(5):
         es.reset()  # independent runs continuing one seed stream
@@ -77,18 +77,18 @@ def _run(es, gens, f=rosenbrock):
 def test_checkpoint_mid_gap_continues_exactly(tmp_path):
     # eigen_gap=3 and a save after 4 generations: the Cholesky variant's update
     # buffer holds one generation and the factor is one refactorisation old.
-    es = CholeskyCMAES(6, sigma_init=0.5, seed=2, eigen_gap=3)
+    es = CholeskyCMAES(6, sigma=0.5, seed=2, eigen_gap=3)
     _run(es, 4)
     assert es._buf_gens == 3 and float(tf.reduce_sum(tf.abs(es._vbuf))) > 0  # buffer in use
     path = tf.train.Checkpoint(algo=es).save(str(tmp_path / "ck"))
     ref = _run(es, 5)
-    es2 = CholeskyCMAES(6, sigma_init=0.5, seed=2, eigen_gap=3)
+    es2 = CholeskyCMAES(6, sigma=0.5, seed=2, eigen_gap=3)
     tf.train.Checkpoint(algo=es2).restore(path).assert_consumed()
     np.testing.assert_array_equal(_run(es2, 5), ref)
 
 
 def test_nan_fitness_is_worst_and_never_propagates():
-    es = CholeskyCMAES(6, sigma_init=0.5, seed=0, eigen_gap=2)
+    es = CholeskyCMAES(6, sigma=0.5, seed=0, eigen_gap=2)
     for g in range(40):
         x = es.ask()
         f = -sphere(x)
@@ -101,7 +101,7 @@ def test_nan_fitness_is_worst_and_never_propagates():
     for v in (es._mean, es.sigma, es.C, es.A, es.c_diag, es.p_sigma, es.p_c, es._ybuf, es._vbuf, es._cscale):
         assert np.all(np.isfinite(v.numpy()))
     assert float(sphere(es.mean[None])[0]) < 1e-2
-    es = CholeskyCMAES(2, sigma_init=1.0, seed=0)
+    es = CholeskyCMAES(2, sigma=1.0, seed=0)
     x = tf.constant([[10.0, 10.0]] + [[0.1 * i, 0.0] for i in range(1, es.popsize)], tf.float32)
     f = tf.concat([[np.nan], -tf.range(1, es.popsize, dtype=tf.float32)], 0)
     es.tell(x, f)
@@ -119,7 +119,7 @@ def _ellipsoid(x):
     n = x.shape[1]
     q, _ = np.linalg.qr(np.random.default_rng(n).normal(size=(n, n)))
     scales = tf.constant(10.0 ** (np.arange(n) / 2.0), tf.float32)
-    return tf.reduce_sum(tf.square(scales * tf.matmul(x - 0.3, tf.constant(q, tf.float32))), 1)
+    return tf.reduce_sum(tf.square(scales * tf.matmul(tf.cast(x, tf.float32) - 0.3, tf.constant(q, tf.float32))), 1)
 
 
 def test_samples_follow_the_covariance():
@@ -127,7 +127,7 @@ def test_samples_follow_the_covariance():
     # (x - m) / sigma must have covariance C = A A^T: whitened by the current C
     # their sample covariance is I.  (A wrong factor, e.g. A = C or a transposed
     # A, fails this for the non-diagonal C reached here.)
-    es = CholeskyCMAES(4, popsize=500, sigma_init=0.5, seed=3, eigen_gap=1)
+    es = CholeskyCMAES(4, popsize=500, sigma=0.5, seed=3, eigen_gap=1)
     for _ in range(6):
         x = es.ask()
         es.tell(x, -_ellipsoid(x))
@@ -174,7 +174,7 @@ def test_buffered_update_matches_numpy_reference():
     # path must use z = A^{-1} y with the factor of the last refactorisation
     # (both when tell reuses ask's z's and when it solves for them), and A must
     # be refreshed exactly at generations 3 and 6.
-    es = CholeskyCMAES(6, sigma_init=0.7, seed=4, dtype="float64", mean_init=0.3, eigen_gap=3)
+    es = CholeskyCMAES(6, sigma=0.7, seed=4, dtype="float64", init_params=0.3, eigen_gap=3)
     assert es._buf_gens == 3
     C = np.eye(6)
     A = np.eye(6)
@@ -198,7 +198,7 @@ def test_buffered_update_matches_numpy_reference():
 
 
 def test_condition_bound_and_on_request_eigenvalues():
-    es = CholeskyCMAES(5, sigma_init=1.0, seed=1, eigen_gap=1)
+    es = CholeskyCMAES(5, sigma=1.0, seed=1, eigen_gap=1)
     for _ in range(150):
         x = es.ask()
         es.tell(x, -_ellipsoid(x))
@@ -213,7 +213,7 @@ def test_condition_bound_and_on_request_eigenvalues():
 def test_refactorisation_survives_an_indefinite_matrix():
     # A C that is not positive definite (as float32 rounding can make an
     # ill-conditioned C) is factorised with diagonal loading; A stays finite.
-    es = CholeskyCMAES(3, sigma_init=1.0, seed=0)
+    es = CholeskyCMAES(3, sigma=1.0, seed=0, dtype="float32")
     es.C.assign(tf.constant([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 2.0]], tf.float32) +
                 tf.constant(np.diag([0.0, -1e-7, 0.0]), tf.float32))
     tf.function(es._refresh_op)()
@@ -224,7 +224,7 @@ def test_refactorisation_survives_an_indefinite_matrix():
 
 @pytest.mark.slow  # (two popsizes, two compilations: kept out of the default suite's time budget)
 def test_ipop_with_cholesky_inner():
-    es = IPOP(3, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-2, tolx=1e-2, strategy=CholeskyCMAES)
+    es = IPOP(3, sigma=2.0, init_range=(-5, 5), seed=0, tolfun=1e-2, tolx=1e-2, strategy=CholeskyCMAES)
     for _ in range(300):
         x = es.ask()
         es.tell(x, -sphere(x))
@@ -487,7 +487,7 @@ def test_all_equal_op_matches_reference(dtype):
 def test_tell_reuses_asked_z_only_for_the_asked_rows():
     # Same state, same rows: the cached-z path and the solve path give the same
     # update (to rounding); a changed row forces the solve (the mean then differs).
-    es = CholeskyCMAES(5, sigma_init=0.5, seed=7, eigen_gap=2)
+    es = CholeskyCMAES(5, sigma=0.5, seed=7, eigen_gap=2)
     _run(es, 3, sphere)
     x = es.ask()
     ckpt = [v.numpy() for v in es.variables]
@@ -495,7 +495,7 @@ def test_tell_reuses_asked_z_only_for_the_asked_rows():
     cached = es.p_sigma.numpy()
     for v, val in zip(es.variables, ckpt):
         v.assign(val)
-    es._x_last.assign(tf.fill(tf.shape(x), np.nan))  # forget the ask: solve path
+    es._x_last.assign(tf.fill(tf.shape(x), tf.constant(np.nan, es.dtype)))  # forget the ask: solve path
     es.tell(x, -sphere(x))
     np.testing.assert_allclose(es.p_sigma.numpy(), cached, rtol=1e-4, atol=1e-6)
     assert es.traces["tell"] == 1

@@ -29,7 +29,7 @@ def test_bad_seed():
 def test_fitness_sanitizing():
     f = tf.constant([1.0, np.nan, -np.inf, np.inf, -2.0])
     s = sanitize_fitness(f).numpy()
-    assert s[1] == -np.inf and s[2] == -np.inf and np.isfinite(s[3])
+    assert s[1] == -np.inf and s[2] == -np.inf and s[3] == -np.inf  # +inf is a failure too
     w = worst_to_finite(f).numpy()
     assert np.all(np.isfinite(w)) and w[1] == -2.0
     assert np.all(worst_to_finite(tf.constant([np.nan, np.nan])).numpy() == 0)
@@ -73,3 +73,37 @@ def test_import_parts_fails_loudly_on_a_missing_module():
     with pytest.raises(ModuleNotFoundError, match="tfevo.strategies.no_such_strategy"):
         import_parts("tfevo.strategies", ("open_es", "no_such_strategy"), ns)
     assert "OpenES" in ns  # the parts before it were imported
+
+
+class Toy(Algorithm):
+    def __init__(self, num_dims, popsize=4, rate=0.1, seed=0):
+        super().__init__(num_dims, popsize, seed=seed)
+        self.rate = rate
+
+
+class _Hidden(Toy):
+    def __init__(self, *args, **kwargs):  # forwards to Toy
+        super().__init__(*args, **kwargs)
+
+
+class PublicHidden(_Hidden):
+    pass
+
+
+class Popping(Algorithm):
+    def __init__(self, **kw):  # consumes its own key before forwarding
+        self.extra = kw.pop("extra", None)
+        super().__init__(**kw)
+
+
+def test_constructor_argument_errors_name_the_public_class():
+    with pytest.raises(ConfigError, match=r"^Toy: unknown argument\(s\) 'rat'; did you mean 'rate'.* "
+                                          r"Toy accepts: num_dims, popsize, rate, seed"):
+        Toy(3, rat=0.2)
+    with pytest.raises(ConfigError, match=r"^Toy: missing a required argument: 'num_dims'"):
+        Toy(popsize=3)
+    # through a private base class that forwards **kwargs: the error names the class built
+    with pytest.raises(ConfigError, match=r"^PublicHidden: unknown argument\(s\) 'sead'; did you mean 'seed'"):
+        PublicHidden(3, sead=1)
+    assert PublicHidden.accepted_arguments() == ["num_dims", "popsize", "rate", "seed"]
+    assert Popping(num_dims=2, popsize=3, extra=1).extra == 1

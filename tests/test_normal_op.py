@@ -155,10 +155,10 @@ def test_strategy_ask_op_vs_reference(name, monkeypatch):
     from tfevo.strategies import OpenES, SNES, SepCMAES
 
     cls = {"open_es": OpenES, "snes": SNES, "sep_cma_es": SepCMAES}[name]
-    a = cls(num_dims=500, popsize=32, seed=3)
+    a = cls(num_dims=500, popsize=32, seed=3, dtype="float32")
     xa = a.ask().numpy()
     monkeypatch.setattr(shaping, "_normal_op", lambda: None)  # force the TF reference
-    b = cls(num_dims=500, popsize=32, seed=3)
+    b = cls(num_dims=500, popsize=32, seed=3, dtype="float32")
     xb = b.ask().numpy()
     assert xa.shape == xb.shape == (32, 500)
     np.testing.assert_allclose(xa, xb, rtol=1e-5, atol=1e-6)

@@ -48,6 +48,7 @@ def _lockstep(op, ref, fitness_fn, gens, perturb=None):
 
 
 def _pair(d, **kw):
+    kw.setdefault("dtype", "float32")  # the op is the float32 tell
     return SepCMAES(d, **kw), SepCMAES(d, use_op=False, **kw)
 
 
@@ -58,7 +59,7 @@ def _ellipsoid(g, x):
 
 @pytest.mark.parametrize("d,p,active", [(40, 12, True), (300, 9, False), (1000, 24, True)])
 def test_tell_matches_reference_every_generation(d, p, active):
-    op, ref = _pair(d, popsize=p, sigma_init=0.5, seed=4, active=active)
+    op, ref = _pair(d, popsize=p, sigma=0.5, seed=4, active=active)
     _lockstep(op, ref, _ellipsoid, 25)
     assert int(op.generation.numpy()) == 25
 
@@ -66,7 +67,7 @@ def test_tell_matches_reference_every_generation(d, p, active):
 def test_stop_criteria_and_histories_match_reference():
     # a flat fitness: tolfun, then the stagnation window (hist_len generations) fill and
     # fire; the common-scale move of C into sigma runs as sigma shrinks
-    op, ref = _pair(3, popsize=6, sigma_init=1e-3, seed=1)
+    op, ref = _pair(3, popsize=6, sigma=1e-3, seed=1)
     assert op.stag_window <= 200
     _lockstep(op, ref, lambda g, x: tf.fill([x.shape[0]], 1.0 + 1e-13 * g), op.stag_window + 20)
     assert "tolfun" in op.stop_reasons and "stagnation" in op.stop_reasons, op.stop_reasons
@@ -90,14 +91,14 @@ def test_nan_fitness_and_non_finite_rows_match_reference():
             f[:] = np.nan  # nothing finite: only the histories and the counters move
         return tf.constant(f)
 
-    op, ref = _pair(20, popsize=8, sigma_init=0.3, seed=2)
+    op, ref = _pair(20, popsize=8, sigma=0.3, seed=2)
     _lockstep(op, ref, fit, 20, perturb)
     for name in _STATE:
         assert np.all(np.isfinite(getattr(op, name).numpy())), name
 
 
 def test_popsize_change_and_reset_use_their_own_constants():
-    op, ref = _pair(30, popsize=6, sigma_init=0.5, seed=3)
+    op, ref = _pair(30, popsize=6, sigma=0.5, seed=3)
     _lockstep(op, ref, _ellipsoid, 3)
     for es in (op, ref):
         es._configure(14)
@@ -107,13 +108,14 @@ def test_popsize_change_and_reset_use_their_own_constants():
 
 
 def test_op_path_solves_and_ipop_restarts_with_it():
-    es = SepCMAES(10, sigma_init=0.5, seed=0)
+    es = SepCMAES(10, sigma=0.5, seed=0, dtype="float32")
     assert es._tell_op_usable()
     for _ in range(400):
         x = es.ask()
         es.tell(x, -tf.reduce_sum(x * x, axis=1))
     assert float(-es.best_fitness.numpy()) < 1e-8
-    ip = IPOP(6, strategy=SepCMAES, sigma_init=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3)
+    ip = IPOP(6, strategy=SepCMAES, sigma=2.0, init_range=(-5, 5), seed=0, tolfun=1e-3, tolx=1e-3,
+              dtype="float32")
     for _ in range(300):
         x = ip.ask()
         ip.tell(x, -tf.reduce_sum(x * x - 10.0 * tf.cos(2 * np.pi * x) + 10.0, axis=1))
@@ -121,7 +123,7 @@ def test_op_path_solves_and_ipop_restarts_with_it():
 
 
 def test_reads_taken_before_a_tell_never_change():
-    es = SepCMAES(50, popsize=8, sigma_init=0.5, seed=0)
+    es = SepCMAES(50, popsize=8, sigma=0.5, seed=0, dtype="float32")
     x = es.ask()
     before = {n: getattr(es, n).value() for n in _ALL}
     copies = {n: t.numpy().copy() for n, t in before.items()}
@@ -134,8 +136,8 @@ def test_reads_taken_before_a_tell_never_change():
 
 
 def test_graph_callers_take_the_reference_and_get_the_same_run():
-    eager = SepCMAES(12, popsize=6, sigma_init=0.5, seed=9)
-    graph = SepCMAES(12, popsize=6, sigma_init=0.5, seed=9)
+    eager = SepCMAES(12, popsize=6, sigma=0.5, seed=9, dtype="float32")
+    graph = SepCMAES(12, popsize=6, sigma=0.5, seed=9, dtype="float32")
 
     @tf.function
     def step():
@@ -159,8 +161,8 @@ def test_bad_use_and_bad_variables_give_clear_errors():
     with pytest.raises(ConfigError, match="float32"):
         SepCMAES(5, dtype="float64", use_op=True)
     with pytest.raises(ConfigError, match="use_op"):
-        SepCMAES(5, use_op="yes")
-    es = SepCMAES(5, popsize=4, seed=0)
+        SepCMAES(5, use_op="yes", dtype="float32")
+    es = SepCMAES(5, popsize=4, seed=0, dtype="float32")
     mod = ops.op_module("sep_cma", "tfevo_sep_cma_tell")
     state = list(es._tell_state())
     state[4] = tf.Variable(tf.ones([6]))  # c_diag of the wrong length

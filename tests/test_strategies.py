@@ -12,6 +12,8 @@ import tensorflow as tf
 import tfevo.strategies as S
 from tfevo.core import ConfigError, ShapeError
 from tfevo.registry import get
+from tfevo.strategies.de import distinct_indices
+from tfevo.strategies.shaping import nes_utilities
 
 D = 10
 
@@ -37,18 +39,18 @@ CASES = {
     "openai_es-rosenbrock": (lambda s: S.OpenES(D, 50, sigma=0.05, learning_rate=0.02, weight_decay=0.0,
                                                 sigma_decay=0.99, sigma_limit=1e-3, seed=s),
                              rosenbrock, 10_000, -1.0),
-    "pgpe-sphere": (lambda s: S.PGPE(D, 50, center_learning_rate=0.3, sigma_init=1.0, init_params=X3, seed=s),
+    "pgpe-sphere": (lambda s: S.PGPE(D, 50, learning_rate=0.3, sigma=1.0, init_params=X3, seed=s),
                     sphere, 10_000, -0.2),
-    "pgpe-rosenbrock": (lambda s: S.PGPE(D, 50, center_learning_rate=0.05, sigma_init=0.2, seed=s),
+    "pgpe-rosenbrock": (lambda s: S.PGPE(D, 50, learning_rate=0.05, sigma=0.2, seed=s),
                         rosenbrock, 15_000, -2.5),
-    "ars-sphere": (lambda s: S.ARS(D, 32, step_size=0.3, noise_std=0.1, num_top=8, init_params=X3, seed=s),
+    "ars-sphere": (lambda s: S.ARS(D, 32, learning_rate=0.3, sigma=0.1, num_top=8, init_params=X3, seed=s),
                    sphere, 5_000, -0.2),
-    "ars-rosenbrock": (lambda s: S.ARS(D, 32, step_size=0.02, noise_std=0.02, num_top=8, seed=s),
+    "ars-rosenbrock": (lambda s: S.ARS(D, 32, learning_rate=0.02, sigma=0.02, num_top=8, seed=s),
                        rosenbrock, 10_000, -3.5),
-    "snes-sphere": (lambda s: S.SNES(D, sigma_init=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-6),
-    "snes-rosenbrock": (lambda s: S.SNES(D, 20, sigma_init=0.5, seed=s), rosenbrock, 10_000, -6.5),
-    "xnes-sphere": (lambda s: S.XNES(D, sigma_init=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-3),
-    "xnes-rosenbrock": (lambda s: S.XNES(D, sigma_init=1.0, seed=s), rosenbrock, 8_000, -1e-2),
+    "snes-sphere": (lambda s: S.SNES(D, sigma=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-6),
+    "snes-rosenbrock": (lambda s: S.SNES(D, 20, sigma=0.5, seed=s), rosenbrock, 10_000, -6.5),
+    "xnes-sphere": (lambda s: S.XNES(D, sigma=1.0, init_params=X3, seed=s), sphere, 3_000, -1e-3),
+    "xnes-rosenbrock": (lambda s: S.XNES(D, sigma=1.0, seed=s), rosenbrock, 8_000, -1e-2),
     "ga-sphere": (lambda s: S.GaussianGA(D, 100, truncation=10, sigma=0.1, num_elite_candidates=2,
                                          init_params=X3, init_sigma=1.0, seed=s), sphere, 5_000, -0.1),
     "ga-rosenbrock": (lambda s: S.GaussianGA(D, 100, truncation=10, sigma=0.02, num_elite_candidates=2,
@@ -100,77 +102,80 @@ def test_reaches_target_several_seeds(case, seed):
     _run(case, seed)
 
 
-# -- contract: reproducibility, checkpoint-restore, NaN, traces, shapes ----------------
-
-CONTRACT = {
-    "openai_es": lambda s: S.OpenES(6, 8, sigma=0.1, learning_rate=0.05, sigma_decay=0.9, seed=s),
-    "pgpe": lambda s: S.PGPE(6, 8, sigma_init=0.5, seed=s),
-    "ars": lambda s: S.ARS(6, 8, num_top=2, seed=s),
-    "snes": lambda s: S.SNES(6, 8, seed=s),
-    "xnes": lambda s: S.XNES(6, 8, seed=s),
-    "ga": lambda s: S.GaussianGA(6, 8, truncation=3, sigma=0.1, num_elite_candidates=2, init_sigma=1.0, seed=s),
-    "random_search": lambda s: S.RandomSearch(6, 8, adapt_center=True, seed=s),
-    "de": lambda s: S.DifferentialEvolution(6, 8, bounds=(-2, 2), seed=s),
-    "pso": lambda s: S.PSO(6, 8, seed=s),
-}
+# -- non-finite fitness: the worst value, never a record ---------------------------------
+# (the contract for every registered algorithm is in test_strategies_contract.py)
 
 
-def _fitness(x, gen):
-    f = sphere(x).numpy()
-    if gen % 2 == 1:  # failed evaluations: NaN and -inf are the worst values
-        f[1], f[2] = np.nan, -np.inf
-    if gen == 3:
-        f[:] = np.nan  # a generation where everything failed
-    return f
+def test_plus_inf_member_is_never_kept_as_best():
+    """A member with +inf fitness (a diverged evaluation) is the worst, not the best:
+    PSO's swarm best, the GA's elite and DE's slot do not stick to it, ARS's centre stays finite."""
+    k = 3
+    f0 = np.array([-5.0, -4.0, -3.0, np.inf, -6.0, -7.0, -8.0, -9.0], np.float32)
+    best_finite = 2  # member 2 has the best finite fitness
+    pso = S.PSO(4, 8, seed=0)
+    x = pso.ask().numpy()
+    pso.tell(x, f0)
+    np.testing.assert_array_equal(pso.mean.numpy(), x[best_finite])
+    assert pso.personal_best_fitness.numpy()[k] < -1e38
+    ga = S.GaussianGA(4, 8, truncation=2, num_elite_candidates=1, init_sigma=1.0, seed=0)
+    x = ga.ask().numpy()
+    ga.tell(x, f0)
+    np.testing.assert_array_equal(ga.mean.numpy(), x[best_finite])
+    assert not any(np.array_equal(row, x[k]) for row in ga.population.numpy()[:2])
+    de = S.DifferentialEvolution(4, 8, seed=0)
+    x = de.ask().numpy()
+    de.tell(x, f0)
+    assert de.fitness.numpy()[k] < -1e38  # any trial replaces it
+    ars = S.ARS(4, 8, seed=0)
+    for _ in range(3):
+        x = ars.ask().numpy()
+        ars.tell(x, f0)
+        assert np.all(np.isfinite(ars.mean.numpy()))
+    for algo in (pso, ga, de, ars):
+        assert float(algo.best[1]) == -3.0
 
 
-def _state(algo):
-    return {v.name + str(i): v.numpy() for i, v in enumerate(algo.variables)}
+def test_nonfinite_warning_once_per_algorithm_and_counted():
+    from tfevo.core import NonFiniteFitnessWarning
+
+    es = S.SNES(3, 6, seed=0)
+    with pytest.warns(NonFiniteFitnessWarning, match=r"SNES: 2 of 6 members had non-finite fitness") as rec:
+        for gen in range(4):
+            x = es.ask()
+            f = sphere(x).numpy()
+            f[gen % 6], f[5] = np.nan, -np.inf
+            es.tell(x, f)
+    assert len([w for w in rec if w.category is NonFiniteFitnessWarning]) == 1
+    assert es.num_nonfinite == 8
+    other = S.SNES(3, 6, seed=0)  # another run warns again
+    with pytest.warns(NonFiniteFitnessWarning):
+        other.tell(other.ask(), np.full([6], np.inf, np.float32))
 
 
-@pytest.mark.parametrize("name", sorted(CONTRACT))
-def test_contract(name, tmp_path):
-    assert get("strategy", name) is type(CONTRACT[name](0))
-    a = CONTRACT[name](0)
-    asks = []
-    for gen in range(6):
-        x = a.ask()
-        asks.append(x.numpy())
-        if gen == 4:
-            path = tf.train.Checkpoint(algo=a).save(str(tmp_path / "ckpt"))
-            # saved between ask and tell: the restored run must produce the same tell
-        a.tell(x, _fitness(x, gen))
-        for k, v in _state(a).items():  # NaN/-inf fitness never reaches the state
-            if "best_fitness" not in k and "elite_fitness" not in k:
-                assert np.all(np.isfinite(v)), f"{name}: {k} not finite after generation {gen}"
-    asks.append(a.ask().numpy())
-    assert a.traces == {"ask": 1, "tell": 1}
-    assert all(np.all(np.isfinite(x)) for x in asks)
-    assert not np.array_equal(asks[0], asks[-1])
+def test_strategies_namespace_lists_only_algorithms():
+    from tfevo.core import Algorithm
 
-    # same seed => identical run
-    b = CONTRACT[name](0)
-    for gen in range(6):
-        x = b.ask()
-        np.testing.assert_array_equal(x.numpy(), asks[gen])
-        b.tell(x, _fitness(x, gen))
-    np.testing.assert_array_equal(b.ask().numpy(), asks[6])
+    assert S.__all__ and all(issubclass(getattr(S, n), Algorithm) for n in S.__all__)
+    for helper in ("ranks", "centered_rank", "nes_utilities", "Adam", "SGD", "ClipUp", "elitist_truncation",
+                   "distinct_indices", "cma_default_popsize", "STOP_REASONS"):
+        assert helper not in S.__all__ and not hasattr(S, helper), helper
 
-    # restore into a fresh object built with another seed: continues exactly
-    c = CONTRACT[name](123)
-    tf.train.Checkpoint(algo=c).restore(path).assert_existing_objects_matched()
-    x = tf.constant(asks[4])
-    c.tell(x, _fitness(x, 4))
-    np.testing.assert_array_equal(c.ask().numpy(), asks[5])
-    c.tell(tf.constant(asks[5]), _fitness(asks[5], 5))
-    np.testing.assert_array_equal(c.ask().numpy(), asks[6])
 
-    # wrong shapes are rejected before any compiled call
-    with pytest.raises(ShapeError, match="population"):
-        a.tell(np.zeros([a.popsize, a.num_dims + 1], np.float32), np.zeros([a.popsize], np.float32))
-    with pytest.raises(ShapeError, match="fitness"):
-        a.tell(asks[-1], np.zeros([a.popsize + 1], np.float32))
-    assert a.traces == {"ask": 1, "tell": 1}
+def test_make_algorithm_passes_the_start_point_and_suggests_names():
+    from tfevo.training.builders import make_algorithm
+
+    init = np.arange(4, dtype=np.float32)
+    for name in ("openai_es", "snes", "xnes", "pgpe", "ars", "random_search"):
+        algo = make_algorithm(name, 4, None, 0, {}, init=init)
+        np.testing.assert_array_equal(algo.mean.numpy(), init)
+    with pytest.raises(ConfigError, match=r"algorithm.params.sigma_init: snes has no parameter 'sigma_init' "
+                                          r"\(did you mean 'sigma'\?\); snes \(SNES\) takes: sigma"):
+        make_algorithm("snes", 4, 8, 0, {"sigma_init": 1.0})
+    # another library's word for the start point or the step size: the one-vocabulary name is suggested
+    with pytest.raises(ConfigError, match=r"^CMAES: unknown argument\(s\) 'mean_init'; did you mean 'init_params'"):
+        S.CMAES(4, mean_init=np.zeros(4))
+    with pytest.raises(ConfigError, match=r"^ARS: unknown argument\(s\) 'step_size'; did you mean 'learning_rate'"):
+        S.ARS(4, 8, step_size=0.1)
 
 
 def test_bad_configs():
@@ -217,7 +222,7 @@ def test_openes_update_matches_formula():
 
 
 def test_pgpe_update_matches_formula():
-    es = S.PGPE(2, 4, center_learning_rate=0.1, optimizer="sgd", sigma_init=[0.5, 1.0], sigma_lr=0.1,
+    es = S.PGPE(2, 4, learning_rate=0.1, optimizer="sgd", sigma=[0.5, 1.0], sigma_learning_rate=0.1,
                 sigma_max_change=0.2, seed=3)
     x = es.ask().numpy()
     eps = x[:2] - 0.0
@@ -235,7 +240,7 @@ def test_pgpe_update_matches_formula():
 
 
 def test_ars_top_directions_and_std_normalization():
-    ars = S.ARS(3, 6, step_size=0.1, noise_std=0.2, num_top=2, seed=0)
+    ars = S.ARS(3, 6, learning_rate=0.1, sigma=0.2, num_top=2, seed=0)
     x = ars.ask().numpy()
     delta = x[:3] / 0.2
     r = np.array([1.0, 5.0, 2.0, 0.0, 1.0, 7.0], np.float32)  # max per direction: 1, 5, 7 -> top 2: dirs 1, 2
@@ -248,12 +253,12 @@ def test_ars_top_directions_and_std_normalization():
 
 
 def test_snes_update_matches_formula():
-    es = S.SNES(3, 5, sigma_init=[1.0, 2.0, 0.5], seed=0)
+    es = S.SNES(3, 5, sigma=[1.0, 2.0, 0.5], seed=0)
     x = es.ask().numpy()
     sig = np.array([1.0, 2.0, 0.5])
     z = x / sig
     f = np.array([0.0, 3.0, 1.0, 4.0, 2.0], np.float32)
-    util = S.nes_utilities(5)
+    util = nes_utilities(5)
     u = util[4 - np.argsort(np.argsort(f))]
     eta_s = (3 + np.log(3)) / (5 * np.sqrt(3))
     es.tell(x, f)
@@ -264,11 +269,11 @@ def test_snes_update_matches_formula():
 def test_xnes_update_matches_formula():
     from scipy.linalg import expm
 
-    es = S.XNES(3, 6, sigma_init=0.5, seed=0)
+    es = S.XNES(3, 6, sigma=0.5, seed=0)
     x = es.ask().numpy()
     z = x / 0.5
     f = -np.arange(6, dtype=np.float32)
-    u = S.nes_utilities(6)  # member 0 is the best
+    u = nes_utilities(6)  # member 0 is the best
     d = 3
     eta = 3 * (3 + np.log(d)) / (5 * d * np.sqrt(d))
     gm = (u[:, None, None] * (z[:, :, None] * z[:, None, :] - np.eye(d))).sum(0)
@@ -315,18 +320,18 @@ def test_ga_init_options():
 
 def test_distinct_indices():
     p = 6
-    r = S.distinct_indices(tf.constant([1, 2]), p, 3).numpy()
+    r = distinct_indices(tf.constant([1, 2]), p, 3).numpy()
     rows = np.arange(p)[:, None]
     assert r.min() >= 0 and r.max() < p
     assert np.all(r != rows)
     assert np.all(r[:, 0] != r[:, 1]) and np.all(r[:, 0] != r[:, 2]) and np.all(r[:, 1] != r[:, 2])
     # with P = 4 and k = 3 every row must get exactly the three other members
-    r4 = S.distinct_indices(tf.constant([3, 4]), 4, 3).numpy()
+    r4 = distinct_indices(tf.constant([3, 4]), 4, 3).numpy()
     for i in range(4):
         assert sorted(r4[i]) == [j for j in range(4) if j != i]
     # uniform over the allowed partners: offsets (r - i) mod P are uniform on 1..P-1
     p = 5
-    rr = S.distinct_indices(tf.constant([5, 6]), 20000, 1).numpy()[:, 0]
+    rr = distinct_indices(tf.constant([5, 6]), 20000, 1).numpy()[:, 0]
     assert np.all(rr != np.arange(20000))
     off = (rr - np.arange(20000)) % 20000
     assert off.min() >= 1

@@ -238,7 +238,7 @@ def test_cma_es_uses_canonical_eigenbasis():
     """CMA-ES's B after a refresh is the op's (canonically signed) eigenbasis of C."""
     from tfevo.strategies import CMAES
 
-    es = CMAES(num_dims=12, sigma_init=0.5, seed=3, eigen_gap=1)
+    es = CMAES(num_dims=12, sigma=0.5, seed=3, eigen_gap=1)
     for _ in range(6):
         x = es.ask()
         es.tell(x, -tf.reduce_sum(tf.square(x - 1.0), axis=1))

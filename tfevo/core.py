@@ -9,8 +9,11 @@ restores a run.  It follows the ask/tell protocol::
     algo.tell(population, fitness)
 
 Fitness is maximised everywhere (a minimisation problem returns the negated
-loss).  A NaN or ``-inf`` fitness means "worst" and never corrupts state: use
-:func:`sanitize_fitness` before any arithmetic on fitness values.
+loss).  Any non-finite fitness (NaN, ``+inf``, ``-inf``) means "worst" and
+never corrupts state: use :func:`sanitize_fitness` before any arithmetic on
+fitness values.  ``tell`` warns once per algorithm object
+(:class:`NonFiniteFitnessWarning`) when members had non-finite fitness; the
+rule is documented in ``docs/strategies.md`` ("Non-finite fitness").
 
 Randomness comes from :class:`SeedStream`, a counter-based stream of seeds for
 TensorFlow's *stateless* random ops.  The stream is a variable, so it is
@@ -21,6 +24,8 @@ and a restored run continues exactly like the uninterrupted one.
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -30,15 +35,19 @@ __all__ = [
     "TfevoError",
     "ConfigError",
     "ShapeError",
+    "AskTellError",
+    "NonFiniteFitnessWarning",
     "SeedStream",
     "Algorithm",
     "sanitize_fitness",
     "worst_to_finite",
     "check_fitness",
     "check_population",
+    "check_dtype",
     "TraceCounter",
     "FastCall",
     "eager_op_runner",
+    "suggest_argument",
 ]
 
 
@@ -52,6 +61,19 @@ class ConfigError(TfevoError, ValueError):
 
 class ShapeError(TfevoError, ValueError):
     """A tensor with the wrong shape or dtype was passed in."""
+
+
+class AskTellError(ShapeError):
+    """``tell`` got a population that is not the one the last ``ask`` returned,
+    for an algorithm whose update relies on what it stored at ``ask`` time."""
+
+
+class NonFiniteFitnessWarning(RuntimeWarning):
+    """Members had non-finite fitness (NaN, ``+inf``, ``-inf``); they were treated as the worst.
+
+    Issued (through Python's :mod:`warnings`) at most once per algorithm
+    object; :attr:`Algorithm.num_nonfinite` keeps counting afterwards.
+    """
 
 
 class SeedStream(tf.Module):
@@ -88,14 +110,14 @@ class SeedStream(tf.Module):
 
 
 def sanitize_fitness(fitness: tf.Tensor) -> tf.Tensor:
-    """Maps NaN and -inf to -inf and +inf to the largest float32.
+    """Maps every non-finite fitness (NaN, +inf, -inf) to -inf, the worst value.
 
-    The result orders correctly (NaN becomes the worst value) and is safe for
-    ranking.  Use :func:`worst_to_finite` before arithmetic on raw values.
+    A diverged evaluation that returns ``+inf`` is a failure, not a record: it
+    ranks below every finite value.  The result orders correctly and is safe
+    for ranking.  Use :func:`worst_to_finite` before arithmetic on raw values.
     """
     fitness = tf.convert_to_tensor(fitness, tf.float32)
-    fitness = tf.where(tf.math.is_nan(fitness), tf.constant(-np.inf, tf.float32), fitness)
-    return tf.minimum(fitness, tf.float32.max)
+    return tf.where(tf.math.is_finite(fitness), fitness, tf.constant(-np.inf, tf.float32))
 
 
 def worst_to_finite(fitness: tf.Tensor) -> tf.Tensor:
@@ -134,6 +156,21 @@ def check_fitness(fitness: Any, popsize: int, name: str = "fitness") -> tf.Tenso
             f"{name} must have shape [{popsize}] (one value per member), got {fitness.shape.as_list()}"
         )
     return fitness
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> tf.DType:
+    """The float dtype of an algorithm's state and populations: ``float32`` or ``float64``.
+
+    Accepts a name (``"float64"``), a NumPy or a TensorFlow dtype; anything else
+    is a :class:`ConfigError` naming the field, the value and what is accepted.
+    """
+    try:
+        dt = tf.as_dtype(dtype)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be 'float32' or 'float64', got {dtype!r}") from None
+    if dt not in (tf.float32, tf.float64):
+        raise ConfigError(f"{name} must be 'float32' or 'float64', got {dt.name!r}")
+    return dt
 
 
 def check_population(x: Any, shape: tuple, name: str = "population", dtype=tf.float32) -> tf.Tensor:
@@ -312,18 +349,104 @@ def eager_op_runner(op_name: str, num_outputs: int = 1, attrs: tuple = ()):
     return run
 
 
+def _public_name(cls) -> str:
+    """The first non-private class in ``cls``'s MRO (the name a user typed)."""
+    for klass in cls.__mro__:
+        if not klass.__name__.startswith("_"):
+            return klass.__name__
+    return cls.__name__
+
+
+def suggest_argument(name: str, accepted) -> list[str]:
+    """The accepted argument names closest to ``name`` (the one-vocabulary name first, if
+    ``name`` is another library's word for it; else :func:`difflib.get_close_matches`)."""
+    import difflib
+
+    accepted = list(accepted)
+    if _OTHER_NAMES.get(name) in accepted:
+        return [_OTHER_NAMES[name]]
+    return difflib.get_close_matches(name, accepted, n=2, cutoff=0.5)
+
+
+def _argument_error(cls, problem: str, unknown: list) -> ConfigError:
+    """A :class:`ConfigError` naming the public class, its arguments and close matches."""
+    name = _public_name(cls)
+    accepted = cls.accepted_arguments()
+    hints = []
+    for k in unknown:
+        close = suggest_argument(k, accepted)
+        if close:
+            hints.append(f"did you mean {' or '.join(repr(c) for c in close)} instead of {k!r}?")
+    msg = f"{name}: {problem};"
+    if hints:
+        msg += " " + " ".join(hints)
+    return ConfigError(msg + f" {name} accepts: {', '.join(accepted)}")
+
+
+#: names other libraries (and older tfevo) use for the one vocabulary: suggested in
+#: errors, never accepted (init_params = start point, sigma = step size,
+#: learning_rate = learning rate of the mean)
+_OTHER_NAMES = {
+    "mean_init": "init_params", "init_mean": "init_params", "x0": "init_params", "mean": "init_params",
+    "sigma_init": "sigma", "sigma0": "sigma", "noise_std": "sigma", "step_size": "learning_rate",
+    "center_learning_rate": "learning_rate", "lr_mean": "learning_rate", "lr": "learning_rate",
+    "lr_sigma": "sigma_learning_rate", "sigma_lr": "sigma_learning_rate", "lr_B": "B_learning_rate",
+}
+
+
+def _checked_init(cls, init):
+    """Wraps ``cls.__init__`` so that wrong arguments raise a :class:`ConfigError`
+    naming the class the user built (not a raw ``TypeError`` from a base class)."""
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())[1:]
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            sig.bind(self, *args, **kwargs)
+        except TypeError as e:
+            unknown = [k for k in kwargs if k not in named] if not var_kw else []
+            problem = f"unknown argument(s) {', '.join(map(repr, unknown))}" if unknown else str(e)
+            raise _argument_error(type(self), problem, unknown) from None
+        if var_kw and kwargs and type(self)._kwargs_forwarded_to is not None:
+            # **kwargs that go to another object (a wrapper's inner strategy): checked here so the
+            # error names the class the user built; **kwargs passed to a base class are checked there
+            accepted = type(self).accepted_arguments(resolved_only=True)
+            if accepted is not None:
+                unknown = [k for k in kwargs if k not in accepted]
+                if unknown:
+                    raise _argument_error(type(self), f"unknown argument(s) {', '.join(map(repr, unknown))}",
+                                          unknown)
+        init(self, *args, **kwargs)
+
+    __init__._tfevo_checked_init = True
+    return __init__
+
+
 class Algorithm(tf.Module):
     """Base class of every ask/tell algorithm on flat parameter vectors.
 
     Subclasses implement ``_ask() -> [P, D]`` and ``_tell(x, fitness)`` with
-    TensorFlow ops only; this class compiles them once (fixed signatures),
-    validates inputs with clear errors, sanitizes fitness and counts traces
-    (``self.traces``).  Subclasses keep all state in ``tf.Variable`` attributes.
+    TensorFlow ops only, and the ``mean`` property; this class compiles them
+    once (fixed signatures), validates inputs with clear errors, sanitizes
+    fitness (every non-finite value becomes the worst, ``-inf``), warns once
+    per object about non-finite fitness and counts traces (``self.traces``).
+    Subclasses keep all state in ``tf.Variable`` attributes.
+
+    A wrong constructor argument raises :class:`ConfigError` naming the class,
+    the arguments it accepts (:meth:`accepted_arguments`) and close matches.
 
     Attributes:
       num_dims: D, the length of one parameter vector.
       popsize: P, the number of members returned by ``ask``.
+      dtype: the float dtype (``tf.float32`` or ``tf.float64``) of the state,
+        of ``ask()``'s population, of the population ``tell`` takes and of
+        ``best``'s parameters (fitness stays ``float32 [P]``).
       seeds: the :class:`SeedStream` used for all randomness.
+      num_nonfinite: how many members had non-finite fitness so far (counted
+        when ``tell`` runs eagerly; not checkpointed).
     """
 
     #: whether ``_ask``/``_tell`` may be XLA-compiled (``jit_compile_ask`` /
@@ -332,9 +455,46 @@ class Algorithm(tf.Module):
     jit_compile: bool = False
     jit_compile_ask: bool | None = None
     jit_compile_tell: bool | None = None
+    #: the update relies on what ``ask`` stored (samples, evaluation history),
+    #: so ``tell`` accepts only the population the last ``ask`` returned
+    #: (:meth:`_last_asked`); any other raises :class:`AskTellError`.
+    tell_needs_last_ask: bool = False
+    #: a class whose constructor receives this class's ``**kwargs`` (for
+    #: :meth:`accepted_arguments`)
+    _kwargs_forwarded_to = None
 
-    def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_tfevo_checked_init", False):
+            cls.__init__ = _checked_init(cls, init)
+
+    @classmethod
+    def accepted_arguments(cls, resolved_only: bool = False):
+        """The constructor's keyword arguments, in order (through ``**kwargs`` forwarding).
+
+        With ``resolved_only``, ``None`` when some ``**kwargs`` go to a callee
+        that cannot be inspected (it checks them itself).
+        """
+        names: list[str] = []
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None or klass is tf.Module or klass is object:
+                continue
+            params = list(inspect.signature(inspect.unwrap(init)).parameters.values())[1:]
+            for p in params:
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names:
+                    names.append(p.name)
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                return names
+            target = klass.__dict__.get("_kwargs_forwarded_to")
+            if target is not None:
+                return names + [n for n in target.accepted_arguments() if n not in names]
+        return None if resolved_only else names
+
+    def __init__(self, num_dims: int, popsize: int, seed: int = 0, name: str | None = None, dtype="float32"):
         super().__init__(name=name)
+        self.dtype = check_dtype(dtype)
         if int(num_dims) < 1:
             raise ConfigError(f"num_dims must be >= 1, got {num_dims}")
         if int(popsize) < 1:
@@ -348,13 +508,8 @@ class Algorithm(tf.Module):
         self._tell_fn = None
         self._ask_call = None  # FastCall of _ask_fn / _tell_fn (rebuilt if those change)
         self._tell_call = None
-
-    # -- to implement -------------------------------------------------------
-    def _ask(self) -> tf.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _tell(self, x: tf.Tensor, fitness: tf.Tensor) -> None:  # pragma: no cover
-        raise NotImplementedError
+        self._num_nonfinite = 0
+        self._nonfinite_warned = False
 
     # -- public API ---------------------------------------------------------
     @property
@@ -362,8 +517,19 @@ class Algorithm(tf.Module):
         """How many times ``ask`` and ``tell`` were traced."""
         return dict(self._trace_counter.counts)
 
+    @property
+    def stop_reasons(self) -> list[str]:
+        """Names of the termination criteria met at the last ``tell`` (none for
+        algorithms without stop criteria)."""
+        return []
+
+    @property
+    def num_nonfinite(self) -> int:
+        """How many members had non-finite fitness in the ``tell`` calls made eagerly so far."""
+        return self._num_nonfinite
+
     def ask(self) -> tf.Tensor:
-        """Returns the next population, ``float32 [popsize, num_dims]``."""
+        """Returns the next population, ``[popsize, num_dims]`` in :attr:`dtype`."""
         if self._ask_fn is None:
             self._ask_fn = tf.function(
                 self._trace_counter.wrap("ask", self._ask),
@@ -376,20 +542,43 @@ class Algorithm(tf.Module):
         return call()
 
     def tell(self, x, fitness) -> None:
-        """Updates the state from a population and its fitness (higher is better)."""
-        x = check_population(x, (self.popsize, self.num_dims), "population")
+        """Updates the state from a population (``[popsize, num_dims]``, cast to
+        :attr:`dtype`) and its fitness (``[popsize]``, higher is better).
+
+        Non-finite fitness (NaN, +inf, -inf) counts as the worst value.
+        """
+        x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
         fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         if self._tell_fn is None:
+            check = self.tell_needs_last_ask
 
             def tell_body(x, fitness):
-                self._tell(x, sanitize_fitness(fitness))
-                self.generation.assign_add(1)
-                return tf.constant(0)
+                def learn():
+                    self._tell(x, sanitize_fitness(fitness))
+                    self.generation.assign_add(1)
+                    return tf.constant(True)
+
+                def update():
+                    # a generation in which every member failed carries no information:
+                    # the state stays as it is (only the generation counter advances)
+                    return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)), learn, skip)
+
+                def skip():
+                    self.generation.assign_add(1)
+                    return tf.constant(True)
+
+                if not check:
+                    return update()
+                from tfevo.linalg import all_equal  # (linalg imports this module)
+
+                same = all_equal(x, self._last_asked())
+                return tf.cond(same, update, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
                 input_signature=[
-                    tf.TensorSpec([self.popsize, self.num_dims], tf.float32),
+                    tf.TensorSpec([self.popsize, self.num_dims], self.dtype),
                     tf.TensorSpec([self.popsize], tf.float32),
                 ],
                 jit_compile=self.jit_compile if self.jit_compile_tell is None else self.jit_compile_tell,
@@ -397,12 +586,43 @@ class Algorithm(tf.Module):
         call = self._tell_call
         if call is None or call.fn is not self._tell_fn:
             call = self._tell_call = FastCall(self._tell_fn)
-        call(x, fitness)
+        ok = call(x, fitness)
+        if self.tell_needs_last_ask:
+            self._raise_if_not_last_ask(ok)
 
-    @property
-    def mean(self) -> tf.Tensor:
-        """The current centre of the search (subclasses override)."""
-        raise NotImplementedError
+    def _last_asked(self) -> tf.Tensor:
+        """The population the last ``ask`` returned (for ``tell_needs_last_ask``)."""
+        raise AskTellError(f"{type(self).__name__} sets tell_needs_last_ask but does not keep the last ask")
+
+    def _raise_if_not_last_ask(self, ok) -> None:
+        if isinstance(ok, _EagerTensor):
+            if not bool(ok):
+                raise AskTellError(
+                    f"{_public_name(type(self))}.tell: the population is not the one the last ask() returned "
+                    "(in the same order); this algorithm's update uses what ask() stored, so tell it exactly "
+                    "that population.  Nothing was updated.")
+        else:  # inside a tf.function: fail when the graph runs
+            tf.debugging.Assert(ok, [tf.constant(f"{_public_name(type(self))}.tell: the population is not "
+                                                 "the one the last ask() returned; nothing was updated")])
+
+    def _note_nonfinite(self, fitness) -> None:
+        """Counts members with non-finite fitness (eager calls) and warns once per object."""
+        if type(fitness) is not _EagerTensor:
+            return  # symbolic (tell traced inside a user's tf.function): nothing to count here
+        f = fitness._numpy()
+        if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count
+            return
+        bad = int(f.size - np.count_nonzero(np.isfinite(f)))
+        self._num_nonfinite += bad
+        if not self._nonfinite_warned:
+            self._nonfinite_warned = True
+            import warnings
+
+            warnings.warn(
+                f"{_public_name(type(self))}: {bad} of {f.size} members had non-finite fitness (NaN or +-inf) "
+                f"at generation {int(self.generation.numpy())}; they count as the worst members.  This "
+                "warning is shown once per algorithm; `num_nonfinite` keeps counting.",
+                NonFiniteFitnessWarning, stacklevel=3)
 
     @property
     def best(self) -> tuple[tf.Tensor, tf.Tensor]:
@@ -410,7 +630,7 @@ class Algorithm(tf.Module):
         return self.best_params, self.best_fitness
 
     def _init_best(self):
-        self.best_params = tf.Variable(tf.zeros([self.num_dims]), trainable=False, name="best_params")
+        self.best_params = tf.Variable(tf.zeros([self.num_dims], self.dtype), trainable=False, name="best_params")
         self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
 
     def _update_best(self, x: tf.Tensor, fitness: tf.Tensor) -> None:

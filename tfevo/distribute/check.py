@@ -118,7 +118,7 @@ def _host(strategy, generations):
 
     shards = HostShards(make_evaluator, episodes=2, report_frames=True, obs_norm=norm)
     ev = DistributedEvaluator(strategy, shards, seed=1)
-    es = SNES(policy.num_params, popsize=11, sigma_init=0.5, seed=3)
+    es = SNES(policy.num_params, popsize=11, sigma=0.5, seed=3)
     fits, frames = [], []
     for _ in range(generations):
         x = es.ask()

@@ -7,7 +7,7 @@ Each generation draws ``N = P/2`` directions ``delta_k ~ N(0, I)`` and evaluates
 
     theta <- theta + alpha / (b * sigma_R) * sum_top (r+_k - r-_k) delta_k
 
-where ``sigma_R`` is the standard deviation of the ``2b`` rewards used
+(``alpha`` is ``learning_rate``, ``nu`` is ``sigma``) where ``sigma_R`` is the standard deviation of the ``2b`` rewards used
 (reward-std normalization; switch off with ``normalize_rewards=False``).
 
 Variants of the paper:
@@ -35,42 +35,42 @@ class ARS(Algorithm):
     Args:
       num_dims: D, number of parameters.
       popsize: P = 2N, must be even (N directions, each evaluated both ways).
-      step_size: alpha.
-      noise_std: nu, the exploration noise.
+      learning_rate: alpha, the step size of the update.
+      sigma: nu, the exploration noise.
       num_top: b, the number of best directions used (default all: V1/V2).
       normalize_rewards: divide the step by the std of the used rewards.
       init_params: initial parameters ``[D]`` (default zeros, as in the paper).
       seed: random seed.
 
-    Raw rewards are used (no ranking); NaN/-inf rewards are replaced by the
+    Raw rewards are used (no ranking); NaN/+-inf rewards are replaced by the
     lowest finite reward of the generation before any arithmetic.
 
     Example:
 
     >>> import tensorflow as tf
-    >>> ars = ARS(num_dims=10, popsize=32, step_size=0.02, noise_std=0.03, num_top=8, seed=0)
+    >>> ars = ARS(num_dims=10, popsize=32, learning_rate=0.02, sigma=0.03, num_top=8, seed=0)
     >>> x = ars.ask(); ars.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int | None = None, step_size: float = 0.02,
-                 noise_std: float = 0.03, num_top: int | None = None, normalize_rewards: bool = True,
-                 init_params=None, seed: int = 0, name: str | None = None):
+    def __init__(self, num_dims: int, popsize: int | None = None, learning_rate: float = 0.02,
+                 sigma: float = 0.03, num_top: int | None = None, normalize_rewards: bool = True,
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize % 2:
             raise ConfigError(f"popsize must be even (each direction is evaluated +/-), got {self.popsize}")
         n = self.popsize // 2
         self.num_top = n if num_top is None else int(num_top)
         if not 1 <= self.num_top <= n:
             raise ConfigError(f"num_top must be in [1, popsize/2 = {n}], got {num_top}")
-        self.step_size = _positive(step_size, "step_size")
-        self.noise_std = _positive(noise_std, "noise_std")
+        self.learning_rate = _positive(learning_rate, "learning_rate")
+        self.sigma = _positive(sigma, "sigma")
         self.normalize_rewards = bool(normalize_rewards)
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self._init_best()
 
     @property
@@ -79,19 +79,19 @@ class ARS(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        return _gaussian_population(self.center, self.noise_std, self.popsize, True, self.seeds.next())
+        return _gaussian_population(self.center, self.sigma, self.popsize, True, self.seeds.next())
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        r = worst_to_finite(fitness)
+        r = tf.cast(worst_to_finite(fitness), self.dtype)
         n = self.popsize // 2
         rp, rm = r[:n], r[n:]
-        delta = (x[:n] - x[n:]) / (2.0 * self.noise_std)
+        delta = (x[:n] - x[n:]) / (2.0 * self.sigma)
         b = self.num_top
         if b < n:
             top = tf.math.top_k(tf.maximum(rp, rm), k=b, sorted=False).indices
             rp, rm, delta = tf.gather(rp, top), tf.gather(rm, top), tf.gather(delta, top)
-        step = tf.linalg.matvec(delta, rp - rm, transpose_a=True) * (self.step_size / b)
+        step = tf.linalg.matvec(delta, rp - rm, transpose_a=True) * (self.learning_rate / b)
         if self.normalize_rewards:
             used = tf.concat([rp, rm], axis=0)
             std = tf.math.reduce_std(used)

@@ -74,11 +74,11 @@ def cma_default_popsize(num_dims: int) -> int:
     return 4 + int(math.floor(3 * math.log(int(num_dims))))
 
 
-def _dtype(dtype) -> tf.DType:
-    dt = tf.as_dtype(dtype)
-    if dt not in (tf.float32, tf.float64):
-        raise ConfigError(f"dtype must be float32 or float64, got {dt.name}")
-    return dt
+def _stagnation_window(n: int, lam: int) -> int:
+    """Generations of the stagnation criterion: pycma's ``tolstagnation``
+    ``100 + 100 n**1.5 / lambda`` (a shorter window fires on ill-conditioned
+    problems while they still make progress)."""
+    return int(100 + 100.0 * n**1.5 / lam)
 
 
 class _Untracked:
@@ -98,18 +98,19 @@ class _CMABase(Algorithm):
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _lazy_eigen = True
+    _full_axes = False  # principal axes other than the coordinates (full C)
     _core_jit = True  # XLA for the numeric core of a lazy-eigen tell
 
     def __init__(
         self,
         num_dims: int,
         popsize: int | None = None,
-        sigma_init: float = 1.0,
-        mean_init=None,
+        sigma: float = 1.0,
+        init_params=None,
         seed: int = 0,
         bounds=None,
         active: bool = True,
-        dtype="float32",
+        dtype="float64",
         tolfun: float = 1e-11,
         tolx: float = 1e-11,
         name: str | None = None,
@@ -122,28 +123,31 @@ class _CMABase(Algorithm):
             popsize = cma_default_popsize(num_dims)
         if int(popsize) < 2:
             raise ConfigError(f"popsize must be >= 2 for CMA-ES, got {popsize}")
-        super().__init__(num_dims, int(popsize), seed=seed, name=name)
-        if not (np.isfinite(sigma_init) and sigma_init > 0):
-            raise ConfigError(f"sigma_init must be a positive finite number, got {sigma_init}")
-        self.dtype = _dtype(dtype)
+        super().__init__(num_dims, int(popsize), seed=seed, name=name, dtype=dtype)
+        try:
+            sigma_ok = bool(np.isfinite(sigma) and sigma > 0)
+        except TypeError:
+            sigma_ok = False
+        if not sigma_ok:
+            raise ConfigError(f"sigma must be a positive finite number, got {sigma!r}")
         self.active = bool(active)
-        self.sigma_init = float(sigma_init)
+        self.sigma_init = float(sigma)  # the initial step size sigma_0 (restarts reuse it)
         self.tolfun = float(tolfun)
         self.tolx = float(tolx)
         if eigen_gap is not None and (int(eigen_gap) != eigen_gap or int(eigen_gap) < 1):
             raise ConfigError(f"eigen_gap must be a positive integer (generations) or None, got {eigen_gap}")
         self.eigen_gap = None if eigen_gap is None else int(eigen_gap)
-        if mean_init is None:
+        if init_params is None:
             mean0 = np.zeros([num_dims])
         else:
-            mean0 = np.asarray(mean_init, dtype=np.float64)
+            mean0 = np.asarray(init_params, dtype=np.float64)
             if mean0.ndim == 0:
                 mean0 = np.full([num_dims], float(mean0))
             if mean0.shape != (num_dims,):
-                raise ShapeError(f"mean_init must have shape [{num_dims}], got {list(mean0.shape)}")
+                raise ShapeError(f"init_params must have shape [{num_dims}], got {list(mean0.shape)}")
             if not np.all(np.isfinite(mean0)):
-                raise ConfigError("mean_init must be finite")
-        self.mean_init = mean0
+                raise ConfigError("init_params must be finite")
+        self.init_params = mean0
         self.bounds = None
         if bounds is not None:
             lo, hi = bounds
@@ -157,7 +161,7 @@ class _CMABase(Algorithm):
         self.chi_n = math.sqrt(n) * (1.0 - 1.0 / (4.0 * n) + 1.0 / (21.0 * n * n))
         # Stagnation history: long enough for the smallest sensible popsize.
         lam_min = min(self.popsize, cma_default_popsize(n))
-        self.hist_len = int(min(20000, 120 + math.ceil(30.0 * n / lam_min)))
+        self.hist_len = int(min(20000, _stagnation_window(n, lam_min)))
         # -- state --------------------------------------------------------
         self._mean = tf.Variable(tf.constant(mean0, dt), trainable=False, name="mean")
         self.sigma = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="sigma")
@@ -167,6 +171,8 @@ class _CMABase(Algorithm):
         self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="best_f_hist")
         self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="median_f_hist")
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
+        # consecutive generations whose checked axis had no effect (float32 noeffectaxis)
+        self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
         self._fn_cache = _Untracked()  # popsize -> compiled functions (not checkpointed)
@@ -210,7 +216,7 @@ class _CMABase(Algorithm):
             self.lazy_gap = max(1, int(math.floor(1.0 / (10.0 * n * max(c1 + cmu, 1e-30)))))
         # tolfun / stagnation windows.
         self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
-        self.stag_window = int(min(self.hist_len, 120 + math.ceil(30.0 * n / lam)))
+        self.stag_window = int(min(self.hist_len, _stagnation_window(n, lam)))
 
     def _learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
         raise NotImplementedError
@@ -228,8 +234,8 @@ class _CMABase(Algorithm):
     # public API
     @property
     def mean(self) -> tf.Tensor:
-        """The current search centre (float32 [D])."""
-        return tf.cast(self._mean, tf.float32)
+        """The current search centre (``[D]`` in :attr:`dtype`)."""
+        return tf.identity(self._mean)
 
     @property
     def stop_reasons(self) -> list[str]:
@@ -238,7 +244,7 @@ class _CMABase(Algorithm):
         return [r for i, r in enumerate(STOP_REASONS) if flags & (1 << i)]
 
     def ask(self) -> tf.Tensor:
-        """Samples ``popsize`` members ``x = m + sigma * B D z``: float32 [P, D]."""
+        """Samples ``popsize`` members ``x = m + sigma * B D z``: ``[P, D]`` in :attr:`dtype`."""
         if self._ask_fn is None:
             self._ask_fn = tf.function(
                 self._trace_counter.wrap("ask", self._ask_body), input_signature=[], jit_compile=False
@@ -250,16 +256,18 @@ class _CMABase(Algorithm):
 
     def tell(self, x, fitness) -> None:
         """Updates mean, step size and covariance from ``x [P, D]`` and fitness
-        ``[P]`` (higher is better; NaN/-inf are worst)."""
-        x = check_population(x, (self.popsize, self.num_dims), "population")
+        ``[P]`` (higher is better; NaN and +-inf are worst).  ``x`` is taken in
+        :attr:`dtype` (other float dtypes are cast)."""
+        x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
         fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         if self._tell_fn is None:
             # One call per tell: a graph whose numeric core is a nested XLA
             # cluster, followed (full CMA) by the lazy eigendecomposition in a
             # tf.cond; TensorFlow's eigh kernel is far faster than XLA's on CPU,
             # so it stays outside the cluster.
             # (Variants without eigendecomposition compile the whole tell with XLA.)
-            sig = [tf.TensorSpec([self.popsize, self.num_dims], tf.float32), tf.TensorSpec([self.popsize], tf.float32)]
+            sig = [tf.TensorSpec([self.popsize, self.num_dims], self.dtype), tf.TensorSpec([self.popsize], tf.float32)]
             if self._lazy_eigen:
                 core = tf.function(self._tell_core, jit_compile=self._core_jit)
 
@@ -292,7 +300,7 @@ class _CMABase(Algorithm):
         The seed stream, generation counter and best-so-far are kept.  Used by
         the restart wrappers; callable eagerly.
         """
-        mean = self.mean_init if mean is None else mean
+        mean = self.init_params if mean is None else mean
         self._mean.assign(tf.cast(tf.reshape(mean, [self.num_dims]), self.dtype))
         self.sigma.assign(tf.cast(self.sigma_init if sigma is None else sigma, self.dtype))
         self.p_sigma.assign(tf.zeros_like(self.p_sigma))
@@ -301,6 +309,7 @@ class _CMABase(Algorithm):
         self.best_f_hist.assign(tf.zeros_like(self.best_f_hist))
         self.median_f_hist.assign(tf.zeros_like(self.median_f_hist))
         self.stop_flags.assign(0)
+        self.no_effect_run.assign(0)
         self.restart_generation.assign(self.generation)
 
     # ------------------------------------------------------------------
@@ -323,7 +332,7 @@ class _CMABase(Algorithm):
         x = self._mean[None, :] + self.sigma * self._sample_y(z)
         if self.bounds is not None:
             x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
-        return tf.cast(x, tf.float32)
+        return x
 
     def _post_tell(self):
         local_g = self.generation - self.restart_generation
@@ -349,7 +358,7 @@ class _CMABase(Algorithm):
         n, lam, dt = self.num_dims, self.popsize, self.dtype
         fitness = sanitize_fitness(fitness)
         self._update_best(x, fitness)
-        xd = tf.cast(x, dt)
+        xd = x  # (in the state's dtype: tell's signature)
         row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)
         fitness = tf.where(row_ok, fitness, -np.inf)
         any_finite = tf.reduce_any(tf.math.is_finite(fitness))
@@ -422,16 +431,26 @@ class _CMABase(Algorithm):
         recent = window(min(self.tolfun_window, self.hist_len))
         cur_range = tf.where(tf.reduce_all(finite), f_sorted[0] - f_sorted[-1], np.inf)
         hist_range = tf.reduce_max(recent) - tf.reduce_min(recent)
-        tolfun = (count >= self.tolfun_window) & (cur_range <= self.tolfun) & (hist_range <= self.tolfun)
+        tolfun = (count >= self.tolfun_window) & (cur_range < self.tolfun) & (hist_range < self.tolfun)
         sigma = self.sigma
         scales = self._axis_scales()  # sqrt of eigenvalues (or diag) of C
         cdiag = self._cov_diag() if cdiag is None else cdiag
-        tolx = tf.reduce_all(sigma * tf.maximum(tf.abs(self.p_c), tf.sqrt(cdiag)) < self.tolx * self.sigma_init)
+        tolx = tf.reduce_all(sigma * tf.maximum(tf.abs(self.p_c), tf.sqrt(cdiag)) < self.tolx)
         cond_lim = 1e14 if dt == tf.float64 else 1e12
         cond = tf.square(tf.reduce_max(scales) / tf.maximum(tf.reduce_min(scales), 1e-300 if dt == tf.float64 else 1e-37)) > cond_lim
         m = self._mean
-        noeffectaxis = self._no_effect_axis(g)
-        noeffectcoord = tf.reduce_any(tf.equal(m, m + 0.2 * sigma * tf.sqrt(cdiag)))
+        coord_still = tf.equal(m, m + 0.2 * sigma * tf.sqrt(cdiag))
+        if dt == tf.float64:
+            # pycma's definitions: axis g mod n (0.1 sigma along it) or any coordinate
+            # (0.2 sigma sqrt(C_ii)) no longer moves the mean
+            noeffectaxis = self._no_effect_axis(g)
+            noeffectcoord = tf.reduce_any(coord_still)
+        else:
+            # float32 resolution (eps 6e-8) is reached on the short axes of an
+            # ill-conditioned C while the long ones still make progress: the
+            # criteria fire only when *no* axis, *no* coordinate moves the mean
+            noeffectaxis = self._no_effect_all_axes(g)
+            noeffectcoord = tf.reduce_all(coord_still)
         # stagnation: medians of the last 20% of best and median histories no
         # better than those of the first 20% of the window.
         k = self.stag_window
@@ -458,6 +477,20 @@ class _CMABase(Algorithm):
         shift = 0.1 * self.sigma * tf.gather(self._axis_scales(), i) * self._axis_vector(i)
         return tf.reduce_all(tf.equal(self._mean, self._mean + shift))
 
+    def _no_effect_all_axes(self, g):
+        """``m == m + 0.1 sigma e_i`` for every principal axis ``e_i`` (scaled).
+
+        Diagonal C (here): the axes are the coordinates, all checked at once in
+        O(n).  Full C: one axis per generation, ``g mod n`` as pycma, and the
+        criterion holds once ``n`` consecutive generations found no effect (a whole
+        cycle of axes, O(n) per generation instead of O(n^2)).
+        """
+        if not self._full_axes:
+            return tf.reduce_all(tf.equal(self._mean, self._mean + 0.1 * self.sigma * self._axis_scales()))
+        run = tf.where(self._no_effect_axis(g), self.no_effect_run + 1, 0)
+        self.no_effect_run.assign(run)
+        return run >= self.num_dims
+
 
 @register("strategy", "cma_es")
 class CMAES(_CMABase):
@@ -466,15 +499,21 @@ class CMAES(_CMABase):
     Args:
       num_dims: dimension ``n`` of the search space.
       popsize: ``lambda``; default ``4 + floor(3 ln n)``.
-      sigma_init: initial step size ``sigma_0`` (> 0).
-      mean_init: initial mean (scalar or ``[n]``); default zeros.
+      sigma: initial step size ``sigma_0`` (> 0).
+      init_params: initial mean (scalar or ``[n]``); default zeros.
       seed: seed of the :class:`~tfevo.core.SeedStream` (same seed, same run).
       bounds: optional ``(lower, upper)`` (scalars or ``[n]``); sampled members
         are clipped into the box (``tell`` learns from the clipped points).
       active: use negative recombination weights (active CMA, default True).
-      dtype: ``"float32"`` (default, fastest) or ``"float64"`` for the internal
-        state; ``ask`` always returns float32.
-      tolfun, tolx: thresholds of the ``tolfun``/``tolx`` stop criteria.
+      dtype: ``"float64"`` (default) or ``"float32"``: the dtype of the state,
+        of ``ask()``'s population, of the population ``tell`` takes and of
+        ``best``.  float64 reaches ``f - f_opt <= 1e-8`` wherever pycma does
+        (ill-conditioned problems need the resolution); float32 halves memory and
+        is ~2x faster at large ``n`` -- the choice for neuroevolution-sized
+        ``n`` (thousands of weights), where float32 resolution is far below what
+        the fitness can distinguish.
+      tolfun, tolx: thresholds of the ``tolfun``/``tolx`` stop criteria
+        (absolute, as pycma's).
       eigen_gap: generations between eigendecompositions of ``C`` (sampling
         reuses ``B``, ``D`` in between).  Default ``max(1, floor(1 / (10 n
         (c1 + cmu))))`` from Hansen's tutorial, the same as pycma; larger values
@@ -482,16 +521,18 @@ class CMAES(_CMABase):
 
     Attributes (tf.Variables): ``sigma``, ``C``, ``B``, ``D`` (square roots of
     the eigenvalues), ``p_sigma``, ``p_c``, ``best_params``, ``best_fitness``,
-    ``stop_flags``; :attr:`mean` is the float32 centre, :attr:`stop_reasons`
+    ``stop_flags``; :attr:`mean` is the centre, :attr:`stop_reasons`
     the names of the met termination criteria.
 
     Example:
 
-    >>> es = CMAES(num_dims=10, sigma_init=0.5, seed=1)
+    >>> es = CMAES(num_dims=10, sigma=0.5, seed=1)
     >>> for _ in range(300):
     ...     x = es.ask()
     ...     es.tell(x, -tf.reduce_sum(x**2, axis=1))   # maximise -||x||^2
     """
+
+    _full_axes = True
 
     def _learning_rates(self, n, mueff):
         c1 = 2.0 / ((n + 1.3) ** 2 + mueff)
@@ -560,6 +601,7 @@ class CMAES(_CMABase):
 
     def _axis_vector(self, i):
         return tf.gather(self.B, i, axis=1)
+
 
     def covariance(self) -> tf.Tensor:
         """The current covariance matrix ``C``, symmetric (the variable ``C`` holds its lower triangle)."""
@@ -650,19 +692,19 @@ class CholeskyCMAES(CMAES):
         self,
         num_dims: int,
         popsize: int | None = None,
-        sigma_init: float = 1.0,
-        mean_init=None,
+        sigma: float = 1.0,
+        init_params=None,
         seed: int = 0,
         bounds=None,
         active: bool = True,
-        dtype="float32",
+        dtype="float64",
         tolfun: float = 1e-11,
         tolx: float = 1e-11,
         name: str | None = None,
         eigen_gap: int | None = None,
     ):
         # (the signature is spelled out, as CMAES's, so config builders see every parameter)
-        super().__init__(num_dims, popsize=popsize, sigma_init=sigma_init, mean_init=mean_init, seed=seed,
+        super().__init__(num_dims, popsize=popsize, sigma=sigma, init_params=init_params, seed=seed,
                          bounds=bounds, active=active, dtype=dtype, tolfun=tolfun, tolx=tolx, name=name,
                          eigen_gap=eigen_gap)
         n, dt, gap, p = self.num_dims, self.dtype, self.lazy_gap, self.popsize
@@ -677,7 +719,7 @@ class CholeskyCMAES(CMAES):
         # when it gets exactly the asked rows, instead of solving A z = (x - m) / sigma.
         self._zcache_p = p
         self._z_last = tf.Variable(tf.zeros([p, n], dt), trainable=False, name="z_last")
-        self._x_last = tf.Variable(tf.fill([p, n], float("nan")), trainable=False, name="x_last")
+        self._x_last = tf.Variable(tf.fill([p, n], tf.constant(float("nan"), dt)), trainable=False, name="x_last")
         # Work buffer of the in-place refactorisation op (linalg.covariance_refresh): not
         # checkpointed (its contents are never read), absent when the op is unavailable.
         self._aux = _Untracked()
@@ -713,7 +755,7 @@ class CholeskyCMAES(CMAES):
         self.A.assign(tf.eye(n, dtype=dt))
         self.c_diag.assign(tf.ones([n], dt))
         self.a_diag.assign(tf.ones([n], dt))
-        self._x_last.assign(tf.fill(tf.shape(self._x_last), float("nan")))  # the last ask's z's are void
+        self._x_last.assign(tf.fill(tf.shape(self._x_last), tf.constant(float("nan"), self.dtype)))  # the last ask's z's are void
         self._vbuf.assign(tf.zeros_like(self._vbuf))
         self._cscale.assign(tf.constant(1.0, dt))
 
@@ -738,7 +780,6 @@ class CholeskyCMAES(CMAES):
         x = self._mean[None, :] + self.sigma * self._sample_y(z)
         if self.bounds is not None:
             x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
-        x = tf.cast(x, tf.float32)
         if self._use_zcache():
             self._z_last.assign(z)
             self._x_last.assign(x)
@@ -749,8 +790,7 @@ class CholeskyCMAES(CMAES):
         # triangular solve; XLA's CPU triangular solve was ~3-8x slower here) -- or,
         # when x is exactly the last asked population, the z's that produced it.
         def solve():
-            xd = tf.cast(x, self.dtype)
-            y = (xd - self._mean[None, :]) / self.sigma
+            y = (x - self._mean[None, :]) / self.sigma
             y = tf.where(tf.reduce_all(tf.math.is_finite(y), axis=1, keepdims=True), y, tf.zeros_like(y))
             return self._inv_sqrt(y)
 
@@ -865,6 +905,7 @@ class CholeskyCMAES(CMAES):
 
     def _axis_vector(self, i):
         return tf.gather(self.A, i, axis=1)
+
 
     # -- on-request diagnostics (eager, not on the hot path) ---------------------------------
     def covariance(self) -> tf.Tensor:

@@ -57,7 +57,8 @@ class DifferentialEvolution(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P (>= 4 for rand/1, >= 3 for best/1; 10*D is a classic choice).
+      popsize: P (>= 4 for rand/1, >= 3 for best/1); default ``10 D`` (Storn & Price),
+        at most 100 (so large D stays affordable) and at least 4.
       variant: ``"rand/1/bin"`` (default) or ``"best/1/bin"``.
       F: differential weight in (0, 2] (default 0.5).
       CR: crossover probability in [0, 1] (default 0.9).
@@ -77,10 +78,12 @@ class DifferentialEvolution(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, variant: str = "rand/1/bin", F: float = 0.5,
+    def __init__(self, num_dims: int, popsize: int | None = None, variant: str = "rand/1/bin", F: float = 0.5,
                  CR: float = 0.9, bounds=None, init_params=None, init_sigma: float = 1.0, seed: int = 0,
-                 name: str | None = None):
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+                 name: str | None = None, dtype="float32"):
+        if popsize is None:
+            popsize = max(4, min(10 * int(num_dims), 100))
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if variant not in ("rand/1/bin", "best/1/bin"):
             raise ConfigError(f"variant must be 'rand/1/bin' or 'best/1/bin', got {variant!r}")
         self.variant = variant
@@ -92,18 +95,18 @@ class DifferentialEvolution(Algorithm):
         if not 0.0 <= float(CR) <= 1.0:
             raise ConfigError(f"CR must be in [0, 1], got {CR}")
         self.F, self.CR = float(F), float(CR)
-        self.bounds = _bounds(bounds, self.num_dims)
-        p, d = self.popsize, self.num_dims
+        self.bounds = _bounds(bounds, self.num_dims, self.dtype)
+        p, d, dt = self.popsize, self.num_dims, self.dtype
         init_seed = tf.random.experimental.stateless_split(tf.constant([int(seed), 7], tf.int32), 1)[0]
-        init = None if init_params is None else np.asarray(init_params, np.float32)
+        init = None if init_params is None else np.asarray(init_params, dt.as_numpy_dtype)
         if init is not None and init.shape == (p, d):
             pop = tf.constant(init)
         elif self.bounds is not None and init is None:
             low, high = self.bounds
-            pop = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed)
+            pop = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed, dtype=dt)
         else:
-            c = _center(init, d)
-            pop = c + float(init_sigma) * tf.random.stateless_normal([p, d], seed=init_seed)
+            c = _center(init, d, dtype=dt)
+            pop = c + float(init_sigma) * tf.random.stateless_normal([p, d], seed=init_seed, dtype=dt)
         self.population = tf.Variable(pop, trainable=False, name="population")
         self.fitness = tf.Variable(tf.fill([p], -tf.float32.max), trainable=False, name="fitness")
         self._init_best()
@@ -137,7 +140,7 @@ class DifferentialEvolution(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        f = tf.maximum(fitness, -tf.float32.max)  # NaN/-inf -> worst finite value
+        f = tf.maximum(fitness, -tf.float32.max)  # NaN/+-inf -> worst finite value
         accept = tf.logical_or(f >= self.fitness, tf.equal(self.generation, 0))
         self.population.assign(tf.where(accept[:, None], x, self.population))
         self.fitness.assign(tf.where(accept, f, self.fitness))

@@ -23,7 +23,8 @@ The exact elitism rule (noisy fitness is why elites are re-evaluated):
    compete with their means).
 
 ``tell`` must receive the population returned by ``ask``, in the same order
-(rows are matched with their evaluation history).  Genomes stored as lists of
+(rows are matched with their evaluation history); any other population raises
+:class:`~tfevo.core.AskTellError`.  Genomes stored as lists of
 seeds (Such et al.'s compression) are not implemented; the state is the
 population tensor itself.
 """
@@ -35,11 +36,11 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _normal, _positive
+from tfevo.strategies.shaping import _ga_sizes, _normal, _positive
 
 __all__ = ["GaussianGA", "elitist_truncation"]
 
-_WORST = -1e30  # fitness of a failed (NaN/-inf) evaluation inside the running means
+_WORST = -1e30  # fitness of a failed (NaN/+-inf) evaluation inside the running means
 _MASKED = -3e30  # below any real mean
 
 
@@ -57,7 +58,7 @@ def elitist_truncation(eval_sum, eval_count, fitness, generation, num_elite_cand
     unmodified ``[1 + E]`` (elite first) and the parent rows ``[T]``.
     """
     e = int(num_elite_candidates)
-    f = tf.maximum(fitness, _WORST)  # sanitized: NaN/-inf -> -1e30, stays finite
+    f = tf.maximum(fitness, _WORST)  # sanitized: NaN/+-inf -> -1e30, stays finite
     total = eval_sum + f
     count = eval_count + 1.0
     score = total / count
@@ -78,11 +79,13 @@ class GaussianGA(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P (Such et al. used 1000 for Atari).
-      truncation: T, number of parents (Such et al.: 20).
+      popsize: P (Such et al. used 1000 for Atari); default 100 (raised to fit
+        ``truncation`` and ``num_elite_candidates + 2`` if those are larger).
+      truncation: T, number of parents (Such et al.: 20); default 20 (``P // 2`` if ``P < 20``).
       sigma: mutation standard deviation (Such et al.: 0.002 for Atari).
       num_elite_candidates: E, members besides the elite copied unmodified into
         the next population to be re-evaluated (Such et al.: 10); 0 keeps only the elite.
+        Default 10 (``P // 4`` if ``P < 12``).
       init_params: ``[P, D]`` initial population used as is, or ``[D]`` (member 0 is
         ``init_params``, the others ``init_params + init_sigma * N(0, I)``).  Default zeros ``[D]``.
       init_sigma: noise of the initial population for ``[D]`` init (default ``sigma``).
@@ -102,10 +105,13 @@ class GaussianGA(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
-                 num_elite_candidates: int = 10, init_params=None, init_sigma: float | None = None,
-                 init_fn=None, seed: int = 0, name: str | None = None):
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+    tell_needs_last_ask = True  # rows are matched with their evaluation history
+
+    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
+                 num_elite_candidates: int | None = None, init_params=None, init_sigma: float | None = None,
+                 init_fn=None, seed: int = 0, name: str | None = None, dtype="float32"):
+        popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         p, d = self.popsize, self.num_dims
         self.truncation = int(truncation)
         if not 1 <= self.truncation <= p:
@@ -130,19 +136,23 @@ class GaussianGA(Algorithm):
         if init_fn is not None:
             if init_params is not None:
                 raise ConfigError("give either init_params or init_fn, not both")
-            pop = tf.convert_to_tensor(init_fn(init_seed), tf.float32)
+            pop = tf.cast(init_fn(init_seed), self.dtype)
             if pop.shape.as_list() != [p, d]:
                 raise ShapeError(f"init_fn must return shape [{p}, {d}], got {pop.shape.as_list()}")
+            if not bool(tf.reduce_all(tf.math.is_finite(pop))):
+                raise ConfigError("init_fn returned non-finite parameters")
             return pop
         if init_params is None:
-            init_params = np.zeros([d], np.float32)
-        init = np.asarray(init_params, np.float32)
+            init_params = np.zeros([d])
+        init = np.asarray(init_params, self.dtype.as_numpy_dtype)
+        if not np.all(np.isfinite(init)):
+            raise ConfigError("init_params must be finite")
         if init.shape == (p, d):
             return tf.constant(init)
         if init.shape != (d,):
             raise ShapeError(f"init_params must have shape [{d}] or [{p}, {d}], got {list(init.shape)}")
-        noise = init_sigma * tf.random.stateless_normal([p, d], seed=init_seed)
-        noise = tf.concat([tf.zeros([1, d]), noise[1:]], axis=0)
+        noise = init_sigma * tf.random.stateless_normal([p, d], seed=init_seed, dtype=self.dtype)
+        noise = tf.concat([tf.zeros([1, d], self.dtype), noise[1:]], axis=0)
         return tf.constant(init)[None, :] + noise
 
     @property
@@ -158,6 +168,9 @@ class GaussianGA(Algorithm):
     def _ask(self):
         return tf.identity(self.population)
 
+    def _last_asked(self):
+        return self.population
+
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
@@ -167,7 +180,7 @@ class GaussianGA(Algorithm):
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)
         children = tf.gather(x, tf.gather(parents, choice))
-        children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma)
+        children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma, dtype=self.dtype)
         self.population.assign(tf.concat([tf.gather(x, keep), children], axis=0))
         zeros = tf.zeros([n_child])
         self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))

@@ -39,21 +39,21 @@ class LMMAES(_CMABase):
 
     Example:
 
-    >>> es = LMMAES(num_dims=10000, sigma_init=0.3, seed=0)
+    >>> es = LMMAES(num_dims=10000, sigma=0.3, seed=0)
     >>> x = es.ask()
     >>> es.tell(x, -tf.reduce_sum(x**2, 1))
     """
 
     _lazy_eigen = False
 
-    def __init__(self, num_dims, popsize=None, sigma_init=1.0, mean_init=None, seed=0, bounds=None,
-                 memory=None, dtype="float32", tolfun=1e-11, tolx=1e-11, name=None):
+    def __init__(self, num_dims, popsize=None, sigma=1.0, init_params=None, seed=0, bounds=None,
+                 memory=None, dtype="float64", tolfun=1e-11, tolx=1e-11, name=None):
         if int(num_dims) < 2:
             raise ConfigError(f"LM-MA-ES needs num_dims >= 2, got {num_dims}")
         self.memory = int(memory) if memory is not None else cma_default_popsize(int(num_dims))
         if self.memory < 1:
             raise ConfigError(f"memory must be >= 1, got {memory}")
-        super().__init__(num_dims, popsize, sigma_init, mean_init, seed, bounds, False, dtype, tolfun, tolx, name)
+        super().__init__(num_dims, popsize, sigma, init_params, seed, bounds, False, dtype, tolfun, tolx, name)
 
     def _learning_rates(self, n, mueff):
         j = np.arange(self.memory, dtype=np.float64)
@@ -95,7 +95,7 @@ class LMMAES(_CMABase):
         n, dt = self.num_dims, self.dtype
         fitness = sanitize_fitness(fitness)
         self._update_best(x, fitness)
-        xd = tf.cast(x, dt)
+        xd = x  # (in the state's dtype: tell's signature)
         row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)
         fitness = tf.where(row_ok, fitness, -np.inf)
         any_finite = tf.reduce_any(tf.math.is_finite(fitness))

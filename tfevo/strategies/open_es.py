@@ -64,11 +64,11 @@ class OpenES(Algorithm):
                  learning_rate: float = 0.01, optimizer="adam", weight_decay: float = 0.005,
                  sigma_decay: float = 1.0, sigma_limit: float = 0.0, mirrored: bool = True,
                  fitness_shaping: str = "centered_rank", init_params=None, seed: int = 0,
-                 name: str | None = None):
+                 name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=mirrored) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if mirrored and self.popsize % 2:
             raise ConfigError(f"popsize must be even with mirrored sampling, got {self.popsize}")
         if fitness_shaping not in ("centered_rank", "z_score", "raw"):
@@ -81,9 +81,9 @@ class OpenES(Algorithm):
         self.weight_decay = _positive(weight_decay, "weight_decay", allow_zero=True)
         self.sigma_decay = float(sigma_decay)
         self.sigma_limit = _positive(sigma_limit, "sigma_limit", allow_zero=True)
-        self.optimizer = get_optimizer(optimizer, _positive(learning_rate, "learning_rate"), self.num_dims)
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
-        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=tf.float32, trainable=False, name="sigma")
+        self.optimizer = get_optimizer(optimizer, _positive(learning_rate, "learning_rate"), self.num_dims, self.dtype)
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
+        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=self.dtype, trainable=False, name="sigma")
         self._init_best()
 
     @property
@@ -103,7 +103,7 @@ class OpenES(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        w = self._shape(fitness)
+        w = tf.cast(self._shape(fitness), self.dtype)
         if self.fitness_shaping == "raw":  # weights do not sum to 0: form eps explicitly
             weighted_eps = tf.linalg.matvec((x - self.center) / self.sigma, w, transpose_a=True)
         else:

@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+import abc
+
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
@@ -27,7 +29,7 @@ from tfevo.core import ConfigError, ShapeError
 __all__ = ["Optimizer", "SGD", "Adam", "ClipUp", "get_optimizer"]
 
 
-class Optimizer(tf.Module):
+class Optimizer(tf.Module, metaclass=abc.ABCMeta):
     """Base class: ``build(num_dims)`` creates the state, ``step(grad)`` returns the update.
 
     Args:
@@ -42,13 +44,15 @@ class Optimizer(tf.Module):
         self.learning_rate = lr
         self.num_dims = None
 
-    def build(self, num_dims: int) -> "Optimizer":
-        """Creates the state variables for vectors of length ``num_dims`` (once)."""
+    def build(self, num_dims: int, dtype=tf.float32) -> "Optimizer":
+        """Creates the state variables for vectors of length ``num_dims`` in ``dtype`` (once)."""
         if self.num_dims is not None:
-            if self.num_dims != int(num_dims):
-                raise ShapeError(f"optimizer was built for {self.num_dims} dims, not {num_dims}")
+            if self.num_dims != int(num_dims) or self.dtype != tf.as_dtype(dtype):
+                raise ShapeError(f"optimizer was built for {self.num_dims} dims of {self.dtype.name}, "
+                                 f"not {num_dims} of {tf.as_dtype(dtype).name}")
             return self
         self.num_dims = int(num_dims)
+        self.dtype = tf.as_dtype(dtype)
         self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
         self._build(self.num_dims)
         return self
@@ -60,12 +64,13 @@ class Optimizer(tf.Module):
         """Updates the state with gradient estimate ``grad [D]`` and returns the step to add."""
         if self.num_dims is None:
             raise ConfigError("call build(num_dims) before step()")
-        grad = tf.convert_to_tensor(grad, tf.float32)
+        grad = tf.cast(grad, self.dtype)
         self.iterations.assign_add(1)
         return self._step(grad)
 
-    def _step(self, grad):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _step(self, grad):
+        """Updates the state from ``grad [D]`` and returns the step (subclasses)."""
 
     def get_config(self) -> dict:
         """The constructor arguments."""
@@ -86,7 +91,7 @@ class SGD(Optimizer):
         self.momentum = float(momentum)
 
     def _build(self, num_dims):
-        self.velocity = tf.Variable(tf.zeros([num_dims]), trainable=False, name="velocity")
+        self.velocity = tf.Variable(tf.zeros([num_dims], self.dtype), trainable=False, name="velocity")
 
     def _step(self, grad):
         v = self.momentum * self.velocity + self.learning_rate * grad
@@ -118,14 +123,15 @@ class Adam(Optimizer):
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
 
     def _build(self, num_dims):
-        self.m = tf.Variable(tf.zeros([num_dims]), trainable=False, name="m")
-        self.v = tf.Variable(tf.zeros([num_dims]), trainable=False, name="v")
+        self.m = tf.Variable(tf.zeros([num_dims], self.dtype), trainable=False, name="m")
+        self.v = tf.Variable(tf.zeros([num_dims], self.dtype), trainable=False, name="v")
 
     def _step(self, grad):
-        t = tf.cast(self.iterations, tf.float32)
+        t = tf.cast(self.iterations, self.dtype)
         m = self.m.assign(self.beta1 * self.m + (1.0 - self.beta1) * grad)
         v = self.v.assign(self.beta2 * self.v + (1.0 - self.beta2) * tf.square(grad))
-        a = self.learning_rate * tf.sqrt(1.0 - tf.pow(self.beta2, t)) / (1.0 - tf.pow(self.beta1, t))
+        b1, b2 = tf.constant(self.beta1, self.dtype), tf.constant(self.beta2, self.dtype)
+        a = self.learning_rate * tf.sqrt(1.0 - tf.pow(b2, t)) / (1.0 - tf.pow(b1, t))
         return a * m / (tf.sqrt(v) + self.epsilon)
 
     def get_config(self):
@@ -159,7 +165,7 @@ class ClipUp(Optimizer):
         self.momentum = float(momentum)
 
     def _build(self, num_dims):
-        self.velocity = tf.Variable(tf.zeros([num_dims]), trainable=False, name="velocity")
+        self.velocity = tf.Variable(tf.zeros([num_dims], self.dtype), trainable=False, name="velocity")
 
     def _step(self, grad):
         gnorm = tf.norm(grad)
@@ -178,7 +184,7 @@ class ClipUp(Optimizer):
 _NAMES = {"sgd": SGD, "adam": Adam, "clipup": ClipUp}
 
 
-def get_optimizer(spec, learning_rate: float, num_dims: int, **kwargs) -> Optimizer:
+def get_optimizer(spec, learning_rate: float, num_dims: int, dtype=tf.float32, **kwargs) -> Optimizer:
     """Returns a built optimizer from a name (``"sgd"``, ``"adam"``, ``"clipup"``) or an instance.
 
     An :class:`Optimizer` instance is built for ``num_dims`` and returned as is
@@ -186,7 +192,7 @@ def get_optimizer(spec, learning_rate: float, num_dims: int, **kwargs) -> Optimi
     and ``kwargs``.
     """
     if isinstance(spec, Optimizer):
-        return spec.build(num_dims)
+        return spec.build(num_dims, dtype)
     if isinstance(spec, str) and spec.lower() in _NAMES:
-        return _NAMES[spec.lower()](learning_rate=learning_rate, **kwargs).build(num_dims)
+        return _NAMES[spec.lower()](learning_rate=learning_rate, **kwargs).build(num_dims, dtype)
     raise ConfigError(f"unknown optimizer {spec!r}; use one of {sorted(_NAMES)} or an Optimizer instance")

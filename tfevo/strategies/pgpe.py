@@ -9,7 +9,7 @@ and baseline ``b`` (the mean shaped fitness), the gradient estimates are
     grad_sigma = mean_pairs( ((f+ + f-) / 2 - b) * (eps^2 - sigma^2) / sigma )
 
 ``grad_mu`` goes to an optimizer (ClipUp by default, as recommended by Toklu et
-al. 2020), ``sigma`` takes a plain ascent step ``sigma_lr * grad_sigma`` whose
+al. 2020), ``sigma`` takes a plain ascent step ``sigma_learning_rate * grad_sigma`` whose
 relative size is clipped to ``sigma_max_change`` (Toklu et al. defaults:
 0.1 and 0.2).
 """
@@ -36,14 +36,14 @@ class PGPE(Algorithm):
     Args:
       num_dims: D, number of parameters.
       popsize: P, must be even (P/2 symmetric pairs); default ``4 + floor(3 ln D)`` rounded to even.
-      center_learning_rate: step size of the centre optimizer (for ClipUp,
+      learning_rate: step size of the centre optimizer (for ClipUp,
         Toklu et al. recommend ``max_speed / 2``).
-      sigma_init: initial standard deviation, scalar or ``[D]``; alternatively
+      sigma: initial standard deviation, scalar or ``[D]``; alternatively
         give ``radius_init`` (then ``sigma = radius_init / sqrt(D)`` per dimension).
-      sigma_lr: learning rate of sigma (Toklu et al.: 0.1).
+      sigma_learning_rate: learning rate of sigma (Toklu et al.: 0.1).
       sigma_max_change: sigma changes by at most this fraction per generation (0.2).
       optimizer: ``"clipup"`` (default), ``"adam"``, ``"sgd"`` or an Optimizer instance.
-      max_speed: ClipUp's velocity limit (default ``2 * center_learning_rate``).
+      max_speed: ClipUp's velocity limit (default ``2 * learning_rate``).
       momentum: ClipUp/SGD momentum (default 0.9 for ClipUp, 0 for SGD).
       fitness_shaping: ``"centered_rank"`` (default), ``"z_score"`` or ``"raw"``.
       init_params: initial centre ``[D]`` (default zeros).
@@ -52,43 +52,43 @@ class PGPE(Algorithm):
     Example:
 
     >>> import tensorflow as tf
-    >>> es = PGPE(num_dims=10, popsize=50, center_learning_rate=0.1, sigma_init=0.5, seed=0)
+    >>> es = PGPE(num_dims=10, popsize=50, learning_rate=0.1, sigma=0.5, seed=0)
     >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int | None = None, center_learning_rate: float = 0.15,
-                 sigma_init=0.1, radius_init: float | None = None, sigma_lr: float = 0.1,
+    def __init__(self, num_dims: int, popsize: int | None = None, learning_rate: float = 0.15,
+                 sigma=0.1, radius_init: float | None = None, sigma_learning_rate: float = 0.1,
                  sigma_max_change: float = 0.2, optimizer="clipup", max_speed: float | None = None,
                  momentum: float | None = None, fitness_shaping: str = "centered_rank",
-                 init_params=None, seed: int = 0, name: str | None = None):
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=True) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize % 2:
             raise ConfigError(f"popsize must be even (symmetric pairs), got {self.popsize}")
         if fitness_shaping not in ("centered_rank", "z_score", "raw"):
             raise ConfigError(
                 f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
         self.fitness_shaping = fitness_shaping
-        lr = _positive(center_learning_rate, "center_learning_rate")
+        lr = _positive(learning_rate, "learning_rate")
         kwargs = {}
         if isinstance(optimizer, str) and optimizer.lower() == "clipup":
             kwargs["max_speed"] = max_speed
             kwargs["momentum"] = 0.9 if momentum is None else momentum
         elif isinstance(optimizer, str) and optimizer.lower() == "sgd" and momentum is not None:
             kwargs["momentum"] = momentum
-        self.optimizer = get_optimizer(optimizer, lr, self.num_dims, **kwargs)
-        self.sigma_lr = _positive(sigma_lr, "sigma_lr", allow_zero=True)
+        self.optimizer = get_optimizer(optimizer, lr, self.num_dims, self.dtype, **kwargs)
+        self.sigma_learning_rate = _positive(sigma_learning_rate, "sigma_learning_rate", allow_zero=True)
         self.sigma_max_change = _positive(sigma_max_change, "sigma_max_change")
         if radius_init is not None:
             sigma0 = np.full([self.num_dims], _positive(radius_init, "radius_init") / np.sqrt(self.num_dims),
-                             np.float32)
+                             self.dtype.as_numpy_dtype)
         else:
-            sigma0 = _per_dim(sigma_init, self.num_dims, "sigma_init")
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
+            sigma0 = _per_dim(sigma, self.num_dims, "sigma", self.dtype)
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(sigma0, trainable=False, name="sigma")
         self._init_best()
 
@@ -108,6 +108,7 @@ class PGPE(Algorithm):
             w = z_score(fitness)
         else:
             w = worst_to_finite(fitness)
+        w = tf.cast(w, self.dtype)
         n = self.popsize // 2
         eps = 0.5 * (x[:n] - x[n:])  # recovers the perturbation of each pair
         fp, fm = w[:n], w[n:]
@@ -117,6 +118,6 @@ class PGPE(Algorithm):
         grad_sigma = tf.linalg.matvec(
             (tf.square(eps) - tf.square(s)) / s, 0.5 * (fp + fm) - baseline, transpose_a=True) / n
         self.center.assign_add(self.optimizer.step(grad_mu))
-        new_sigma = s + self.sigma_lr * grad_sigma
+        new_sigma = s + self.sigma_learning_rate * grad_sigma
         self.sigma.assign(tf.clip_by_value(new_sigma, s * (1.0 - self.sigma_max_change),
                                            s * (1.0 + self.sigma_max_change)))

@@ -28,7 +28,7 @@ class PSO(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P, number of particles.
+      popsize: P, number of particles (default 40, the swarm size of SPSO 2011).
       inertia: w (default 0.7298).
       cognitive: c1 (default 1.49618).
       social: c2 (default 1.49618).
@@ -49,30 +49,30 @@ class PSO(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, inertia: float = 0.7298, cognitive: float = 1.49618,
+    def __init__(self, num_dims: int, popsize: int | None = None, inertia: float = 0.7298, cognitive: float = 1.49618,
                  social: float = 1.49618, bounds=None, max_velocity: float | None = None, init_params=None,
-                 init_sigma: float = 1.0, seed: int = 0, name: str | None = None):
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+                 init_sigma: float = 1.0, seed: int = 0, name: str | None = None, dtype="float32"):
+        super().__init__(num_dims, 40 if popsize is None else popsize, seed=seed, name=name, dtype=dtype)
         if not 0.0 <= float(inertia) < 1.0:
             raise ConfigError(f"inertia must be in [0, 1), got {inertia}")
         self.inertia = float(inertia)
         self.cognitive = _positive(cognitive, "cognitive", allow_zero=True)
         self.social = _positive(social, "social", allow_zero=True)
         self.max_velocity = None if max_velocity is None else _positive(max_velocity, "max_velocity")
-        self.bounds = _bounds(bounds, self.num_dims)
-        p, d = self.popsize, self.num_dims
+        self.bounds = _bounds(bounds, self.num_dims, self.dtype)
+        p, d, dt = self.popsize, self.num_dims, self.dtype
         init_seed = tf.random.experimental.stateless_split(tf.constant([int(seed), 11], tf.int32), 1)[0]
-        init = None if init_params is None else np.asarray(init_params, np.float32)
+        init = None if init_params is None else np.asarray(init_params, dt.as_numpy_dtype)
         if init is not None and init.shape == (p, d):
             pos = tf.constant(init)
         elif self.bounds is not None and init is None:
             low, high = self.bounds
-            pos = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed)
+            pos = low + (high - low) * tf.random.stateless_uniform([p, d], seed=init_seed, dtype=dt)
         else:
-            pos = _center(init, d) + _positive(init_sigma, "init_sigma") * tf.random.stateless_normal(
-                [p, d], seed=init_seed)
+            pos = _center(init, d, dtype=dt) + _positive(init_sigma, "init_sigma") * tf.random.stateless_normal(
+                [p, d], seed=init_seed, dtype=dt)
         self.position = tf.Variable(pos, trainable=False, name="position")
-        self.velocity = tf.Variable(tf.zeros([p, d]), trainable=False, name="velocity")
+        self.velocity = tf.Variable(tf.zeros([p, d], dt), trainable=False, name="velocity")
         self.personal_best = tf.Variable(pos, trainable=False, name="personal_best")
         self.personal_best_fitness = tf.Variable(tf.fill([p], -tf.float32.max), trainable=False,
                                                  name="personal_best_fitness")
@@ -95,8 +95,8 @@ class PSO(Algorithm):
         gbest = tf.gather(pbest, tf.argmax(pbest_f, output_type=tf.int32))
         s1, s2 = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         shape = [self.popsize, self.num_dims]
-        r1 = tf.random.stateless_uniform(shape, seed=s1)
-        r2 = tf.random.stateless_uniform(shape, seed=s2)
+        r1 = tf.random.stateless_uniform(shape, seed=s1, dtype=self.dtype)
+        r2 = tf.random.stateless_uniform(shape, seed=s2, dtype=self.dtype)
         v = self.inertia * self.velocity + self.cognitive * r1 * (pbest - x) + self.social * r2 * (gbest - x)
         if self.max_velocity is not None:
             v = tf.clip_by_value(v, -self.max_velocity, self.max_velocity)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
-from tfevo.strategies.shaping import _bounds, _center, _normal, _per_dim
+from tfevo.strategies.shaping import _bounds, _center, _default_popsize, _normal, _per_dim
 
 __all__ = ["RandomSearch"]
 
@@ -22,7 +22,7 @@ class RandomSearch(Algorithm):
 
     Args:
       num_dims: D, number of parameters.
-      popsize: P, members sampled per generation.
+      popsize: P, members sampled per generation (default ``4 + floor(3 ln D)``).
       init_params: sampling centre ``[D]`` (default zeros).
       sigma: standard deviation around the centre (scalar or ``[D]``).
       bounds: ``(low, high)`` (scalars or ``[D]``); if given, members are drawn
@@ -40,16 +40,18 @@ class RandomSearch(Algorithm):
 
     jit_compile = False  # XLA on CPU measured 3-10x slower here (see benchmarks/results/strategies.md)
 
-    def __init__(self, num_dims: int, popsize: int, init_params=None, sigma=1.0, bounds=None,
-                 adapt_center: bool = False, seed: int = 0, name: str | None = None):
-        super().__init__(num_dims, popsize, seed=seed, name=name)
-        b = _bounds(bounds, self.num_dims)
+    def __init__(self, num_dims: int, popsize: int | None = None, init_params=None, sigma=1.0, bounds=None,
+                 adapt_center: bool = False, seed: int = 0, name: str | None = None, dtype="float32"):
+        if popsize is None:
+            popsize = _default_popsize(int(num_dims)) if int(num_dims) >= 1 else 4
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
+        b = _bounds(bounds, self.num_dims, self.dtype)
         if b is not None and adapt_center:
             raise ConfigError("adapt_center applies to Gaussian sampling; it cannot be used with bounds")
         self.bounds = b
         self.adapt_center = bool(adapt_center)
-        self.center = tf.Variable(_center(init_params, self.num_dims), trainable=False, name="center")
-        self.sigma = tf.constant(_per_dim(sigma, self.num_dims, "sigma"))
+        self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
+        self.sigma = tf.constant(_per_dim(sigma, self.num_dims, "sigma", self.dtype))
         self._init_best()
 
     @property
@@ -64,8 +66,8 @@ class RandomSearch(Algorithm):
         shape = [self.popsize, self.num_dims]
         if self.bounds is not None:
             low, high = self.bounds
-            return low + (high - low) * tf.random.stateless_uniform(shape, seed=seed)
-        return self.center + _normal(shape, seed, scale=self.sigma)
+            return low + (high - low) * tf.random.stateless_uniform(shape, seed=seed, dtype=self.dtype)
+        return self.center + _normal(shape, seed, scale=self.sigma, dtype=self.dtype)
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)

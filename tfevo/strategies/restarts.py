@@ -13,7 +13,7 @@ for IPOP's default 9 restarts); a changing shape costs one trace per size.
 Restarts happen when any termination criterion of the inner strategy fires
 (``tolfun``, ``tolx``, ``conditioncov``, ``noeffectaxis``, ``noeffectcoord``,
 ``stagnation``, ``tolupsigma``; see :attr:`CMAES.stop_reasons`).  A restart draws
-a new mean uniformly in ``init_range`` (if given; else reuses ``mean_init``) and
+a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
 
 Checkpointing: the whole state (inner strategy, restart counters, regime
@@ -29,7 +29,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, ShapeError
+from tfevo.core import Algorithm, ConfigError, ShapeError, _argument_error, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
@@ -44,10 +44,17 @@ class _Log:
 class _Restarts(Algorithm):
     """Common machinery: holds an inner CMA-ES and restarts it."""
 
-    def __init__(self, num_dims, popsize=None, sigma_init=1.0, mean_init=None, seed=0, bounds=None,
-                 init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, **strategy_kwargs):
+    _kwargs_forwarded_to = CMAES  # (for the argument check: **strategy_kwargs go to the inner strategy)
+
+    def __init__(self, num_dims, popsize=None, sigma=1.0, init_params=None, seed=0, bounds=None,
+                 init_range=None, max_restarts=9, inc_popsize=2, strategy=CMAES, name=None, dtype="float64",
+                 **strategy_kwargs):
+        inner_accepts = getattr(strategy, "accepted_arguments", None)
+        unknown = [k for k in strategy_kwargs if inner_accepts is not None and k not in inner_accepts()]
+        if unknown:  # checked here so that the error names the wrapper the user built
+            raise _argument_error(type(self), f"unknown argument(s) {', '.join(map(repr, unknown))}", unknown)
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
-        super().__init__(num_dims, base, seed=seed, name=name)
+        super().__init__(num_dims, base, seed=seed, name=name, dtype=dtype)
         if int(max_restarts) < 0:
             raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         if inc_popsize <= 1:
@@ -55,7 +62,7 @@ class _Restarts(Algorithm):
         self.base_popsize = base
         self.max_restarts = int(max_restarts)
         self.inc_popsize = float(inc_popsize)
-        self.sigma_init = float(sigma_init)
+        self.sigma_init = float(sigma)
         self.init_range = None
         if init_range is not None:
             lo, hi = init_range
@@ -64,16 +71,27 @@ class _Restarts(Algorithm):
             if np.any(lo >= hi):
                 raise ConfigError("init_range must satisfy lower < upper")
             self.init_range = (lo, hi)
-        if mean_init is None and self.init_range is not None:
+        if init_params is None and self.init_range is not None:
             u = np.random.default_rng(int(seed)).random(self.num_dims)
-            mean_init = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
-        self.inner = strategy(num_dims, popsize=base, sigma_init=sigma_init, mean_init=mean_init, seed=seed,
-                              bounds=bounds, **strategy_kwargs)
+            init_params = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
+        self.inner = strategy(num_dims, popsize=base, sigma=sigma, init_params=init_params, seed=seed,
+                              bounds=bounds, dtype=dtype, **strategy_kwargs)
+        self.inner._nonfinite_warned = True  # the wrapper warns about non-finite fitness, under its own name
         self.restarts = tf.Variable(0, dtype=tf.int64, trainable=False, name="restarts")
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
         self.last_stop_reasons: list[str] = []
         self._log = _Log()
+
+    @classmethod
+    def accepted_arguments(cls, resolved_only: bool = False):
+        """The wrapper's arguments and, forwarded through ``**strategy_kwargs``, the
+        inner strategy's (``CMAES``'s for a listing; with ``resolved_only``, ``None``:
+        the inner strategy, chosen at run time, checks its own arguments)."""
+        if resolved_only:
+            return None
+        names = Algorithm.accepted_arguments.__func__(cls)
+        return names + [n for n in CMAES.accepted_arguments() if n not in names]
 
     # -- public ---------------------------------------------------------------
     @property
@@ -89,13 +107,34 @@ class _Restarts(Algorithm):
 
     @property
     def mean(self):
-        """Mean of the current run (float32 [D])."""
+        """Mean of the current run (``[D]`` in :attr:`dtype`)."""
         return self.inner.mean
+
+    @property
+    def sigma(self):
+        """Step size of the current run (a variable of the inner strategy)."""
+        return self.inner.sigma
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        """The inner run's met termination criteria once no restart is left
+        (while restarts remain, a met criterion restarts the run: empty)."""
+        return [] if self._can_restart() else self.inner.stop_reasons
 
     @property
     def best(self):
         """(best parameters, best fitness) over all runs."""
         return self.inner.best_params, self.inner.best_fitness
+
+    @property
+    def stop_reasons(self) -> list[str]:
+        """The inner run's termination criteria once no restart is left (the run is over), else none."""
+        return [] if self._can_restart() else self.inner.stop_reasons
+
+    @property
+    def num_nonfinite(self) -> int:
+        """Members with non-finite fitness over all runs (see :class:`~tfevo.core.Algorithm`)."""
+        return self.inner.num_nonfinite
 
     def _sync(self):
         p = int(self.current_popsize.numpy())
@@ -104,13 +143,15 @@ class _Restarts(Algorithm):
         self.popsize = p
 
     def ask(self) -> tf.Tensor:
-        """Population of the current run: float32 ``[popsize, D]``."""
+        """Population of the current run: ``[popsize, D]`` in :attr:`dtype`."""
         self._sync()
         return self.inner.ask()
 
     def tell(self, x, fitness) -> None:
         """Tells the current run; restarts it (changing ``popsize``) on a stop criterion."""
         self._sync()
+        fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         self.inner.tell(x, fitness)
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.popsize)
@@ -128,7 +169,7 @@ class _Restarts(Algorithm):
 
     def _new_mean(self):
         if self.init_range is None:
-            return self.inner.mean_init
+            return self.inner.init_params
         lo, hi = self.init_range
         u = tf.random.stateless_uniform([self.num_dims], seed=self.seeds.next(), dtype=tf.float64).numpy()
         return lo + u * (hi - lo)
@@ -146,20 +187,21 @@ class IPOP(_Restarts):
     """IPOP-CMA-ES: restart with the population size multiplied by ``inc_popsize``.
 
     Args:
-      num_dims, popsize, sigma_init, mean_init, seed, bounds: as
-        :class:`~tfevo.strategies.CMAES` (``popsize`` is that of the first run).
+      num_dims, popsize, sigma, init_params, seed, bounds, dtype: as
+        :class:`~tfevo.strategies.CMAES` (``popsize`` is that of the first run;
+        ``dtype`` default float64).
       init_range: optional ``(lower, upper)`` box; the first and every restart
         mean are drawn uniformly in it (recommended, as in the IPOP paper).
       max_restarts: at most this many restarts (default 9).
       inc_popsize: population growth factor per restart (default 2).
       strategy: the inner strategy class (``CMAES`` or ``SepCMAES``).
-      **strategy_kwargs: passed on (``dtype``, ``active``, ``tolfun``, ...).
+      **strategy_kwargs: passed on to the inner strategy (``active``, ``tolfun``, ``tolx``, ...).
 
     ``popsize`` changes at a restart (see the module docstring).
 
     Example:
 
-    >>> es = IPOP(10, sigma_init=2.0, init_range=(-5, 5), seed=0)
+    >>> es = IPOP(10, sigma=2.0, init_range=(-5, 5), seed=0)
     >>> for _ in range(100):
     ...     x = es.ask()                      # shape [es.popsize, 10]
     ...     es.tell(x, -rastrigin(x))
@@ -178,9 +220,9 @@ class BIPOP(_Restarts):
     The first run uses the default popsize.  Afterwards, whichever regime has
     used fewer evaluations runs next: *large* runs use
     ``popsize = base * inc_popsize**i_large`` (``i_large`` counts large runs)
-    and ``sigma_init``; *small* runs use
+    and ``sigma``; *small* runs use
     ``popsize = floor(base * (lambda_large / (2 base)) ** (U**2))`` and
-    ``sigma = sigma_init * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
+    ``sigma * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
     stream.  Args as :class:`IPOP`; ``max_restarts`` limits the number of
     large-population restarts.
     """

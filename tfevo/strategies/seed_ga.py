@@ -32,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, ShapeError, check_fitness, sanitize_fitness
+from tfevo.core import Algorithm, AskTellError, ConfigError, ShapeError, check_fitness, sanitize_fitness
 from tfevo.registry import register
 from tfevo.strategies.ga import elitist_truncation
+from tfevo.strategies.shaping import _center, _ga_sizes
 
 __all__ = ["SeedGA"]
 
@@ -55,15 +56,20 @@ class SeedGA(Algorithm):
 
     Args:
       num_dims: D, parameters per network.
-      popsize: P (the paper: 1000 on Atari).
-      truncation: T parents (the paper: 20).
+      popsize: P (the paper: 1000 on Atari); default as :class:`~tfevo.strategies.GaussianGA` (100).
+      truncation: T parents (the paper: 20); defaults as :class:`~tfevo.strategies.GaussianGA`.
       sigma: mutation power (the paper: 0.002 on Atari).
       num_elite_candidates: rows copied unmodified for re-evaluation besides the elite.
       max_generations: the longest lineage the genome tensor can hold.
-      init_fn: ``seed int32 [2] -> [D]`` initial parameters of a member
-        (e.g. ``lambda s: model.init_params(1, s)[0]``); default
-        ``init_sigma * N(0, I)``.
+      init_params: centre ``[D]`` of the initial population: member ``i`` starts at
+        ``init_params + init_sigma * N(0, I)`` (default zeros).
+      init_fn: alternatively ``seed int32 [2] -> [D]``, the initial parameters of a member
+        (e.g. ``lambda s: model.init_params(1, s)[0]``).
       init_sigma: scale of the default initializer.
+
+    ``tell`` must receive the genomes ``ask`` returned, in the same order (rows
+    are matched with their evaluation history); any other raises
+    :class:`~tfevo.core.AskTellError`.
       seed: random seed.
 
     Example:
@@ -74,10 +80,16 @@ class SeedGA(Algorithm):
     >>> ga.tell(g, -tf.reduce_sum(params ** 2, axis=1))
     """
 
-    def __init__(self, num_dims: int, popsize: int, truncation: int = 20, sigma: float = 0.002,
-                 num_elite_candidates: int = 10, max_generations: int = 1000, init_fn=None,
+    tell_needs_last_ask = True
+
+    def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
+                 num_elite_candidates: int | None = None, max_generations: int = 1000, init_params=None, init_fn=None,
                  init_sigma: float = 0.05, seed: int = 0, name: str | None = None):
+        popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
         super().__init__(num_dims, popsize, seed=seed, name=name)
+        if init_params is not None and init_fn is not None:
+            raise ConfigError("give either init_params or init_fn, not both")
+        self._init_center = None if init_params is None else tf.constant(_center(init_params, self.num_dims))
         p = self.popsize
         self.truncation = int(truncation)
         if not 1 <= self.truncation <= p:
@@ -122,15 +134,30 @@ class SeedGA(Algorithm):
             raise ShapeError(f"genomes must be int32 [{self.popsize}, {self.genome_length}], "
                              f"got {genomes.dtype.name} {genomes.shape.as_list()}")
         fitness = check_fitness(fitness, self.popsize)
+        self._note_nonfinite(fitness)
         if self._tell_fn is None:
+            def tell_body(g, fitness):
+                same = tf.reduce_all(tf.equal(g, self.population))
+                def skip():  # every member failed: the state stays (see Algorithm.tell)
+                    self.generation.assign_add(1)
+                    return tf.constant(True)
+
+                def update():
+                    return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)),
+                                   lambda: self._tell_graph(g, fitness), skip)
+
+                return tf.cond(same, update, lambda: tf.constant(False))
+
             self._tell_fn = tf.function(
-                self._trace_counter.wrap("tell", self._tell_graph),
+                self._trace_counter.wrap("tell", tell_body),
                 input_signature=[tf.TensorSpec([self.popsize, self.genome_length], tf.int32),
                                  tf.TensorSpec([self.popsize], tf.float32)],
             )
-        self._tell_fn(genomes, fitness)
-        # refresh the parent cache (materialize the new parents once)
-        self._refresh_cache(genomes)
+        ok = self._tell_fn(genomes, fitness)
+        self._raise_if_not_last_ask(ok)
+        if tf.executing_eagerly():
+            # refresh the parent cache (materialize the new parents once)
+            self._refresh_cache(genomes)
 
     def _tell_graph(self, g, fitness):
         fitness = sanitize_fitness(fitness)
@@ -156,13 +183,14 @@ class SeedGA(Algorithm):
         self.eval_count.assign(tf.concat([tf.gather(count, keep), zeros], axis=0))
         self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
         self.generation.assign_add(1)
-        return tf.constant(0)
+        return tf.constant(True)
 
     # -- materialization -------------------------------------------------------
     def _init_params(self, seed_word):
         seed = tf.stack([seed_word, tf.constant(0, tf.int32)])
         if self._init_fn is None:
-            return self.init_sigma * tf.random.stateless_normal([self.num_dims], seed=seed)
+            theta = self.init_sigma * tf.random.stateless_normal([self.num_dims], seed=seed)
+            return theta if self._init_center is None else self._init_center + theta
         return tf.reshape(tf.cast(self._init_fn(seed), tf.float32), [self.num_dims])
 
     def _eps(self, seed_word):
@@ -251,6 +279,11 @@ class SeedGA(Algorithm):
     def elite(self) -> tf.Tensor:
         """The elite's genome (row 0 of the next population)."""
         return tf.convert_to_tensor(self.population[0])
+
+    @property
+    def mean(self) -> tf.Tensor:
+        """For a GA, the elite's parameters ``[D]`` (decoded from its seeds)."""
+        return self.decode(self.population[:1])[0]
 
     @property
     def best(self):

@@ -27,14 +27,14 @@ class SepCMAES(_CMABase):
     """Separable (diagonal-covariance) CMA-ES.
 
     Args are those of :class:`~tfevo.strategies.CMAES` (``num_dims``,
-    ``popsize``, ``sigma_init``, ``mean_init``, ``seed``, ``bounds``, ``active``,
+    ``popsize``, ``sigma``, ``init_params``, ``seed``, ``bounds``, ``active``,
     ``dtype``, ``tolfun``, ``tolx``).  State: ``sigma``, ``c_diag`` (the
     diagonal of C), ``p_sigma``, ``p_c``.
 
     Example:
 
-    >>> es = SepCMAES(num_dims=1000, sigma_init=0.3, seed=0)
-    >>> x = es.ask()                        # float32 [P, 1000]
+    >>> es = SepCMAES(num_dims=1000, sigma=0.3, seed=0)
+    >>> x = es.ask()                        # float64 [P, 1000] (dtype="float32": float32)
     >>> es.tell(x, -tf.reduce_sum(x**2, 1))
     """
 
@@ -74,7 +74,7 @@ class SepCMAES(_CMABase):
                 self.mu, 1.0 - cs, math.sqrt(cs * (2.0 - cs) * self.mueff), 1.0 - cc,
                 math.sqrt(cc * (2.0 - cc) * self.mueff), (1.4 + 2.0 / (n + 1.0)) * self.chi_n, self.c1, self.cmu,
                 cc, 2.0 - cc, self.cmu * float(self.weights_np.sum()), self.c_sigma / self.d_sigma, self.chi_n,
-                self.tolfun, self.tolx * self.sigma_init, 1e20 * self.sigma_init, self.hist_len,
+                self.tolfun, self.tolx, 1e20 * self.sigma_init, self.hist_len,
                 self.tolfun_window, self.stag_window, 1.0 if self.active else 0.0,
             ],
             np.float64,
@@ -113,8 +113,9 @@ class SepCMAES(_CMABase):
             if run is None:
                 run = self._eager_tells.d[self.popsize] = self._make_eager_tell()
             if run is not False:
-                run(check_population(x, (self.popsize, self.num_dims), "population"),
-                    check_fitness(fitness, self.popsize))
+                fitness = check_fitness(fitness, self.popsize)
+                self._note_nonfinite(fitness)
+                run(check_population(x, (self.popsize, self.num_dims), "population"), fitness)
                 return
         super().tell(x, fitness)
 
@@ -177,7 +178,7 @@ class SepCMAES(_CMABase):
             x = self._mean[None, :] + self._normal(scale)
         if self.bounds is not None:
             x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
-        return tf.cast(x, tf.float32)
+        return x
 
     def _inv_sqrt(self, y):
         return y * tf.math.rsqrt(self.c_diag)[None, :]

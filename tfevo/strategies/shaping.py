@@ -1,7 +1,7 @@
 """Fitness shaping: turning raw fitness ``[P]`` into update weights.
 
-Every function here takes fitness with **higher is better** and treats NaN and
-``-inf`` as the worst possible value (through :func:`tfevo.core.sanitize_fitness`),
+Every function here takes fitness with **higher is better** and treats NaN,
+``+inf`` and ``-inf`` as the worst possible value (through :func:`tfevo.core.sanitize_fitness`),
 so a crashed or diverged evaluation never corrupts a strategy's state.  All are
 pure TensorFlow and work eagerly, inside ``tf.function`` and under XLA.
 
@@ -29,7 +29,7 @@ __all__ = ["ranks", "centered_rank", "z_score", "weight_decay", "nes_utilities",
 def ranks(fitness) -> tf.Tensor:
     """Returns the rank of every member, ``int32 [P]``: 0 for the worst, P-1 for the best.
 
-    NaN and ``-inf`` count as the worst values.  Ties are broken by position
+    NaN, ``+inf`` and ``-inf`` count as the worst values.  Ties are broken by position
     (the earlier member gets the lower rank), so the result is a permutation.
     """
     f = sanitize_fitness(fitness)
@@ -47,7 +47,7 @@ def centered_rank(fitness) -> tf.Tensor:
     monotone transformation of fitness.
 
     Args:
-      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+      fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
 
     Returns:
       float32 ``[P]``.
@@ -121,7 +121,7 @@ def utility_weights(fitness, utilities=None) -> tf.Tensor:
     """Assigns NES utilities (see :func:`nes_utilities`) to members by fitness rank.
 
     Args:
-      fitness: float ``[P]``, higher is better; NaN/-inf are worst.
+      fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
       utilities: optional ``[P]`` table, best rank first (default
         ``nes_utilities(P)``; P must then be known statically).
 
@@ -143,11 +143,12 @@ def utility_weights(fitness, utilities=None) -> tf.Tensor:
 # -- helpers shared by the strategies (not public API) ----------------------
 
 
-def _center(init_params, num_dims: int, name: str = "init_params") -> np.ndarray:
+def _center(init_params, num_dims: int, name: str = "init_params", dtype=np.float32) -> np.ndarray:
     """Validates an initial centre ``[D]`` (None -> zeros)."""
+    dtype = tf.as_dtype(dtype).as_numpy_dtype
     if init_params is None:
-        return np.zeros([num_dims], np.float32)
-    c = np.asarray(init_params, np.float32)
+        return np.zeros([num_dims], dtype)
+    c = np.asarray(init_params, dtype)
     if c.shape != (num_dims,):
         raise ShapeError(f"{name} must have shape [{num_dims}], got {list(c.shape)}")
     if not np.all(np.isfinite(c)):
@@ -162,11 +163,12 @@ def _positive(value, name: str, allow_zero: bool = False) -> float:
     return v
 
 
-def _per_dim(value, num_dims: int, name: str) -> np.ndarray:
-    """A positive scalar or ``[D]`` vector -> float32 ``[D]``."""
-    v = np.asarray(value, np.float32)
+def _per_dim(value, num_dims: int, name: str, dtype=np.float32) -> np.ndarray:
+    """A positive scalar or ``[D]`` vector -> ``[D]`` of ``dtype`` (float32 by default)."""
+    dtype = tf.as_dtype(dtype).as_numpy_dtype
+    v = np.asarray(value, dtype)
     if v.ndim == 0:
-        v = np.full([num_dims], v, np.float32)
+        v = np.full([num_dims], v, dtype)
     if v.shape != (num_dims,):
         raise ShapeError(f"{name} must be a scalar or have shape [{num_dims}], got {list(v.shape)}")
     if not np.all(v > 0) or not np.all(np.isfinite(v)):
@@ -174,22 +176,43 @@ def _per_dim(value, num_dims: int, name: str) -> np.ndarray:
     return v
 
 
-def _bounds(bounds, num_dims: int):
-    """``(low, high)`` scalars or ``[D]`` each -> two float32 ``[D]`` arrays, or None."""
+def _bounds(bounds, num_dims: int, dtype=np.float32):
+    """``(low, high)`` scalars or ``[D]`` each -> two ``[D]`` arrays of ``dtype``, or None."""
     if bounds is None:
         return None
     try:
         low, high = bounds
     except (TypeError, ValueError):
         raise ConfigError("bounds must be a pair (low, high)") from None
-    low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
-    low = np.full([num_dims], low, np.float32) if low.ndim == 0 else low
-    high = np.full([num_dims], high, np.float32) if high.ndim == 0 else high
+    dtype = tf.as_dtype(dtype).as_numpy_dtype
+    low, high = np.asarray(low, dtype), np.asarray(high, dtype)
+    low = np.full([num_dims], low, dtype) if low.ndim == 0 else low
+    high = np.full([num_dims], high, dtype) if high.ndim == 0 else high
     if low.shape != (num_dims,) or high.shape != (num_dims,):
         raise ShapeError(f"bounds must be scalars or have shape [{num_dims}]")
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
         raise ConfigError("bounds must be finite with low < high in every dimension")
     return low, high
+
+
+#: default population of the GAs (GaussianGA, SeedGA) when ``popsize`` is not given
+GA_DEFAULT_POPSIZE = 100
+
+
+def _ga_sizes(popsize, truncation, num_elite_candidates) -> tuple:
+    """``(P, T, E)`` of the GAs with their defaults filled in.
+
+    ``P``: 100 (raised to fit the ``T`` and ``E`` given); ``T``: 20 parents
+    (``P // 2`` for ``P < 20``); ``E``: 10 elite candidates (``P // 4`` for ``P < 12``).
+    """
+    if popsize is None:
+        popsize = max(GA_DEFAULT_POPSIZE, int(truncation or 0), int(num_elite_candidates or 0) + 2)
+    p = int(popsize)
+    if truncation is None:
+        truncation = 20 if p >= 20 else max(1, p // 2)
+    if num_elite_candidates is None:
+        num_elite_candidates = 10 if p >= 12 else p // 4
+    return popsize, truncation, num_elite_candidates
 
 
 def _default_popsize(num_dims: int, even: bool = False) -> int:
@@ -225,7 +248,7 @@ def _use_op(use_op) -> bool:
     return ok
 
 
-def _normal_reference(shape, seed, scale=None) -> tf.Tensor:
+def _normal_reference(shape, seed, scale=None, dtype=tf.float32) -> tf.Tensor:
     """Pure-TensorFlow reference of :func:`_normal` (the random stream the op reproduces).
 
     ``u = stateless_uniform([2, h, d], seed)`` with ``h = ceil(n / 2)``;
@@ -234,7 +257,7 @@ def _normal_reference(shape, seed, scale=None) -> tf.Tensor:
     """
     n, d = int(shape[0]), int(shape[1])
     h = (n + 1) // 2
-    u = tf.random.stateless_uniform([2, h, d], seed=seed)
+    u = tf.random.stateless_uniform([2, h, d], seed=seed, dtype=dtype)
     r = tf.sqrt(-2.0 * tf.math.log1p(-u[0]))  # u in [0, 1): log1p(-u) is finite
     if scale is not None:
         r = r * scale
@@ -250,7 +273,7 @@ def _op_call(n: int, d: int, seed, scale, center, mirrored: bool) -> tf.Tensor:
         tf.convert_to_tensor(seed, tf.int32), scale, center, rows=n, dim=d, mirrored=mirrored)
 
 
-def _normal(shape, seed, scale=None, use_op=None) -> tf.Tensor:
+def _normal(shape, seed, scale=None, use_op=None, dtype=tf.float32) -> tf.Tensor:
     """Standard normal samples ``[n, d]`` (times ``scale``) by Box-Muller from stateless uniforms.
 
     Same distribution as ``tf.random.stateless_normal`` (also Box-Muller; tails
@@ -263,11 +286,12 @@ def _normal(shape, seed, scale=None, use_op=None) -> tf.Tensor:
     built and we are not inside XLA, else :func:`_normal_reference`.  Both give
     the same uniforms; normals agree to float rounding (a few ulp).
     ``use_op``: ``None`` = automatic, ``False`` = reference, ``True`` = op or error.
+    ``dtype`` float64: the reference with float64 uniforms (the op is float32).
     """
     n, d = int(shape[0]), int(shape[1])
-    if _use_op(use_op):
+    if tf.as_dtype(dtype) == tf.float32 and _use_op(use_op):
         return _op_call(n, d, seed, scale, None, False)
-    return _normal_reference([n, d], seed, scale)
+    return _normal_reference([n, d], seed, scale, dtype)
 
 
 def _gaussian_population(center, sigma, popsize: int, mirrored: bool, seed, use_op=None) -> tf.Tensor:
@@ -281,6 +305,6 @@ def _gaussian_population(center, sigma, popsize: int, mirrored: bool, seed, use_
             return _op_call(popsize // 2, d, seed, sigma, center, True)
         return _op_call(popsize, d, seed, sigma, center, False)
     if mirrored:
-        e = _normal_reference([popsize // 2, d], seed, scale=sigma)
+        e = _normal_reference([popsize // 2, d], seed, scale=sigma, dtype=center.dtype)
         return tf.concat([center + e, center - e], axis=0)
-    return center + _normal_reference([popsize, d], seed, scale=sigma)
+    return center + _normal_reference([popsize, d], seed, scale=sigma, dtype=center.dtype)

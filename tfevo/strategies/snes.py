@@ -35,9 +35,9 @@ class SNES(Algorithm):
     Args:
       num_dims: D, number of parameters.
       popsize: P (default ``4 + floor(3 ln D)``).
-      sigma_init: initial standard deviation, scalar or ``[D]``.
-      lr_mean: eta_mu (default 1).
-      lr_sigma: eta_sigma (default ``(3 + ln D) / (5 sqrt(D))``).
+      sigma: initial standard deviation, scalar or ``[D]``.
+      learning_rate: eta_mu, the learning rate of the mean (default 1).
+      sigma_learning_rate: eta_sigma (default ``(3 + ln D) / (5 sqrt(D))``).
       mirrored: draw ``z`` in antithetic pairs (P must be even); off by default as in the paper.
       init_params: initial mean ``[D]`` (default zeros).
       seed: random seed.
@@ -45,7 +45,7 @@ class SNES(Algorithm):
     Example:
 
     >>> import tensorflow as tf
-    >>> es = SNES(num_dims=10, sigma_init=1.0, seed=0)
+    >>> es = SNES(num_dims=10, sigma=1.0, seed=0)
     >>> for _ in range(200):
     ...     x = es.ask()
     ...     es.tell(x, -tf.reduce_sum(x * x, axis=1))
@@ -57,25 +57,25 @@ class SNES(Algorithm):
     jit_compile = False
     jit_compile_tell = True
 
-    def __init__(self, num_dims: int, popsize: int | None = None, sigma_init=1.0,
-                 lr_mean: float = 1.0, lr_sigma: float | None = None, mirrored: bool = False,
-                 init_params=None, seed: int = 0, name: str | None = None):
+    def __init__(self, num_dims: int, popsize: int | None = None, sigma=1.0,
+                 learning_rate: float = 1.0, sigma_learning_rate: float | None = None, mirrored: bool = False,
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims, even=mirrored) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize < 2:
             raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
         self.mirrored = bool(mirrored)
         if self.mirrored and self.popsize % 2:
             raise ConfigError(f"popsize must be even with mirrored sampling, got {self.popsize}")
-        self.lr_mean = _positive(lr_mean, "lr_mean")
+        self.learning_rate = _positive(learning_rate, "learning_rate")
         d = self.num_dims
-        self.lr_sigma = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if lr_sigma is None else \
-            _positive(lr_sigma, "lr_sigma")
-        self.utilities = tf.constant(nes_utilities(self.popsize))
-        self.center = tf.Variable(_center(init_params, d), trainable=False, name="center")
-        self.sigma = tf.Variable(_per_dim(sigma_init, d, "sigma_init"), trainable=False, name="sigma")
+        self.sigma_learning_rate = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if sigma_learning_rate is None \
+            else _positive(sigma_learning_rate, "sigma_learning_rate")
+        self.utilities = tf.constant(nes_utilities(self.popsize), self.dtype)
+        self.center = tf.Variable(_center(init_params, d, dtype=self.dtype), trainable=False, name="center")
+        self.sigma = tf.Variable(_per_dim(sigma, d, "sigma", self.dtype), trainable=False, name="sigma")
         self._init_best()
 
     @property
@@ -92,5 +92,5 @@ class SNES(Algorithm):
         z = (x - self.center) / self.sigma
         grad_mu = tf.linalg.matvec(z, u, transpose_a=True)
         grad_sigma = tf.linalg.matvec(tf.square(z), u, transpose_a=True)  # sum(u) = 0 drops the -1
-        self.center.assign_add(self.lr_mean * self.sigma * grad_mu)
-        self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.lr_sigma * grad_sigma), _MIN_SIGMA))
+        self.center.assign_add(self.learning_rate * self.sigma * grad_mu)
+        self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.sigma_learning_rate * grad_sigma), _MIN_SIGMA))

@@ -12,7 +12,8 @@ and updates ``mu += eta_mu sigma B G_delta``, ``sigma *= exp(eta_sigma/2 G_sigma
 ``B <- B expm(eta_B/2 G_B)``.  Defaults: ``P = 4 + floor(3 ln D)``,
 ``eta_mu = 1``, ``eta_sigma = eta_B = 3 (3 + ln D) / (5 D sqrt(D))``.
 The samples ``z`` of the last ``ask`` are kept in a variable, so ``tell`` must
-receive that population (in order).
+receive that population (in order); any other raises
+:class:`~tfevo.core.AskTellError`.
 The full matrix costs O(D^2) memory and O(D^3) per generation: use SNES, OpenES
 or PGPE beyond a few hundred dimensions.
 """
@@ -41,45 +42,51 @@ class XNES(Algorithm):
     Args:
       num_dims: D, number of parameters.
       popsize: P (default ``4 + floor(3 ln D)``).
-      sigma_init: initial global step size.
-      lr_mean: eta_mu (default 1).
-      lr_sigma: eta_sigma (default ``3 (3 + ln D) / (5 D sqrt(D))``).
-      lr_B: eta_B (default equal to the sigma default).
+      sigma: initial global step size.
+      learning_rate: eta_mu, the learning rate of the mean (default 1).
+      sigma_learning_rate: eta_sigma (default ``3 (3 + ln D) / (5 D sqrt(D))``).
+      B_learning_rate: eta_B (default equal to the sigma default).
       init_params: initial mean ``[D]`` (default zeros).
       seed: random seed.
 
     Example:
 
     >>> import tensorflow as tf
-    >>> es = XNES(num_dims=5, sigma_init=1.0, seed=0)
+    >>> es = XNES(num_dims=5, sigma=1.0, seed=0)
     >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x * x, axis=1))
     """
 
     # tf.linalg.expm has no XLA kernel; the graph (non-XLA) path is used.
     jit_compile = False
+    tell_needs_last_ask = True  # tell uses the z's of the last ask
 
-    def __init__(self, num_dims: int, popsize: int | None = None, sigma_init: float = 1.0,
-                 lr_mean: float = 1.0, lr_sigma: float | None = None, lr_B: float | None = None,
-                 init_params=None, seed: int = 0, name: str | None = None):
+    def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0,
+                 learning_rate: float = 1.0, sigma_learning_rate: float | None = None,
+                 B_learning_rate: float | None = None,
+                 init_params=None, seed: int = 0, name: str | None = None, dtype="float32"):
         num_dims = int(num_dims)
         if popsize is None:
             popsize = _default_popsize(num_dims) if num_dims >= 1 else 2
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize < 2:
             raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
         d = self.num_dims
         default = 3.0 * (3.0 + math.log(d)) / (5.0 * d * math.sqrt(d))
-        self.lr_mean = _positive(lr_mean, "lr_mean")
-        self.lr_sigma = default if lr_sigma is None else _positive(lr_sigma, "lr_sigma")
-        self.lr_B = default if lr_B is None else _positive(lr_B, "lr_B")
-        self.utilities = tf.constant(nes_utilities(self.popsize))
-        self.center = tf.Variable(_center(init_params, d), trainable=False, name="center")
-        self.sigma = tf.Variable(_positive(sigma_init, "sigma_init"), dtype=tf.float32, trainable=False,
-                                 name="sigma")
-        self.B = tf.Variable(tf.eye(d), trainable=False, name="B")
+        self.learning_rate = _positive(learning_rate, "learning_rate")
+        self.sigma_learning_rate = default if sigma_learning_rate is None else \
+            _positive(sigma_learning_rate, "sigma_learning_rate")
+        self.B_learning_rate = default if B_learning_rate is None else _positive(B_learning_rate, "B_learning_rate")
+        dt = self.dtype
+        self.utilities = tf.constant(nes_utilities(self.popsize), dt)
+        self.center = tf.Variable(_center(init_params, d, dtype=dt), trainable=False, name="center")
+        self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=dt, trainable=False, name="sigma")
+        self.B = tf.Variable(tf.eye(d, dtype=dt), trainable=False, name="B")
         # The standard-normal samples of the last ask (needed by tell: recovering
         # them from x would take a linear solve and lose precision as sigma shrinks).
-        self.z = tf.Variable(tf.zeros([self.popsize, d]), trainable=False, name="z")
+        self.z = tf.Variable(tf.zeros([self.popsize, d], dt), trainable=False, name="z")
+        # the population those z's produced (NaN before the first ask: equal to nothing)
+        self.x_last = tf.Variable(tf.fill([self.popsize, d], tf.constant(float("nan"), dt)), trainable=False,
+                                  name="x_last")
         self._init_best()
 
     @property
@@ -93,8 +100,11 @@ class XNES(Algorithm):
         return tf.square(self.sigma) * tf.matmul(self.B, self.B, transpose_b=True)
 
     def _ask(self):
-        z = self.z.assign(_normal([self.popsize, self.num_dims], self.seeds.next()))
-        return self.center + self.sigma * tf.matmul(z, self.B, transpose_b=True)
+        z = self.z.assign(_normal([self.popsize, self.num_dims], self.seeds.next(), dtype=self.dtype))
+        return tf.identity(self.x_last.assign(self.center + self.sigma * tf.matmul(z, self.B, transpose_b=True)))
+
+    def _last_asked(self):
+        return self.x_last
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
@@ -102,9 +112,9 @@ class XNES(Algorithm):
         z = tf.convert_to_tensor(self.z)
         d = float(self.num_dims)
         g_delta = tf.linalg.matvec(z, u, transpose_a=True)
-        g_m = tf.matmul(z * u[:, None], z, transpose_a=True) - tf.reduce_sum(u) * tf.eye(self.num_dims)
+        g_m = tf.matmul(z * u[:, None], z, transpose_a=True) - tf.reduce_sum(u) * tf.eye(self.num_dims, dtype=self.dtype)
         g_sigma = tf.linalg.trace(g_m) / d
-        g_b = g_m - g_sigma * tf.eye(self.num_dims)
-        self.center.assign_add(self.lr_mean * self.sigma * tf.linalg.matvec(self.B, g_delta))
-        self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.lr_sigma * g_sigma), _MIN_SIGMA))
-        self.B.assign(tf.matmul(self.B, tf.linalg.expm(0.5 * self.lr_B * g_b)))
+        g_b = g_m - g_sigma * tf.eye(self.num_dims, dtype=self.dtype)
+        self.center.assign_add(self.learning_rate * self.sigma * tf.linalg.matvec(self.B, g_delta))
+        self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.sigma_learning_rate * g_sigma), _MIN_SIGMA))
+        self.B.assign(tf.matmul(self.B, tf.linalg.expm(0.5 * self.B_learning_rate * g_b)))

@@ -15,12 +15,9 @@ from typing import Any
 import numpy as np
 
 from tfevo import registry
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, suggest_argument
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy"]
-
-_INIT_NAMES = ("init_params", "mean_init", "init_mean", "x0")
-
 
 @dataclasses.dataclass
 class Setup:
@@ -76,30 +73,40 @@ def make_policy(cfg, obs_shape, action_spec):
     return policy, model
 
 
-def make_algorithm(name: str, num_dims: int, popsize: int, seed: int, params: dict, init=None, init_fn=None):
+def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, params: dict, init=None,
+                   init_fn=None):
+    """Builds the registered algorithm ``name`` with ``algorithm.params``.
+
+    ``init`` (a start point ``[D]``) goes to ``init_params`` and ``init_fn``
+    (a per-member initializer) to ``init_fn``, when the algorithm takes them
+    and the params do not set them.  Unknown params raise :class:`ConfigError`
+    naming the algorithm, what it accepts and the closest match.
+    """
     cls = registry.get("strategy", name)
-    sig = inspect.signature(cls.__init__)
-    accepted = [k for k in sig.parameters if k not in ("self",)]
-    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    accepted = cls.accepted_arguments() if hasattr(cls, "accepted_arguments") else [
+        k for k in inspect.signature(cls.__init__).parameters if k != "self"]
     for k in params:
         if k in ("num_dims", "popsize", "seed"):
             raise ConfigError(f"algorithm.params.{k}: set it outside params (algorithm.popsize, run.seed)")
-        if k not in accepted and not has_var_kw:
+        if k not in accepted:
+            close = suggest_argument(k, accepted)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
-                f"algorithm.params.{k}: {name} has no parameter {k!r}; it takes: "
+                f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
     kwargs = dict(params)
+    if "dtype" in accepted and "dtype" not in kwargs:
+        kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
     if init_fn is not None and "init_fn" in accepted and "init_fn" not in kwargs and "init_params" not in kwargs:
         kwargs["init_fn"] = init_fn
-    elif init is not None:
-        for nm in _INIT_NAMES:
-            if nm in accepted and nm not in kwargs:
-                kwargs[nm] = init
-                break
+    elif init is not None and "init_params" in accepted and "init_params" not in kwargs and "init_fn" not in kwargs:
+        kwargs["init_params"] = init
+    if popsize is not None:
+        kwargs["popsize"] = popsize
     try:
-        return cls(num_dims=num_dims, popsize=popsize, seed=seed, **kwargs)
-    except TypeError as e:
+        return cls(num_dims=num_dims, seed=seed, **kwargs)
+    except TypeError as e:  # a registered class that does not check its own arguments
         raise ConfigError(f"algorithm {name}: {e}") from None
 
 

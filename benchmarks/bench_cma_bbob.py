@@ -1,0 +1,231 @@
+"""tfevo's restart CMA-ES against pycma on the 24 BBOB functions (COCO instances).
+
+Run::
+
+    python benchmarks/bench_cma_bbob.py run --algos tfevo_ipop,tfevo_bipop --out tf.jsonl
+    python benchmarks/bench_cma_bbob.py run --algos pycma_ipop,pycma_bipop --out py.jsonl
+    python benchmarks/bench_cma_bbob.py report tf.jsonl py.jsonl
+
+Each run: one (function, dimension, COCO instance), start point uniform in
+``[-4, 4]^D`` (a new one at every restart, both libraries), ``sigma0 = 2``,
+default population size ``4 + floor(3 ln D)`` doubled at each large restart, at
+most 9 restarts, a budget of ``--budget-per-dim * D`` evaluations, stopped when
+``f - f_opt <= 1e-8`` (the evaluation count is that of the first solution that
+reached it, counted solution by solution in both libraries).
+
+* ``tfevo_ipop``  -- ``tfevo.strategies.IPOP`` (CMAES inside, defaults: float64),
+  fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``;
+* ``tfevo_bipop`` -- ``tfevo.strategies.BIPOP``, the same;
+* ``pycma_ipop``  -- ``cma.fmin(f, x0, 2, restarts=9, incpopsize=2)`` with ``x0``
+  a callable (uniform in ``[-4, 4]^D``), ``ftarget``, the budget through a
+  termination callback, ``cocoex.BareProblem`` as ``f``;
+* ``pycma_bipop`` -- the same with ``bipop=True``.
+
+``report`` prints per function and dimension: successes out of the instances
+(1e-8 reached within the budget) and the median evaluations of the successful
+runs, for each pair (tfevo IPOP vs pycma IPOP, tfevo BIPOP vs pycma BIPOP), and
+whether the targets hold (success >= pycma's; median evaluations <= 1.1x
+pycma's where both succeed in every instance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+TARGET = 1e-8
+
+
+_ES = {}
+
+
+def _strategy(kind, dim, seed):
+    """A restart strategy in the state ``cls(dim, ..., seed=seed)`` starts in.
+
+    One object per (kind, dim) is built and its initial variable values are
+    assigned back (with the seed's streams and start point) for every run: the
+    same state as a new object, without re-tracing and re-compiling ``ask`` and
+    ``tell`` for every run (seconds per run that are not optimisation).
+    """
+    from tfevo.strategies import BIPOP, IPOP
+
+    key = (kind, dim)
+    if key not in _ES:
+        es = (IPOP if kind == "ipop" else BIPOP)(dim, sigma=2.0, init_range=(-4.0, 4.0), seed=0, max_restarts=9)
+        _ES[key] = (es, [v.numpy() for v in es.variables])
+    es, init = _ES[key]
+    for v, val in zip(es.variables, init):
+        v.assign(val)
+    es.seeds.seed.assign(seed)
+    es.inner.seeds.seed.assign(seed)
+    u = np.random.default_rng(int(seed)).random(dim)
+    x0 = -4.0 + 8.0 * u  # as the constructor draws it from init_range
+    es.inner.init_params = x0
+    es.inner._mean.assign(x0)
+    es.history.clear()
+    es.last_stop_reasons = []
+    es._sync()
+    return es
+
+
+def run_tfevo(kind, fid, dim, inst, budget):
+    from tfevo.problems import bbob
+
+    p = bbob.make(fid, dim, instance=inst)
+    es = _strategy(kind, dim, 1000 * fid + inst)
+    evals, hit = 0, None
+    consts, f_opt = p._consts, p._f_opt_t
+    while evals < budget:
+        x = es.ask()
+        _, _, fit = p._cf(x, consts, f_opt)  # -(f - f_opt), float32 [P]; computed in float64
+        g = -fit.numpy().astype(np.float64)
+        n = min(len(g), budget - evals)
+        ok = np.nonzero(g[:n] <= TARGET)[0]
+        if len(ok):
+            hit = evals + int(ok[0]) + 1
+            break
+        evals += len(g)
+        es.tell(x, fit)
+    best = float(-es.best[1].numpy())
+    return {"evals": hit, "spent": hit or evals, "best": min(best, TARGET) if hit else best,
+            "restarts": int(es.restarts.numpy())}
+
+
+def run_pycma(kind, fid, dim, inst, budget):
+    import cma
+    import cocoex
+
+    from tfevo.problems import bbob
+
+    f_opt = bbob.make(fid, dim, instance=inst).f_opt
+    prob = cocoex.BareProblem("bbob", fid, dim, inst)
+    state = {"n": 0, "hit": None, "best": np.inf}
+
+    def f(x):
+        v = float(prob(np.asarray(x, np.float64))) - f_opt
+        state["n"] += 1
+        state["best"] = min(state["best"], v)
+        if v <= TARGET and state["hit"] is None:
+            state["hit"] = state["n"]
+        return v
+
+    rng = np.random.default_rng(1000 * fid + inst)
+
+    def x0():
+        return rng.uniform(-4.0, 4.0, dim)
+
+    opts = {"ftarget": TARGET, "maxfevals": budget, "verbose": -9, "seed": 1000 * fid + inst,
+            "termination_callback": lambda es: state["n"] >= budget or state["hit"] is not None}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cma.fmin(f, x0, 2.0, opts, restarts={"maxrestarts": 9, "maxfevals": budget}, incpopsize=2,
+                 bipop=(kind == "bipop"))
+    hit = state["hit"] if state["hit"] is not None and state["hit"] <= budget else None
+    return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"], "restarts": None}
+
+
+def cmd_run(args):
+    if any(a.startswith("tfevo") for a in args.algos):
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    done = set()
+    if os.path.exists(args.out):
+        with open(args.out) as fh:
+            for line in fh:
+                r = json.loads(line)
+                done.add((r["algo"], r["fid"], r["dim"], r["instance"]))
+    fids = [int(v) for v in args.fids.split(",")]
+    dims = [int(v) for v in args.dims.split(",")]
+    insts = [int(v) for v in args.instances.split(",")]
+    with open(args.out, "a") as fh:
+        for dim in dims:
+            for fid in fids:
+                for inst in insts:
+                    for algo in args.algos:
+                        if (algo, fid, dim, inst) in done:
+                            continue
+                        lib, kind = algo.split("_")
+                        t0 = time.process_time()
+                        fn = run_tfevo if lib == "tfevo" else run_pycma
+                        r = fn(kind, fid, dim, inst, args.budget_per_dim * dim)
+                        r.update(algo=algo, fid=fid, dim=dim, instance=inst, budget=args.budget_per_dim * dim,
+                                 cpu_s=round(time.process_time() - t0, 2))
+                        fh.write(json.dumps(r) + "\n")
+                        fh.flush()
+                        print(json.dumps(r), flush=True)
+
+
+def cmd_report(args):
+    rows = []
+    for path in args.files:
+        with open(path) as fh:
+            rows += [json.loads(line) for line in fh]
+    tab = {(r["algo"], r["fid"], r["dim"], r["instance"]): r for r in rows}
+    dims = sorted({r["dim"] for r in rows})
+    fids = sorted({r["fid"] for r in rows})
+    cpu = {}
+    for r in rows:
+        cpu[r["algo"]] = cpu.get(r["algo"], 0.0) + r["cpu_s"]
+    for kind in ("ipop", "bipop"):
+        a, b = f"tfevo_{kind}", f"pycma_{kind}"
+        print(f"\n### {kind.upper()}-CMA-ES: tfevo vs pycma\n")
+        print("| f | D | tfevo succ | pycma succ | tfevo median evals | pycma median evals | ratio | success >= | evals <= 1.1x |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        n_ok = n_all = 0
+        for dim in dims:
+            for fid in fids:
+                ra = [tab.get((a, fid, dim, i)) for i in range(1, 16)]
+                rb = [tab.get((b, fid, dim, i)) for i in range(1, 16)]
+                pairs = [(x, y) for x, y in zip(ra, rb) if x is not None and y is not None]
+                if not pairs:
+                    continue
+                sa = [x["evals"] for x, _ in pairs if x["evals"] is not None]
+                sb = [y["evals"] for _, y in pairs if y["evals"] is not None]
+                ma = statistics.median(sa) if sa else None
+                mb = statistics.median(sb) if sb else None
+                succ_ok = len(sa) >= len(sb)
+                both = len(sa) == len(sb) == len(pairs)
+                ratio = ma / mb if (ma and mb) else None
+                evals_ok = (ratio <= 1.1) if (ratio is not None and both) else None
+                n_all += 1
+                n_ok += succ_ok and evals_ok is not False
+                fmt = (lambda v: "-" if v is None else f"{v:.0f}")
+                print(f"| f{fid} | {dim} | {len(sa)}/{len(pairs)} | {len(sb)}/{len(pairs)} | {fmt(ma)} | {fmt(mb)} | "
+                      f"{'-' if ratio is None else f'{ratio:.2f}'} | {'yes' if succ_ok else '**no**'} | "
+                      f"{'-' if evals_ok is None else ('yes' if evals_ok else '**no**')} |")
+        print(f"\nboth targets met on {n_ok} of {n_all} (function, dimension) pairs")
+    print("\nCPU seconds per algorithm (whole table): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in sorted(cpu.items())))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--algos", type=lambda s: s.split(","), default=["tfevo_ipop", "tfevo_bipop"])
+    r.add_argument("--fids", default=",".join(str(i) for i in range(1, 25)))
+    r.add_argument("--dims", default="10,20")
+    r.add_argument("--instances", default="1,2,3,4,5")
+    r.add_argument("--budget-per-dim", type=int, default=1000)
+    r.add_argument("--out", required=True)
+    rep = sub.add_parser("report")
+    rep.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    cmd_run(args) if args.cmd == "run" else cmd_report(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The ask/tell contract, checked for every registered flat-vector algorithm.
+
+The algorithms come from the registry (every ``"strategy"`` that is a
+:class:`tfevo.core.Algorithm`), not from a hand-written list, so a newly
+registered algorithm is covered without touching this file.  Each one runs a
+few generations at D = 6, P = 8 with failed evaluations (NaN, +inf, -inf, a
+generation where every member failed) and must:
+
+* keep every state variable free of NaN and +inf, and ``best`` on the best
+  *finite* fitness told;
+* warn exactly once per run (:class:`NonFiniteFitnessWarning`) and count every
+  non-finite member;
+* repeat the run bit for bit with the same seed, and continue a restored
+  checkpoint exactly as the uninterrupted run;
+* trace ``ask`` and ``tell`` once for the fixed shape, and reject wrong shapes;
+* have ``mean``, ``stop_reasons``, a ``popsize`` default and a ``ConfigError``
+  naming the class for a wrong keyword;
+* refuse (``AskTellError``, state unchanged) a population other than the last
+  asked where the update uses what ``ask`` stored.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo import registry
+from tfevo.core import Algorithm, AskTellError, ConfigError, NonFiniteFitnessWarning, ShapeError
+
+D, P, GENS = 6, 8, 6
+
+#: optional settings that make a short run exercise more of an algorithm
+#: (an algorithm without an entry runs with its defaults)
+EXTRA = {
+    "openai_es": {"sigma_decay": 0.9},
+    "random_search": {"adapt_center": True},
+    "de": {"bounds": (-2.0, 2.0)},
+}
+
+
+def _flat_algorithms() -> dict:
+    names = registry.names("strategy")
+    out = {}
+    for n in names:
+        cls = registry.get("strategy", n)
+        if isinstance(cls, type) and issubclass(cls, Algorithm):
+            out[n] = cls
+    return out
+
+
+ALGOS = _flat_algorithms()
+
+
+def _make(name, seed):
+    return ALGOS[name](num_dims=D, popsize=P, seed=seed, **EXTRA.get(name, {}))
+
+
+def _params(algo, x):
+    """Parameter vectors of an asked population (seed-list genomes are decoded)."""
+    return algo.decode(x) if x.dtype == tf.int32 else tf.convert_to_tensor(x)
+
+
+def _fitness(algo, x, gen):
+    f = -tf.reduce_sum(tf.square(_params(algo, x) - 0.5), axis=1).numpy().astype(np.float32)
+    p = f.shape[0]
+    if gen == 1:  # failed evaluations of every kind
+        f[1], f[2], f[p - 1] = np.nan, -np.inf, np.inf
+    if gen == 2:
+        f[0] = np.inf  # +inf in the first row: still the worst
+    if gen == 3:
+        f[:] = np.nan  # everything failed
+    return f
+
+
+def _state(algo):
+    return {f"{i}:{v.name}": v.numpy() for i, v in enumerate(algo.variables)}
+
+
+def _check_state(name, algo, gen):
+    for k, v in _state(algo).items():
+        if v.dtype.kind != "f" or "x_last" in k:  # x_last: NaN until the first ask, by design
+            continue
+        assert not np.any(np.isnan(v)), f"{name}: {k} has NaN after generation {gen}"
+        assert not np.any(v == np.inf), f"{name}: {k} has +inf after generation {gen}"
+        if "fitness" not in k and "_f_hist" not in k:  # fitness records may hold -inf (worst, or none yet)
+            assert np.all(np.isfinite(v)), f"{name}: {k} not finite after generation {gen}"
+
+
+def test_registry_lists_every_flat_algorithm():
+    # the 16 flat-vector algorithms of the package, at least (more may be registered)
+    expected = {"openai_es", "pgpe", "ars", "snes", "xnes", "ga", "random_search", "de", "pso", "cma_es",
+                "cholesky_cma_es", "sep_cma_es", "lm_ma_es", "ipop_cma_es", "bipop_cma_es", "seed_ga"}
+    assert expected <= set(ALGOS)
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_contract(name, tmp_path):
+    a = _make(name, 0)
+    initial = _state(a)
+    ckpt = tf.train.Checkpoint(algo=a)
+    start = ckpt.save(str(tmp_path / "start"))
+    asks, best_told, bad_told = [], -np.inf, 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for gen in range(GENS):
+            x = a.ask()
+            asks.append(x.numpy())
+            if gen == 4:  # saved between ask and tell: the restored run must make the same tell
+                mid = ckpt.save(str(tmp_path / "mid"))
+            f = _fitness(a, x, gen)
+            mean_before = a.mean.numpy()
+            a.tell(x, f)
+            if gen == 3:  # every member failed: the search stays where it was
+                np.testing.assert_array_equal(a.mean.numpy(), mean_before, err_msg=f"{name}: moved on no information")
+            finite = np.isfinite(f)
+            bad_told += int((~finite).sum())
+            if finite.any():
+                best_told = max(best_told, float(f[finite].max()))
+            _check_state(name, a, gen)
+            params, best_f = a.best
+            assert float(best_f) == best_told, f"{name}: best fitness {float(best_f)} != best finite told"
+            assert np.all(np.isfinite(params.numpy()))
+        asks.append(a.ask().numpy())
+    final = _state(a)
+    nonfinite = [w for w in caught if issubclass(w.category, NonFiniteFitnessWarning)]
+    assert len(nonfinite) == 1, f"{name}: {len(nonfinite)} non-finite warnings in one run"
+    assert str(nonfinite[0].message).startswith(f"{ALGOS[name].__name__}: 3 of {P} members had non-finite fitness")
+    assert a.num_nonfinite == bad_told
+    assert all(v == 1 for v in a.traces.values()), a.traces  # (an eager-kernel tell traces nothing)
+    assert all(np.all(np.isfinite(x)) for x in asks)
+    assert not np.array_equal(asks[0], asks[-1])
+    m = a.mean.numpy()
+    assert m.shape == (D,) and np.all(np.isfinite(m))
+    assert isinstance(a.stop_reasons, list)
+
+    # same seed => the same initial state, bit for bit (and the run below repeats it)
+    for (k, v0), v1 in zip(initial.items(), _state(_make(name, 0)).values()):
+        np.testing.assert_array_equal(v0, v1, err_msg=f"{name}: {k}")
+    # an object built with another seed, restored to the start, repeats the whole run bit for bit
+    c = _make(name, 123)
+    restore = tf.train.Checkpoint(algo=c)
+    restore.restore(start).assert_existing_objects_matched()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonFiniteFitnessWarning)
+        for gen in range(GENS):
+            x = c.ask()
+            np.testing.assert_array_equal(x.numpy(), asks[gen], err_msg=f"{name}: generation {gen}")
+            c.tell(x, _fitness(c, x, gen))
+        np.testing.assert_array_equal(c.ask().numpy(), asks[GENS])
+        for (k, va), vc in zip(final.items(), _state(c).values()):
+            np.testing.assert_array_equal(va, vc, err_msg=f"{name}: {k}")
+        # restored between an ask and its tell: continues exactly as the uninterrupted run
+        restore.restore(mid).assert_existing_objects_matched()
+        for gen in (4, 5):
+            x = tf.constant(asks[gen])
+            c.tell(x, _fitness(c, x, gen))
+            np.testing.assert_array_equal(c.ask().numpy(), asks[gen + 1])
+    for (k, va), vc in zip(final.items(), _state(c).values()):
+        np.testing.assert_array_equal(va, vc, err_msg=f"{name}: {k}")
+
+    # wrong shapes are rejected before any compiled call
+    x = asks[-1]
+    with pytest.raises(ShapeError, match="population|genomes"):
+        a.tell(np.zeros([x.shape[0], x.shape[1] + 1], x.dtype), np.zeros([P], np.float32))
+    with pytest.raises(ShapeError, match="fitness"):
+        a.tell(x, np.zeros([P + 1], np.float32))
+    assert all(v == 1 for v in a.traces.values()), a.traces
+
+    # where the update uses what ask stored, tell refuses any other population and changes nothing
+    if ALGOS[name].tell_needs_last_ask:
+        x = a.ask()
+        before = _state(a)
+        other = x.numpy().copy()
+        other[[0, 1]] = other[[1, 0]]  # the same rows in another order
+        with pytest.raises(AskTellError, match=ALGOS[name].__name__):
+            a.tell(other, _fitness(a, x, 0))
+        for (k, v0), v1 in zip(before.items(), _state(a).values()):
+            np.testing.assert_array_equal(v0, v1, err_msg=f"{name}: {k} changed by a refused tell")
+        a.tell(x, _fitness(a, x, 0))  # the asked population is accepted
+        assert int(a.generation.numpy()) == GENS + 1
+        assert all(v == 1 for v in a.traces.values()), a.traces
+
+
+def test_tell_checks_cover_the_algorithms_that_store_samples():
+    assert {"xnes", "ga", "seed_ga"} <= {n for n, c in ALGOS.items() if c.tell_needs_last_ask}
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_constructor_contract(name):
+    cls = ALGOS[name]
+    # a popsize default for every algorithm
+    a = cls(num_dims=D)
+    assert a.popsize >= 2
+    # a wrong keyword: ConfigError naming the public class, what it accepts and the closest match
+    with pytest.raises(ConfigError, match=rf"^{cls.__name__}: .*'sed'.*did you mean 'seed'.* accepts: .*num_dims"):
+        cls(num_dims=D, sed=1)
+    with pytest.raises(ConfigError, match=rf"^{cls.__name__}: "):
+        cls(num_dims=D, no_such_argument=1)
+
+
+#: names replaced by the one vocabulary (init_params, sigma, learning_rate)
+OLD_NAMES = {"mean_init", "init_mean", "x0", "sigma_init", "noise_std", "step_size", "center_learning_rate",
+             "lr_mean", "lr_sigma", "sigma_lr", "lr_B"}
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_one_vocabulary(name):
+    accepted = set(ALGOS[name].accepted_arguments())
+    assert not accepted & OLD_NAMES, f"{name} still takes {sorted(accepted & OLD_NAMES)}"
+    assert "sigma" in accepted or name in ("de", "pso"), f"{name}: no 'sigma'"
+    assert "init_params" in accepted or "init_fn" in accepted, f"{name}: no 'init_params'"

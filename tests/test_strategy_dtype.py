@@ -1,0 +1,63 @@
+"""``dtype`` end to end for every registered flat-vector algorithm: state, ask, tell, best."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo import registry
+from tfevo.core import ConfigError
+
+
+def _flat_vector_algorithms():
+    names = []
+    for name in registry.names("strategy"):
+        cls = registry.get("strategy", name)
+        # SeedGA's population is int32 seed lists (decoded to float32 parameters), not vectors
+        if cls.__module__.startswith("tfevo.strategies.") and name != "seed_ga":
+            names.append(name)
+    return names
+
+
+FLAT = _flat_vector_algorithms()
+
+
+def test_the_registry_lists_the_flat_vector_algorithms():
+    assert {"cma_es", "sep_cma_es", "openai_es", "snes", "xnes", "pgpe", "ars", "ga", "de", "pso",
+            "random_search", "lm_ma_es", "ipop_cma_es", "bipop_cma_es", "cholesky_cma_es"} <= set(FLAT)
+
+
+@pytest.mark.parametrize("name", FLAT)
+def test_float64_end_to_end(name):
+    cls = registry.get("strategy", name)
+    es = cls(num_dims=3, seed=0, dtype="float64")
+    assert es.dtype == tf.float64
+    for _ in range(3):
+        x = es.ask()
+        assert x.dtype == tf.float64 and x.shape == (es.popsize, 3)
+        es.tell(x, -tf.reduce_sum(tf.square(x - 1.0 / 3.0), axis=1))  # float64 fitness is cast to float32
+    params, fit = es.best
+    assert params.dtype == tf.float64 and fit.dtype == tf.float32
+    assert es.mean.dtype == tf.float64
+    assert np.all(np.isfinite(params.numpy())) and np.isfinite(float(fit))
+    # every variable holding parameters is float64 (no float32 state left behind)
+    float_vars = [v for v in es.variables if v.dtype.is_floating and v.shape.rank and v.shape[-1] == 3]
+    assert float_vars and all(v.dtype == tf.float64 for v in float_vars), [
+        (v.name, v.dtype.name) for v in float_vars if v.dtype != tf.float64]
+
+
+@pytest.mark.parametrize("name", FLAT)
+def test_float32_end_to_end(name):
+    cls = registry.get("strategy", name)
+    es = cls(num_dims=3, seed=0, dtype="float32")
+    x = es.ask()
+    assert x.dtype == tf.float32
+    es.tell(tf.cast(x, tf.float64), -tf.reduce_sum(tf.square(x), axis=1))  # other float dtypes are cast
+    assert es.best[0].dtype == tf.float32
+
+
+@pytest.mark.parametrize("name", FLAT)
+@pytest.mark.parametrize("bad", ["float16", "int32", "double-ish", 3])
+def test_invalid_dtype_is_a_config_error_naming_the_field(name, bad):
+    cls = registry.get("strategy", name)
+    with pytest.raises(ConfigError, match="dtype"):
+        cls(num_dims=3, seed=0, dtype=bad)
