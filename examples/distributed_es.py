@@ -16,13 +16,14 @@ import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--logical-cpus", type=int, default=0)
-    ap.add_argument("--generations", type=int, default=20)
-    ap.add_argument("--popsize", type=int, default=64)
+    ap.add_argument("--generations", type=int, default=budget(20, 2))
+    ap.add_argument("--popsize", type=int, default=budget(64, 8))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 

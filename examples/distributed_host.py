@@ -18,16 +18,17 @@ import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--env", default="HalfCheetah-v5")
+    ap.add_argument("--env", default=budget("HalfCheetah-v5", "Swimmer-v5"))
     ap.add_argument("--devices", type=int, default=1, help="local replicas (GPUs, or logical CPUs without GPUs)")
-    ap.add_argument("--generations", type=int, default=5)
-    ap.add_argument("--popsize", type=int, default=32)
+    ap.add_argument("--generations", type=int, default=budget(5, 2))
+    ap.add_argument("--popsize", type=int, default=budget(32, 4))
     ap.add_argument("--num-envs", type=int, default=16, help="simulator slots per replica")
-    ap.add_argument("--max-steps", type=int, default=200)
+    ap.add_argument("--max-steps", type=int, default=budget(200, 10))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--run-dir", default=None)
     args = ap.parse_args()

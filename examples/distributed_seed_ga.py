@@ -11,12 +11,13 @@ import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--logical-cpus", type=int, default=0)
-    ap.add_argument("--generations", type=int, default=10)
+    ap.add_argument("--generations", type=int, default=budget(10, 2))
     args = ap.parse_args()
 
     from tfevo.distribute import DistributedEvaluator, ShardedRollout, make_strategy
@@ -29,7 +30,7 @@ def main():
 
     env = make("CartPole-v1", 1)
     policy = Policy(PopulationModel(mlp((4,), 2, hidden=(16,))), env.action_spec)
-    ga = SeedGA(policy.num_params, popsize=64, truncation=8, sigma=0.05, max_generations=args.generations,
+    ga = SeedGA(policy.num_params, popsize=budget(64, 8), truncation=budget(8, 2), sigma=0.05, max_generations=args.generations,
                 init_fn=lambda s: policy.init_params(1, s)[0], seed=0)
     evaluator = DistributedEvaluator(strategy, ShardedRollout(env, policy, episodes=2), decode_fn=ga.decode, seed=0)
     for g in range(args.generations):

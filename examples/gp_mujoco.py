@@ -15,13 +15,14 @@ import numpy as np
 from tfevo import envs
 from tfevo.gp import GeneticProgramming, GPConfig, GPPolicy, to_infix
 from tfevo.rollout.pipelined import PipelinedEvaluator
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--env", default="Swimmer-v5")
-ap.add_argument("--gens", type=int, default=20)
-ap.add_argument("--popsize", type=int, default=64)
-ap.add_argument("--steps", type=int, default=300)
-ap.add_argument("--envs", type=int, default=16)
+ap.add_argument("--gens", type=int, default=budget(20, 1))
+ap.add_argument("--popsize", type=int, default=budget(64, 8))
+ap.add_argument("--steps", type=int, default=budget(300, 10))
+ap.add_argument("--envs", type=int, default=budget(16, 4))
 args = ap.parse_args()
 
 probe = envs.make(args.env, num_envs=1)

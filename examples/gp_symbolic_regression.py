@@ -7,11 +7,12 @@ import tensorflow as tf
 
 from tfevo.gp import GeneticProgramming, GPConfig, to_infix, to_sympy
 from tfevo.problems.regression import pagie1
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 prob = pagie1(n_points=1024)
-gp = GeneticProgramming(GPConfig(popsize=2000, max_len=128, num_vars=prob.num_vars, functions=prob.functions,
+gp = GeneticProgramming(GPConfig(popsize=budget(2000, 100), max_len=128, num_vars=prob.num_vars, functions=prob.functions,
                                  const_range=None, p_const=0.0, tournament_size=20, elite=1), seed=0)
-for gen in range(30):
+for gen in range(budget(30, 2)):
     trees = gp.ask()
     fitness = prob.evaluate(trees)  # -MSE, higher is better
     gp.tell(trees, fitness)

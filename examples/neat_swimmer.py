@@ -14,15 +14,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tfevo.envs import make  # noqa: E402
 from tfevo.neat import NEAT, NEATConfig, NEATPolicy  # noqa: E402
 from tfevo.rollout import PipelinedEvaluator  # noqa: E402
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
-gens = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+gens = int(sys.argv[1]) if len(sys.argv) > 1 else budget(20, 1)
 probe = make("Swimmer-v5", num_envs=1)
-cfg = NEATConfig(num_inputs=8, num_outputs=2, pop_size=128, max_nodes=24, max_conns=64, feed_forward=False,
+cfg = NEATConfig(num_inputs=8, num_outputs=2, pop_size=budget(128, 16), max_nodes=24, max_conns=64, feed_forward=False,
                  activation_default="tanh", activation_options=("tanh",), compatibility_threshold=2.0)
 policy = NEATPolicy(cfg, probe.action_spec)   # tanh outputs scaled to the action bounds
 probe.close()
 algo = NEAT(cfg, seed=0)
-with PipelinedEvaluator("Swimmer-v5", policy, num_envs=64, num_subsets=2, max_steps=300, seed=0) as ev:
+with PipelinedEvaluator("Swimmer-v5", policy, num_envs=budget(64, 4), num_subsets=2,
+                        max_steps=budget(300, 10), seed=0) as ev:
     for g in range(gens):
         genomes = algo.ask()
         fitness = ev.evaluate(policy.flatten(genomes))

@@ -16,12 +16,13 @@ from tfevo import envs, nn
 from tfevo.qd import GridArchive, IsoLineEmitter, MAPElites, archive_heatmap
 from tfevo.rollout import PipelinedEvaluator
 from tfevo.training import Trainer
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--task", default="walker", choices=["walker", "omni-ant"])
-ap.add_argument("--iterations", type=int, default=50)
-ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--steps", type=int, default=300)
+ap.add_argument("--iterations", type=int, default=budget(50, 1))
+ap.add_argument("--batch", type=int, default=budget(64, 8))
+ap.add_argument("--steps", type=int, default=budget(300, 10))
 ap.add_argument("--run-dir", default="runs/qd-mujoco")
 args = ap.parse_args()
 
@@ -30,7 +31,7 @@ env_id, cols, ranges = {"walker": ("Walker2d-v5", slice(2, 4), [(0, 1), (0, 1)])
 spec = envs.make(env_id, 1)
 model = nn.PopulationModel(nn.mlp(spec.observation_shape, spec.action_spec.policy_output_size, hidden=(32, 32)))
 policy = nn.Policy(model, spec.action_spec)
-evaluator = PipelinedEvaluator(env_id, policy, num_envs=32, num_subsets=2, max_steps=args.steps, descriptors=True)
+evaluator = PipelinedEvaluator(env_id, policy, num_envs=budget(32, 4), num_subsets=2, max_steps=args.steps, descriptors=True)
 
 
 def evaluate(params):

@@ -17,6 +17,7 @@ from tfevo import envs, nn
 from tfevo.envs.base import TFEnv
 from tfevo.rollout import InGraphEvaluator
 from tfevo.strategies import OpenES
+from _toy import budget  # TFEVO_EXAMPLE_TOY=1: a few seconds, for the test suite
 
 KEEP = [0, 2]  # cart position, pole angle
 
@@ -73,8 +74,8 @@ def run(name, template, generations, popsize, seed, sigma, lr, obs_scale):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--generations", type=int, default=60)
-    ap.add_argument("--popsize", type=int, default=64)
+    ap.add_argument("--generations", type=int, default=budget(60, 1))
+    ap.add_argument("--popsize", type=int, default=budget(64, 8))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sigma", type=float, default=0.1)
     ap.add_argument("--lr", type=float, default=0.05)
