@@ -255,7 +255,8 @@ class _Step:
                tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P], tf.float32),
                tf.TensorSpec([L], tf.int32), tf.TensorSpec([L], tf.float32), tf.TensorSpec([L], tf.int32),
                tf.TensorSpec([], tf.float32), tf.TensorSpec([2], tf.int32)]
-        self.fn = tf.function(self._tell, input_signature=sig, jit_compile=bool(config.jit_compile))
+        self.fn = tf.function(self._tell, input_signature=sig, jit_compile=bool(config.jit_compile),
+                                 autograph=False)
         self.init_fn = tf.function(
             lambda seed: generate(seed, P, L, functions, terminals, config.init_depth, config.init_method,
                                   self.num_outputs),
