@@ -184,7 +184,8 @@ class GeneticProgramming(tf.Module):
         self.seeds = SeedStream(seed)
         P, L = self.popsize, self.max_len
         self._step = _step_for(config, self.functions, self.eval_functions, self.terminals)
-        init = Trees(*self._step.init_fn(self.seeds.next()))
+        self._num_vars = tf.constant(int(config.num_vars), tf.int32)
+        init = Trees(*self._step.init_fn(self.seeds.next(), self._num_vars))
         self.types = tf.Variable(init.types, trainable=False, name="types")
         self.values = tf.Variable(init.values, trainable=False, name="values")
         self.sizes = tf.Variable(init.sizes, trainable=False, name="sizes")
@@ -208,7 +209,7 @@ class GeneticProgramming(tf.Module):
         t = check_trees(trees, self.popsize, self.max_len)
         f = check_fitness(fitness, self.popsize)
         out = self._step.fn(t.types, t.values, t.sizes, f, self.best_types, self.best_values,
-                            self.best_sizes, self.best_fitness, self.seeds.next())
+                            self.best_sizes, self.best_fitness, self.seeds.next(), self._num_vars)
         for var, val in zip((self.types, self.values, self.sizes, self.best_types, self.best_values,
                              self.best_sizes, self.best_fitness), out[:7]):
             var.assign(val)
@@ -237,15 +238,16 @@ class GeneticProgramming(tf.Module):
 class _Step:
     """The compiled generation step of one configuration (selection,
     variation, elitism, best-so-far update) as a pure function of the
-    population, the best tree and a seed; traced once and shared by every
-    run with the same settings."""
+    population, the best tree, a seed and the number of variables; traced
+    once and shared by every run with the same settings (whatever its
+    number of variables)."""
 
     def __init__(self, config: GPConfig, functions: FunctionSet, eval_functions: FunctionSet,
                  terminals: TerminalSet):
         self.config = config
         self.functions = functions
         self.eval_functions = eval_functions
-        self.terminals = terminals
+        self.terminals = dataclasses.replace(terminals)  # own copy: its runtime_num_vars is set while tracing
         self.popsize, self.max_len = int(config.popsize), int(config.max_len)
         self.num_outputs = int(config.num_outputs)
         self.n_elite = config.n_elite()
@@ -254,13 +256,11 @@ class _Step:
         sig = [tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P, L], tf.float32),
                tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P], tf.float32),
                tf.TensorSpec([L], tf.int32), tf.TensorSpec([L], tf.float32), tf.TensorSpec([L], tf.int32),
-               tf.TensorSpec([], tf.float32), tf.TensorSpec([2], tf.int32)]
+               tf.TensorSpec([], tf.float32), tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.int32)]
         self.fn = tf.function(self._tell, input_signature=sig, jit_compile=bool(config.jit_compile),
                                  autograph=False)
-        self.init_fn = tf.function(
-            lambda seed: generate(seed, P, L, functions, terminals, config.init_depth, config.init_method,
-                                  self.num_outputs),
-            input_signature=[tf.TensorSpec([2], tf.int32)], autograph=False)
+        self.init_fn = tf.function(self._init, input_signature=[tf.TensorSpec([2], tf.int32),
+                                                                 tf.TensorSpec([], tf.int32)], autograph=False)
 
     def _vary(self, seed, parents: Trees, donors: Trees):
         c = self.config
@@ -319,8 +319,24 @@ class _Step:
             return ops.constant_mutation(sk, parents, c.const_sigma)
         return ops.multi_constant_mutation(sk, parents, c.const_sigma, c.p_multi_constant)
 
-    def _tell(self, types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed):
+    def _tell(self, types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed, num_vars):
         self.traces += 1
+        self.terminals.runtime_num_vars = num_vars
+        try:
+            return self._breed(types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed)
+        finally:
+            self.terminals.runtime_num_vars = None
+
+    def _init(self, seed, num_vars):
+        self.terminals.runtime_num_vars = num_vars
+        try:
+            c = self.config
+            return generate(seed, self.popsize, self.max_len, self.functions, self.terminals, c.init_depth,
+                            c.init_method, self.num_outputs)
+        finally:
+            self.terminals.runtime_num_vars = None
+
+    def _breed(self, types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed):
         c = self.config
         P, E = self.popsize, self.n_elite
         fitness = sanitize_fitness(fitness)
@@ -352,6 +368,7 @@ _MAX_STEPS = 16
 def _step_key(config: GPConfig, functions: FunctionSet, eval_functions: FunctionSet) -> str:
     fields = {k: (sorted(dict(v).items()) if isinstance(v, Mapping) else v)
               for k, v in dataclasses.asdict(config).items()}
+    fields["num_vars"] = int(config.num_vars) > 0  # the width itself is a runtime input
     # the function objects themselves: a re-registered user function is a new step
     fns = [(f.name, f.fid, id(f)) for f in list(functions.functions) + list(eval_functions.functions)]
     return repr((sorted(fields.items()), fns))
