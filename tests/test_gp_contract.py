@@ -112,7 +112,7 @@ sys.path[:0] = [tests, root]
 import numpy as np
 from test_gp_contract import _fit_signature, _random_population
 from tfevo.gp import mse
-tr, fs = _random_population()
+tr, fs = _random_population(300)
 x = np.random.RandomState(0).uniform(-3, 3, (1000, 3)).astype(np.float32)
 y = np.sin(x[:, 0]) * x[:, 1]
 print(np.asarray(mse(tr, x, y, fs)).tobytes().hex(), *(_fit_signature() if fit else ()))
@@ -130,7 +130,7 @@ def _in_subprocess(threads, fit):
 
 def test_same_mse_bits_with_one_intra_op_thread():
     """This process uses one intra-op thread per core; the subprocess one."""
-    tr, fs = _random_population()
+    tr, fs = _random_population(300)
     x = np.random.RandomState(0).uniform(-3, 3, (1000, 3)).astype(np.float32)
     y = np.sin(x[:, 0]) * x[:, 1]
     assert _in_subprocess(1, False) == [np.asarray(mse(tr, x, y, fs)).tobytes().hex()]
@@ -166,3 +166,20 @@ def test_to_sympy_is_bounded_on_a_large_tree():
     f = sp.lambdify(sp.symbols("x0 x1 x2"), to_sympy(small, simplify=False), "numpy")
     np.testing.assert_allclose(f(*xs.T), interpret(small, xs, 0), rtol=1e-5)
     assert isinstance(lit, sp.Expr)
+
+
+# -- crossover points ----------------------------------------------------------------
+def test_crossover_points_prefer_function_nodes_like_gplearn():
+    from tfevo.gp import GPConfig, weighted_node
+    tr = generate(tf.constant([3, 3]), 4000, 64, FunctionSet(["add", "mul", "sin"]), TerminalSet(2, 0.3, (-1, 1)),
+                  (2, 5))
+    t = tr.types.numpy()
+    n_func = (t == 3).sum(1).astype(float)
+    n_leaf = ((t == 1) | (t == 2)).sum(1).astype(float)
+    for p in (0.9, 0.5):
+        idx = weighted_node(tf.constant([1, 2]), tr, p).numpy()
+        picked_func = t[np.arange(len(t)), idx] == 3
+        expect = np.mean(p * n_func / (p * n_func + (1 - p) * n_leaf))
+        assert abs(picked_func.mean() - expect) < 0.03, (p, picked_func.mean(), expect)
+        assert np.all(idx < tr.sizes.numpy()[:, 0])
+    assert GPConfig().crossover_p_func == 0.9

@@ -33,8 +33,7 @@ def test_sklearn_estimator_checks(estimator, check):
 X2 = np.random.RandomState(0).uniform(-1, 1, (120, 2))
 Y2 = X2[:, 0] * X2[:, 1] + X2[:, 0]
 LAB = (X2[:, 0] + 0.3 * X2[:, 1] > 0).astype(int)
-FAST = dict(population_size=150, generations=5, max_len=32, tournament_size=5,
-            operators={"crossover": 0.9, "point": 0.05})
+FAST = SMALL  # same settings: the traced generation step is shared
 
 
 def test_estimator_protocol_params_clone_and_refusals():

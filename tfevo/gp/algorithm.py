@@ -43,6 +43,9 @@ class GPConfig:
       parsimony: coefficient ``c``: selection uses ``fitness - c * length``.
       operators: ``{name: probability}`` over :data:`OPERATORS`; the rest of
         the probability mass is plain reproduction.
+      crossover_p_func: weight of a function node (a leaf weighs
+        ``1 - crossover_p_func``) when crossover picks its points; 0.9 is
+        gplearn's/Koza's bias to internal points, 0.5 uniform.
       subtree_depth: depth range of subtrees made by subtree mutation.
       p_point: per-node probability of ``multi_point``.
       p_leaf: leaf probability of ``leaf_crossover``.
@@ -71,6 +74,7 @@ class GPConfig:
     parsimony: float = 0.0
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})
+    crossover_p_func: float = 0.9
     subtree_depth: tuple = (0, 4)
     p_point: float = 0.05
     p_leaf: float = 0.1
@@ -118,7 +122,7 @@ class GPConfig:
             total += float(p)
         if total > 1.0 + 1e-6:
             raise ConfigError(f"operator probabilities sum to {total:.4g} > 1")
-        for name in ("p_point", "p_leaf", "p_multi_constant"):
+        for name in ("p_point", "p_leaf", "p_multi_constant", "crossover_p_func"):
             if not (0.0 <= float(getattr(self, name)) <= 1.0):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if float(self.const_sigma) < 0:
@@ -299,7 +303,7 @@ class _Step:
     def _apply(self, name, sk, parents, donors):
         c = self.config
         if name == "crossover":
-            return ops.one_point_crossover(sk, parents, donors)
+            return ops.one_point_crossover(sk, parents, donors, float(c.crossover_p_func))
         if name == "leaf_crossover":
             return ops.leaf_biased_crossover(sk, parents, donors, c.p_leaf)
         if name == "subtree":

@@ -68,9 +68,9 @@ class _BaseSymbolic(BaseEstimator):
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
                  p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, operators=None, subtree_depth=(0, 4), p_point=0.05,
-                 p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5, hoist_root_only=False,
-                 jit_compile=False, backend="auto", random_state=0, verbose=0):
+                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
+                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
@@ -88,6 +88,7 @@ class _BaseSymbolic(BaseEstimator):
         self.elite = elite
         self.parsimony_coefficient = parsimony_coefficient
         self.operators = operators
+        self.crossover_p_func = crossover_p_func
         self.subtree_depth = subtree_depth
         self.p_point = p_point
         self.p_leaf = p_leaf
@@ -133,7 +134,8 @@ class _BaseSymbolic(BaseEstimator):
                   init_method=self.init_method, selection=self.selection,
                   tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
                   rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
-                  parsimony=self.parsimony_coefficient, subtree_depth=tuple(self.subtree_depth),
+                  parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
+                  subtree_depth=tuple(self.subtree_depth),
                   p_point=self.p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
                   p_multi_constant=self.p_multi_constant, hoist_root_only=bool(self.hoist_root_only),
                   jit_compile=bool(self.jit_compile))
@@ -231,7 +233,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       survival_rate, elite, parsimony_coefficient: selection.
       operators: ``{name: probability}`` (default: crossover .9, subtree,
         hoist and multi_point .01 each).
-      subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
+      crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
       jit_compile: XLA-compile the generation step.
       backend: evaluator, ``"auto"``, ``"op"`` or ``"tf"``.
@@ -287,9 +289,9 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
                  p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, operators=None, subtree_depth=(0, 4), p_point=0.05,
-                 p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5, hoist_root_only=False,
-                 jit_compile=False, backend="auto", random_state=0, verbose=0, fitness="accuracy"):
+                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
+                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0, fitness="accuracy"):
         super().__init__(
             population_size=population_size, generations=generations, max_len=max_len,
             function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
@@ -297,7 +299,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
             tournament_size=tournament_size, truncation_ratio=truncation_ratio,
             rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
             parsimony_coefficient=parsimony_coefficient, operators=operators,
-            subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf, const_sigma=const_sigma,
+            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf, const_sigma=const_sigma,
             p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
             jit_compile=jit_compile, backend=backend, random_state=random_state, verbose=verbose)
         self.fitness = fitness
