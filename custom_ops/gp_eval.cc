@@ -9,12 +9,19 @@
 //   GpEval(types, values, sizes, x; num_outputs) -> y [P, K, N]
 //   GpMse (types, values, sizes, x, target)      -> mse [P]   (K must be 1)
 //
+// Results are bitwise reproducible: every point is computed by the same
+// packet code path, and GpMse sums squared errors per chunk in point order,
+// then over chunks in chunk order (in double), independently of the thread
+// count and scheduling.
+//
 // x is [N, F] (all trees see the same data) or [P, N, F] (one batch per tree,
 // e.g. observations of a population of policies).  The protected functions
 // must stay identical to the TensorFlow reference in tfevo/gp/trees.py.
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -50,39 +57,60 @@ struct EvalArgs {
   int K;
 };
 
-// Applies function `f` to the args on top of the stack; returns false on an
-// unknown id.  a0 is the first child (top of stack).
-using ArrF = Eigen::Array<float, Eigen::Dynamic, 1>;
-using MapC = Eigen::Map<const ArrF>;
-using MapO = Eigen::Map<ArrF>;
+// Every node is computed on all kChunk lanes of its (64-byte aligned) stack
+// slot, whatever the number of points in the chunk: Eigen then always takes
+// its packet path (no scalar head or tail whose split would depend on the
+// buffer address or the chunk length), so a point's value depends only on
+// the tree and that point - not on the thread, the scheduling or the batch.
+using ArrF = Eigen::Array<float, kChunk, 1>;
+using MapC = Eigen::Map<const ArrF, Eigen::AlignedMax>;
+using MapO = Eigen::Map<ArrF, Eigen::AlignedMax>;
 
-// Applies function `f` to the args (a[0] = first child); returns false on an
-// unknown id.  Transcendentals use Eigen's vectorised packet math, the same
-// implementation TensorFlow's CPU kernels use.
-inline bool apply(int f, float* const* a, float* out, int n) {
-  MapC x(a[0], n), y(a[1], n);
-  MapO o(out, n);
+// Applies function `f` to the args (a[0] = first child) on kChunk lanes;
+// returns false on an unknown id.  Transcendentals use Eigen's vectorised
+// packet math, the same implementation TensorFlow's CPU kernels use.
+// Protection covers only the domain (near-zero divisor, base or log
+// argument); a NaN argument gives NaN, as in tfevo/gp/trees.py.
+inline bool apply(int f, float* const* a, float* out) {
+  MapC x(a[0]), y(a[1]);
+  MapO o(out);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // lanes to force to NaN, computed before `out` (which aliases an argument)
+  // is written
+  bool nan_mask = false;
+  bool m[kChunk];
+  switch (f) {
+    case DIV:
+      for (int i = 0; i < kChunk; ++i) m[i] = std::isnan(a[0][i]);
+      nan_mask = true;
+      break;
+    case POW: case MAX: case MIN: case IFLT:
+      for (int i = 0; i < kChunk; ++i) m[i] = std::isnan(a[0][i]) || std::isnan(a[1][i]);
+      nan_mask = true;
+      break;
+    default: break;
+  }
   switch (f) {
     case ADD: o = x + y; break;
     case SUB: o = x - y; break;
     case MUL: o = x * y; break;
-    case DIV: o = (y.abs() > kEps).select(x / y, 1.0f); break;
-    case POW: o = (x.abs() > kEps).select(x.abs().pow(y), 0.0f); break;
+    case DIV: o = (y.abs() <= kEps).select(ArrF::Constant(1.0f), x / y); break;
+    case POW: o = (x.abs() <= kEps).select(ArrF::Constant(0.0f), x.abs().pow(y)); break;
     case MAX: o = (x > y).select(x, y); break;
     case MIN: o = (x < y).select(x, y); break;
     case NEG: o = -x; break;
     case ABS: o = x.abs(); break;
     case SQRT: o = x.abs().sqrt(); break;
-    case LOG: o = (x.abs() > kEps).select(x.abs().log(), 0.0f); break;
-    case EXP: o = (x > kExpClip).select(ArrF::Constant(n, kExpClip), x).exp(); break;
+    case LOG: o = (x.abs() <= kEps).select(ArrF::Constant(0.0f), x.abs().log()); break;
+    case EXP: o = (x > kExpClip).select(ArrF::Constant(kExpClip), x).exp(); break;
     case SIN: o = x.sin(); break;
     case COS: o = x.cos(); break;
     case TAN: o = x.tan(); break;
     case TANH: o = x.tanh(); break;
     case SIGMOID: o = 1.0f / (1.0f + (-x).exp()); break;
-    case INV: o = (x.abs() > kEps).select(ArrF::Constant(n, 1.0f) / x, 0.0f); break;
+    case INV: o = (x.abs() <= kEps).select(ArrF::Constant(0.0f), ArrF::Constant(1.0f) / x); break;
     case IFLT: {
-      MapC c(a[2], n), d(a[3], n);
+      MapC c(a[2]), d(a[3]);
       o = (x < y).select(c, d);
       break;
     }
@@ -90,8 +118,25 @@ inline bool apply(int f, float* const* a, float* out, int n) {
     case CUBE: o = x * x * x; break;
     default: return false;
   }
+  if (nan_mask)
+    for (int i = 0; i < kChunk; ++i)
+      if (m[i]) out[i] = nan;
   return true;
 }
+
+// A 64-byte aligned stack of (L + 2) slots of kChunk floats, zeroed.
+class AlignedStack {
+ public:
+  explicit AlignedStack(int64_t slots) : buf_(slots * kChunk + 16, 0.0f) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(buf_.data());
+    data_ = buf_.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  }
+  float* data() { return data_; }
+
+ private:
+  std::vector<float> buf_;
+  float* data_;
+};
 
 // Evaluates tree p on points [n0, n0+n) into `res` ([K][kChunk] when K > 1,
 // else [kChunk]).  `stack` has room for L * kChunk floats.
@@ -109,7 +154,7 @@ void eval_chunk(const EvalArgs& A, int64_t p, int64_t n0, int n, float* stack, f
     const float v = va[j];
     if (t == kConst) {
       float* o = stack + sp * kChunk;
-      for (int i = 0; i < n; ++i) o[i] = v;
+      for (int i = 0; i < kChunk; ++i) o[i] = v;
       ++sp;
     } else if (t == kVar) {
       const int64_t k = static_cast<int64_t>(v);
@@ -123,6 +168,7 @@ void eval_chunk(const EvalArgs& A, int64_t p, int64_t n0, int n, float* stack, f
         const float* src = A.xp + (p * A.N + n0) * A.F + k;
         for (int i = 0; i < n; ++i) o[i] = src[i * A.F];
       }
+      for (int i = n; i < kChunk; ++i) o[i] = 0.0f;  // unused lanes: defined values
       ++sp;
     } else if (t == kFunc) {
       const int f = static_cast<int>(v);
@@ -136,7 +182,7 @@ void eval_chunk(const EvalArgs& A, int64_t p, int64_t n0, int n, float* stack, f
       for (int q = ar; q < 4; ++q) args[q] = args[0];
       float* o = stack + (sp - ar) * kChunk;
       // Coefficient-wise: the result may alias its own arguments.
-      apply(f, args, o, n);
+      apply(f, args, o);
       sp -= ar - 1;
     } else if (t == kOut) {
       const int k = static_cast<int>(v);
@@ -217,7 +263,7 @@ class GpEvalOp : public OpKernel {
     float* y = out->flat<float>().data();
     const int64_t nchunks = (A.N + kChunk - 1) / kChunk;
     auto work = [&](int64_t begin, int64_t end) {
-      std::vector<float> stack((A.L + 2) * kChunk);
+      AlignedStack stack(A.L + 2);
       std::vector<float> res(A.K * kChunk);
       for (int64_t w = begin; w < end; ++w) {
         const int64_t p = w / nchunks;
@@ -259,7 +305,7 @@ class GpMseOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_DOUBLE, TensorShape({A.P * nchunks}), &partial_t));
     double* partial = partial_t.flat<double>().data();
     auto work = [&](int64_t begin, int64_t end) {
-      std::vector<float> stack((A.L + 2) * kChunk);
+      AlignedStack stack(A.L + 2);
       std::vector<float> res(kChunk);
       for (int64_t w = begin; w < end; ++w) {
         const int64_t p = w / nchunks;

@@ -22,7 +22,7 @@ from tfevo.gp.evaluate import evaluate, evaluate_reference, mse, mse_reference, 
 from tfevo.gp.operators import (  # noqa: F401
     constant_mutation, delete_mutation, hoist_mutation, insert_mutation, leaf_biased_crossover,
     multi_constant_mutation, multi_point_mutation, one_point_crossover, point_mutation, random_node,
-    subtree_exchange, subtree_mutation,
+    subtree_exchange, subtree_mutation, weighted_node,
 )
 from tfevo.gp.selection import rank_selection, roulette, select, tournament, truncation  # noqa: F401
 from tfevo.gp.algorithm import OPERATORS, GeneticProgramming, GPConfig  # noqa: F401
@@ -34,7 +34,7 @@ __all__ = [
     "Trees", "FunctionSet", "GPFunction", "TerminalSet", "register_function", "get_function",
     "builtin_functions", "from_prefix", "to_prefix", "to_infix", "interpret", "validate",
     "check_trees", "compute_sizes", "tree_lengths", "generate", "evaluate", "evaluate_reference",
-    "mse", "mse_reference", "op_available", "subtree_exchange", "random_node", "one_point_crossover",
+    "mse", "mse_reference", "op_available", "subtree_exchange", "random_node", "weighted_node", "one_point_crossover",
     "leaf_biased_crossover", "subtree_mutation", "hoist_mutation", "point_mutation",
     "multi_point_mutation", "insert_mutation", "delete_mutation", "constant_mutation",
     "multi_constant_mutation", "select", "tournament", "truncation", "roulette", "rank_selection",

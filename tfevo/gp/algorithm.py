@@ -43,6 +43,9 @@ class GPConfig:
       parsimony: coefficient ``c``: selection uses ``fitness - c * length``.
       operators: ``{name: probability}`` over :data:`OPERATORS`; the rest of
         the probability mass is plain reproduction.
+      crossover_p_func: weight of a function node (a leaf weighs
+        ``1 - crossover_p_func``) when crossover picks its points; 0.9 is
+        gplearn's/Koza's bias to internal points, 0.5 uniform.
       subtree_depth: depth range of subtrees made by subtree mutation.
       p_point: per-node probability of ``multi_point``.
       p_leaf: leaf probability of ``leaf_crossover``.
@@ -71,6 +74,7 @@ class GPConfig:
     parsimony: float = 0.0
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})
+    crossover_p_func: float = 0.9
     subtree_depth: tuple = (0, 4)
     p_point: float = 0.05
     p_leaf: float = 0.1
@@ -118,7 +122,7 @@ class GPConfig:
             total += float(p)
         if total > 1.0 + 1e-6:
             raise ConfigError(f"operator probabilities sum to {total:.4g} > 1")
-        for name in ("p_point", "p_leaf", "p_multi_constant"):
+        for name in ("p_point", "p_leaf", "p_multi_constant", "crossover_p_func"):
             if not (0.0 <= float(getattr(self, name)) <= 1.0):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if float(self.const_sigma) < 0:
@@ -183,8 +187,9 @@ class GeneticProgramming(tf.Module):
         self.n_elite = config.n_elite()
         self.seeds = SeedStream(seed)
         P, L = self.popsize, self.max_len
-        init = generate(self.seeds.next(), P, L, self.functions, self.terminals, config.init_depth,
-                        config.init_method, self.num_outputs)
+        self._step = _step_for(config, self.functions, self.eval_functions, self.terminals)
+        self._num_vars = tf.constant(int(config.num_vars), tf.int32)
+        init = Trees(*self._step.init_fn(self.seeds.next(), self._num_vars))
         self.types = tf.Variable(init.types, trainable=False, name="types")
         self.values = tf.Variable(init.values, trainable=False, name="values")
         self.sizes = tf.Variable(init.sizes, trainable=False, name="sizes")
@@ -194,10 +199,6 @@ class GeneticProgramming(tf.Module):
         self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
         self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
         self.rejected = tf.Variable(0, dtype=tf.int64, trainable=False, name="rejected")
-        self.num_traces = 0
-        sig = [tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P, L], tf.float32),
-               tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P], tf.float32)]
-        self._tell_fn = tf.function(self._tell, input_signature=sig, jit_compile=bool(config.jit_compile))
 
     # -- public API --------------------------------------------------------
     def ask(self) -> Trees:
@@ -211,7 +212,19 @@ class GeneticProgramming(tf.Module):
         """
         t = check_trees(trees, self.popsize, self.max_len)
         f = check_fitness(fitness, self.popsize)
-        self._tell_fn(t.types, t.values, t.sizes, f)
+        out = self._step.fn(t.types, t.values, t.sizes, f, self.best_types, self.best_values,
+                            self.best_sizes, self.best_fitness, self.seeds.next(), self._num_vars)
+        for var, val in zip((self.types, self.values, self.sizes, self.best_types, self.best_values,
+                             self.best_sizes, self.best_fitness), out[:7]):
+            var.assign(val)
+        self.rejected.assign_add(tf.cast(out[7], tf.int64))
+        self.generation.assign_add(1)
+
+    @property
+    def num_traces(self) -> int:
+        """How often the generation step of this configuration was traced
+        (shared by every run with the same settings; 1 in normal use)."""
+        return self._step.traces
 
     @property
     def best(self) -> tuple[Trees, tf.Tensor]:
@@ -225,7 +238,34 @@ class GeneticProgramming(tf.Module):
 
         return evaluate(trees, x, self.num_outputs, self.eval_functions, backend)
 
-    # -- the compiled generation step -------------------------------------
+
+class _Step:
+    """The compiled generation step of one configuration (selection,
+    variation, elitism, best-so-far update) as a pure function of the
+    population, the best tree, a seed and the number of variables; traced
+    once and shared by every run with the same settings (whatever its
+    number of variables)."""
+
+    def __init__(self, config: GPConfig, functions: FunctionSet, eval_functions: FunctionSet,
+                 terminals: TerminalSet):
+        self.config = config
+        self.functions = functions
+        self.eval_functions = eval_functions
+        self.terminals = dataclasses.replace(terminals)  # own copy: its runtime_num_vars is set while tracing
+        self.popsize, self.max_len = int(config.popsize), int(config.max_len)
+        self.num_outputs = int(config.num_outputs)
+        self.n_elite = config.n_elite()
+        self.traces = 0
+        P, L = self.popsize, self.max_len
+        sig = [tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P, L], tf.float32),
+               tf.TensorSpec([P, L], tf.int32), tf.TensorSpec([P], tf.float32),
+               tf.TensorSpec([L], tf.int32), tf.TensorSpec([L], tf.float32), tf.TensorSpec([L], tf.int32),
+               tf.TensorSpec([], tf.float32), tf.TensorSpec([2], tf.int32), tf.TensorSpec([], tf.int32)]
+        self.fn = tf.function(self._tell, input_signature=sig, jit_compile=bool(config.jit_compile),
+                                 autograph=False)
+        self.init_fn = tf.function(self._init, input_signature=[tf.TensorSpec([2], tf.int32),
+                                                                 tf.TensorSpec([], tf.int32)], autograph=False)
+
     def _vary(self, seed, parents: Trees, donors: Trees):
         c = self.config
         P = self.popsize
@@ -263,7 +303,7 @@ class GeneticProgramming(tf.Module):
     def _apply(self, name, sk, parents, donors):
         c = self.config
         if name == "crossover":
-            return ops.one_point_crossover(sk, parents, donors)
+            return ops.one_point_crossover(sk, parents, donors, float(c.crossover_p_func))
         if name == "leaf_crossover":
             return ops.leaf_biased_crossover(sk, parents, donors, c.p_leaf)
         if name == "subtree":
@@ -283,21 +323,35 @@ class GeneticProgramming(tf.Module):
             return ops.constant_mutation(sk, parents, c.const_sigma)
         return ops.multi_constant_mutation(sk, parents, c.const_sigma, c.p_multi_constant)
 
-    def _tell(self, types, values, sizes, fitness):
-        self.num_traces += 1
+    def _tell(self, types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed, num_vars):
+        self.traces += 1
+        self.terminals.runtime_num_vars = num_vars
+        try:
+            return self._breed(types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed)
+        finally:
+            self.terminals.runtime_num_vars = None
+
+    def _init(self, seed, num_vars):
+        self.terminals.runtime_num_vars = num_vars
+        try:
+            c = self.config
+            return generate(seed, self.popsize, self.max_len, self.functions, self.terminals, c.init_depth,
+                            c.init_method, self.num_outputs)
+        finally:
+            self.terminals.runtime_num_vars = None
+
+    def _breed(self, types, values, sizes, fitness, best_t, best_v, best_s, best_f, seed):
         c = self.config
         P, E = self.popsize, self.n_elite
         fitness = sanitize_fitness(fitness)
         trees = Trees(types, values, sizes)
         # best so far
         i = tf.cast(tf.argmax(fitness), tf.int32)
-        better = fitness[i] > self.best_fitness
-        self.best_types.assign(tf.where(better, types[i], self.best_types))
-        self.best_values.assign(tf.where(better, values[i], self.best_values))
-        self.best_sizes.assign(tf.where(better, sizes[i], self.best_sizes))
-        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
+        better = fitness[i] > best_f
+        best = (tf.where(better, types[i], best_t), tf.where(better, values[i], best_v),
+                tf.where(better, sizes[i], best_s), tf.where(better, fitness[i], best_f))
         sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if c.parsimony > 0 else fitness
-        s = tf.random.experimental.stateless_split(self.seeds.next(), 3)
+        s = tf.random.experimental.stateless_split(seed, 3)
         kw = dict(tournament_size=c.tournament_size, truncation_ratio=c.truncation_ratio,
                   rank_pressure=c.rank_pressure)
         pa = select(c.selection, s[0], sel_fit, P, c.survival_rate, **kw)
@@ -308,9 +362,27 @@ class GeneticProgramming(tf.Module):
         if E > 0:
             elite = tf.argsort(fitness, direction="DESCENDING", stable=True)[:E]
             children = Trees(*(tf.concat([tf.gather(a, elite), b[: P - E]], 0) for a, b in zip(trees, children)))
-        self.types.assign(children.types)
-        self.values.assign(children.values)
-        self.sizes.assign(children.sizes)
-        self.rejected.assign_add(tf.cast(rejected, tf.int64))
-        self.generation.assign_add(1)
-        return tf.constant(0)
+        return (children.types, children.values, children.sizes) + best + (rejected,)
+
+
+_STEPS: dict = {}
+_MAX_STEPS = 16
+
+
+def _step_key(config: GPConfig, functions: FunctionSet, eval_functions: FunctionSet) -> str:
+    fields = {k: (sorted(dict(v).items()) if isinstance(v, Mapping) else v)
+              for k, v in dataclasses.asdict(config).items()}
+    fields["num_vars"] = int(config.num_vars) > 0  # the width itself is a runtime input
+    # the function objects themselves: a re-registered user function is a new step
+    fns = [(f.name, f.fid, id(f)) for f in list(functions.functions) + list(eval_functions.functions)]
+    return repr((sorted(fields.items()), fns))
+
+
+def _step_for(config, functions, eval_functions, terminals) -> _Step:
+    key = _step_key(config, functions, eval_functions)
+    step = _STEPS.get(key)
+    if step is None:
+        if len(_STEPS) >= _MAX_STEPS:
+            _STEPS.pop(next(iter(_STEPS)))
+        step = _STEPS[key] = _Step(config, functions, eval_functions, terminals)
+    return step

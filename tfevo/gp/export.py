@@ -14,12 +14,56 @@ def _one(trees, index):
     return t[index], v[index], s[index]
 
 
-def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True, var_names=None):
+class _SimplifyTimeout(Exception):
+    pass
+
+
+def _bounded_simplify(expr, timeout: float | None):
+    """``sympy.simplify(expr)``, or ``expr`` itself if that takes longer than
+    ``timeout`` seconds.  The time bound uses ``SIGALRM`` and so applies in
+    the main thread of a POSIX process (and when no other interval timer is
+    running); elsewhere only the size bound of :func:`to_sympy` applies."""
+    import signal
+    import threading
+
+    import sympy as sp
+
+    usable = (timeout is not None and timeout > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0)
+    if not usable:
+        return sp.simplify(expr)
+
+    def _raise(signum, frame):
+        raise _SimplifyTimeout()
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, float(timeout))
+        try:
+            return sp.simplify(expr)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+    except _SimplifyTimeout:
+        return expr
+    finally:
+        signal.signal(signal.SIGALRM, old)
+
+
+def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True, var_names=None,
+             max_simplify_nodes: int = 40, simplify_timeout: float | None = 2.0):
     """Sympy expression of one tree (a list of expressions if ``num_outputs > 1``).
 
     Protected operators are written as their unprotected mathematical forms
     (``div`` -> ``a/b``, ``log`` -> ``log(|a|)``), which agree with the tree
     wherever the protection is inactive.
+
+    ``simplify=False`` returns the literal translation (built with sympy's
+    automatic evaluation off), in time linear in the tree size.  With ``simplify=True`` the expression goes through
+    ``sympy.simplify`` only if the tree has at most ``max_simplify_nodes``
+    nodes, and only for up to ``simplify_timeout`` seconds (``None``: no
+    time bound); when either bound is hit the unsimplified expression is
+    returned, so the call never hangs on a large tree.
     """
     import sympy as sp
 
@@ -27,9 +71,12 @@ def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True,
 
     table = _sympy_table()
     t, v, s = _one(trees, index)
-    nvars = int(v[t == VAR].max()) + 1 if np.any(t == VAR) else 0
-    names = var_names or [f"x{i}" for i in range(nvars)]
-    syms = [sp.Symbol(n) for n in names]
+    n = int(s[0])
+    nvars = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 0
+    names = list(var_names) if var_names is not None else [f"x{i}" for i in range(nvars)]
+    if len(names) < nvars:
+        raise ValueError(f"var_names has {len(names)} names, the tree uses {nvars} variables")
+    syms = [sp.Symbol(str(nm)) for nm in names]
     outs = [sp.Integer(0) for _ in range(num_outputs)]
 
     def rec(i):
@@ -50,10 +97,11 @@ def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True,
         fn = f.sympy_fn or table.get(f.name) or sp.Function(f.name)
         return fn(*args)
 
-    root = rec(0)
+    with sp.core.parameters.evaluate(False):  # literal: no automatic (possibly costly) rewriting
+        root = rec(0)
     res = [root] if num_outputs == 1 else outs
-    if simplify:
-        res = [sp.simplify(e) for e in res]
+    if simplify and n <= int(max_simplify_nodes):
+        res = [_bounded_simplify(e, simplify_timeout) for e in res]
     return res[0] if num_outputs == 1 else res
 
 

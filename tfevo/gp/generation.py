@@ -58,12 +58,22 @@ class TerminalSet:
         if not has_const:
             self.p_const = 0.0
 
+    #: an int32 scalar tensor that replaces ``num_vars`` while a graph is
+    #: traced (lets one traced program serve every data width); not a field.
+    runtime_num_vars = None
+
+    def n_vars(self):
+        """``num_vars`` (>= 1) as used for sampling: an int or a tensor."""
+        if self.runtime_num_vars is not None:
+            return tf.maximum(self.runtime_num_vars, 1)
+        return max(int(self.num_vars), 1)
+
     def sample(self, seed, shape) -> tuple[tf.Tensor, tf.Tensor]:
         """Random leaves: (types int32, values float32) of ``shape``."""
         seeds = tf.random.experimental.stateless_split(seed, 3)
         u = tf.random.stateless_uniform(shape, seeds[0])
         is_const = u < self.p_const
-        var = tf.random.stateless_uniform(shape, seeds[1], 0, max(self.num_vars, 1), dtype=tf.int32)
+        var = tf.random.stateless_uniform(shape, seeds[1], 0, self.n_vars(), dtype=tf.int32)
         if self.const_range is not None:
             lo, hi = self.const_range
             c = tf.random.stateless_uniform(shape, seeds[2], lo, hi)
@@ -194,8 +204,12 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
     if Lsub < 1:
         raise ConfigError(f"max_len={L} is too small for {K} outputs (need >= {3 * K - 1})")
     if p_func is None:
-        nt = max(terminals.num_vars, 0) + (1 if terminals.p_const > 0 else 0)
-        p_func = len(fset) / (len(fset) + max(nt, 1))
+        if terminals.runtime_num_vars is not None:
+            nt = tf.cast(terminals.n_vars(), tf.float32) + (1.0 if terminals.p_const > 0 else 0.0)
+            p_func = len(fset) / (len(fset) + nt)
+        else:
+            nt = max(terminals.num_vars, 0) + (1 if terminals.p_const > 0 else 0)
+            p_func = len(fset) / (len(fset) + max(nt, 1))
     seed = tf.convert_to_tensor(seed, tf.int32)
     s = tf.random.experimental.stateless_split(seed, 3)
     n = P * K
@@ -206,7 +220,9 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
         full = tf.zeros([n], tf.bool)
     else:
         full = tf.random.stateless_uniform([n], s[1]) < 0.5
-    types, values = _generate_single(s[2], n, Lsub, fset, terminals, d, full, float(p_func))
+    if not tf.is_tensor(p_func):
+        p_func = float(p_func)
+    types, values = _generate_single(s[2], n, Lsub, fset, terminals, d, full, p_func)
     if K > 1:
         from tfevo.gp.trees import get_function
 

@@ -11,7 +11,8 @@ Operators (EvoGP's table):
 
 ==========================  ==============================================
 :func:`one_point_crossover`  random subtree of the recipient <- random
-                             subtree of the donor
+                             subtree of the donor (points biased to
+                             function nodes, 90/10 by default)
 :func:`leaf_biased_crossover` same, points are leaves w.p. ``p_leaf``
 :func:`subtree_mutation`     random subtree <- freshly generated tree
 :func:`hoist_mutation`       the child is a random subtree of the parent
@@ -33,7 +34,7 @@ from tfevo.gp.generation import TerminalSet, generate
 from tfevo.gp.trees import CONST, FUNC, MAX_ARITY, OUT, PAD, VAR, FunctionSet, Trees, node_arity
 
 __all__ = [
-    "subtree_exchange", "random_node", "one_point_crossover", "leaf_biased_crossover",
+    "subtree_exchange", "random_node", "weighted_node", "one_point_crossover", "leaf_biased_crossover",
     "subtree_mutation", "hoist_mutation", "point_mutation", "multi_point_mutation",
     "insert_mutation", "delete_mutation", "constant_mutation", "multi_constant_mutation",
     "child_positions",
@@ -115,6 +116,24 @@ def random_node(seed, trees: Trees, mask=None):
     return tf.where(found, idx, 0), found
 
 
+def weighted_node(seed, trees: Trees, p_func: float = 0.9):
+    """A random node index per tree, int32 [P], where every function (or
+    output) node has weight ``p_func`` and every leaf ``1 - p_func``
+    (gplearn's and Koza's bias towards internal crossover points;
+    ``p_func = 0.5`` is uniform).  A tree of one leaf gives 0."""
+    t = trees.types
+    P = tf.shape(t)[0]
+    internal = tf.equal(t, FUNC) | tf.equal(t, OUT)
+    leaf = tf.equal(t, CONST) | tf.equal(t, VAR)
+    w = tf.where(internal, float(p_func), tf.where(leaf, 1.0 - float(p_func), 0.0))
+    cum = tf.cumsum(w, axis=1)
+    total = cum[:, -1]
+    u = tf.random.stateless_uniform([P], seed) * total
+    idx = tf.reduce_sum(tf.cast(cum <= u[:, None], tf.int32), axis=1)  # first index with cum > u
+    n = trees.sizes[:, 0]
+    return tf.minimum(idx, tf.maximum(n - 1, 0))
+
+
 def child_positions(trees: Trees, node):
     """Positions of the (up to 4) children of ``node``: int32 [P, 4]."""
     s = trees.sizes
@@ -125,12 +144,21 @@ def child_positions(trees: Trees, node):
     return tf.concat(c, axis=1)
 
 
-def one_point_crossover(seed, trees: Trees, donors: Trees):
-    """Replaces a uniformly random subtree of each tree by a uniformly random
-    subtree of the matching donor (gplearn/DEAP one-point crossover)."""
+def one_point_crossover(seed, trees: Trees, donors: Trees, p_func: float | None = 0.9):
+    """Replaces a random subtree of each tree by a random subtree of the
+    matching donor.
+
+    The crossover points are drawn with :func:`weighted_node` (function
+    nodes weigh ``p_func``, leaves ``1 - p_func``: gplearn's choice with the
+    default 0.9); ``p_func=None`` draws them uniformly over the nodes
+    (DEAP's ``cxOnePoint``)."""
     s = tf.random.experimental.stateless_split(seed, 2)
-    i, _ = random_node(s[0], trees)
-    j, _ = random_node(s[1], donors)
+    if p_func is None:
+        i, _ = random_node(s[0], trees)
+        j, _ = random_node(s[1], donors)
+    else:
+        i = weighted_node(s[0], trees, p_func)
+        j = weighted_node(s[1], donors, p_func)
     return subtree_exchange(trees, i, donors, j)
 
 

@@ -1,100 +1,214 @@
-"""scikit-learn style estimators over the tensorized GP engine."""
+"""scikit-learn estimators over the tensorized GP engine.
+
+:class:`SymbolicRegressor` and :class:`SymbolicClassifier` are ordinary
+scikit-learn estimators: every setting is a constructor argument (so
+``get_params`` / ``set_params`` / ``clone`` / grid searches see all of
+them), input is checked with scikit-learn's own validation (NaN/inf, empty
+or sparse data, feature counts and names are refused with scikit-learn's
+errors), and a fitted estimator pickles, deep-copies and round-trips
+through joblib.  The best program is kept as NumPy arrays; the engine
+(``engine_``, the last :class:`~tfevo.gp.GeneticProgramming` run) holds
+TensorFlow state and is not pickled (it is ``None`` after unpickling).
+"""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import tensorflow as tf
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from tfevo.core import ConfigError, ShapeError
+from tfevo.core import ConfigError
 from tfevo.gp.algorithm import GeneticProgramming, GPConfig
-from tfevo.gp.evaluate import evaluate, mse
-from tfevo.gp.trees import to_infix
+from tfevo.gp.evaluate import BACKENDS, evaluate, mse
+from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier"]
 
 
-class _Base:
-    def __init__(self, population_size=1000, generations=20, max_len=128,
-                 function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), p_const=0.3,
-                 init_depth=(2, 6), init_method="half_and_half", selection="tournament",
-                 tournament_size=20, elite=1, parsimony_coefficient=0.0, operators=None,
-                 backend="auto", random_state=0, verbose=0, **config):
+def _function_names(function_set) -> list:
+    """Function names from a sequence or a comma-separated string."""
+    if isinstance(function_set, str):
+        names = [n.strip() for n in function_set.split(",") if n.strip()]
+    else:
+        try:
+            names = list(function_set)
+        except TypeError:
+            raise ConfigError(f"function_set must be a sequence of function names or a comma-separated "
+                              f"string, got {function_set!r}") from None
+    for n in names:
+        if not isinstance(n, str):
+            raise ConfigError(f"function_set entries must be function names (str), got {n!r}")
+    FunctionSet(names)  # unknown names -> ConfigError naming them and the known ones
+    return names
+
+
+def _as_int(name, value, lo):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < lo:
+        raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _finite32(a, what):
+    """Refuses values that overflow to inf when stored as float32."""
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"Input {what} contains infinity or a value too large for dtype('float32').")
+    return a
+
+
+class _BaseSymbolic(BaseEstimator):
+    """Shared settings and machinery (see :class:`SymbolicRegressor`)."""
+
+    _k = 1
+
+    def __init__(self, *, population_size=1000, generations=20, max_len=128,
+                 function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
+                 p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
+                 tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
+                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
+                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
         self.function_set = function_set
         self.const_range = const_range
+        self.constants = constants
         self.p_const = p_const
         self.init_depth = init_depth
         self.init_method = init_method
         self.selection = selection
         self.tournament_size = tournament_size
+        self.truncation_ratio = truncation_ratio
+        self.rank_pressure = rank_pressure
+        self.survival_rate = survival_rate
         self.elite = elite
         self.parsimony_coefficient = parsimony_coefficient
         self.operators = operators
+        self.crossover_p_func = crossover_p_func
+        self.subtree_depth = subtree_depth
+        self.p_point = p_point
+        self.p_leaf = p_leaf
+        self.const_sigma = const_sigma
+        self.p_multi_constant = p_multi_constant
+        self.hoist_root_only = hoist_root_only
+        self.jit_compile = jit_compile
         self.backend = backend
         self.random_state = random_state
         self.verbose = verbose
-        self.config = config
 
-    def get_params(self, deep=True):
-        """Constructor arguments (scikit-learn protocol)."""
-        keys = ["population_size", "generations", "max_len", "function_set", "const_range", "p_const",
-                "init_depth", "init_method", "selection", "tournament_size", "elite",
-                "parsimony_coefficient", "operators", "backend", "random_state", "verbose"]
-        return {k: getattr(self, k) for k in keys}
+    # -- settings -> engine ------------------------------------------------
+    def _seed(self) -> int:
+        rs = self.random_state
+        if rs is None:
+            return int(np.random.randint(0, 2**31 - 1))
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(0, 2**31 - 1))
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and 0 <= int(rs) < 2**31:
+            return int(rs)
+        raise ConfigError(f"random_state must be None, an integer in [0, 2**31) or a "
+                          f"numpy RandomState, got {rs!r}")
 
-    def set_params(self, **params):
-        """Sets constructor arguments (scikit-learn protocol)."""
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
-
-    def _engine(self, num_vars, num_outputs):
+    def _config(self, num_vars: int, num_outputs: int) -> GPConfig:
+        """Checks every setting (before any data work) and builds the GPConfig."""
+        _as_int("generations", self.generations, 1)
+        _as_int("population_size", self.population_size, 2)
+        _as_int("max_len", self.max_len, 3)
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        names = _function_names(self.function_set)
+        ops = self.operators
+        if ops is not None and not hasattr(ops, "items"):
+            raise ConfigError(f"operators must be a dict {{name: probability}} or None, got {ops!r}")
+        need = 3 * num_outputs - 1 + num_outputs
+        if num_outputs > 1 and int(self.max_len) < need:
+            raise ConfigError(f"max_len={self.max_len} is too small for {num_outputs} classes "
+                              f"(multi-output trees need max_len >= {need})")
         kw = dict(popsize=int(self.population_size), max_len=int(self.max_len), num_vars=num_vars,
-                  num_outputs=num_outputs, functions=tuple(self.function_set), p_const=self.p_const,
-                  const_range=self.const_range, init_depth=tuple(self.init_depth),
+                  num_outputs=num_outputs, functions=tuple(names), p_const=self.p_const,
+                  const_range=None if self.const_range is None else tuple(self.const_range),
+                  constants=tuple(self.constants or ()), init_depth=tuple(self.init_depth),
                   init_method=self.init_method, selection=self.selection,
-                  tournament_size=self.tournament_size, elite=self.elite,
-                  parsimony=self.parsimony_coefficient, **self.config)
-        if self.operators is not None:
-            kw["operators"] = dict(self.operators)
-        if int(self.generations) < 1:
-            raise ConfigError(f"generations must be >= 1, got {self.generations}")
-        return GeneticProgramming(GPConfig(**kw), seed=int(self.random_state))
+                  tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
+                  rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
+                  parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
+                  subtree_depth=tuple(self.subtree_depth),
+                  p_point=self.p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
+                  p_multi_constant=self.p_multi_constant, hoist_root_only=bool(self.hoist_root_only),
+                  jit_compile=bool(self.jit_compile))
+        if ops is not None:
+            kw["operators"] = dict(ops)
+        try:
+            cfg = GPConfig(**kw)
+            cfg.validate()
+        except (TypeError, ValueError) as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"invalid setting: {e}") from e
+        return cfg
 
-    @staticmethod
-    def _x(X, num_vars=None):
-        X = np.asarray(X, np.float32)
-        if X.ndim != 2:
-            raise ShapeError(f"X must be [n_samples, n_features], got shape {X.shape}")
-        if num_vars is not None and X.shape[1] != num_vars:
-            raise ShapeError(f"X has {X.shape[1]} features, the model was fitted with {num_vars}")
-        return X
+    def _engine(self, cfg: GPConfig) -> GeneticProgramming:
+        return GeneticProgramming(cfg, seed=self._seed())
 
-    def _check_fitted(self):
-        if not hasattr(self, "program_"):
-            raise ConfigError("this estimator is not fitted yet; call fit(X, y) first")
+    def _store(self, gp: GeneticProgramming):
+        best, fit = gp.best
+        self.program_ = Trees(*(np.array(a) for a in best))
+        self.engine_ = gp
+        self._eval_names = list(gp.eval_functions.names)
+        return float(fit)
+
+    # -- fitted-model helpers ------------------------------------------------
+    def _outputs(self, X):
+        """Validated X -> tree outputs ``[K, n]`` (``[n]`` for K == 1)."""
+        check_is_fitted(self, "program_")
+        X = validate_data(self, X, reset=False, dtype=np.float32)
+        _finite32(X, "X")
+        y = evaluate(self.program_, X, self._k, self._eval_names, self.backend).numpy()[0]
+        return y
+
+    def _var_names(self):
+        names = getattr(self, "feature_names_in_", None)
+        return None if names is None else [str(n) for n in names]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state = dict(state)
+        if "engine_" in state:
+            state["engine_"] = None  # TensorFlow state: not part of the fitted model
+        return state
 
     def __str__(self):
-        return to_infix(self.program_) if hasattr(self, "program_") else type(self).__name__ + "()"
+        if not hasattr(self, "program_"):
+            return super().__repr__()
+        return to_infix(self.program_, var_names=self._var_names())
 
-    def to_sympy(self, simplify=True):
-        """The best program as a (simplified) sympy expression."""
+    def to_sympy(self, simplify=True, **kw):
+        """The best program as a sympy expression (a list of expressions, one
+        per class, for a classifier), with ``feature_names_in_`` as symbol
+        names when the training data had them.
+
+        ``simplify=False`` returns the literal translation at once;
+        otherwise simplification is bounded (see
+        :func:`tfevo.gp.export.to_sympy` for ``max_simplify_nodes`` and
+        ``simplify_timeout``).
+        """
         from tfevo.gp.export import to_sympy
 
-        self._check_fitted()
-        return to_sympy(self.program_, 0, self._k, simplify)
+        check_is_fitted(self, "program_")
+        return to_sympy(self.program_, 0, self._k, simplify, var_names=self._var_names(), **kw)
 
     def to_keras(self, model=True):
         """The best program as a Keras model (or layer) with the same outputs."""
         from tfevo.gp.export import to_keras
 
-        self._check_fitted()
+        check_is_fitted(self, "program_")
         return to_keras(self.program_, 0, self._k, self.n_features_in_, model=model)
 
 
-class SymbolicRegressor(_Base):
+class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
     """Symbolic regression with tensorized GP (gplearn-like API).
 
     Example:
@@ -105,112 +219,159 @@ class SymbolicRegressor(_Base):
     >>> est.score(X, y) > 0.9
     True
 
-    After ``fit``: ``program_`` (best tree, a one-row ``Trees``),
-    ``best_mse_``, ``history_`` (best MSE per generation), ``engine_``.
-    """
+    Args (all keyword-only; see :class:`~tfevo.gp.GPConfig` for the engine
+    settings they map to):
+      population_size, generations: ``P`` and the number of generations.
+      max_len: ``L_max``, node budget of every tree.
+      function_set: function names, a sequence or a comma-separated string
+        (``"add,sub,mul"``).
+      const_range, constants, p_const: leaves (ephemeral constants from
+        ``const_range``, or the fixed ``constants``; ``p_const`` the
+        probability of a constant leaf).
+      init_depth, init_method: initial trees.
+      selection, tournament_size, truncation_ratio, rank_pressure,
+      survival_rate, elite, parsimony_coefficient: selection.
+      operators: ``{name: probability}`` (default: crossover .9, subtree,
+        hoist and multi_point .01 each).
+      crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
+      hoist_root_only: operator parameters.
+      jit_compile: XLA-compile the generation step.
+      backend: evaluator, ``"auto"``, ``"op"`` or ``"tf"``.
+      random_state: int seed (same seed and data = same program, bit for
+        bit), a ``RandomState`` or None (a fresh seed per fit).
+      verbose: print the best MSE of each generation.
 
-    _k = 1
+    After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
+    arrays), ``best_mse_``, ``history_`` (best MSE per generation),
+    ``n_features_in_``, ``feature_names_in_`` (when X had column names),
+    ``engine_`` (the run; None after unpickling).
+    """
 
     def fit(self, X, y):
         """Evolves programs for ``generations`` generations."""
-        X = self._x(X)
-        y = np.asarray(y, np.float32).reshape(-1)
-        if y.shape[0] != X.shape[0]:
-            raise ShapeError(f"y has {y.shape[0]} samples, X has {X.shape[0]}")
-        self.n_features_in_ = X.shape[1]
-        gp = self._engine(X.shape[1], 1)
+        X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)
+        _finite32(X, "X")
+        y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
+        cfg = self._config(X.shape[1], 1)
+        gp = self._engine(cfg)
         xt, yt = tf.constant(X), tf.constant(y)
         fs = gp.eval_functions
-        self.history_ = []
+        history = []
         for g in range(int(self.generations)):
             trees = gp.ask()
             loss = mse(trees, xt, yt, fs, self.backend)
             gp.tell(trees, -loss)
-            self.history_.append(float(tf.reduce_min(loss)))
+            history.append(float(tf.reduce_min(loss)))
             if self.verbose:
-                print(f"gen {g}: best mse {self.history_[-1]:.6g}")
-        self.engine_ = gp
-        self.program_, best = gp.best
-        self.best_mse_ = float(-best)
+                print(f"gen {g}: best mse {history[-1]:.6g}")
+        self.history_ = history
+        self.best_mse_ = -self._store(gp)
         return self
 
     def predict(self, X):
         """Predictions of the best program, ``[n_samples]``."""
-        self._check_fitted()
-        X = self._x(X, self.n_features_in_)
-        return evaluate(self.program_, X, 1, self.engine_.eval_functions, self.backend).numpy()[0]
-
-    def score(self, X, y):
-        """Coefficient of determination R^2 of the best program."""
-        y = np.asarray(y, np.float64).reshape(-1)
-        p = self.predict(X).astype(np.float64)
-        ss = np.sum((y - y.mean()) ** 2)
-        return float(1.0 - np.sum((y - p) ** 2) / ss) if ss > 0 else float(np.allclose(y, p))
+        return self._outputs(X)
 
 
-class SymbolicClassifier(_Base):
+class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     """Classification with multi-output GP trees (one output per class).
 
     ``fit(X, y)`` maximises training accuracy (``fitness="crossentropy"``
-    in the constructor switches to the softmax cross-entropy);
-    ``predict`` returns the arg-max class label, ``predict_proba`` the
-    softmax of the outputs, ``score`` the accuracy.
+    switches to the softmax cross-entropy).  ``predict`` returns the
+    arg-max class label, ``predict_proba`` the softmax of the outputs,
+    ``decision_function`` the output difference ``[n]`` for two classes
+    (positive = ``classes_[1]``) and the outputs ``[n, n_classes]``
+    otherwise.  A NaN output counts as the lowest score.  The other
+    arguments are those of :class:`SymbolicRegressor`.
     """
 
-    def __init__(self, *args, fitness="accuracy", **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, *, population_size=1000, generations=20, max_len=128,
+                 function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
+                 p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
+                 tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
+                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
+                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0, fitness="accuracy"):
+        super().__init__(
+            population_size=population_size, generations=generations, max_len=max_len,
+            function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
+            init_depth=init_depth, init_method=init_method, selection=selection,
+            tournament_size=tournament_size, truncation_ratio=truncation_ratio,
+            rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
+            parsimony_coefficient=parsimony_coefficient, operators=operators,
+            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf, const_sigma=const_sigma,
+            p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
+            jit_compile=jit_compile, backend=backend, random_state=random_state, verbose=verbose)
         self.fitness = fitness
-
-    def get_params(self, deep=True):
-        """Constructor arguments (scikit-learn protocol)."""
-        return {**super().get_params(deep), "fitness": self.fitness}
 
     def fit(self, X, y):
         """Evolves multi-output programs for ``generations`` generations."""
         from tfevo.problems.classification import Classification
 
-        X = self._x(X)
-        y = np.asarray(y)
-        self.classes_, lab = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ConfigError("SymbolicClassifier needs at least two classes")
-        self._k = len(self.classes_)
-        self.n_features_in_ = X.shape[1]
-        prob = Classification(X, lab.astype(np.int32), self._k, self.fitness,
-                              functions=tuple(self.function_set), backend=self.backend)
-        gp = self._engine(X.shape[1], self._k)
-        self.history_ = []
+        X, y = validate_data(self, X, y, dtype=np.float32)
+        _finite32(X, "X")
+        check_classification_targets(y)
+        classes, lab = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
+                             f"but the data contains only one class: {classes[0]!r}")
+        if self.fitness not in ("accuracy", "crossentropy"):
+            raise ConfigError(f"fitness must be 'accuracy' or 'crossentropy', got {self.fitness!r}")
+        k = len(classes)
+        cfg = self._config(X.shape[1], k)
+        prob = Classification(X, lab.astype(np.int32), k, self.fitness, functions=tuple(cfg.functions),
+                              backend=self.backend)
+        gp = self._engine(cfg)
+        history = []
         for g in range(int(self.generations)):
             trees = gp.ask()
             fit = prob.evaluate(trees)
             gp.tell(trees, fit)
-            self.history_.append(float(tf.reduce_max(fit)))
+            history.append(float(tf.reduce_max(fit)))
             if self.verbose:
-                print(f"gen {g}: best fitness {self.history_[-1]:.6g}")
-        self.engine_ = gp
-        self.program_, _ = gp.best
+                print(f"gen {g}: best fitness {history[-1]:.6g}")
+        self.classes_ = classes
+        self._k = k
+        self.history_ = history
+        self.best_fitness_ = self._store(gp)
         return self
 
+    def _scores(self, X):
+        """Class scores ``[n, K]`` (float64) with NaN as -inf."""
+        s = np.asarray(self._outputs(X), np.float64).T
+        return np.where(np.isnan(s), -np.inf, s)
+
+    @staticmethod
+    def _binary(s):
+        """Two-class decision ``s1 - s0``; equal infinite scores are a tie (0)."""
+        with np.errstate(invalid="ignore"):
+            d = s[:, 1] - s[:, 0]
+        return np.where(np.isnan(d), 0.0, d)
+
     def decision_function(self, X):
-        """Class scores of the best program, ``[n_samples, n_classes]``."""
-        self._check_fitted()
-        X = self._x(X, self.n_features_in_)
-        s = evaluate(self.program_, X, self._k, self.engine_.eval_functions, self.backend).numpy()[0]
-        return s.T
+        """``[n]`` (two classes: score of ``classes_[1]`` minus that of
+        ``classes_[0]``) or ``[n, n_classes]`` class scores."""
+        s = self._scores(X)
+        return self._binary(s) if s.shape[1] == 2 else s
 
     def predict_proba(self, X):
-        """Softmax of the class scores."""
-        s = self.decision_function(X).astype(np.float64)
-        s = np.where(np.isfinite(s), s, -1e30)
-        e = np.exp(s - s.max(1, keepdims=True))
-        return e / e.sum(1, keepdims=True)
+        """Class probabilities: the logistic of the decision function (two
+        classes) or the softmax of the class scores."""
+        s = self._scores(X)
+        if s.shape[1] == 2:
+            with np.errstate(over="ignore"):
+                p1 = 1.0 / (1.0 + np.exp(-self._binary(s)))
+            return np.stack([1.0 - p1, p1], axis=1)
+        m = s.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+        e = np.where(np.isposinf(m), np.isposinf(s).astype(np.float64), e)  # +inf scores share it all
+        e = np.where(np.isneginf(m), 1.0, e)  # no usable score: uniform
+        return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, X):
         """Predicted class labels."""
-        s = self.decision_function(X)
-        s = np.where(np.isnan(s), -np.inf, s)
+        s = self._scores(X)
+        if s.shape[1] == 2:
+            return self.classes_[(self._binary(s) > 0).astype(int)]
         return self.classes_[np.argmax(s, axis=1)]
-
-    def score(self, X, y):
-        """Accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))

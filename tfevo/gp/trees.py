@@ -21,7 +21,8 @@ pass their child's value up unchanged and add it to output ``k``; a tree with
 Functions come from one global table (:func:`get_function`); built-ins have
 protected versions (no NaN from a division by zero, a log of a negative, ...)
 that the TensorFlow evaluator, the C++ op and the NumPy interpreter implement
-identically.  :func:`register_function` adds user functions (evaluated by the
+identically.  Protection covers only the domain: a NaN argument gives NaN
+(also through ``max``/``min``, ``pow(1, NaN)`` and the condition of ``iflt``).  :func:`register_function` adds user functions (evaluated by the
 TensorFlow reference only).
 """
 
@@ -98,52 +99,89 @@ def _np_where(c, a, b):
     return _f32(np.where(c, a, b))
 
 
+# Protection covers only the domain (a near-zero divisor, a near-zero base or
+# log argument): a NaN argument always gives NaN, so a tree that meets NaN
+# gets the worst fitness instead of a silently finite value.
+def _tf_nan_if(cond, x):
+    return tf.where(cond, tf.constant(np.nan, x.dtype), x)
+
+
+def _np_nan_if(cond, x):
+    return _f32(np.where(cond, np.float32(np.nan), x))
+
+
 def _tf_div(a, b):
-    ok = tf.abs(b) > PROTECT_EPS
-    return tf.where(ok, a / tf.where(ok, b, 1.0), 1.0)
+    near0 = tf.abs(b) <= PROTECT_EPS  # False for NaN
+    return _tf_nan_if(tf.math.is_nan(a), tf.where(near0, 1.0, a / tf.where(near0, 1.0, b)))
 
 
 def _np_div(a, b):
     with np.errstate(all="ignore"):
-        ok = np.abs(b) > PROTECT_EPS
-        return _f32(np.where(ok, a / np.where(ok, b, 1.0), 1.0))
+        near0 = np.abs(b) <= PROTECT_EPS
+        return _np_nan_if(np.isnan(a), np.where(near0, np.float32(1), a / np.where(near0, np.float32(1), b)))
 
 
 def _tf_pow(a, b):
     x = tf.abs(a)
-    ok = x > PROTECT_EPS
-    return tf.where(ok, tf.pow(tf.where(ok, x, 1.0), b), 0.0)
+    near0 = x <= PROTECT_EPS
+    y = tf.where(near0, 0.0, tf.pow(tf.where(near0, 1.0, x), b))
+    return _tf_nan_if(tf.math.is_nan(a) | tf.math.is_nan(b), y)  # IEEE pow(1, NaN) would be 1
 
 
 def _np_pow(a, b):
     with np.errstate(all="ignore"):
         x = np.abs(a)
-        ok = x > PROTECT_EPS
-        return _f32(np.where(ok, np.power(np.where(ok, x, 1.0), b), 0.0))
+        near0 = x <= PROTECT_EPS
+        y = np.where(near0, np.float32(0), np.power(np.where(near0, np.float32(1), x), b))
+        return _np_nan_if(np.isnan(a) | np.isnan(b), y)
 
 
 def _tf_log(a):
     x = tf.abs(a)
-    ok = x > PROTECT_EPS
-    return tf.where(ok, tf.math.log(tf.where(ok, x, 1.0)), 0.0)
+    near0 = x <= PROTECT_EPS
+    return tf.where(near0, 0.0, tf.math.log(tf.where(near0, 1.0, x)))
 
 
 def _np_log(a):
     with np.errstate(all="ignore"):
         x = np.abs(a)
-        ok = x > PROTECT_EPS
-        return _f32(np.where(ok, np.log(np.where(ok, x, 1.0)), 0.0))
+        near0 = x <= PROTECT_EPS
+        return _f32(np.where(near0, np.float32(0), np.log(np.where(near0, np.float32(1), x))))
 
 
 def _tf_inv(a):
-    ok = tf.abs(a) > PROTECT_EPS
-    return tf.where(ok, 1.0 / tf.where(ok, a, 1.0), 0.0)
+    near0 = tf.abs(a) <= PROTECT_EPS
+    return tf.where(near0, 0.0, 1.0 / tf.where(near0, 1.0, a))
 
 
 def _np_inv(a):
     with np.errstate(all="ignore"):
-        ok = np.abs(a) > PROTECT_EPS
-        return _f32(np.where(ok, 1.0 / np.where(ok, a, 1.0), 0.0))
+        near0 = np.abs(a) <= PROTECT_EPS
+        return _f32(np.where(near0, np.float32(0), np.float32(1) / np.where(near0, np.float32(1), a)))
+
+
+def _tf_max(a, b):
+    return _tf_nan_if(tf.math.is_nan(a) | tf.math.is_nan(b), tf.where(a > b, a, b))
+
+
+def _np_max(a, b):
+    return _np_nan_if(np.isnan(a) | np.isnan(b), np.where(a > b, a, b))
+
+
+def _tf_min(a, b):
+    return _tf_nan_if(tf.math.is_nan(a) | tf.math.is_nan(b), tf.where(a < b, a, b))
+
+
+def _np_min(a, b):
+    return _np_nan_if(np.isnan(a) | np.isnan(b), np.where(a < b, a, b))
+
+
+def _tf_iflt(a, b, c, d):
+    return _tf_nan_if(tf.math.is_nan(a) | tf.math.is_nan(b), tf.where(a < b, c, d))
+
+
+def _np_iflt(a, b, c, d):
+    return _np_nan_if(np.isnan(a) | np.isnan(b), np.where(a < b, c, d))
 
 
 def _np(fn):
@@ -159,6 +197,14 @@ def _sympy_table():
 
     def div(a, b):
         return a / b
+
+    def iflt(a, b, c, d):
+        # a Piecewise whose condition holds a Piecewise makes sympy fold
+        # conditions (costly, and it fails on strict inequalities): then the
+        # same function as a step
+        if a.has(sp.Piecewise) or b.has(sp.Piecewise):
+            return d + (c - d) * sp.Heaviside(b - a, 0)
+        return sp.Piecewise((c, sp.StrictLessThan(a, b)), (d, True))
 
     return {
         "add": lambda a, b: a + b,
@@ -179,7 +225,7 @@ def _sympy_table():
         "tanh": sp.tanh,
         "sigmoid": lambda a: 1 / (1 + sp.exp(-a)),
         "inv": lambda a: 1 / a,
-        "iflt": lambda a, b, c, d: sp.Piecewise((c, sp.StrictLessThan(a, b)), (d, True)),
+        "iflt": iflt,
         "square": lambda a: a**2,
         "cube": lambda a: a**3,
     }
@@ -192,8 +238,8 @@ _BUILTINS = [
     ("mul", 2, lambda a, b: a * b, _np(lambda a, b: a * b), "({0} * {1})"),
     ("div", 2, _tf_div, _np_div, "({0} / {1})"),
     ("pow", 2, _tf_pow, _np_pow, "(|{0}| ** {1})"),
-    ("max", 2, lambda a, b: tf.where(a > b, a, b), _np(lambda a, b: np.where(a > b, a, b)), None),
-    ("min", 2, lambda a, b: tf.where(a < b, a, b), _np(lambda a, b: np.where(a < b, a, b)), None),
+    ("max", 2, _tf_max, _np_max, None),
+    ("min", 2, _tf_min, _np_min, None),
     ("neg", 1, lambda a: -a, _np(lambda a: -a), "(-{0})"),
     ("abs", 1, tf.abs, _np(np.abs), None),
     ("sqrt", 1, lambda a: tf.sqrt(tf.abs(a)), _np(lambda a: np.sqrt(np.abs(a))), None),
@@ -206,7 +252,7 @@ _BUILTINS = [
     ("tanh", 1, tf.tanh, _np(np.tanh), None),
     ("sigmoid", 1, lambda a: 1.0 / (1.0 + tf.exp(-a)), _np(lambda a: 1.0 / (1.0 + np.exp(-a))), None),
     ("inv", 1, _tf_inv, _np_inv, None),
-    ("iflt", 4, lambda a, b, c, d: tf.where(a < b, c, d), _np(lambda a, b, c, d: np.where(a < b, c, d)), None),
+    ("iflt", 4, _tf_iflt, _np_iflt, None),
     ("square", 1, lambda a: a * a, _np(lambda a: a * a), None),
     ("cube", 1, lambda a: a * a * a, _np(lambda a: a * a * a), None),
 ]

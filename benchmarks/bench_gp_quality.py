@@ -1,0 +1,188 @@
+"""Tree-GP result quality: tfevo vs gplearn on Nguyen-1..12 and scikit-learn's diabetes data.
+
+Usage:
+  python benchmarks/bench_gp_quality.py run --lib tfevo|gplearn [--seeds 0-9] [--problems 1-12]
+         [--pop 1000] [--gens 50] [--diabetes-seeds 0-4] --out results.jsonl
+  python benchmarks/bench_gp_quality.py table results.jsonl [more.jsonl ...]
+
+Both libraries get the same settings: population, generations, function set
+{add, sub, mul, div, sin, cos, exp, log} (Nguyen; gplearn's exp is a
+make_function with the same clamp at 80) or {add, sub, mul, div} with
+constants in [-1, 1] (diabetes), no constants on Nguyen, tournament 20,
+ramped half-and-half depth 2-6, p_crossover 0.9, subtree / hoist / point
+mutation 0.01 each, p_point_replace 0.05, parsimony 0.001.  Nguyen data:
+the standard sampling of :mod:`tfevo.problems.regression` (training points
+drawn with the run's seed; the test set is 1000 fresh points of the same
+distribution).  A run "recovers" the target when its test MSE is <= 1e-8.
+Diabetes: 70/30 split by seed, test R^2.  Each finished run is appended to
+the JSONL file as one line, so an interrupted run keeps its results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+NGUYEN_FUNCS = ("add", "sub", "mul", "div", "sin", "cos", "exp", "log")
+EXACT = 1e-8
+
+
+def _range(s):
+    out = []
+    for part in s.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out += list(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def nguyen_data(k, seed):
+    from tfevo.problems.regression import _NGUYEN
+
+    f, nv, lo, hi, n = _NGUYEN[k]
+    x = np.random.RandomState(seed).uniform(lo, hi, (n, nv))
+    xt = np.random.RandomState(10_000 + seed).uniform(lo, hi, (1000, nv))
+    return x, f(x), xt, f(xt)
+
+
+def diabetes_data(seed):
+    from sklearn.datasets import load_diabetes
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_diabetes(return_X_y=True)
+    return train_test_split(x, y, test_size=0.3, random_state=seed)
+
+
+def common(pop, gens, funcs, const_range):
+    return dict(population_size=pop, generations=gens, tournament_size=20, init_depth=(2, 6),
+                const_range=const_range, parsimony_coefficient=0.001, random_state=0)
+
+
+def make_tfevo(pop, gens, funcs, const_range, seed):
+    from tfevo.gp import SymbolicRegressor
+
+    kw = common(pop, gens, funcs, const_range)
+    kw["random_state"] = seed
+    return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05,
+                             operators={"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01},
+                             **kw)
+
+
+def make_gplearn(pop, gens, funcs, const_range, seed):
+    from gplearn.functions import make_function
+    from gplearn.genetic import SymbolicRegressor
+
+    def _exp(x):
+        with np.errstate(over="ignore"):
+            return np.exp(np.minimum(x, 80.0))
+
+    fs = tuple(make_function(function=_exp, name="exp", arity=1) if f == "exp" else f for f in funcs)
+    kw = common(pop, gens, funcs, const_range)
+    kw["random_state"] = seed
+    return SymbolicRegressor(function_set=fs, metric="mse", p_crossover=0.9, p_subtree_mutation=0.01,
+                             p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, n_jobs=1, **kw)
+
+
+def program_str(lib, est):
+    return str(est._program) if lib == "gplearn" else str(est)
+
+
+def program_len(lib, est):
+    return int(est._program.length_) if lib == "gplearn" else int(np.asarray(est.program_.sizes)[0, 0])
+
+
+def run(args):
+    make = make_tfevo if args.lib == "tfevo" else make_gplearn
+    jobs = []
+    for s in _range(args.seeds):
+        if s in _range(args.diabetes_seeds):
+            jobs.append(("diabetes", s))
+        jobs += [(f"nguyen{k}", s) for k in _range(args.problems)]
+    for name, s in jobs:
+        if name == "diabetes":
+            x, xt, y, yt = diabetes_data(s)
+            est = make(args.pop, args.gens, ("add", "sub", "mul", "div"), (-1.0, 1.0), s)
+        else:
+            x, y, xt, yt = nguyen_data(int(name[6:]), s)
+            est = make(args.pop, args.gens, NGUYEN_FUNCS, None, s)
+        c0, t0 = time.process_time(), time.perf_counter()
+        est.fit(x, y)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        with np.errstate(all="ignore"):
+            p = np.asarray(est.predict(xt), np.float64)
+            test_mse = float(np.mean((p - yt) ** 2))
+            r2 = float(1 - np.sum((p - yt) ** 2) / np.sum((yt - yt.mean()) ** 2))
+        rec = dict(lib=args.lib, problem=name, seed=s, pop=args.pop, gens=args.gens,
+                   test_mse=test_mse if np.isfinite(test_mse) else None, test_r2=r2 if np.isfinite(r2) else None,
+                   exact=bool(np.isfinite(test_mse) and test_mse <= EXACT), length=program_len(args.lib, est),
+                   program=program_str(args.lib, est), cpu_s=round(cpu, 2), wall_s=round(wall, 2))
+        with open(args.out, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        print(name, s, args.lib, f"mse={test_mse:.3g} r2={r2:.4f} cpu={cpu:.1f}s", flush=True)
+    print("max RSS MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def table(args):
+    recs = []
+    for p in args.files:
+        with open(p) as f:
+            recs += [json.loads(line) for line in f if line.strip()]
+    by = {}
+    for r in recs:
+        by.setdefault((r["problem"], r["lib"]), {})[r["seed"]] = r
+    problems = sorted({r["problem"] for r in recs}, key=lambda n: (n != "diabetes", int(n[6:]) if n[6:].isdigit() else 0))
+    print("| problem | seeds (both) | tfevo median test MSE | gplearn median test MSE | tfevo exact | gplearn exact "
+          "| tfevo median len | gplearn median len | tfevo CPU s/run | gplearn CPU s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for pr in problems:
+        a, b = by.get((pr, "tfevo"), {}), by.get((pr, "gplearn"), {})
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            continue
+
+        def med(d, key):
+            v = [d[s][key] if d[s][key] is not None else np.inf for s in seeds]
+            return float(np.median(v))
+
+        if pr == "diabetes":
+            print(f"| {pr} (test R^2, median) | {len(seeds)} | {med(a, 'test_r2'):.4f} | {med(b, 'test_r2'):.4f} "
+                  f"| - | - | {med(a, 'length'):.0f} | {med(b, 'length'):.0f} | {med(a, 'cpu_s'):.1f} "
+                  f"| {med(b, 'cpu_s'):.1f} |")
+            continue
+        ea = sum(a[s]["exact"] for s in seeds)
+        eb = sum(b[s]["exact"] for s in seeds)
+        print(f"| {pr} | {len(seeds)} | {med(a, 'test_mse'):.3g} | {med(b, 'test_mse'):.3g} | {ea}/{len(seeds)} "
+              f"| {eb}/{len(seeds)} | {med(a, 'length'):.0f} | {med(b, 'length'):.0f} | {med(a, 'cpu_s'):.1f} "
+              f"| {med(b, 'cpu_s'):.1f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--lib", choices=("tfevo", "gplearn"), required=True)
+    r.add_argument("--seeds", default="0-9")
+    r.add_argument("--problems", default="1-12")
+    r.add_argument("--diabetes-seeds", default="0-4")
+    r.add_argument("--pop", type=int, default=1000)
+    r.add_argument("--gens", type=int, default=50)
+    r.add_argument("--out", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    run(args) if args.cmd == "run" else table(args)
+
+
+if __name__ == "__main__":
+    main()
