@@ -374,7 +374,7 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmit
 //   value     float [B]   improvement (new cell: fitness - qd_offset)
 //   cell_out  int32 [B]   the cells used
 //
-// Same rule as tfevo.qd.archives.Archive._add_reference: NaN/-inf fitness or a
+// Same rule as tfevo.qd.archives.Archive._add_reference: non-finite fitness or a
 // non-finite descriptor = dead; the best live candidate of each cell (first
 // on ties) enters if the cell is empty or it beats the incumbent strictly.
 // One pass over the batch with a per-cell winner table, then only the
@@ -509,8 +509,7 @@ class ArchiveInsertOp : public OpKernel {
     std::vector<int32_t> winner(cells, -1);
     for (int64_t i = 0; i < B; ++i) {
       float v = fr[i];
-      if (std::isnan(v)) v = -INFINITY;
-      if (v == INFINITY) v = std::numeric_limits<float>::max();
+      if (!std::isfinite(v)) v = -INFINITY;  // every non-finite fitness is the worst
       f[i] = v;
       bool ok = std::isfinite(v);
       for (int64_t j = 0; j < K && ok; ++j) ok = std::isfinite(d[i * K + j]);

@@ -283,6 +283,7 @@ def register_function(name: str, arity: int, tf_fn: Callable, np_fn: Callable | 
 
     Example:
 
+    >>> import tensorflow as tf
     >>> f = register_function("hypot", 2, lambda a, b: tf.sqrt(a * a + b * b))
     >>> FunctionSet(["add", "mul", "hypot"]).arities
     [2, 2, 2]

@@ -34,10 +34,12 @@ class NEAT(tf.Module):
 
     Example:
 
-    >>> cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=150)
+    >>> from tfevo.neat import XOR
+    >>> problem = XOR()
+    >>> cfg = problem.config(pop_size=150)
     >>> algo = NEAT(cfg, seed=0)
     >>> pop = algo.ask()
-    >>> algo.tell(pop, fitness)          # fitness float32 [150], higher is better
+    >>> algo.tell(pop, problem(pop, cfg))   # fitness float32 [150], higher is better
 
     ``jit_compile=True`` runs breeding (crossover, mutation, compaction) as
     XLA programs on bucketed slot widths (8, 16, 24, 32, 48, ..., full; one compile of

@@ -37,6 +37,7 @@ class SymbolicRegression:
 
     Example:
 
+    >>> from tfevo.gp import GeneticProgramming, GPConfig
     >>> prob = pagie1(n_points=256)
     >>> gp = GeneticProgramming(GPConfig(popsize=500, num_vars=prob.num_vars,
     ...                                  functions=prob.functions), seed=0)

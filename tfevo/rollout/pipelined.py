@@ -32,10 +32,15 @@ per ``n``.
 
 Example:
 
->>> ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=64, num_subsets=2,
-...                         max_steps=1000, seed=0)
->>> fitness = ev.evaluate(params)          # float32 [P]
->>> ev.last_stats["frames"]                # emulator frames used
+>>> from tfevo.envs import make
+>>> from tfevo.nn import Policy, PopulationModel, nature_dqn
+>>> env = make("ALE/Frostbite-v5", num_envs=1)
+>>> policy = Policy(PopulationModel(nature_dqn(env.action_spec.num_actions)), env.action_spec)
+>>> ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=4, num_subsets=2,
+...                         max_steps=10, seed=0)
+>>> fitness = ev.evaluate(policy.init_params(8, seed=0))   # float32 [8]
+>>> ev.last_stats["frames"] > 0                            # emulator frames used
+True
 """
 
 from __future__ import annotations

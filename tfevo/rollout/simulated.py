@@ -32,9 +32,11 @@ Example:
 >>> env = make("ALE/Frostbite-v5", num_envs=1)
 >>> policy = SimulatedAcceleratorPolicy(env.action_spec, env.observation_shape,
 ...                                     nature_dqn_gpu_model("rtx4090"), record=True)
->>> ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=32, num_subsets=2, max_steps=100)
->>> fitness = ev.evaluate(policy.init_params(64, seed=0))
->>> policy.intervals[:2]        # (start, end, rows) of each simulated forward
+>>> ev = PipelinedEvaluator("ALE/Frostbite-v5", policy, num_envs=8, num_subsets=2, max_steps=20)
+>>> fitness = ev.evaluate(policy.init_params(16, seed=0))
+>>> start, end, rows = policy.intervals[0]     # one (start, end, rows) per simulated forward
+>>> end > start
+True
 """
 
 from __future__ import annotations

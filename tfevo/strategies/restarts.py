@@ -201,8 +201,12 @@ class IPOP(_Restarts):
 
     Example:
 
+    >>> import math
+    >>> import tensorflow as tf
+    >>> def rastrigin(x):
+    ...     return 10 * x.shape[1] + tf.reduce_sum(x ** 2 - 10 * tf.cos(2 * math.pi * x), axis=1)
     >>> es = IPOP(10, sigma=2.0, init_range=(-5, 5), seed=0)
-    >>> for _ in range(100):
+    >>> for _ in range(50):
     ...     x = es.ask()                      # shape [es.popsize, 10]
     ...     es.tell(x, -rastrigin(x))
     """
