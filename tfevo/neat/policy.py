@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
@@ -126,12 +126,27 @@ class NEATPolicy:
         return network._replace(**{f: tf.gather(getattr(network, f), idx)
                                    for f in network._fields if f != "num_levels"})
 
+    def _obs(self, obs) -> tf.Tensor:
+        """``obs [P, B, ...]`` as float32 ``[P, B, num_inputs]``; :class:`ShapeError`
+        naming both sizes when an observation does not have ``num_inputs`` values."""
+        obs = tf.convert_to_tensor(obs, tf.float32)
+        shape = obs.shape
+        if shape.rank is not None and shape.rank < 3:
+            raise ShapeError(f"observations must be [P, B, {self.config.num_inputs}], got {shape.as_list()}")
+        if shape.rank is not None and shape[2:].is_fully_defined():
+            size = int(np.prod(shape[2:].as_list()))
+            if size != self.config.num_inputs:
+                raise ShapeError(f"observations have {size} values (shape {shape.as_list()}), the NEAT config has "
+                                 f"num_inputs={self.config.num_inputs}")
+            if shape.rank > 3:
+                obs = tf.reshape(obs, tf.concat([tf.shape(obs)[:2], [size]], 0))
+        return obs
+
     def forward_state(self, network: net.Network, obs, state, indices=None):
         """Recurrent step for the evaluators: ``(actions, new_state)`` from
         ``obs [n, B, obs_dim]`` and ``state [n, B, max_nodes]`` (zeros at an
         episode's start); ``indices [n]`` picks the members (default: all)."""
-        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32),
-                                   tf.convert_to_tensor(obs, tf.float32))
+        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32), obs)
         return actions, state
 
     def forward_graph(self, network: net.Network, obs, indices=None):
@@ -140,6 +155,7 @@ class NEATPolicy:
         population is run for one step from zero state: use
         :meth:`forward_state` to carry its state)."""
         cfg = self.config
+        obs = self._obs(obs)
         network = self._subset(network, indices)
         if cfg.feed_forward:
             y = _fo.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
@@ -167,6 +183,7 @@ class NEATPolicy:
     def step(self, network: net.Network, state, obs):
         """Recurrent step: ``(state [P,B,N], obs [P,B,I]) -> (state, actions)``."""
         cfg = self.config
+        obs = self._obs(obs)
         state, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                                       cfg.aggregation_options, self.settle_steps)
         return state, self.outputs_to_actions(y)
@@ -287,9 +304,10 @@ class ControlProblem(tf.Module):
 
     def __call__(self, population) -> tf.Tensor:
         """Fitness ``float32 [P]`` of ``population = (nodes, conns)``."""
-        nodes, conns = population
-        ev, nodes, conns = self._evaluator_for(tf.convert_to_tensor(nodes, tf.float32),
-                                               tf.convert_to_tensor(conns, tf.float32))
+        from tfevo.neat.problems import check_population
+
+        nodes, conns = check_population(population, self.config)
+        ev, nodes, conns = self._evaluator_for(nodes, conns)
         out = ev.evaluate(ev.policy.flatten((nodes, conns)))
         object.__setattr__(self, "_last", ev)
         return out
