@@ -154,3 +154,137 @@ def test_kernel_cache_is_the_package_cache(tmp_path):
     assert lines[0] == "None"
     assert lines[1].startswith(os.path.join(str(tmp_path), ".cache", "tfevo"))
     assert lines[2].startswith(lines[1])
+
+
+# -- exports stand alone -----------------------------------------------------------------------------
+ALL_ACTS = ("sigmoid", "tanh", "sin", "gauss", "relu", "elu", "lelu", "selu", "softplus", "identity", "clamped",
+            "inv", "log", "exp", "abs", "hat", "square", "cube")
+ALL_AGGS = ("sum", "product", "max", "min", "maxabs", "median", "mean")
+
+
+def _genomes_with_every_function():
+    """Evolved genomes (random fitness, high structural and function mutation rates)
+    and a few of them that together use every activation and aggregation on nodes
+    that reach an output."""
+    from tfevo.neat import network as net
+
+    cfg = NEATConfig(num_inputs=3, num_outputs=2, pop_size=40, max_nodes=20, max_conns=48, node_add_prob=0.8,
+                     conn_add_prob=0.9, node_delete_prob=0.05, conn_delete_prob=0.1, activation_options=ALL_ACTS,
+                     aggregation_options=ALL_AGGS, activation_mutate_rate=0.6, aggregation_mutate_rate=0.6,
+                     activation_default="sigmoid", num_hidden=1, initial_connection="full_direct")
+    algo = NEAT(cfg, seed=4)
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        algo.tell(algo.ask(), rng.normal(size=40).astype(np.float32))
+    nodes, conns = (t.numpy() for t in algo.ask())
+    used, sizes = [], []
+    for p in range(40):
+        nd, cd = net._genome_dicts(nodes[p], conns[p])
+        live, todo = set(), [3, 4]
+        while todo:  # nodes that reach an output
+            k = todo.pop()
+            if k in live or k not in nd:
+                continue
+            live.add(k)
+            todo += [a for a, b, _ in cd if b == k]
+        fn = {nd[k][3] for k in live if k >= 3} | {"agg:" + nd[k][2] for k in live if k >= 3
+                                                   and sum(b == k for _, b, _ in cd) >= 2}
+        used.append(fn)
+        sizes.append(len(live))
+    picked, have = [], set()
+    for p in sorted(range(40), key=lambda p: sizes[p]):  # small genomes first: quick sympy expressions
+        if not used[p] <= have:
+            picked.append(p)
+            have |= used[p]
+    assert set(ALL_ACTS) <= have and {"agg:" + a for a in ALL_AGGS} <= have, sorted(set(ALL_ACTS) | {
+        "agg:" + a for a in ALL_AGGS} - have)
+    return cfg, nodes, conns, picked
+
+
+def test_sympy_export_evaluates_every_function(tmp_path):
+    import sympy as sp
+
+    from tfevo.neat import network as net
+    from tfevo.neat import to_sympy
+
+    cfg, nodes, conns, picked = _genomes_with_every_function()
+    x = np.random.default_rng(2).uniform(-1.5, 1.5, (16, 3))
+    syms = sp.symbols("x0:3")
+    for p in picked:
+        exprs = to_sympy(nodes[p], conns[p], cfg, precision=12)
+        assert not any(isinstance(f, sp.core.function.AppliedUndef) for e in exprs for f in e.atoms(sp.Function))
+        f = sp.lambdify(syms, exprs, "numpy")
+        got = np.array([np.asarray(f(*row), np.float64) for row in x])
+        want = net.reference_forward(nodes[p], conns[p], x, 3, 2, float32=False)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"genome {p}")
+
+
+def test_keras_export_loads_without_tfevo_and_matches(tmp_path):
+    from tfevo.neat import network as net
+    from tfevo.neat import to_keras
+
+    cfg, nodes, conns, picked = _genomes_with_every_function()
+    x = np.random.default_rng(3).uniform(-1.5, 1.5, (16, 3)).astype(np.float32)
+    n = net.transform(nodes, conns, 3, True)
+    want = net.forward(n, np.broadcast_to(x, (40, 16, 3)), 3, 2, ALL_ACTS, ALL_AGGS).numpy()
+    for p in picked:
+        model = to_keras(nodes[p], conns[p], cfg)
+        np.testing.assert_allclose(model(x).numpy(), want[p], rtol=1e-4, atol=1e-5, err_msg=f"genome {p}")
+        model.save(tmp_path / f"g{p}.keras")
+    np.save(tmp_path / "x.npy", x)
+    code = f"""
+import sys
+sys.modules["tfevo"] = None  # any import of tfevo fails
+import numpy as np, keras
+x = np.load({str(tmp_path / 'x.npy')!r})
+out = {{}}
+for p in {picked!r}:
+    out[f"g{{p}}"] = np.asarray(keras.models.load_model({str(tmp_path)!r} + f"/g{{p}}.keras")(x))
+assert not [m for m, v in sys.modules.items() if m.startswith("tfevo") and v is not None]
+np.savez({str(tmp_path / 'out.npz')!r}, **out)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = np.load(tmp_path / "out.npz")
+    for p in picked:
+        np.testing.assert_allclose(out[f"g{p}"], want[p], rtol=1e-4, atol=1e-5, err_msg=f"genome {p}")
+
+
+def test_reference_and_kernel_forward_pick_the_same_actions_on_acrobot():
+    """Many evolved genomes (large weights, so sigmoids saturate and outputs tie at 1.0
+    in float32) along Acrobot episodes: the Python reference and the C++ (or TF) forward
+    pass pick the same action at every step, except where the outputs are within one
+    float32 rounding of a tie (at most 0.5% of the steps)."""
+    from tfevo.envs import make
+    from tfevo.neat import _forward_op as fo
+    from tfevo.neat import network as net
+
+    P = 40
+    cfg = NEATConfig(num_inputs=6, num_outputs=3, pop_size=P, max_nodes=24, max_conns=60, node_add_prob=0.5,
+                     conn_add_prob=0.7, weight_init_stdev=3.0)
+    algo = NEAT(cfg, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        algo.tell(algo.ask(), rng.normal(size=P).astype(np.float32))
+    pop = algo.ask()
+    prog = fo.prepare(pop.nodes, pop.conns, 6, True, cfg.activation_options, cfg.aggregation_options)
+    env = make("Acrobot-v1", P)
+    state, obs = env.reset(tf.constant([1, 2]))
+    nodes, conns = pop.nodes.numpy(), pop.conns.numpy()
+    steps, near, differ = 0, 0, []
+    for t in range(60):
+        xb = tf.reshape(tf.cast(obs, tf.float32), [P, 1, 6])
+        y = fo.forward(prog, xb, 6, 3, cfg.activation_options, cfg.aggregation_options).numpy()[:, 0]
+        a = y.argmax(-1)
+        for i in range(P):
+            yr = net.reference_forward(nodes[i], conns[i], xb.numpy()[i], 6, 3)[0]
+            np.testing.assert_allclose(yr, y[i], rtol=1e-5, atol=1e-6)
+            if yr.argmax() != a[i]:
+                top = np.sort(y[i])
+                differ.append((t, i))
+                assert top[-1] - top[-2] <= 2 * np.spacing(np.float32(top[-1])), (t, i, y[i], yr)
+        steps += P
+        state, obs = env.step(state, tf.constant(a, tf.int32))[:2]
+    assert len(differ) <= 0.005 * steps, f"{len(differ)} of {steps} steps differ: {differ[:10]}"

@@ -219,11 +219,18 @@ def to_keras(nodes, conns, config: NEATConfig) -> "keras.Model":
 def _sympy_act(name, z):
     """The activation ``name`` as a sympy expression (the clipping of
     :mod:`tfevo.neat.functions` kept where it changes the value: sin, exp, log,
-    inv, softplus)."""
+    inv, softplus).  Branches are written with Max/Min/sign instead of
+    Piecewise, which sympy folds through the whole (shared) argument."""
     import sympy as sp
 
+    def mx(*a):
+        return sp.Max(*a, evaluate=False)
+
+    def mn(*a):
+        return sp.Min(*a, evaluate=False)
+
     def clip(v, lo, hi):
-        return sp.Max(lo, sp.Min(hi, v))
+        return mx(lo, mn(hi, v))
 
     L, A = sp.Float(1.0507009873554805), sp.Float(1.6732632423543772)
     table = {
@@ -231,18 +238,18 @@ def _sympy_act(name, z):
         "tanh": lambda z: sp.tanh(sp.Rational(5, 2) * z),
         "sin": lambda z: sp.sin(clip(5 * z, -60, 60)),
         "gauss": lambda z: sp.exp(-5 * clip(z, sp.Rational(-17, 5), sp.Rational(17, 5)) ** 2),
-        "relu": lambda z: sp.Max(z, 0),
-        "elu": lambda z: sp.Piecewise((z, z > 0), (sp.exp(z) - 1, True)),
-        "lelu": lambda z: sp.Piecewise((z, z > 0), (sp.Rational(1, 200) * z, True)),
-        "selu": lambda z: sp.Piecewise((L * z, z > 0), (L * A * (sp.exp(z) - 1), True)),
+        "relu": lambda z: mx(z, 0),
+        "elu": lambda z: mx(z, 0) + sp.exp(mn(z, 0)) - 1,
+        "lelu": lambda z: mx(z, 0) + sp.Rational(1, 200) * mn(z, 0),
+        "selu": lambda z: L * mx(z, 0) + L * A * (sp.exp(mn(z, 0)) - 1),
         "softplus": lambda z: sp.Rational(1, 5) * sp.log(1 + sp.exp(clip(5 * z, -60, 60))),
         "identity": lambda z: z,
         "clamped": lambda z: clip(z, -1, 1),
-        "inv": lambda z: sp.Piecewise((0, sp.Eq(z, 0)), (1 / z, True)),
-        "log": lambda z: sp.log(sp.Max(z, sp.Float(1e-7))),
+        "inv": lambda z: sp.sign(z) ** 2 / (z + 1 - sp.sign(z) ** 2),  # 1/z, and 0 at 0
+        "log": lambda z: sp.log(mx(z, sp.Float(1e-7))),
         "exp": lambda z: sp.exp(clip(z, -60, 60)),
         "abs": lambda z: sp.Abs(z),
-        "hat": lambda z: sp.Max(0, 1 - sp.Abs(z)),
+        "hat": lambda z: mx(0, 1 - sp.Abs(z)),
         "square": lambda z: z ** 2,
         "cube": lambda z: z ** 3,
     }
@@ -267,42 +274,50 @@ def _implemented(name, kind):
     return implemented_function(sp.Function(name), lambda *v: py(list(v)))
 
 
-def _order_statistic(terms, r):
-    """The ``r``-th smallest (0-based) of ``terms``: the smallest max over all subsets of r+1 terms."""
-    import itertools
-
+def _sorted_terms(terms):
+    """``terms`` in increasing order as Min/Max expressions (odd-even transposition
+    network: k passes of adjacent compare-exchanges, O(k^2) shared subexpressions)."""
     import sympy as sp
 
-    return sp.Min(*[sp.Max(*sub) for sub in itertools.combinations(terms, r + 1)])
+    v = list(terms)
+    for step in range(len(v)):
+        for i in range(step % 2, len(v) - 1, 2):
+            v[i], v[i + 1] = sp.Min(v[i], v[i + 1], evaluate=False), sp.Max(v[i], v[i + 1], evaluate=False)
+    return v
 
 
 def _sympy_agg(name, terms):
     import sympy as sp
 
     k = len(terms)
+    if k == 1 and name != "product":
+        return terms[0]
     if name == "sum":
-        return sp.Add(*terms)
+        return sp.Add(*terms, evaluate=False)
     if name == "product":
-        return sp.Mul(*terms)
+        return sp.Mul(*terms, evaluate=False)
     if name == "max":
-        return sp.Max(*terms)
+        return sp.Max(*terms, evaluate=False)
     if name == "min":
-        return sp.Min(*terms)
+        return sp.Min(*terms, evaluate=False)
     if name == "mean":
-        return sp.Add(*terms) / k
+        return sp.Mul(sp.Add(*terms, evaluate=False), sp.Rational(1, k), evaluate=False)
     if name == "maxabs":  # the first term of largest magnitude
-        if k == 1:
-            return terms[0]
-        pieces = []
-        for i, t in enumerate(terms[:-1]):
-            cond = sp.And(*([sp.Abs(t) > sp.Abs(u) for u in terms[:i]] + [sp.Abs(t) >= sp.Abs(u) for u in terms[i + 1:]]))
-            pieces.append((t, cond))
-        return sp.Piecewise(*pieces, (terms[-1], True))
+        r = terms[0]
+        for t in terms[1:]:
+            # the larger of (r, t) when r + t > 0, the smaller when r + t < 0, r when r + t = 0
+            # (equal magnitudes: the earlier term); no Piecewise (see _sympy_act)
+            add = lambda *a: sp.Add(*a, evaluate=False)  # noqa: E731
+            mul = lambda *a: sp.Mul(*a, evaluate=False)  # noqa: E731
+            sg = sp.sign(add(r, t))
+            r = add(mul(sp.Rational(1, 2), add(r, t, mul(sg, sp.Abs(add(r, mul(-1, t)))))),
+                    mul(add(1, mul(-1, sp.Abs(sg))), r))
+        return r
     if name == "median":  # mean of the two middle values
+        srt = _sorted_terms(terms)
         lo, hi = (k - 1) // 2, k // 2
-        if lo == hi:
-            return _order_statistic(terms, lo)
-        return (_order_statistic(terms, lo) + _order_statistic(terms, hi)) / 2
+        return srt[lo] if lo == hi else sp.Mul(sp.Add(srt[lo], srt[hi], evaluate=False), sp.Rational(1, 2),
+                                                evaluate=False)
     return _implemented(name, "aggregation")(*terms)
 
 
@@ -331,9 +346,11 @@ def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
         if k in stack:
             raise ConfigError("genome has a cycle")
         bias, resp, agg, act = nd[k]
-        terms = [f(w) * node(a, stack + (k,)) for a, w in incoming.get(k, [])]
+        # products and sums unevaluated: sympy would distribute a number over a
+        # sum, copying a shared subexpression once per use (exponential in depth)
+        terms = [sp.Mul(f(w), node(a, stack + (k,)), evaluate=False) for a, w in incoming.get(k, [])]
         s = _sympy_agg(agg, terms) if terms else sp.Integer(0)
-        expr[k] = _sympy_act(act, f(bias) + f(resp) * s)
+        expr[k] = _sympy_act(act, sp.Add(f(bias), sp.Mul(f(resp), s, evaluate=False), evaluate=False))
         return expr[k]
 
     return [node(k) for k in range(I, I + O)]
