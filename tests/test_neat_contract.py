@@ -2,6 +2,7 @@
 the field, the value and the accepted range (never a wrong answer); the kernel
 cache is the package's one cache; exported networks stand alone."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -162,6 +163,7 @@ ALL_ACTS = ("sigmoid", "tanh", "sin", "gauss", "relu", "elu", "lelu", "selu", "s
 ALL_AGGS = ("sum", "product", "max", "min", "maxabs", "median", "mean")
 
 
+@functools.lru_cache(maxsize=1)
 def _genomes_with_every_function():
     """Evolved genomes (random fitness, high structural and function mutation rates)
     and a few of them that together use every activation and aggregation on nodes
