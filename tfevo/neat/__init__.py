@@ -7,7 +7,6 @@ the whole population; problems, policies, HyperNEAT and export build on that.
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TFEVO_CACHE", os.path.join(os.path.dirname(__file__), "..", ".tfevo_cache"))
 
 from tfevo.neat.config import NEATConfig, TENSORNEAT_ALIASES  # noqa: E402
 from tfevo.neat.functions import register_activation, register_aggregation  # noqa: E402

@@ -6,6 +6,8 @@ import configparser
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
@@ -207,12 +209,14 @@ class NEATConfig:
 
     # ------------------------------------------------------------------
     def validate(self) -> "NEATConfig":
-        """Raises :class:`ConfigError` naming the first impossible value."""
-        I, O = int(self.num_inputs), int(self.num_outputs)
-        if I < 1 or O < 1:
-            raise ConfigError(f"num_inputs and num_outputs must be >= 1, got {I}, {O}")
-        if self.pop_size < 2:
-            raise ConfigError(f"pop_size must be >= 2, got {self.pop_size}")
+        """Raises :class:`ConfigError` naming the first impossible value: the
+        field, the value and the accepted range (see ``_RANGES``)."""
+        _check_fields(self)
+        I, O = self.num_inputs, self.num_outputs
+        if self.elitism > self.pop_size:
+            raise ConfigError(f"elitism must be <= pop_size={self.pop_size}, got {self.elitism}")
+        if self.min_species_size > self.pop_size:
+            raise ConfigError(f"min_species_size must be <= pop_size={self.pop_size}, got {self.min_species_size}")
         need = I + O + int(self.num_hidden)
         if self.max_nodes < need:
             raise ConfigError(
@@ -228,38 +232,21 @@ class NEATConfig:
             raise ConfigError(
                 f"initial_connection must be 'full', 'full_direct', 'partial' or 'none', got {self.initial_connection!r}"
             )
-        if not 0.0 <= self.connection_fraction <= 1.0:
-            raise ConfigError(f"connection_fraction must be in [0, 1], got {self.connection_fraction}")
-        if self.max_species < 1:
-            raise ConfigError(f"max_species must be >= 1, got {self.max_species}")
         if self.species_fitness_func not in ("max", "mean", "min", "median"):
             raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
         if self.allotment not in ("fitness", "rank"):
             raise ConfigError(f"allotment must be 'fitness' or 'rank', got {self.allotment!r}")
-        if not 0.0 < self.survival_threshold <= 1.0:
-            raise ConfigError(f"survival_threshold must be in (0, 1], got {self.survival_threshold}")
-        if self.elitism < 0 or self.species_elitism < 0 or self.min_species_size < 1:
-            raise ConfigError("elitism and species_elitism must be >= 0 and min_species_size >= 1")
-        if self.max_stagnation < 1:
-            raise ConfigError(f"max_stagnation must be >= 1, got {self.max_stagnation}")
-        if not 0.0 <= self.spawn_number_change_rate <= 1.0:
-            raise ConfigError(f"spawn_number_change_rate must be in [0, 1], got {self.spawn_number_change_rate}")
-        if self.compatibility_threshold <= 0:
-            raise ConfigError(f"compatibility_threshold must be > 0, got {self.compatibility_threshold}")
-        for name in ("node_add_prob", "node_delete_prob", "conn_add_prob", "conn_delete_prob",
-                     "interspecies_crossover_prob", "crossover_prob", "enabled_mutate_rate",
-                     "activation_mutate_rate", "aggregation_mutate_rate"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ConfigError(f"{name} must be a probability in [0, 1], got {v}")
         for a in ("bias", "response", "weight"):
-            r = getattr(self, f"{a}_mutate_rate") + getattr(self, f"{a}_replace_rate")
-            if getattr(self, f"{a}_mutate_rate") < 0 or getattr(self, f"{a}_replace_rate") < 0 or r > 1.0 + 1e-9:
-                raise ConfigError(f"{a}_mutate_rate + {a}_replace_rate must be probabilities summing to <= 1")
-            if getattr(self, f"{a}_min_value") > getattr(self, f"{a}_max_value"):
-                raise ConfigError(f"{a}_min_value must be <= {a}_max_value")
-            if getattr(self, f"{a}_init_type") not in ("gaussian", "normal", "uniform"):
-                raise ConfigError(f"{a}_init_type must be 'gaussian' or 'uniform'")
+            m, r = getattr(self, f"{a}_mutate_rate"), getattr(self, f"{a}_replace_rate")
+            if m + r > 1.0 + 1e-9:
+                raise ConfigError(f"{a}_mutate_rate + {a}_replace_rate must be <= 1 (one draw picks perturb, "
+                                  f"replace or keep), got {m} + {r}")
+            lo, hi = getattr(self, f"{a}_min_value"), getattr(self, f"{a}_max_value")
+            if lo > hi:
+                raise ConfigError(f"{a}_min_value must be <= {a}_max_value, got {lo} > {hi}")
+            t = getattr(self, f"{a}_init_type")
+            if t not in ("gaussian", "normal", "uniform"):
+                raise ConfigError(f"{a}_init_type must be 'gaussian' or 'uniform', got {t!r}")
         for n in self.activation_options + (self.activation_default,):
             F.activation_id(n)
         for n in self.aggregation_options + (self.aggregation_default,):
@@ -312,9 +299,12 @@ class NEATConfig:
             if isinstance(default, bool):
                 vals[k] = v.strip().lower() in ("true", "1", "yes")
             elif isinstance(default, int):
-                vals[k] = int(float(v))
+                vals[k] = _parse_int(k, v, path)
             elif isinstance(default, float):
-                vals[k] = float(v)
+                try:
+                    vals[k] = float(v)
+                except ValueError:
+                    raise ConfigError(f"{path}: {k} must be a number, got {v!r}") from None
             elif isinstance(default, tuple):
                 vals[k] = tuple(v.split())
             else:
@@ -324,6 +314,85 @@ class NEATConfig:
                     vals["connection_fraction"] = float(parts[1])
         vals.update(overrides)
         return cls(**vals)
+
+
+_INF = float("inf")
+_PROB = (0.0, 1.0, False, False)
+# field -> (lowest, highest, lowest excluded, highest excluded) for every numeric field
+# (neat-python's meaning); integer fields are the int-typed defaults
+_RANGES = {
+    "num_inputs": (1, _INF, False, True), "num_outputs": (1, _INF, False, True),
+    "pop_size": (2, _INF, False, True), "max_nodes": (1, _INF, False, True), "max_conns": (1, _INF, False, True),
+    "num_hidden": (0, _INF, False, True), "connection_fraction": _PROB,
+    "compatibility_disjoint_coefficient": (0.0, _INF, False, True),
+    "compatibility_weight_coefficient": (0.0, _INF, False, True),
+    "compatibility_threshold": (0.0, _INF, True, True), "max_species": (1, _INF, False, True),
+    "max_stagnation": (1, _INF, False, True), "species_elitism": (0, _INF, False, True),
+    "elitism": (0, _INF, False, True), "survival_threshold": (0.0, 1.0, True, False),
+    "min_species_size": (1, _INF, False, True), "spawn_number_change_rate": _PROB,
+    "interspecies_crossover_prob": _PROB, "crossover_prob": _PROB,
+    "node_add_prob": _PROB, "node_delete_prob": _PROB, "conn_add_prob": _PROB, "conn_delete_prob": _PROB,
+    "enabled_mutate_rate": _PROB, "activation_mutate_rate": _PROB, "aggregation_mutate_rate": _PROB,
+    "fitness_threshold": (-_INF, _INF, False, False),
+}
+for _a in ("bias", "response", "weight"):
+    _RANGES.update({f"{_a}_init_mean": (-_INF, _INF, True, True), f"{_a}_init_stdev": (0.0, _INF, False, True),
+                    f"{_a}_max_value": (-_INF, _INF, True, True), f"{_a}_min_value": (-_INF, _INF, True, True),
+                    f"{_a}_mutate_power": (0.0, _INF, False, True), f"{_a}_mutate_rate": _PROB,
+                    f"{_a}_replace_rate": _PROB})
+
+
+def _range_text(lo, hi, lo_open, hi_open) -> str:
+    if hi == _INF and hi_open and lo != -_INF:
+        return f"{'>' if lo_open else '>='} {lo}"
+    if lo == -_INF and hi == _INF:
+        return "finite" if lo_open else "a number (not NaN)"
+    return f"in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+
+
+def _check_fields(cfg) -> None:
+    """Types and ranges of every field (bool fields bool, int fields integers,
+    float fields real numbers in ``_RANGES``); integral floats of int fields
+    become ints."""
+    import numbers
+
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        kind = type(f.default)
+        if kind is bool:
+            if not isinstance(v, (bool, np.bool_)):
+                raise ConfigError(f"{f.name} must be True or False, got {v!r}")
+            setattr(cfg, f.name, bool(v))
+            continue
+        if kind not in (int, float):
+            continue
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            what = "an integer" if kind is int else "a number"
+            raise ConfigError(f"{f.name} must be {what}, got {v!r} ({type(v).__name__})")
+        if kind is int:
+            if isinstance(v, numbers.Integral):
+                v = int(v)
+            elif float(v).is_integer():
+                v = int(v)
+            else:
+                raise ConfigError(f"{f.name} must be an integer, got {v!r}")
+        else:
+            v = float(v)
+        lo, hi, lo_open, hi_open = _RANGES[f.name]
+        ok = v == v and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+        if not ok:
+            raise ConfigError(f"{f.name} must be {_range_text(lo, hi, lo_open, hi_open)}, got {v!r}")
+        setattr(cfg, f.name, v)
+
+
+def _parse_int(key: str, text: str, path: str) -> int:
+    try:
+        x = float(text)
+    except ValueError:
+        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}") from None
+    if not x.is_integer():
+        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}")
+    return int(x)
 
 
 def _as_names(x) -> list[str]:

@@ -90,8 +90,93 @@ def _single(nodes, conns, cfg):
     return net.transform(nodes[None], conns[None], cfg.num_inputs, True)
 
 
+def _keras_act(name, z):
+    """The activation ``name`` of :mod:`tfevo.neat.functions` in built-in Keras ops."""
+    from keras import ops
+
+    c = ops.clip
+    L, A = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+    table = {
+        "sigmoid": lambda z: ops.sigmoid(c(5.0 * z, -60.0, 60.0)),
+        "tanh": lambda z: ops.tanh(c(2.5 * z, -60.0, 60.0)),
+        "sin": lambda z: ops.sin(c(5.0 * z, -60.0, 60.0)),
+        "gauss": lambda z: ops.exp(-5.0 * c(z, -3.4, 3.4) * c(z, -3.4, 3.4)),
+        "relu": lambda z: ops.maximum(z, 0.0),
+        "elu": lambda z: ops.where(z > 0.0, z, ops.expm1(ops.minimum(z, 0.0))),
+        "lelu": lambda z: ops.where(z > 0.0, z, 0.005 * z),
+        "selu": lambda z: ops.where(z > 0.0, L * z, L * A * ops.expm1(ops.minimum(z, 0.0))),
+        "softplus": lambda z: 0.2 * ops.softplus(c(5.0 * z, -60.0, 60.0)),
+        "identity": lambda z: z,
+        "clamped": lambda z: c(z, -1.0, 1.0),
+        "inv": lambda z: ops.where(ops.equal(z, 0.0), 0.0, 1.0 / ops.where(ops.equal(z, 0.0), 1.0, z)),
+        "log": lambda z: ops.log(ops.maximum(z, 1e-7)),
+        "exp": lambda z: ops.exp(c(z, -60.0, 60.0)),
+        "abs": lambda z: ops.abs(z),
+        "hat": lambda z: ops.maximum(0.0, 1.0 - ops.abs(z)),
+        "square": lambda z: z * z,
+        "cube": lambda z: z * z * z,
+    }
+    return table[name](z)
+
+
+def _keras_agg(name, terms):
+    """The aggregation ``name`` over the list of ``[batch]`` terms in built-in Keras ops."""
+    from keras import ops
+
+    if len(terms) == 1 and name != "median":
+        return terms[0]
+    t = ops.stack(terms, axis=-1)  # [batch, k], incoming values in source-slot order
+    k = len(terms)
+    if name == "sum":
+        return ops.sum(t, axis=-1)
+    if name == "product":
+        return ops.prod(t, axis=-1)
+    if name == "max":
+        return ops.max(t, axis=-1)
+    if name == "min":
+        return ops.min(t, axis=-1)
+    if name == "mean":
+        return ops.sum(t, axis=-1) / float(k)
+    if name == "maxabs":  # the first term of largest magnitude
+        i = ops.argmax(ops.abs(t), axis=-1)
+        return ops.take_along_axis(t, ops.expand_dims(i, -1), axis=-1)[:, 0]
+    if name == "median":  # mean of the two middle values (one when k is odd)
+        srt = ops.sort(t, axis=-1)
+        return 0.5 * (srt[:, (k - 1) // 2] + srt[:, k // 2])
+    raise ConfigError(f"aggregation {name!r} has no Keras form")
+
+
+_KERAS_AGGS = ("sum", "product", "max", "min", "mean", "maxabs", "median")
+_KERAS_ACTS = ("sigmoid", "tanh", "sin", "gauss", "relu", "elu", "lelu", "selu", "softplus", "identity", "clamped",
+               "inv", "log", "exp", "abs", "hat", "square", "cube")
+
+
+def _genome_graph(nodes, conns, config):
+    """(node dict key -> (bias, response, agg, act), incoming key -> [(src, weight)] in
+    source-slot order with duplicate pairs summed, as the dense networks have them)."""
+    nodes = np.asarray(nodes, np.float32)
+    conns = np.asarray(conns, np.float32)
+    nd, cd = net._genome_dicts(nodes, conns)
+    slot = {int(r[0]): i for i, r in enumerate(nodes) if not np.isnan(r[0])}
+    acc: dict[int, dict[int, float]] = {}
+    for a, b, w in cd:
+        if a in nd and b in nd and b >= config.num_inputs:
+            d = acc.setdefault(b, {})
+            d[a] = float(np.float32(d.get(a, 0.0) + w)) if a in d else w
+    incoming = {b: sorted(d.items(), key=lambda aw: slot[aw[0]]) for b, d in acc.items()}
+    return nd, incoming
+
+
 def to_keras(nodes, conns, config: NEATConfig) -> "keras.Model":
     """A Keras model ``[batch, I] -> [batch, O]`` computing this genome.
+
+    The model is built from Keras' own operations (``keras.ops``), node by
+    node in topological order, so a saved ``.keras`` file loads with plain
+    ``keras.models.load_model`` in a process that has never imported tfevo.
+    Outputs match the population inference to float rounding.  A genome
+    using a user-registered activation or aggregation is exported as a
+    :class:`NEATNetworkLayer` instead (loading it needs ``tfevo.neat``
+    imported and the function registered).
 
     Example::
 
@@ -99,73 +184,159 @@ def to_keras(nodes, conns, config: NEATConfig) -> "keras.Model":
         model.save("best.keras")
     """
     n = _single(nodes, conns, config)
-    layer = NEATNetworkLayer(config.num_inputs, config.num_outputs, n.weights[0].numpy(), n.bias[0].numpy(),
-                             n.response[0].numpy(), n.act[0].numpy(), n.agg[0].numpy(), n.level[0].numpy(),
-                             config.activation_options, config.aggregation_options, mask=n.mask[0].numpy(),
-                             name="neat_network")
-    inp = keras.Input((config.num_inputs,), name="inputs")
-    return keras.Model(inp, layer(inp), name="neat_genome")
+    I, O = config.num_inputs, config.num_outputs
+    nd, incoming = _genome_graph(nodes, conns, config)
+    if not ({nd[k][2] for k in nd if k >= I} <= set(_KERAS_AGGS)
+            and {nd[k][3] for k in nd if k >= I} <= set(_KERAS_ACTS)):
+        layer = NEATNetworkLayer(I, O, n.weights[0].numpy(), n.bias[0].numpy(), n.response[0].numpy(),
+                                 n.act[0].numpy(), n.agg[0].numpy(), n.level[0].numpy(), config.activation_options,
+                                 config.aggregation_options, mask=n.mask[0].numpy(), name="neat_network")
+        inp = keras.Input((I,), name="inputs")
+        return keras.Model(inp, layer(inp), name="neat_genome")
+    from keras import ops
+
+    inp = keras.Input((I,), name="inputs")
+    values = {i: inp[:, i] for i in range(I)}
+
+    def node(k, stack=()):
+        if k in values:
+            return values[k]
+        if k in stack:
+            raise ConfigError("genome has a cycle")
+        bias, resp, agg, act = nd[k]
+        terms = [node(a, stack + (k,)) * float(w) for a, w in incoming.get(k, [])]
+        if terms:
+            z = float(bias) + float(resp) * _keras_agg(agg, terms)
+        else:  # no enabled input: the aggregation is 0
+            z = ops.zeros_like(inp[:, 0]) + float(bias)
+        values[k] = _keras_act(act, z)
+        return values[k]
+
+    out = ops.stack([node(k) for k in range(I, I + O)], axis=-1)
+    return keras.Model(inp, out, name="neat_genome")
 
 
 def _sympy_act(name, z):
+    """The activation ``name`` as a sympy expression (the clipping of
+    :mod:`tfevo.neat.functions` kept where it changes the value: sin, exp, log,
+    inv, softplus).  Branches are written with Max/Min/sign instead of
+    Piecewise, which sympy folds through the whole (shared) argument."""
     import sympy as sp
 
+    def mx(*a):
+        return sp.Max(*a, evaluate=False)
+
+    def mn(*a):
+        return sp.Min(*a, evaluate=False)
+
+    def clip(v, lo, hi):
+        return mx(lo, mn(hi, v))
+
+    L, A = sp.Float(1.0507009873554805), sp.Float(1.6732632423543772)
     table = {
         "sigmoid": lambda z: 1 / (1 + sp.exp(-5 * z)),
         "tanh": lambda z: sp.tanh(sp.Rational(5, 2) * z),
-        "sin": lambda z: sp.sin(5 * z),
-        "gauss": lambda z: sp.exp(-5 * z ** 2),
-        "relu": lambda z: sp.Max(z, 0),
-        "elu": lambda z: sp.Piecewise((z, z > 0), (sp.exp(z) - 1, True)),
-        "lelu": lambda z: sp.Piecewise((z, z > 0), (sp.Rational(1, 200) * z, True)),
-        "selu": lambda z: sp.Piecewise((1.0507009873554805 * z, z > 0),
-                                       (1.0507009873554805 * 1.6732632423543772 * (sp.exp(z) - 1), True)),
-        "softplus": lambda z: sp.Rational(1, 5) * sp.log(1 + sp.exp(5 * z)),
+        "sin": lambda z: sp.sin(clip(5 * z, -60, 60)),
+        "gauss": lambda z: sp.exp(-5 * clip(z, sp.Rational(-17, 5), sp.Rational(17, 5)) ** 2),
+        "relu": lambda z: mx(z, 0),
+        "elu": lambda z: mx(z, 0) + sp.exp(mn(z, 0)) - 1,
+        "lelu": lambda z: mx(z, 0) + sp.Rational(1, 200) * mn(z, 0),
+        "selu": lambda z: L * mx(z, 0) + L * A * (sp.exp(mn(z, 0)) - 1),
+        "softplus": lambda z: sp.Rational(1, 5) * sp.log(1 + sp.exp(clip(5 * z, -60, 60))),
         "identity": lambda z: z,
-        "clamped": lambda z: sp.Max(-1, sp.Min(1, z)),
-        "inv": lambda z: 1 / z,
-        "log": lambda z: sp.log(z),
-        "exp": lambda z: sp.exp(z),
+        "clamped": lambda z: clip(z, -1, 1),
+        "inv": lambda z: sp.sign(z) ** 2 / (z + 1 - sp.sign(z) ** 2),  # 1/z, and 0 at 0
+        "log": lambda z: sp.log(mx(z, sp.Float(1e-7))),
+        "exp": lambda z: sp.exp(clip(z, -60, 60)),
         "abs": lambda z: sp.Abs(z),
-        "hat": lambda z: sp.Max(0, 1 - sp.Abs(z)),
+        "hat": lambda z: mx(0, 1 - sp.Abs(z)),
         "square": lambda z: z ** 2,
         "cube": lambda z: z ** 3,
     }
-    if name not in table:
-        return sp.Function(name)(z)
-    return table[name](z)
+    if name in table:
+        return table[name](z)
+    return _implemented(name, "activation")(z)
+
+
+def _implemented(name, kind):
+    """A user-registered function as a sympy function that ``lambdify`` evaluates
+    (its Python definition, ``py_fn`` of ``register_activation``/``register_aggregation``)."""
+    from sympy.utilities.lambdify import implemented_function
+    import sympy as sp
+
+    from tfevo.neat import functions as F
+
+    py = (F.PY_ACTIVATIONS if kind == "activation" else F.PY_AGGREGATIONS).get(name)
+    if py is None:
+        raise ConfigError(f"{kind} {name!r} has no Python definition for to_sympy; register it with py_fn=")
+    if kind == "activation":
+        return implemented_function(sp.Function(name), py)
+    return implemented_function(sp.Function(name), lambda *v: py(list(v)))
+
+
+def _sorted_terms(terms):
+    """``terms`` in increasing order as Min/Max expressions (odd-even transposition
+    network: k passes of adjacent compare-exchanges, O(k^2) shared subexpressions)."""
+    import sympy as sp
+
+    v = list(terms)
+    for step in range(len(v)):
+        for i in range(step % 2, len(v) - 1, 2):
+            v[i], v[i + 1] = sp.Min(v[i], v[i + 1], evaluate=False), sp.Max(v[i], v[i + 1], evaluate=False)
+    return v
 
 
 def _sympy_agg(name, terms):
     import sympy as sp
 
+    k = len(terms)
+    if k == 1 and name != "product":
+        return terms[0]
     if name == "sum":
-        return sp.Add(*terms)
+        return sp.Add(*terms, evaluate=False)
     if name == "product":
-        return sp.Mul(*terms)
+        return sp.Mul(*terms, evaluate=False)
     if name == "max":
-        return sp.Max(*terms)
+        return sp.Max(*terms, evaluate=False)
     if name == "min":
-        return sp.Min(*terms)
+        return sp.Min(*terms, evaluate=False)
     if name == "mean":
-        return sp.Add(*terms) / len(terms)
-    return sp.Function(name)(*terms)
+        return sp.Mul(sp.Add(*terms, evaluate=False), sp.Rational(1, k), evaluate=False)
+    if name == "maxabs":  # the first term of largest magnitude
+        r = terms[0]
+        for t in terms[1:]:
+            # the larger of (r, t) when r + t > 0, the smaller when r + t < 0, r when r + t = 0
+            # (equal magnitudes: the earlier term); no Piecewise (see _sympy_act)
+            add = lambda *a: sp.Add(*a, evaluate=False)  # noqa: E731
+            mul = lambda *a: sp.Mul(*a, evaluate=False)  # noqa: E731
+            sg = sp.sign(add(r, t))
+            r = add(mul(sp.Rational(1, 2), add(r, t, mul(sg, sp.Abs(add(r, mul(-1, t)))))),
+                    mul(add(1, mul(-1, sp.Abs(sg))), r))
+        return r
+    if name == "median":  # mean of the two middle values
+        srt = _sorted_terms(terms)
+        lo, hi = (k - 1) // 2, k // 2
+        return srt[lo] if lo == hi else sp.Mul(sp.Add(srt[lo], srt[hi], evaluate=False), sp.Rational(1, 2),
+                                                evaluate=False)
+    return _implemented(name, "aggregation")(*terms)
 
 
 def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
     """sympy expressions (one per output) of a feed-forward genome, in symbols
-    ``x0..x{I-1}``.  Activations use neat-python's definitions without the
-    numerical clipping (e.g. ``sigmoid(z) = 1/(1+exp(-5z))``)."""
+    ``x0..x{I-1}``.  Every built-in activation and aggregation has a closed
+    form (``maxabs`` a piecewise choice, ``median`` order statistics as
+    min/max), so ``sympy.lambdify`` evaluates the result; activations use
+    neat-python's definitions (e.g. ``sigmoid(z) = 1/(1+exp(-5z))``), with
+    the clipping that changes values (sin, exp, log, inv, softplus).
+    User-registered functions become sympy functions that ``lambdify``
+    evaluates through their Python definition."""
     import sympy as sp
 
     if not config.feed_forward:
         raise ConfigError("to_sympy needs a feed-forward genome")
-    nd, cd = net._genome_dicts(np.asarray(nodes), np.asarray(conns))
+    nd, incoming = _genome_graph(nodes, conns, config)
     I, O = config.num_inputs, config.num_outputs
     xs = sp.symbols(f"x0:{I}")
-    incoming: dict[int, list] = {}
-    for a, b, w in cd:
-        incoming.setdefault(b, []).append((a, w))
     expr = {i: xs[i] for i in range(I)}
     f = lambda v: sp.Float(round(v, precision))  # noqa: E731
 
@@ -175,9 +346,11 @@ def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
         if k in stack:
             raise ConfigError("genome has a cycle")
         bias, resp, agg, act = nd[k]
-        terms = [f(w) * node(a, stack + (k,)) for a, w in incoming.get(k, [])]
+        # products and sums unevaluated: sympy would distribute a number over a
+        # sum, copying a shared subexpression once per use (exponential in depth)
+        terms = [sp.Mul(f(w), node(a, stack + (k,)), evaluate=False) for a, w in incoming.get(k, [])]
         s = _sympy_agg(agg, terms) if terms else sp.Integer(0)
-        expr[k] = _sympy_act(act, f(bias) + f(resp) * s)
+        expr[k] = _sympy_act(act, sp.Add(f(bias), sp.Mul(f(resp), s, evaluate=False), evaluate=False))
         return expr[k]
 
     return [node(k) for k in range(I, I + O)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
@@ -159,6 +160,43 @@ PY_ACTIVATIONS: dict[str, Callable[[float], float]] = {
     "square": lambda z: z * z,
     "cube": lambda z: z * z * z,
 }
+
+
+_f32 = np.float32
+
+
+def _c32(z, lo, hi):
+    return min(max(z, _f32(lo)), _f32(hi))
+
+
+# float32 scalar versions (every operation rounded to float32, the order of the
+# inference kernels), used by the reference evaluators in float32 mode
+PY32_ACTIVATIONS: dict[str, Callable] = {
+    "sigmoid": lambda z: _f32(1) / (_f32(1) + np.exp(-_c32(_f32(5) * z, -60, 60))),
+    "tanh": lambda z: np.tanh(_c32(_f32(2.5) * z, -60, 60)),
+    "sin": lambda z: np.sin(_c32(_f32(5) * z, -60, 60)),
+    "gauss": lambda z: np.exp(_f32(-5) * _c32(z, -3.4, 3.4) * _c32(z, -3.4, 3.4)),
+    "relu": lambda z: max(z, _f32(0)),
+    "elu": lambda z: z if z > 0 else np.expm1(min(z, _f32(0))),
+    "lelu": lambda z: z if z > 0 else _f32(0.005) * z,
+    "selu": lambda z: _f32(_SELU_L) * z if z > 0 else _f32(_SELU_L) * _f32(_SELU_A) * np.expm1(min(z, _f32(0))),
+    "softplus": lambda z: _f32(0.2) * _f32(_softplus32(_c32(_f32(5) * z, -60, 60))),
+    "identity": lambda z: z,
+    "clamped": lambda z: _c32(z, -1, 1),
+    "inv": lambda z: _f32(0) if z == 0 else _f32(1) / z,
+    "log": lambda z: np.log(max(z, _f32(1e-7))),
+    "exp": lambda z: np.exp(_c32(z, -60, 60)),
+    "abs": lambda z: abs(z),
+    "hat": lambda z: max(_f32(0), _f32(1) - abs(z)),
+    "square": lambda z: z * z,
+    "cube": lambda z: z * z * z,
+}
+
+
+def _softplus32(x):
+    """tf.math.softplus's branches (thresholds log(float eps) + 2) in float32."""
+    t = _f32(math.log(float(np.finfo(np.float32).eps)) + 2.0)
+    return x if x > -t else (np.exp(x) if x < t else np.log1p(np.exp(x)))
 
 
 def _masked(x, mask, fill):

@@ -23,7 +23,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import functions as F
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat.config import NEATConfig
@@ -201,8 +201,10 @@ class HyperNEAT:
 
     def decode(self, population, config: NEATConfig) -> SubstrateNetwork:
         """CPPN population -> dense substrate weights ``[P, M, M]``."""
-        if config.num_inputs != self.cppn_inputs:
-            raise ConfigError(f"CPPN config needs {self.cppn_inputs} inputs, has {config.num_inputs}")
+        from tfevo.neat.problems import check_config_io, check_population
+
+        check_config_io(config, self.cppn_inputs, 1, "this HyperNEAT's CPPN (one weight output)")
+        population = check_population(population, config)
         raw = query_cppn(population, self._queries, config)[..., 0]  # [P, Q]
         w = self.scale(raw)
         M = self.substrate.num_nodes
@@ -248,11 +250,25 @@ class HyperNEATProblem:
         self.inputs = np.asarray(inputs, np.float32)
         self.targets = np.asarray(targets, np.float32)
         self.max_fitness = float(len(self.inputs) if max_fitness is None else max_fitness)
-        self._fn = None
+        sub = hyperneat.substrate
+        if self.inputs.ndim != 2 or self.inputs.shape[1] != sub.num_inputs:
+            raise ShapeError(f"inputs must be [B, {sub.num_inputs}] (the substrate's inputs), "
+                             f"got {list(self.inputs.shape)}")
+        if self.targets.shape != (self.inputs.shape[0], sub.num_outputs):
+            raise ShapeError(f"targets must be [{self.inputs.shape[0]}, {sub.num_outputs}] (B, the substrate's "
+                             f"outputs), got {list(self.targets.shape)}")
+        self._fns = {}
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:
         """Fitness ``[P]`` of a CPPN population."""
-        if self._fn is None:
+        from tfevo.neat.problems import check_config_io, check_population
+
+        check_config_io(config, self.hn.cppn_inputs, 1, "this HyperNEAT's CPPN (one weight output)")
+        population = check_population(population, config)
+        if population[0].shape[0] != config.pop_size:
+            raise ShapeError(f"population must have pop_size={config.pop_size} members, got {population[0].shape[0]}")
+        key = repr(config)  # one compiled fitness per config (shapes and options)
+        if key not in self._fns:
             P, N, C = config.pop_size, config.max_nodes, config.max_conns
 
             @tf.function(autograph=False, input_signature=[tf.TensorSpec([P, N, 5]), tf.TensorSpec([P, C, 5])])
@@ -263,5 +279,5 @@ class HyperNEATProblem:
                 f = self.max_fitness - tf.reduce_sum(tf.square(y - self.targets[None]), [1, 2])
                 return tf.where(tf.math.is_finite(f), f, -np.inf)
 
-            self._fn = fit
-        return self._fn(*population)
+            self._fns[key] = fit
+        return self._fns[key](*population)

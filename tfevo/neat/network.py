@@ -161,16 +161,41 @@ def _genome_dicts(nodes: np.ndarray, conns: np.ndarray):
     return nd, cd
 
 
-def _eval_node(k, nd, incoming, values):
+def _eval_node(k, nd, incoming, values, float32: bool = True):
     bias, resp, agg, act = nd[k]
-    ins = [values[a] * w for a, w in incoming.get(k, [])]
-    s = F.PY_AGGREGATIONS[agg](ins) if ins else 0.0
-    return F.PY_ACTIVATIONS[act](bias + resp * s)
+    if not float32:
+        ins = [values[a] * w for a, w in incoming.get(k, [])]
+        s = F.PY_AGGREGATIONS[agg](ins) if ins else 0.0
+        return F.PY_ACTIVATIONS[act](bias + resp * s)
+    # float32 arithmetic, operation by operation, as in the networks: the
+    # reference then ties where they tie (e.g. two sigmoids saturated at 1.0)
+    f = np.float32
+    ins = [f(values[a]) * f(w) for a, w in incoming.get(k, [])]
+    if not ins:
+        s = f(0)
+    elif agg in ("sum", "mean"):
+        s = f(0)
+        for v in ins:
+            s = s + v
+        s = s / f(len(ins)) if agg == "mean" else s
+    elif agg == "product":
+        s = f(1)
+        for v in ins:
+            s = s * v
+    else:
+        s = f(F.PY_AGGREGATIONS[agg](ins))
+    z = f(bias) + f(resp) * s
+    fn = F.PY32_ACTIVATIONS.get(act)
+    return float(f(fn(z)) if fn is not None else f(F.PY_ACTIVATIONS[act](float(z))))
 
 
-def reference_forward(nodes, conns, x, num_inputs: int, num_outputs: int) -> np.ndarray:
+def reference_forward(nodes, conns, x, num_inputs: int, num_outputs: int, float32: bool = True) -> np.ndarray:
     """Evaluates ONE feed-forward genome on rows ``x [B, I]`` node by node in
-    topological order (Kahn's algorithm) with Python floats."""
+    topological order (Kahn's algorithm) with Python floats.  With ``float32``
+    (default) the inputs and every node value are rounded to float32, as they
+    are in the population networks, so outputs that tie there (saturated
+    activations) tie here too and an argmax picks the same action; False
+    keeps every value in float64."""
     nd, cd = _genome_dicts(nodes, conns)
     incoming: dict[int, list] = {}
     for a, b, w in cd:
@@ -186,30 +211,33 @@ def reference_forward(nodes, conns, x, num_inputs: int, num_outputs: int) -> np.
             done.add(k)
         rest = [k for k in rest if k not in done]
     out = []
-    for row in np.asarray(x, np.float64):
+    x = np.asarray(x, np.float32 if float32 else np.float64)
+    for row in x.astype(np.float64):
         values = {i: float(row[i]) for i in range(num_inputs)}
         for k in order:
-            values[k] = _eval_node(k, nd, incoming, values)
+            values[k] = _eval_node(k, nd, incoming, values, float32)
         out.append([values[k] for k in range(num_inputs, num_inputs + num_outputs)])
     return np.asarray(out)
 
 
-def reference_recurrent(nodes, conns, xs, num_inputs: int, num_outputs: int, settle_steps: int = 1) -> np.ndarray:
-    """Runs ONE recurrent genome over a sequence ``xs [T, I]`` (batch of one)."""
+def reference_recurrent(nodes, conns, xs, num_inputs: int, num_outputs: int, settle_steps: int = 1,
+                        float32: bool = True) -> np.ndarray:
+    """Runs ONE recurrent genome over a sequence ``xs [T, I]`` (batch of one);
+    ``float32`` as in :func:`reference_forward`."""
     nd, cd = _genome_dicts(nodes, conns)
     incoming: dict[int, list] = {}
     for a, b, w in cd:
         incoming.setdefault(b, []).append((a, w))
     values = {k: 0.0 for k in nd}
     outs = []
-    for row in np.asarray(xs, np.float64):
+    for row in np.asarray(xs, np.float32 if float32 else np.float64).astype(np.float64):
         for i in range(num_inputs):
             values[i] = float(row[i])
         for _ in range(settle_steps):
             new = dict(values)
             for k in nd:
                 if k >= num_inputs:
-                    new[k] = _eval_node(k, nd, incoming, values)
+                    new[k] = _eval_node(k, nd, incoming, values, float32)
             values = new
         outs.append([values[k] for k in range(num_inputs, num_inputs + num_outputs)])
     return np.asarray(outs)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
@@ -126,12 +126,27 @@ class NEATPolicy:
         return network._replace(**{f: tf.gather(getattr(network, f), idx)
                                    for f in network._fields if f != "num_levels"})
 
+    def _obs(self, obs) -> tf.Tensor:
+        """``obs [P, B, ...]`` as float32 ``[P, B, num_inputs]``; :class:`ShapeError`
+        naming both sizes when an observation does not have ``num_inputs`` values."""
+        obs = tf.convert_to_tensor(obs, tf.float32)
+        shape = obs.shape
+        if shape.rank is not None and shape.rank < 3:
+            raise ShapeError(f"observations must be [P, B, {self.config.num_inputs}], got {shape.as_list()}")
+        if shape.rank is not None and shape[2:].is_fully_defined():
+            size = int(np.prod(shape[2:].as_list()))
+            if size != self.config.num_inputs:
+                raise ShapeError(f"observations have {size} values (shape {shape.as_list()}), the NEAT config has "
+                                 f"num_inputs={self.config.num_inputs}")
+            if shape.rank > 3:
+                obs = tf.reshape(obs, tf.concat([tf.shape(obs)[:2], [size]], 0))
+        return obs
+
     def forward_state(self, network: net.Network, obs, state, indices=None):
         """Recurrent step for the evaluators: ``(actions, new_state)`` from
         ``obs [n, B, obs_dim]`` and ``state [n, B, max_nodes]`` (zeros at an
         episode's start); ``indices [n]`` picks the members (default: all)."""
-        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32),
-                                   tf.convert_to_tensor(obs, tf.float32))
+        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32), obs)
         return actions, state
 
     def forward_graph(self, network: net.Network, obs, indices=None):
@@ -140,6 +155,7 @@ class NEATPolicy:
         population is run for one step from zero state: use
         :meth:`forward_state` to carry its state)."""
         cfg = self.config
+        obs = self._obs(obs)
         network = self._subset(network, indices)
         if cfg.feed_forward:
             y = _fo.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
@@ -167,13 +183,14 @@ class NEATPolicy:
     def step(self, network: net.Network, state, obs):
         """Recurrent step: ``(state [P,B,N], obs [P,B,I]) -> (state, actions)``."""
         cfg = self.config
+        obs = self._obs(obs)
         state, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                                       cfg.aggregation_options, self.settle_steps)
         return state, self.outputs_to_actions(y)
 
 
 @register("problem", "neat_control", doc="Episode return of NEAT networks on an in-graph env (e.g. CartPole-v1).")
-class ControlProblem:
+class ControlProblem(tf.Module):
     """Mean episode return of each NEAT network on an in-graph environment.
 
     Args:
@@ -186,8 +203,16 @@ class ControlProblem:
       settle_steps: recurrent networks: updates per observation.
       trim: feed-forward populations are rolled out on their used slot range
         only (node axis cut after the last used slot, rounded up to a
-        multiple of 8), with one compiled rollout per such width; the
-        returns are the same as on the full tensors for the same start states.
+        multiple of 8), with one evaluator (one compiled rollout) per such
+        width.  All of them draw their start states from the problem's one
+        seed stream, so the returns equal those of ``trim=False`` bit for bit.
+
+    Run state: the episode-seed stream (:attr:`seeds`) and the frame counter
+    (:attr:`total_frames`) belong to the problem and are shared by every
+    evaluator it builds, so ``tf.train.Checkpoint(problem=prob)`` (or
+    ``tf.train.Checkpoint(evaluator=prob.evaluator)``, or handing ``prob`` to
+    the :class:`~tfevo.training.Trainer`) saves everything a restored run
+    needs to continue exactly.
       use_custom_op: None (default) rolls out on the C++ inference kernels
         when they can run (:class:`tfevo.neat._op_rollout.KernelRolloutEvaluator`:
         graph loop, XLA environment step, finished members skipped); False
@@ -204,11 +229,14 @@ class ControlProblem:
                  seed: int = 0, settle_steps: int = 1, trim: bool = True, use_custom_op: bool | None = None):
         from tfevo.envs import make
 
+        super().__init__(name="control_problem")
         self.use_custom_op = use_custom_op
         self.trim = bool(trim) and config.feed_forward
-        self._seed = int(seed)
         self._max_steps_arg = max_steps
-        self._trimmed = {}
+        # per-width evaluators, built on demand; a plain dict (tuple keys), not
+        # tracked: their state is the shared seed stream and frame counter below
+        object.__setattr__(self, "_trimmed", {})
+        object.__setattr__(self, "_last", None)
 
         self.env = make(env_id, 1)
         self.config = config
@@ -221,6 +249,18 @@ class ControlProblem:
         # Feed-forward and recurrent populations alike (a recurrent policy's
         # node values are carried across steps by the evaluator).
         self.evaluator = self._make_evaluator(self.policy, seed)
+        self.seeds = self.evaluator.seeds
+        self.total_frames = self.evaluator.total_frames
+
+    @property
+    def last_frames(self) -> int:
+        """Environment steps used by the last call (what a Trainer counts as frames)."""
+        return 0 if self._last is None else self._last.last_frames
+
+    @property
+    def last_stats(self) -> dict:
+        """The ``last_stats`` of the evaluator that ran the last call."""
+        return {} if self._last is None else dict(self._last.last_stats)
 
     def _make_evaluator(self, policy, seed):
         """The kernels' rollout where they run, else the XLA :class:`~tfevo.rollout.InGraphEvaluator`."""
@@ -236,8 +276,8 @@ class ControlProblem:
 
     def _evaluator_for(self, nodes, conns):
         """The evaluator for the used width of ``nodes``/``conns`` (one
-        evaluator, i.e. one compiled rollout, per width; each has its own
-        episode-seed stream derived from ``seed`` and the width)."""
+        evaluator, i.e. one compiled rollout, per width; all share the
+        problem's seed stream and frame counter)."""
         from tfevo.neat.problems import _used_widths
 
         cfg = self.config
@@ -254,12 +294,20 @@ class ControlProblem:
             sub = dataclasses.replace(cfg, max_nodes=N, max_conns=C)
             pol = NEATPolicy(sub, self.env.action_spec, settle_steps=self.policy.settle_steps,
                              scale_outputs=self.policy.scale_outputs, use_custom_op=self.use_custom_op)
-            self._trimmed[(N, C)] = self._make_evaluator(pol, (self._seed * 1000003 + N * 1009 + C) % (2 ** 31))
+            ev = self._make_evaluator(pol, 0)
+            # the same variables as the full-width evaluator: one stream of start
+            # states whatever width a generation runs at, and one checkpointed state
+            ev.seeds = self.evaluator.seeds
+            ev.total_frames = self.evaluator.total_frames
+            self._trimmed[(N, C)] = ev
         return self._trimmed[(N, C)], nodes[:, :N], conns[:, :C]
 
     def __call__(self, population) -> tf.Tensor:
         """Fitness ``float32 [P]`` of ``population = (nodes, conns)``."""
-        nodes, conns = population
-        ev, nodes, conns = self._evaluator_for(tf.convert_to_tensor(nodes, tf.float32),
-                                               tf.convert_to_tensor(conns, tf.float32))
-        return ev.evaluate(ev.policy.flatten((nodes, conns)))
+        from tfevo.neat.problems import check_population
+
+        nodes, conns = check_population(population, self.config)
+        ev, nodes, conns = self._evaluator_for(nodes, conns)
+        out = ev.evaluate(ev.policy.flatten((nodes, conns)))
+        object.__setattr__(self, "_last", ev)
+        return out

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
@@ -92,6 +92,13 @@ class SupervisedProblem:
         _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1)
         return y
 
+    def check(self, population, config: NEATConfig):
+        """``(nodes, conns)`` as float32 tensors after checking that ``config``
+        fits this problem (input and output counts) and the population fits
+        ``config``; :class:`ConfigError` / :class:`ShapeError` otherwise."""
+        check_config_io(config, self.num_inputs, self.num_outputs, f"{type(self).__name__}")
+        return check_population(population, config)
+
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
         """Fitness ``[P]`` of ``population = (nodes, conns)``.
 
@@ -104,9 +111,7 @@ class SupervisedProblem:
         most).  Empty slots contribute nothing, so the result is the same as
         on the full tensors, while the dense ``[P, N, N]`` network of a
         population of small genomes is many times smaller."""
-        nodes, conns = population
-        nodes = tf.convert_to_tensor(nodes, tf.float32)
-        conns = tf.convert_to_tensor(conns, tf.float32)
+        nodes, conns = self.check(population, config)
         N0, C0 = nodes.shape[1], conns.shape[1]
         acts, aggs = tuple(config.activation_options), tuple(config.aggregation_options)
         use_op = self.use_custom_op is not False and _fo.op_enabled(acts, aggs)
@@ -131,6 +136,33 @@ class SupervisedProblem:
 
     def __call__(self, population, config: NEATConfig) -> tf.Tensor:
         return self.evaluate(population, config)
+
+
+def check_config_io(config, num_inputs: int, num_outputs: int, what: str) -> None:
+    """:class:`ConfigError` unless ``config`` is a NEATConfig with these input and output counts."""
+    if not isinstance(config, NEATConfig):
+        raise ConfigError(f"config must be a NEATConfig, got {type(config).__name__}")
+    if config.num_inputs != num_inputs or config.num_outputs != num_outputs:
+        raise ConfigError(f"the NEAT config has num_inputs={config.num_inputs}, num_outputs={config.num_outputs}; "
+                          f"{what} needs num_inputs={num_inputs}, num_outputs={num_outputs}")
+
+
+def check_population(population, config: NEATConfig):
+    """``(nodes, conns)`` as float32 tensors; :class:`ShapeError` unless they are
+    ``[P, max_nodes, 5]`` and ``[P, max_conns, 5]`` of ``config``."""
+    from tfevo.neat.genome import CONN_DIM, NODE_DIM
+
+    if not (isinstance(population, (tuple, list)) and len(population) == 2):
+        raise ShapeError("population must be the (nodes, conns) pair returned by NEAT.ask()")
+    nodes = tf.convert_to_tensor(population[0], tf.float32)
+    conns = tf.convert_to_tensor(population[1], tf.float32)
+    n, c = nodes.shape.as_list(), conns.shape.as_list()
+    if (len(n) != 3 or len(c) != 3 or n[0] != c[0] or n[1:] != [config.max_nodes, NODE_DIM]
+            or c[1:] != [config.max_conns, CONN_DIM]):
+        raise ShapeError(f"population must be nodes [P, {config.max_nodes}, {NODE_DIM}] and conns "
+                         f"[P, {config.max_conns}, {CONN_DIM}] (max_nodes, max_conns of the config), got nodes {n} "
+                         f"and conns {c}")
+    return nodes, conns
 
 
 @tf.function(autograph=False)
