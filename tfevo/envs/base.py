@@ -16,6 +16,8 @@ flag is the environment index ``[N]``.
 
 from __future__ import annotations
 
+import abc
+
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -67,10 +69,12 @@ class TFEnv:
     def __init__(self, num_envs: int):
         self.num_envs = int(num_envs)
 
+    @abc.abstractmethod
     def reset(self, seed: tf.Tensor) -> tuple[Any, tf.Tensor]:
         """``seed``: int32 [2] for stateless random ops. Returns (state, obs)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def step(self, state: Any, action: tf.Tensor) -> StepResult:
         raise NotImplementedError
 
@@ -93,12 +97,15 @@ class HostVectorEnv:
     observation_dtype = np.float32
     action_spec: ActionSpec
 
+    @abc.abstractmethod
     def reset(self, indices: np.ndarray, seeds: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def send(self, actions: np.ndarray, indices: np.ndarray) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 

@@ -46,6 +46,8 @@ Example:
 
 from __future__ import annotations
 
+import abc
+
 import functools
 import inspect
 import math
@@ -153,9 +155,11 @@ class ClassicControlEnv(TFEnv):
         return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs})"
 
     # -- to implement ------------------------------------------------------
+    @abc.abstractmethod
     def _sample(self, seed: tf.Tensor, n: int) -> tf.Tensor:  # pragma: no cover
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _dynamics(self, physics, fresh, action):  # pragma: no cover
         raise NotImplementedError
 

@@ -36,6 +36,8 @@ and exposed as :attr:`CMAES.stop_reasons`; the restart wrappers in
 
 from __future__ import annotations
 
+import abc
+
 import math
 
 import numpy as np
@@ -218,6 +220,7 @@ class _CMABase(Algorithm):
         self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
         self.stag_window = int(min(self.hist_len, _stagnation_window(n, lam)))
 
+    @abc.abstractmethod
     def _learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
         raise NotImplementedError
 
