@@ -163,6 +163,7 @@ class ClassicControlEnv(TFEnv):
     def _dynamics(self, physics, fresh, action):  # pragma: no cover
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _observe(self, physics: tf.Tensor) -> tf.Tensor:  # pragma: no cover
         raise NotImplementedError
 
@@ -173,6 +174,7 @@ class ClassicControlEnv(TFEnv):
         return -self.observation_high
 
     @property
+    @abc.abstractmethod
     def observation_high(self) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
