@@ -124,6 +124,16 @@ class Translator(abc.ABC):
     def check(self) -> None:
         """Raise :class:`ConfigError` for a configuration the forward does not compute exactly."""
 
+    def check_plain_conv(self) -> None:
+        """The settings every convolution translator requires: channels last, no dilation, no groups."""
+        layer = self.layer
+        if layer.data_format != "channels_last":
+            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        if any(int(d) != 1 for d in layer.dilation_rate):
+            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
+        if int(getattr(layer, "groups", 1)) != 1:
+            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
+
     def weight_order(self) -> list:
         """The layer's variables in the order :meth:`forward` expects them."""
         by_name = {v.name: v for v in self.layer.weights}

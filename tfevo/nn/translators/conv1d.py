@@ -6,7 +6,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tfevo.core import ConfigError
 from tfevo.nn.layers import population_conv2d
 from tfevo.nn.translators.base import Translator, register_translator
 
@@ -16,13 +15,7 @@ class Conv1DTranslator(Translator):
     weight_names = ("kernel", "bias")
 
     def check(self):
-        layer = self.layer
-        if layer.data_format != "channels_last":
-            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
-        if tuple(layer.dilation_rate) != (1,):
-            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
-        if int(getattr(layer, "groups", 1)) != 1:
-            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
+        self.check_plain_conv()
 
     def forward(self, inputs, weights, indices):
         layer = self.layer

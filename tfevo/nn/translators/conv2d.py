@@ -17,13 +17,8 @@ class Conv2DTranslator(Translator):
     takes_input_scale = True
 
     def check(self):
+        self.check_plain_conv()
         layer = self.layer
-        if layer.data_format != "channels_last":
-            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
-        if tuple(layer.dilation_rate) != (1, 1):
-            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
-        if int(getattr(layer, "groups", 1)) != 1:
-            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
         if layer.padding not in ("same", "valid"):
             raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
         if self.conv_method != "auto":
