@@ -22,8 +22,7 @@ class EmbeddingTranslator(Translator):
     def forward(self, inputs, weights, indices):
         table = select(weights[0], indices)  # [n, V, dim]
         ids = tf.cast(inputs[0], tf.int32)
-        n, b = tf.shape(ids)[0], tf.shape(ids)[1]
-        flat = tf.reshape(ids, [n, -1])
+        flat = tf.reshape(ids, [tf.shape(ids)[0], -1])
         y = tf.gather(table, flat, batch_dims=1)  # [n, B*..., dim]
         out = tf.reshape(y, tf.concat([tf.shape(ids), [table.shape[-1]]], 0))
         out.set_shape(ids.shape.concatenate([table.shape[-1]]))
