@@ -13,7 +13,7 @@ from tfevo.envs.base import ActionSpec
 from tfevo.nn.model import PopulationModel
 from tfevo.nn.policy import Policy
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the shared helpers in tests/
 from _nets import small_conv  # noqa: E402
 
 L = keras.layers

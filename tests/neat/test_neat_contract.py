@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import NEAT, XOR, XOR3, FunctionFit, NEATConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # -- configs: every numeric field has a type and a range -------------------------------------------

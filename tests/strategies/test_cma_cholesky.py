@@ -1,6 +1,6 @@
 """Tests of the Cholesky-factor CMA-ES (CholeskyCMAES) and its Cholesky op.
 
-tests/test_cma.py runs its seed-reproducibility, checkpoint and trace-once
+tests/strategies/test_cma.py runs its seed-reproducibility, checkpoint and trace-once
 tests for CholeskyCMAES too (parametrised).  Here: the convergence check
 against pycma, checkpoint continuation in the middle of a gap (update buffer
 in use), NaN handling, and the Cholesky-specific checks are the distribution of the samples, the buffered

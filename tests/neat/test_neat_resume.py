@@ -24,7 +24,7 @@ def _run_group(cases, tmp_path_factory):
     if key not in _RUNS:
         root = tmp_path_factory.mktemp("neat_resume")
         full = {c: R.first(c, str(root)) for c in cases}
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(HERE)), os.environ.get("PYTHONPATH", "")]))
         out = root / "resumed.npz"
         proc = subprocess.run([sys.executable, os.path.join(HERE, "_neat_resume.py"), str(out), str(root), *cases],
                               env=env, timeout=900, capture_output=True, text=True)

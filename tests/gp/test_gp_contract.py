@@ -19,7 +19,7 @@ from tfevo.gp import (
 )
 from tfevo.gp.trees import get_function
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECIAL = np.array([0.0, 1e-4, -1e-4, 0.5, -2.0, 3.0, 90.0, -90.0, np.inf, -np.inf, np.nan], np.float32)
 BACKENDS = ["tf", "op"] if op_available() else ["tf"]
 
@@ -122,7 +122,7 @@ print(np.asarray(mse(tr, x, y, fs)).tobytes().hex(), *(_fit_signature() if fit e
 def _in_subprocess(threads, fit):
     env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(threads), ROOT, os.path.join(ROOT, "tests"),
+    r = subprocess.run([sys.executable, "-c", _SCRIPT, str(threads), ROOT, os.path.join(ROOT, "tests", "gp"),
                         "1" if fit else "0"], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout.split()

@@ -1,4 +1,4 @@
-"""Long GP checks (run with ``pytest -m slow tests/test_gp_slow.py``)."""
+"""Long GP checks (run with ``pytest -m slow tests/gp/test_gp_slow.py``)."""
 
 import numpy as np
 import pytest

@@ -48,7 +48,7 @@ def test_resume_in_process_continues_exactly(tmp_path):
 
 
 def test_sigkill_mid_generation_resumes_exactly(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     script = str(HERE / "_toy_run.py")
     # the uninterrupted reference and the resumed run go in-process (the same script code,
     # deterministic on the CPU); only the killed run needs a process of its own

@@ -14,7 +14,7 @@ from tfevo import nn, ops
 from tfevo.core import ConfigError
 from tfevo.nn.layers import population_conv2d, population_conv2d_op_available
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_op = pytest.mark.skipif(not population_conv2d_op_available(), reason="pop_conv op not built (no compiler)")
 
 # (n, B, H, W, C, kh, kw, F, strides, padding, M): the Nature-DQN layers, odd channel counts (masked

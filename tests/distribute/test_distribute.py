@@ -18,7 +18,7 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.distribute import DistributedEvaluator, ShardedRollout, member_seeds, shard_layout
 from tfevo.distribute.check import compare, run_checks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _env(extra=None):

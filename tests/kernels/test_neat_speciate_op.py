@@ -302,7 +302,7 @@ def test_result_does_not_depend_on_thread_count(tmp_path):
     args = [nodes, conns, rn, rc, active, np.arange(S, dtype=np.int64)[::-1].copy(), np.zeros(S, np.int64),
             np.zeros(S, np.float32), np.zeros(S, np.int64), np.int64(S), np.int64(3)]
     np.savez(tmp_path / "in.npz", **{f"a{i}": a for i, a in enumerate(args)})
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                                        os.environ.get("PYTHONPATH", "")]))
     subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "in.npz"), str(tmp_path / "out.npz")], check=True,
                    env=env, timeout=300, capture_output=True)

@@ -249,7 +249,7 @@ def test_result_does_not_depend_on_thread_count(tmp_path):
 
     script = tmp_path / "run.py"
     script.write_text(_THREADS_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     outs = []
     for threads in (1, 4):
         f = tmp_path / f"out{threads}.npz"

@@ -1,4 +1,4 @@
-"""Resume cases for every NEAT problem and evaluator (used by tests/test_neat_resume.py).
+"""Resume cases for every NEAT problem and evaluator (used by tests/neat/test_neat_resume.py).
 
 Each case builds a NEAT run and its problem.  ``first`` runs ``STOP``
 generations, checkpoints the run through the objects a user checkpoints

@@ -225,7 +225,7 @@ def test_fallback_without_custom_ops():
         "print('FALLBACK-OK')\n"
     )
     env = dict(os.environ, TFEVO_DISABLE_CUSTOM_OPS="1")
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -401,7 +401,7 @@ def test_split_decomposition_bits_do_not_depend_on_the_thread_count():
         "h = hashlib.sha256(e.numpy().tobytes() + v.numpy().tobytes() + dv.numpy().tobytes()).hexdigest()\n"
         "print('HASH', h)\n"
     )
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", code, "1"], env=env, capture_output=True, text=True, timeout=300)

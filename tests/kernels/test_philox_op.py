@@ -164,7 +164,7 @@ def test_result_does_not_depend_on_thread_count(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(_THREADS_SCRIPT)
     out = tmp_path / "one_thread.npz"
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     proc = subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
