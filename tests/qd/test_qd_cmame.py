@@ -92,6 +92,20 @@ def test_mu_selection_recombines_the_best_half_by_improvement_not_raw_fitness():
         assert not np.allclose(mean0[i], expected)
 
 
+def test_mu_rates_precomputed_equal_the_graph_rates():
+    """With mu selection the parent count is fixed, so the weights and rates are constants computed once;
+    they equal the in-graph formula used for filter selection."""
+    for d, lam, e in ((3, 10, 2), (100, 37, 15), (20, 7, 1)):
+        em = ESEmitter(d, lam, num_emitters=e, selection_rule="mu")
+        graph = em._rates(tf.constant(np.full([e], float(lam // 2))))
+        assert len(em._mu_rates) == len(graph) == 7
+        for const, t in zip(em._mu_rates, graph):
+            np.testing.assert_allclose(const, t.numpy(), rtol=1e-12, atol=0)
+        w = em._mu_rates[0]
+        np.testing.assert_allclose(w[0, : lam // 2], _mu_weights(lam // 2), rtol=1e-12)
+        assert not w[:, lam // 2:].any()
+
+
 def test_filter_selection_and_restart_rules():
     rng = np.random.default_rng(1)
     a = _filled_archive(rng, fill=1.0)

@@ -96,8 +96,10 @@ class ESEmitter(Emitter):
       seed: this emitter's seed (an int in ``[0, 2**31)``; default 0).
       dtype: ``"float32"`` (default) or ``"float64"`` for the search state.
       resample_rounds: resampling rounds for bounds (default 10).
-      jit_compile: compile the update (``tell``) with XLA (default ``True``;
-        measured about half the CPU time of the plain graph at 15 x 37, D=100).
+      jit_compile: compile the update (``tell``) with XLA (default ``False``).
+        XLA saves a fraction of a millisecond per update at 15 x 37, D=100,
+        but compiling costs about a CPU-second per emitter, so it pays off
+        only for runs of well over a thousand iterations.
       decomposition: ``"cholesky"`` (default) or ``"eigh"``, see above.
     """
 
@@ -109,7 +111,7 @@ class ESEmitter(Emitter):
 
     def __init__(self, solution_dim, batch_size=None, num_emitters: int = 1, sigma: float = 0.1, x0=None,
                  ranker: str = "2imp", selection_rule: str = "filter", restart_rule="no_improvement", bounds=None,
-                 seed: int | None = None, dtype: str = "float32", resample_rounds: int = 10, jit_compile: bool = True,
+                 seed: int | None = None, dtype: str = "float32", resample_rounds: int = 10, jit_compile: bool = False,
                  decomposition: str = "cholesky", name=None, **kwargs):
         if kwargs:
             raise ConfigError(f"ESEmitter got unexpected arguments {sorted(kwargs)}; accepted: solution_dim, "
@@ -155,7 +157,8 @@ class ESEmitter(Emitter):
         self._cond_limit = 1e14 if dtype == "float64" else 1e7
         dt = self.dtype
         # Lazy eigendecomposition period (pycma/pyribs rule, with the mu-selection rates).
-        _, _, _, _, c1, cmu, _ = self._rates(np.array([float(lam // 2)]))
+        self._mu_rates = self._rates(np.full([e], float(lam // 2)))
+        c1, cmu = self._mu_rates[4][:1], self._mu_rates[5][:1]
         gap_evals = 0.5 * d * lam / float(c1[0] + cmu[0]) / d**2
         self.eigen_period = int(math.floor(gap_evals / lam)) + 1
         eye = np.broadcast_to(np.eye(d), [e, d, d])
@@ -339,8 +342,8 @@ class ESEmitter(Emitter):
         ``incumbent=(occupied [B], fitness [B])`` of each candidate's cell before
         the batch was inserted is required (:class:`MAPElites` passes it; by
         hand: ``archive.incumbents(descriptors)`` read before ``archive.add``).
-        The update is one XLA-compiled function (``jit_compile``), which fuses
-        its element-wise passes over the ``[E, D, D]`` covariances."""
+        With ``jit_compile`` the update is one XLA-compiled function, which
+        fuses its element-wise passes over the ``[E, D, D]`` covariances."""
         if incumbent is None:
             raise ConfigError("ESEmitter.tell needs incumbent=(occupied, fitness) of each candidate's cell before "
                               "the batch: archive.incumbents(descriptors), read before archive.add (MAPElites "
@@ -369,8 +372,12 @@ class ESEmitter(Emitter):
         n = float(d)
         order, status, value = self.rank(fitness, descriptors, result, incumbent)
         added = tf.reduce_sum(tf.cast(status > 0, tf.int32), axis=1)  # [E]
-        k = tf.fill([e], float(lam // 2)) if self.selection_rule == "mu" else tf.cast(added, tf.float64)
-        w, mueff, cc, cs, c1, cmu, damps = (tf.cast(t, dt) for t in self._rates(tf.cast(k, tf.float64)))
+        if self.selection_rule == "mu":  # fixed parent count: the rates are constants
+            k = tf.fill([e], float(lam // 2))
+            w, mueff, cc, cs, c1, cmu, damps = (tf.constant(t, dt) for t in self._mu_rates)
+        else:
+            k = tf.cast(added, tf.float64)
+            w, mueff, cc, cs, c1, cmu, damps = (tf.cast(t, dt) for t in self._rates(k))
         x = tf.cast(tf.reshape(solutions, [e, lam, d]), dt)
         xs = tf.gather(x, order, batch_dims=1)  # best first
         mean, sigma = self.mean, self.sigma
