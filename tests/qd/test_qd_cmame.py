@@ -364,3 +364,19 @@ def test_compiled_tell_hands_the_pre_batch_incumbents():
         np.testing.assert_array_equal(em.seen_occ.numpy(), occ0[cells])
         np.testing.assert_array_equal(em.seen_fit.numpy()[occ0[cells]], fit0[cells][occ0[cells]])
         assert (res.status.numpy() > 0).any() or occ0.all()
+
+
+def test_restarts_do_not_retrace_the_step():
+    """A restart is handled inside the compiled step: many restarts, one trace of the program."""
+    traces = []
+
+    def task(x):
+        traces.append(1)  # runs once per trace, never per call
+        return sphere_qd(x)
+
+    a = GridArchive(4, [6, 6], [(0, 1), (0, 1)], qd_offset=-100.0)
+    em = ESEmitter(4, 8, num_emitters=3, seed=0, restart_rule=2)
+    me = MAPElites(a, [em], init_bounds=(0, 1), seed=0)
+    me.step(task, iterations=9)
+    assert em.restarts.numpy().sum() >= 9  # every search restarted every second tell
+    assert len(traces) == 1
