@@ -61,7 +61,7 @@ def main():
     import cocoex
     import tensorflow as tf
 
-    from tfevo.problems import bbob
+    from tfevo.problems import bbob, bbob_instances
 
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print()
@@ -100,7 +100,7 @@ def main():
     for d in [int(v) for v in args.dims.split(",")]:
         t0 = time.perf_counter()
         for fid in range(1, 25):
-            bbob._coco_instance(fid, d, 1)
+            bbob_instances._coco_instance(fid, d, 1)
         tt = (time.perf_counter() - t0) / 24
         t0 = time.perf_counter()
         for fid in range(1, 25):

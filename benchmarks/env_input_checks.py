@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from tfevo import envs, nn, rollout
-from tfevo.envs import classic
+from tfevo.envs import acrobot, classic
 
 
 def evaluator(env_id, jit):
@@ -35,7 +35,7 @@ def ratio(ev_a, ev_b, params, pairs=9):
 
 
 def main():
-    check, xla = classic.ClassicControlEnv._check_range, classic.in_xla_context
+    check, xla = classic.ClassicControlEnv._check_range, acrobot.in_xla_context
     for env_id in ("CartPole-v1", "Acrobot-v1"):
         for jit in (False, True):
             with_check, model = evaluator(env_id, jit)
@@ -50,10 +50,10 @@ def main():
     pow_ev, model = evaluator("Acrobot-v1", True)
     p = model.init_params(64, 0)
     pow_ev.evaluate(p)
-    classic.in_xla_context = lambda: False  # traces x*x squares inside XLA
+    acrobot.in_xla_context = lambda: False  # traces x*x squares inside XLA
     square_ev, _ = evaluator("Acrobot-v1", True)
     square_ev.evaluate(p)
-    classic.in_xla_context = xla
+    acrobot.in_xla_context = xla
     print(f"Acrobot-v1 xla: pow squares / x*x squares {ratio(pow_ev, square_ev, p):.3f}")
 
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
-from tfevo.problems import bbob
+from tfevo.problems import bbob, bbob_instances
 from tfevo.registry import get
 
 FIDS = list(range(1, 25))
@@ -137,12 +137,12 @@ def _schrage_uniform(n, seed):
 def test_legacy_uniform_equals_scalar_schrage(seed):
     # the block-doubled vectorized LCG + shuffle table equals the sequential spec bit for bit
     n = 2 * 40 * 40 + 7
-    np.testing.assert_array_equal(bbob._legacy_uniform(n, seed), _schrage_uniform(n, seed))
+    np.testing.assert_array_equal(bbob_instances._legacy_uniform(n, seed), _schrage_uniform(n, seed))
 
 
 def test_legacy_rotation_is_orthogonal_in_any_dimension():
     for d in (2, 7, 40, 64):
-        R = bbob._legacy_rotation(1000000 + 15 + 10000 * d, d)
+        R = bbob_instances._legacy_rotation(1000000 + 15 + 10000 * d, d)
         np.testing.assert_allclose(R.T @ R, np.eye(d), atol=1e-12)
     # beyond COCO's dimensions the same generator continues
     p = bbob.make(15, 64, instance=3)
@@ -224,7 +224,7 @@ def test_coco_x_opt_and_f_opt_all_instances(cocoex):
         for dim in COCO_DIMS:
             for inst in COCO_INSTANCES:
                 q = cocoex.BareProblem("bbob", fid, dim, inst)
-                raw = bbob._coco_instance(fid, dim, inst)
+                raw = bbob_instances._coco_instance(fid, dim, inst)
                 np.testing.assert_allclose(raw["x_opt"], q.best_parameter(), rtol=0, atol=1e-12,
                                            err_msg=str((fid, dim, inst)))
                 # COCO's best value is f(x_opt), which is f_opt up to rounding (f20: ~1e-15)

@@ -92,6 +92,20 @@ def test_mu_selection_recombines_the_best_half_by_improvement_not_raw_fitness():
         assert not np.allclose(mean0[i], expected)
 
 
+def test_mu_rates_precomputed_equal_the_graph_rates():
+    """With mu selection the parent count is fixed, so the weights and rates are constants computed once;
+    they equal the in-graph formula used for filter selection."""
+    for d, lam, e in ((3, 10, 2), (100, 37, 15), (20, 7, 1)):
+        em = ESEmitter(d, lam, num_emitters=e, selection_rule="mu")
+        graph = em._rates(tf.constant(np.full([e], float(lam // 2))))
+        assert len(em._mu_rates) == len(graph) == 7
+        for const, t in zip(em._mu_rates, graph):
+            np.testing.assert_allclose(const, t.numpy(), rtol=1e-12, atol=0)
+        w = em._mu_rates[0]
+        np.testing.assert_allclose(w[0, : lam // 2], _mu_weights(lam // 2), rtol=1e-12)
+        assert not w[:, lam // 2:].any()
+
+
 def test_filter_selection_and_restart_rules():
     rng = np.random.default_rng(1)
     a = _filled_archive(rng, fill=1.0)
@@ -350,3 +364,19 @@ def test_compiled_tell_hands_the_pre_batch_incumbents():
         np.testing.assert_array_equal(em.seen_occ.numpy(), occ0[cells])
         np.testing.assert_array_equal(em.seen_fit.numpy()[occ0[cells]], fit0[cells][occ0[cells]])
         assert (res.status.numpy() > 0).any() or occ0.all()
+
+
+def test_restarts_do_not_retrace_the_step():
+    """A restart is handled inside the compiled step: many restarts, one trace of the program."""
+    traces = []
+
+    def task(x):
+        traces.append(1)  # runs once per trace, never per call
+        return sphere_qd(x)
+
+    a = GridArchive(4, [6, 6], [(0, 1), (0, 1)], qd_offset=-100.0)
+    em = ESEmitter(4, 8, num_emitters=3, seed=0, restart_rule=2)
+    me = MAPElites(a, [em], init_bounds=(0, 1), seed=0)
+    me.step(task, iterations=9)
+    assert em.restarts.numpy().sum() >= 9  # every search restarted every second tell
+    assert len(traces) == 1

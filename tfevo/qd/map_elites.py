@@ -135,10 +135,15 @@ class MAPElites(tf.Module):
                     start += e.batch_size
                     if e not in feedback:
                         continue
-                    part = type(result)(result.status[sl], result.value[sl], result.cell[sl])
-                    extra = {"incumbent": (incumbent[0][sl], incumbent[1][sl])} if getattr(
+                    whole = len(self.emitters) == 1  # one emitter: its slice is the batch (no slicing ops)
+
+                    def take(t):
+                        return t if whole else t[sl]
+
+                    part = type(result)(*(take(t) for t in result))
+                    extra = {"incumbent": (take(incumbent[0]), take(incumbent[1]))} if getattr(
                         e, "wants_incumbent", False) else {}
-                    e.tell(solutions[sl], fitness[sl], descriptors[sl], part, **extra)
+                    e.tell(take(solutions), take(fitness), take(descriptors), part, **extra)
                 return tf.constant(True)
 
             # The first batch (drawn uniformly, not by the emitters) is not told to them.

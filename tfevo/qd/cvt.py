@@ -1,0 +1,186 @@
+"""The centroidal Voronoi tessellation archive (:class:`CVTArchive`) and its k-means."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError, ShapeError
+from tfevo.qd.archive_base import Archive
+
+__all__ = ["CVTArchive", "kmeans_centroids"]
+
+
+def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
+    """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
+    x = tf.convert_to_tensor(samples, tf.float32)
+    n = int(x.shape[0])
+    if n < k:
+        raise ConfigError(f"k-means needs at least k={k} samples, got {n}")
+    perm = tf.argsort(tf.random.stateless_uniform([n], seed=[seed, 17]))[:k]
+    c = tf.gather(x, perm)
+    x2 = tf.reduce_sum(x * x, 1, keepdims=True)
+
+    @tf.function(autograph=False)
+    def step(c):
+        d = x2 - 2.0 * tf.matmul(x, c, transpose_b=True) + tf.reduce_sum(c * c, 1)[None]
+        a = tf.argmin(d, 1, output_type=tf.int32)
+        s = tf.math.unsorted_segment_sum(x, a, k)
+        cnt = tf.math.unsorted_segment_sum(tf.ones([n]), a, k)
+        return tf.where(cnt[:, None] > 0, s / tf.maximum(cnt[:, None], 1.0), c)
+
+    for _ in range(int(iterations)):
+        c = step(c)
+    return c.numpy()
+
+
+class CVTArchive(Archive):
+    """A centroidal Voronoi tessellation archive (Vassiliades et al. 2018).
+
+    Centroids come from k-means on ``num_samples`` points drawn uniformly in
+    the descriptor box (TensorFlow k-means, seeded) and are cached on disk
+    (``$TFEVO_CACHE`` or ``~/.cache/tfevo/cvt``) keyed by all their parameters,
+    so the next run with the same settings loads them.  A descriptor's cell is
+    its nearest centroid.
+
+    Args:
+      solution_dim: D.
+      cells: number of centroids.
+      ranges: ``[(low, high), ...]`` per descriptor dimension.
+      num_samples: points for k-means (default ``max(100_000, 10*cells)``).
+      centroids: optionally, an array ``[cells, k]`` to use directly.
+      lookup: ``"auto"`` (bucket lookup for 1-4 descriptor dimensions,
+        brute force otherwise), ``"buckets"`` or ``"brute"``.
+
+    Nearest-centroid lookup is exact either way.  With buckets, centroids are
+    binned on a regular grid over the box (``G`` bins per axis, width ``w``
+    about twice the centroid spacing; border bins extend to infinity).  A
+    query only compares the centroids of its ``3^k`` neighbouring bins
+    (padded to the fullest bin).  Any centroid outside that neighbourhood is
+    at least ``w_min`` away, so when the best candidate is closer than
+    ``w_min`` it is the true nearest centroid; the rare queries where it is
+    not (e.g. far outside the box) fall back to brute force.  Ties go to the
+    lowest centroid index, as with a brute-force ``argmin``.
+    """
+
+    def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
+                 iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
+                 name: str | None = None, use_op: bool | None = None):
+        if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or int(cells) < 1:
+            raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
+        if lookup not in ("auto", "buckets", "brute"):
+            raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
+        ranges = [tuple(float(v) for v in r) for r in ranges]
+        for lo, hi in ranges:
+            if not hi > lo:
+                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+        k = len(ranges)
+        if centroids is None:
+            centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
+                                        iterations, seed, cache)
+        centroids = np.asarray(centroids, np.float32)
+        if centroids.shape != (int(cells), k):
+            raise ShapeError(f"centroids must have shape [{cells}, {k}], got {list(centroids.shape)}")
+        super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op)
+        self.ranges = ranges
+        self.centroids = tf.constant(centroids)
+        self._c2 = tf.reduce_sum(self.centroids * self.centroids, 1)
+        self._buckets = None
+        if lookup == "buckets" or (lookup == "auto" and k <= 4 and int(cells) >= 64):
+            self._buckets = self._build_buckets(centroids, ranges)
+
+    @staticmethod
+    def _build_buckets(centroids, ranges):
+        """Bins the centroids; returns the lookup tables (see the class docstring)."""
+        n, k = centroids.shape
+        lo = np.array([r[0] for r in ranges], np.float64)
+        hi = np.array([r[1] for r in ranges], np.float64)
+        g = max(1, int(np.floor((n ** (1.0 / k)) / 1.4)))
+        w = (hi - lo) / g
+        b = np.clip(np.floor((centroids.astype(np.float64) - lo) / w), 0, g - 1).astype(np.int64)
+        strides = np.cumprod([1] + [g + 2] * (k - 1))  # padded grid: one empty bin on each side
+        flat = ((b + 1) * strides).sum(1)
+        nb = (g + 2) ** k
+        counts = np.bincount(flat, minlength=nb)
+        m = int(counts.max())
+        table = np.full((nb, m), n, np.int32)  # index n = a sentinel centroid far away
+        order = np.argsort(flat, kind="stable")  # within a bin, by centroid index
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        pos = np.arange(n) - starts[flat[order]]
+        table[flat[order], pos] = order
+        offsets = np.stack(np.meshgrid(*[[-1, 0, 1]] * k, indexing="ij"), -1).reshape(-1, k)
+        nbr = (offsets * strides).sum(1)
+        padded = np.concatenate([centroids, np.full((1, k), 1e15, np.float32)], 0)
+        return {"lo": tf.constant(lo, tf.float32), "w": tf.constant(w, tf.float32), "g": g,
+                "strides": tf.constant(strides, tf.int32), "nbr": tf.constant(nbr, tf.int32),
+                "table": tf.constant(table), "padded": tf.constant(padded),
+                "wmin2": float(np.min(w) ** 2 * (1.0 - 1e-5)), "max_per_bin": m}
+
+    @staticmethod
+    def _pick(dist, cand, big):
+        """Nearest among candidates ``[B, m]``; ties to the lowest centroid index."""
+        best = tf.reduce_min(dist, 1)
+        idx = tf.reduce_min(tf.where(tf.equal(dist, best[:, None]), cand, big), 1)
+        return idx, best
+
+    def _brute(self, d):
+        """Exact brute force: the 8 nearest by the fast expanded form, refined by direct differences."""
+        dist = self._c2[None] - 2.0 * tf.matmul(d, self.centroids, transpose_b=True)
+        kk = min(8, self.num_cells)
+        cand = tf.math.top_k(-dist, kk).indices
+        diff = d[:, None, :] - tf.gather(self.centroids, cand)
+        return self._pick(tf.reduce_sum(diff * diff, -1), cand, self.num_cells)[0]
+
+    @staticmethod
+    def _centroids(cells, ranges, num_samples, iterations, seed, cache):
+        key = hashlib.sha256(repr((cells, ranges, num_samples, iterations, seed)).encode()).hexdigest()[:16]
+        root = os.environ.get("TFEVO_CACHE") or os.path.join(Path.home(), ".cache", "tfevo")
+        path = Path(root) / "cvt" / f"cvt-{key}.npy"
+        if cache and path.is_file():
+            return np.load(path)
+        lo = np.array([r[0] for r in ranges], np.float32)
+        hi = np.array([r[1] for r in ranges], np.float32)
+        u = tf.random.stateless_uniform([num_samples, len(ranges)], seed=[seed, 3]).numpy()
+        c = kmeans_centroids(lo + u * (hi - lo), cells, iterations, seed)
+        if cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
+            np.save(tmp, c)
+            os.replace(tmp, path)
+        return c
+
+    def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
+        """Nearest centroid ``int32 [B]`` of each descriptor (exact; ties to the lowest index).
+
+        With buckets it runs the C++ kernel ``TfevoNearestCentroid`` when it is
+        built (same tables, same acceptance test, exact scan fallback), else
+        the TensorFlow bucket lookup below."""
+        d = self._descriptor_tensor(descriptors)
+        t = self._buckets
+        if t is None:
+            return self._brute(d)
+        if self.insert_op_enabled and not self._trace.xla:
+            from tfevo.qd.emitter_base import _emit_op
+
+            return _emit_op().tfevo_nearest_centroid(d, self.centroids, t["table"], t["nbr"], t["lo"], t["w"],
+                                                     t["strides"], g=t["g"], wmin2=t["wmin2"])
+        return self._index_of_reference(d)
+
+    def _index_of_reference(self, d):
+        """The pure-TensorFlow bucket lookup."""
+        t = self._buckets
+        b = tf.clip_by_value(tf.cast(tf.floor((d - t["lo"]) / t["w"]), tf.int32), 0, t["g"] - 1)
+        home = tf.reduce_sum((b + 1) * t["strides"], 1)
+        bins = home[:, None] + t["nbr"][None]  # [B, 3^k]
+        cand = tf.reshape(tf.gather(t["table"], bins), [tf.shape(d)[0], -1])  # [B, 3^k * m]
+        diff = d[:, None, :] - tf.gather(t["padded"], cand)
+        idx, best = self._pick(tf.reduce_sum(diff * diff, -1), cand, self.num_cells)
+        ok = best < t["wmin2"]
+        # Rare: the best candidate is not provably the nearest; brute force for those queries only.
+        bad = tf.where(tf.logical_not(ok))
+        fixed = self._brute(tf.gather_nd(d, bad))
+        return tf.tensor_scatter_nd_update(idx, bad, fixed)
