@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import ConfigError, ShapeError
 
 __all__ = ["standard_normal", "emit_op_available", "Emitter", "GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter", "ESEmitter"]
@@ -201,13 +202,6 @@ class PolynomialMutationEmitter(Emitter):
         return self._clip(tf.where(mutate, x + delta * span, x))
 
 
-class _FnCache:
-    """A plain (non-trackable) holder for compiled functions, kept out of checkpoints."""
-
-    def __init__(self):
-        self.fns = {}
-
-
 class AddResultLike(NamedTuple):
     """The fields of an :class:`~tfevo.qd.archives.AddResult` (rebuilt inside compiled functions)."""
 
@@ -337,7 +331,7 @@ class ESEmitter(Emitter):
             raise ConfigError(f"decomposition must be 'cholesky' or 'eigh', got {decomposition!r}")
         self.decomposition = decomposition
         self.power_steps = 4
-        self._fns = _FnCache()
+        self._fns = Untracked(fns={})
         self.dtype = tf.as_dtype(dtype)
         self._cond_limit = 1e14 if dtype == "float64" else 1e7
         dt = self.dtype
