@@ -132,7 +132,7 @@ class CMABase(Algorithm):
         self.c1, self.cmu = self._model.learning_rates(n, self.mueff)
         self.weights_np = eq.recombination_weights(wp, mu, n, self.c1, self.cmu, self.active)
         self.weights = tf.constant(self.weights_np, self.dtype)
-        self.lazy_gap = self.eigen_gap if self.eigen_gap is not None else eq.eigen_gap(n, self.c1, self.cmu)
+        self.lazy_gap = self.eigen_gap if self.eigen_gap is not None else eq.lazy_gap(n, self.c1, self.cmu)
         # tolfun / stagnation windows.
         self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
         self.stag_window = int(min(self.hist_len, stagnation_window(n, lam)))

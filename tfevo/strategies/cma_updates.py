@@ -2,7 +2,8 @@
 
 Equation numbers are those of Hansen, "The CMA Evolution Strategy: A
 Tutorial" (arXiv:1604.00772, 2016): the algorithm summary (38)-(47) and the
-default parameters of its Table 1 (48)-(58).  The constants are Python floats
+default parameters of its Table 1 (48)-(58) in the 2016 version (pycma 4 has since
+moved to slightly different ``c_mu`` and ``c_sigma``).  The constants are Python floats
 computed once per population size; the updates are tensor expressions traced
 into the strategy's ``tell``.  Every CMA variant of :mod:`tfevo.strategies`
 (full eigen, Cholesky, diagonal) runs these same updates; they differ only in
@@ -75,7 +76,7 @@ def expected_norm(n: int) -> float:
     return math.sqrt(n) * (1.0 - 1.0 / (4.0 * n) + 1.0 / (21.0 * n * n))
 
 
-def eigen_gap(n: int, c1: float, cmu: float) -> int:
+def lazy_gap(n: int, c1: float, cmu: float) -> int:
     """Generations between two factorisations of C: ``max(1, floor(1 / (10 n (c_1 + c_mu))))``
     (Appendix B.2, the same default as pycma)."""
     return max(1, int(math.floor(1.0 / (10.0 * n * max(c1 + cmu, 1e-30)))))
