@@ -266,11 +266,11 @@ def breakdown(n, p, repeats):
         for _ in range(2 * gap):
             es.tell(es.ask(), f)
         x = es.ask()
-        pre = tf.function(lambda x: es._pre_core(x))
+        pre = tf.function(lambda x: es._model.prepare(x))
         extra = pre(x)
         core = es._core_fn
         out = core(x, f, *extra)
-        ap = tf.function(lambda *a: es._apply_cov(*a))
+        ap = tf.function(lambda *a: es._model._apply(*a))
         if cls is CholeskyCMAES:
             # flush and factorisation are one in-place call (linalg.covariance_refresh), timed on
             # copies of the instance's C and A

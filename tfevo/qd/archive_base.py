@@ -8,18 +8,10 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 
 __all__ = ["Archive", "AddResult"]
-
-
-
-class _TraceCache:
-    """A plain (non-trackable) holder for tensors shared within one trace."""
-
-    def __init__(self):
-        self.running = None  # None, or {graph: running count} while an ask is traced
-        self.xla = False  # True while an ask is traced for XLA (custom ops are skipped)
 
 
 class AddResult(NamedTuple):
@@ -73,7 +65,9 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
                                        name="descriptors")
         self.occupied = tf.Variable(tf.zeros([self.num_cells + 1], tf.bool), trainable=False, name="occupied")
         self._add_fn = None
-        self._trace = _TraceCache()
+        # running: None, or {graph: running count} while an ask is traced; xla: True while an
+        # ask is traced for XLA (custom ops are skipped)
+        self._trace = Untracked(running=None, xla=False)
 
     # -- to implement -------------------------------------------------------
     @abc.abstractmethod

@@ -8,17 +8,11 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import ConfigError, ShapeError
 from tfevo.qd.emitter_base import Emitter, standard_normal
 
 __all__ = ["ESEmitter"]
-
-
-class _FnCache:
-    """A plain (non-trackable) holder for compiled functions, kept out of checkpoints."""
-
-    def __init__(self):
-        self.fns = {}
 
 
 class AddResultLike(NamedTuple):
@@ -152,7 +146,7 @@ class ESEmitter(Emitter):
             raise ConfigError(f"decomposition must be 'cholesky' or 'eigh', got {decomposition!r}")
         self.decomposition = decomposition
         self.power_steps = 4
-        self._fns = _FnCache()
+        self._fns = Untracked(fns={})
         self.dtype = tf.as_dtype(dtype)
         self._cond_limit = 1e14 if dtype == "float64" else 1e7
         dt = self.dtype

@@ -20,19 +20,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
 from tfevo.registry import register
 
 __all__ = ["MAPElites"]
-
-
-class _Cache:
-    """A plain (non-trackable) holder, so tf.Module does not try to checkpoint it."""
-
-    def __init__(self):
-        self.fns = {}
 
 
 @register("strategy", "map_elites")
@@ -88,7 +82,7 @@ class MAPElites(tf.Module):
         self.jit_compile = jit_compile
         self._ask_fn = None
         self._tell_fn = None
-        self._step_fns = _Cache()  # compiled task per task_fn (kept out of checkpoints)
+        self._step_fns = Untracked(fns={})  # compiled task per task_fn (kept out of checkpoints)
 
     def _initial(self, seed):
         if self._init is not None:

@@ -29,16 +29,12 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import Algorithm, ConfigError, ShapeError, _argument_error, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
 __all__ = ["IPOP", "BIPOP"]
-
-
-class _Log:
-    def __init__(self):
-        self.history = []
 
 
 class _Restarts(Algorithm):
@@ -81,7 +77,7 @@ class _Restarts(Algorithm):
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
         self.last_stop_reasons: list[str] = []
-        self._log = _Log()
+        self._log = Untracked(history=[])
 
     @classmethod
     def accepted_arguments(cls, resolved_only: bool = False):
@@ -114,12 +110,6 @@ class _Restarts(Algorithm):
     def sigma(self):
         """Step size of the current run (a variable of the inner strategy)."""
         return self.inner.sigma
-
-    @property
-    def stop_reasons(self) -> list[str]:
-        """The inner run's met termination criteria once no restart is left
-        (while restarts remain, a met criterion restarts the run: empty)."""
-        return [] if self._can_restart() else self.inner.stop_reasons
 
     @property
     def best(self):

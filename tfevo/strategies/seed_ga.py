@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tfevo._holder import Untracked
 from tfevo.core import Algorithm, AskTellError, ConfigError, ShapeError, check_fitness, sanitize_fitness
 from tfevo.registry import register
 from tfevo.strategies.ga import elitist_truncation
@@ -40,14 +41,6 @@ from tfevo.strategies.shaping import _center, _ga_sizes
 __all__ = ["SeedGA"]
 
 _SALT = 0x5EED  # second word of every mutation's stateless seed
-
-
-class _NotTracked:
-    """Holds the parent cache outside tf.Module tracking (never checkpointed)."""
-
-    def __init__(self):
-        self.params = None
-        self.lineage = None
 
 
 @register("strategy", "seed_ga")
@@ -117,7 +110,7 @@ class SeedGA(Algorithm):
         self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
         self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
         self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
-        self._cache = _NotTracked()
+        self._cache = Untracked(params=None, lineage=None)  # parent cache, never checkpointed
         self._decode_fn = None
 
     # -- the ask/tell seam (genomes are int32, so ask/tell are overridden) ----

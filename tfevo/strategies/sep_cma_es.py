@@ -14,16 +14,18 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo import ops
+from tfevo._holder import Untracked
 from tfevo.core import ConfigError, check_fitness, check_population, eager_op_runner
 from tfevo.registry import register
-from tfevo.strategies.cma_es import _CMABase, _Untracked
+from tfevo.strategies.cma_base import CMABase
+from tfevo.strategies.cma_models import DiagonalCovariance
 from tfevo.strategies.shaping import _gaussian_population
 
 __all__ = ["SepCMAES"]
 
 
 @register("strategy", "sep_cma_es")
-class SepCMAES(_CMABase):
+class SepCMAES(CMABase):
     """Separable (diagonal-covariance) CMA-ES.
 
     Args are those of :class:`~tfevo.strategies.CMAES` (``num_dims``,
@@ -38,7 +40,7 @@ class SepCMAES(_CMABase):
     >>> es.tell(x, -tf.reduce_sum(x**2, 1))
     """
 
-    _lazy_eigen = False
+    _model_class = DiagonalCovariance
 
     def __init__(self, *args, use_op: bool | None = None, **kwargs):
         # use_op: the float32 tell as one C++ kernel (custom_ops/sep_cma.cc; None =
@@ -47,7 +49,7 @@ class SepCMAES(_CMABase):
         if use_op not in (None, True, False):
             raise ConfigError(f"use_op must be None, True or False, got {use_op!r}")
         self.use_op = use_op
-        self._eager_tells = _Untracked()  # popsize -> eager tell (not checkpointed)
+        self._eager_tells = Untracked(d={})  # popsize -> eager tell (not checkpointed)
         super().__init__(*args, **kwargs)
         if use_op is True and not self._tell_op_usable():
             raise ConfigError(
@@ -152,45 +154,6 @@ class SepCMAES(_CMABase):
 
         return tell_op, False
 
-    def _learning_rates(self, n, mueff):
-        c1 = 2.0 / ((n + 1.3) ** 2 + mueff)
-        cmu = min(1.0 - c1, 2.0 * (mueff - 2.0 + 1.0 / mueff) / ((n + 2.0) ** 2 + mueff))
-        f = (n + 2.0) / 3.0
-        c1s = min(1.0, c1 * f)
-        return c1s, min(1.0 - c1s, cmu * f)
-
-    def _init_cov(self):
-        self.c_diag = tf.Variable(tf.ones([self.num_dims], self.dtype), trainable=False, name="c_diag")
-
-    def _reset_cov(self):
-        self.c_diag.assign(tf.ones_like(self.c_diag))
-
-    def _sample_y(self, z):
-        return z * tf.sqrt(self.c_diag)[None, :]
-
-    def _ask_body(self):
-        # x = m + sigma * sqrt(c) * z with the per-coordinate scale folded into the draw;
-        # float32: one fused sampler call (C++ op when built, same stream as the reference)
-        scale = self.sigma * tf.sqrt(self.c_diag)
-        if self.dtype == tf.float32:
-            x = _gaussian_population(self._mean, scale, self.popsize, False, self.seeds.next())
-        else:
-            x = self._mean[None, :] + self._normal(scale)
-        if self.bounds is not None:
-            x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
-        return x
-
-    def _inv_sqrt(self, y):
-        return y * tf.math.rsqrt(self.c_diag)[None, :]
-
-    def _update_cov(self, decay, p_c, y, w_eff, ok):
-        rank_mu = tf.linalg.matvec(tf.square(y), w_eff, transpose_a=True)
-        c_new = decay * self.c_diag + self.c1 * tf.square(p_c) + self.cmu * rank_mu
-        tiny = np.finfo(self.dtype.as_numpy_dtype).tiny
-        c_new = tf.maximum(c_new, tf.maximum(tf.reduce_max(c_new) * 1e-20, tiny))
-        ok = ok & tf.reduce_all(tf.math.is_finite(c_new))
-        self.c_diag.assign(tf.where(ok, c_new, self.c_diag))
-
     def _tell_core(self, x, fitness):
         out = super()._tell_core(x, fitness)
         # sigma and the scale of C can drift apart (sigma up, C down) on
@@ -203,18 +166,3 @@ class SepCMAES(_CMABase):
         self.sigma.assign(self.sigma * tf.sqrt(s))
         self.p_c.assign(self.p_c / tf.sqrt(s))
         return out
-
-    def _refresh(self):
-        pass
-
-    def _post_tell(self):
-        return tf.constant(0)
-
-    def _cov_diag(self):
-        return self.c_diag
-
-    def _axis_scales(self):
-        return tf.sqrt(self.c_diag)
-
-    def _axis_vector(self, i):
-        return tf.one_hot(i, self.num_dims, dtype=self.dtype)

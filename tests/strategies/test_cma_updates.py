@@ -1,0 +1,95 @@
+"""The CMA update equations (tfevo.strategies.cma_updates) against pycma and a NumPy transcription."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.strategies import cma_updates as eq
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("n,lam", [(3, None), (10, None), (40, None), (10, 30), (5, 64)])
+def test_table_1_parameters(n, lam):
+    # mu_eff, c_1, c_c and the positive weights as pycma; c_mu, c_sigma, d_sigma and the negative
+    # weights as the 2016 tutorial (pycma 4 has since changed c_mu and c_sigma slightly).
+    cma = pytest.importorskip("cma")
+    opts = {"verbose": -9} if lam is None else {"verbose": -9, "popsize": lam}
+    ref = cma.CMAEvolutionStrategy(np.zeros(n), 0.5, opts)
+    lam = eq.default_popsize(n) if lam is None else lam
+    assert lam == ref.sp.popsize
+    mu = lam // 2
+    wp = eq.raw_weights(lam)
+    mueff = eq.effective_mass(wp[:mu])
+    c1, cmu = eq.covariance_rates(n, mueff)
+    np.testing.assert_allclose([mueff, c1, eq.path_rate(n, mueff)], [ref.sp.weights.mueff, ref.sp.c1, ref.sp.cc],
+                               rtol=1e-12)
+    w = eq.recombination_weights(wp, mu, n, c1, cmu, active=True)
+    np.testing.assert_allclose(w[:mu], np.asarray(ref.sp.weights)[:mu], rtol=1e-12)
+    # the tutorial's Table 1, transcribed
+    cmu_ref = min(1 - c1, 2 * (mueff - 2 + 1 / mueff) / ((n + 2) ** 2 + 2 * mueff / 2))
+    cs_ref = (mueff + 2) / (n + mueff + 5)
+    ds_ref = 1 + 2 * max(0, np.sqrt((mueff - 1) / (n + 1)) - 1) + cs_ref
+    np.testing.assert_allclose([cmu, *eq.step_size_rates(n, mueff)], [cmu_ref, cs_ref, ds_ref], rtol=1e-12)
+    neg = wp[mu:]
+    mueff_neg = neg.sum() ** 2 / (neg**2).sum()
+    alpha = min(1 + c1 / cmu, 1 + 2 * mueff_neg / (mueff + 2), (1 - c1 - cmu) / (n * cmu))
+    np.testing.assert_allclose(w[mu:], alpha * neg / np.abs(neg).sum(), rtol=1e-12)
+    assert abs(w[:mu].sum() - 1) < 1e-12 and np.all(w[mu:] <= 0)
+    assert np.all(eq.recombination_weights(wp, mu, n, c1, cmu, active=False)[mu:] == 0)
+
+
+def test_one_generation_is_the_tutorial_summary():
+    # Eq. (41)-(47) composed from the named functions vs a float64 NumPy transcription.
+    rng = np.random.default_rng(3)
+    n, lam = 6, 12
+    mu = lam // 2
+    wp = eq.raw_weights(lam)
+    mueff = eq.effective_mass(wp[:mu])
+    c1, cmu = eq.covariance_rates(n, mueff)
+    cs, ds = eq.step_size_rates(n, mueff)
+    cc, chi = eq.path_rate(n, mueff), eq.expected_norm(n)
+    w = eq.recombination_weights(wp, mu, n, c1, cmu, True)
+    a = rng.standard_normal((n, n))
+    C = a @ a.T / n + np.eye(n)
+    e, B = np.linalg.eigh(C)
+    c_isqrt = B @ np.diag(e**-0.5) @ B.T
+    m, sigma, ps, pc = rng.standard_normal(n), 0.7, rng.standard_normal(n), rng.standard_normal(n)
+    y, g = rng.standard_normal((lam, n)), 4
+    # NumPy
+    y_w = w[:mu] @ y[:mu]
+    m_ref = m + sigma * y_w
+    ps_ref = (1 - cs) * ps + np.sqrt(cs * (2 - cs) * mueff) * c_isqrt @ y_w
+    h = float(np.linalg.norm(ps_ref) / np.sqrt(1 - (1 - cs) ** (2 * g)) < (1.4 + 2 / (n + 1)) * chi)
+    pc_ref = (1 - cc) * pc + h * np.sqrt(cc * (2 - cc) * mueff) * y_w
+    sig_ref = sigma * np.exp(min(1.0, cs / ds * (np.linalg.norm(ps_ref) / chi - 1)))
+    w_o = w.copy()
+    w_o[mu:] *= n / np.sum((y[mu:] @ c_isqrt) ** 2, axis=1)
+    C_ref = ((1 + c1 * (1 - h) * cc * (2 - cc) - c1 - cmu * w.sum()) * C + c1 * np.outer(pc_ref, pc_ref)
+             + cmu * (y.T * w_o) @ y)
+    # the named functions
+    t = lambda v: tf.constant(v, tf.float64)  # noqa: E731
+    y_w_t = eq.weighted_step(t(y[:mu]), t(w[:mu]))
+    ps_t = eq.sigma_path(t(ps), cs, mueff, tf.linalg.matvec(t(c_isqrt), y_w_t))
+    ps_norm = tf.norm(ps_t)
+    h_t = eq.stall(ps_norm, cs, g, n, chi, tf.float64)
+    pc_t = eq.cov_path(t(pc), cc, h_t, mueff, y_w_t)
+    sq = tf.reduce_sum(tf.square(tf.matmul(t(y[mu:]), t(c_isqrt))), axis=1)
+    w_eff = eq.active_weights(t(w), mu, sq, n, tf.float64)
+    ys, v = eq.rank_one_mu_rows(t(y), pc_t, w_eff, c1, cmu, tf.float64)
+    C_t = eq.cov_decay(h_t, cc, c1, cmu, float(w.sum())) * t(C) + tf.matmul(ys * v[:, None], ys, transpose_a=True)
+    np.testing.assert_allclose(eq.move_mean(t(m), sigma, y_w_t).numpy(), m_ref, rtol=1e-12)
+    np.testing.assert_allclose(ps_t.numpy(), ps_ref, rtol=1e-12)
+    assert float(h_t) == h
+    np.testing.assert_allclose(pc_t.numpy(), pc_ref, rtol=1e-12)
+    np.testing.assert_allclose(float(eq.step_size(t(sigma), ps_norm, cs, ds, chi)), sig_ref, rtol=1e-12)
+    np.testing.assert_allclose(C_t.numpy(), C_ref, rtol=1e-10)
+
+
+def test_the_cma_modules_stay_small():
+    files = sorted((ROOT / "tfevo" / "strategies").glob("*cma*.py")) + [
+        ROOT / "tfevo" / "strategies" / n for n in ("lm_ma_es.py", "restarts.py")]
+    sizes = {f.name: len(f.read_text().splitlines()) for f in files}
+    assert len(sizes) >= 8 and max(sizes.values()) <= 400, sizes
