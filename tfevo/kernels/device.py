@@ -67,13 +67,14 @@ def on_host(*tensors) -> bool:
     """Whether all ``tensors`` (tensors or variables) live on the host.
 
     Without a GPU everything does.  With one, a tensor counts as on the host
-    only when it was placed on a CPU explicitly (``tf.device("CPU")``): an
-    unplaced tensor in a graph goes to the GPU, so no tensors at all also
-    counts as "not on the host".
+    only when it was placed on a CPU (``tf.device("CPU")``): an unplaced
+    tensor in a graph goes to the GPU, so no tensors at all also counts as
+    "not on the host".  With an *assumed* GPU (:func:`assume_gpu`) nothing
+    does: every tensor is where TensorFlow would put it on a GPU machine.
     """
     if not gpu_present():
         return True
-    if not tensors:
+    if not tensors or not _gpu_visible():
         return False
     for t in tensors:
         dev = (getattr(t, "device", "") or "").upper()
