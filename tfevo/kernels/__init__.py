@@ -8,7 +8,7 @@ in ``docs/kernels.md``; :mod:`tfevo.ops` builds and loads the libraries.
 """
 
 from tfevo.kernels.device import assume_gpu, gpu_present, on_host
-from tfevo.kernels.dispatch import KERNELS, KernelUnavailableError, built, check_use_op, decisions, kernel
+from tfevo.kernels.dispatch import KERNELS, KernelUnavailableError, built, check_use_op, decisions, kernel, use_ops
 
-__all__ = ["KERNELS", "KernelUnavailableError", "kernel", "built", "check_use_op", "decisions", "gpu_present",
+__all__ = ["KERNELS", "KernelUnavailableError", "kernel", "built", "check_use_op", "decisions", "use_ops", "gpu_present",
            "assume_gpu", "on_host"]

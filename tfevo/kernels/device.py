@@ -21,6 +21,7 @@ __all__ = ["gpu_present", "assume_gpu", "on_host"]
 
 _VISIBLE: list = []  # [bool] once read: the visible devices are fixed once TensorFlow is initialized
 _ASSUMED: list = []  # a stack of assume_gpu() values
+_ENV: list = []  # [TFEVO_ASSUME_GPU is set] once read
 
 
 def _gpu_visible() -> bool:
@@ -34,9 +35,9 @@ def gpu_present() -> bool:
     ``TFEVO_ASSUME_GPU=1`` (a real GPU cannot be assumed away)."""
     if _ASSUMED:
         return _ASSUMED[-1] or _gpu_visible()
-    if os.environ.get("TFEVO_ASSUME_GPU", "") not in ("", "0"):
-        return True
-    return _gpu_visible()
+    if not _ENV:  # read once: a process assumes a GPU from its start or not at all
+        _ENV.append(os.environ.get("TFEVO_ASSUME_GPU", "") not in ("", "0"))
+    return _ENV[0] or _gpu_visible()
 
 
 @contextlib.contextmanager

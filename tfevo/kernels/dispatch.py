@@ -23,14 +23,18 @@ level on the ``tfevo.kernels`` logger.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from os import environ as _environ
+
+import tensorflow as tf
 
 from tfevo import ops
 from tfevo._tf_private import in_xla_context
 from tfevo.core import ConfigError
 from tfevo.kernels.device import on_host
 
-__all__ = ["KERNELS", "KernelUnavailableError", "kernel", "built", "check_use_op", "decisions"]
+__all__ = ["KERNELS", "KernelUnavailableError", "kernel", "built", "check_use_op", "decisions", "use_ops"]
 
 log = logging.getLogger("tfevo.kernels")
 
@@ -72,6 +76,7 @@ KERNELS: dict[str, tuple[str, str]] = {
 }
 
 _LOGGED: set = set()
+_DEFAULT: list = []  # a stack of use_ops() values
 _DECISIONS: dict = {}
 
 
@@ -87,18 +92,34 @@ def check_use_op(use_op, name: str = "use_op"):
                       f"reference), got {use_op!r}")
 
 
-def _module(op: str):
-    try:
-        library, symbol = KERNELS[op]
-    except KeyError:
-        raise ConfigError(f"unknown kernel {op!r}; known: {', '.join(sorted(KERNELS))}") from None
-    return ops.op_module(library, symbol), symbol
+_FUNCTIONS: dict = {}  # op -> its loaded Python function (cleared if ops.op_module is replaced, e.g. by a test)
+_LOADER: list = [None]
+
+
+def _function(op: str):
+    """The op's Python function once its library is loaded, else ``None``."""
+    if _environ.get("TFEVO_DISABLE_CUSTOM_OPS", "") not in ("", "0"):
+        return None
+    if _LOADER[0] is not ops.op_module:
+        _FUNCTIONS.clear()
+        _LOADER[0] = ops.op_module
+    fn = _FUNCTIONS.get(op)
+    if fn is None:
+        try:
+            library, symbol = KERNELS[op]
+        except KeyError:
+            raise ConfigError(f"unknown kernel {op!r}; known: {', '.join(sorted(KERNELS))}") from None
+        mod = ops.op_module(library, symbol)
+        if mod is None:
+            return None
+        fn = _FUNCTIONS[op] = getattr(mod, symbol)
+    return fn
 
 
 def built(op: str) -> bool:
     """Whether the kernel ``op`` is built and loaded (whatever the call site; ``False`` with
     ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
-    return _module(op)[0] is not None
+    return _function(op) is not None
 
 
 def _note(op: str, why: str | None) -> None:
@@ -114,33 +135,53 @@ def kernel(op: str, use_op=None, inputs=(), unsupported: str | None = None):
 
     Args:
       op: the registered op type (a key of :data:`KERNELS`).
-      use_op: ``None`` apply the rule (module docstring), ``False`` never,
-        ``True`` always (:class:`KernelUnavailableError` naming why not).
+      use_op: ``None`` apply the rule (module docstring; inside
+        :func:`use_ops`, that block's value), ``False`` never, ``True``
+        always (:class:`KernelUnavailableError` naming why not).
       inputs: the tensors or variables the op would read (their placement
         decides "on the host" when a GPU is present).
       unsupported: the caller's reason the kernel cannot serve this call
         (``None``: no reason).
     """
-    check_use_op(use_op)
-    mod, symbol = _module(op) if use_op is not False else (None, None)
+    fn = None
+    if use_op is None and _DEFAULT:
+        use_op = _DEFAULT[-1]
     if use_op is False:
         why = "use_op=False"
+    elif use_op is not None and use_op is not True:
+        check_use_op(use_op)
     elif unsupported is not None:
         why = unsupported
-    elif in_xla_context():
+    elif not tf.executing_eagerly() and in_xla_context():
         why = "inside an XLA-compiled function"
     elif not on_host(*inputs):
         why = "a GPU is present and the inputs are not on the host"
-    elif mod is None:
-        why = "not built, or disabled by TFEVO_DISABLE_CUSTOM_OPS"
     else:
-        why = None
-    _note(op, why)
-    if why is None:
-        return getattr(mod, symbol)
+        fn = _function(op)
+        why = None if fn is not None else "not built, or disabled by TFEVO_DISABLE_CUSTOM_OPS"
+    if _DECISIONS.get(op, 0) is not why:
+        _note(op, why)
+    if fn is not None:
+        return fn
     if use_op is True:
         raise KernelUnavailableError(f"use_op=True but the {op} kernel is not available here: {why}")
     return None
+
+
+@contextlib.contextmanager
+def use_ops(use_op):
+    """Within the block, call sites that pass ``use_op=None`` take ``use_op`` instead.
+
+    An object with its own ``use_op`` (a :class:`tfevo.nn.PopulationModel`)
+    builds its graphs inside this, so its choice reaches every kernel call in
+    them without being passed down; ``None`` changes nothing.
+    """
+    check_use_op(use_op)
+    _DEFAULT.append(use_op)
+    try:
+        yield
+    finally:
+        _DEFAULT.pop()
 
 
 def decisions() -> dict[str, str | None]:
