@@ -198,7 +198,7 @@ def test_neat_breed_uses_the_kernel_and_runs_are_unchanged(monkeypatch):
     from tfevo.neat import _breed_op as B
     from tfevo.neat import neat as neat_mod
 
-    if not B.breed_op_available():
+    if not kernels.built("TfevoNeatBreed"):
         pytest.skip("NEAT breed kernel not built")
     cfg = NEATConfig(num_inputs=3, num_outputs=2, pop_size=40, max_nodes=12, max_conns=24, node_add_prob=0.5,
                      conn_add_prob=0.7, node_delete_prob=0.1, conn_delete_prob=0.1)
