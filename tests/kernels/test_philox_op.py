@@ -113,7 +113,7 @@ def test_dispatch_reference_xla_and_disabled(monkeypatch):
     assert seen == [False]
     if kernels.built("TfevoStatelessUniform"):
         with pytest.raises(RuntimeError, match="not available"):
-            tf.function(lambda s: R.stateless_uniform([3], s, use_op=True), jit_compile=True)(s)
+            tf.function(lambda s: R.stateless_uniform([3], s, use_op=True), jit_compile=True, autograph=False)(s)
     # kernel missing (no compiler / TFEVO_DISABLE_CUSTOM_OPS): the TensorFlow call
     monkeypatch.setattr(ops, "op_module", lambda name, symbol: None)
     assert kernels.kernel("TfevoStatelessUniform") is None
