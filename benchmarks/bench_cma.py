@@ -194,10 +194,10 @@ def eigh_table(repeats):
     import scipy.linalg
     import tensorflow as tf
 
-    from tfevo import linalg
+    from tfevo import linalg, ops
 
     jax.config.update("jax_enable_x64", True)
-    mod = linalg._op() if linalg.sym_eig_op_available() else None
+    mod = ops.load("sym_eig") if linalg.lapack_library() is not None else None
     lib = linalg.lapack_library()
     print(f"\nLAPACK library of the op: {lib}\n")
     print("| n | dtype | tfevo op (1 thread) s | tfevo op (2 threads) s | tf.linalg.eigh s | numpy s | scipy evd s "

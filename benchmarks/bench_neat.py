@@ -426,22 +426,25 @@ def tell_ab(pop, gens=12):
     import numpy as np
 
     from tfevo.neat import NEAT, XOR
-    from tfevo.neat import _speciate_op as so
+    from tfevo import kernels
     from tfevo.neat import neat as neat_mod
 
     prob = XOR()
     cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
-    real = so._use_op
+    real = kernels.kernel
+
+    def no_speciation_kernels(op, use_op=None, *args, **kw):
+        return None if op in ("TfevoNeatSpeciate", "TfevoNeatPlan") else real(op, use_op, *args, **kw)
 
     def make(use):
         neat_mod._TELL_CACHE.pop((repr(cfg), False), None)  # trace again with this dispatcher
-        so._use_op = real if use else (lambda use_op: False)
+        kernels.kernel = real if use else no_speciation_kernels
         try:
             a = NEAT(cfg, seed=0)
             p_ = a.ask()
             a.tell(p_, prob(p_, cfg))
         finally:
-            so._use_op = real
+            kernels.kernel = real
         return a
 
     runs = (make(True), make(False))

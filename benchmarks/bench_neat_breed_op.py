@@ -313,9 +313,10 @@ def main():
                     help="only whole XOR generations, breed kernels of git REV against the working tree")
     ap.add_argument("--ab-gens", type=int, default=24)
     a = ap.parse_args()
+    from tfevo import kernels
     from tfevo.neat import _breed_op as B
 
-    if not B.breed_op_available():
+    if not kernels.built("TfevoNeatBreed"):
         sys.exit("the neat_breed kernel is not available (compiler missing or TFEVO_DISABLE_CUSTOM_OPS set)")
     load = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()  # noqa: E731
     print(f"uptime before: {load()}")

@@ -74,11 +74,12 @@ def main():
     args = ap.parse_args()
 
     from tfevo.neat import XOR
+    from tfevo import kernels
     from tfevo.neat import _forward_op as fo
     from tfevo.neat import network as net
     from tfevo.neat.problems import _used_widths
 
-    if not fo.op_available():
+    if not kernels.built("TfevoNeatForward"):
         sys.exit("the neat_forward custom op is not available (no compiler, or TFEVO_DISABLE_CUSTOM_OPS)")
     print(f"uptime: {os.popen('uptime').read().strip()}")
     rows = []

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfevo import nn  # noqa: E402
+from tfevo import kernels, nn  # noqa: E402
 
 
 def median_time(fn, reps, min_seconds=0.3, max_reps=300):
@@ -187,11 +187,11 @@ def mlp_alternated(template, popsize, batch, rounds=7, calls=30):
     call), the variants taking turns, so load drift hits all alike; the
     result is the median over rounds.  Variants: tfevo ``pm(params, x)``
     (plain MLP: the ``TfevoPopulationMlp`` kernel, one op dispatch), the same
-    model with ``fuse_mlp=False`` (the path before the kernel, its
+    model with ``use_op=False`` (the path before the kernel, its
     reference), and JAX ``jit(vmap)``.
     """
     pm = nn.PopulationModel(template)
-    ref = nn.PopulationModel(template, fuse_mlp=False)
+    ref = nn.PopulationModel(template, use_op=False)
     params = pm.init_params(popsize, seed=0)
     x = tf.random.uniform((popsize, batch) + pm.input_shape)
     fns = {"fused": lambda: pm(params, x), "layered": lambda: ref(params, x)}
@@ -231,7 +231,7 @@ def main():
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime before: {load}")
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, indexed_matmul op: "
-          f"{nn.indexed_matmul_op_available()}, reps={reps}\n")
+          f"{kernels.built("TfevoIndexedMatmul")}, reps={reps}\n")
     rows = []
     mlp_rows = []
     if args.networks in ("all", "mlp"):
@@ -250,7 +250,7 @@ def main():
     if mlp_rows:
         print("Small MLP 8-64-64-2 (tanh), variants alternated round by round (median over rounds of the "
               "median per call):\n")
-        print("| P | B | tfevo forward ms (fused kernel) | layer-by-layer path ms (fuse_mlp=False) | fused speed-up "
+        print("| P | B | tfevo forward ms (fused kernel) | layer-by-layer path ms (use_op=False) | fused speed-up "
               "| JAX jit(vmap) ms | tfevo/JAX time ratio |")
         print("|---|---|---|---|---|---|---|")
         for r in mlp_rows:

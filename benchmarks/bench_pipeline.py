@@ -271,7 +271,7 @@ def mujoco(args, bucket="pow2", Ks=(1, 2, 4), section="eval MLP 64x64 pop %d, Ha
     if previous and 2 in Ks:  # one MuJoCo thread per subset (the default is one per core in every subset)
         configs.append(("K=2, 1 MuJoCo thread per subset", 2, policy, True, {"num_threads": 1}))
     if previous:
-        old = Policy(PopulationModel(pm.template, fuse_mlp=False), policy.action_spec)
+        old = Policy(PopulationModel(pm.template, use_op=False), policy.action_spec)
         configs += [(f"K={K} previous path (layer-by-layer ops, ordinary call)", K, old, False, None)
                     for K in (1, 2) if K in Ks]
     evs = {}

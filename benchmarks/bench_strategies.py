@@ -157,12 +157,13 @@ def time_noise(p: int, d: int, repeats: int, budget: float):
     import tensorflow as tf
 
     from tfevo.core import FastCall
-    from tfevo.strategies.shaping import _gaussian_population, normal_op_available
+    from tfevo import kernels
+    from tfevo.strategies.shaping import _gaussian_population
 
     center, sigma = tf.Variable(tf.zeros([d])), tf.Variable(0.02)
     seed = tf.Variable([0, 0])
     fns = []
-    for use_op in ((True if normal_op_available() else False), False):
+    for use_op in ((True if kernels.built("TfevoGaussianPopulation") else False), False):
         def body(use_op=use_op):
             return _gaussian_population(center, sigma, p, True, seed.assign_add([0, 1]), use_op=use_op)
         fns.append(FastCall(tf.function(body, input_signature=[])))

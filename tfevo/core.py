@@ -31,6 +31,9 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+# FastCall and eager_op_runner are re-exported: every private TensorFlow API lives in _tf_private
+from tfevo._tf_private import FastCall, eager_matches, eager_op_runner, is_eager_tensor
+
 __all__ = [
     "TfevoError",
     "ConfigError",
@@ -132,20 +135,9 @@ def worst_to_finite(fitness: tf.Tensor) -> tf.Tensor:
     return tf.where(finite, fitness, lowest)
 
 
-try:  # the type of eager tensors: the checks below take a fast path for them
-    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
-except Exception:  # pragma: no cover - private API moved
-    _EagerTensor = None
-
-
-def _is_eager(x, dtype, shape) -> bool:
-    """``x`` is an eager tensor of exactly ``dtype`` and ``shape`` (no conversion needed)."""
-    return type(x) is _EagerTensor and x.dtype is dtype and x._shape_tuple() == shape
-
-
 def check_fitness(fitness: Any, popsize: int, name: str = "fitness") -> tf.Tensor:
     """Validates a fitness vector (Python-side, before any compiled call)."""
-    if _is_eager(fitness, tf.float32, (popsize,)):
+    if eager_matches(fitness, tf.float32, (popsize,)):
         return fitness
     fitness = tf.convert_to_tensor(fitness)
     if not (fitness.dtype.is_floating or fitness.dtype.is_integer):
@@ -175,7 +167,7 @@ def check_dtype(dtype: Any, name: str = "dtype") -> tf.DType:
 
 def check_population(x: Any, shape: tuple, name: str = "population", dtype=tf.float32) -> tf.Tensor:
     """Validates a population tensor against a fully known shape."""
-    if _is_eager(x, dtype, tuple(shape)):
+    if eager_matches(x, dtype, tuple(shape)):
         return x
     x = tf.convert_to_tensor(x)
     if x.dtype != dtype:
@@ -201,152 +193,6 @@ class TraceCounter:
             return fn(*args, **kwargs)
 
         return inner
-
-
-class FastCall:
-    """Calls a ``tf.function`` that has a fixed ``input_signature`` with little Python overhead.
-
-    A ``tf.function`` call binds its arguments against the signature and looks
-    up the traced program on every call (about 0.1-0.3 ms on this project's
-    2-core CPU, more than the whole graph of a small strategy step).  With a
-    fixed signature there is exactly one concrete function, so this wrapper
-    traces it once, keeps its captured inputs and, when running eagerly,
-    executes the traced program directly as one eager operation (the call the
-    concrete function itself ends in, without its Python layers: ~25 us less
-    per call).  Inside another ``tf.function`` (graph building), under a
-    recording gradient tape, or if the TensorFlow internals it relies on are
-    missing, it falls back to the ordinary call, so results are identical
-    either way.
-
-    Args:
-      fn: a ``tf.function`` created with ``input_signature``.
-      inline: run the program's kernels one after the other on one thread
-        (TensorFlow's single-threaded executor) instead of scheduling each on
-        the inter-op pool: cheaper for graphs of a few small kernels.  The
-        kernels themselves may still use the intra-op pool.
-
-    Example:
-
-    >>> f = tf.function(lambda x: 2.0 * x, input_signature=[tf.TensorSpec([3], tf.float32)])
-    >>> call = FastCall(f)
-    >>> call(tf.ones([3])).numpy()
-    array([2., 2., 2.], dtype=float32)
-    """
-
-    __slots__ = ("fn", "_flat", "_captures", "_run", "_keep")
-
-    def __init__(self, fn, inline: bool = False):
-        self.fn = fn
-        concrete = fn.get_concrete_function()
-        self._flat = getattr(concrete, "_call_flat", None)
-        self._captures = list(concrete.captured_inputs) if self._flat is not None else None
-        self._keep = concrete  # the traced program stays registered while this lives
-        self._run = _direct_runner(concrete, self._captures, inline) if self._flat is not None else None
-
-    def __call__(self, *args):
-        run = self._run
-        if run is not None and tf.executing_eagerly():
-            out = run(args)
-            if out is not _FALLBACK:
-                return out
-        if self._flat is not None and tf.executing_eagerly():
-            return self._flat(list(args), self._captures)
-        return self.fn(*args)
-
-
-_FALLBACK = object()
-
-
-def _direct_runner(concrete, captures, inline: bool):
-    """``run(args)``: executes ``concrete``'s program as one eager op, or ``None``
-    when TensorFlow's internals differ from what this relies on.  ``run`` returns
-    ``_FALLBACK`` when a gradient tape could record the call (the ordinary call
-    then records it)."""
-    try:
-        import itertools
-
-        from tensorflow.python import pywrap_tfe
-        from tensorflow.python.eager import context as tf_context
-        from tensorflow.python.eager import core as tf_core
-        from tensorflow.python.eager import record
-
-        atomic = concrete._inference_function
-        name = atomic.name.decode("utf-8") if isinstance(atomic.name, bytes) else str(atomic.name)
-        num_outputs = len(atomic.function_type.flat_outputs)
-        structured = concrete.structured_outputs
-        flat_structured = tf.nest.flatten(structured)
-        if len(flat_structured) != num_outputs or not all(isinstance(t, tf.Tensor) for t in flat_structured):
-            return None
-        execute = pywrap_tfe.TFE_Py_Execute
-        not_ok, to_exception = tf_core._NotOkStatusException, tf_core._status_to_exception
-        could_record = record.could_possibly_record
-        ctx = tf_context.context()
-        ctx.ensure_initialized()
-        local = ctx._thread_local_data
-        _ = ctx._handle, ctx.device_name, local.function_call_options
-    except Exception:  # noqa: BLE001 - private API moved: keep the ordinary call  # pragma: no cover
-        return None
-    if num_outputs == 0:
-        def pack(out):
-            return None
-    elif not isinstance(structured, (tuple, list, dict)) and num_outputs == 1:
-        def pack(out):
-            return out[0]
-    else:
-        def pack(out):
-            return tf.nest.pack_sequence_as(structured, out)
-    cache = [None, None]  # (the context's call options, their attrs): rebuilt if the options change
-
-    def run(args):
-        if could_record():
-            return _FALLBACK
-        opts = local.function_call_options
-        if opts is None or opts is not cache[0]:
-            opts = ctx.function_call_options
-            attrs = dict(opts.as_attrs())
-            if inline:
-                attrs["executor_type"] = "SINGLE_THREADED_EXECUTOR"
-            cache[0], cache[1] = opts, tuple(itertools.chain(*attrs.items()))
-        try:
-            out = execute(ctx._handle, ctx.device_name, name, list(args) + captures, cache[1], num_outputs)
-        except not_ok as e:
-            raise to_exception(e) from None
-        return pack(out)
-
-    return run
-
-
-def eager_op_runner(op_name: str, num_outputs: int = 1, attrs: tuple = ()):
-    """``run(inputs)``: executes the registered op ``op_name`` (``attrs``: a flat
-    tuple of names and values) eagerly
-    on the calling thread with little Python overhead, or ``None`` when the
-    TensorFlow internals this relies on are missing.
-
-    A single eager op skips what a function call costs (an executor on the
-    inter-op pool and its thread hand-offs: ~0.05-0.1 ms on a 2-core CPU); the
-    strategies whose whole ``tell`` is one kernel use it when called eagerly.
-    Errors raise the usual ``tf.errors`` exceptions.
-    """
-    try:
-        from tensorflow.python import pywrap_tfe
-        from tensorflow.python.eager import context as tf_context
-        from tensorflow.python.eager import core as tf_core
-
-        execute = pywrap_tfe.TFE_Py_Execute
-        not_ok, to_exception = tf_core._NotOkStatusException, tf_core._status_to_exception
-        ctx = tf_context.context()
-        ctx.ensure_initialized()
-        _ = ctx._handle, ctx.device_name
-    except Exception:  # noqa: BLE001 - private API moved  # pragma: no cover
-        return None
-
-    def run(inputs):
-        try:
-            return execute(ctx._handle, ctx.device_name, op_name, inputs, attrs, num_outputs)
-        except not_ok as e:
-            raise to_exception(e) from None
-
-    return run
 
 
 def _public_name(cls) -> str:
@@ -595,7 +441,7 @@ class Algorithm(tf.Module):
         raise AskTellError(f"{type(self).__name__} sets tell_needs_last_ask but does not keep the last ask")
 
     def _raise_if_not_last_ask(self, ok) -> None:
-        if isinstance(ok, _EagerTensor):
+        if is_eager_tensor(ok):
             if not bool(ok):
                 raise AskTellError(
                     f"{_public_name(type(self))}.tell: the population is not the one the last ask() returned "
@@ -607,7 +453,7 @@ class Algorithm(tf.Module):
 
     def _note_nonfinite(self, fitness) -> None:
         """Counts members with non-finite fitness (eager calls) and warns once per object."""
-        if type(fitness) is not _EagerTensor:
+        if not is_eager_tensor(fitness):
             return  # symbolic (tell traced inside a user's tf.function): nothing to count here
         f = fitness._numpy()
         if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count

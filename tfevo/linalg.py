@@ -65,172 +65,21 @@ eigendecomposition).  :func:`all_equal` is
 
 from __future__ import annotations
 
-import glob
-import logging
-import os
-import shutil
-import threading
-from pathlib import Path
-
 import numpy as np
 import tensorflow as tf
 
 from tfevo import ops
 from tfevo.core import ShapeError
+from tfevo.kernels.dispatch import kernel
+from tfevo.kernels.lapack import lapack_kernel, lapack_library, threads as _threads
 
 __all__ = [
-    "eigh", "eigh_reference", "canonical_sign", "sym_eig_op_available", "lapack_library",
-    "cholesky", "cholesky_reference", "cholesky_op_available",
-    "triangular_rows", "triangular_rows_reference", "syrk_update", "syrk_update_reference", "blas_ops_available",
+    "eigh", "eigh_reference", "canonical_sign", "lapack_library",
+    "cholesky", "cholesky_reference",
+    "triangular_rows", "triangular_rows_reference", "syrk_update", "syrk_update_reference",
     "covariance_refresh", "covariance_refresh_reference", "covariance_refresh_op_available",
     "all_equal", "all_equal_reference",
 ]
-
-log = logging.getLogger("tfevo.linalg")
-
-_LOCK = threading.Lock()
-_LAPACK: list = []  # [path or None] once resolved
-_WARNED: set[str] = set()
-
-
-def _site_libs(package: str, pattern: str) -> list[str]:
-    """Bundled libraries of an installed wheel (``<site-packages>/<package>.libs/<pattern>``)."""
-    try:
-        mod = __import__(package)
-    except Exception:  # noqa: BLE001 - package missing: no library from it
-        return []
-    root = Path(mod.__file__).resolve().parent.parent / f"{package}.libs"
-    return sorted(glob.glob(str(root / pattern)))
-
-
-def _private_copy(src: str) -> str:
-    """A private copy of ``src`` (with its sibling libraries linked next to it) in tfevo's cache.
-
-    The copy has its own inode, so ``dlopen`` loads a second instance with its
-    own OpenBLAS state (thread count) instead of returning numpy's.
-    """
-    src_p = Path(src)
-    st = src_p.stat()
-    dest_dir = ops.cache_dir() / "lapack" / f"{src_p.parent.name}-{st.st_size}-{int(st.st_mtime)}"
-    dest = dest_dir / src_p.name
-    if dest.is_file():
-        return str(dest)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    # The library finds its libgfortran/libquadmath through RPATH $ORIGIN: link the siblings.
-    for sib in src_p.parent.iterdir():
-        if sib.name != src_p.name and not (dest_dir / sib.name).exists():
-            try:
-                os.symlink(sib, dest_dir / sib.name)
-            except FileExistsError:
-                pass
-    tmp = dest_dir / f".{src_p.name}.{os.getpid()}.tmp"
-    shutil.copyfile(src, tmp)  # a copy, never a hard link: a link would share the inode
-    os.replace(tmp, dest)  # atomic: a half-written library is never loaded
-    return str(dest)
-
-
-def lapack_library() -> str | None:
-    """Path of the LAPACK library the op loads (``None`` if there is none).
-
-    ``$TFEVO_LAPACK`` if set (used as given); else a private copy of numpy's
-    bundled OpenBLAS (ILP64), else of scipy's (LP64).
-    """
-    with _LOCK:
-        if _LAPACK:
-            return _LAPACK[0]
-        path = None
-        explicit = os.environ.get("TFEVO_LAPACK", "")
-        if explicit:
-            if not os.path.isfile(explicit):
-                raise FileNotFoundError(f"TFEVO_LAPACK={explicit!r} is not a file")
-            path = explicit
-        else:
-            for cands in (_site_libs("numpy", "libscipy_openblas64_*.so"), _site_libs("scipy", "libscipy_openblas*.so")):
-                if cands:
-                    try:
-                        path = _private_copy(cands[0])
-                    except OSError as e:  # read-only cache etc.: load the original
-                        log.warning("tfevo.linalg: cannot copy %s (%s); loading it in place", cands[0], e)
-                        path = cands[0]
-                    break
-        if path is not None:
-            _preload(path)
-        _LAPACK.append(path)
-        return path
-
-
-def _preload(path: str) -> None:
-    """Loads the LAPACK library once, with OpenBLAS's worker threads told to sleep right after a call.
-
-    OpenBLAS reads ``OPENBLAS_THREAD_TIMEOUT`` when the library is loaded; by default its
-    worker threads spin for ~2^28 cycles (~0.1 s) after every multithreaded call, taking a
-    core from whatever TensorFlow runs next (only with ``TFEVO_EIGH_THREADS`` > 1; the default
-    of one thread starts no workers).  The op's own ``dlopen`` of the same path (same flags,
-    ``custom_ops/sym_eig.cc``) then returns this instance.  A timeout the user has set is kept.
-    """
-    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
-        return
-    import ctypes
-
-    os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # the minimum: 2^4 cycles
-    try:
-        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0))
-    except OSError as e:  # the op reports a library it cannot load, with its own message
-        log.debug("tfevo.linalg: preloading %s failed: %s", path, e)
-    finally:
-        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
-
-
-def _threads() -> int:
-    raw = os.environ.get("TFEVO_EIGH_THREADS", "1")
-    try:
-        t = int(raw)
-    except ValueError:
-        t = -1
-    if t < 0:
-        from tfevo.core import ConfigError
-
-        raise ConfigError(f"TFEVO_EIGH_THREADS must be an integer >= 0, got {raw!r}")
-    return t
-
-
-@tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
-def _op():
-    """The loaded ``TfevoSymEig`` module (``custom_ops/sym_eig.cc``) or ``None``."""
-    return ops.op_module("sym_eig", "tfevo_sym_eig")
-
-
-def _warn_once(key: str, msg: str) -> None:
-    if key not in _WARNED:
-        _WARNED.add(key)
-        log.warning(msg)
-
-
-def _use_op(use_op, module_fn, name: str, fallback: str | None = None) -> bool:
-    """Whether a LAPACK/BLAS op (module from ``module_fn()``) runs: ``use_op`` False = never,
-    True = always (``RuntimeError`` naming why it cannot), None = when available; outside XLA an
-    automatic fallback logs ``fallback`` once with the reason."""
-    if use_op is False:
-        return False
-    if ops.in_xla_context():
-        why = "inside XLA"
-    elif module_fn() is None:
-        why = "the custom op is not built or is disabled (TFEVO_DISABLE_CUSTOM_OPS)"
-    elif lapack_library() is None:
-        why = "no LAPACK library found (install numpy >= 2 or set TFEVO_LAPACK)"
-    else:
-        return True
-    if use_op is True:
-        raise RuntimeError(f"the {name} custom op is not available here: {why}")
-    if fallback is not None and why != "inside XLA":
-        _warn_once(fallback, f"{fallback}: {why}.")
-    return False
-
-
-def sym_eig_op_available() -> bool:
-    """Whether :func:`eigh` can use the LAPACK op (built, not disabled, a LAPACK found)."""
-    return _op() is not None and lapack_library() is not None
-
 
 def canonical_sign(v: tf.Tensor) -> tf.Tensor:
     """Flips each column of ``v [..., n, n]`` so its largest-|.| entry (first on ties) is positive."""
@@ -265,24 +114,14 @@ def eigh(x, use_op=None) -> tuple[tf.Tensor, tf.Tensor]:
     ``use_op``: ``None`` = automatic, ``False`` = reference, ``True`` = op or error.
     """
     x = _check(x)
-    if _use_op(use_op, _op, "TfevoSymEig", "tfevo.linalg.eigh: using tf.linalg.eigh (Eigen, slower on CPU)"):
-        return tuple(_op().tfevo_sym_eig(x, lapack=lapack_library(), threads=_threads()))
+    op = lapack_kernel("TfevoSymEig", use_op, [x])
+    if op is not None:
+        return tuple(op(x, lapack=lapack_library(), threads=_threads()))
     return eigh_reference(x)
 
 
 # ---------------------------------------------------------------------------
 # Cholesky (LAPACK ?potrf op, XLA reference)
-
-
-@tf.autograph.experimental.do_not_convert
-def _chol_op():
-    """The loaded module if it has ``TfevoCholesky`` (same library as :func:`_op`), else ``None``."""
-    return ops.op_module("sym_eig", "tfevo_cholesky")
-
-
-def cholesky_op_available() -> bool:
-    """Whether :func:`cholesky` can use the LAPACK ``?potrf`` op."""
-    return _chol_op() is not None and lapack_library() is not None
 
 
 def _nan_if_failed(l: tf.Tensor) -> tf.Tensor:
@@ -318,29 +157,14 @@ def cholesky(x, use_op=None) -> tf.Tensor:
     reference, ``True`` = op or error.
     """
     x = _check(x, "cholesky")
-    if _use_op(use_op, _chol_op, "TfevoCholesky", "tfevo.linalg.cholesky: using XLA's Cholesky (slower on CPU)"):
-        return _chol_op().tfevo_cholesky(x, lapack=lapack_library(), threads=_threads())
+    op = lapack_kernel("TfevoCholesky", use_op, [x])
+    if op is not None:
+        return op(x, lapack=lapack_library(), threads=_threads())
     return cholesky_reference(x)
 
 
 # ---------------------------------------------------------------------------
 # Triangular products/solves on rows and the symmetric rank-k update (BLAS ops)
-
-
-@tf.autograph.experimental.do_not_convert
-def _blas_op():
-    """The loaded module if it has ``TfevoTriangular`` and ``TfevoSyrkUpdate``, else ``None``."""
-    mod = ops.op_module("sym_eig", "tfevo_triangular")
-    return mod if (mod is not None and hasattr(mod, "tfevo_syrk_update")) else None
-
-
-def blas_ops_available() -> bool:
-    """Whether :func:`triangular_rows` and :func:`syrk_update` can use the BLAS ops."""
-    return _blas_op() is not None and lapack_library() is not None
-
-
-def _use_blas(use_op, name):
-    return _use_op(use_op, _blas_op, name)
 
 
 def _check_rows(a, r, what):
@@ -376,8 +200,9 @@ def triangular_rows(a, r, solve: bool = False, use_op=None) -> tf.Tensor:
     reference: ``tf.matmul`` / ``tf.linalg.triangular_solve``.
     """
     a, r = _check_rows(a, r, "triangular_rows")
-    if _use_blas(use_op, "TfevoTriangular"):
-        return _blas_op().tfevo_triangular(a, r, lapack=lapack_library(), solve=bool(solve))
+    op = lapack_kernel("TfevoTriangular", use_op, [a, r])
+    if op is not None:
+        return op(a, r, lapack=lapack_library(), solve=bool(solve))
     return triangular_rows_reference(a, r, solve)
 
 
@@ -407,9 +232,9 @@ def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
     Reference: ``tf.matmul`` then ``tf.linalg.band_part``.
     """
     c, r = _check_rows(c, r, "syrk_update")
-    if _use_blas(use_op, "TfevoSyrkUpdate"):
-        return _blas_op().tfevo_syrk_update(c, r, _as(v, c.dtype), _as(s, c.dtype), lapack=lapack_library(),
-                                            threads=_threads())
+    op = lapack_kernel("TfevoSyrkUpdate", use_op, [c, r])
+    if op is not None:
+        return op(c, r, _as(v, c.dtype), _as(s, c.dtype), lapack=lapack_library(), threads=_threads())
     return syrk_update_reference(c, r, v, s)
 
 
@@ -417,15 +242,11 @@ def syrk_update(c, r, v, s, use_op=None) -> tf.Tensor:
 # Update + refactorisation on the variables themselves (CholeskyCMAES)
 
 
-@tf.autograph.experimental.do_not_convert
-def _refresh_op():
-    """The loaded module if it has ``TfevoCovarianceRefresh``, else ``None``."""
-    return ops.op_module("sym_eig", "tfevo_covariance_refresh")
-
-
 def covariance_refresh_op_available() -> bool:
-    """Whether :func:`covariance_refresh` can use the in-place op."""
-    return _refresh_op() is not None and lapack_library() is not None
+    """Whether :func:`covariance_refresh`'s in-place op is built (callers allocate its scratch variable then)."""
+    from tfevo.kernels import built
+
+    return built("TfevoCovarianceRefresh") and lapack_library() is not None
 
 
 def _check_refresh(c, a, rows, weights, what):
@@ -493,12 +314,6 @@ def covariance_refresh_reference(c, a, rows=None, weights=None, scale=1.0, tries
     return updated, ok
 
 
-def _host_vars(*variables) -> bool:
-    """Whether every variable lives on the host: the in-place ops have CPU kernels only, and
-    a resource input cannot be copied to another device (GPU variables take the reference)."""
-    return all("GPU" not in v.device.upper() and "TPU" not in v.device.upper() for v in variables)
-
-
 def covariance_refresh(c, a, scratch=None, rows=None, weights=None, scale=1.0, tries: int = 12, use_op=None):
     """Applies a rank-k update to a covariance variable and refactorises it, in place.
 
@@ -525,13 +340,13 @@ def covariance_refresh(c, a, scratch=None, rows=None, weights=None, scale=1.0, t
     of earlier values of ``c`` or ``a`` never see a change: a buffer still
     shared is never written.  Reference: ordinary assignments (XLA's Cholesky).
     """
-    if scratch is not None and (use_op is True or _host_vars(c, a, scratch)) and _use_op(
-            use_op, _refresh_op, "TfevoCovarianceRefresh"):
+    op = lapack_kernel("TfevoCovarianceRefresh", use_op, [c, a, scratch]) if scratch is not None else None
+    if op is not None:
         update = rows is not None
         rows, weights = _check_refresh(c, a, rows, weights, "covariance_refresh")
         if not isinstance(scratch, tf.Variable) or scratch.dtype != c.dtype:
             raise ShapeError("covariance_refresh: scratch must be a tf.Variable of c's dtype")
-        return _refresh_op().tfevo_covariance_refresh(
+        return op(
             c.handle, a.handle, scratch.handle, rows, weights, _as(scale, c.dtype), lapack=lapack_library(),
             threads=_threads(), tries=int(tries), update=update)
     if use_op is True and scratch is None:
@@ -541,17 +356,6 @@ def covariance_refresh(c, a, scratch=None, rows=None, weights=None, scale=1.0, t
 
 # ---------------------------------------------------------------------------
 # Update + eigendecomposition on the variables themselves (CMAES)
-
-
-@tf.autograph.experimental.do_not_convert
-def _eigen_refresh_op():
-    """The loaded module if it has ``TfevoEigenRefresh``, else ``None``."""
-    return ops.op_module("sym_eig", "tfevo_eigen_refresh")
-
-
-def eigen_refresh_op_available() -> bool:
-    """Whether :func:`eigen_refresh` can use the in-place op."""
-    return _eigen_refresh_op() is not None and lapack_library() is not None
 
 
 def _floor_rel(dt) -> float:
@@ -636,10 +440,11 @@ def eigen_refresh(c, b, d, rows=None, weights=None, scale=1.0, ok=True, refresh=
     the reference (the op has a CPU kernel only).  Reference: ordinary
     assignments (``tf.linalg.eigh``).
     """
-    if (use_op is True or _host_vars(c, b, d)) and _use_op(use_op, _eigen_refresh_op, "TfevoEigenRefresh"):
+    op = lapack_kernel("TfevoEigenRefresh", use_op, [c, b, d])
+    if op is not None:
         update = rows is not None
         rows, weights = _check_eigen_vars(c, b, d, rows, weights)
-        return tuple(_eigen_refresh_op().tfevo_eigen_refresh(
+        return tuple(op(
             c.handle, b.handle, d.handle, rows, weights, _as(scale, c.dtype),
             tf.convert_to_tensor(ok, tf.bool) & tf.constant(update), tf.convert_to_tensor(refresh, tf.bool),
             tf.constant(_floor_rel(c.dtype), c.dtype), lapack=lapack_library(), threads=_threads()))
@@ -648,11 +453,6 @@ def eigen_refresh(c, b, d, rows=None, weights=None, scale=1.0, ok=True, refresh=
 
 # ---------------------------------------------------------------------------
 # Entry-by-entry equality (CholeskyCMAES's check for the rows of the last ask)
-
-
-@tf.autograph.experimental.do_not_convert
-def _equal_op():
-    return ops.op_module("sym_eig", "tfevo_all_equal")
 
 
 def all_equal_reference(x, y) -> tf.Tensor:
@@ -674,8 +474,5 @@ def all_equal(x, y, use_op=None) -> tf.Tensor:
             x.shape.is_fully_defined() and y.shape.is_fully_defined() and x.shape != y.shape):
         raise ShapeError(f"all_equal: need float32/float64 tensors of one dtype and shape, got {x.dtype.name}"
                          f"{x.shape} and {y.dtype.name}{y.shape}")
-    if use_op is not False and not ops.in_xla_context() and _equal_op() is not None:
-        return _equal_op().tfevo_all_equal(x, y)
-    if use_op is True:
-        raise RuntimeError("the TfevoAllEqual custom op is not available here")
-    return all_equal_reference(x, y)
+    op = kernel("TfevoAllEqual", use_op, [x, y])
+    return op(x, y) if op is not None else all_equal_reference(x, y)

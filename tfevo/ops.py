@@ -213,17 +213,10 @@ def load(name: str):
 
 
 def in_xla_context() -> bool:
-    """Whether the function being traced will be XLA-compiled (``jit_compile=True``).
+    """Whether the function being traced will be XLA-compiled (``jit_compile=True``)."""
+    from tfevo._tf_private import in_xla_context as inside
 
-    The custom ops have no XLA kernels, so their dispatchers use the pure-TF
-    reference there.
-    """
-    try:
-        from tensorflow.python.ops import control_flow_util
-
-        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
-    except Exception:  # pragma: no cover - private API moved: assume no XLA
-        return False
+    return inside()
 
 
 def op_module(name: str, symbol: str):

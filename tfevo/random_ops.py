@@ -15,7 +15,8 @@ over TensorFlow's intra-op thread pool; every element depends only on its
 index, so the result does not depend on the thread count.
 
 The pure-TensorFlow reference (the ``tf.random.stateless_uniform`` calls
-themselves) is used under XLA (``jit_compile=True``: no XLA kernel), with
+themselves) is used wherever :func:`tfevo.kernels.kernel` says the kernel
+cannot run: under XLA (``jit_compile=True``: no XLA kernel), with a GPU, with
 ``TFEVO_DISABLE_CUSTOM_OPS=1``, or when the kernel cannot be built.  Under XLA
 TensorFlow's own call compiles to XLA's generator, a different stream; the
 dispatch keeps exactly what the plain TensorFlow call gives in each context.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo import ops as _ops
+from tfevo import kernels
 from tfevo.core import ShapeError
 
 __all__ = [
@@ -33,25 +34,7 @@ __all__ = [
     "stateless_int32_bits",
     "stateless_uniform_reference",
     "stateless_int32_bits_reference",
-    "philox_op_available",
-    "use_philox_op",
 ]
-
-
-def _op():
-    return _ops.op_module("normal", "tfevo_stateless_uniform")
-
-
-def philox_op_available() -> bool:
-    """Whether the kernel is built and loaded (False with
-    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
-    return _op() is not None
-
-
-def use_philox_op() -> bool:
-    """Whether the dispatchers run the kernel here (available, and the
-    function being traced is not XLA-compiled)."""
-    return philox_op_available() and not _ops.in_xla_context()
 
 
 def _shape_seed(shape, seed):
@@ -83,16 +66,11 @@ def stateless_int32_bits_reference(shape, seed) -> tf.Tensor:
 
 
 def _draw(shape, seed, dtype, use_op, reference):
-    if use_op is None:
-        use_op = use_philox_op()
-    if not use_op:
+    op = kernels.kernel("TfevoStatelessUniform", use_op, [t for t in (shape, seed) if isinstance(t, tf.Tensor)])
+    if op is None:
         return reference(shape, seed)
-    mod = _op()
-    if mod is None or _ops.in_xla_context():
-        raise RuntimeError("the TfevoStatelessUniform kernel is not available (not built, disabled by "
-                           "TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
     shape, seed = _shape_seed(shape, seed)
-    return mod.tfevo_stateless_uniform(shape, seed, dtype=dtype)
+    return op(shape, seed, dtype=dtype)
 
 
 def stateless_uniform(shape, seed, use_op: bool | None = None) -> tf.Tensor:
@@ -100,9 +78,9 @@ def stateless_uniform(shape, seed, use_op: bool | None = None) -> tf.Tensor:
     ``tf.random.stateless_uniform(shape, seed)``.
 
     ``shape``: 1-D int32/int64 tensor or list (values may be known only at
-    run time); ``seed``: ``[2]`` int32/int64.  ``use_op=None`` runs the
-    kernel when available and not under XLA, ``False`` the TensorFlow call,
-    ``True`` requires the kernel."""
+    run time); ``seed``: ``[2]`` int32/int64.  ``use_op``: ``None`` runs the
+    kernel where :func:`tfevo.kernels.kernel` allows, ``False`` the TensorFlow
+    call, ``True`` requires the kernel."""
     return _draw(shape, seed, tf.float32, use_op, stateless_uniform_reference)
 
 

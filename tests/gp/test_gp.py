@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.core import ConfigError, ShapeError
 from tfevo.gp import (
     CONST, FUNC, OUT, PAD, VAR, FunctionSet, GeneticProgramming, GPConfig, TerminalSet, Trees,
     builtin_functions, evaluate, evaluate_reference, from_prefix, generate, interpret, mse,
-    mse_reference, op_available, to_infix, validate,
+    mse_reference, to_infix, validate,
 )
 from tfevo.gp import operators as O
 from tfevo.gp.selection import select
@@ -216,19 +217,19 @@ def test_reference_equals_python_interpreter():
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
-@pytest.mark.skipif(not op_available(), reason="gp_eval custom op not built")
+@pytest.mark.skipif(not kernels.built("GpEval"), reason="gp_eval custom op not built")
 def test_custom_op_equals_reference_exact_functions():
     x = _data()
     for K in (1, 2):
         tr = generate(tf.constant([5, 1]), 200, 64, EXACT, TS, (1, 6), num_outputs=K)
-        a = evaluate(tr, x, K, EXACT, backend="op").numpy()
-        b = evaluate(tr, x, K, EXACT, backend="tf").numpy()
+        a = evaluate(tr, x, K, EXACT, use_op=True).numpy()
+        b = evaluate(tr, x, K, EXACT, use_op=False).numpy()
         np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
         assert np.isnan(a).any()  # the NaN input reaches some outputs
 
 
-@pytest.mark.skipif(not op_available(), reason="gp_eval custom op not built")
+@pytest.mark.skipif(not kernels.built("GpEval"), reason="gp_eval custom op not built")
 @pytest.mark.parametrize("fn", builtin_functions())
 def test_custom_op_equals_reference_each_function(fn):
     from tfevo.gp.trees import get_function
@@ -238,34 +239,34 @@ def test_custom_op_equals_reference_each_function(fn):
     tr = from_prefix(toks, 8)
     x = np.random.RandomState(1).uniform(-3, 3, (500, 4)).astype(np.float32)
     x[:5, :] = [[0, 0, 0, 0], [1e-4, -1e-4, 2, 3], [-2, 0.5, 1, 1], [90, 1, 1, 1], [np.nan, 1, 2, 3]]
-    y1 = evaluate(tr, x, backend="op").numpy()
-    y2 = evaluate(tr, x, backend="tf").numpy()
+    y1 = evaluate(tr, x, use_op=True).numpy()
+    y2 = evaluate(tr, x, use_op=False).numpy()
     y3 = interpret(tr, x, 0)
     np.testing.assert_allclose(y1, y2, rtol=2e-6, atol=1e-6, equal_nan=True)
     np.testing.assert_allclose(y1[0], y3, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
-@pytest.mark.skipif(not op_available(), reason="gp_eval custom op not built")
+@pytest.mark.skipif(not kernels.built("GpEval"), reason="gp_eval custom op not built")
 def test_custom_op_random_trees_all_functions_and_mse():
     x = _data(N=130)
     x[1, 1] = 0.5
     y = np.sin(x[:, 0]) + x[:, 1] * x[:, 2]
     fs = FunctionSet(builtin_functions())
     tr = generate(tf.constant([8, 1]), 300, 48, fs, TS, (1, 5))
-    a = evaluate(tr, x, 1, fs, backend="op").numpy()
-    b = evaluate(tr, x, 1, fs, backend="tf").numpy()
+    a = evaluate(tr, x, 1, fs, use_op=True).numpy()
+    b = evaluate(tr, x, 1, fs, use_op=False).numpy()
     np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
     close = np.isclose(a, b, rtol=1e-4, atol=1e-4, equal_nan=True)
     assert close.mean() > 0.999  # chaotic compositions (sin of huge values) may differ by ulps
-    m1 = mse(tr, x, y, fs, backend="op").numpy()
+    m1 = mse(tr, x, y, fs, use_op=True).numpy()
     m2 = mse_reference(tr, x, y, fs).numpy()
     fin = np.isfinite(m1)
     np.testing.assert_array_equal(fin, np.isfinite(m2))
     assert np.isclose(m1, m2, rtol=1e-3).mean() > 0.99
     # per-tree data [P, N, F]
     xp = np.random.RandomState(3).randn(300, 7, 3).astype(np.float32)
-    a = evaluate(tr, xp, 1, fs, backend="op").numpy()
-    b = evaluate(tr, xp, 1, fs, backend="tf").numpy()
+    a = evaluate(tr, xp, 1, fs, use_op=True).numpy()
+    b = evaluate(tr, xp, 1, fs, use_op=False).numpy()
     assert np.isclose(a, b, rtol=1e-4, atol=1e-4, equal_nan=True).mean() > 0.999
 
 

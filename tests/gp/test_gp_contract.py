@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.gp import (
     FunctionSet, SymbolicRegressor, TerminalSet, builtin_functions, evaluate, from_prefix, generate, interpret,
-    mse, op_available, to_sympy,
+    mse, to_sympy,
 )
 from tfevo.gp.trees import get_function
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECIAL = np.array([0.0, 1e-4, -1e-4, 0.5, -2.0, 3.0, 90.0, -90.0, np.inf, -np.inf, np.nan], np.float32)
-BACKENDS = ["tf", "op"] if op_available() else ["tf"]
+USE_OPS = [False, True] if kernels.built("GpEval") else [False]
 
 
 def _grid(arity):
@@ -43,11 +44,11 @@ def test_every_operator_agrees_on_nan_and_inf_inputs(fn):
     nan_in = np.isnan(x).any(1) if fn != "iflt" else (
         np.isnan(x[:, :2]).any(1) | np.where(x[:, 0] < x[:, 1], np.isnan(x[:, 2]), np.isnan(x[:, 3])))
     np.testing.assert_array_equal(np.isnan(ref) & nan_in, nan_in)
-    for backend in BACKENDS:
-        y = evaluate(tr, x, backend=backend).numpy()[0]
-        np.testing.assert_array_equal(np.isnan(y), np.isnan(ref), err_msg=f"{fn} {backend}")
+    for use_op in USE_OPS:
+        y = evaluate(tr, x, use_op=use_op).numpy()[0]
+        np.testing.assert_array_equal(np.isnan(y), np.isnan(ref), err_msg=f"{fn} {use_op}")
         same = (y == ref) | np.isnan(ref) | np.isclose(y, ref, rtol=2e-6, atol=1e-6)
-        assert same.all(), (fn, backend, x[~same][:4], y[~same][:4], ref[~same][:4])
+        assert same.all(), (fn, use_op, x[~same][:4], y[~same][:4], ref[~same][:4])
 
 
 def test_protection_guards_the_domain_only():
@@ -57,8 +58,8 @@ def test_protection_guards_the_domain_only():
                          ["pow", "x2", 2.0]], 8)
     x = np.float32([[0.5, np.nan, 0.0]])
     want = [np.nan] * 9 + [1.0, 0.0, 0.0, 0.0]
-    for backend in BACKENDS:
-        np.testing.assert_array_equal(evaluate(trees, x, backend=backend).numpy()[:, 0], np.float32(want))
+    for use_op in USE_OPS:
+        np.testing.assert_array_equal(evaluate(trees, x, use_op=use_op).numpy()[:, 0], np.float32(want))
     np.testing.assert_array_equal(np.array([interpret(trees, x, p)[0] for p in range(13)]), np.float32(want))
     # a tree that meets NaN gets the worst fitness
     loss = mse(trees, np.float32([[0.5, np.nan, 0.0], [1.0, 2.0, 0.0]]), np.float32([0.0, 0.0])).numpy()
@@ -71,19 +72,19 @@ def _random_population(P=1000, seed=(4, 2)):
     return generate(tf.constant(seed), P, 64, fs, TerminalSet(3, 0.3, (-3.0, 3.0)), (2, 7)), fs
 
 
-@pytest.mark.skipif(not op_available(), reason="gp_eval custom op not built")
+@pytest.mark.skipif(not kernels.built("GpEval"), reason="gp_eval custom op not built")
 def test_compiled_evaluator_is_bitwise_repeatable_and_batch_independent():
     tr, fs = _random_population()
     x = np.random.RandomState(0).uniform(-3, 3, (1000, 3)).astype(np.float32)  # 1000 = 15 chunks + 40
     y = np.sin(x[:, 0]) * x[:, 1] + np.exp(x[:, 2] / 3)
-    first = evaluate(tr, x, 1, fs, backend="op").numpy()
-    loss = mse(tr, x, y, fs, backend="op").numpy()
+    first = evaluate(tr, x, 1, fs, use_op=True).numpy()
+    loss = mse(tr, x, y, fs, use_op=True).numpy()
     for _ in range(5):
-        np.testing.assert_array_equal(evaluate(tr, x, 1, fs, backend="op").numpy(), first)
-        np.testing.assert_array_equal(mse(tr, x, y, fs, backend="op").numpy(), loss)
+        np.testing.assert_array_equal(evaluate(tr, x, 1, fs, use_op=True).numpy(), first)
+        np.testing.assert_array_equal(mse(tr, x, y, fs, use_op=True).numpy(), loss)
     # a point's value does not depend on the other points of the batch
     for lo, hi in ((0, 37), (5, 700), (960, 1000)):
-        np.testing.assert_array_equal(evaluate(tr, x[lo:hi], 1, fs, backend="op").numpy(), first[:, lo:hi])
+        np.testing.assert_array_equal(evaluate(tr, x[lo:hi], 1, fs, use_op=True).numpy(), first[:, lo:hi])
 
 
 FIT = dict(population_size=300, generations=6, max_len=48, tournament_size=7,

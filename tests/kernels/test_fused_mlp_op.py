@@ -1,6 +1,6 @@
 """The fused population-MLP kernel (TfevoPopulationMlp) against its references.
 
-References: the model's layer-by-layer TensorFlow path (``fuse_mlp=False``, the
+References: the model's layer-by-layer path (the model without its MLP plan, the
 path PopulationModel ran before the kernel) and ordinary per-member Keras
 models (``to_keras``).
 """
@@ -11,15 +11,23 @@ import keras
 import tensorflow as tf
 
 from tfevo.core import ShapeError
+from tfevo import kernels
 from tfevo.nn import fused_mlp
 from tfevo.nn.model import PopulationModel
 from tfevo.nn.policy import mlp
 
-pytestmark = pytest.mark.skipif(not fused_mlp.fused_mlp_op_available(), reason="TfevoPopulationMlp not built")
+pytestmark = pytest.mark.skipif(not kernels.built("TfevoPopulationMlp"), reason="TfevoPopulationMlp not built")
+
+
+def _layered(template):
+    """The layer-by-layer path with the other kernels on (the model without its MLP plan)."""
+    pm = PopulationModel(template)
+    pm._mlp_plan = None
+    return pm
 
 
 def _pair(template):
-    return PopulationModel(template), PopulationModel(template, fuse_mlp=False)
+    return PopulationModel(template), _layered(template)
 
 
 def _params(pm, P, seed, scale=0.5):

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.neat import NEAT, NEATConfig
 from tfevo.neat import _breed_op as B
 from tfevo.neat import neat as neat_mod
 from tfevo.neat import operators as O
 from tfevo.neat.genome import conn_valid, node_valid
 
-pytestmark = pytest.mark.skipif(not B.breed_op_available(), reason="neat_breed kernel not built")
+pytestmark = pytest.mark.skipif(not kernels.built("TfevoNeatBreed"), reason="neat_breed kernel not built")
 
 ACTS = ("sigmoid", "tanh", "relu", "identity", "gauss", "abs")
 AGGS = ("sum", "product", "max", "min", "mean")

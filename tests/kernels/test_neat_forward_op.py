@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.neat import XOR, NEATConfig
 from tfevo.neat import _forward_op as fo
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
 
-needs_op = pytest.mark.skipif(not fo.op_available(), reason="NEAT inference custom op not built (no compiler)")
+needs_op = pytest.mark.skipif(not kernels.built("TfevoNeatForward"), reason="NEAT inference custom op not built (no compiler)")
 
 ALL_ACT = tuple(fo._BUILTIN_ACT)
 ALL_AGG = tuple(fo._BUILTIN_AGG)
@@ -230,7 +231,7 @@ def test_dispatch_rules():
     with pytest.raises(RuntimeError, match="user-registered"):
         fo.op_enabled(("sigmoid", "my_user_fn"), ("sum",), use_op=True)
     assert isinstance(fo.prepare(nodes, conns, 2, use_op=False), net.Network)
-    if fo.op_available():
+    if kernels.built("TfevoNeatForward"):
         assert isinstance(fo.prepare(nodes, conns, 2), fo.Program)
 
 
@@ -238,7 +239,7 @@ def test_disabled_by_environment(monkeypatch):
     """TFEVO_DISABLE_CUSTOM_OPS=1: the reference runs (also inside the supervised problems)."""
     monkeypatch.setenv("TFEVO_DISABLE_CUSTOM_OPS", "1")
     nodes, conns = random_genomes(3, 8, 8, 2, 1, seed=3)
-    assert not fo.op_available() and not fo.op_enabled()
+    assert not kernels.built("TfevoNeatForward") and not fo.op_enabled()
     assert isinstance(fo.prepare(nodes, conns, 2), net.Network)
     ops_in = tf.function(lambda a, b: fo.forward(fo.prepare(a, b, 2), tf.ones([3, 2]), 2, 1),
                          autograph=False).get_concrete_function(nodes, conns).graph.get_operations()

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels, ops
 from tfevo.neat import NEAT, XOR, NEATConfig
 from tfevo.neat import _speciate_op as so
 from tfevo.neat import neat as neat_mod
 
-needs_op = pytest.mark.skipif(not so.speciate_op_available(), reason="speciation custom op unavailable (no compiler, or TFEVO_DISABLE_CUSTOM_OPS set)")
+needs_op = pytest.mark.skipif(not kernels.built("TfevoNeatSpeciate"), reason="speciation custom op unavailable (no compiler, or TFEVO_DISABLE_CUSTOM_OPS set)")
 
 _STATE = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
           "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
@@ -178,8 +178,12 @@ def test_whole_run_same_with_reference_speciation(monkeypatch):
                                                      "species_rep_conns", "next_species_key")]
 
     a = run()
-    real = so._use_op
-    monkeypatch.setattr(so, "_use_op", lambda use_op: False if use_op is None else real(use_op))
+    real = kernels.kernel
+
+    def no_speciation_kernels(op, use_op=None, *args, **kw):
+        return None if (use_op is None and op in ("TfevoNeatSpeciate", "TfevoNeatPlan")) else real(op, use_op, *args, **kw)
+
+    monkeypatch.setattr(kernels, "kernel", no_speciation_kernels)
     b = run()
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
@@ -240,7 +244,7 @@ def test_dispatcher_uses_reference_under_xla_and_when_disabled():
 
     @tf.function(jit_compile=True, autograph=False)
     def f(x):
-        seen["xla"] = so._use_op(None)
+        seen["xla"] = kernels.kernel("TfevoNeatSpeciate") is not None
         return x
 
     f.get_concrete_function(tf.TensorSpec([], tf.float32))  # trace only
@@ -248,11 +252,11 @@ def test_dispatcher_uses_reference_under_xla_and_when_disabled():
     with pytest.raises(RuntimeError, match="TfevoNeatSpeciate"):
         @tf.function(jit_compile=True, autograph=False)
         def g(x):
-            so._use_op(True)
+            kernels.kernel("TfevoNeatSpeciate", True)
             return x
 
         g.get_concrete_function(tf.TensorSpec([], tf.float32))
-    assert so._use_op(False) is False
+    assert kernels.kernel("TfevoNeatSpeciate", False) is None
 
 
 @needs_op

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfevo import kernels, ops
 from tfevo.strategies import shaping
-from tfevo.strategies.shaping import _gaussian_population, _normal, _normal_reference, normal_op_available
+from tfevo.strategies.shaping import _gaussian_population, _normal, _normal_reference
 
-needs_op = pytest.mark.skipif(not normal_op_available(), reason="normal custom op not built (no compiler)")
+needs_op = pytest.mark.skipif(not kernels.built("TfevoGaussianPopulation"), reason="normal custom op not built (no compiler)")
 
 SHAPES = [(1, 1), (2, 3), (7, 5), (33, 129), (64, 1000), (5, 4099)]
 
@@ -40,7 +41,7 @@ def test_op_matches_reference(n, d):
 def test_uniforms_bit_identical(seed):
     """The kernel's Philox stream (shared by the sampler) equals tf.random.stateless_uniform bit for bit,
     including odd lengths and offsets that are not multiples of 4 or of the chunk size."""
-    mod = shaping._normal_op()
+    mod = ops.load("normal")
     s = tf.constant(seed, tf.int32)
     for n in (1, 3, 4, 17, 2048, 2049, 100003):
         ref = tf.random.stateless_uniform([n], seed=s).numpy()
@@ -116,7 +117,7 @@ def test_inside_tf_function_and_xla_falls_back():
     xla_ref = tf.function(lambda s: _normal_reference([10, 50], s), jit_compile=True)(seed).numpy()
     np.testing.assert_array_equal(xla, xla_ref)
     with pytest.raises(RuntimeError, match="not available"):
-        tf.function(lambda s: _normal([10, 50], s, use_op=True), jit_compile=True)(seed)
+        tf.function(lambda s: _normal([10, 50], s, use_op=True), jit_compile=True, autograph=False)(seed)
 
 
 def test_normal_statistics():
@@ -129,7 +130,8 @@ def test_disable_env_forces_reference():
     code = (
         "import tensorflow as tf, numpy as np;"
         "from tfevo.strategies import shaping;"
-        "assert not shaping.normal_op_available();"
+        "from tfevo import kernels;"
+        "assert not kernels.built('TfevoGaussianPopulation');"
         "a = shaping._normal([6, 7], tf.constant([1, 2], tf.int32)).numpy();"
         "b = shaping._normal_reference([6, 7], tf.constant([1, 2], tf.int32)).numpy();"
         "np.testing.assert_array_equal(a, b); print('ok')"
@@ -141,7 +143,7 @@ def test_disable_env_forces_reference():
 
 @needs_op
 def test_op_input_errors():
-    mod = shaping._normal_op()
+    mod = ops.load("normal")
     with pytest.raises(tf.errors.InvalidArgumentError, match="scale must be"):
         mod.tfevo_gaussian_population(tf.constant([1, 2]), tf.ones([3]), tf.zeros([0]), rows=2, dim=4)
     with pytest.raises(tf.errors.InvalidArgumentError, match="center must be"):
@@ -157,7 +159,7 @@ def test_strategy_ask_op_vs_reference(name, monkeypatch):
     cls = {"open_es": OpenES, "snes": SNES, "sep_cma_es": SepCMAES}[name]
     a = cls(num_dims=500, popsize=32, seed=3, dtype="float32")
     xa = a.ask().numpy()
-    monkeypatch.setattr(shaping, "_normal_op", lambda: None)  # force the TF reference
+    monkeypatch.setattr(shaping, "_gaussian_op", lambda use_op, *inputs: None)  # force the TF reference
     b = cls(num_dims=500, popsize=32, seed=3, dtype="float32")
     xb = b.ask().numpy()
     assert xa.shape == xb.shape == (32, 500)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo import random_ops as R
+from tfevo import kernels, ops, random_ops as R
 from tfevo.core import ShapeError
 
-needs_op = pytest.mark.skipif(not R.philox_op_available(), reason="Philox custom op not built (no compiler)")
+needs_op = pytest.mark.skipif(not kernels.built("TfevoStatelessUniform"), reason="Philox custom op not built (no compiler)")
 
 # empty, scalar, odd sizes, sizes around the 4-word Philox group and the 2048-element chunk, 1-D to 3-D,
 # and draws large enough to be split over the thread pool
@@ -100,7 +100,7 @@ def test_dispatch_reference_xla_and_disabled(monkeypatch):
 
     @tf.function(jit_compile=True, autograph=False)
     def xla(s):
-        seen.append(R.use_philox_op())
+        seen.append(kernels.kernel("TfevoStatelessUniform") is not None)
         return R.stateless_uniform([3, 4], s), R.stateless_int32_bits([3, 4], s)
 
     @tf.function(jit_compile=True, autograph=False)
@@ -111,12 +111,12 @@ def test_dispatch_reference_xla_and_disabled(monkeypatch):
     for a, b in zip(xla(s), xla_ref(s)):  # under XLA: exactly what TensorFlow's call compiles to
         _same(a, b)
     assert seen == [False]
-    if R.philox_op_available():
+    if kernels.built("TfevoStatelessUniform"):
         with pytest.raises(RuntimeError, match="not available"):
-            tf.function(lambda s: R.stateless_uniform([3], s, use_op=True), jit_compile=True)(s)
+            tf.function(lambda s: R.stateless_uniform([3], s, use_op=True), jit_compile=True, autograph=False)(s)
     # kernel missing (no compiler / TFEVO_DISABLE_CUSTOM_OPS): the TensorFlow call
-    monkeypatch.setattr(R, "_op", lambda: None)
-    assert not R.use_philox_op()
+    monkeypatch.setattr(ops, "op_module", lambda name, symbol: None)
+    assert kernels.kernel("TfevoStatelessUniform") is None
     _same(R.stateless_int32_bits([7], s), tf.random.stateless_uniform([7], s, minval=None, maxval=None,
                                                                      dtype=tf.int32))
     with pytest.raises(RuntimeError, match="not available"):
@@ -145,8 +145,8 @@ def test_bad_inputs_raise_clear_errors():
 _THREADS_SCRIPT = r"""
 import sys, numpy as np, tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(1)
-from tfevo import random_ops as R
-assert R.use_philox_op()
+from tfevo import kernels, random_ops as R
+assert kernels.kernel("TfevoStatelessUniform") is not None
 s = tf.constant([11, -12], tf.int64)
 u = R.stateless_uniform([3001, 401], s).numpy()
 w = R.stateless_int32_bits([777, 1999], s).numpy()
@@ -198,7 +198,7 @@ def test_neat_breed_uses_the_kernel_and_runs_are_unchanged(monkeypatch):
     from tfevo.neat import _breed_op as B
     from tfevo.neat import neat as neat_mod
 
-    if not B.breed_op_available():
+    if not kernels.built("TfevoNeatBreed"):
         pytest.skip("NEAT breed kernel not built")
     cfg = NEATConfig(num_inputs=3, num_outputs=2, pop_size=40, max_nodes=12, max_conns=24, node_add_prob=0.5,
                      conn_add_prob=0.7, node_delete_prob=0.1, conn_delete_prob=0.1)

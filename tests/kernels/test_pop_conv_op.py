@@ -12,10 +12,11 @@ import tensorflow as tf
 
 from tfevo import nn, ops
 from tfevo.core import ConfigError
-from tfevo.nn.layers import population_conv2d, population_conv2d_op_available
+from tfevo import kernels
+from tfevo.nn.layers import population_conv2d
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-needs_op = pytest.mark.skipif(not population_conv2d_op_available(), reason="pop_conv op not built (no compiler)")
+needs_op = pytest.mark.skipif(not kernels.built("TfevoPopulationConv2D"), reason="pop_conv op not built (no compiler)")
 
 # (n, B, H, W, C, kh, kw, F, strides, padding, M): the Nature-DQN layers, odd channel counts (masked
 # vector tails, several 64-channel chunks), rectangular kernels/strides, 1x1 kernels, VALID and SAME.

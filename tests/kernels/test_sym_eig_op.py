@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo import linalg
+from tfevo import kernels, linalg, ops
 from tfevo.core import ShapeError
 from tfevo.linalg import canonical_sign, eigh, eigh_reference
 
-needs_op = pytest.mark.skipif(not linalg.sym_eig_op_available(), reason="sym_eig op not built or no LAPACK")
+needs_op = pytest.mark.skipif(not (kernels.built("TfevoSymEig") and linalg.lapack_library() is not None), reason="sym_eig op not built or no LAPACK")
 
 SIZES = [1, 2, 3, 17, 64, 300]
 DTYPES = [np.float32, np.float64]
@@ -162,14 +162,14 @@ def test_bad_input_is_a_clear_error():
         eigh(np.eye(3, dtype=np.int32))
     bad = np.eye(4, dtype=np.float32)
     bad[2, 1] = np.nan
-    for use_op in ([True, False] if linalg.sym_eig_op_available() else [False]):
+    for use_op in ([True, False] if (kernels.built("TfevoSymEig") and linalg.lapack_library() is not None) else [False]):
         with pytest.raises(tf.errors.InvalidArgumentError):
             eigh(bad, use_op=use_op)
 
 
 @needs_op
 def test_kernel_checks_shape_and_library():
-    mod = linalg._op()
+    mod = ops.load("sym_eig")
     # shape unknown at trace time: the kernel itself rejects a non-square matrix
     f = tf.function(lambda m: mod.tfevo_sym_eig(m, lapack=linalg.lapack_library()),
                     input_signature=[tf.TensorSpec([None, None], tf.float32)])
@@ -204,12 +204,13 @@ def test_private_copy_leaves_numpys_thread_count_alone():
 
 
 def test_fallback_without_custom_ops():
-    """TFEVO_DISABLE_CUSTOM_OPS=1: eigh is tf.linalg.eigh with the canonical sign, with one log line."""
+    """TFEVO_DISABLE_CUSTOM_OPS=1: eigh is tf.linalg.eigh with the canonical sign, with one warning line."""
     code = (
         "import logging, numpy as np, tensorflow as tf\n"
         "logging.basicConfig(level=logging.WARNING)\n"
         "from tfevo import linalg\n"
-        "assert not linalg.sym_eig_op_available()\n"
+        "from tfevo import kernels\n"
+        "assert not kernels.built('TfevoSymEig')\n"
         "rng = np.random.default_rng(0); a = rng.normal(size=(20, 20)).astype(np.float32); x = a + a.T\n"
         "e, v = linalg.eigh(x); e2, v2 = linalg.eigh(x)\n"
         "er, vr = tf.linalg.eigh(x)\n"
@@ -230,7 +231,7 @@ def test_fallback_without_custom_ops():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "FALLBACK-OK" in out.stdout
-    assert out.stderr.count("tfevo.linalg.eigh: using tf.linalg.eigh") == 1
+    assert out.stderr.count("tfevo custom op 'sym_eig' unavailable") == 1
 
 
 @needs_op
@@ -254,7 +255,7 @@ def test_cma_es_uses_canonical_eigenbasis():
 # ---------------------------------------------------------------------------
 # TfevoEigenRefresh: the eigen CMA-ES's update + eigendecomposition in place
 
-needs_eigen_refresh = pytest.mark.skipif(not linalg.eigen_refresh_op_available(), reason="refresh op not built")
+needs_eigen_refresh = pytest.mark.skipif(not (kernels.built("TfevoEigenRefresh") and linalg.lapack_library() is not None), reason="refresh op not built")
 
 
 def _refresh_case(n, k, dtype, seed=0):
@@ -428,6 +429,18 @@ def test_in_place_ops_leave_gpu_variables_to_the_reference():
             self.device = device
 
     cpu, gpu = FakeVar("/job:localhost/replica:0/task:0/device:CPU:0"), FakeVar("/job:localhost/device:GPU:0")
-    assert linalg._host_vars(cpu, FakeVar(""), cpu)
-    assert not linalg._host_vars(cpu, gpu, cpu)
-    assert not linalg._host_vars(FakeVar("/device:TPU:0"))
+    assert kernels.on_host(cpu, FakeVar(""), gpu)  # no GPU present: everything is on the host
+    kernels.gpu_present()
+    saved = list(kernels.device._VISIBLE)
+    kernels.device._VISIBLE[:] = [True]  # as on a machine with a GPU: the placement decides
+    try:
+        assert kernels.on_host(cpu, cpu)
+        assert not kernels.on_host(cpu, FakeVar(""), cpu)  # unplaced: goes to the GPU
+        assert not kernels.on_host(cpu, gpu, cpu)
+        assert not kernels.on_host(FakeVar("/device:TPU:0"))
+        assert not kernels.on_host()
+    finally:
+        kernels.device._VISIBLE[:] = saved
+    with kernels.assume_gpu():  # an assumed GPU: every tensor is where it would be on a GPU machine
+        c, b, d = tf.Variable(tf.eye(3)), tf.Variable(tf.eye(3)), tf.Variable(tf.ones([3]))
+        assert kernels.kernel("TfevoEigenRefresh", None, [c, b, d]) is None

@@ -265,7 +265,7 @@ def test_bad_shapes_raise():
 
 def test_one_trace_per_shape():
     # the layer-by-layer path (a fused MLP called eagerly runs its kernel without tracing at all)
-    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=(8,)), fuse_mlp=False)
+    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=(8,)), use_op=False)
     params = pm.init_params(6)
     for _ in range(3):
         pm(params + 1.0, tf.random.normal([6, 2, 4]))

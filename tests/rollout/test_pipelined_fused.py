@@ -12,7 +12,7 @@ import tensorflow as tf
 pytest.importorskip("mujoco")
 
 from tfevo.envs.mujoco import MujocoVectorEnv  # noqa: E402
-from tfevo.nn import fused_mlp  # noqa: E402
+from tfevo import kernels  # noqa: E402
 from tfevo.nn.model import PopulationModel  # noqa: E402
 from tfevo.nn.policy import Policy, mlp  # noqa: E402
 from tfevo.rollout.pipelined import PipelinedEvaluator  # noqa: E402
@@ -25,7 +25,9 @@ def setup():
     spec = e.action_spec
     e.close()
     fused = Policy(PopulationModel(template), spec)
-    layered = Policy(PopulationModel(template, fuse_mlp=False), spec)
+    layered_model = PopulationModel(template)
+    layered_model._mlp_plan = None  # the layer-by-layer path, other kernels on
+    layered = Policy(layered_model, spec)
     params = fused.init_params(12, seed=3)
     params = params + 0.3 * tf.random.stateless_normal(params.shape, [1, 2])
     return fused, layered, params
@@ -41,7 +43,7 @@ def _run(policy, params, K, inline, slots=8):
         ev.close()
 
 
-@pytest.mark.skipif(not fused_mlp.fused_mlp_op_available(), reason="TfevoPopulationMlp not built")
+@pytest.mark.skipif(not kernels.built("TfevoPopulationMlp"), reason="TfevoPopulationMlp not built")
 def test_fused_inline_equals_layered_default(setup):
     fused, layered, params = setup
     assert fused.model.fused_mlp and not layered.model.fused_mlp

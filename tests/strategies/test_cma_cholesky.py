@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo import linalg
+from tfevo import kernels, linalg
 from tfevo.problems.bbob import rosenbrock, sphere
 from tfevo.strategies.cma_es import CholeskyCMAES
 from tfevo.strategies.restarts import IPOP
@@ -237,7 +237,7 @@ def test_ipop_with_cholesky_inner():
 
 # -- the TfevoCholesky op against its pure-TF (XLA) reference ---------------------------
 
-needs_op = pytest.mark.skipif(not linalg.cholesky_op_available(), reason="cholesky op not built or no LAPACK")
+needs_op = pytest.mark.skipif(not (kernels.built("TfevoCholesky") and linalg.lapack_library() is not None), reason="cholesky op not built or no LAPACK")
 
 
 def _spd(n, dtype, seed, cond=None):
@@ -310,7 +310,7 @@ def test_cholesky_op_failures_batches_and_graphs():
         linalg.cholesky(np.zeros((2, 3), np.float32))
 
 
-needs_blas = pytest.mark.skipif(not linalg.blas_ops_available(), reason="BLAS ops not built or no LAPACK")
+needs_blas = pytest.mark.skipif(not (kernels.built("TfevoTriangular") and linalg.lapack_library() is not None), reason="BLAS ops not built or no LAPACK")
 
 
 @needs_blas
@@ -463,7 +463,7 @@ def test_all_equal_op_matches_reference(dtype):
     # TfevoAllEqual (one inline pass, block-wise exit) against tf.reduce_all(tf.equal(.)):
     # a difference in the first, a middle or the last entry (also past a 1024-entry block),
     # NaN equal to nothing, -0 equal to +0, empty tensors equal.
-    if linalg._equal_op() is None:
+    if not kernels.built("TfevoAllEqual"):
         pytest.skip("op not built")
     rng = np.random.default_rng(0)
     x = rng.normal(size=(24, 1000)).astype(dtype)

@@ -18,7 +18,7 @@ from tfevo.gp.trees import (  # noqa: F401
     tree_lengths, validate,
 )
 from tfevo.gp.generation import TerminalSet, generate  # noqa: F401
-from tfevo.gp.evaluate import evaluate, evaluate_reference, mse, mse_reference, op_available  # noqa: F401
+from tfevo.gp.evaluate import evaluate, evaluate_reference, mse, mse_reference  # noqa: F401
 from tfevo.gp.operators import (  # noqa: F401
     constant_mutation, delete_mutation, hoist_mutation, insert_mutation, leaf_biased_crossover,
     multi_constant_mutation, multi_point_mutation, one_point_crossover, point_mutation, random_node,
@@ -34,7 +34,7 @@ __all__ = [
     "Trees", "FunctionSet", "GPFunction", "TerminalSet", "register_function", "get_function",
     "builtin_functions", "from_prefix", "to_prefix", "to_infix", "interpret", "validate",
     "check_trees", "compute_sizes", "tree_lengths", "generate", "evaluate", "evaluate_reference",
-    "mse", "mse_reference", "op_available", "subtree_exchange", "random_node", "weighted_node", "one_point_crossover",
+    "mse", "mse_reference", "subtree_exchange", "random_node", "weighted_node", "one_point_crossover",
     "leaf_biased_crossover", "subtree_mutation", "hoist_mutation", "point_mutation",
     "multi_point_mutation", "insert_mutation", "delete_mutation", "constant_mutation",
     "multi_constant_mutation", "select", "tournament", "truncation", "roulette", "rank_selection",

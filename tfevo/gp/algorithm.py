@@ -232,11 +232,11 @@ class GeneticProgramming(tf.Module):
         return (Trees(self.best_types[None], self.best_values[None], self.best_sizes[None]),
                 tf.identity(self.best_fitness))
 
-    def evaluate(self, trees, x, backend: str = "auto"):
+    def evaluate(self, trees, x, use_op: bool | None = None):
         """Outputs of ``trees`` on ``x`` with this run's functions/outputs."""
         from tfevo.gp.evaluate import evaluate
 
-        return evaluate(trees, x, self.num_outputs, self.eval_functions, backend)
+        return evaluate(trees, x, self.num_outputs, self.eval_functions, use_op)
 
 
 class _Step:

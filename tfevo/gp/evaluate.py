@@ -11,8 +11,8 @@ Two implementations with the same results:
   population x data "hybrid" parallelism.
 
 :func:`evaluate` and :func:`mse` pick the op when it is built and every
-function in use is a built-in, else the reference.  ``backend="tf"`` or
-``"op"`` forces one.
+function in use is a built-in and :func:`tfevo.kernels.kernel` allows it,
+else the reference.  ``use_op=False`` or ``True`` forces one.
 """
 
 from __future__ import annotations
@@ -20,18 +20,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo import ops as _ops
-from tfevo.core import ConfigError, ShapeError
+from tfevo import kernels
+from tfevo.core import ShapeError
 from tfevo.gp.trees import CONST, FUNC, OUT, PAD, VAR, FunctionSet, Trees, get_function, node_arity
 
-__all__ = ["evaluate", "evaluate_reference", "mse", "mse_reference", "op_available", "BACKENDS"]
-
-BACKENDS = ("auto", "op", "tf")
-
-
-def op_available() -> bool:
-    """True if the ``gp_eval`` custom op is built and loadable."""
-    return _ops.load("gp_eval") is not None
+__all__ = ["evaluate", "evaluate_reference", "mse", "mse_reference"]
 
 
 def _all_functions() -> FunctionSet:
@@ -167,31 +160,23 @@ def evaluate_reference(trees, x, num_outputs: int = 1, functions=None,
     return y[:, 0, :] if K == 1 else y
 
 
-def _use_op(backend: str, fset: FunctionSet | None) -> bool:
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-    if backend == "tf":
-        return False
-    builtin = fset is None or fset.builtin_only
-    if backend == "op":
-        if not builtin:
-            raise ConfigError("backend='op' cannot evaluate user-registered functions")
-        if not op_available():
-            raise ConfigError("backend='op' requested but the gp_eval custom op is not available")
-        return True
-    return builtin and op_available()
+def _kernel(op: str, use_op, fset: FunctionSet | None, inputs):
+    """The GP kernel ``op`` when it serves this call (built-in functions only), else ``None``."""
+    why = None if (fset is None or fset.builtin_only) else "it cannot evaluate user-registered functions"
+    return kernels.kernel(op, use_op, inputs, unsupported=why)
 
 
-def evaluate(trees, x, num_outputs: int = 1, functions=None, backend: str = "auto") -> tf.Tensor:
+def evaluate(trees, x, num_outputs: int = 1, functions=None, use_op: bool | None = None) -> tf.Tensor:
     """Evaluates every tree on every point: ``[P, N]`` or ``[P, K, N]``.
 
-    Uses the C++ op when available (``backend="auto"``), else
+    Uses the C++ op where the kernel dispatch allows (``use_op=None``), else
     :func:`evaluate_reference`; see there for the arguments.
     """
     fset = None if functions is None else FunctionSet(functions)
     t, v, s, x = _prep(trees, x)
-    if _use_op(backend, fset):
-        y = _ops.load("gp_eval").gp_eval(t, v, s, x, num_outputs=int(num_outputs))
+    op = _kernel("GpEval", use_op, fset, [t, x])
+    if op is not None:
+        y = op(t, v, s, x, num_outputs=int(num_outputs))
         return y[:, 0, :] if int(num_outputs) == 1 else y
     return evaluate_reference((t, v, s), x, num_outputs, fset)
 
@@ -207,7 +192,7 @@ def mse_reference(trees, x, y, functions=None) -> tf.Tensor:
     return _finite_loss(tf.reduce_mean(tf.square(pred - y[None, :]), axis=1))
 
 
-def mse(trees, x, y, functions=None, backend: str = "auto") -> tf.Tensor:
+def mse(trees, x, y, functions=None, use_op: bool | None = None) -> tf.Tensor:
     """Mean squared error of every tree on ``(x [N, F], y [N])``: ``[P]``.
 
     With the op this is fused (predictions are never materialised).  A tree
@@ -220,6 +205,7 @@ def mse(trees, x, y, functions=None, backend: str = "auto") -> tf.Tensor:
         raise ShapeError(f"y must be [N], got {y.shape.as_list()}")
     if x.shape.rank != 2:
         raise ShapeError(f"x must be [N, F] for mse, got {x.shape.as_list()}")
-    if _use_op(backend, fset):
-        return _finite_loss(_ops.load("gp_eval").gp_mse(t, v, s, x, y))
+    op = _kernel("GpMse", use_op, fset, [t, x, y])
+    if op is not None:
+        return _finite_loss(op(t, v, s, x, y))
     return mse_reference((t, v, s), x, y, fset)

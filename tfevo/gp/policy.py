@@ -50,12 +50,12 @@ class GPPolicy:
       num_actions: number of discrete actions, or 0 for continuous.
       low, high: action bounds for continuous control.
       functions: the function set of the run (to pick the evaluator).
-      backend: ``"auto"``, ``"op"`` or ``"tf"``.
+      use_op: the C++ evaluator: ``None`` where allowed, ``True``, ``False`` (:mod:`tfevo.kernels`).
       squash: ``"tanh"`` or ``"clip"`` (continuous actions only).
     """
 
     def __init__(self, num_outputs: int, num_actions: int = 0, low=-1.0, high=1.0,
-                 functions=None, backend: str = "auto", squash: str = "tanh"):
+                 functions=None, use_op: bool | None = None, squash: str = "tanh"):
         if int(num_outputs) < 1:
             raise ConfigError(f"num_outputs must be >= 1, got {num_outputs}")
         if int(num_actions) > 0 and int(num_outputs) == 1 and int(num_actions) != 2:
@@ -76,7 +76,7 @@ class GPPolicy:
         self.num_actions = int(num_actions)
         self.low, self.high = low, high
         self.functions = None if functions is None else FunctionSet(functions)
-        self.backend = backend
+        self.use_op = use_op
 
     @staticmethod
     def pack(trees) -> tf.Tensor:
@@ -97,7 +97,7 @@ class GPPolicy:
 
     def _outputs(self, params, obs):
         obs = tf.cast(tf.convert_to_tensor(obs), tf.float32)
-        y = evaluate(self.unpack(params), obs, self.num_outputs, self.functions, self.backend)
+        y = evaluate(self.unpack(params), obs, self.num_outputs, self.functions, self.use_op)
         if self.num_outputs == 1:
             y = y[:, None, :]
         y = tf.where(tf.math.is_finite(y), y, 0.0)

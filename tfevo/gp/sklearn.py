@@ -23,7 +23,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from tfevo.core import ConfigError
 from tfevo.gp.algorithm import GeneticProgramming, GPConfig
-from tfevo.gp.evaluate import BACKENDS, evaluate, mse
+from tfevo import kernels
+from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier"]
@@ -70,7 +71,7 @@ class _BaseSymbolic(BaseEstimator):
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
                  subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0):
+                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=0, verbose=0):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
@@ -96,7 +97,7 @@ class _BaseSymbolic(BaseEstimator):
         self.p_multi_constant = p_multi_constant
         self.hoist_root_only = hoist_root_only
         self.jit_compile = jit_compile
-        self.backend = backend
+        self.use_op = use_op
         self.random_state = random_state
         self.verbose = verbose
 
@@ -117,8 +118,7 @@ class _BaseSymbolic(BaseEstimator):
         _as_int("generations", self.generations, 1)
         _as_int("population_size", self.population_size, 2)
         _as_int("max_len", self.max_len, 3)
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        kernels.check_use_op(self.use_op)
         names = _function_names(self.function_set)
         ops = self.operators
         if ops is not None and not hasattr(ops, "items"):
@@ -166,7 +166,7 @@ class _BaseSymbolic(BaseEstimator):
         check_is_fitted(self, "program_")
         X = validate_data(self, X, reset=False, dtype=np.float32)
         _finite32(X, "X")
-        y = evaluate(self.program_, X, self._k, self._eval_names, self.backend).numpy()[0]
+        y = evaluate(self.program_, X, self._k, self._eval_names, self.use_op).numpy()[0]
         return y
 
     def _var_names(self):
@@ -236,7 +236,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
       jit_compile: XLA-compile the generation step.
-      backend: evaluator, ``"auto"``, ``"op"`` or ``"tf"``.
+      use_op: the C++ evaluator (:mod:`tfevo.kernels`): ``None`` where allowed,
+        ``True`` required, ``False`` the pure-TensorFlow reference.
       random_state: int seed (same seed and data = same program, bit for
         bit), a ``RandomState`` or None (a fresh seed per fit).
       verbose: print the best MSE of each generation.
@@ -259,7 +260,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         history = []
         for g in range(int(self.generations)):
             trees = gp.ask()
-            loss = mse(trees, xt, yt, fs, self.backend)
+            loss = mse(trees, xt, yt, fs, self.use_op)
             gp.tell(trees, -loss)
             history.append(float(tf.reduce_min(loss)))
             if self.verbose:
@@ -291,7 +292,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
                  subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, backend="auto", random_state=0, verbose=0, fitness="accuracy"):
+                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=0, verbose=0, fitness="accuracy"):
         super().__init__(
             population_size=population_size, generations=generations, max_len=max_len,
             function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
@@ -301,7 +302,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
             parsimony_coefficient=parsimony_coefficient, operators=operators,
             crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf, const_sigma=const_sigma,
             p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
-            jit_compile=jit_compile, backend=backend, random_state=random_state, verbose=verbose)
+            jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
         self.fitness = fitness
 
     def fit(self, X, y):
@@ -320,7 +321,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         k = len(classes)
         cfg = self._config(X.shape[1], k)
         prob = Classification(X, lab.astype(np.int32), k, self.fitness, functions=tuple(cfg.functions),
-                              backend=self.backend)
+                              use_op=self.use_op)
         gp = self._engine(cfg)
         history = []
         for g in range(int(self.generations)):

@@ -27,33 +27,23 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo import ops as _ops
+from tfevo import kernels
 from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
 from tfevo.neat import operators as O
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 
-__all__ = ["breed", "breed_population", "breed_reference", "breed_op_available", "use_breed_op", "op_attrs",
+__all__ = ["breed", "breed_population", "breed_reference", "use_breed_op", "op_attrs",
            "held_stats"]
 
 _ATTRS: dict = {}
 
 
-def _op():
-    return _ops.op_module("neat_breed", "tfevo_neat_breed")
-
-
-def breed_op_available() -> bool:
-    """Whether the C++ kernel is built and loaded (False with
-    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
-    return _op() is not None
-
-
-def use_breed_op() -> bool:
-    """Whether :func:`breed` would run the kernel here (available and the
-    function being traced is not XLA-compiled)."""
-    return breed_op_available() and not _ops.in_xla_context()
+def use_breed_op(*inputs) -> bool:
+    """Whether :func:`breed` runs the kernel at this call site (:func:`tfevo.kernels.kernel`:
+    built, not XLA-compiled, ``inputs`` on the host)."""
+    return kernels.kernel("TfevoNeatBreed", None, inputs) is not None
 
 
 def _f32(x) -> float:
@@ -126,26 +116,20 @@ def breed_reference(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_al
 
 def breed(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker,
           use_op: bool | None = None):
-    """:func:`breed_reference` computed by the C++ kernel when it is
-    available and the caller is not being XLA-compiled (``use_op=None``),
-    else by the reference; ``use_op=True`` requires the kernel."""
-    if use_op is None:
-        use_op = use_breed_op()
-    if not use_op:
+    """:func:`breed_reference` computed by the C++ kernel where :func:`tfevo.kernels.kernel`
+    allows (``use_op=None``), else by the reference; ``use_op=True`` requires the kernel."""
+    op = kernels.kernel("TfevoNeatBreed", use_op, [t for t in (nodes, conns) if isinstance(t, tf.Tensor)])
+    if op is None:
         return breed_reference(cfg, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker)
-    mod = _op()
-    if mod is None or _ops.in_xla_context():
-        raise RuntimeError("the NEAT breed kernel is not available (not built, disabled by "
-                           "TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
     nodes = tf.convert_to_tensor(nodes, tf.float32)
     conns = tf.convert_to_tensor(conns, tf.float32)
     widths = tf.stack([tf.shape(nodes)[1], tf.shape(conns)[1]])
-    return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
+    return _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
 
 
-def _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker):
+def _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker):
     P = cfg.pop_size
-    cn, cc, nk, nm, skn, skc = mod.tfevo_neat_breed(
+    cn, cc, nk, nm, skn, skc = op(
         nodes, conns, widths, tf.cast(p1, tf.int32), tf.cast(p2, tf.int32), tf.cast(is_elite, tf.bool),
         tf.convert_to_tensor(words, tf.int32), tf.convert_to_tensor(u_all, tf.float32),
         tf.cast(next_key, tf.int64), tf.cast(next_marker, tf.int64), **op_attrs(cfg))
@@ -160,18 +144,16 @@ def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s
     (exactly ``tf.random.stateless_uniform``'s, drawn by the Philox kernel of
     :mod:`tfevo.random_ops`), then :func:`breed` on the full-width tensors
     (no slicing copies)."""
-    mod = _op()
-    if mod is None or _ops.in_xla_context():
-        raise RuntimeError("the NEAT breed kernel is not available")
     nodes = tf.convert_to_tensor(nodes, tf.float32)
     conns = tf.convert_to_tensor(conns, tf.float32)
+    op = kernels.kernel("TfevoNeatBreed", True, [nodes, conns])
     _, kn, _, kc = O._attr_columns(cfg)
-    widths, words_shape, u_shape = mod.tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+    widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedWidths", True, [nodes, conns])(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
     # the draws of operators.crossover_words / mutation_uniforms (same shapes, same seeds: same numbers),
     # tf.random.stateless_uniform's exact numbers on tfevo's Philox kernel (random_ops)
     words = _random_ops.stateless_int32_bits(words_shape, s_cross)
     u_all = _random_ops.stateless_uniform(u_shape, s_mut)
-    return _call(mod, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
+    return _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
 
 
 def held_stats(release: bool = False) -> dict:
@@ -182,13 +164,13 @@ def held_stats(release: bool = False) -> dict:
     instead of a scan) and ``held`` (populations the kernel holds now, at most
     4).  ``release=True`` first drops the held populations (their memory is
     freed once nothing else references them)."""
-    mod = _op()
-    if mod is None:
+    op = kernels.kernel("TfevoNeatBreedHeld")
+    if op is None:
         return dict(calls=0, reused=0, known_widths=0, held=0)
-    v = mod.tfevo_neat_breed_held(release=bool(release)).numpy().tolist()
+    v = op(release=bool(release)).numpy().tolist()
     return dict(calls=v[0], reused=v[1], known_widths=v[2], held=v[3])
 
 
 def bred_widths(nodes, conns):
     """The kernel's (wn, wc) for full-width populations (for tests)."""
-    return _op().tfevo_neat_breed_widths(nodes, conns, node_extra=1, conn_extra=3, kn=0, kc=0)[0]
+    return kernels.kernel("TfevoNeatBreedWidths", True)(nodes, conns, node_extra=1, conn_extra=3, kn=0, kc=0)[0]

@@ -18,10 +18,11 @@ all members on TensorFlow's intra-op thread pool:
   10000 x 32 node x 64 connection slots they are ~12 MB per generation);
   outputs bit for bit those of :func:`prepare` + :func:`forward`.
 
-Dispatch (:func:`op_enabled`): the kernels run when the library is built, the
-code is not being traced for XLA (``jit_compile=True``: custom ops have no
-XLA kernels), ``TFEVO_DISABLE_CUSTOM_OPS`` is not set, and every activation
-and aggregation option is a built-in one (user-registered functions are
+Dispatch (:func:`op_enabled`, through :func:`tfevo.kernels.kernel`): the
+kernels run when the library is built, the code is not being traced for XLA
+(``jit_compile=True``: custom ops have no XLA kernels), no GPU holds the
+inputs, ``TFEVO_DISABLE_CUSTOM_OPS`` is not set, and every activation and
+aggregation option is a built-in one (user-registered functions are
 TensorFlow code the kernel cannot run).  Otherwise the reference runs.
 
 Equality: the programs make the same discrete decisions as the reference
@@ -37,11 +38,11 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels, ops
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
 
-__all__ = ["Program", "op_available", "op_enabled", "compile_programs", "prepare", "forward", "evaluate",
+__all__ = ["Program", "op_enabled", "compile_programs", "prepare", "forward", "evaluate",
            "recurrent_step", "to_network"]
 
 # Ids of the built-in functions the kernel implements (functions.py insertion order).
@@ -67,38 +68,34 @@ class Program(NamedTuple):
 
 @tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
 def _module():
+    """The loaded library (``custom_ops/neat_forward.cc``); its callers decide with :func:`op_enabled` first."""
     return ops.op_module("neat_forward", "tfevo_neat_forward")
 
 
-def op_available() -> bool:
-    """Whether ``custom_ops/neat_forward.cc`` is built and loaded (False with
-    ``TFEVO_DISABLE_CUSTOM_OPS=1`` or without a compiler)."""
-    return _module() is not None
+def _tensors(*xs):
+    return [x for x in xs if isinstance(x, (tf.Tensor, tf.Variable))]
 
 
-def op_enabled(activations=("sigmoid",), aggregations=("sum",), use_op=None) -> bool:
-    """Whether the kernels run here: ``use_op`` None = automatic (built, not
-    inside XLA, built-in options only), False = reference, True = kernels or a
-    RuntimeError saying why not."""
-    if use_op is False:
-        return False
-    why = None
-    if not (all(a in _BUILTIN_ACT for a in activations) and all(a in _BUILTIN_AGG for a in aggregations)):
-        why = "a user-registered activation or aggregation is among the options"
-    elif not tf.executing_eagerly() and ops.in_xla_context():
-        why = "the code is being compiled by XLA"
-    elif _module() is None:
-        why = "the library is not built (no compiler) or TFEVO_DISABLE_CUSTOM_OPS is set"
-    if why is not None and use_op is True:
-        raise RuntimeError(f"the NEAT inference custom op cannot run: {why}")
-    return why is None
+def _why_not(activations, aggregations):
+    if all(a in _BUILTIN_ACT for a in activations) and all(a in _BUILTIN_AGG for a in aggregations):
+        return None
+    return "a user-registered activation or aggregation is among the options"
+
+
+def op_enabled(activations=("sigmoid",), aggregations=("sum",), use_op=None, inputs=()) -> bool:
+    """Whether the kernels run here (:func:`tfevo.kernels.kernel` for ``inputs``, and
+    built-in options only): ``use_op`` None = automatic, False = reference, True =
+    kernels or a :class:`~tfevo.kernels.KernelUnavailableError` saying why not."""
+    return kernels.kernel("TfevoNeatForward", use_op, _tensors(*inputs),
+                          unsupported=_why_not(activations, aggregations)) is not None
 
 
 def compile_programs(nodes, conns, num_inputs: int, feed_forward: bool = True, activations=("sigmoid",),
                      aggregations=("sum",)) -> Program:
     """Genomes ``nodes [P, N, 5]``, ``conns [P, C, 5]`` -> :class:`Program` (kernel only)."""
-    out = _module().tfevo_neat_compile(
-        tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
+    nodes, conns = tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32)
+    out = kernels.kernel("TfevoNeatCompile", True, [nodes, conns])(
+        nodes, conns,
         num_inputs=int(num_inputs), feed_forward=bool(feed_forward),
         activations=[F.activation_id(a) for a in activations],
         aggregations=[F.aggregation_id(a) for a in aggregations])
@@ -109,7 +106,7 @@ def prepare(nodes, conns, num_inputs: int, feed_forward: bool = True, activation
             aggregations=("sum",), use_op=None):
     """Once per generation: a :class:`Program` when the kernels run here, else
     the reference's :class:`~tfevo.neat.network.Network`."""
-    if op_enabled(activations, aggregations, use_op):
+    if op_enabled(activations, aggregations, use_op, (nodes, conns)):
         return compile_programs(nodes, conns, num_inputs, feed_forward, activations, aggregations)
     return net.transform(nodes, conns, num_inputs, feed_forward)
 
@@ -145,9 +142,9 @@ def to_network(program: Program, num_inputs: int, feed_forward: bool = True) -> 
                        per_slot(prog[..., 2], -1), lev, tf.reduce_max(lev))
 
 
-def _kernel_for(prepared) -> bool:
-    """A program runs on the kernels unless XLA traces it or the kernels are unavailable."""
-    return isinstance(prepared, Program) and not ops.in_xla_context() and _module() is not None
+def _kernel_for(prepared, op: str):
+    """The kernel ``op`` for a program, unless the dispatch says no here (XLA, kernels unavailable)."""
+    return kernels.kernel(op, None, [prepared.prog]) if isinstance(prepared, Program) else None
 
 
 def _active(active):
@@ -162,9 +159,9 @@ def forward(prepared, x, num_inputs: int, num_outputs: int, activations=("sigmoi
     (the kernel skips them; the reference computes and zeroes them).
     """
     x = tf.convert_to_tensor(x, tf.float32)
-    if _kernel_for(prepared):
-        return _module().tfevo_neat_forward(*prepared, x, _active(active), num_inputs=int(num_inputs),
-                                            num_outputs=int(num_outputs))
+    op = _kernel_for(prepared, "TfevoNeatForward")
+    if op is not None:
+        return op(*prepared, x, _active(active), num_inputs=int(num_inputs), num_outputs=int(num_outputs))
     if isinstance(prepared, Program):
         prepared = to_network(prepared, num_inputs, True)
     if x.shape.rank == 2:
@@ -186,8 +183,10 @@ def evaluate(nodes, conns, x, num_inputs: int, num_outputs: int, activations=("s
     bit for bit to the two kernels); otherwise the reference
     (:func:`tfevo.neat.network.transform` + :func:`~tfevo.neat.network.forward`).
     ``active [P]`` (optional): other members get 0."""
-    if op_enabled(activations, aggregations, use_op):
-        return _module().tfevo_neat_evaluate(
+    op = kernels.kernel("TfevoNeatEvaluate", use_op, _tensors(nodes, conns),
+                        unsupported=_why_not(activations, aggregations))
+    if op is not None:
+        return op(
             tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
             tf.convert_to_tensor(x, tf.float32), _active(active), num_inputs=int(num_inputs),
             num_outputs=int(num_outputs), activations=[F.activation_id(a) for a in activations],
@@ -204,8 +203,9 @@ def recurrent_step(prepared, state, x, num_inputs: int, num_outputs: int, activa
     """
     x = tf.convert_to_tensor(x, tf.float32)
     state = tf.convert_to_tensor(state, tf.float32)
-    if _kernel_for(prepared):
-        return tuple(_module().tfevo_neat_recurrent_step(
+    op = _kernel_for(prepared, "TfevoNeatRecurrentStep")
+    if op is not None:
+        return tuple(op(
             *prepared, state, x, _active(active), num_inputs=int(num_inputs), num_outputs=int(num_outputs),
             settle_steps=int(settle_steps)))
     if isinstance(prepared, Program):

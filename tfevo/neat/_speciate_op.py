@@ -22,33 +22,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo import ops as _ops
+from tfevo import kernels
 from tfevo.neat import operators as _nops
 from tfevo.neat.genome import conn_valid, node_valid
 
-__all__ = ["speciate", "speciate_reference", "distance_matrix", "speciate_op_available", "plan", "plan_reference",
+__all__ = ["speciate", "speciate_reference", "distance_matrix", "plan", "plan_reference",
            "spawn_reference"]
 
 _INF = float("inf")
-
-
-def _op():
-    return _ops.op_module("neat_speciate", "tfevo_neat_speciate")
-
-
-def speciate_op_available() -> bool:
-    """Whether the C++ speciation kernel is built and loaded (``TFEVO_DISABLE_CUSTOM_OPS=1`` -> False)."""
-    return _op() is not None
-
-
-def _use_op(use_op) -> bool:
-    if use_op is False:
-        return False
-    ok = _op() is not None and not _ops.in_xla_context()
-    if use_op is True and not ok:
-        raise RuntimeError("the TfevoNeatSpeciate custom op is not available here (not built, "
-                           "TFEVO_DISABLE_CUSTOM_OPS set, or inside an XLA program)")
-    return ok
 
 
 # the pure-TF distances (homologous-gene distances summed in slot order, as the kernel does)
@@ -143,17 +124,18 @@ def speciate(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, bes
     int64, ``best_f [S]`` float32, ``nkey`` and ``gen`` int64 scalars); see
     :func:`speciate_reference` for the rules and the returned tuple.
 
-    ``use_op``: ``None`` = the C++ kernel when available and not inside XLA,
-    ``False`` = the reference, ``True`` = the kernel or an error."""
+    ``use_op``: ``None`` = the C++ kernel where :func:`tfevo.kernels.kernel`
+    allows, ``False`` = the reference, ``True`` = the kernel or an error."""
     args = [tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
             tf.convert_to_tensor(rep_nodes, tf.float32), tf.convert_to_tensor(rep_conns, tf.float32),
             tf.convert_to_tensor(active, tf.bool), tf.convert_to_tensor(keys, tf.int64),
             tf.convert_to_tensor(created, tf.int64), tf.convert_to_tensor(best_f, tf.float32),
             tf.convert_to_tensor(last_imp, tf.int64), tf.convert_to_tensor(nkey, tf.int64),
             tf.convert_to_tensor(gen, tf.int64)]
-    if not _use_op(use_op):
+    op = kernels.kernel("TfevoNeatSpeciate", use_op, args[:2])
+    if op is None:
         return speciate_reference(cfg, *args)
-    out = _op().tfevo_neat_speciate(*args, num_inputs=int(cfg.num_inputs),
+    out = op(*args, num_inputs=int(cfg.num_inputs),
                                     threshold=float(cfg.compatibility_threshold),
                                     disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
                                     weight_coefficient=float(cfg.compatibility_weight_coefficient))
@@ -313,16 +295,14 @@ def plan_reference(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, 
 
 def plan(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, u, seed_other=None, use_op=None):
     """:func:`plan_reference` as the C++ kernel ``TfevoNeatPlan`` when it is
-    available, not inside XLA, and ``interspecies_crossover_prob == 0`` (the
+    allowed (:func:`tfevo.kernels.kernel`) and ``interspecies_crossover_prob == 0`` (the
     other species' draw is TensorFlow's categorical sampler, so that case
     always runs the reference).  Same outputs bit for bit."""
-    if cfg.interspecies_crossover_prob > 0:
-        if use_op is True:
-            raise RuntimeError("TfevoNeatPlan does not handle interspecies_crossover_prob > 0")
-        use_op = False
-    if not _use_op(use_op):
+    why = "interspecies_crossover_prob > 0" if cfg.interspecies_crossover_prob > 0 else None
+    op = kernels.kernel("TfevoNeatPlan", use_op, [t for t in (ff, u) if isinstance(t, tf.Tensor)], unsupported=why)
+    if op is None:
         return plan_reference(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, u, seed_other)
-    out = _op().tfevo_neat_plan(
+    out = op(
         tf.convert_to_tensor(sp, tf.int32), tf.convert_to_tensor(alive, tf.bool), tf.convert_to_tensor(keys, tf.int64),
         tf.convert_to_tensor(best_f, tf.float32), tf.convert_to_tensor(last_imp, tf.int64),
         tf.convert_to_tensor(ff, tf.float32), tf.convert_to_tensor(member_key, tf.int64),

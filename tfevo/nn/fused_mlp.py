@@ -25,10 +25,10 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels
 from tfevo.core import ShapeError
 
-__all__ = ["MlpPlan", "FUSED_ACTIVATIONS", "population_mlp", "population_mlp_reference", "fused_mlp_op_available"]
+__all__ = ["MlpPlan", "FUSED_ACTIVATIONS", "population_mlp", "population_mlp_reference"]
 
 #: Keras activations the fused kernel computes, by the op's attribute name.
 FUSED_ACTIVATIONS = {
@@ -78,29 +78,10 @@ class MlpPlan:
         return total
 
 
-def _op():
-    return ops.op_module("pop_mlp", "tfevo_population_mlp")
-
-
-def fused_mlp_op_available() -> bool:
-    """Whether the C++ ``TfevoPopulationMlp`` kernel is built and loaded."""
-    return _op() is not None
-
-
-_GPU: list = []
-
-
-def _has_gpu() -> bool:
-    if not _GPU:  # the visible devices are fixed once TensorFlow is initialized
-        _GPU.append(bool(tf.config.list_logical_devices("GPU")))
-    return _GPU[0]
-
-
-def can_fuse() -> bool:
-    """Whether a forward being traced (or run eagerly) now may use the kernel (built, not under XLA, no GPU)."""
-    if _op() is None or ops.in_xla_context():
-        return False
-    return not _has_gpu()
+def can_fuse(*inputs) -> bool:
+    """Whether a forward being traced (or run eagerly) now may use the kernel
+    (:func:`tfevo.kernels.kernel`: built, not under XLA, inputs on the host)."""
+    return kernels.kernel("TfevoPopulationMlp", None, inputs) is not None
 
 
 def population_mlp_reference(x, params, idx, plan: MlpPlan):
@@ -121,8 +102,7 @@ def population_mlp_reference(x, params, idx, plan: MlpPlan):
 
 def run_op(x, params, idx, plan: MlpPlan):
     """The kernel itself on checked float32 tensors (no dispatch rules, no checks)."""
-    attrs = plan.op_attrs
-    return _op().tfevo_population_mlp(x, params, idx, **attrs)
+    return kernels.kernel("TfevoPopulationMlp", True, [x, params])(x, params, idx, **plan.op_attrs)
 
 
 def population_mlp(x, params, idx, plan: MlpPlan, use_op: bool | None = None):
@@ -134,7 +114,7 @@ def population_mlp(x, params, idx, plan: MlpPlan, use_op: bool | None = None):
       idx: int32 ``[n]`` member of each row-block, in ``[0, P)``.
       plan: the layer layout (:class:`MlpPlan`).
       use_op: force (``True``) or forbid (``False``) the C++ kernel; by
-        default it runs when :func:`can_fuse` allows.
+        default it runs where :func:`tfevo.kernels.kernel` allows.
     """
     x = tf.convert_to_tensor(x, tf.float32)
     params = tf.convert_to_tensor(params, tf.float32)
@@ -144,9 +124,7 @@ def population_mlp(x, params, idx, plan: MlpPlan, use_op: bool | None = None):
                          f"params {params.shape.as_list()}, idx {idx.shape.as_list()}")
     if x.shape[2] is not None and x.shape[2] != plan.in_features:
         raise ShapeError(f"population_mlp: x has {x.shape[2]} features per row, the MLP takes {plan.in_features}")
-    mod = _op() if (use_op is True or (use_op is None and can_fuse())) else None
-    if use_op is True and mod is None:
-        raise RuntimeError("the TfevoPopulationMlp custom op is not available")
-    if mod is None:
+    op = kernels.kernel("TfevoPopulationMlp", use_op, [x, params])
+    if op is None:
         return population_mlp_reference(x, params, idx, plan)
-    return mod.tfevo_population_mlp(x, params, idx, **plan.op_attrs)
+    return op(x, params, idx, **plan.op_attrs)

@@ -6,29 +6,19 @@ the population tensor.  It is the primitive behind "only the networks whose
 episodes are still running cost inference" (Such et al., 2018).
 
 It dispatches to the C++ kernel ``custom_ops/indexed_matmul.cc`` (op
-``TfevoIndexedMatmul``) when :func:`tfevo.ops.load` can build it, and otherwise
-to the pure-TensorFlow reference ``tf.matmul(x, tf.gather(w, idx))``; both give
-the same results.
+``TfevoIndexedMatmul``) where :func:`tfevo.kernels.kernel` allows, and
+otherwise to the pure-TensorFlow reference ``tf.matmul(x, tf.gather(w, idx))``;
+both give the same results.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels
 from tfevo.core import ShapeError
 
-__all__ = ["indexed_matmul", "indexed_matmul_reference", "indexed_matmul_op_available", "to_half", "to_half_reference"]
-
-
-def _op():
-    """The loaded custom-op module or ``None`` (built and loaded once, lazily)."""
-    return ops.op_module("indexed_matmul", "tfevo_indexed_matmul")
-
-
-def indexed_matmul_op_available() -> bool:
-    """Whether the C++ ``TfevoIndexedMatmul`` kernel is built and loaded."""
-    return _op() is not None
+__all__ = ["indexed_matmul", "indexed_matmul_reference", "to_half", "to_half_reference"]
 
 
 def indexed_matmul_reference(x, w, idx):
@@ -57,9 +47,9 @@ def indexed_matmul(x, w, idx, use_op: bool | None = None):
       idx: int32 ``[n]``, which member of ``w`` each row of ``x`` belongs to
         (values in ``[0, M)``).
       use_op: force (``True``) or forbid (``False``) the C++ kernel; by default
-        it is used when available, except inside an XLA-compiled function
-        (``jit_compile=True``), where the reference is used: XLA fuses the
-        gather and the batched matmul itself, and the op has no XLA kernel.
+        it runs where :func:`tfevo.kernels.kernel` allows (not inside an
+        XLA-compiled function, where XLA fuses the gather and the batched
+        matmul itself, nor with a GPU present).
 
     Returns:
       float32 ``[n, b, m]``.
@@ -74,12 +64,8 @@ def indexed_matmul(x, w, idx, use_op: bool | None = None):
     w = tf.convert_to_tensor(w, tf.float32)
     idx = tf.cast(tf.convert_to_tensor(idx), tf.int32)
     _check(x, w, idx)
-    mod = _op() if (use_op is True or (use_op is None and not ops.in_xla_context())) else None
-    if use_op is True and mod is None:
-        raise RuntimeError("the TfevoIndexedMatmul custom op is not available")
-    if mod is not None:
-        return mod.tfevo_indexed_matmul(x, w, idx)
-    return indexed_matmul_reference(x, w, idx)
+    op = kernels.kernel("TfevoIndexedMatmul", use_op, [x, w])
+    return op(x, w, idx) if op is not None else indexed_matmul_reference(x, w, idx)
 
 
 def to_half_reference(params):
@@ -100,12 +86,8 @@ def to_half(params, use_op=None):
     reference is ``tf.cast`` plus a masked ``reduce_max``.
     """
     params = tf.convert_to_tensor(params, tf.float32)
-    mod = ops.op_module("indexed_matmul", "tfevo_to_half") if use_op is not False else None
-    if mod is None or ops.in_xla_context():
-        if use_op:
-            raise RuntimeError("the TfevoToHalf op is not available")
-        return to_half_reference(params)
-    return tuple(mod.tfevo_to_half(params))
+    op = kernels.kernel("TfevoToHalf", use_op, [params])
+    return tuple(op(params)) if op is not None else to_half_reference(params)
 
 
 from tfevo.nn import gradients as _gradients  # noqa: E402,F401  (the C++ kernels' gradients)

@@ -19,7 +19,7 @@ import numpy as np
 import keras
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels
 from tfevo.core import ConfigError, ShapeError
 from tfevo.nn.indexed import indexed_matmul
 from tfevo.nn.init import sample_population
@@ -29,7 +29,6 @@ __all__ = [
     "population_conv2d",
     "conv_output_size",
     "CONV_METHODS",
-    "population_conv2d_op_available",
     "PopulationDense",
     "PopulationConv2D",
 ]
@@ -47,18 +46,13 @@ def _dim(x, i):
 def _bmm(x3, kernel, indices):
     """[n, N, k] x ([n, k, m] | [M, k, m] with indices) -> [n, N, m]."""
     if indices is None:
-        if x3.shape[1] is not None and x3.shape[1] <= 4 and _stream_op_usable():
+        if x3.shape[1] is not None and x3.shape[1] <= 4 and kernels.kernel("TfevoIndexedMatmul", None,
+                                                                             [x3, kernel]) is not None:
             # one to four rows per member: memory-bound; the C++ streaming kernel
             # reads each member's weights once (same op as the subset path)
             return indexed_matmul(x3, kernel, tf.range(_dim(x3, 0), dtype=tf.int32))
         return tf.matmul(x3, kernel)
     return indexed_matmul(x3, kernel, indices)
-
-
-def _stream_op_usable() -> bool:
-    from tfevo.nn.indexed import indexed_matmul_op_available
-
-    return (not ops.in_xla_context()) and indexed_matmul_op_available() and not tf.config.list_logical_devices("GPU")
 
 
 def _add_bias(y, bias, indices, ndim_between):
@@ -147,34 +141,14 @@ def _grouped_conv(x, kernel, sh, sw, padding):
 CONV_METHODS = ("auto", "im2col", "grouped")
 
 
-def _conv_op():
-    """The loaded ``TfevoPopulationConv2D`` module or ``None`` (built once, lazily)."""
-    return ops.op_module("pop_conv", "tfevo_population_conv2d")
-
-
-def population_conv2d_op_available() -> bool:
-    """Whether the C++ direct population convolution (``custom_ops/pop_conv.cc``) is built and loaded."""
-    return _conv_op() is not None
-
-
-def _direct_conv_module():
-    """The op module when ``method="auto"`` may use it: built, not under XLA, no GPU to place on."""
-    if ops.in_xla_context():
-        return None
-    mod = _conv_op()
-    if mod is None or tf.config.list_logical_devices("GPU"):
-        return None
-    return mod
-
-
-def _direct_conv(mod, x, kernel, bias, sh, sw, padding, activation, indices):
+def _direct_conv(op, x, kernel, bias, sh, sw, padding, activation, indices):
     """The C++ kernel: conv + bias (+ ReLU fused) of the members ``indices`` (all when ``None``)."""
     act = _activation(activation)
     fused = act is keras.activations.relu
     if act is keras.activations.linear:
         act = None
     idx = tf.range(_dim(x, 0), dtype=tf.int32) if indices is None else tf.cast(indices, tf.int32)
-    y = mod.tfevo_population_conv2d(
+    y = op(
         x, kernel, bias if bias is not None else tf.zeros([0, 0], tf.float32), idx,
         strides=[int(sh), int(sw)], padding=padding.upper(), activation="relu" if fused else "none",
         use_bias=bias is not None)
@@ -192,7 +166,7 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
       (``custom_ops/pop_conv.cc``), a direct convolution that reads each
       member's kernel in place and fuses bias and ReLU, on TensorFlow's
       intra-op threads.  Used when the op is built and the caller is not
-      XLA-compiled (and no GPU is visible); otherwise ``"im2col"``.
+      XLA-compiled, with inputs on the host (:func:`tfevo.kernels.kernel`); otherwise ``"im2col"``.
     * ``"im2col"``: ``tf.image.extract_patches`` followed by one batched matrix
       product ``[P, B*Ho*Wo, kh*kw*C] x [P, kh*kw*C, F]`` (through
       ``indexed_matmul`` with ``indices``) -- the pure-TensorFlow reference of
@@ -244,9 +218,9 @@ def population_conv2d(x, kernel, bias=None, strides=1, padding="same", activatio
     if method not in CONV_METHODS:
         raise ConfigError(f"method must be one of {CONV_METHODS}, got {method!r}")
     if method == "auto":
-        mod = _direct_conv_module()
-        if mod is not None:
-            return _direct_conv(mod, x, kernel, bias, sh, sw, padding, activation, indices)
+        op = kernels.kernel("TfevoPopulationConv2D", None, [x, kernel])
+        if op is not None:
+            return _direct_conv(op, x, kernel, bias, sh, sw, padding, activation, indices)
         method = "im2col"
     if method == "grouped":
         k = kernel if indices is None else tf.gather(kernel, indices)

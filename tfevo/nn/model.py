@@ -18,70 +18,26 @@ Flat layout: the template's weights in ``template.weights`` order (the order of
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Sequence
+from typing import Sequence
 
-import numpy as np
 import keras
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.core import ConfigError, ShapeError, TraceCounter
+from tfevo.nn._kernel_paths import _FUSED_MAX_ROWS, KernelPaths
+from tfevo.nn._template import TemplateParser
 from tfevo.nn.init import as_seed, sample_population
 from tfevo.nn.layers import CONV_METHODS
 
 __all__ = ["PopulationModel"]
 
 
-def _op_available() -> bool:
-    from tfevo.nn.indexed import indexed_matmul_op_available
-
-    return indexed_matmul_op_available()
-
 L = keras.layers
 
-# Rows per member up to which a plain MLP runs as the fused kernel (a rollout
-# step has one); with more rows the layer-by-layer path's GEMMs are faster.
-_FUSED_MAX_ROWS = 4
 
 
-@dataclasses.dataclass
-class _Step:
-    """One call of a template layer as a population op."""
-
-    name: str
-    tr: Any  # the layer's Translator
-    weights: tuple  # indices into the template weight list
-    inputs: tuple  # ids of the input symbolic tensors
-    outputs: tuple  # ids of the output symbolic tensors
-    layer: Any = None  # the template layer
-
-    @property
-    def inp(self) -> int:
-        return self.inputs[0]
-
-    @property
-    def out(self) -> int:
-        return self.outputs[0]
-
-    @property
-    def flat_fn(self):
-        return self.tr.forward_flat
-
-
-def _flat_ops():
-    from tfevo.nn.translators._kernels import flat_ops
-
-    return flat_ops()
-
-
-def _unsupported(name) -> ConfigError:
-    from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
-
-    return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
-                       f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
-
-
-class PopulationModel:
+class PopulationModel(TemplateParser, KernelPaths):
     """P copies of a Keras template network with different weights, run at once.
 
     Args:
@@ -90,17 +46,18 @@ class PopulationModel:
       jit_compile: XLA-compile the forward pass (default ``False``: on CPU the
         oneDNN batched matmul path is faster; XLA is never used when the C++
         ``indexed_matmul`` op would run, since it has no XLA kernel).
-      fuse_mlp: run plain-MLP templates (Dense layers with none/relu/tanh/
-        sigmoid/elu activations, optional leading Flatten) as ONE C++ kernel
-        reading the members' weights in place (:mod:`tfevo.nn.fused_mlp`)
-        whenever the forward gets flat ``params [P, D]`` and the op may run
-        (built, not XLA-compiled, no GPU); ``False`` keeps the layer-by-layer
-        TensorFlow path, which is the kernel's reference.
       conv_method: how ``Conv2D`` layers run: ``"auto"`` (default; the C++
-        direct convolution ``TfevoPopulationConv2D`` when it is built and the
-        forward is not XLA-compiled, else im2col), ``"im2col"`` (pure
-        TensorFlow, the op's reference) or ``"grouped"``; see
-        :func:`tfevo.nn.population_conv2d`.
+        direct convolution ``TfevoPopulationConv2D`` where the kernel
+        dispatch allows, else im2col), ``"im2col"`` (pure TensorFlow, the
+        op's reference) or ``"grouped"``; see :func:`tfevo.nn.population_conv2d`.
+      use_op: the C++ kernels of the forward (:mod:`tfevo.kernels`): ``None``
+        (default) where the dispatch allows (built, not XLA-compiled, no GPU
+        in the way) -- a plain MLP (Dense layers with none/relu/tanh/sigmoid/
+        elu activations, optional leading Flatten) then runs as ONE kernel
+        reading the members' weights in place (:mod:`tfevo.nn.fused_mlp`), and
+        subset forwards read Dense/Conv2D weights in place; ``False``: the
+        layer-by-layer TensorFlow path, which is the kernels' reference;
+        ``True``: the kernels, or :class:`tfevo.kernels.KernelUnavailableError`.
 
     Attributes:
       num_params: D, the length of one member's flat parameter vector.
@@ -125,13 +82,13 @@ class PopulationModel:
     """
 
     def __init__(self, template: keras.Model, jit_compile: bool = False, conv_method: str = "auto", *,
-                 fuse_mlp: bool = True):
+                 use_op: bool | None = None):
         if not isinstance(template, keras.Model):
             raise ConfigError(f"PopulationModel needs a keras.Model template, got {type(template).__name__}")
         if conv_method not in CONV_METHODS:
             raise ConfigError(f"conv_method must be one of {CONV_METHODS}, got {conv_method!r}")
         self.conv_method = conv_method
-        self.fuse_mlp = bool(fuse_mlp)
+        self.use_op = kernels.check_use_op(use_op)
         self._ranges: dict = {}
         self.template = template
         self.jit_compile = bool(jit_compile)
@@ -140,176 +97,6 @@ class PopulationModel:
         self._parse(template)
 
     # ------------------------------------------------------------------ parse
-    def _parse(self, model):
-        if isinstance(model, keras.Sequential):
-            graph = getattr(model, "_functional", None)
-            if graph is None:
-                raise ConfigError(
-                    f"the Sequential template {model.name!r} is not built: start it with keras.Input(shape) "
-                    "or call model.build((None, *input_shape))"
-                )
-            self._parse_graph(model, graph)
-        else:
-            self._parse_graph(model, model)
-
-    def _parse_graph(self, model, graph):
-        import tfevo.nn.translators  # noqa: F401  (registers the built-in translators)
-
-        try:
-            inputs, outputs = graph.inputs, graph.outputs
-        except (AttributeError, ValueError):
-            inputs = outputs = None
-        if not inputs or not outputs:
-            raise ConfigError(
-                "the template model must be built with a known input shape "
-                "(start a Sequential with keras.Input(shape) or use the functional API)"
-            )
-        if not hasattr(graph, "_nodes_by_depth"):
-            raise ConfigError(f"template {model.name!r}: subclassed models are not supported (use Sequential or functional)")
-        # inputs and outputs: a single tensor, a list, or a dict (by key) as the template was built
-        in_struct = getattr(graph, "_inputs_struct", None)
-        out_struct = getattr(graph, "_outputs_struct", None)
-        if isinstance(in_struct, dict):
-            self._input_keys = list(in_struct)
-            in_tensors = [in_struct[k] for k in self._input_keys]
-        else:
-            self._input_keys = None
-            in_tensors = list(inputs)
-        self._input_ids = [id(t) for t in in_tensors]
-        self._output_ids = [id(t) for t in outputs]
-        # several outputs come back as the template returns them: a dict by key, else a list
-        self._output_keys = list(out_struct) if len(outputs) > 1 and isinstance(out_struct, dict) else None
-        if self._output_keys is not None:
-            self._output_ids = [id(out_struct[k]) for k in self._output_keys]
-            outputs = [out_struct[k] for k in self._output_keys]
-        self.input_shapes = [tuple(t.shape[1:]) for t in in_tensors]
-        self.output_shapes = [tuple(t.shape[1:]) for t in outputs]
-        self._input_id = self._input_ids[0]
-        self._output_id = self._output_ids[0]
-        if len(in_tensors) == 1:
-            self.input_shape = self.input_shapes[0]
-        elif self._input_keys is not None:
-            self.input_shape = dict(zip(self._input_keys, self.input_shapes))
-        else:
-            self.input_shape = list(self.input_shapes)
-        if len(outputs) == 1:
-            self.output_shape = self.output_shapes[0]
-        elif self._output_keys is not None:
-            self.output_shape = dict(zip(self._output_keys, self.output_shapes))
-        else:
-            self.output_shape = list(self.output_shapes)
-
-        all_weights = list(model.weights)
-        index_of = {id(v): i for i, v in enumerate(all_weights)}
-        used = set()
-        steps = []
-        self._initializers = [None] * len(all_weights)
-        nodes_by_depth = graph._nodes_by_depth
-        for depth in sorted(nodes_by_depth, reverse=True):
-            for node in nodes_by_depth[depth]:
-                op = node.operation
-                if op is None or node.is_input or isinstance(op, L.InputLayer):
-                    continue
-                steps.append(self._step_for(op, node, index_of, used))
-        if len(used) != len(all_weights):
-            missing = [all_weights[i].path for i in range(len(all_weights)) if i not in used]
-            raise ConfigError(f"template weights not used by any supported layer: {missing}")
-        # Layers must run in dependency order; depth order guarantees that.
-        self._steps = steps
-        self.state_sizes = tuple(sz for st in steps for sz in st.tr.state_sizes)
-        for shape in self.input_shapes:
-            # a recurrent template may leave its time axis (the first sample axis) open
-            open_ok = bool(self.state_sizes) and len(shape) >= 2 and None not in shape[1:]
-            if None in shape and not open_ok:
-                raise ConfigError(f"the template's input shape must be fully known, got {shape}"
-                                  + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
-        self.weight_shapes = [tuple(int(d) for d in v.shape) for v in all_weights]
-        self.weight_names = [v.path for v in all_weights]
-        self._sizes = [int(np.prod(s)) if s else 1 for s in self.weight_shapes]
-        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int).tolist()
-        self.num_params = int(self._offsets[-1])
-        if self.num_params == 0:
-            raise ConfigError("the template has no weights to evolve")
-        self._mlp_plan = self._make_mlp_plan()
-
-    def _make_mlp_plan(self):
-        """The :class:`~tfevo.nn.fused_mlp.MlpPlan` when the template is a plain MLP, else ``None``.
-
-        Plain: a chain of ``Dense`` layers (activations the fused kernel has),
-        optionally starting with ``Flatten``, ``Dropout`` anywhere (identity at
-        inference).
-        """
-        from tfevo.nn.fused_mlp import MlpPlan, activation_name
-
-        if len(self._input_ids) != 1 or len(self._output_ids) != 1 or self.state_sizes:
-            return None
-        prev, flatten = self._input_id, False
-        units, w_offs, b_offs, acts = [], [], [], []
-        k = int(self.input_shape[-1]) if self.input_shape else 1
-        for s in self._steps:
-            if s.inputs != (prev,) or len(s.outputs) != 1:
-                return None
-            layer = s.layer
-            if type(layer) is L.Flatten and not units and not flatten:
-                flatten, k = True, int(np.prod(self.input_shape))
-            elif type(layer) is L.Dropout:
-                pass
-            elif type(layer) is L.Dense:
-                act = activation_name(layer.activation)
-                if act is None or (not flatten and len(self.input_shape) != 1):
-                    return None
-                units.append(int(layer.units))
-                w_offs.append(int(self._offsets[s.weights[0]]))
-                b_offs.append(int(self._offsets[s.weights[1]]) if len(s.weights) > 1 else -1)
-                acts.append(act)
-            else:
-                return None
-            prev = s.out
-        if not units or prev != self._output_id:
-            return None
-        return MlpPlan(in_features=k, flatten=flatten, units=tuple(units), w_offsets=tuple(w_offs),
-                       bias_offsets=tuple(b_offs), activations=tuple(acts))
-
-    @property
-    def fused_mlp(self) -> bool:
-        """Whether flat-parameter forwards run as the one-kernel ``TfevoPopulationMlp`` op here.
-
-        True for plain-MLP templates (see :mod:`tfevo.nn.fused_mlp`) when
-        ``fuse_mlp`` is on and the op is built (not under XLA, no GPU).
-        """
-        from tfevo.nn.fused_mlp import can_fuse
-
-        return self._mlp_plan is not None and self.fuse_mlp and can_fuse()
-
-    def _run_fused(self, params, x, indices):
-        from tfevo.nn.fused_mlp import population_mlp
-
-        plan = self._mlp_plan
-        n, B = tf.shape(x)[0], tf.shape(x)[1]
-        x3 = tf.reshape(x, [n, B, plan.in_features])
-        idx = tf.range(tf.shape(params)[0], dtype=tf.int32) if indices is None else tf.cast(indices, tf.int32)
-        return population_mlp(x3, params, idx, plan, use_op=True)
-
-    def _step_for(self, op, node, index_of, used):
-        from tfevo.nn.translators import translator_for
-
-        name = f"{op.name!r} ({type(op).__name__})"
-        cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
-        if cls is None:
-            raise _unsupported(name)
-        ins = list(node.input_tensors)
-        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
-        widx = []
-        for v in tr.weight_order():
-            if id(v) not in index_of:
-                raise ConfigError(f"layer {name}: weight {v.path} is not among the model's weights")
-            i = index_of[id(v)]
-            used.add(i)  # a shared layer's calls all read the same weights
-            widx.append(i)
-            self._initializers[i] = tr.initializer(v)
-        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(id(t) for t in ins),
-                     outputs=tuple(id(t) for t in node.outputs), layer=op)
-
     # -------------------------------------------------------------- reshaper
     def flatten(self, weights: Sequence) -> tf.Tensor:
         """One member's weights (``template.get_weights()`` order) -> ``[D]``."""
@@ -460,74 +247,6 @@ class PopulationModel:
         y, new = self._walk(xs, call, states)
         return y if states is None else (y, new)
 
-    #: Independent chains the in-place subset forward of a model with Conv2D layers is cut into
-    #: (members ``[n*g/G, n*(g+1)/G)`` form chain ``g``).  TensorFlow's executor runs ready ops of
-    #: different chains at the same time, so one chain's memory-bound Dense layer (it streams each
-    #: member's weights, 16 MB per member for Nature-DQN) overlaps another chain's compute-bound
-    #: convolutions.  Every member's result is the same for any value (tested); 1 = one chain.
-    #: Default 1: with the single-threaded inline executor one chain was at least as fast as four
-    #: on two cores (benchmarks/results/pipeline.md).
-    inference_chains: int = 1
-
-    def _run_in_place(self, params, x, indices, input_scale=None, states=None):
-        """Members ``indices`` straight from ``params [P, D]``: Dense and Conv2D read their weights in
-        place (C++ ops with column offsets); other weights are sliced out (small: LayerNorm gains).
-        Models with Conv2D layers run as ``inference_chains`` independent chains of members."""
-        G = int(self.inference_chains)
-        if self.concurrent_forward and states is None:
-            n = tf.shape(indices)[0]
-            cuts = [(n * g) // G for g in range(G + 1)]
-            xs = x if isinstance(x, list) else [x]
-            return tf.concat([self._run_in_place_rows(params, [t[cuts[g]:cuts[g + 1]] for t in xs],
-                                                      indices[cuts[g]:cuts[g + 1]], input_scale)
-                              for g in range(G)], 0)
-        return self._run_in_place_rows(params, x, indices, input_scale, states)
-
-    @property
-    def concurrent_forward(self) -> bool:
-        """Whether the in-place subset forward has independent chains worth running concurrently
-        (``inference_chains > 1`` and Conv2D layers): a caller should then use TensorFlow's
-        multi-threaded graph executor rather than a single-threaded one."""
-        return (int(self.inference_chains) > 1 and len(self._input_ids) == 1 and len(self._output_ids) == 1
-                and any(type(s.layer) is L.Conv2D for s in self._steps))
-
-    def _run_in_place_rows(self, params, x, indices, input_scale=None, states=None):
-        xs = x if isinstance(x, list) else self._inputs_list(x)
-        fused = None  # the first step, when it takes raw (uint8) x and applies input_scale itself
-        if input_scale is not None:
-            first = [s for s in self._steps if self._input_id in s.inputs]
-            if (len(xs) == 1 and len(first) == 1 and first[0].flat_fn is not None
-                    and first[0].tr.takes_input_scale):
-                fused = first[0]
-            else:
-                xs = [tf.cast(t, tf.float32) * input_scale for t in xs]
-
-        def call(step, ins, st):
-            offs = [self._offsets[i] for i in step.weights]
-            if step is fused:
-                return step.flat_fn(ins, params, offs, indices, input_scale=input_scale), ()
-            if step.flat_fn is not None:
-                return step.flat_fn(ins, params, offs, indices), ()
-            w = [tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
-                 for o, i in zip(offs, step.weights)]
-            return self._apply(step, ins, w, indices, st)
-
-        y, new = self._walk(xs, call, states)
-        return y if states is None else (y, new)
-
-    def in_place_available(self) -> bool:
-        """Whether a subset forward with flat ``params [P, D]`` reads the weights in place (no copy).
-
-        True when the C++ ops are built, ``conv_method="auto"`` (for Conv2D
-        layers) and no GPU is visible; then :meth:`Policy.prepare
-        <tfevo.nn.Policy.prepare>` keeps the flat parameters instead of
-        splitting them.
-        """
-        if self.fused_mlp:
-            return True
-        return _flat_ops() is not None and all(
-            s.flat_fn is not None for s in self._steps if type(s.layer) is L.Conv2D)
-
     @tf.autograph.experimental.do_not_convert  # plain graph code (explicit tf.cond): nothing to convert
     def forward_graph(self, params, x, indices=None, input_scale=None, states=None):
         """The forward pass as plain TensorFlow ops, without checks or ``tf.function``.
@@ -558,6 +277,10 @@ class PopulationModel:
         of :attr:`state_sizes`) starts the recurrent layers and the result is
         ``(outputs, new_states)``; without it they start from zeros.
         """
+        with kernels.use_ops(self.use_op):
+            return self._forward_graph(params, x, indices, input_scale, states)
+
+    def _forward_graph(self, params, x, indices, input_scale, states):
         xs = self._inputs_list(x)
         x0 = xs[0]
         in_place = (not isinstance(params, (list, tuple)) and not self.fused_mlp and self.in_place_available()
@@ -584,7 +307,7 @@ class PopulationModel:
         def gather_first():
             return self._run(self.unflatten_graph(tf.gather(params, indices)), xs, None, states)
 
-        if not _op_available():
+        if kernels.kernel("TfevoIndexedMatmul", None, [params]) is None:
             return gather_first()
 
         def in_place():
@@ -600,7 +323,8 @@ class PopulationModel:
             body = lambda params, x, idx, states=None: self.forward_graph(params, x, idx, states=states)
         else:
             body = lambda params, x: self.forward_graph(params, x, None)
-        jit = self.jit_compile and not (kind.endswith("_idx") and _op_available())
+        op_runs = self.use_op is not False and kernels.built("TfevoIndexedMatmul") and not kernels.gpu_present()
+        jit = self.jit_compile and not (kind.endswith("_idx") and op_runs)
         fn = tf.function(self._trace_counter.wrap(kind, body), jit_compile=jit, reduce_retracing=False, autograph=False)
         self._fns[kind] = fn
         return fn
@@ -697,25 +421,6 @@ class PopulationModel:
         if single and kind == "flat" and b <= _FUSED_MAX_ROWS and tf.executing_eagerly() and self.fused_mlp:
             return self._eager_fused(params, x, idx)
         return self._fn(kind + "_idx")(params, x, idx) if states is None else self._fn(kind + "_idx")(params, x, idx, states)
-
-    def _eager_fused(self, params, x, idx):
-        """Eager call of a plain MLP: the one kernel, no ``tf.function`` dispatch (no trace either).
-
-        One op dispatch costs tens of microseconds against ~0.1-0.3 ms for a
-        ``tf.function`` call, which is most of a small MLP's forward time.
-        """
-        from tfevo.nn.fused_mlp import run_op
-
-        plan = self._mlp_plan
-        if x.shape.rank != 3 or x.shape[2] != plan.in_features:
-            x = tf.reshape(x, [x.shape[0], x.shape[1], plan.in_features])
-        if idx is None:
-            P = int(params.shape[0])
-            idx = self._ranges.get(P)
-            if idx is None:
-                idx = self._ranges[P] = tf.range(P, dtype=tf.int32)
-        y = run_op(x, params, idx, plan)
-        return y if len(self.output_shape) == 1 else tf.reshape(y, [y.shape[0], y.shape[1], *self.output_shape])
 
     def summary(self) -> str:
         """A one-line-per-layer description of the population program."""

@@ -28,14 +28,14 @@ class Classification:
       fitness: ``"accuracy"`` or ``"crossentropy"``.
       x_test, y_test: optional held-out split (:meth:`test_accuracy`).
       functions: recommended function set.
-      backend: evaluator backend (``"auto"``, ``"op"``, ``"tf"``).
+      use_op: the C++ evaluator (``None`` where allowed, ``True``, ``False``; :mod:`tfevo.kernels`).
 
     Trees must have ``num_outputs = K`` (use ``GPConfig(num_outputs=K)``).
     """
 
     def __init__(self, x, labels, num_classes: int | None = None, fitness: str = "accuracy",
                  x_test=None, y_test=None, functions=("add", "sub", "mul", "div"),
-                 backend: str = "auto", name: str = "classification"):
+                 use_op: bool | None = None, name: str = "classification"):
         x = np.asarray(x, np.float32)
         labels = np.asarray(labels)
         if x.ndim != 2:
@@ -55,7 +55,7 @@ class Classification:
         self.num_vars = int(x.shape[1])
         self.fitness_kind = fitness
         self.functions = tuple(functions)
-        self.backend = backend
+        self.use_op = use_op
         self.name = name
 
     def outputs(self, trees, x=None) -> tf.Tensor:
@@ -63,7 +63,7 @@ class Classification:
         from tfevo.gp.evaluate import evaluate
 
         names = list(self.functions) + (["add"] if "add" not in self.functions else [])
-        return evaluate(trees, self.x if x is None else x, self.num_classes, names, self.backend)
+        return evaluate(trees, self.x if x is None else x, self.num_classes, names, self.use_op)
 
     @staticmethod
     def _accuracy(scores, labels):

@@ -29,7 +29,7 @@ class SymbolicRegression:
       functions: the function set a run should use (recommendation, also
         used to evaluate).
       x_test, y_test: optional held-out data (:meth:`test_mse`).
-      backend: ``"auto"`` (C++ op if built), ``"op"`` or ``"tf"``.
+      use_op: the C++ evaluator (``None`` where allowed, ``True``, ``False``; :mod:`tfevo.kernels`).
       name: a label.
 
     ``evaluate(trees)`` returns ``-MSE`` per tree, float32 ``[P]`` (``-inf``
@@ -45,7 +45,7 @@ class SymbolicRegression:
     """
 
     def __init__(self, x, y, functions=("add", "sub", "mul", "div"), x_test=None, y_test=None,
-                 backend: str = "auto", name: str = "regression"):
+                 use_op: bool | None = None, name: str = "regression"):
         x = np.asarray(x, np.float32)
         y = np.asarray(y, np.float32)
         if x.ndim == 1:
@@ -61,14 +61,14 @@ class SymbolicRegression:
         self.y_test = None if y_test is None else tf.constant(np.asarray(y_test, np.float32))
         self.functions = tuple(functions)
         self.num_vars = int(x.shape[1])
-        self.backend = backend
+        self.use_op = use_op
         self.name = name
 
     def mse(self, trees) -> tf.Tensor:
         """MSE of every tree on the training data, ``[P]``."""
         from tfevo.gp.evaluate import mse
 
-        return mse(trees, self.x, self.y, None, self.backend)
+        return mse(trees, self.x, self.y, None, self.use_op)
 
     def evaluate(self, trees) -> tf.Tensor:
         """Fitness ``-MSE`` per tree (higher is better)."""
@@ -82,7 +82,7 @@ class SymbolicRegression:
 
         if self.x_test is None:
             return self.mse(trees)
-        return mse(trees, self.x_test, self.y_test, None, self.backend)
+        return mse(trees, self.x_test, self.y_test, None, self.use_op)
 
     def __repr__(self):
         return f"SymbolicRegression({self.name!r}, N={int(self.x.shape[0])}, F={self.num_vars})"

@@ -54,23 +54,11 @@ import tensorflow as tf
 from tfevo import registry
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 from tfevo.envs.base import HostVectorEnv
+from tfevo.rollout._inference import InferenceStep, _bucket_sizes
 from tfevo.rollout.ingraph import check_policy_inputs
 from tfevo.rollout.normalization import ObservationNormalizer, batch_moments, merge_moments
 
 __all__ = ["PipelinedEvaluator"]
-
-
-def _bucket_sizes(max_n: int, mode: str) -> np.ndarray:
-    if mode == "none":
-        return np.arange(1, max_n + 1)
-    if mode == "full":
-        return np.array([max_n])
-    sizes, b = [], 1
-    while b < max_n:
-        sizes.append(b)
-        b *= 2
-    sizes.append(max_n)
-    return np.array(sizes)
 
 
 def _merge_episode_moments(job_mom, P: int, E: int, shape) -> tuple:
@@ -89,7 +77,7 @@ def _merge_episode_moments(job_mom, P: int, E: int, shape) -> tuple:
 
 
 @registry.register("evaluator", "pipelined", doc="Pipelined host-simulator evaluator (K subsets, active-slot inference)")
-class PipelinedEvaluator(tf.Module):
+class PipelinedEvaluator(InferenceStep, tf.Module):
     """Evaluates populations on host simulators with pipelined inference.
 
     Args:
@@ -275,204 +263,6 @@ class PipelinedEvaluator(tf.Module):
         if self.common_seeds:
             return np.broadcast_to(rng.integers(0, 2**31 - 1, size=(1, self.episodes)), (popsize, self.episodes)).copy()
         return rng.integers(0, 2**31 - 1, size=(popsize, self.episodes))
-
-    # -- forward --------------------------------------------------------------
-    def _prepare(self, params_t):
-        """Policy-specific per-call preparation (e.g. ``Policy.prepare`` splits params once)."""
-        prep = getattr(self.policy, "prepare", None)
-        return prep(params_t) if callable(prep) else params_t
-
-    def _build_forward(self, prepared):
-        spec = self.action_spec
-        policy = self.policy
-        norm = self.obs_norm
-        scale = self.obs_scale
-        in_dtype = tf.as_dtype(self.observation_dtype)
-
-        state_shape = self.state_shape
-
-        def fwd(params, obs, idx, state):
-            self.traces += 1
-            x = obs
-            if scale != 1.0 or norm is not None:
-                x = tf.cast(x, tf.float32)
-            if scale != 1.0:
-                x = x * scale
-            if norm is not None:
-                x = norm.normalize(x)
-            # Inside our own tf.function: a policy's graph-level entry point
-            # (no Python-side checks, no nested tf.function) when it has one.
-            new_state = None
-            if state_shape is not None:
-                out, new_state = policy.forward_state(params, x, state, idx)
-                new_state = tf.ensure_shape(tf.cast(new_state, tf.float32), [None, 1, *state_shape])
-            else:
-                fg = getattr(policy, "forward_graph", None)
-                out = fg(params, x, idx) if callable(fg) else policy.forward(params, x, idx)
-            out = tf.convert_to_tensor(out)
-            if spec.discrete:
-                if out.dtype.is_floating and out.shape.rank >= 3 and out.shape[-1] == spec.num_actions:
-                    out = tf.argmax(out, axis=-1, output_type=tf.int32)
-                out = tf.cast(out, tf.int32)
-                out = tf.reshape(out, [-1])
-            else:
-                out = tf.reshape(tf.cast(out, tf.float32), [-1, *spec.shape])
-                if spec.low is not None:
-                    out = tf.clip_by_value(out, np.asarray(spec.low, np.float32), np.asarray(spec.high, np.float32))
-            return out if new_state is None else (out, new_state)
-
-        p_sig = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), prepared)
-        sig = [
-            p_sig,
-            tf.TensorSpec([None, 1, *self.observation_shape], in_dtype),
-            tf.TensorSpec([None], tf.int32),
-        ]
-        body = fwd
-        if state_shape is not None:
-            sig.append(tf.TensorSpec([None, 1, *state_shape], tf.float32))
-        else:
-            body = lambda params, obs, idx: fwd(params, obs, idx, None)  # noqa: E731
-        fn = tf.function(body, input_signature=sig, jit_compile=self.jit_compile, autograph=False)
-        concrete = fn.get_concrete_function()
-        ordinary = self._ordinary_caller(concrete)
-        self.forward_executor = "default"
-        # A model whose forward runs as concurrent chains (Conv2D nets: one chain's Dense weight
-        # streaming overlaps another's convolutions) needs the multi-threaded executor.
-        concurrent = bool(getattr(getattr(policy, "model", None), "concurrent_forward", False))
-        inline = self._inline_caller(concrete) if self.inline_forward and not concurrent else None
-        if inline is None:
-            return ordinary
-        first = [True]
-
-        def call(params, *rest):
-            if not first[0]:
-                return inline(params, *rest)
-            # The first call instantiates the graph for the single-threaded
-            # executor, which rejects graphs it cannot run before any kernel
-            # runs; then the ordinary call takes over for good.
-            first[0] = False
-            try:
-                out = inline(params, *rest)
-            except tf.errors.OpError:
-                self._forward_fn = ordinary
-                self.forward_executor = "default"
-                return ordinary(params, *rest)
-            self._forward_fn = inline
-            self.forward_executor = "inline"
-            return out
-
-        return call
-
-    @staticmethod
-    def _ordinary_caller(concrete):
-        # Calling the concrete function's flat entry point with tensors skips
-        # tf.function's dispatch and the concrete function's argument binding
-        # (~1 ms per step at P=256 on this CPU); the ordinary call is the
-        # fallback if that TensorFlow internal is missing.
-        flat = getattr(concrete, "_call_flat", None)
-        if flat is None:  # pragma: no cover - other TensorFlow versions
-            return lambda params, *rest: concrete(params, *(tf.convert_to_tensor(a) for a in rest))
-        captures = list(concrete.captured_inputs)
-        return lambda params, *rest: flat(tf.nest.flatten(params) + [tf.convert_to_tensor(a) for a in rest],
-                                          captures)
-
-    @staticmethod
-    def _inline_caller(concrete):
-        """A caller running the forward graph inline in the calling thread, or ``None``.
-
-        It executes the concrete function's graph as one eager call with
-        TensorFlow's single-threaded executor: the graph's kernels run one
-        after the other on one thread -- an inter-op pool thread, to which
-        TensorFlow's eager runtime hands every function call (``perf`` shows
-        ``SingleThreadedExecutorImpl::RunAsyncInternal`` on ``tf_Compute``)
-        -- instead of each kernel being scheduled on the pool by itself.  Two
-        wins per step: no Python layers of the function call (~30 us), and
-        one thread hand-off instead of one per op, which cost most when the
-        simulators' threads keep both cores busy (pipelined K >= 2).
-        Results are identical (same graph, same kernels).  ``None`` when the
-        TensorFlow internals it uses are missing.
-        """
-        try:
-            import itertools
-
-            from tensorflow.python.eager import context as tf_context
-            from tensorflow.python.eager import execute as tf_execute
-
-            atomic = concrete._inference_function
-            name = atomic.name.decode("utf-8") if isinstance(atomic.name, bytes) else str(atomic.name)
-            num_outputs = len(atomic.function_type.flat_outputs)
-            ctx = tf_context.context()
-            attrs = dict(ctx.function_call_options.as_attrs())
-            attrs["executor_type"] = "SINGLE_THREADED_EXECUTOR"
-            attrs = tuple(itertools.chain(*attrs.items()))
-            captures = list(concrete.captured_inputs)
-            execute = tf_execute.execute
-            structured = concrete.structured_outputs
-            from tensorflow.python.framework.ops import EagerTensor
-
-            ctx.ensure_initialized()
-            device = ctx.device_name
-        except Exception:  # noqa: BLE001 - private API moved: use the ordinary call  # pragma: no cover
-            return None
-        single = not isinstance(structured, (tuple, list))
-        enums: dict = {}
-
-        def as_tensor(a):
-            # numpy step inputs become tensors through the EagerTensor constructor itself
-            # (~10 us instead of ~60 us for tf.convert_to_tensor's dispatch layers)
-            if type(a) is np.ndarray:
-                e = enums.get(a.dtype)
-                if e is None:
-                    e = enums[a.dtype] = tf.as_dtype(a.dtype).as_datatype_enum
-                return EagerTensor(a, device, e)
-            if isinstance(a, EagerTensor):
-                return a
-            return tf.convert_to_tensor(a)
-
-        last = [None, None]  # the parameters of the last call and their flat list (the same every step)
-
-        def call(params, *rest, _keep=(concrete, atomic)):  # the function stays registered while this lives
-            if last[0] is not params:
-                last[0], last[1] = params, tf.nest.flatten(params)
-            flat = last[1] + [as_tensor(a) for a in rest] + captures
-            out = execute(name, num_outputs=num_outputs, inputs=flat, attrs=attrs, ctx=ctx)
-            return out[0] if single else tuple(out)
-
-        return call
-
-    def _forward(self, params_t, k: int, obs: np.ndarray, members: np.ndarray, stats: dict, state=None):
-        """Actions for the active rows (and their new state for a recurrent policy)."""
-        n = members.size
-        sizes = self._buckets[k]
-        b = int(sizes[np.searchsorted(sizes, n)])
-        if b > n:  # pad with copies of the first row; the results are dropped
-            obs = np.concatenate([obs, np.broadcast_to(obs[:1], (b - n, *obs.shape[1:]))])
-            members = np.concatenate([members, np.full(b - n, members[0], members.dtype)])
-            if state is not None:
-                state = np.concatenate([state, np.broadcast_to(state[:1], (b - n, *state.shape[1:]))])
-        stats["forward_rows"] += n
-        stats["padded_rows"] += b
-        stats["forward_calls"] += 1
-        t0 = time.perf_counter()
-        # The member indices rarely change between steps (only when episodes
-        # end or slots refill): reuse the last tensor of this subset then.
-        cached = self._member_tensors.get(k)
-        if cached is not None and cached[0] is members:
-            mt = cached[2]
-        elif cached is not None and cached[1].shape == members.shape and np.array_equal(cached[1], members):
-            mt = cached[2]
-            self._member_tensors[k] = (members, cached[1], mt)  # next time the identity test suffices
-        else:
-            m32 = members.astype(np.int32)
-            mt = tf.convert_to_tensor(m32)
-            self._member_tensors[k] = (members, m32, mt)
-        if state is None:
-            out = self._forward_fn(params_t, obs[:, None], mt).numpy()[:n]
-        else:
-            a, h = self._forward_fn(params_t, obs[:, None], mt, state[:, None].astype(np.float32))
-            out = (a.numpy()[:n], h.numpy()[:n, 0])
-        stats["forward_seconds"] += time.perf_counter() - t0
-        return out
 
     # -- evaluation -----------------------------------------------------------
     def evaluate(self, params, episode_seeds=None, obs_moments: bool = False):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels
 from tfevo._holder import Untracked
 from tfevo.core import ConfigError, check_fitness, check_population, eager_op_runner
 from tfevo.registry import register
@@ -44,29 +44,25 @@ class SepCMAES(CMABase):
 
     def __init__(self, *args, use_op: bool | None = None, **kwargs):
         # use_op: the float32 tell as one C++ kernel (custom_ops/sep_cma.cc; None =
-        # when it builds and the state is on the CPU, True = required, False = the
-        # pure-TF reference, compiled by XLA).  Same arithmetic, equal to float rounding.
-        if use_op not in (None, True, False):
-            raise ConfigError(f"use_op must be None, True or False, got {use_op!r}")
-        self.use_op = use_op
+        # where tfevo.kernels allows, True = required, False = the pure-TF
+        # reference, compiled by XLA).  Same arithmetic, equal to float rounding.
+        self.use_op = kernels.check_use_op(use_op)
         self._eager_tells = Untracked(d={})  # popsize -> eager tell (not checkpointed)
         super().__init__(*args, **kwargs)
-        if use_op is True and not self._tell_op_usable():
-            raise ConfigError(
-                "SepCMAES(use_op=True) needs dtype float32, state on the CPU and the custom op "
-                "'sep_cma' (custom_ops/sep_cma.cc), which could not be used here"
-            )
+        if use_op is True:
+            self._tell_op()  # raises KernelUnavailableError (a ConfigError) naming the reason
+
+    def _tell_op(self):
+        """The ``TfevoSepCmaTell`` kernel when the whole tell runs as it (decided once per object:
+        float32 state on the host, the op built), else ``None``."""
+        d = self._eager_tells.d
+        if "op" not in d:
+            why = None if self.dtype == tf.float32 else "the kernel is float32 only"
+            d["op"] = kernels.kernel("TfevoSepCmaTell", self.use_op, [self._mean], unsupported=why)
+        return d["op"]
 
     def _tell_op_usable(self) -> bool:
-        usable = self._eager_tells.d.get("usable")
-        if usable is None:
-            device = self._mean.device.upper()
-            usable = (
-                self.use_op is not False and self.dtype == tf.float32 and "GPU" not in device and "TPU" not in device
-                and ops.op_module("sep_cma", "tfevo_sep_cma_tell") is not None
-            )
-            self._eager_tells.d["usable"] = usable
-        return usable
+        return self._tell_op() is not None
 
     def _tell_consts(self) -> np.ndarray:
         """The float64 constants of the tell op, in the order of custom_ops/sep_cma.cc."""
@@ -95,7 +91,8 @@ class SepCMAES(CMABase):
         return super().ask()
 
     def _make_eager_ask(self):
-        if ops.op_module("normal", "tfevo_gaussian_from_state") is None:
+        if kernels.kernel("TfevoGaussianFromState", self.use_op if self.use_op is not True else None,
+                          [self._mean]) is None:
             return False
         raw = eager_op_runner("TfevoGaussianFromState", 1, ("rows", self.popsize, "dim", self.num_dims))
         if raw is None:  # pragma: no cover - TensorFlow internals moved
@@ -143,7 +140,7 @@ class SepCMAES(CMABase):
     def _whole_tell(self):
         if not self._tell_op_usable():
             return self._tell_core, True
-        op = ops.op_module("sep_cma", "tfevo_sep_cma_tell").tfevo_sep_cma_tell
+        op = self._tell_op()
         consts = self._tell_consts()
         weights = self.weights_np.astype(np.float32)
         state = self._tell_state()

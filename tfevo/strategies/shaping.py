@@ -20,7 +20,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo import ops
+from tfevo import kernels
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness, worst_to_finite
 
 __all__ = ["ranks", "centered_rank", "z_score", "weight_decay", "nes_utilities", "utility_weights"]
@@ -223,29 +223,9 @@ def _default_popsize(num_dims: int, even: bool = False) -> int:
     return p
 
 
-@tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
-def _normal_op():
-    """The loaded ``TfevoGaussianPopulation`` module (``custom_ops/normal.cc``) or ``None``."""
-    return ops.op_module("normal", "tfevo_gaussian_population")
-
-
-def normal_op_available() -> bool:
-    """Whether the C++ Gaussian sampler (``custom_ops/normal.cc``) is built and loaded.
-
-    ``TFEVO_DISABLE_CUSTOM_OPS=1`` (set before the first use) makes this ``False``
-    and every sampler uses its pure-TensorFlow reference.
-    """
-    return _normal_op() is not None
-
-
-def _use_op(use_op) -> bool:
-    if use_op is False:
-        return False
-    ok = _normal_op() is not None and not ops.in_xla_context()
-    if use_op is True and not ok:
-        raise RuntimeError("the TfevoGaussianPopulation custom op is not available here "
-                           "(not built, disabled by TFEVO_DISABLE_CUSTOM_OPS, or inside XLA)")
-    return ok
+def _gaussian_op(use_op, *inputs):
+    """The ``TfevoGaussianPopulation`` kernel (``custom_ops/normal.cc``) when it runs here, else ``None``."""
+    return kernels.kernel("TfevoGaussianPopulation", use_op, [t for t in inputs if isinstance(t, (tf.Tensor, tf.Variable))])
 
 
 def _normal_reference(shape, seed, scale=None, dtype=tf.float32) -> tf.Tensor:
@@ -266,11 +246,10 @@ def _normal_reference(shape, seed, scale=None, dtype=tf.float32) -> tf.Tensor:
     return z if 2 * h == n else z[:n]
 
 
-def _op_call(n: int, d: int, seed, scale, center, mirrored: bool) -> tf.Tensor:
+def _op_call(op, n: int, d: int, seed, scale, center, mirrored: bool) -> tf.Tensor:
     scale = tf.constant(1.0, tf.float32) if scale is None else tf.convert_to_tensor(scale, tf.float32)
     center = tf.zeros([0], tf.float32) if center is None else tf.convert_to_tensor(center, tf.float32)
-    return _normal_op().tfevo_gaussian_population(
-        tf.convert_to_tensor(seed, tf.int32), scale, center, rows=n, dim=d, mirrored=mirrored)
+    return op(tf.convert_to_tensor(seed, tf.int32), scale, center, rows=n, dim=d, mirrored=mirrored)
 
 
 def _normal(shape, seed, scale=None, use_op=None, dtype=tf.float32) -> tf.Tensor:
@@ -283,14 +262,16 @@ def _normal(shape, seed, scale=None, use_op=None, dtype=tf.float32) -> tf.Tensor
     Runs the C++ kernel ``TfevoGaussianPopulation`` (``custom_ops/normal.cc``:
     TensorFlow's stateless Philox stream re-implemented bit for bit, 16
     counters per AVX-512 step, fused Box-Muller, multi-threaded) when it is
-    built and we are not inside XLA, else :func:`_normal_reference`.  Both give
+    allowed here (:func:`tfevo.kernels.kernel`: built, not inside XLA, no GPU
+    in the way), else :func:`_normal_reference`.  Both give
     the same uniforms; normals agree to float rounding (a few ulp).
     ``use_op``: ``None`` = automatic, ``False`` = reference, ``True`` = op or error.
     ``dtype`` float64: the reference with float64 uniforms (the op is float32).
     """
     n, d = int(shape[0]), int(shape[1])
-    if tf.as_dtype(dtype) == tf.float32 and _use_op(use_op):
-        return _op_call(n, d, seed, scale, None, False)
+    op = _gaussian_op(use_op, seed, scale) if tf.as_dtype(dtype) == tf.float32 else None
+    if op is not None:
+        return _op_call(op, n, d, seed, scale, None, False)
     return _normal_reference([n, d], seed, scale, dtype)
 
 
@@ -300,10 +281,11 @@ def _gaussian_population(center, sigma, popsize: int, mirrored: bool, seed, use_
     One fused kernel call when the Gaussian op is available (see :func:`_normal`).
     """
     d = int(center.shape[0])
-    if center.dtype == tf.float32 and _use_op(use_op):
+    op = _gaussian_op(use_op, center, seed, sigma) if center.dtype == tf.float32 else None
+    if op is not None:
         if mirrored:
-            return _op_call(popsize // 2, d, seed, sigma, center, True)
-        return _op_call(popsize, d, seed, sigma, center, False)
+            return _op_call(op, popsize // 2, d, seed, sigma, center, True)
+        return _op_call(op, popsize, d, seed, sigma, center, False)
     if mirrored:
         e = _normal_reference([popsize // 2, d], seed, scale=sigma, dtype=center.dtype)
         return tf.concat([center + e, center - e], axis=0)

@@ -99,12 +99,9 @@ def _graph_building_seconds() -> float:
     Reads the counter TensorFlow keeps for its own monitoring
     (``/tensorflow/core/tf_function/graph_building_time_usecs``).
     """
-    try:
-        from tensorflow.python.eager.polymorphic_function import tracing_compilation
+    from tfevo._tf_private import graph_building_seconds
 
-        return tracing_compilation._graph_building_time_counter.get_cell().value() / 1e6
-    except Exception:  # noqa: BLE001 - private API moved: report no compile time
-        return 0.0
+    return graph_building_seconds()
 
 
 def _check_budget(name: str, value, integer: bool):

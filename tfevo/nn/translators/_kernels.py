@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 
-def flat_ops():
+def flat_ops(*inputs):
     """``(dense, conv)`` in-place op functions, or ``None`` when they cannot run here.
 
-    The in-place path needs both C++ modules built, a caller that is not
-    XLA-compiled and no GPU to place ops on.
+    The in-place path needs both C++ kernels allowed by :func:`tfevo.kernels.kernel`
+    (built, a caller that is not XLA-compiled, ``inputs`` on the host).
     """
-    from tfevo import ops
+    from tfevo import kernels
 
-    if ops.in_xla_context():
+    dense = kernels.kernel("TfevoIndexedDenseFlat", None, inputs)
+    conv = kernels.kernel("TfevoPopulationConv2DFlat", None, inputs)
+    if dense is None or conv is None:
         return None
-    dense = ops.op_module("indexed_matmul", "tfevo_indexed_dense_flat")
-    conv = ops.op_module("pop_conv", "tfevo_population_conv2d_flat")
-    if dense is None or conv is None or tf.config.list_logical_devices("GPU"):
-        return None
-    return dense.tfevo_indexed_dense_flat, conv.tfevo_population_conv2d_flat
+    return dense, conv
 
 
 def fused_activation(act):

@@ -1,0 +1,166 @@
+"""Reading a Keras template into the steps of a :class:`tfevo.nn.PopulationModel`.
+
+The functional graph (a Sequential's inner one) is walked node by node in
+dependency order; each layer call becomes one ``_Step`` with the translator of
+its Keras class (:mod:`tfevo.nn.translators`), the indices of its weights in
+the flat layout and the ids of its input and output tensors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import keras
+import numpy as np
+
+from tfevo.core import ConfigError
+
+L = keras.layers
+
+
+@dataclasses.dataclass
+class _Step:
+    """One call of a template layer as a population op."""
+
+    name: str
+    tr: Any  # the layer's Translator
+    weights: tuple  # indices into the template weight list
+    inputs: tuple  # ids of the input symbolic tensors
+    outputs: tuple  # ids of the output symbolic tensors
+    layer: Any = None  # the template layer
+
+    @property
+    def inp(self) -> int:
+        return self.inputs[0]
+
+    @property
+    def out(self) -> int:
+        return self.outputs[0]
+
+    @property
+    def flat_fn(self):
+        return self.tr.forward_flat
+
+
+def _unsupported(name) -> ConfigError:
+    from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
+
+    return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
+                       f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
+
+
+class TemplateParser:
+    """The template-reading half of :class:`tfevo.nn.PopulationModel` (a mixin)."""
+
+    def _parse(self, model):
+        if isinstance(model, keras.Sequential):
+            graph = getattr(model, "_functional", None)
+            if graph is None:
+                raise ConfigError(
+                    f"the Sequential template {model.name!r} is not built: start it with keras.Input(shape) "
+                    "or call model.build((None, *input_shape))"
+                )
+            self._parse_graph(model, graph)
+        else:
+            self._parse_graph(model, model)
+
+    def _parse_graph(self, model, graph):
+        import tfevo.nn.translators  # noqa: F401  (registers the built-in translators)
+
+        try:
+            inputs, outputs = graph.inputs, graph.outputs
+        except (AttributeError, ValueError):
+            inputs = outputs = None
+        if not inputs or not outputs:
+            raise ConfigError(
+                "the template model must be built with a known input shape "
+                "(start a Sequential with keras.Input(shape) or use the functional API)"
+            )
+        if not hasattr(graph, "_nodes_by_depth"):
+            raise ConfigError(f"template {model.name!r}: subclassed models are not supported (use Sequential or functional)")
+        # inputs and outputs: a single tensor, a list, or a dict (by key) as the template was built
+        in_struct = getattr(graph, "_inputs_struct", None)
+        out_struct = getattr(graph, "_outputs_struct", None)
+        if isinstance(in_struct, dict):
+            self._input_keys = list(in_struct)
+            in_tensors = [in_struct[k] for k in self._input_keys]
+        else:
+            self._input_keys = None
+            in_tensors = list(inputs)
+        self._input_ids = [id(t) for t in in_tensors]
+        self._output_ids = [id(t) for t in outputs]
+        # several outputs come back as the template returns them: a dict by key, else a list
+        self._output_keys = list(out_struct) if len(outputs) > 1 and isinstance(out_struct, dict) else None
+        if self._output_keys is not None:
+            self._output_ids = [id(out_struct[k]) for k in self._output_keys]
+            outputs = [out_struct[k] for k in self._output_keys]
+        self.input_shapes = [tuple(t.shape[1:]) for t in in_tensors]
+        self.output_shapes = [tuple(t.shape[1:]) for t in outputs]
+        self._input_id = self._input_ids[0]
+        self._output_id = self._output_ids[0]
+        if len(in_tensors) == 1:
+            self.input_shape = self.input_shapes[0]
+        elif self._input_keys is not None:
+            self.input_shape = dict(zip(self._input_keys, self.input_shapes))
+        else:
+            self.input_shape = list(self.input_shapes)
+        if len(outputs) == 1:
+            self.output_shape = self.output_shapes[0]
+        elif self._output_keys is not None:
+            self.output_shape = dict(zip(self._output_keys, self.output_shapes))
+        else:
+            self.output_shape = list(self.output_shapes)
+
+        all_weights = list(model.weights)
+        index_of = {id(v): i for i, v in enumerate(all_weights)}
+        used = set()
+        steps = []
+        self._initializers = [None] * len(all_weights)
+        nodes_by_depth = graph._nodes_by_depth
+        for depth in sorted(nodes_by_depth, reverse=True):
+            for node in nodes_by_depth[depth]:
+                op = node.operation
+                if op is None or node.is_input or isinstance(op, L.InputLayer):
+                    continue
+                steps.append(self._step_for(op, node, index_of, used))
+        if len(used) != len(all_weights):
+            missing = [all_weights[i].path for i in range(len(all_weights)) if i not in used]
+            raise ConfigError(f"template weights not used by any supported layer: {missing}")
+        # Layers must run in dependency order; depth order guarantees that.
+        self._steps = steps
+        self.state_sizes = tuple(sz for st in steps for sz in st.tr.state_sizes)
+        for shape in self.input_shapes:
+            # a recurrent template may leave its time axis (the first sample axis) open
+            open_ok = bool(self.state_sizes) and len(shape) >= 2 and None not in shape[1:]
+            if None in shape and not open_ok:
+                raise ConfigError(f"the template's input shape must be fully known, got {shape}"
+                                  + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
+        self.weight_shapes = [tuple(int(d) for d in v.shape) for v in all_weights]
+        self.weight_names = [v.path for v in all_weights]
+        self._sizes = [int(np.prod(s)) if s else 1 for s in self.weight_shapes]
+        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int).tolist()
+        self.num_params = int(self._offsets[-1])
+        if self.num_params == 0:
+            raise ConfigError("the template has no weights to evolve")
+        self._mlp_plan = self._make_mlp_plan()
+
+    def _step_for(self, op, node, index_of, used):
+        from tfevo.nn.translators import translator_for
+
+        name = f"{op.name!r} ({type(op).__name__})"
+        cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
+        if cls is None:
+            raise _unsupported(name)
+        ins = list(node.input_tensors)
+        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
+        widx = []
+        for v in tr.weight_order():
+            if id(v) not in index_of:
+                raise ConfigError(f"layer {name}: weight {v.path} is not among the model's weights")
+            i = index_of[id(v)]
+            used.add(i)  # a shared layer's calls all read the same weights
+            widx.append(i)
+            self._initializers[i] = tr.initializer(v)
+        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(id(t) for t in ins),
+                     outputs=tuple(id(t) for t in node.outputs), layer=op)
