@@ -17,7 +17,7 @@ the variation emitters in :mod:`tfevo.qd.variation` and CMA-ME's
 :class:`ESEmitter` in :mod:`tfevo.qd.cma_me`; this module gathers them.
 """
 
-from tfevo.qd.cma_me import ESEmitter
+from tfevo.qd.cma_me import AddResultLike, ESEmitter  # noqa: F401
 from tfevo.qd.emitter_base import Emitter, _emit_op, emit_op_available, standard_normal  # noqa: F401
 from tfevo.qd.variation import GaussianEmitter, IsoLineEmitter, PolynomialMutationEmitter
 
