@@ -91,6 +91,12 @@ def _load(args):
         data.setdefault("run", {})["seed"] = args.seed
     if getattr(args, "devices", None) is not None:
         data.setdefault("distribute", {})["devices"] = args.devices
+    from tfevo.distribute.cluster import read_tf_config
+
+    dist = data.get("distribute") or {}
+    # TF_CONFIG (checked here, before any work) makes this process one worker of a multi-machine job
+    if read_tf_config() is not None and dist.get("strategy", "none") == "none" and dist.get("devices") is None:
+        data["distribute"] = {**dist, "strategy": "multi_worker"}
     return C.parse_config(data, source)
 
 
@@ -125,8 +131,8 @@ def cmd_train(args) -> int:
     print(f"tfevo: {cfg.name}: {cfg.algorithm.name} on {cfg.env.id}, popsize {cfg.algorithm.popsize}, "
           f"run directory {run_dir}")
     setup = build(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: the chief writes it
+    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: only the chief writes
+        run_dir.mkdir(parents=True, exist_ok=True)
         tmp = saved.with_suffix(".tmp")
         tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
         os.replace(tmp, saved)
@@ -142,7 +148,9 @@ def cmd_train(args) -> int:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
               f"({type(setup.strategy).__name__})")
     trainer.run()
-    run_dir = trainer.run_dir  # a non-chief worker of a multi-worker run writes run_dir/worker-<i>
+    if trainer.run_dir is None:  # a non-chief worker of a multi-worker run writes nothing
+        print(f"tfevo: worker done after {int(trainer.generation.numpy())} generations; the chief writes {run_dir}")
+        return 0
     rows = read_progress(run_dir)
     print("\nlearning curve:")
     print(text_curve(rows))
