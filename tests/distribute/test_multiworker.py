@@ -39,9 +39,9 @@ kind = "mlp"
 hidden = [8]
 
 [algorithm]
-name = "openai_es"
+name = "snes"
 popsize = 11
-params = { sigma = 0.1, learning_rate = 0.05 }
+params = { sigma = 0.1 }
 
 [evaluator]
 kind = "pipelined"
@@ -117,6 +117,7 @@ def _env(tmp):
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["PYTHONUNBUFFERED"] = "1"
     env["TMPDIR"] = str(tmp)  # where a non-chief worker keeps its scratch copy of the chief's checkpoint
     env.pop("TF_CONFIG", None)
     return env
@@ -238,3 +239,21 @@ def test_tfevo_train_two_workers_equal_one_process_and_resume_after_any_worker_i
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in one.iterdir())
     assert json.loads((run / "config.json").read_text())["distribute"]["strategy"] == "multi_worker"
     assert list((tmp_path / "tmp-1").iterdir()) == []
+
+
+def test_checkpoint_files_travel_through_the_strategy(tmp_path):
+    """The chief's checkpoint, packed, broadcast (here on one device, where this process is the chief)
+    and unpacked elsewhere, restores the same values."""
+    from tfevo.distribute import broadcast_from_chief
+    from tfevo.training.checkpoints import pack_checkpoint, unpack_checkpoint
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    for data in (b"", b"x", bytes(range(256)) * 3 + b"tail"):
+        assert broadcast_from_chief(strategy, data) == data
+    v = tf.Variable(tf.random.stateless_normal([5, 3], seed=[1, 2], dtype=tf.float64))
+    path = tf.train.Checkpoint(v=v).save(str(tmp_path / "a" / "ckpt"))
+    (tmp_path / "b").mkdir()
+    local = unpack_checkpoint(broadcast_from_chief(strategy, pack_checkpoint(path)), tmp_path / "b")
+    w = tf.Variable(tf.zeros([5, 3], tf.float64))
+    tf.train.Checkpoint(v=w).restore(local).assert_consumed()
+    np.testing.assert_array_equal(w.numpy(), v.numpy())

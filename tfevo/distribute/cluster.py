@@ -136,7 +136,7 @@ def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes
     """The chief's ``data`` on every worker (each worker passes its own; only the chief's counts).
 
     Two all-gathers over the strategy's replicas: the lengths with a chief
-    flag, then the bytes padded to the longest.  Every worker must call it
+    flag, then the bytes padded to the longest (as int64 words).  Every worker must call it
     at the same point, as any collective.
     """
     extended = strategy.extended
@@ -155,7 +155,8 @@ def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes
     rows = np.flatnonzero(heads[:, 1] == 1)
     if rows.size == 0:
         raise ConfigError("no chief among the workers of this strategy")
-    buf = np.zeros(int(heads[:, 0].max()) or 1, np.uint8)
+    words = max(-(-int(heads[:, 0].max()) // 8), 1)  # collectives carry int64, not bytes
+    buf = np.zeros(words * 8, np.uint8)
     buf[:len(data)] = np.frombuffer(data, np.uint8)
-    body = gather(buf)
-    return body[rows[0], :int(heads[rows[0], 0])].tobytes()
+    body = gather(buf.view(np.int64))
+    return body[rows[0]].tobytes()[:int(heads[rows[0], 0])]
