@@ -9,6 +9,7 @@ also when workers are killed and the job is restarted.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,9 +54,13 @@ KEYS = ("generation", "best", "mean", "median", "std", "best_ever", "frames", "e
 
 
 def _cluster(n):
-    from test_distribute import _free_ports
-
-    return {"worker": [f"127.0.0.1:{p}" for p in _free_ports(n)]}
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return {"worker": [f"127.0.0.1:{p}" for p in ports]}
 
 
 def _tf_config(cluster, i):
@@ -148,7 +153,7 @@ class _Job:
 
     def __init__(self, config, run, n, tmp, log):
         cluster = _cluster(n)
-        self.scratch = [tmp / f"tmp-{i}" for i in range(n)]
+        self.scratch = [tmp / f"{log.name}-tmp-{i}" for i in range(n)]
         self.logs = [open(log.with_name(f"{log.name}-w{i}.txt"), "w+") for i in range(n)]
         self.procs = []
         for i in range(n):
@@ -164,10 +169,15 @@ class _Job:
         return self.logs[i].read()
 
     def kill(self, order):
+        """SIGKILL to worker ``order[0]`` mid-run, then to the others (which may already have
+        stopped with an error: their collectives lost a peer)."""
+        first = self.procs[order[0]]
+        assert first.poll() is None, f"worker {order[0]} ended before it was killed:\n{self.output(order[0])[-3000:]}"
         for i in order:
-            assert self.procs[i].poll() is None, f"worker {i} ended before it was killed:\n{self.output(i)[-3000:]}"
-            self.procs[i].send_signal(signal.SIGKILL)
+            if self.procs[i].poll() is None:
+                self.procs[i].send_signal(signal.SIGKILL)
             self.procs[i].wait(60)
+            assert self.procs[i].returncode != 0, f"worker {i} finished the run:\n{self.output(i)[-3000:]}"
 
     def wait(self, timeout=600):
         try:
@@ -225,6 +235,7 @@ def test_tfevo_train_two_workers_equal_one_process_and_resume_after_any_worker_i
     assert done1 < done2 < 8
     job = _Job(config, run, 2, tmp_path, tmp_path / "start3")
     job.wait()
+    scratch = job.scratch[1]
     chief, worker = job.output(0), job.output(1)
     assert "sharded over 2 replica(s)" in chief and "resumed from" in chief
     assert "resumed from the chief's ckpt-" in worker and "the chief writes" in worker
@@ -238,7 +249,7 @@ def test_tfevo_train_two_workers_equal_one_process_and_resume_after_any_worker_i
     # only the chief wrote the run directory; the other worker's scratch directory is gone
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in one.iterdir())
     assert json.loads((run / "config.json").read_text())["distribute"]["strategy"] == "multi_worker"
-    assert list((tmp_path / "tmp-1").iterdir()) == []
+    assert not [p for p in scratch.iterdir() if p.name.startswith("tfevo-worker-")]
 
 
 def test_checkpoint_files_travel_through_the_strategy(tmp_path):
