@@ -91,13 +91,9 @@ def _load(args):
         data.setdefault("run", {})["seed"] = args.seed
     if getattr(args, "devices", None) is not None:
         data.setdefault("distribute", {})["devices"] = args.devices
-    from tfevo.distribute.cluster import read_tf_config
+    from tfevo.distribute.cluster import apply_tf_config
 
-    dist = data.get("distribute") or {}
-    # TF_CONFIG (checked here, before any work) makes this process one worker of a multi-machine job
-    if read_tf_config() is not None and dist.get("strategy", "none") == "none" and dist.get("devices") is None:
-        data["distribute"] = {**dist, "strategy": "multi_worker"}
-    return C.parse_config(data, source)
+    return C.parse_config(apply_tf_config(data), source)  # TF_CONFIG: one worker of a multi-machine job
 
 
 def cmd_train(args) -> int:

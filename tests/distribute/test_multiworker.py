@@ -103,6 +103,19 @@ def test_tf_config_roles():
     assert read_tf_config({"TF_CONFIG": json.dumps({**with_chief, "task": {"type": "chief", "index": 0}})}).is_chief
 
 
+def test_tf_config_alone_shards_a_run_unless_the_config_chooses():
+    from tfevo.distribute import apply_tf_config
+
+    env = {"TF_CONFIG": json.dumps(GOOD)}
+    base = {"run": {"generations": 1}}
+    assert apply_tf_config(base, env)["distribute"] == {"strategy": "multi_worker"}
+    assert "distribute" not in base and apply_tf_config(base, {}) == base
+    for chosen in ({"strategy": "one_device"}, {"devices": 2}, {"strategy": "auto"}):
+        assert apply_tf_config({**base, "distribute": chosen}, env)["distribute"] == chosen
+    with pytest.raises(ConfigError, match="task.index"):
+        apply_tf_config(base, {"TF_CONFIG": json.dumps({**GOOD, "task": {"type": "worker"}})})
+
+
 def test_tfevo_train_refuses_a_bad_tf_config_before_any_work(tmp_path, monkeypatch, capsys):
     from tfevo.cli import main
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 
-__all__ = ["ClusterInfo", "read_tf_config", "broadcast_from_chief"]
+__all__ = ["ClusterInfo", "read_tf_config", "apply_tf_config", "broadcast_from_chief"]
 
 _JOBS = ("chief", "worker")
 _EXAMPLE = ('{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]}, '
@@ -130,6 +130,20 @@ def read_tf_config(environ=None) -> ClusterInfo | None:
         _fail(f"task.index {index} is out of range: cluster.{ttype} has {len(jobs[ttype])} address(es), "
               f"indices 0..{len(jobs[ttype]) - 1}")
     return ClusterInfo(jobs, ttype, int(index))
+
+
+def apply_tf_config(data: dict, environ=None) -> dict:
+    """A run config (as a dict) made one worker of the ``TF_CONFIG`` job, if there is one.
+
+    Checks ``TF_CONFIG`` (:func:`read_tf_config`) before any work starts.
+    When it names a cluster and the config does not choose a ``distribute``
+    layout itself, sets ``distribute.strategy = "multi_worker"``, so the run
+    directory records that the population is sharded.
+    """
+    dist = data.get("distribute") or {}
+    if read_tf_config(environ) is not None and dist.get("strategy", "none") == "none" and dist.get("devices") is None:
+        data = {**data, "distribute": {**dist, "strategy": "multi_worker"}}
+    return data
 
 
 def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes:
