@@ -281,3 +281,26 @@ def test_checkpoint_files_travel_through_the_strategy(tmp_path):
     w = tf.Variable(tf.zeros([5, 3], tf.float64))
     tf.train.Checkpoint(v=w).restore(local).assert_consumed()
     np.testing.assert_array_equal(w.numpy(), v.numpy())
+
+
+@pytest.mark.multiworker
+def test_workers_started_with_different_configs_are_refused(tmp_path):
+    """A worker whose config differs (here its seed) would evaluate another population under the same
+    gather; every worker compares its state with the chief's and stops with a ConfigError instead."""
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG)
+    cluster = _cluster(2)
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "tfevo.cli", "train", str(config), "--run-dir", str(tmp_path / f"run{i}"),
+         "--seed", str(i)], env={**_env(tmp_path), "TF_CONFIG": _tf_config(cluster, i)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, out in zip(procs, outs):
+        assert p.returncode == 2, out[-3000:]
+        assert "differ from the chief's" in out and "replica(s) [1]" in out, out[-3000:]
+    assert not (tmp_path / "run0" / "progress.jsonl").exists()

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 
-__all__ = ["ClusterInfo", "read_tf_config", "apply_tf_config", "broadcast_from_chief"]
+__all__ = ["ClusterInfo", "read_tf_config", "apply_tf_config", "gather_bytes", "broadcast_from_chief"]
 
 _JOBS = ("chief", "worker")
 _EXAMPLE = ('{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]}, '
@@ -146,12 +146,13 @@ def apply_tf_config(data: dict, environ=None) -> dict:
     return data
 
 
-def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes:
-    """The chief's ``data`` on every worker (each worker passes its own; only the chief's counts).
+def gather_bytes(strategy: tf.distribute.Strategy, data: bytes) -> list[tuple[bytes, bool]]:
+    """Every replica's ``(data, is_chief)`` in replica order, on every worker.
 
     Two all-gathers over the strategy's replicas: the lengths with a chief
-    flag, then the bytes padded to the longest (as int64 words).  Every worker must call it
-    at the same point, as any collective.
+    flag, then the bytes padded to the longest (as int64 words: collectives
+    carry no bytes).  Every worker must call it at the same point, as any
+    collective.
     """
     extended = strategy.extended
     chief = 1 if extended.should_checkpoint else 0
@@ -166,11 +167,16 @@ def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes
         return tf.function(lambda d: strategy.gather(d, axis=0), autograph=False)(dist).numpy()
 
     heads = gather(np.array([len(data), chief], np.int64))
-    rows = np.flatnonzero(heads[:, 1] == 1)
-    if rows.size == 0:
-        raise ConfigError("no chief among the workers of this strategy")
-    words = max(-(-int(heads[:, 0].max()) // 8), 1)  # collectives carry int64, not bytes
+    words = max(-(-int(heads[:, 0].max()) // 8), 1)
     buf = np.zeros(words * 8, np.uint8)
     buf[:len(data)] = np.frombuffer(data, np.uint8)
     body = gather(buf.view(np.int64))
-    return body[rows[0]].tobytes()[:int(heads[rows[0], 0])]
+    return [(row.tobytes()[:int(n)], bool(c)) for row, (n, c) in zip(body, heads)]
+
+
+def broadcast_from_chief(strategy: tf.distribute.Strategy, data: bytes) -> bytes:
+    """The chief's ``data`` on every worker (each worker passes its own; only the chief's counts)."""
+    for value, is_chief in gather_bytes(strategy, data):
+        if is_chief:
+            return value
+    raise ConfigError("no chief among the workers of this strategy")

@@ -19,6 +19,7 @@ killed, without a file system shared between machines.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from tfevo.core import ConfigError
 from tfevo.training.progress import GenerationLog
 
 __all__ = ["CheckpointMixin", "pack_checkpoint", "unpack_checkpoint"]
@@ -103,6 +105,7 @@ class CheckpointMixin:
             self._truncate_logs(int(self.generation.numpy()))
         if self.multi_worker:
             path = self._restore_from_chief(path)
+            self._check_same_state()
         self.restored_from = path
         if self.verbose and path is not None:
             print(f"tfevo: resumed from {path} (generation {int(self.generation.numpy())})")
@@ -121,6 +124,28 @@ class CheckpointMixin:
         local = unpack_checkpoint(data, scratch)
         self._checkpoint.restore(local).expect_partial()
         return f"the chief's {Path(local).name}"
+
+    def _check_same_state(self):
+        """Refuses to start unless every worker holds the chief's state (same algorithm, sizes, seeds).
+
+        Workers started with different configs would otherwise evaluate different populations under
+        the same gather and give a wrong run without any error.
+        """
+        from tfevo.distribute.cluster import gather_bytes
+
+        h = hashlib.sha256()
+        counters = [self.generation, self.frames, self.evaluations]
+        for v in [v for obj in self._state_sources for v in getattr(obj, "variables", ())] + counters:
+            x = np.asarray(v.numpy())
+            h.update(f"{x.dtype.str}{x.shape}".encode())
+            h.update(np.ascontiguousarray(x).tobytes())
+        rows = gather_bytes(self.strategy, h.digest())
+        chief = next(d for d, c in rows if c)
+        differ = [r for r, (d, _) in enumerate(rows) if d != chief]
+        if differ:
+            raise ConfigError(
+                f"the workers' states differ from the chief's after restoring (replica(s) {differ}): every worker "
+                "must run the same config (algorithm, popsize, seed, policy) with the same tfevo version")
 
     def _clean_dead_checkpoints(self):
         """Deletes what a write killed midway left: ``ckpt-N_temp/`` directories, temporary

@@ -234,6 +234,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         for k, v in (extra_trackables or {}).items():
             objects[k] = v
         self._checkpoint = tf.train.Checkpoint(**objects)
+        # checked equal on every worker of a multi-worker run (with the counters; not the wall time)
+        object.__setattr__(self, "_state_sources", [o for k, o in objects.items() if k != "trainer"])
         self._manager = None
         self._writer = None
         self.history: list[GenerationLog] = []
