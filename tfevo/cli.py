@@ -91,7 +91,9 @@ def _load(args):
         data.setdefault("run", {})["seed"] = args.seed
     if getattr(args, "devices", None) is not None:
         data.setdefault("distribute", {})["devices"] = args.devices
-    return C.parse_config(data, source)
+    from tfevo.distribute.cluster import apply_tf_config
+
+    return C.parse_config(apply_tf_config(data), source)  # TF_CONFIG: one worker of a multi-machine job
 
 
 def cmd_train(args) -> int:
@@ -125,8 +127,8 @@ def cmd_train(args) -> int:
     print(f"tfevo: {cfg.name}: {cfg.algorithm.name} on {cfg.env.id}, popsize {cfg.algorithm.popsize}, "
           f"run directory {run_dir}")
     setup = build(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: the chief writes it
+    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: only the chief writes
+        run_dir.mkdir(parents=True, exist_ok=True)
         tmp = saved.with_suffix(".tmp")
         tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
         os.replace(tmp, saved)
@@ -142,7 +144,9 @@ def cmd_train(args) -> int:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
               f"({type(setup.strategy).__name__})")
     trainer.run()
-    run_dir = trainer.run_dir  # a non-chief worker of a multi-worker run writes run_dir/worker-<i>
+    if trainer.run_dir is None:  # a non-chief worker of a multi-worker run writes nothing
+        print(f"tfevo: worker done after {int(trainer.generation.numpy())} generations; the chief writes {run_dir}")
+        return 0
     rows = read_progress(run_dir)
     print("\nlearning curve:")
     print(text_curve(rows))

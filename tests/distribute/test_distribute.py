@@ -248,34 +248,6 @@ def test_two_worker_multiworker_mirrored_matches_single_process(tmp_path):
     assert compare(w0, here) == []
 
 
-@pytest.mark.slow
-def test_two_worker_tfevo_train_chief_writes_and_matches_one_device(tmp_path):
-    """`tfevo train --set distribute.strategy=multi_worker` on two local workers: the chief writes
-    the run directory, the other worker run_dir/worker-1, and both equal a 1-device run."""
-    from tfevo.cli import main
-
-    ports = _free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    run = tmp_path / "mw"
-    args = [sys.executable, "-m", "tfevo.cli", "train", "--run-dir", str(run), "--generations", "2",
-            "--set", "distribute.strategy=multi_worker"] + TRAIN_ES
-    procs = [subprocess.Popen(args, env=_env({"TF_CONFIG": json.dumps({"cluster": cluster,
-                                                                        "task": {"type": "worker", "index": i}})}),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
-    try:
-        assert main(_train(tmp_path / "one", 2, 1, TRAIN_ES)) == 0
-    except BaseException:
-        _finish(procs, timeout=0)
-        raise
-    outs = _finish(procs)
-    assert all("sharded over 2 replica(s)" in o for o, _ in outs)
-    assert _rows(run) == _rows(run / "worker-1") == _rows(tmp_path / "one")
-    assert (run / "config.json").exists() and not (run / "worker-1" / "config.json").exists()
-    a, b = _state(run), _state(tmp_path / "one")
-    for k in b:
-        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
-
-
 class _FakeHostEvaluator:
     """A host evaluator like PipelinedEvaluator: numpy work, episode seeds from episode_seeds()."""
 

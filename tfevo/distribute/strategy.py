@@ -8,9 +8,6 @@ are several, ``MirroredStrategy`` over logical CPU devices when asked for
 
 from __future__ import annotations
 
-import json
-import os
-
 import tensorflow as tf
 
 from tfevo.core import ConfigError
@@ -19,10 +16,9 @@ __all__ = ["make_strategy", "split_cpu"]
 
 
 def _has_cluster() -> bool:
-    try:
-        return bool(json.loads(os.environ.get("TF_CONFIG", "{}") or "{}").get("cluster"))
-    except (ValueError, AttributeError) as e:
-        raise ConfigError(f"TF_CONFIG is not a JSON object with 'cluster' and 'task': {e}") from None
+    from tfevo.distribute.cluster import read_tf_config
+
+    return read_tf_config() is not None  # checked first: a bad TF_CONFIG is a ConfigError, not a hang
 
 
 def split_cpu(n: int) -> list[str]:

@@ -10,25 +10,15 @@ one ``tf.train.Checkpoint`` after each generation (or every
 * the best individual seen so far and its fitness,
 * counters: generation, environment frames, evaluations, wall time.
 
-``tf.train.CheckpointManager`` writes the data files first and only then
-points the ``checkpoint`` index at them, so a run killed at any moment
-(SIGKILL included) resumes from the last complete checkpoint.  Re-running
-with the same ``run_dir`` resumes; because every random number comes from a
-checkpointed counter-based stream, the resumed run continues exactly as the
-uninterrupted one would have.
+Re-running with the same ``run_dir`` resumes; because every random number
+comes from a checkpointed counter-based stream, the resumed run continues
+exactly as the uninterrupted one would have (:mod:`tfevo.training.checkpoints`:
+what a kill leaves behind is cleaned up; under ``MultiWorkerMirroredStrategy``
+every worker restores the chief's checkpoint).
 
 Logs: one JSON line per generation in ``run_dir/progress.jsonl`` and
-TensorBoard scalars in ``run_dir/tensorboard``.  On resume, everything a killed
-run wrote after its last complete checkpoint is undone before the first new
-generation: log lines and TensorBoard events of later generations are dropped
-(also when the run died before its first checkpoint), and half-written
-checkpoint files (``ckpt-N_temp/``, temporary index files) are deleted, so the
-logs of a resumed run equal those of the uninterrupted one.
-
-Progress: a tqdm bar when stdout is a terminal; otherwise (a file, a pipe, a
-cluster job) one plain line per generation, at most one every
-``progress_every`` seconds, with generation, frames, best, mean, frames/s and
-the ETA of the budget.  The time TensorFlow spends building graphs
+TensorBoard scalars in ``run_dir/tensorboard``; progress on stdout
+(:mod:`tfevo.training.progress`).  The time TensorFlow spends building graphs
 (``tf.function`` tracing, read from TensorFlow's own graph-building counter)
 is reported as ``compile_seconds`` and left out of ``generation_seconds`` and
 frames/s.
@@ -36,13 +26,10 @@ frames/s.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,34 +37,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, TfevoError
+from tfevo.training.checkpoints import CheckpointMixin
+from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
 
 __all__ = ["Trainer", "GenerationLog", "FitnessError"]
 
 
 class FitnessError(TfevoError):
     """The evaluator returned something that is not a fitness vector."""
-
-
-@dataclass
-class GenerationLog:
-    generation: int
-    best: float
-    mean: float
-    median: float
-    std: float
-    best_ever: float
-    frames: int
-    evaluations: int
-    frames_per_second: float
-    generation_seconds: float
-    wall_time: float
-    compile_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
-        d.update(self.extra)
-        return json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()})
 
 
 def frames_of(evaluator, default: int) -> int:
@@ -117,62 +84,8 @@ def _check_budget(name: str, value, integer: bool):
     return int(value) if integer else float(value)
 
 
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # replaced or closed streams
-        return False
-
-
-def _hms(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def _num(x) -> str:
-    """Compact number for progress lines: 500, 412.3, 1.23e+06."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "nan"
-    return f"{x:.4g}"
-
-
-def _drop_events_after(tb_dir: Path, generation: int) -> int:
-    """Rewrites the TensorBoard event files in ``tb_dir`` without summaries of steps > ``generation``.
-
-    Returns how many events were dropped.  A file cut short by a kill is read up
-    to its last complete record.
-    """
-    from tensorflow.core.util import event_pb2
-
-    dropped = 0
-    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
-        records, cut = [], False
-        try:
-            for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-                records.append(raw)
-        except tf.errors.DataLossError:  # a record cut short by a kill
-            cut = True
-        kept = []
-        for raw in records:
-            ev = event_pb2.Event.FromString(raw)
-            if ev.HasField("summary") and ev.step > generation:
-                continue
-            kept.append(raw)
-        if len(kept) == len(records) and not cut:
-            continue
-        dropped += len(records) - len(kept)
-        tmp = path.with_name(path.name + ".rewrite")
-        with tf.io.TFRecordWriter(str(tmp)) as w:
-            for raw in kept:
-                w.write(raw)
-        os.replace(tmp, path)
-    return dropped
-
-
-def _distribute(strategy, algorithm, evaluator, run_dir, seconds):
-    """(evaluator sharded over ``strategy``, this worker's run directory)."""
+def _distribute(strategy, algorithm, evaluator, seconds):
+    """(evaluator sharded over ``strategy``, whether the strategy spans several workers)."""
     from tfevo.distribute import DistributedEvaluator
 
     if not isinstance(strategy, tf.distribute.Strategy):
@@ -187,23 +100,18 @@ def _distribute(strategy, algorithm, evaluator, run_dir, seconds):
     else:
         decode = getattr(algorithm, "decode", None)
         evaluator = DistributedEvaluator(strategy, evaluator, decode_fn=decode if callable(decode) else None)
-    extended = strategy.extended
-    if bool(getattr(extended, "_in_multi_worker_mode", lambda: False)()):
-        if seconds is not None:
-            raise ConfigError("a seconds budget is not allowed with a multi-worker strategy (workers would stop "
-                              "at different generations and wait forever); use generations or frames")
-        if run_dir is not None and not extended.should_checkpoint:
-            resolver = getattr(strategy, "cluster_resolver", None)
-            task = getattr(resolver, "task_id", None)
-            run_dir = Path(run_dir) / f"worker-{task if task is not None else 'other'}"
-    return evaluator, run_dir
+    multi_worker = bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+    if multi_worker and seconds is not None:
+        raise ConfigError("a seconds budget is not allowed with a multi-worker strategy (workers would stop "
+                          "at different generations and wait forever); use generations or frames")
+    return evaluator, multi_worker
 
 
 def _is_trackable(obj) -> bool:
     return isinstance(obj, tf.__internal__.tracking.Trackable) if hasattr(tf, "__internal__") else isinstance(obj, tf.Module)
 
 
-class Trainer(tf.Module):
+class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
     """Runs ``algorithm`` with ``evaluator`` for a budget.
 
     Args:
@@ -235,8 +143,10 @@ class Trainer(tf.Module):
         ``DistributedEvaluator`` (seed 0; ``decode_fn=algorithm.decode`` for
         compact genomes such as ``SeedGA``).  Under
         ``MultiWorkerMirroredStrategy`` every worker runs the same loop; only
-        the chief writes ``run_dir`` (the others write ``run_dir/worker-<i>``,
-        so each can resume), and a ``seconds`` budget is refused (workers
+        the chief writes ``run_dir`` (on the others ``run_dir`` is ``None``
+        and nothing is written), every worker resumes from the chief's
+        latest checkpoint (sent over the collectives, so no shared file
+        system is needed), and a ``seconds`` budget is refused (workers
         would stop at different generations).
 
     Example:
@@ -282,9 +192,12 @@ class Trainer(tf.Module):
             raise ConfigError(f"algorithm {type(algorithm).__name__} has no ask()/tell()")
         if not (callable(evaluator) or hasattr(evaluator, "evaluate")):
             raise ConfigError(f"evaluator {type(evaluator).__name__} is neither callable nor has evaluate()")
+        self.multi_worker, self.is_chief = False, True
         if strategy is not None:
-            evaluator, run_dir = _distribute(strategy, algorithm, evaluator, run_dir, seconds)
-            progress = progress and bool(strategy.extended.should_checkpoint)
+            evaluator, self.multi_worker = _distribute(strategy, algorithm, evaluator, seconds)
+            self.is_chief = bool(strategy.extended.should_checkpoint)
+            if not self.is_chief:  # only the chief writes: logs, TensorBoard, checkpoints
+                run_dir, progress = None, False
         self.strategy = strategy
         self._algorithm = algorithm
         self._evaluator = evaluator
@@ -318,74 +231,20 @@ class Trainer(tf.Module):
         for k, v in (extra_trackables or {}).items():
             objects[k] = v
         self._checkpoint = tf.train.Checkpoint(**objects)
+        # checked equal on every worker of a multi-worker run (with the counters; not the wall time)
+        object.__setattr__(self, "_state_sources", [o for k, o in objects.items() if k != "trainer"])
         self._manager = None
         self._writer = None
         self.history: list[GenerationLog] = []
         self.restored_from: str | None = None
+        self._scratch = None
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._manager = tf.train.CheckpointManager(
                 self._checkpoint, str(self.run_dir / "checkpoints"), max_to_keep=int(keep_checkpoints)
             )
+        if self.run_dir is not None or self.multi_worker:  # every worker restores what the chief has
             self._restore()
-
-    # -- checkpoints --------------------------------------------------------
-    def _restore(self):
-        path = self._manager.latest_checkpoint
-        if path is not None:
-            self._checkpoint.restore(path).expect_partial()
-            self.restored_from = path
-        gen = int(self.generation.numpy())
-        self._clean_dead_checkpoints()
-        self._truncate_logs(gen)
-        if self.verbose and path is not None:
-            print(f"tfevo: resumed from {path} (generation {gen})")
-
-    def _clean_dead_checkpoints(self):
-        """Deletes what a write killed midway left: ``ckpt-N_temp/`` directories, temporary
-        index files, and data files of checkpoints the index never pointed at."""
-        ckpt_dir = Path(self._manager.directory)
-        if not ckpt_dir.is_dir():
-            return
-        kept = {Path(p).name for p in self._manager.checkpoints}
-        prefix = "ckpt"  # CheckpointManager's checkpoint_name
-        for p in ckpt_dir.iterdir():
-            name = p.name
-            if name.endswith("_temp") or (name.startswith("checkpoint") and ".tmp" in name):
-                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-            elif name.startswith(prefix + "-") and name.split(".", 1)[0] not in kept:
-                number = name[len(prefix) + 1:].split(".", 1)[0]
-                if number.isdigit():  # a checkpoint whose index update never happened
-                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-
-    def _truncate_logs(self, gen: int):
-        """Drops log lines and TensorBoard events of generations after ``gen`` (the restored one)."""
-        log_path = self.run_dir / "progress.jsonl"
-        if log_path.exists():
-            kept = []
-            for line in log_path.read_text().splitlines():
-                try:
-                    if json.loads(line)["generation"] <= gen:
-                        kept.append(line)
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by a kill
-            tmp = log_path.with_suffix(".tmp")
-            tmp.write_text("".join(k + "\n" for k in kept))
-            os.replace(tmp, log_path)
-            for line in kept:
-                d = json.loads(line)
-                fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
-                self.history.append(GenerationLog(**{
-                    k: (d[k] if d.get(k) is not None else (f.default if k == "compile_seconds" else float("nan")))
-                    for k, f in fields.items()}))
-        tb_dir = self.run_dir / "tensorboard"
-        if tb_dir.is_dir():
-            _drop_events_after(tb_dir, gen)
-
-    def save(self) -> str | None:
-        if self._manager is None:
-            return None
-        return self._manager.save(checkpoint_number=int(self.generation.numpy()))
 
     # -- evaluation ---------------------------------------------------------
     def _evaluate(self, population):
@@ -490,75 +349,6 @@ class Trainer(tf.Module):
         for cb in self.callbacks:
             cb(log)
 
-    # -- progress -------------------------------------------------------------
-    def _eta(self) -> float:
-        """Seconds until the first budget is reached, from this process's steady speed.
-
-        The first generation a process runs also pays first-call costs that are not
-        tracing (XLA compilation, memory set-up), so once a second one has run the
-        speed comes from the generations after it.
-        """
-        start = self._first_index + (1 if len(self.history) - self._first_index >= 2 else 0)
-        mine = self.history[start:]
-        run_s = sum(h.generation_seconds for h in mine if math.isfinite(h.generation_seconds))
-        etas = []
-        if mine and run_s > 0:
-            if self.budget_generations is not None:
-                left = self.budget_generations - int(self.generation.numpy())
-                etas.append(max(left, 0) * run_s / len(mine))
-            if self.budget_frames is not None:
-                before = self.history[start - 1].frames if start > self._first_index else self._frames0
-                done = int(mine[-1].frames) - int(before)
-                if done > 0:
-                    etas.append(max(self.budget_frames - int(self.frames.numpy()), 0) * run_s / done)
-        if self.budget_seconds is not None:
-            etas.append(max(self.budget_seconds - float(self.wall_time.numpy()), 0.0))
-        return min(etas) if etas else float("nan")
-
-    def _progress_line(self, log: GenerationLog) -> str:
-        gen = f"gen {log.generation}"
-        if self.budget_generations is not None:
-            gen += f"/{self.budget_generations}"
-        frames = f"frames {_num(log.frames)}"
-        if self.budget_frames is not None:
-            frames += f"/{_num(self.budget_frames)}"
-        time_s = f"time {_hms(log.wall_time)}"
-        if self.budget_seconds is not None:
-            time_s += f"/{_hms(self.budget_seconds)}"
-        parts = [gen, frames, f"best {_num(log.best)}", f"mean {_num(log.mean)}",
-                 f"{_num(log.frames_per_second)} frames/s", time_s, f"ETA {_hms(self._eta())}"]
-        if log.compile_seconds >= 0.05:
-            parts.append(f"tracing/compiling {log.compile_seconds:.1f} s (not in frames/s)")
-        return "tfevo: " + " | ".join(parts)
-
-    def _make_bar(self):
-        from tqdm.auto import tqdm
-
-        if self.budget_generations is not None:
-            total, unit, initial = self.budget_generations, "gen", int(self.generation.numpy())
-        elif self.budget_frames is not None:
-            total, unit, initial = self.budget_frames, "frame", int(self.frames.numpy())
-        else:
-            total, unit, initial = self.budget_seconds, "s", float(self.wall_time.numpy())
-        self._bar_unit = unit
-        return tqdm(total=total, initial=initial, unit=unit, unit_scale=unit != "gen", dynamic_ncols=True)
-
-    def _show(self, bar, log: GenerationLog, final: bool):
-        if bar is not None:
-            step = {"gen": 1, "frame": None, "s": None}[self._bar_unit]
-            if step is None:
-                target = log.frames if self._bar_unit == "frame" else log.wall_time
-                step = min(target, bar.total) - bar.n
-            bar.update(step)
-            bar.set_postfix(best=_num(log.best), mean=_num(log.mean), fps=f"{log.frames_per_second:.0f}",
-                            eta=_hms(self._eta()))
-            return
-        now = time.monotonic()
-        first = self._last_line is None
-        if first or final or now - self._last_line >= self.progress_every:
-            self._last_line = now
-            print(self._progress_line(log), flush=True)
-
     # -- run ------------------------------------------------------------------
     def run(self) -> list[GenerationLog]:
         """Runs until the budget is used; returns the per-generation history."""
@@ -585,6 +375,8 @@ class Trainer(tf.Module):
         finally:
             if bar is not None:
                 bar.close()
+            if self._scratch is not None:  # a worker's copy of the chief's checkpoint
+                self._scratch()
             if self._writer is not None:
                 self._writer.flush()
         return self.history
