@@ -1,0 +1,68 @@
+"""`tfevo plot`, `tfevo list` and `tfevo build-ops`."""
+
+from __future__ import annotations
+
+import sys
+
+
+def cmd_plot(args) -> int:
+    from tfevo.training.plot import plot_run
+
+    out = plot_run(args.run_dir, args.out, x=args.x)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from tfevo import registry
+
+    kinds = {"algorithms": "strategy", "strategies": "strategy", "envs": "env", "environments": "env",
+             "problems": "problem", "policies": "policy", "evaluators": "evaluator"}
+    chosen = [kinds[args.kind]] if args.kind else ["strategy", "env", "problem", "policy", "evaluator"]
+    titles = {"strategy": "algorithms", "env": "environments", "problem": "problems",
+              "policy": "policies", "evaluator": "evaluators"}
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size((100, 24)).columns, 60)
+
+    def row(name, doc):
+        # long descriptions wrap under themselves, so a name always starts its line
+        print(textwrap.fill(doc, width=width, initial_indent=f"  {name:<28} ", subsequent_indent=" " * 31,
+                            break_on_hyphens=False, break_long_words=False))
+
+    for kind in chosen:
+        table = registry.names(kind)
+        print(f"{titles[kind]}:")
+        for name, doc in table.items():
+            row(name, doc)
+        if kind == "env":
+            row("ALE/<Game>-v5", "Atari 2600 games through ale-py's native vector env (deep-neuroevolution "
+                                 "preprocessing by default).")
+            row("<any Gymnasium id>", "Gymnasium's own vector env (fallback).")
+        print()
+    return 0
+
+
+def cmd_build_ops(args) -> int:
+    from tfevo import ops
+
+    def report(name, res, seconds):
+        state = f"FAILED: {str(res).strip().splitlines()[0] if str(res).strip() else type(res).__name__}" \
+            if isinstance(res, Exception) else str(res)
+        print(f"  {name:<16} {seconds:6.1f} s  {state}", flush=True)
+
+    if ops._compiler() is None:  # nothing to build: not an error, tfevo runs on the references
+        print("tfevo: no C++ compiler found (install g++ or set CXX to build the C++ kernels); nothing built, "
+              "tfevo uses its pure-TensorFlow references", file=sys.stderr)
+        return 0
+    print(f"building {len(ops.names())} custom ops into {ops.cache_dir()}", flush=True)
+    results = ops.build_all(jobs=args.jobs, force=args.force, report=report)
+    failed = [n for n, r in results.items() if isinstance(r, Exception)]
+    if failed:
+        print(f"tfevo: {len(failed)} op(s) failed to build: {', '.join(failed)}; they fall back to their "
+              "pure-TensorFlow references", file=sys.stderr)
+        return 1
+    return 0
+
+
