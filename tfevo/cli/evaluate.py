@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
 def _restore_setup(run_dir: Path):
-    from tfevo.core import ConfigError
-    from tfevo.training import config as C
-    from tfevo.training.builders import best_params
+    from tfevo.training.builders import _saved_config, best_params
 
-    saved = run_dir / "config.json"
-    if not saved.exists():
-        raise ConfigError(f"{run_dir} is not a tfevo run directory (no config.json)")
-    cfg = C.parse_config(json.loads(saved.read_text()), str(saved))
+    cfg = _saved_config(run_dir)
     return cfg, best_params(run_dir, cfg)
 
 
@@ -50,6 +44,13 @@ def cmd_eval(args) -> int:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
+    if cfg.problem is not None:  # a QD task is deterministic: one evaluation says it all
+        from tfevo.training.builders import TaskEvaluator
+
+        fitness, desc = TaskEvaluator(cfg.problem.name, cfg.problem.num_dims).evaluate(params[None])
+        print(f"{cfg.problem.name} (D={cfg.problem.num_dims}): best solution of {run_dir}:")
+        print(f"  fitness {float(fitness[0]):.6g}  descriptors " + " ".join(f"{v:.4g}" for v in desc[0].numpy()))
+        return 0
     rets = episode_returns(cfg, params, args.episodes, args.seed, run_dir)
     print(f"{cfg.env.id}: best individual of {run_dir} over {args.episodes} episodes:")
     print(f"  mean {np.mean(rets):.4g}  std {np.std(rets):.4g}  min {np.min(rets):.4g}  max {np.max(rets):.4g}")

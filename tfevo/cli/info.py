@@ -6,10 +6,16 @@ import sys
 
 
 def cmd_plot(args) -> int:
+    """The learning curve, and the family's own picture: the best NEAT network, the best GP
+    policy's formula, the MAP-Elites archive."""
+    from tfevo.training.builders import write_picture
     from tfevo.training.plot import plot_run
 
     out = plot_run(args.run_dir, args.out, x=args.x)
     print(f"wrote {out}")
+    picture = write_picture(args.run_dir)
+    if picture is not None:
+        print(f"wrote {picture}")
     return 0
 
 

@@ -110,7 +110,8 @@ def cmd_play(args) -> int:
     import tensorflow as tf
 
     from tfevo.core import ConfigError, TfevoError
-    from tfevo.training.builders import _env_spec, make_obs_norm, make_policy
+    from tfevo.training.builders import _env_spec, make_obs_norm
+    from tfevo.training.families import family_of
 
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
@@ -121,8 +122,11 @@ def cmd_play(args) -> int:
         raise ConfigError(f"--video must end in .mp4 or .gif, got {out.name!r}")
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
+    if cfg.problem is not None:
+        raise ConfigError(f"{run_dir} evolved solutions of the QD task {cfg.problem.name}, not an agent: there is "
+                          "nothing to play; `tfevo plot` draws its archive, `tfevo eval` scores its best solution")
     obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
-    policy, _ = make_policy(cfg, obs_shape, action_spec)
+    policy = family_of(cfg).policy(cfg, obs_shape, action_spec).policy
     norm = make_obs_norm(cfg, obs_shape, run_dir)
     p = tf.convert_to_tensor(params[None], tf.float32)
     caps = [c for c in (args.max_steps, cfg.env.max_steps) if c]

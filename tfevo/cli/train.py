@@ -60,7 +60,7 @@ def cmd_train(args) -> int:
     from tfevo.core import ConfigError
     from tfevo.training import config as C
     from tfevo.training import Trainer
-    from tfevo.training.builders import build
+    from tfevo.training.builders import build, write_picture
     from tfevo.training.plot import plot_run, read_progress, text_curve
 
     import math
@@ -71,7 +71,8 @@ def cmd_train(args) -> int:
     run_dir = cfg.run_dir
     saved = run_dir / "config.json"
     if saved.exists():
-        old = json.loads(saved.read_text())
+        # through the schema, so fields added since the run started compare as their defaults
+        old = C.parse_config(json.loads(saved.read_text()), str(saved)).to_dict()
         new = cfg.to_dict()
         budget_keys = ("generations", "frames", "seconds")
         # the budget and the device layout may change (results do not depend on the replica count),
@@ -84,15 +85,16 @@ def cmd_train(args) -> int:
                 f"{run_dir} holds a run with a different config; pass --run-dir to start a new run "
                 "(only the budget and distribute.devices/strategy may change when resuming)"
             )
-    print(f"tfevo: {cfg.name}: {cfg.algorithm.name} on {cfg.env.id}, popsize {cfg.algorithm.popsize}, "
-          f"run directory {run_dir}")
+    task = f"{cfg.problem.name} (D={cfg.problem.num_dims})" if cfg.problem is not None else cfg.env.id
+    print(f"tfevo: {cfg.name}: {cfg.algorithm.name} ({cfg.policy.kind if cfg.problem is None else 'solutions'}) "
+          f"on {task}, popsize {cfg.algorithm.popsize}, run directory {run_dir}")
     setup = build(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: the chief writes it
         tmp = saved.with_suffix(".tmp")
         tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
         os.replace(tmp, saved)
-    print(f"tfevo: {setup.model.num_params} parameters per member")
+    print(f"tfevo: {setup.num_params} parameters per member")
     trainer = Trainer(
         setup.algorithm, setup.evaluator, run_dir=run_dir,
         generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
@@ -109,10 +111,12 @@ def cmd_train(args) -> int:
     print("\nlearning curve:")
     print(text_curve(rows))
     png = plot_run(run_dir)
+    picture = write_picture(run_dir) if run_dir == cfg.run_dir else None
     last = rows[-1] if rows else {}
     print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {last.get('generation', 0)} generations, "
           f"{last.get('frames', 0)} frames, {last.get('wall_time', 0.0):.1f} s")
-    print(f"run saved in {run_dir} (checkpoints, progress.jsonl, tensorboard/); curve: {png}")
+    print(f"run saved in {run_dir} (checkpoints, progress.jsonl, tensorboard/); curve: {png}"
+          + (f"; picture: {picture}" if picture else ""))
     print(f"next: tfevo eval {run_dir}   |   tensorboard --logdir {run_dir / 'tensorboard'}")
     return 0
 
