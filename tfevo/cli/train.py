@@ -111,7 +111,7 @@ def cmd_train(args) -> int:
     print("\nlearning curve:")
     print(text_curve(rows))
     png = plot_run(run_dir)
-    picture = write_picture(run_dir) if run_dir == cfg.run_dir else None
+    picture = write_picture(run_dir, setup) if run_dir == cfg.run_dir else None
     last = rows[-1] if rows else {}
     print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {last.get('generation', 0)} generations, "
           f"{last.get('frames', 0)} frames, {last.get('wall_time', 0.0):.1f} s")

@@ -356,16 +356,20 @@ def load_run(run_dir, cfg=None):
     return cfg, parts, algorithm
 
 
-def write_picture(run_dir):
+def write_picture(run_dir, setup: Setup | None = None):
     """The family's own picture of a run (NEAT network, GP formula, archive heatmap), or ``None``
-    for flat-vector strategies, whose learning curve is their picture."""
-    from tfevo.training.families import Family, family_of
+    for flat-vector strategies, whose learning curve is their picture.  ``setup``: the run's
+    live objects (right after training), else they are rebuilt and restored from the run."""
+    from tfevo.training.families import Family, Parts, family_of
 
-    cfg = _saved_config(run_dir)
+    cfg = setup.config if setup is not None else _saved_config(run_dir)
     family = family_of(cfg)
     if type(family).picture is Family.picture:
         return None
-    cfg, parts, algorithm = load_run(run_dir, cfg)
+    if setup is not None:
+        parts, algorithm = Parts(setup.policy, setup.num_params, model=setup.model), setup.algorithm
+    else:
+        cfg, parts, algorithm = load_run(run_dir, cfg)
     best = tf.convert_to_tensor(best_params(run_dir, cfg), tf.float32)
     return family.picture(cfg, parts, algorithm, best, Path(run_dir))
 
@@ -408,7 +412,9 @@ def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
         from tfevo import envs
 
         env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
-        return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed), model
+        # one member: compiling the rollout with XLA would cost more than it saves
+        return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed,
+                                        jit_compile=False), model
     normalizer = make_obs_norm(cfg, obs_shape, run_dir)
     ev = rollout.PipelinedEvaluator(cfg.env.id, policy, num_envs=min(episodes, 16), num_subsets=1,
                                     episodes=1, max_steps=cfg.env.max_steps, seed=seed,

@@ -318,7 +318,7 @@ class MAPElitesFamily(Family):
             return None
         what = cfg.problem.name if cfg.problem is not None else cfg.env.id
         m = algorithm.metrics()
-        title = f"{cfg.name}: {what} archive, coverage {m['coverage']:.1%}, QD-score {m['qd_score']:.4g}"
+        title = f"{cfg.name}: {what} archive\ncoverage {m['coverage']:.1%}, QD-score {m['qd_score']:.4g}"
         return archive_heatmap(algorithm.archive, Path(run_dir) / "archive.png", title=title, labels=names)
 
 
