@@ -170,3 +170,82 @@ def test_qd_descriptor_names_are_checked_against_the_simulator():
     lay = qd_layout(parse_config({**base, "archive": {"descriptors": ["contact:foot_left_geom", "x"],
                                                       "ranges": [[0, 1], [-5, 5]]}}))
     assert lay.columns == [3, 0] and lay.ranges == [(0.0, 1.0), (-5.0, 5.0)]
+
+
+def test_list_shows_what_each_family_evolves(capsys):
+    assert main(["list", "algorithms"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # wrapped lines joined
+    assert re.search(r"\bneat Tensorized NEAT .*? Config: policy\.kind neat \| hyperneat\.", out)
+    assert re.search(r"\bgp Tensorized tree genetic programming .*? Config: policy\.kind gp_tree\.", out)
+    assert re.search(r"\bmap_elites MAP-Elites .*? Config: policy\.kind mlp \| nature_dqn \| linear, or a \[problem\] "
+                     r"QD task\.", out)
+    assert re.search(r"\bopenai_es OpenAI evolution strategy .*? Config: policy\.kind mlp \| nature_dqn \| linear\.", out)
+    assert main(["list", "problems"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for task in ("rastrigin_qd", "sphere_qd", "rastrigin_linproj", "sphere_linproj"):
+        assert re.search(rf"\b{task} .*?\. Config: \[problem\] of algorithm map_elites\.", out), task
+    assert main(["list", "policies"]) == 0
+    assert re.search(r"\bhyperneat CPPN genomes painting", " ".join(capsys.readouterr().out.split()))
+
+
+def test_neat_drawing_has_a_title_and_a_legend_for_node_and_edge_colours(tmp_path):
+    from tfevo.neat import NEAT, NEATConfig
+    from tfevo.neat.export import draw
+
+    cfg = NEATConfig(num_inputs=3, num_outputs=2, pop_size=4, num_hidden=1, max_nodes=8, max_conns=16)
+    pop = NEAT(cfg, seed=0).ask()
+    conns = pop.conns[0].numpy()
+    conns[0, 2] = 0.0  # one disabled connection
+    fig = draw(pop.nodes[0].numpy(), conns, cfg, path=str(tmp_path / "g.png"))
+    ax = fig.axes[0]
+    assert ax.get_title() == "NEAT genome: 1 hidden nodes, 4 enabled connections"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["input", "hidden", "output", "weight > 0", "weight < 0", "disabled"]
+    colours = [h.get_markerfacecolor() for h in ax.get_legend().legend_handles[:3]]
+    assert colours == ["lightgreen", "lightgray", "lightsalmon"]  # the colours the nodes are drawn in
+    fig = draw(pop.nodes[0].numpy(), pop.conns[0].numpy(), cfg, title="best")
+    assert fig.axes[0].get_title() == "best" and "disabled" not in [
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_archive_heatmap_names_its_axes_and_has_a_colour_bar(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    import tensorflow as tf
+
+    from tfevo.qd import GridArchive, archive_heatmap
+
+    archive = GridArchive(4, [8, 8], [(0, 1), (0, 1)])
+    x = tf.random.stateless_uniform([32, 4], seed=[1, 2])
+    archive.add(x, -tf.reduce_sum(x * x, 1), x[:, :2])
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)  # keep the figure to look at it
+    archive_heatmap(archive, tmp_path / "a.png", labels=("left foot", "right foot"))
+    ax, bar = figs[0].axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("left foot", "right foot")
+    assert "fitness" in bar.get_ylabel()
+    with pytest.raises(ConfigError, match="labels must name the 2 descriptor axes"):
+        archive_heatmap(archive, tmp_path / "b.png", labels=("one",))
+
+
+def test_gp_formula_computes_the_policy_outputs(tmp_path):
+    """The formula `tfevo plot` writes is the best tree's function of the observations."""
+    import sympy as sp
+    import tensorflow as tf
+
+    from tfevo.training.builders import build
+    from tfevo.training.families import family_of
+
+    cfg = parse_config({"run": {"generations": 1}, "env": {"id": "CartPole-v1"},
+                        "algorithm": {"name": "gp", "popsize": 8, "params": {"max_len": 24, "functions": [
+                            "add", "sub", "mul"], "init_depth": [2, 3]}}})
+    setup = build(cfg)
+    best = setup.algorithm.ask()[3]
+    family_of(cfg).picture(cfg, type("P", (), {"policy": setup.policy})(), setup.algorithm, best, tmp_path)
+    lines = (tmp_path / "formula.txt").read_text().splitlines()
+    assert [l.split(" = ")[0] for l in lines] == ["action 0", "action 1"]
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    xs = sp.symbols("x0:4")
+    got = np.stack([np.broadcast_to(sp.lambdify(xs, sp.sympify(l.split(" = ")[1]))(*obs.T), [5]) for l in lines], 1)
+    want = setup.policy._outputs(best[None], obs[None]).numpy()[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert (tmp_path / "formula.png").exists()

@@ -37,11 +37,29 @@ def cmd_list(args) -> int:
         print(textwrap.fill(doc, width=width, initial_indent=f"  {name:<28} ", subsequent_indent=" " * 31,
                             break_on_hyphens=False, break_long_words=False))
 
+    from typing import get_args
+
+    from tfevo.training.config import FAMILY_POLICIES, VECTOR_POLICIES, ProblemConfig
+
+    qd_tasks = get_args(ProblemConfig.model_fields["name"].annotation)
+
+    def what_it_takes(kind, name):
+        """What a config pairs the entry with: an algorithm's policy kinds, a QD task's algorithm."""
+        if kind == "strategy":
+            text = f"Config: policy.kind {' | '.join(FAMILY_POLICIES.get(name, VECTOR_POLICIES))}"
+            return text + (", or a [problem] QD task." if name == "map_elites" else ".")
+        if kind == "problem" and name in qd_tasks:
+            return "Config: [problem] of algorithm map_elites."
+        return ""
+
     for kind in chosen:
         table = registry.names(kind)
         print(f"{titles[kind]}:")
         for name, doc in table.items():
-            row(name, doc)
+            extra = what_it_takes(kind, name)
+            if extra and doc and not doc.endswith((".", "!", "?")):
+                doc += "."
+            row(name, f"{doc} {extra}" if extra else doc)
         if kind == "env":
             row("ALE/<Game>-v5", "Atari 2600 games through ale-py's native vector env (deep-neuroevolution "
                                  "preprocessing by default).")
