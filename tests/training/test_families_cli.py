@@ -249,3 +249,16 @@ def test_gp_formula_computes_the_policy_outputs(tmp_path):
     want = setup.policy._outputs(best[None], obs[None]).numpy()[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert (tmp_path / "formula.png").exists()
+
+
+def test_readme_quick_start_names_one_shipped_config_per_family():
+    readme = (CONFIGS.parents[1] / "README.md").read_text(encoding="utf-8")
+    named = re.findall(r"^    tfevo train examples/configs/(\S+)", readme, flags=re.M)
+    families = set()
+    for name in named:
+        cfg = load_config(CONFIGS / name)
+        families.add((cfg.family, cfg.policy.kind if cfg.problem is None else "problem",
+                      cfg.policy.params.get("feed_forward", cfg.algorithm.params.get("feed_forward", True))))
+    assert {f[0] for f in families} == {"vector", "neat", "gp", "map_elites"}
+    assert {("neat", "neat", True), ("neat", "neat", False), ("neat", "hyperneat", True), ("gp", "gp_tree", True),
+            ("map_elites", "problem", True), ("map_elites", "mlp", True)} <= families
