@@ -69,10 +69,7 @@ def family_run(request, tmp_path_factory):
     return name, family, root
 
 
-def test_family_resume_equals_uninterrupted_run(family_run):
-    """Every checkpointed variable (algorithm, evaluator seeds, best member, counters) and every
-    logged fitness equals the uninterrupted run's, bit for bit."""
-    _, _, root = family_run
+def _assert_same_run(root):
     full, part = _checkpoint(root / "full"), _checkpoint(root / "part")
     assert full.keys() == part.keys()
     assert any(k.startswith("algorithm/") for k in full)
@@ -80,7 +77,24 @@ def test_family_resume_equals_uninterrupted_run(family_run):
         np.testing.assert_array_equal(full[k], part[k], err_msg=k)
     rows = [[json.loads(x) for x in (root / r / "progress.jsonl").read_text().splitlines()] for r in ("full", "part")]
     strip = lambda rs: [(r["generation"], r["best"], r["mean"], r["frames"], r["evaluations"]) for r in rs]  # noqa: E731
-    assert strip(rows[0]) == strip(rows[1]) and [r[0] for r in strip(rows[1])] == [1, 2]
+    assert strip(rows[0]) == strip(rows[1]) and [r[0] for r in strip(rows[1])] == list(range(1, len(rows[0]) + 1))
+
+
+def test_family_resume_equals_uninterrupted_run(family_run):
+    """Every checkpointed variable (algorithm, evaluator seeds, best member, counters) and every
+    logged fitness equals the uninterrupted run's, bit for bit."""
+    _assert_same_run(family_run[2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["neat_cartpole", "neat_recurrent_acrobot", "hyperneat_cartpole", "gp_cartpole"])
+def test_in_graph_family_run_resumes_exactly(name, tmp_path):
+    """The shipped evaluator (the in-graph rollout, XLA where it compiles), 3 generations, resumed after 1."""
+    overrides = [o for o in FAMILIES[name][2] if not o.startswith("evaluator.")] + ["env.episodes=2"]
+    _train(name, tmp_path / "full", 3, overrides)
+    _train(name, tmp_path / "part", 1, overrides)
+    _train(name, tmp_path / "part", 3, overrides)
+    _assert_same_run(tmp_path)
 
 
 def test_family_eval_plot_play(family_run, tmp_path, capsys):
@@ -230,7 +244,6 @@ def test_archive_heatmap_names_its_axes_and_has_a_colour_bar(tmp_path, monkeypat
 def test_gp_formula_computes_the_policy_outputs(tmp_path):
     """The formula `tfevo plot` writes is the best tree's function of the observations."""
     import sympy as sp
-    import tensorflow as tf
 
     from tfevo.training.builders import build
     from tfevo.training.families import family_of
@@ -240,7 +253,7 @@ def test_gp_formula_computes_the_policy_outputs(tmp_path):
                             "add", "sub", "mul"], "init_depth": [2, 3]}}})
     setup = build(cfg)
     best = setup.algorithm.ask()[3]
-    family_of(cfg).picture(cfg, type("P", (), {"policy": setup.policy})(), setup.algorithm, best, tmp_path)
+    family_of(cfg).picture(cfg, setup.parts, setup.algorithm, best, tmp_path)
     lines = (tmp_path / "formula.txt").read_text().splitlines()
     assert [l.split(" = ")[0] for l in lines] == ["action 0", "action 1"]
     obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)

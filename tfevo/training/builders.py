@@ -37,6 +37,7 @@ class Setup:
     trackables: dict
     strategy: Any = None  # tf.distribute.Strategy when config.distribute is on
     num_params: int = 0  # D, the size of one flat member
+    parts: Any = None  # the family's training.families.Parts
 
 
 @dataclasses.dataclass
@@ -275,7 +276,7 @@ def build(cfg) -> Setup:
         parts = family.policy(cfg, None, None)
         algorithm = family.algorithm(cfg, parts)
         evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
-        return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params)
+        return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
     obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
     parts = family.policy(cfg, obs_shape, action_spec)
     policy, model = parts.policy, parts.model
@@ -295,7 +296,7 @@ def build(cfg) -> Setup:
     trackables = {}
     if strategy is not None:
         evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, obs_shape, trackables)
-        return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy, parts.num_params)
+        return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy, parts.num_params, parts)
     if kind == "ingraph":
         env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
         evaluator = rollout.InGraphEvaluator(
@@ -322,7 +323,7 @@ def build(cfg) -> Setup:
         evaluator = rollout.GenomeEvaluator(inner, algorithm.decode,
                                             chunk_size=cfg.evaluator.decode_chunk or None)
         trackables["inner_evaluator"] = inner
-    return Setup(cfg, env, policy, model, algorithm, evaluator, trackables, num_params=parts.num_params)
+    return Setup(cfg, env, policy, model, algorithm, evaluator, trackables, num_params=parts.num_params, parts=parts)
 
 
 def _saved_config(run_dir):
@@ -360,14 +361,14 @@ def write_picture(run_dir, setup: Setup | None = None):
     """The family's own picture of a run (NEAT network, GP formula, archive heatmap), or ``None``
     for flat-vector strategies, whose learning curve is their picture.  ``setup``: the run's
     live objects (right after training), else they are rebuilt and restored from the run."""
-    from tfevo.training.families import Family, Parts, family_of
+    from tfevo.training.families import Family, family_of
 
     cfg = setup.config if setup is not None else _saved_config(run_dir)
     family = family_of(cfg)
     if type(family).picture is Family.picture:
         return None
     if setup is not None:
-        parts, algorithm = Parts(setup.policy, setup.num_params, model=setup.model), setup.algorithm
+        parts, algorithm = setup.parts, setup.algorithm
     else:
         cfg, parts, algorithm = load_run(run_dir, cfg)
     best = tf.convert_to_tensor(best_params(run_dir, cfg), tf.float32)

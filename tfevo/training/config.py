@@ -29,6 +29,12 @@ ill-typed fields are rejected with an error naming the field.  Example
 
     [distribute]              # optional: shard the population (tfevo.distribute)
     devices = 2               # 2 GPUs, or 2 logical CPU devices; strategy = "auto" for TF_CONFIG clusters
+
+``algorithm.name`` picks the family: ``neat`` (``policy.kind`` neat or
+hyperneat), ``gp`` (gp_tree), ``map_elites`` (an ``[archive]`` over a host
+simulator's descriptors, or a ``[problem]`` QD task instead of ``[env]``), or
+any flat-vector strategy (mlp, linear, nature_dqn).  Pairings that cannot work
+are refused here, naming the fields.
 """
 
 from __future__ import annotations

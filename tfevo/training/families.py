@@ -79,14 +79,14 @@ def _prefixed(where: str, fn, *args, **kwargs):
 
 @dataclasses.dataclass
 class Parts:
-    """What a family builds for a run: the policy reading ``[P, D]``, its size ``D``,
-    the flat-population algorithm, and the Keras population model (vector policies)."""
+    """What a family builds before its algorithm: the policy reading ``[P, D]``, its size
+    ``D``, the Keras population model (vector policies), and the genome settings (NEAT, GP)."""
 
     policy: Any
     num_params: int
-    algorithm: Any = None
     model: Any = None
     init: Any = None  # [P, D] first population (MAP-Elites over policies)
+    genome_config: Any = None  # NEATConfig / GPConfig of structured families
 
 
 class Family:
@@ -169,20 +169,19 @@ class NEATFamily(Family):
             hn = _prefixed("policy", HyperNEAT, sub, activation=cfg.policy.activation, **pp)
             ncfg = _prefixed("algorithm.params", hn.cppn_config, pop_size=cfg.algorithm.popsize, **params)
             policy = HyperNEATPolicy(hn, ncfg, action_spec)
-        policy.neat_config = ncfg
-        return Parts(policy, int(policy.num_params))
+        return Parts(policy, int(policy.num_params), genome_config=ncfg)
 
     def algorithm(self, cfg, parts: Parts):
         from tfevo.neat import NEAT
 
-        ncfg = parts.policy.neat_config
+        ncfg = parts.genome_config
         algo = NEAT(ncfg, seed=cfg.run.seed, jit_compile=bool(cfg.algorithm.params.get("jit_compile", False)))
         return FlatAlgorithm(algo, *_flat_genomes(ncfg), name="neat_flat")
 
     def picture(self, cfg, parts, algorithm, best, run_dir):
         from tfevo.neat.export import draw
 
-        ncfg = parts.policy.neat_config
+        ncfg = parts.genome_config
         nodes, conns = (t[0].numpy() for t in _flat_genomes(ncfg)[1](best[None]))
         what = "HyperNEAT CPPN" if cfg.policy.kind == "hyperneat" else (
             "NEAT network" if ncfg.feed_forward else "recurrent NEAT network")
@@ -218,13 +217,12 @@ class GPFamily(Family):
         policy = _prefixed("policy", GPPolicy, out, num_actions=action_spec.num_actions if discrete else 0,
                            low=0.0 if discrete else action_spec.low, high=0.0 if discrete else action_spec.high,
                            functions=functions, squash=cfg.policy.continuous, **pp)
-        policy.gp_config = gcfg
-        return Parts(policy, 3 * int(gcfg.max_len))
+        return Parts(policy, 3 * int(gcfg.max_len), genome_config=gcfg)
 
     def algorithm(self, cfg, parts: Parts):
         from tfevo.gp import GeneticProgramming, GPPolicy
 
-        algo = GeneticProgramming(parts.policy.gp_config, seed=cfg.run.seed)
+        algo = GeneticProgramming(parts.genome_config, seed=cfg.run.seed)
         return FlatAlgorithm(algo, GPPolicy.pack, GPPolicy.unpack, name="gp_flat")
 
     def picture(self, cfg, parts, algorithm, best, run_dir):
