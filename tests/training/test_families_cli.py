@@ -275,3 +275,23 @@ def test_readme_quick_start_names_one_shipped_config_per_family():
     assert {f[0] for f in families} == {"vector", "neat", "gp", "map_elites"}
     assert {("neat", "neat", True), ("neat", "neat", False), ("neat", "hyperneat", True), ("gp", "gp_tree", True),
             ("map_elites", "problem", True), ("map_elites", "mlp", True)} <= families
+
+
+def test_flat_form_gives_the_algorithm_back_its_population_bit_for_bit():
+    """NEAT genomes (NaN padding included) and GP trees survive the flat [P, D] form exactly."""
+    import tensorflow as tf
+
+    from tfevo.training.builders import build
+
+    for algo in ({"name": "neat", "popsize": 5, "params": {"max_nodes": 9, "max_conns": 12}},
+                 {"name": "gp", "popsize": 5, "params": {"max_len": 16}}):
+        setup = build(parse_config({"run": {"generations": 1}, "env": {"id": "CartPole-v1"}, "algorithm": algo}))
+        flat = setup.algorithm.ask()
+        assert flat.dtype == tf.float32 and flat.shape == (5, setup.num_params)
+        inner = setup.algorithm.algorithm.ask()
+        back = setup.algorithm._decode(flat)
+        for a, b in zip(inner, back):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        if algo["name"] == "neat":
+            assert np.isnan(flat.numpy()).any()  # the padding is carried, not zeroed

@@ -90,7 +90,11 @@ class Parts:
 
 
 class Family:
-    """How runs of one family are built; subclasses override the three hooks."""
+    """How runs of one family are built: the policy, the algorithm and the picture.
+
+    The base class builds flat-vector strategies over Keras policies (their
+    members already are ``[P, D]``, no picture beyond the learning curve);
+    each other family overrides the three hooks."""
 
     name = "vector"
     #: XLA for the in-graph rollout when the config does not ask for it: "auto" tries it
