@@ -31,6 +31,7 @@ _MODULES = (
     "tfevo.nn",
     "tfevo.rollout",
     "tfevo.neat",
+    "tfevo.neat.hyperneat_policy",
     "tfevo.gp",
     "tfevo.qd",
 )

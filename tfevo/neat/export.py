@@ -356,12 +356,14 @@ def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
     return [node(k) for k in range(I, I + O)]
 
 
-def draw(nodes, conns, config: NEATConfig, path: str | None = None, show_disabled: bool = True):
+def draw(nodes, conns, config: NEATConfig, path: str | None = None, show_disabled: bool = True,
+         title: str | None = None):
     """Draws the genome with matplotlib (no graphviz): inputs at the bottom,
     outputs on top, hidden nodes by topological level; edge width ~ |weight|,
-    red negative / blue positive, disabled edges dashed.  Saves to ``path``
-    (format from the extension, e.g. ``.png`` or ``.svg``) and returns the
-    figure."""
+    red negative / blue positive, disabled edges dashed.  A legend explains
+    the node and edge colours; the title (default: the genome's node and
+    enabled-connection counts) sits on top.  Saves to ``path`` (format from
+    the extension, e.g. ``.png`` or ``.svg``) and returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -406,6 +408,23 @@ def draw(nodes, conns, config: NEATConfig, path: str | None = None, show_disable
         ax.text(x, y, str(k), ha="center", va="center", fontsize=8, zorder=4)
     ax.set_axis_off()
     ax.set_ylim(-0.5, max(rows) + 0.5)
+    from matplotlib.lines import Line2D
+
+    def node_mark(color, label):
+        return Line2D([], [], marker="o", ls="", markersize=11, markerfacecolor=color, markeredgecolor="k",
+                      label=label)
+
+    handles = [node_mark("lightgreen", "input"), node_mark("lightgray", "hidden"), node_mark("lightsalmon", "output"),
+               Line2D([], [], color="tab:blue", lw=2, label="weight > 0"),
+               Line2D([], [], color="tab:red", lw=2, label="weight < 0")]
+    if show_disabled and any(not en for *_, en in edges):
+        handles.append(Line2D([], [], color="gray", lw=1.5, ls="--", label="disabled"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
+              title="width ~ |weight|", title_fontsize=8)
+    if title is None:
+        hidden = sum(1 for k in keys if k >= I + O)
+        title = f"NEAT genome: {hidden} hidden nodes, {sum(1 for *_, en in edges if en)} enabled connections"
+    ax.set_title(title)
     if path:
         fig.savefig(path, bbox_inches="tight")
     return fig

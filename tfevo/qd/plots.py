@@ -11,11 +11,13 @@ from tfevo.core import ConfigError
 __all__ = ["archive_heatmap"]
 
 
-def archive_heatmap(archive, out: str | Path, title: str | None = None, cmap: str = "magma") -> Path:
+def archive_heatmap(archive, out: str | Path, title: str | None = None, cmap: str = "magma",
+                    labels=("descriptor 1", "descriptor 2")) -> Path:
     """Writes a PNG heatmap of a 2-D archive's elite fitness (empty cells blank).
 
     Grid archives are drawn as an image; CVT archives as a scatter of their
-    centroids coloured by fitness.
+    centroids coloured by fitness.  ``labels`` name the two descriptor axes;
+    the colour bar shows the elites' fitness.
     """
     import matplotlib
 
@@ -34,11 +36,13 @@ def archive_heatmap(archive, out: str | Path, title: str | None = None, cmap: st
     else:
         c = archive.centroids.numpy()
         im = ax.scatter(c[:, 0], c[:, 1], c=fit, s=max(2, 4000 // archive.num_cells), cmap=cmap)
-    fig.colorbar(im, ax=ax, label="fitness")
+    fig.colorbar(im, ax=ax, label="elite fitness (empty cells blank)")
     m = archive.metrics()
     ax.set_title(title or f"coverage {m['coverage']:.1%}, QD-score {m['qd_score']:.4g}")
-    ax.set_xlabel("descriptor 1")
-    ax.set_ylabel("descriptor 2")
+    if len(labels) != 2:
+        raise ConfigError(f"labels must name the 2 descriptor axes, got {list(labels)}")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out)

@@ -1,34 +1,138 @@
 """Turns a validated :class:`~tfevo.training.config.Config` into live objects.
 
 ``build(config)`` returns a :class:`Setup` with the environment, the policy
-family, the algorithm and the evaluator, ready for :class:`Trainer`.  All
-checks that can fail (unknown env id, unknown strategy or argument, action
-space the policy cannot drive) run here, before any training work.
+family, the algorithm and the evaluator, ready for :class:`Trainer`.  The
+run's :class:`~tfevo.training.families.Family` builds the policy and the
+algorithm over flat members ``[P, D]``; the evaluators (in-graph, pipelined,
+a QD task) are shared by every family.  All checks that can fail (unknown env
+id, unknown algorithm or argument, action space the policy cannot drive) run
+here, before any training work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from tfevo import registry
 from tfevo.core import ConfigError, suggest_argument
 
-__all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy"]
+__all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
+           "write_picture"]
+
 
 @dataclasses.dataclass
 class Setup:
     config: Any
     env: Any
     policy: Any
-    model: Any  # tfevo.nn.PopulationModel
+    model: Any  # tfevo.nn.PopulationModel (flat-vector policies), else None
     algorithm: Any
     evaluator: Any
     trackables: dict
     strategy: Any = None  # tf.distribute.Strategy when config.distribute is on
+    num_params: int = 0  # D, the size of one flat member
+    parts: Any = None  # the family's training.families.Parts
+
+
+@dataclasses.dataclass
+class QDLayout:
+    """The descriptors of a MAP-Elites run: names, archive ranges, the evaluator's columns,
+    and the solutions' box (QD tasks; ``None`` over policy weights)."""
+
+    names: tuple
+    ranges: list
+    columns: Any = None
+    init_bounds: Any = None
+
+
+def qd_layout(cfg) -> QDLayout:
+    """Descriptors of a ``map_elites`` config: a QD task's two, or the named columns of the
+    environment's behaviour descriptors (MuJoCo: ``x``, ``y``, ``contact:<foot geom>``)."""
+    a = cfg.archive
+    if cfg.problem is not None:
+        name, dim = cfg.problem.name, cfg.problem.num_dims
+        if name.endswith("_linproj"):
+            from tfevo.qd.tasks import linproj_descriptor_bounds
+
+            names, ranges, box = ("sum of x[:D/2]", "sum of x[D/2:]"), linproj_descriptor_bounds(dim), (-5.12, 5.12)
+        else:
+            names, ranges, box = ("x[0]", "x[1]"), [(0.0, 1.0), (0.0, 1.0)], (0.0, 1.0)
+        if a is not None and a.ranges is not None:
+            if len(a.ranges) != 2:
+                raise ConfigError(f"archive.ranges has {len(a.ranges)} entries, {name} gives 2 descriptors")
+            ranges = [tuple(r) for r in a.ranges]
+        if a is not None and a.descriptors is not None:
+            raise ConfigError(f"archive.descriptors names environment columns; {name} has fixed descriptors {names}")
+        return QDLayout(names, list(ranges), None, tuple(cfg.problem.init_bounds or box))
+    from tfevo import envs
+
+    env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
+    try:
+        available = tuple(getattr(env, "descriptor_names", ()) or ())
+    finally:
+        if hasattr(env, "close"):
+            env.close()
+    if not available:
+        raise ConfigError(f"map_elites needs behaviour descriptors; {cfg.env.id} provides none (MuJoCo locomotion "
+                          "environments do), or use [problem] for a QD task")
+    if a is None or a.descriptors is None:
+        raise ConfigError(f"archive.descriptors: name the descriptor columns of {cfg.env.id}, from: "
+                          + ", ".join(available))
+    unknown = [n for n in a.descriptors if n not in available]
+    if unknown:
+        raise ConfigError(f"archive.descriptors: {cfg.env.id} has no descriptor {unknown[0]!r}; it has: "
+                          + ", ".join(available))
+    if a.ranges is not None:
+        if len(a.ranges) != len(a.descriptors):
+            raise ConfigError(f"archive.ranges has {len(a.ranges)} entries for {len(a.descriptors)} descriptors")
+        ranges = [tuple(r) for r in a.ranges]
+    elif all(n.startswith("contact:") for n in a.descriptors):
+        ranges = [(0.0, 1.0)] * len(a.descriptors)  # fractions of steps in contact
+    else:
+        raise ConfigError(f"archive.ranges: give (low, high) for each of {list(a.descriptors)} (only contact "
+                          "fractions default to [0, 1])")
+    return QDLayout(tuple(a.descriptors), ranges, [available.index(n) for n in a.descriptors], None)
+
+
+class DescriptorColumns(tf.Module):
+    """An evaluator returning ``(fitness, descriptors)``, keeping the descriptor ``columns``."""
+
+    def __init__(self, inner, columns):
+        super().__init__(name="descriptor_columns")
+        self.inner = inner
+        self.columns = [int(c) for c in columns]
+
+    @property
+    def last_stats(self) -> dict:
+        return dict(getattr(self.inner, "last_stats", {}) or {})
+
+    def evaluate(self, population):
+        fitness, desc = self.inner.evaluate(population)
+        return fitness, tf.gather(tf.convert_to_tensor(desc, tf.float32), self.columns, axis=1)
+
+    def close(self):
+        if hasattr(self.inner, "close"):
+            self.inner.close()
+
+
+class TaskEvaluator:
+    """A registered QD task ``x [P, D] -> (fitness [P], descriptors [P, 2])``, compiled once."""
+
+    def __init__(self, name: str, num_dims: int):
+        fn = registry.get("problem", name)
+        self.name = name
+        self._fn = tf.function(fn, input_signature=[tf.TensorSpec([None, int(num_dims)], tf.float32)],
+                               autograph=False)
+
+    def evaluate(self, population):
+        fitness, desc = self._fn(tf.convert_to_tensor(population, tf.float32))
+        return fitness, desc
 
 
 def _env_spec(env_id: str, kwargs: dict):
@@ -163,11 +267,19 @@ def _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, poli
 
 def build(cfg) -> Setup:
     from tfevo import envs, rollout
+    from tfevo.training.families import family_of
 
     seed = cfg.run.seed
     strategy = make_run_strategy(cfg)  # first: it may split the CPU before TensorFlow starts
+    family = family_of(cfg)
+    if cfg.problem is not None:  # a QD task: members are the solutions themselves
+        parts = family.policy(cfg, None, None)
+        algorithm = family.algorithm(cfg, parts)
+        evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
+        return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
     obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
-    policy, model = make_policy(cfg, obs_shape, action_spec)
+    parts = family.policy(cfg, obs_shape, action_spec)
+    policy, model = parts.policy, parts.model
     kind = cfg.evaluator.kind
     if kind == "auto":
         kind = "ingraph" if in_graph else "pipelined"
@@ -175,19 +287,21 @@ def build(cfg) -> Setup:
         raise ConfigError(
             f"evaluator.kind 'ingraph' needs an in-graph TensorFlow env; {cfg.env.id} runs on the host: use 'pipelined'"
         )
+    qd = family.name == "map_elites"
+    if qd and kind == "ingraph":
+        raise ConfigError(f"map_elites over policies needs behaviour descriptors from a host simulator "
+                          f"(evaluator.kind 'pipelined', e.g. MuJoCo); {cfg.env.id} runs in-graph")
     popsize = cfg.algorithm.popsize
-    init = model.init_params(1, seed)[0]
-    algorithm = make_algorithm(cfg.algorithm.name, model.num_params, popsize, seed, cfg.algorithm.params, init,
-                               init_fn=_member_init_fn(model, cfg.algorithm.name))
+    algorithm = family.algorithm(cfg, parts)
     trackables = {}
     if strategy is not None:
         evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, obs_shape, trackables)
-        return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy)
+        return Setup(cfg, None, policy, model, algorithm, evaluator, trackables, strategy, parts.num_params, parts)
     if kind == "ingraph":
         env = envs.make(cfg.env.id, popsize * cfg.env.episodes, **cfg.env.kwargs)
         evaluator = rollout.InGraphEvaluator(
             env, policy, episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
-            jit_compile="auto" if not cfg.evaluator.jit_compile else True,
+            jit_compile=family.ingraph_jit if not cfg.evaluator.jit_compile else True,
         )
     else:
         # Vector observations (MuJoCo, classic control on Gymnasium): one slot per member up to 256
@@ -199,15 +313,66 @@ def build(cfg) -> Setup:
         evaluator = rollout.PipelinedEvaluator(
             cfg.env.id, policy, num_envs=num_envs, num_subsets=min(num_subsets_of(cfg), num_envs),
             episodes=cfg.env.episodes, max_steps=cfg.env.max_steps, seed=seed + 1,
-            obs_norm=normalizer, env_kwargs=cfg.env.kwargs,
+            obs_norm=normalizer, env_kwargs=cfg.env.kwargs, descriptors=qd,
         )
+        if qd:
+            evaluator = DescriptorColumns(evaluator, qd_layout(cfg).columns)
         env = None
     if hasattr(algorithm, "decode"):  # compact genomes (seed GA): decode chunk by chunk
         inner = evaluator
         evaluator = rollout.GenomeEvaluator(inner, algorithm.decode,
                                             chunk_size=cfg.evaluator.decode_chunk or None)
         trackables["inner_evaluator"] = inner
-    return Setup(cfg, env, policy, model, algorithm, evaluator, trackables)
+    return Setup(cfg, env, policy, model, algorithm, evaluator, trackables, num_params=parts.num_params, parts=parts)
+
+
+def _saved_config(run_dir):
+    import json
+
+    from tfevo.training import config as C
+
+    saved = Path(run_dir) / "config.json"
+    if not saved.exists():
+        raise ConfigError(f"{run_dir} is not a tfevo run directory (no config.json)")
+    return C.parse_config(json.loads(saved.read_text()), str(saved))
+
+
+def load_run(run_dir, cfg=None):
+    """``(config, parts, algorithm)`` of a run directory, the algorithm restored from its
+    latest checkpoint (what ``tfevo plot`` draws the family's picture from)."""
+    from tfevo.training.families import family_of
+
+    cfg = cfg or _saved_config(run_dir)
+    family = family_of(cfg)
+    if cfg.problem is not None:
+        parts = family.policy(cfg, None, None)
+    else:
+        obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+        parts = family.policy(cfg, obs_shape, action_spec)
+    algorithm = family.algorithm(cfg, parts)
+    path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
+    if path is None:
+        raise ConfigError(f"{run_dir}: no checkpoint found")
+    tf.train.Checkpoint(algorithm=algorithm).restore(path).expect_partial()
+    return cfg, parts, algorithm
+
+
+def write_picture(run_dir, setup: Setup | None = None):
+    """The family's own picture of a run (NEAT network, GP formula, archive heatmap), or ``None``
+    for flat-vector strategies, whose learning curve is their picture.  ``setup``: the run's
+    live objects (right after training), else they are rebuilt and restored from the run."""
+    from tfevo.training.families import Family, family_of
+
+    cfg = setup.config if setup is not None else _saved_config(run_dir)
+    family = family_of(cfg)
+    if type(family).picture is Family.picture:
+        return None
+    if setup is not None:
+        parts, algorithm = setup.parts, setup.algorithm
+    else:
+        cfg, parts, algorithm = load_run(run_dir, cfg)
+    best = tf.convert_to_tensor(best_params(run_dir, cfg), tf.float32)
+    return family.picture(cfg, parts, algorithm, best, Path(run_dir))
 
 
 def make_obs_norm(cfg, obs_shape, run_dir=None):
@@ -239,14 +404,18 @@ def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
     Observation statistics saved with the run are restored and frozen.
     """
     from tfevo import rollout
+    from tfevo.training.families import family_of
 
     obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
-    policy, model = make_policy(cfg, obs_shape, action_spec)
+    parts = family_of(cfg).policy(cfg, obs_shape, action_spec)
+    policy, model = parts.policy, parts.model
     if in_graph:
         from tfevo import envs
 
         env = envs.make(cfg.env.id, episodes, **cfg.env.kwargs)
-        return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed), model
+        # one member: compiling the rollout with XLA would cost more than it saves
+        return rollout.InGraphEvaluator(env, policy, episodes=episodes, max_steps=cfg.env.max_steps, seed=seed,
+                                        jit_compile=False), model
     normalizer = make_obs_norm(cfg, obs_shape, run_dir)
     ev = rollout.PipelinedEvaluator(cfg.env.id, policy, num_envs=min(episodes, 16), num_subsets=1,
                                     episodes=1, max_steps=cfg.env.max_steps, seed=seed,

@@ -29,6 +29,12 @@ ill-typed fields are rejected with an error naming the field.  Example
 
     [distribute]              # optional: shard the population (tfevo.distribute)
     devices = 2               # 2 GPUs, or 2 logical CPU devices; strategy = "auto" for TF_CONFIG clusters
+
+``algorithm.name`` picks the family: ``neat`` (``policy.kind`` neat or
+hyperneat), ``gp`` (gp_tree), ``map_elites`` (an ``[archive]`` over a host
+simulator's descriptors, or a ``[problem]`` QD task instead of ``[env]``), or
+any flat-vector strategy (mlp, linear, nature_dqn).  Pairings that cannot work
+are refused here, naming the fields.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["Config", "RunConfig", "EnvConfig", "PolicyConfig", "AlgorithmConfig", "EvaluatorConfig",
-           "DistributeConfig", "load_config", "parse_config", "DEFAULT_CONFIG"]
+           "DistributeConfig", "ProblemConfig", "ArchiveConfig", "FAMILY_POLICIES", "VECTOR_POLICIES", "load_config", "parse_config", "DEFAULT_CONFIG"]
 
 
 class _Strict(BaseModel):
@@ -83,16 +89,27 @@ class EnvConfig(_Strict):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for tfevo.envs.make.")
 
 
-class PolicyConfig(_Strict):
-    """The network each member parameterizes."""
+#: policy kinds whose members are flat parameter vectors (any registered strategy drives them)
+VECTOR_POLICIES = ("mlp", "nature_dqn", "linear")
+#: the policy kinds each structured family reads; every other algorithm takes VECTOR_POLICIES
+FAMILY_POLICIES = {"neat": ("neat", "hyperneat"), "gp": ("gp_tree",), "map_elites": VECTOR_POLICIES}
 
-    kind: Literal["mlp", "nature_dqn", "linear"] = Field("mlp", description="Network family.")
-    hidden: list[int] = Field(default_factory=lambda: [32, 32], description="Hidden sizes (mlp).")
-    activation: str = Field("tanh", description="Hidden activation (mlp).")
+
+class PolicyConfig(_Strict):
+    """The network (or genome family) each member encodes."""
+
+    kind: Literal["mlp", "nature_dqn", "linear", "neat", "hyperneat", "gp_tree"] = Field(
+        "mlp", description="Network family; default: neat for algorithm neat, gp_tree for gp, else mlp.")
+    hidden: list[int] = Field(default_factory=lambda: [32, 32],
+                              description="Hidden sizes (mlp; the hidden substrate layers of hyperneat).")
+    activation: str = Field("tanh", description="Hidden activation (mlp, hyperneat substrate).")
     continuous: Literal["tanh", "clip"] = Field("tanh", description="Squashing of continuous actions.")
     weight_dtype: Literal["float32", "float16"] = Field(
         "float32", description="Precision of the weights rollouts compute with; float16 halves the bytes a "
         "large network streams per step (Atari nature_dqn), float32 arithmetic either way.")
+    params: dict[str, Any] = Field(default_factory=dict, description=(
+        "Family-specific policy arguments: neat: settle_steps; hyperneat: weight_threshold, max_weight, "
+        "output_activation; gp_tree: backend."))
 
     @model_validator(mode="after")
     def _sizes(self):
@@ -101,12 +118,50 @@ class PolicyConfig(_Strict):
         return self
 
 
-class AlgorithmConfig(_Strict):
-    """The strategy (`tfevo list strategies`) and its constructor arguments."""
+class ProblemConfig(_Strict):
+    """A fitness problem over solution vectors instead of an environment (`tfevo list problems`)."""
 
-    name: str = Field("openai_es", description="Registered strategy name.")
-    popsize: int = Field(64, ge=2, description="Population size P.")
-    params: dict[str, Any] = Field(default_factory=dict, description="Strategy constructor arguments.")
+    name: Literal["rastrigin_qd", "sphere_qd", "rastrigin_linproj", "sphere_linproj"] = Field(
+        ..., description="A quality-diversity task (fitness and two descriptors per solution).")
+    num_dims: int = Field(..., ge=2, description="Solution dimension D.")
+    init_bounds: Optional[tuple[float, float]] = Field(
+        None, description="(low, high) of the first random batch and the emitters' clipping; default: the "
+                          "task's domain ([0, 1] for *_qd, [-5.12, 5.12] for *_linproj).")
+
+
+class ArchiveConfig(_Strict):
+    """The MAP-Elites archive: cells over the behaviour descriptors."""
+
+    kind: Literal["grid", "cvt"] = Field("grid", description="grid: regular bins; cvt: k-means centroids.")
+    cells: Union[int, list[int]] = Field(default_factory=lambda: [32, 32], description=(
+        "grid: bins per descriptor (a list); cvt: number of centroids (an int)."))
+    ranges: Optional[list[tuple[float, float]]] = Field(
+        None, description="(low, high) per descriptor; default: the task's own ([0, 1] for contact fractions).")
+    descriptors: Optional[list[str]] = Field(
+        None, description="Environment descriptor columns by name, e.g. [\"contact:foot_geom\", "
+                          "\"contact:foot_left_geom\"] (MuJoCo; names in the error if wrong).")
+    qd_offset: float = Field(0.0, allow_inf_nan=False, description="Subtracted from fitness in the QD-score.")
+
+    @model_validator(mode="after")
+    def _cells(self):
+        if self.kind == "grid" and (not isinstance(self.cells, list) or not self.cells or min(self.cells) < 1):
+            raise ValueError(f"archive.cells must be a list of bins >= 1 per descriptor for a grid, got {self.cells}")
+        if self.kind == "cvt" and (not isinstance(self.cells, int) or self.cells < 1):
+            raise ValueError(f"archive.cells must be a number of centroids >= 1 for a cvt archive, got {self.cells}")
+        for lo, hi in self.ranges or []:
+            if not hi > lo:
+                raise ValueError(f"archive.ranges: each (low, high) needs high > low, got ({lo}, {hi})")
+        return self
+
+
+class AlgorithmConfig(_Strict):
+    """The algorithm (`tfevo list algorithms`) and its arguments."""
+
+    name: str = Field("openai_es", description="Registered algorithm name.")
+    popsize: int = Field(64, ge=2, description="Population size P (map_elites: candidates per iteration).")
+    params: dict[str, Any] = Field(default_factory=dict, description=(
+        "Strategy constructor arguments; neat: NEATConfig fields; gp: GPConfig fields; map_elites: emitter "
+        "(iso_line | gaussian) and its arguments."))
 
 
 class EvaluatorConfig(_Strict):
@@ -133,7 +188,8 @@ class DistributeConfig(_Strict):
     """Sharding the population over devices/machines with tf.distribute (off by default)."""
 
     strategy: Literal["none", "auto", "mirrored", "multi_worker", "one_device"] = Field(
-        "none", description="none: off; auto: multi_worker under TF_CONFIG, else all GPUs (see tfevo.distribute).")
+        "none", description="none: off (tfevo train still joins a multi-machine job when TF_CONFIG is set); "
+                "auto: multi_worker under TF_CONFIG, else all GPUs (see tfevo.distribute).")
     devices: Optional[int] = Field(
         None, ge=1, description="Local replicas: the first N GPUs, or N logical CPU devices without GPUs "
                                 "(turns distribution on).")
@@ -150,10 +206,47 @@ class Config(_Strict):
     name: str = Field("run", description="Run name (default run directory runs/<name>).")
     run: RunConfig
     env: EnvConfig = Field(default_factory=EnvConfig)
+    problem: Optional[ProblemConfig] = Field(None, description="A QD task instead of an environment.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    archive: Optional[ArchiveConfig] = Field(None, description="MAP-Elites archive (algorithm map_elites).")
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     distribute: DistributeConfig = Field(default_factory=DistributeConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_policy_kind(cls, data):
+        """A family's own genomes are the default policy: neat -> neat, gp -> gp_tree."""
+        if isinstance(data, dict):
+            algo, policy = data.get("algorithm"), data.get("policy")
+            name = algo.get("name") if isinstance(algo, dict) else None
+            if name in ("neat", "gp") and (policy is None or (isinstance(policy, dict) and "kind" not in policy)):
+                data = {**data, "policy": {**(policy or {}), "kind": FAMILY_POLICIES[name][0]}}
+        return data
+
+    @model_validator(mode="after")
+    def _family(self):
+        name, kind = self.algorithm.name, self.policy.kind
+        accepted = FAMILY_POLICIES.get(name, VECTOR_POLICIES)
+        if self.problem is None and kind not in accepted:
+            raise ValueError(f"policy.kind {kind!r} cannot be evolved by algorithm.name {name!r}; {name} takes "
+                             f"policy.kind {' | '.join(accepted)}")
+        if self.problem is not None:
+            if name != "map_elites":
+                raise ValueError(f"problem is for algorithm.name 'map_elites' (quality-diversity tasks), got {name!r}")
+            if self.env != EnvConfig():  # (a dumped config carries the default env table)
+                raise ValueError("give either env (a control task) or problem (a QD task), not both")
+        if self.archive is not None and name != "map_elites":
+            raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
+        if self.family != "vector" and self.distribute.enabled:
+            raise ValueError(f"distribute shards flat-vector strategies (policy.kind {' | '.join(VECTOR_POLICIES)}); "
+                             f"{name} runs in one process")
+        return self
+
+    @property
+    def family(self) -> str:
+        """``"neat"``, ``"gp"``, ``"map_elites"`` or ``"vector"`` (a flat-vector strategy)."""
+        return self.algorithm.name if self.algorithm.name in FAMILY_POLICIES else "vector"
 
     @property
     def run_dir(self) -> Path:
@@ -178,9 +271,11 @@ def _format_errors(err: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
+        elif e["type"] != "value_error" and isinstance(e.get("input"), (str, int, float, bool, list)):
+            msg += f" (got {e['input']!r})"  # the value, next to what is accepted
         lines.append(f"  {loc}: {msg}")
     return "\n".join(lines)
 

@@ -1,0 +1,7 @@
+"""``python -m tfevo.cli``."""
+
+import sys
+
+from tfevo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,127 @@
+"""`tfevo train`: a config (file, defaults, overrides) -> a run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def _set_override(data: dict, assignment: str) -> None:
+    """Applies ``a.b.c=value`` (value parsed as JSON when possible)."""
+    from tfevo.core import ConfigError
+
+    if "=" not in assignment:
+        raise ConfigError(f"--set expects key=value, got {assignment!r}")
+    key, raw = assignment.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    node = data
+    parts = key.strip().split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {p} is not a table")
+    node[parts[-1]] = value
+
+
+def _load(args):
+    import copy
+
+    from tfevo.training import config as C
+
+    if args.config is None:
+        data = copy.deepcopy(C.DEFAULT_CONFIG)
+        source = "<built-in default>"
+    else:
+        path = Path(args.config)
+        cfg = C.load_config(path)
+        data = cfg.to_dict()
+        source = str(path)
+    for s in args.set or []:
+        _set_override(data, s)
+    if args.run_dir:
+        data.setdefault("run", {})["dir"] = args.run_dir
+    # budgets given on the command line set those fields; 0 or less is refused by the config's
+    # validation, naming the field, exactly like the same value in a file
+    for k in ("generations", "frames", "seconds"):
+        if getattr(args, k, None) is not None:
+            data.setdefault("run", {})[k] = getattr(args, k)
+    if args.seed is not None:
+        data.setdefault("run", {})["seed"] = args.seed
+    if getattr(args, "devices", None) is not None:
+        data.setdefault("distribute", {})["devices"] = args.devices
+    from tfevo.distribute.cluster import apply_tf_config
+
+    return C.parse_config(apply_tf_config(data), source)  # TF_CONFIG: one worker of a multi-machine job
+
+
+def cmd_train(args) -> int:
+    from tfevo.core import ConfigError
+    from tfevo.training import config as C
+    from tfevo.training import Trainer
+    from tfevo.training.builders import build, write_picture
+    from tfevo.training.plot import plot_run, read_progress, text_curve
+
+    import math
+
+    if not (math.isfinite(args.progress_every) and args.progress_every >= 0):
+        raise ConfigError(f"--progress-every must be a number of seconds >= 0, got {args.progress_every}")
+    cfg = _load(args)
+    run_dir = cfg.run_dir
+    saved = run_dir / "config.json"
+    if saved.exists():
+        # through the schema, so fields added since the run started compare as their defaults
+        old = C.parse_config(json.loads(saved.read_text()), str(saved)).to_dict()
+        new = cfg.to_dict()
+        budget_keys = ("generations", "frames", "seconds")
+        # the budget and the device layout may change (results do not depend on the replica count),
+        # but not whether the population is sharded (that picks the evaluator)
+        sharded = lambda d: C.DistributeConfig(**d.get("distribute", {})).enabled  # noqa: E731
+        strip = lambda d: {**d, "run": {k: v for k, v in d["run"].items() if k not in budget_keys},  # noqa: E731
+                           "distribute": sharded(d)}
+        if strip(old) != strip(new):
+            raise ConfigError(
+                f"{run_dir} holds a run with a different config; pass --run-dir to start a new run "
+                "(only the budget and distribute.devices/strategy may change when resuming)"
+            )
+    task = f"{cfg.problem.name} (D={cfg.problem.num_dims})" if cfg.problem is not None else cfg.env.id
+    print(f"tfevo: {cfg.name}: {cfg.algorithm.name} ({cfg.policy.kind if cfg.problem is None else 'solutions'}) "
+          f"on {task}, popsize {cfg.algorithm.popsize}, run directory {run_dir}")
+    setup = build(cfg)
+    if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: only the chief writes
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = saved.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfg.to_dict(), indent=2))
+        os.replace(tmp, saved)
+    print(f"tfevo: {setup.num_params} parameters per member")
+    trainer = Trainer(
+        setup.algorithm, setup.evaluator, run_dir=run_dir,
+        generations=cfg.run.generations, frames=cfg.run.frames, seconds=cfg.run.seconds,
+        checkpoint_every=cfg.run.checkpoint_every, keep_checkpoints=cfg.run.keep_checkpoints,
+        progress=not args.no_progress, progress_every=args.progress_every, extra_trackables=setup.trackables,
+        strategy=setup.strategy,
+    )
+    if setup.strategy is not None:
+        print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
+              f"({type(setup.strategy).__name__})")
+    trainer.run()
+    if trainer.run_dir is None:  # a non-chief worker of a multi-worker run writes nothing
+        print(f"tfevo: worker done after {int(trainer.generation.numpy())} generations; the chief writes {run_dir}")
+        return 0
+    rows = read_progress(run_dir)
+    print("\nlearning curve:")
+    print(text_curve(rows))
+    png = plot_run(run_dir)
+    picture = write_picture(run_dir, setup)
+    last = rows[-1] if rows else {}
+    print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {last.get('generation', 0)} generations, "
+          f"{last.get('frames', 0)} frames, {last.get('wall_time', 0.0):.1f} s")
+    print(f"run saved in {run_dir} (checkpoints, progress.jsonl, tensorboard/); curve: {png}"
+          + (f"; picture: {picture}" if picture else ""))
+    print(f"next: tfevo eval {run_dir}   |   tensorboard --logdir {run_dir / 'tensorboard'}")
+    return 0
+
+
