@@ -142,8 +142,8 @@ def bench_eval(P, N, L=128, reps=3):
     x, _ = pagie(N)
     nodes = float(np.sum(tr.sizes.numpy()[:, 0]))
     out = {}
-    ref = tf.function(lambda t, v, s: evaluate((t, v, s), x, 1, fs, backend="tf"), autograph=False)
-    for name, fn in (("op", lambda: evaluate(tr, x, 1, fs, backend="op")), ("tf", lambda: ref(*tr))):
+    ref = tf.function(lambda t, v, s: evaluate((t, v, s), x, 1, fs, use_op=False), autograph=False)
+    for name, fn in (("op", lambda: evaluate(tr, x, 1, fs, use_op=True)), ("tf", lambda: ref(*tr))):
         fn()
         ts = []
         for _ in range(reps):

@@ -121,7 +121,7 @@ def main():
             rows.append((problem, pop, N, "forward (one step)", B, med["step op"], med["step graph"], med["step xla"]))
             if problem == "xor":
                 a, b = XOR(), XOR()
-                b.use_custom_op = False
+                b.use_op = False
                 xcfg = cfg
                 pa = (nodes, conns)
                 t = {"op": [], "ref": []}
@@ -135,7 +135,7 @@ def main():
 
                 t = {"op": [], "ref": []}
                 cps = {"op": ControlProblem("CartPole-v1", cfg, episodes=1, seed=0),
-                       "ref": ControlProblem("CartPole-v1", cfg, episodes=1, seed=0, use_custom_op=False)}
+                       "ref": ControlProblem("CartPole-v1", cfg, episodes=1, seed=0, use_op=False)}
                 # the per-step kernel loop the whole-rollout kernel replaced (KernelRolloutEvaluator(fused=False))
                 cps["loop"] = ControlProblem("CartPole-v1", cfg, episodes=1, seed=0)
                 object.__setattr__(cps["loop"]._evaluator_for(nodes, conns)[0], "_fused_cartpole", False)

@@ -30,7 +30,7 @@ import tensorflow as tf
 __all__ = [
     "fast_paths_enabled", "fast_paths", "FastCall", "eager_op_runner", "flat_caller", "inline_caller",
     "in_xla_context", "registered_kernel_devices", "graph_building_seconds", "is_eager_tensor",
-    "eager_matches", "EagerTensor",
+    "eager_matches", "EagerTensor", "function_names", "function_def",
 ]
 
 try:  # the type of eager tensors (tf.Tensor's concrete eager subclass)
@@ -102,6 +102,22 @@ def registered_kernel_devices(op_type: str) -> set[str]:
         return {k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel}
     except Exception:  # noqa: BLE001 - not registered
         return set()
+
+
+def function_names() -> set[str]:
+    """Names of the functions registered in the eager context (every traced function that
+    ran, and the wrappers of single eager ops)."""
+    from tensorflow.python.eager import context as tf_context
+
+    return set(tf_context.context().list_function_names())
+
+
+def function_def(name: str):
+    """The ``FunctionDef`` of a function registered in the eager context, or ``None``."""
+    from tensorflow.python.eager import context as tf_context
+
+    ctx = tf_context.context()
+    return ctx.get_function_def(name) if ctx.has_function(name) else None
 
 
 def graph_building_seconds() -> float:

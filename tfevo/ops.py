@@ -10,7 +10,9 @@ is built with ``-march=native``), loads it with
 the build fails, it logs one clear line and returns ``None``; callers then use
 their pure-TensorFlow reference, which gives the same results.
 
-``TFEVO_DISABLE_CUSTOM_OPS=1`` forces the references everywhere.
+``TFEVO_DISABLE_CUSTOM_OPS=1`` forces the references everywhere.  Whether a
+loaded op runs at a given call site is decided by :func:`tfevo.kernels.kernel`
+(the one dispatch: built, not inside XLA, inputs on the host), not here.
 
 ``tfevo build-ops`` (or :func:`build_all`) compiles every op ahead of time,
 several at once, so that the first run -- or the test suite -- does not pay

@@ -273,7 +273,7 @@ def test_supervised_problem_kernels_equal_reference(feed_forward):
     cfg = prob.config(pop_size=150, max_nodes=16, max_conns=32, feed_forward=feed_forward)
     algo = NEAT(cfg, seed=1)
     ref = XOR()
-    ref.use_custom_op = False
+    ref.use_op = False
     ref.jit_compile = False
     for _ in range(4):
         pop = algo.ask()
@@ -300,7 +300,7 @@ def test_control_problem_kernel_rollout_equals_xla_reference(feed_forward):
         algo.tell(algo.ask(), rng.normal(size=40).astype(np.float32))
     pop = algo.ask()
     op = ControlProblem("CartPole-v1", cfg, episodes=2, max_steps=120, seed=9)
-    ref = ControlProblem("CartPole-v1", cfg, episodes=2, max_steps=120, seed=9, use_custom_op=False)
+    ref = ControlProblem("CartPole-v1", cfg, episodes=2, max_steps=120, seed=9, use_op=False)
     ev_op, ev_ref = op._evaluator_for(*pop)[0], ref._evaluator_for(*pop)[0]
     assert isinstance(ev_op, KernelRolloutEvaluator) and type(ev_ref) is InGraphEvaluator
     ev_ref.jit_compile = False  # the same reference program as a graph (CartPole is bit-exact in both): no XLA wait
@@ -370,7 +370,7 @@ def test_fused_cartpole_rollout_equals_step_loop_and_reference(num_outputs, sutt
         fused = KernelRolloutEvaluator(env, pol, episodes=episodes, max_steps=max_steps, seed=2)
         evs = [fused, KernelRolloutEvaluator(env, pol, episodes=episodes, max_steps=max_steps, seed=2, fused=False)]
         if not weight_sum:
-            evs.append(InGraphEvaluator(env, NEATPolicy(cfg, env.action_spec, use_custom_op=False),
+            evs.append(InGraphEvaluator(env, NEATPolicy(cfg, env.action_spec, use_op=False),
                                         episodes=episodes, max_steps=max_steps, seed=2, jit_compile=False))
         assert fused._fused_cartpole and not evs[1]._fused_cartpole
         for _ in range(2):  # the seed streams advance alike

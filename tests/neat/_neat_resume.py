@@ -47,7 +47,7 @@ def build(case):
     if case.startswith("xor") or case == "function_fit":
         prob = {"xor3_recurrent": tn.XOR3, "function_fit": tn.FunctionFit}.get(case, tn.XOR)()
         if case == "xor_reference_xla":
-            prob.use_custom_op = False
+            prob.use_op = False
         cfg = prob.config(pop_size=16, max_nodes=16, max_conns=32, node_add_prob=0.5,
                           feed_forward=case != "xor3_recurrent")
         algo = NEAT(cfg, seed=3, jit_compile=case == "xor_breed_xla")
@@ -66,7 +66,7 @@ def build(case):
     cfg = _control_cfg(6 if "acrobot" in case else 4, 3 if "acrobot" in case else 2,
                        feed_forward="recurrent" not in case)
     prob = ControlProblem(env, cfg, episodes=2, max_steps=40, seed=7, trim="notrim" not in case,
-                          use_custom_op=False if case.endswith("_xla") else None)
+                          use_op=False if case.endswith("_xla") else None)
     algo = NEAT(cfg, seed=1)
     return algo, prob, prob
 

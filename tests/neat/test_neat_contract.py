@@ -74,10 +74,10 @@ def test_good_values_are_normalised_and_neat_python_files_checked(tmp_path):
 
 # -- problems check that the config fits --------------------------------------------------------------
 @pytest.mark.parametrize("make, I, O", [(XOR, 2, 1), (XOR3, 3, 1), (FunctionFit, 1, 1)])
-@pytest.mark.parametrize("use_custom_op", [None, False])
-def test_supervised_problems_reject_configs_that_do_not_fit(make, I, O, use_custom_op):
+@pytest.mark.parametrize("use_op", [None, False])
+def test_supervised_problems_reject_configs_that_do_not_fit(make, I, O, use_op):
     prob = make()
-    prob.use_custom_op = use_custom_op
+    prob.use_op = use_op
     for dI, dO in ((1, 0), (-1, 0), (0, 1)):
         if I + dI < 1:
             continue

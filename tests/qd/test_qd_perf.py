@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.qd import CVTArchive, GridArchive, IsoLineEmitter, MAPElites, rastrigin_qd, rastrigin_qd_offset
-from tfevo.qd.emitters import emit_op_available, standard_normal
+from tfevo import kernels
+from tfevo.qd.emitters import standard_normal
 
 
 def _nearest_reference(pts, c):
@@ -128,7 +129,7 @@ def test_step_equals_ask_tell_and_xla_insert_equals_graph_insert():
         assert occ.sum() > 50 and np.all(np.isfinite(me.archive.fitness.numpy()[:-1][occ]))
 
 
-_needs_op = pytest.mark.skipif(not emit_op_available(), reason="qd_emit custom op not built (no compiler) or disabled by TFEVO_DISABLE_CUSTOM_OPS")
+_needs_op = pytest.mark.skipif(not kernels.built("TfevoIsoLineEmit"), reason="qd_emit custom op not built (no compiler) or disabled by TFEVO_DISABLE_CUSTOM_OPS")
 
 
 @_needs_op

@@ -16,7 +16,9 @@ generation where every member failed) and must:
 * have ``mean``, ``stop_reasons``, a ``popsize`` default and a ``ConfigError``
   naming the class for a wrong keyword;
 * refuse (``AskTellError``, state unchanged) a population other than the last
-  asked where the update uses what ``ask`` stored.
+  asked where the update uses what ``ask`` stored;
+* do all of it also with the private-API fast paths off (as on a GPU machine,
+  ``tfevo._tf_private.fast_paths(False)``), with the same numbers bit for bit.
 """
 
 import warnings
@@ -25,7 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo import registry
+from tfevo import _tf_private, registry
 from tfevo.core import Algorithm, AskTellError, ConfigError, NonFiniteFitnessWarning, ShapeError
 
 D, P, GENS = 6, 8, 6
@@ -94,8 +96,17 @@ def test_registry_lists_every_flat_algorithm():
     assert expected <= set(ALGOS)
 
 
+@pytest.fixture(params=[True, False], ids=["fast_paths", "no_fast_paths"])
+def fast_paths(request):
+    with _tf_private.fast_paths(request.param):
+        yield request.param
+
+
+_ASKS: dict = {}  # name -> the asks of the run with the other fast-path setting
+
+
 @pytest.mark.parametrize("name", sorted(ALGOS))
-def test_contract(name, tmp_path):
+def test_contract(name, tmp_path, fast_paths):
     a = _make(name, 0)
     initial = _state(a)
     ckpt = tf.train.Checkpoint(algo=a)
@@ -123,6 +134,11 @@ def test_contract(name, tmp_path):
             assert np.all(np.isfinite(params.numpy()))
         asks.append(a.ask().numpy())
     final = _state(a)
+    if not fast_paths:  # ask and tell made TensorFlow's ordinary calls
+        assert all(getattr(c, "_flat", None) is None for c in (a._ask_call, a._tell_call) if c is not None)
+    other = _ASKS.setdefault(name, asks)
+    for gen, (x0, x1) in enumerate(zip(other, asks)):  # the same numbers with and without the fast paths
+        np.testing.assert_array_equal(x0, x1, err_msg=f"{name}: generation {gen}, fast paths on vs off")
     nonfinite = [w for w in caught if issubclass(w.category, NonFiniteFitnessWarning)]
     assert len(nonfinite) == 1, f"{name}: {len(nonfinite)} non-finite warnings in one run"
     assert str(nonfinite[0].message).startswith(f"{ALGOS[name].__name__}: 3 of {P} members had non-finite fitness")

@@ -45,14 +45,14 @@ class NEATPolicy:
         ``scale_outputs`` (outputs assumed in [0, 1] for sigmoid, [-1, 1] else),
         clipped to the bounds.
       settle_steps: recurrent networks: updates per observation.
-      use_custom_op: None (default) runs the C++ inference kernels
+      use_op: None (default) runs the C++ inference kernels
         (``custom_ops/neat_forward.cc``) where they can run (built, not under
         XLA, built-in functions only), False always the TensorFlow reference.
     """
 
     def __init__(self, config: NEATConfig, action_spec, settle_steps: int = 1, scale_outputs: bool = True,
-                 use_custom_op: bool | None = None):
-        self.use_custom_op = use_custom_op
+                 use_op: bool | None = None):
+        self.use_op = use_op
         self.config = config
         self.action_spec = action_spec
         self.settle_steps = int(settle_steps)
@@ -88,7 +88,7 @@ class NEATPolicy:
         nodes, conns = population
         cfg = self.config
         return _fo.prepare(nodes, conns, cfg.num_inputs, cfg.feed_forward, cfg.activation_options,
-                           cfg.aggregation_options, use_op=self.use_custom_op)
+                           cfg.aggregation_options, use_op=self.use_op)
 
     def outputs_to_actions(self, y):
         """Network outputs ``[P, B, O]`` -> actions."""
@@ -213,7 +213,7 @@ class ControlProblem(tf.Module):
     ``tf.train.Checkpoint(evaluator=prob.evaluator)``, or handing ``prob`` to
     the :class:`~tfevo.training.Trainer`) saves everything a restored run
     needs to continue exactly.
-      use_custom_op: None (default) rolls out on the C++ inference kernels
+      use_op: None (default) rolls out on the C++ inference kernels
         when they can run (:class:`tfevo.neat._op_rollout.KernelRolloutEvaluator`:
         graph loop, XLA environment step, finished members skipped); False
         keeps the XLA-compiled :class:`~tfevo.rollout.InGraphEvaluator` with
@@ -226,11 +226,11 @@ class ControlProblem(tf.Module):
     """
 
     def __init__(self, env_id: str, config: NEATConfig, episodes: int = 1, max_steps: int | None = None,
-                 seed: int = 0, settle_steps: int = 1, trim: bool = True, use_custom_op: bool | None = None):
+                 seed: int = 0, settle_steps: int = 1, trim: bool = True, use_op: bool | None = None):
         from tfevo.envs import make
 
         super().__init__(name="control_problem")
-        self.use_custom_op = use_custom_op
+        self.use_op = use_op
         self.trim = bool(trim) and config.feed_forward
         self._max_steps_arg = max_steps
         # per-width evaluators, built on demand; a plain dict (tuple keys), not
@@ -240,7 +240,7 @@ class ControlProblem(tf.Module):
 
         self.env = make(env_id, 1)
         self.config = config
-        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps, use_custom_op=use_custom_op)
+        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps, use_op=use_op)
         obs_dim = int(np.prod(self.env.observation_shape))
         if config.num_inputs != obs_dim:
             raise ConfigError(f"the NEAT config has {config.num_inputs} inputs, {env_id} observations have {obs_dim}")
@@ -265,7 +265,7 @@ class ControlProblem(tf.Module):
     def _make_evaluator(self, policy, seed):
         """The kernels' rollout where they run, else the XLA :class:`~tfevo.rollout.InGraphEvaluator`."""
         cfg = policy.config
-        if self.use_custom_op is not False and _fo.op_enabled(cfg.activation_options, cfg.aggregation_options):
+        if self.use_op is not False and _fo.op_enabled(cfg.activation_options, cfg.aggregation_options):
             from tfevo.neat._op_rollout import KernelRolloutEvaluator
 
             return KernelRolloutEvaluator(self.env, policy, episodes=self.episodes, max_steps=self._max_steps_arg,
@@ -293,7 +293,7 @@ class ControlProblem(tf.Module):
 
             sub = dataclasses.replace(cfg, max_nodes=N, max_conns=C)
             pol = NEATPolicy(sub, self.env.action_spec, settle_steps=self.policy.settle_steps,
-                             scale_outputs=self.policy.scale_outputs, use_custom_op=self.use_custom_op)
+                             scale_outputs=self.policy.scale_outputs, use_op=self.use_op)
             ev = self._make_evaluator(pol, 0)
             # the same variables as the full-width evaluator: one stream of start
             # states whatever width a generation runs at, and one checkpointed state

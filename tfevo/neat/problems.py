@@ -32,13 +32,13 @@ class SupervisedProblem:
     ``-mean squared error``.  The evaluation runs the C++ inference kernels
     (``custom_ops/neat_forward.cc``, see :mod:`tfevo.neat._forward_op`) when
     they are built and every activation/aggregation option is built in;
-    otherwise (or with the ``use_custom_op`` attribute set to False) it runs
+    otherwise (or with the ``use_op`` attribute set to False) it runs
     the pure-TensorFlow reference, XLA-compiled unless the ``jit_compile``
     attribute is set to False.
     """
 
     jit_compile: bool = True
-    use_custom_op: bool | None = None  # None: the kernels when available; False: always the reference
+    use_op: bool | None = None  # None: the kernels when available; False: always the reference
 
     def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
         self.inputs = np.asarray(inputs, np.float32)
@@ -114,7 +114,7 @@ class SupervisedProblem:
         nodes, conns = self.check(population, config)
         N0, C0 = nodes.shape[1], conns.shape[1]
         acts, aggs = tuple(config.activation_options), tuple(config.aggregation_options)
-        use_op = self.use_custom_op is not False and _fo.op_enabled(acts, aggs)
+        use_op = self.use_op is not False and _fo.op_enabled(acts, aggs)
         if use_op:  # the kernels' program depends on these only: a cheap key, a concrete function
             key = (nodes.shape[0], N0, C0, config.num_inputs, config.num_outputs, config.feed_forward, acts, aggs,
                    self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(), self.inputs.shape,

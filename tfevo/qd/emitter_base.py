@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 
-__all__ = ["standard_normal", "emit_op_available", "Emitter"]
+__all__ = ["standard_normal", "Emitter"]
 
 
 def _bounds(bounds, dim):
@@ -30,15 +30,11 @@ def _bounds(bounds, dim):
 
 
 def _emit_op():
-    """The loaded ``qd_emit`` custom-op module or ``None`` (built/loaded once, lazily)."""
-    from tfevo import ops
+    """The ``qd_emit`` library when its kernels may run here (:func:`tfevo.kernels.kernel`:
+    built, not inside XLA, no GPU present), else ``None``."""
+    from tfevo import kernels, ops
 
-    return ops.op_module("qd_emit", "tfevo_iso_line_emit")
-
-
-def emit_op_available() -> bool:
-    """Whether the fused C++ Iso+LineDD kernel (``TfevoIsoLineEmit``) is built and loaded."""
-    return _emit_op() is not None
+    return ops.op_module("qd_emit", "tfevo_iso_line_emit") if kernels.kernel("TfevoIsoLineEmit") else None
 
 
 def standard_normal(shape, seed) -> tf.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfevo.core import ConfigError
-from tfevo.qd.emitter_base import Emitter, _emit_op, emit_op_available, standard_normal
+from tfevo.qd.emitter_base import Emitter, standard_normal
 
 __all__ = ["GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter"]
 
@@ -33,8 +33,9 @@ class IsoLineEmitter(Emitter):
 
     Args:
       use_op: ``None`` (default) runs the fused C++ kernel
-        ``custom_ops/qd_emit.cc`` (op ``TfevoIsoLineEmit``) when it can be
-        built and the emit is not being compiled with XLA, else the
+        ``custom_ops/qd_emit.cc`` (op ``TfevoIsoLineEmit``) where
+        :func:`tfevo.kernels.kernel` allows (built, archive on the host) and
+        the emit is not being compiled with XLA, else the
         pure-TensorFlow reference; ``False`` forces the reference; ``True``
         requires the kernel.  Both draw the same uniforms (the kernel
         re-implements TensorFlow's stateless Philox stream bit for bit), so the
@@ -49,20 +50,27 @@ class IsoLineEmitter(Emitter):
             raise ConfigError("iso_sigma and line_sigma must be >= 0")
         self.iso_sigma = float(iso_sigma)
         self.line_sigma = float(line_sigma)
-        if use_op and not emit_op_available():
-            raise ConfigError("use_op=True but the TfevoIsoLineEmit kernel could not be built or loaded "
-                              "(see the tfevo.ops warning)")
-        self.use_op = use_op
+        from tfevo import kernels
+
+        self.use_op = kernels.check_use_op(use_op)
+        if use_op:
+            kernels.kernel("TfevoIsoLineEmit", True)  # KernelUnavailableError (a ConfigError) naming why not
+
+    def _kernel(self, archive):
+        from tfevo import kernels
+
+        if self.use_op is False or getattr(archive._trace, "xla", False):
+            return None
+        return kernels.kernel("TfevoIsoLineEmit", self.use_op, [archive.solutions, archive.occupied])
 
     def _op_enabled(self, archive) -> bool:
-        if self.use_op is False or getattr(archive._trace, "xla", False):
-            return False
-        return emit_op_available()
+        return self._kernel(archive) is not None
 
     def emit(self, archive, seed):
-        if self._op_enabled(archive):
+        op = self._kernel(archive)
+        if op is not None:
             lo, hi = self.bounds if self.bounds is not None else (tf.zeros([0]), tf.zeros([0]))
-            return _emit_op().tfevo_iso_line_emit(
+            return op(
                 archive.solutions.handle, archive.occupied.handle, tf.cast(seed, tf.int32), lo, hi,
                 batch_size=self.batch_size, dim=self.solution_dim, iso_sigma=self.iso_sigma, line_sigma=self.line_sigma)
         return self.emit_reference(archive, seed)
