@@ -30,7 +30,7 @@ __all__ = [
     "NODE_KEY", "NODE_BIAS", "NODE_RESPONSE", "NODE_AGG", "NODE_ACT", "NODE_DIM",
     "CONN_IN", "CONN_OUT", "CONN_ENABLED", "CONN_WEIGHT", "CONN_MARKER", "CONN_DIM",
     "Population", "init_attribute", "initial_population", "conn_slots", "node_valid",
-    "conn_valid", "pair_hash",
+    "conn_valid", "pair_hash", "initial_pairs", "initial_connections",
 ]
 
 NODE_KEY, NODE_BIAS, NODE_RESPONSE, NODE_AGG, NODE_ACT = range(5)
@@ -98,31 +98,59 @@ def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
     return slot[..., 0, :], slot[..., 1, :]
 
 
-def _initial_pairs(cfg: NEATConfig):
+def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
+    """Every connection an initial genome of ``cfg`` may hold, in
+    neat-python's order (inputs->hidden, hidden->outputs, inputs->outputs,
+    then the self-connections of recurrent genomes); the pair at position
+    ``m`` carries innovation marker ``m``.  Which of them a genome holds is
+    :func:`initial_connections`' choice."""
     I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
-    inputs = list(range(I))
-    outputs = list(range(I, I + O))
-    hidden = list(range(I + O, I + O + H))
-    pairs = []
-    if cfg.initial_connection == "none":
-        return pairs
-    if H == 0:
-        pairs += [(i, o) for i in inputs for o in outputs]
-    else:
-        pairs += [(i, h) for i in inputs for h in hidden]
-        pairs += [(h, o) for h in hidden for o in outputs]
-        if cfg.initial_connection in ("full_direct", "partial"):
-            pairs += [(i, o) for i in inputs for o in outputs]
-    return pairs
+    mode = cfg.initial_connection
+    if mode in ("unconnected", "none"):
+        return []
+    inputs, outputs = range(I), range(I, I + O)
+    hidden = range(I + O, I + O + H)
+    ih = [(i, h) for i in inputs for h in hidden]
+    ho = [(h, o) for h in hidden for o in outputs]
+    io = [(i, o) for i in inputs for o in outputs]
+    if mode.startswith("fs_neat"):
+        return io + (ih if mode == "fs_neat_hidden" else [])
+    direct = mode.endswith("_direct") or H == 0
+    selfs = [] if cfg.feed_forward else [(n, n) for n in list(outputs) + list(hidden)]
+    return ih + ho + (io if direct else []) + selfs
+
+
+def initial_connections(cfg: NEATConfig, seed) -> tf.Tensor:
+    """bool ``[P, len(initial_pairs(cfg))]``: which initial pairs each genome
+    holds, with neat-python's meaning of ``initial_connection``: ``full*``
+    all of them; ``partial*`` a uniformly random subset of exactly
+    ``round(n * connection_fraction)`` pairs (Python's rounding);
+    ``fs_neat``/``fs_neat_nohidden`` one random input connected to every
+    output, ``fs_neat_hidden`` to every hidden and output node."""
+    P, I = cfg.pop_size, cfg.num_inputs
+    pairs = initial_pairs(cfg)
+    n = len(pairs)
+    mode = cfg.initial_connection
+    if n == 0 or mode.startswith("full"):
+        return tf.ones([P, n], tf.bool)
+    if mode.startswith("partial"):
+        k = int(round(n * cfg.connection_fraction))
+        u = tf.random.stateless_uniform([P, n], seed)
+        rank = tf.argsort(tf.argsort(u, axis=-1, stable=True), axis=-1, stable=True)
+        return rank < k
+    chosen = tf.minimum(tf.cast(tf.random.stateless_uniform([P], seed) * I, tf.int32), I - 1)
+    pin = tf.constant([a for a, _ in pairs], tf.int32)
+    return tf.equal(pin[None, :], chosen[:, None])
 
 
 def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, int, int]:
     """Builds the initial population.
 
-    Returns ``(nodes, conns, next_node_key, next_marker)``: every genome has the
-    same structure (``cfg.initial_connection``; ``"partial"`` drops each
-    connection with probability ``1 - connection_fraction``) and fresh random
-    attributes.  The initial connections get markers ``0..n-1``.
+    Returns ``(nodes, conns, next_node_key, next_marker)``: input, output and
+    ``num_hidden`` hidden nodes, the connections :func:`initial_connections`
+    picks (first slots of each genome), fresh random attributes; the
+    possible initial connections carry markers ``0..n-1``
+    (:func:`initial_pairs`).
     """
     P, N, C = cfg.pop_size, cfg.max_nodes, cfg.max_conns
     I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
@@ -141,21 +169,21 @@ def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
     nodes = tf.stack([keys, bias, resp, agg, act], axis=-1)
     nodes = tf.where((tf.range(N) < n_real)[None, :, None], nodes, np.nan)
 
-    pairs = _initial_pairs(cfg)
+    pairs = initial_pairs(cfg)
     n = len(pairs)
-    pin = np.full([C], np.nan, np.float32)
-    pout = np.full([C], np.nan, np.float32)
-    mk = np.full([C], np.nan, np.float32)
-    if n:
-        pin[:n] = [a for a, _ in pairs]
-        pout[:n] = [b for _, b in pairs]
-        mk[:n] = np.arange(n)
     w = init_attribute(cfg, "weight", [P, C], seeds[2])
     en = tf.fill([P, C], 1.0 if cfg.enabled_default else 0.0)
-    conns = tf.stack([tf.broadcast_to(pin, [P, C]), tf.broadcast_to(pout, [P, C]), en, w,
-                      tf.broadcast_to(mk, [P, C])], axis=-1)
-    keep = (tf.range(C) < n)[None, :]
-    if cfg.initial_connection == "partial":
-        keep = keep & (tf.random.stateless_uniform([P, C], seeds[3]) < cfg.connection_fraction)
-    conns = tf.where(keep[..., None], conns, np.nan)
+    if n == 0:
+        return nodes, tf.fill([P, C, 5], np.nan), n_real, 0
+    keep = initial_connections(cfg, seeds[3])  # [P, n]
+    # the kept pairs of each genome move to its first slots, in pair order
+    dest = tf.where(keep, tf.cumsum(tf.cast(keep, tf.int32), axis=-1) - 1, C)  # C = dropped
+    cand = tf.constant([[a, b, m] for m, (a, b) in enumerate(pairs)], tf.float32)  # [n, 3]
+    rows = tf.broadcast_to(cand[None], [P, n, 3])
+    ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], [P, n]), dest], -1)
+    ij = tf.boolean_mask(ij, keep)
+    placed = tf.scatter_nd(ij, tf.boolean_mask(rows, keep), [P, C, 3])
+    held = tf.scatter_nd(ij, tf.ones([tf.shape(ij)[0]], tf.bool), [P, C])
+    conns = tf.stack([placed[..., 0], placed[..., 1], en, w, placed[..., 2]], axis=-1)
+    conns = tf.where(held[..., None], conns, np.nan)
     return nodes, conns, n_real, n

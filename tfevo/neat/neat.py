@@ -257,8 +257,9 @@ class NEAT(tf.Module):
     def run(self, evaluate: Callable, generations: int, fitness_threshold: float | None = None,
             verbose: bool = False) -> dict:
         """Host loop: ``evaluate(population) -> fitness [P]`` for up to
-        ``generations`` generations, stopping once the best fitness reaches
-        ``fitness_threshold`` (default: the config's).  Returns a summary dict
+        ``generations`` generations, stopping once the config's
+        ``fitness_criterion`` (max, min or mean) of a generation's fitness
+        reaches ``fitness_threshold`` (default: the config's).  Returns a summary dict
         with ``generations`` run, ``solved`` and ``best_fitness``."""
         thr = self.config.fitness_threshold if fitness_threshold is None else fitness_threshold
         if self.config.no_fitness_termination:
@@ -268,14 +269,15 @@ class NEAT(tf.Module):
         for g in range(1, int(generations) + 1):
             pop = self.ask()
             fit = evaluate(pop)
-            best_now = float(tf.reduce_max(sanitize_fitness(fit)))
+            stat = {"max": tf.reduce_max, "min": tf.reduce_min, "mean": tf.reduce_mean}[self.config.fitness_criterion]
+            best_now = float(stat(sanitize_fitness(fit)))
             if best_now >= thr:
                 self.tell(pop, fit)
                 solved = True
                 break
             self.tell(pop, fit)
             if verbose:
-                print(f"gen {g}: best {best_now:.4f} species {self.num_species}")
+                print(f"gen {g}: {self.config.fitness_criterion} {best_now:.4f} species {self.num_species}")
         return {"generations": g, "solved": solved, "best_fitness": float(self.best_fitness.numpy()),
                 "seconds": time.perf_counter() - t0}
 
