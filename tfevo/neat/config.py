@@ -11,7 +11,7 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS"]
+__all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
 INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs_neat_hidden", "full_nodirect", "full",
                        "full_direct", "partial_nodirect", "partial", "partial_direct")
@@ -284,8 +284,6 @@ class NEATConfig:
 
     def _initial_conn_count(self) -> int:
         """Most connections an initial genome holds."""
-        from tfevo.neat.genome import initial_pairs
-
         n = len(initial_pairs(self))
         mode = self.initial_connection
         if mode.startswith("partial"):
@@ -371,6 +369,28 @@ class NEATConfig:
                                           f"got {parts[1]!r}") from None
         vals.update(overrides)
         return cls(**vals)
+
+
+def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
+    """Every connection an initial genome of ``cfg`` may hold, in
+    neat-python's order (inputs->hidden, hidden->outputs, inputs->outputs,
+    then the self-connections of recurrent genomes); the pair at position
+    ``m`` carries innovation marker ``m``.  Which of them a genome holds is
+    :func:`tfevo.neat.genome.initial_connections`' choice."""
+    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
+    mode = cfg.initial_connection
+    if mode in ("unconnected", "none"):
+        return []
+    inputs, outputs = range(I), range(I, I + O)
+    hidden = range(I + O, I + O + H)
+    ih = [(i, h) for i in inputs for h in hidden]
+    ho = [(h, o) for h in hidden for o in outputs]
+    io = [(i, o) for i in inputs for o in outputs]
+    if mode.startswith("fs_neat"):
+        return io + (ih if mode == "fs_neat_hidden" else [])
+    direct = mode.endswith("_direct") or H == 0
+    selfs = [] if cfg.feed_forward else [(n, n) for n in list(outputs) + list(hidden)]
+    return ih + ho + (io if direct else []) + selfs
 
 
 def _is_off(text: str, off) -> bool:

@@ -24,13 +24,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.neat import functions as F
-from tfevo.neat.config import NEATConfig
+from tfevo.neat.config import NEATConfig, initial_pairs
 
 __all__ = [
     "NODE_KEY", "NODE_BIAS", "NODE_RESPONSE", "NODE_AGG", "NODE_ACT", "NODE_DIM",
     "CONN_IN", "CONN_OUT", "CONN_ENABLED", "CONN_WEIGHT", "CONN_MARKER", "CONN_DIM",
     "Population", "init_attribute", "initial_population", "conn_slots", "node_valid",
-    "conn_valid", "pair_hash", "initial_pairs", "initial_connections",
+    "conn_valid", "pair_hash", "initial_pairs", "initial_connections", "align", "used_width", "compact",
+    "first_free", "random_choice", "write_row",
 ]
 
 NODE_KEY, NODE_BIAS, NODE_RESPONSE, NODE_AGG, NODE_ACT = range(5)
@@ -96,28 +97,6 @@ def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
     pos = tf.minimum(tf.searchsorted(sk, q, side="left", out_type=tf.int32), N - 1)
     slot = tf.reshape(tf.gather(order, pos, batch_dims=1), tf.concat([lead, tf.stack([2, C])], 0))
     return slot[..., 0, :], slot[..., 1, :]
-
-
-def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
-    """Every connection an initial genome of ``cfg`` may hold, in
-    neat-python's order (inputs->hidden, hidden->outputs, inputs->outputs,
-    then the self-connections of recurrent genomes); the pair at position
-    ``m`` carries innovation marker ``m``.  Which of them a genome holds is
-    :func:`initial_connections`' choice."""
-    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
-    mode = cfg.initial_connection
-    if mode in ("unconnected", "none"):
-        return []
-    inputs, outputs = range(I), range(I, I + O)
-    hidden = range(I + O, I + O + H)
-    ih = [(i, h) for i in inputs for h in hidden]
-    ho = [(h, o) for h in hidden for o in outputs]
-    io = [(i, o) for i in inputs for o in outputs]
-    if mode.startswith("fs_neat"):
-        return io + (ih if mode == "fs_neat_hidden" else [])
-    direct = mode.endswith("_direct") or H == 0
-    selfs = [] if cfg.feed_forward else [(n, n) for n in list(outputs) + list(hidden)]
-    return ih + ho + (io if direct else []) + selfs
 
 
 def initial_connections(cfg: NEATConfig, seed) -> tf.Tensor:
@@ -187,3 +166,76 @@ def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
     conns = tf.stack([placed[..., 0], placed[..., 1], en, w, placed[..., 2]], axis=-1)
     conns = tf.where(held[..., None], conns, np.nan)
     return nodes, conns, n_real, n
+
+
+# ---------------------------------------------------------------------------
+# Slot-level helpers shared by the variation and distance code
+
+_BRUTE_MAX = 4096  # align() on static widths: all-pairs compare up to this many per row
+
+
+def align(query: tf.Tensor, keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Row-wise lookup: for each ``query [M, Q]`` value, whether it occurs in
+    ``keys [M, K]`` and at which index (NaN never matches).  O(M K log K)."""
+    Q, K = query.shape[-1], keys.shape[-1]
+    if Q is not None and K is not None and Q * K <= _BRUTE_MAX:
+        # static small widths (the XLA breed programs): compare all pairs,
+        # which XLA fuses into one loop; its CPU sort is several times slower.
+        # Same answer: the first match (ids are unique within a genome).
+        eq = tf.equal(query[..., :, None], keys[..., None, :])  # NaN never equal
+        return tf.reduce_any(eq, -1), tf.argmax(tf.cast(eq, tf.int8), -1, output_type=tf.int32)
+    kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
+    order = tf.argsort(kb, axis=-1, stable=True)
+    sorted_b = tf.gather(kb, order, batch_dims=1)
+    q = tf.where(tf.math.is_nan(query), tf.constant(-1.0, tf.float32), query)
+    pos = tf.searchsorted(sorted_b, q, side="left", out_type=tf.int32)
+    pos = tf.minimum(pos, tf.shape(keys)[-1] - 1)
+    found = tf.equal(tf.gather(sorted_b, pos, batch_dims=1), q) & ~tf.math.is_nan(query)
+    return found, tf.gather(order, pos, batch_dims=1)
+
+
+def used_width(valid: tf.Tensor) -> tf.Tensor:
+    """int32 scalar: 1 + the largest slot index holding a gene in any row of
+    ``valid [P, K]`` (0 if none); slicing ``[:, :used_width]`` drops only
+    empty slots."""
+    K = tf.shape(valid)[1]
+    last = tf.reduce_max(tf.where(valid, tf.range(K)[None, :] + 1, 0))
+    return last
+
+
+def compact(x: tf.Tensor, valid: tf.Tensor, width=None) -> tf.Tensor:
+    """Moves the gene rows of each genome ``x [P, K, D]`` to the front,
+    keeping their order (empty rows after them), into a NaN tensor with
+    ``width`` (default K) slots.  Fixed slots at the front (inputs/outputs)
+    stay where they are because they are always valid."""
+    v = tf.cast(valid, tf.int32)
+    n = tf.reduce_sum(v, -1, keepdims=True)
+    dest = tf.where(valid, tf.cumsum(v, -1) - 1, n + tf.cumsum(1 - v, -1) - 1)  # [P, K] new position
+    P, K, D = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
+    ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], tf.shape(dest)), dest], -1)
+    out = tf.fill(tf.stack([P, K if width is None else width, D]), tf.constant(np.nan, x.dtype))
+    return tf.tensor_scatter_nd_update(out, ij, x)
+
+
+def first_free(valid):
+    free = ~valid
+    return tf.argmax(tf.cast(free, tf.int8), -1, output_type=tf.int32), tf.reduce_any(free, -1)
+
+
+def random_choice(mask, u):
+    """A uniformly random True slot of each row of ``mask [P, K]`` from one
+    uniform ``u [P]`` per row (the ``floor(u * count)``-th True slot)."""
+    m = tf.cast(mask, tf.int32)
+    cnt = tf.reduce_sum(m, -1)
+    k = tf.minimum(tf.cast(u * tf.cast(cnt, tf.float32), tf.int32), cnt - 1)
+    hit = mask & tf.equal(tf.cumsum(m, axis=-1), (k + 1)[:, None])
+    return tf.argmax(tf.cast(hit, tf.int8), -1, output_type=tf.int32), cnt > 0
+
+
+def write_row(x, slot, ok, row):
+    """x[p, slot[p]] = row[p] where ok[p]: one O(P) scatter, not a pass over x."""
+    P = tf.shape(x)[0]
+    ij = tf.stack([tf.range(P), slot], -1)
+    cur = tf.gather_nd(x, ij)
+    return tf.tensor_scatter_nd_update(x, ij, tf.where(ok[:, None], row, cur))
+
