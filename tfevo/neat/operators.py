@@ -19,5 +19,4 @@ from tfevo.neat.speciation import distance_matrix, distance_one_to_many
 
 __all__ = ["align", "used_width", "compact", "distance_one_to_many", "distance_matrix", "crossover",
            "crossover_given", "crossover_words", "mutate", "mutate_given", "mutate_pre", "mutate_post", "pair_markers",
-           "mutation_uniforms", "mutate_attributes", "reachable_from", "reachable_along", "reachable_along_dense",
-           "_attr_columns"]
+           "mutation_uniforms", "mutate_attributes", "reachable_from", "reachable_along", "reachable_along_dense"]
