@@ -138,3 +138,22 @@ def test_run_stops_on_the_fitness_criterion(criterion, expect):
 
     r = algo.run(evaluate, 10)
     assert r["solved"] and r["generations"] == expect
+
+
+def test_crossover_disables_a_homologous_gene_disabled_in_a_parent_three_times_in_four():
+    from tfevo.neat.crossover import crossover
+
+    P = 4000
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=P)
+    nodes, conns, _, _ = initial_population(cfg, tf.constant([1, 2], tf.int64))
+    c = conns.numpy()  # two connections, markers 0 and 1, both enabled
+    c1, c2 = c.copy(), c.copy()
+    c2[:, 0, 2] = 0.0  # marker 0: enabled in parent 1, disabled in parent 2
+    c1[:, 1, 2] = c2[:, 1, 2] = 0.0  # marker 1: disabled in both
+    _, cc = crossover(nodes, tf.constant(c1), nodes, tf.constant(c2), tf.constant([7, 8], tf.int64))
+    en = cc.numpy()[:, :2, 2]
+    # neat-python: the inherited state (1/2 disabled), then disabled with probability 3/4: 7/8 disabled
+    assert abs((en[:, 0] == 0).mean() - 0.875) < 0.025
+    assert (en[:, 1] == 0).all()
+    _, cc = crossover(nodes, conns, nodes, conns, tf.constant([7, 8], tf.int64))
+    assert (cc.numpy()[:, :2, 2] == 1).all(), "genes enabled in both parents stay enabled"
