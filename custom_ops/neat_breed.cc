@@ -7,7 +7,7 @@
 // compact).  Every random number comes in as an input, drawn outside by
 // TensorFlow's stateless kernels exactly as the reference draws them:
 //
-//   words  int32 [P, ceil((4 wn + 2 wc) / 32)]   crossover coins (bit j of a row)
+//   words  int32 [P, ceil((4 wn + 4 wc) / 32)]   crossover coins (bit j of a row)
 //   u_all  float [P, 13 + wn*kn + wc*kc]           mutation uniforms
 //
 // and each one is consumed at the same place and in the same way as in the
@@ -151,7 +151,7 @@ REGISTER_OP("TfevoNeatBreedWidths")
     .Attr("kn: int >= 0")
     .Attr("kc: int >= 0")
     .Output("widths: int32")       // [2] (wn, wc)
-    .Output("words_shape: int32")  // [2] (P, ceil((4 wn + 2 wc) / 32)): operators.crossover_words
+    .Output("words_shape: int32")  // [2] (P, ceil((4 wn + 4 wc) / 32)): crossover.crossover_words
     .Output("u_shape: int32")      // [2] (P, 13 + wn kn + wc kc): operators.mutation_uniforms
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < 3; ++i) c->set_output(i, c->MakeShape({2}));
@@ -566,7 +566,7 @@ class NeatBreedOp : public OpKernel {
       OP_REQUIRES(ctx, t->dims() == 1 && t->dim_size(0) == P,
                   InvalidArgument("TfevoNeatBreed: p1, p2, is_elite must be [", P, "], got ",
                                   t->shape().DebugString()));
-    const int64_t W = (4 * int64_t{wn} + 2 * int64_t{wc} + 31) / 32;
+    const int64_t W = (4 * int64_t{wn} + 4 * int64_t{wc} + 31) / 32;
     OP_REQUIRES(ctx, words_t.dims() == 2 && words_t.dim_size(0) == P && words_t.dim_size(1) >= W,
                 InvalidArgument("TfevoNeatBreed: words must be [", P, ", >= ", W, "], got ",
                                 words_t.shape().DebugString()));
@@ -783,8 +783,9 @@ class NeatBreedOp : public OpKernel {
         for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
       }
     }
-    // crossover (operators.crossover_given): parent 1's genes, homologous
-    // attributes from parent 2 where the coin is set
+    // crossover (crossover.crossover_given): parent 1's genes, homologous
+    // attributes from parent 2 where the coin is set; a homologous connection
+    // disabled in either parent is disabled unless both of its last two coins are set
     std::memcpy(cn, n1, sizeof(float) * wn * kD);
     std::memcpy(cc, c1, sizeof(float) * wc * kD);
     for (int s = 0; s < wn; ++s) {
@@ -796,9 +797,12 @@ class NeatBreedOp : public OpKernel {
     for (int s = 0; s < wc; ++s) {
       const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER], s);
       if (t < 0) continue;
-      const int64_t j = 4 * int64_t{wn} + 2 * int64_t{s};
+      const int64_t j = 4 * int64_t{wn} + 4 * int64_t{s};
       if (Coin(c, i, j)) cc[s * kD + CONN_ENABLED] = c2[t * kD + CONN_ENABLED];
       if (Coin(c, i, j + 1)) cc[s * kD + CONN_WEIGHT] = c2[t * kD + CONN_WEIGHT];
+      if ((c1[s * kD + CONN_ENABLED] == 0.f || c2[t * kD + CONN_ENABLED] == 0.f) &&
+          !(Coin(c, i, j + 2) && Coin(c, i, j + 3)))
+        cc[s * kD + CONN_ENABLED] = 0.f;
     }
     GenomeState& g = c.st[i];
     const bool active = !c.elite[i];
@@ -1278,7 +1282,7 @@ class NeatBreedWidthsOp : public OpKernel {
     }
     const int64_t P = ctx->input(0).dim_size(0), wn = out->flat<int32_t>()(0), wc = out->flat<int32_t>()(1);
     ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
-    ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 2 * wc + 31) / 32);
+    ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 4 * wc + 31) / 32);
     us->flat<int32_t>()(0) = static_cast<int32_t>(P);
     us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn_ + wc * kc_);
   }

@@ -1,7 +1,9 @@
 """The NEAT breed kernel (custom_ops/neat_breed.cc) against its pure-TensorFlow
-reference (the graph breed of tfevo.neat.neat._breed_programs): same children
+reference (tfevo.neat.reproduction.breed_reference): same children
 bit for bit (structure, node keys, markers, attributes), counters and skipped
 slot counts, on populations from real runs and random parents/elites."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -284,7 +286,7 @@ def test_held_output_rewritten_only_when_unreferenced_and_padding_restored():
     an output the caller still holds is never written into."""
     cfg = NEATConfig(**{**BASE, "node_add_prob": 0.9, "conn_add_prob": 0.9, "node_delete_prob": 0.0,
                         "conn_delete_prob": 0.0})
-    wide = _run(cfg, 5).ask()
+    wide = _run(dataclasses.replace(cfg, elitism=0), 5).ask()  # grown genomes (no species of elites only)
     narrow = NEAT(cfg, seed=2).ask()
     P = cfg.pop_size
     rng = np.random.default_rng(3)
@@ -346,7 +348,7 @@ def test_neat_run_with_slots_running_out_matches_reference(monkeypatch):
     for use in (True, False):
         monkeypatch.setattr(B, "use_breed_op", lambda use=use: use)
         neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
-        algo = _run(cfg, 7, seed=4)
+        algo = _run(cfg, 10, seed=1)
         out.append([v.numpy() for v in (algo.nodes, algo.conns, algo.next_node_key, algo.next_marker,
                                          algo.skipped_node_slots, algo.skipped_conn_slots)])
     neat_mod._TELL_CACHE.pop((repr(cfg), False), None)

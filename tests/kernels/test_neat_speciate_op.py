@@ -1,5 +1,5 @@
 """The NEAT speciation kernel (custom_ops/neat_speciate.cc, issue #5) against
-its pure-TensorFlow reference (tfevo.neat._speciate_op.speciate_reference):
+its pure-TensorFlow reference (tfevo.neat.speciation.speciate_reference):
 identical species, keys, representatives and counters on populations from
 real runs and on hand-made edge cases."""
 

@@ -10,7 +10,9 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import NEAT, XOR, NEATConfig
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
+from tfevo.neat import generation
 from tfevo.neat.genome import node_valid
+from tfevo.neat.reproduction import spawn_reference
 
 ACTS = ("sigmoid", "tanh", "relu", "identity", "gauss", "abs", "clamped", "hat", "elu", "lelu", "softplus")
 AGGS = ("sum", "product", "max", "min", "maxabs", "median", "mean")
@@ -269,8 +271,8 @@ def test_offspring_counts_match_neat_python():
         adj[slots] = af
         keys = np.full(8, -1, np.int64)
         keys[slots] = rng.permutation(n)
-        got = algo._spawn(tf.constant(alive), tf.constant(size), tf.constant(fit_s), tf.constant(adj),
-                          tf.zeros(8, tf.int32), tf.constant(keys)).numpy()
+        got = spawn_reference(algo.config, tf.constant(alive), tf.constant(size), tf.constant(fit_s),
+                              tf.constant(adj), tf.zeros(8, tf.int32), tf.constant(keys)).numpy()
         assert got.sum() == 150 and np.all(got[~alive] == 0)
         np.testing.assert_array_equal(got[slots[order]], ref)
         checked += 1
@@ -312,7 +314,8 @@ def test_speciation_follows_neat_python_rules(ff_pop):
             s = int(np.argmin(alive))  # first free slot
             assert not alive[s], "test population needs more species slots"
             rep[s], alive[s], want[g] = g, True, s
-    got, got_alive = algo._speciate(nodes, conns)[:2]
+    state = generation.State(*[getattr(algo, n) for n in generation.State._fields])
+    got, got_alive = generation.speciate(cfg, state, nodes, conns)[:2]
     np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(got_alive.numpy(), alive)
     assert len(set(want.tolist())) > 2  # several species were involved
@@ -328,7 +331,7 @@ def test_xla_breed_programs_equal_graph_programs():
     """The XLA breed programs give the graph programs' children for the same
     parents and random numbers (structure exactly, attributes to float
     rounding), including the counters and skipped-slot counts."""
-    from tfevo.neat import neat as neat_mod
+    from tfevo.neat import reproduction
     from tfevo.neat import operators as ops
 
     cfg, algo = _evolved(True, gens=4, **_XLA_KW)
@@ -343,7 +346,7 @@ def test_xla_breed_programs_equal_graph_programs():
     nk, nm = algo.next_node_key.read_value(), algo.next_marker.read_value()
     out = []
     for jit in (False, True):
-        pre, post = neat_mod._breed_programs(cfg, jit)
+        pre, post = reproduction.breed_programs(cfg, jit)
         cn, cc, k, m, skn, skc, pm, wr = pre(nodes, conns, p1, p2, elite, words, u_all, nk, nm)
         marker, m = ops.pair_markers(pm, m)
         cn, cc = post(cn, cc, elite, u_all, marker, (*wr, pm[4]))

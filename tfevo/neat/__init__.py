@@ -13,13 +13,13 @@ from tfevo.neat.functions import register_activation, register_aggregation  # no
 from tfevo.neat.genome import Population  # noqa: E402
 from tfevo.neat.neat import NEAT  # noqa: E402
 from tfevo.neat.network import Network, forward, recurrent_step, transform, initial_state  # noqa: E402
-from tfevo.neat.problems import XOR, XOR3, FunctionFit, SupervisedProblem  # noqa: E402
+from tfevo.neat.problems import XOR, XOR3, FunctionFit, Multiplexer, Parity, SupervisedProblem  # noqa: E402
 from tfevo.neat.policy import ControlProblem, NEATPolicy  # noqa: E402
 from tfevo.neat.hyperneat import HyperNEAT, HyperNEATProblem, Substrate, cppn_config, query_cppn  # noqa: E402
 from tfevo.neat.export import NEATNetworkLayer, draw, to_keras, to_sympy  # noqa: E402
 
 __all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "NEAT", "Population", "Network", "transform", "forward",
            "recurrent_step", "initial_state", "register_activation", "register_aggregation",
-           "XOR", "XOR3", "FunctionFit", "SupervisedProblem", "ControlProblem", "NEATPolicy",
+           "XOR", "XOR3", "Parity", "Multiplexer", "FunctionFit", "SupervisedProblem", "ControlProblem", "NEATPolicy",
            "HyperNEAT", "HyperNEATProblem", "Substrate", "cppn_config", "query_cppn", "NEATNetworkLayer",
            "draw", "to_keras", "to_sympy"]

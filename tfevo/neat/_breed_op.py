@@ -1,16 +1,16 @@
 """NEAT breeding as one C++ CPU kernel (``custom_ops/neat_breed.cc``).
 
-:func:`breed` is what :meth:`tfevo.neat.NEAT._breed` calls on its default
+:func:`breed_population` is what a NEAT generation calls on its default
 (graph) path: crossover by markers, structural mutation (add/delete node,
 add connection with the feed-forward cycle check, delete connection),
 innovation markers of the new connections, attribute mutation and
 compaction, for the whole population in one kernel, given the random
-numbers drawn outside (:func:`operators.crossover_words`,
-:func:`operators.mutation_uniforms`: ``tf.random.stateless_uniform``'s
+numbers drawn outside (:func:`tfevo.neat.crossover.crossover_words`,
+:func:`tfevo.neat.mutation.mutation_uniforms`: ``tf.random.stateless_uniform``'s
 numbers, computed by :mod:`tfevo.random_ops`'s Philox kernel).
 
-The pure-TensorFlow reference is :func:`breed_reference` (the graph code of
-``tfevo.neat.neat._breed_programs``).  Both consume the same random numbers
+The pure-TensorFlow reference is
+:func:`tfevo.neat.reproduction.breed_reference`.  Both consume the same random numbers
 the same way, and the kernel gives the reference's children bit for bit:
 structure, node keys, innovation markers, counters, skip counts and every
 float attribute (its float32 arithmetic follows the reference's order and
@@ -30,9 +30,10 @@ import tensorflow as tf
 from tfevo import kernels
 from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
-from tfevo.neat import operators as O
 from tfevo.neat.config import NEATConfig
+from tfevo.neat.genes import attr_columns
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
+from tfevo.neat.reproduction import breed_reference
 
 __all__ = ["breed", "breed_population", "breed_reference", "use_breed_op", "op_attrs",
            "held_stats"]
@@ -62,7 +63,7 @@ def _float_params(cfg: NEATConfig, name: str) -> list[float]:
     mean, std = getattr(cfg, f"{name}_init_mean"), getattr(cfg, f"{name}_init_stdev")
     lo, hi = getattr(cfg, f"{name}_min_value"), getattr(cfg, f"{name}_max_value")
     uniform = getattr(cfg, f"{name}_init_type") == "uniform"
-    if uniform:  # operators._fresh_float: a + (b - a) * v01
+    if uniform:  # genes.fresh_float: a + (b - a) * v01
         a, b = max(lo, mean - 2 * std), min(hi, mean + 2 * std)
         c0, c1 = a, b - a
     else:  # clip(mean + std * gauss, lo, hi)
@@ -76,7 +77,7 @@ def op_attrs(cfg: NEATConfig) -> dict:
     reference's TensorFlow ops round it to (cached per config)."""
     key = repr(cfg)
     if key not in _ATTRS:
-        ncols, kn, ccols, kc = O._attr_columns(cfg)
+        ncols, kn, ccols, kc = attr_columns(cfg)
         col = lambda d, a: d[a][0] if a in d else -1  # noqa: E731
         _ATTRS[key] = dict(
             max_nodes=cfg.max_nodes, max_conns=cfg.max_conns, num_inputs=cfg.num_inputs,
@@ -97,21 +98,6 @@ def op_attrs(cfg: NEATConfig) -> dict:
             columns=[kn, col(ncols, "bias"), col(ncols, "response"), col(ncols, "activation"),
                      col(ncols, "aggregation"), kc, col(ccols, "weight"), col(ccols, "enabled")])
     return _ATTRS[key]
-
-
-def breed_reference(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker):
-    """The pure-TensorFlow breeding (graph path of ``NEAT._breed``) on the
-    used slot range ``nodes [P, wn, 5]``, ``conns [P, wc, 5]``.  Returns
-    ``(nodes [P, N, 5], conns [P, C, 5], next_key, next_marker,
-    skipped_node_slots, skipped_conn_slots)``."""
-    from tfevo.neat.neat import _breed_programs  # late: neat.py imports this module
-
-    pre, post = _breed_programs(cfg, False)
-    cn, cc, nk, nm, skn, skc, pm, wr = pre(nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker)
-    marker, nm = O.pair_markers(pm, nm)
-    wr = None if pm is None else (*wr, pm[4])
-    cn, cc = post(cn, cc, is_elite, u_all, marker, wr)
-    return cn, cc, nk, nm, skn, skc
 
 
 def breed(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, words, u_all, next_key, next_marker,
@@ -138,7 +124,8 @@ def _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_ke
 
 
 def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
-    """``NEAT._breed`` on the default path with the kernels: the bred slot
+    """The next population's breeding with the kernels (the default path of
+    :func:`tfevo.neat.generation.breed`): the bred slot
     range (used width + 1 node and + 3 connection slots, one small kernel
     instead of ~10 TensorFlow ops), the random numbers of that range
     (exactly ``tf.random.stateless_uniform``'s, drawn by the Philox kernel of
@@ -147,9 +134,10 @@ def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s
     nodes = tf.convert_to_tensor(nodes, tf.float32)
     conns = tf.convert_to_tensor(conns, tf.float32)
     op = kernels.kernel("TfevoNeatBreed", True, [nodes, conns])
-    _, kn, _, kc = O._attr_columns(cfg)
-    widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedWidths", True, [nodes, conns])(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
-    # the draws of operators.crossover_words / mutation_uniforms (same shapes, same seeds: same numbers),
+    _, kn, _, kc = attr_columns(cfg)
+    widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedWidths", True, [nodes, conns])(
+        nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+    # the draws of crossover_words / mutation_uniforms (same shapes, same seeds: same numbers),
     # tf.random.stateless_uniform's exact numbers on tfevo's Philox kernel (random_ops)
     words = _random_ops.stateless_int32_bits(words_shape, s_cross)
     u_all = _random_ops.stateless_uniform(u_shape, s_mut)

@@ -48,10 +48,10 @@ def _fused_cartpole_ok(env, policy) -> bool:
     (the class itself, not a subclass that may change them), feed-forward networks with
     one or two outputs."""
     from tfevo.envs.classic import CartPole
-    from tfevo.neat.policy import NEATPolicy
 
     cfg = policy.config
-    return (type(env) is CartPole and type(policy).outputs_to_actions is NEATPolicy.outputs_to_actions and cfg.feed_forward and cfg.num_inputs == 4 and cfg.num_outputs in (1, 2)
+    plain = getattr(policy, "has_plain_actions", lambda: False)()  # the kernel picks actions as NEATPolicy does
+    return (type(env) is CartPole and plain and cfg.feed_forward and cfg.num_inputs == 4 and cfg.num_outputs in (1, 2)
             and env.max_episode_steps >= 0)
 
 

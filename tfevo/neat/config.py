@@ -11,7 +11,22 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "TENSORNEAT_ALIASES"]
+__all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+
+INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs_neat_hidden", "full_nodirect", "full",
+                       "full_direct", "partial_nodirect", "partial", "partial_direct")
+
+# What neat-python 2.x uses for the optional keys a config file leaves out
+# (its other keys are required; a file without them gets NEATConfig's defaults).
+NEAT_PYTHON_DEFAULTS = {
+    "initial_connection": "unconnected", "elitism": 0, "survival_threshold": 0.2, "min_species_size": 1,
+    "species_fitness_func": "mean", "max_stagnation": 15, "species_elitism": 0, "no_fitness_termination": False,
+    "bias_init_type": "gaussian", "response_init_type": "gaussian", "weight_init_type": "gaussian",
+}
+# neat-python keys with a meaning tfevo does not model: accepted only at the value
+# that means "off" (anything else would be silently ignored otherwise)
+_NEAT_PYTHON_OFF = {"single_structural_mutation": ("false", "0", "no", "off"),
+                    "enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
 
 # TensorNEAT hyperparameter name -> NEATConfig field (same meaning).
 TENSORNEAT_ALIASES = {
@@ -53,12 +68,18 @@ class NEATConfig:
       feed_forward: True -> acyclic genomes (add-connection rejects cycles);
         False -> recurrent genomes (any connection, state carried over steps).
       num_hidden: hidden nodes of the initial genomes.
-      initial_connection: ``"full"`` (inputs->hidden->outputs, inputs->outputs
-        when there are no hidden nodes), ``"full_direct"`` (also inputs->outputs
-        when there are hidden nodes), ``"partial"`` (each connection of
-        ``full_direct`` kept with probability ``connection_fraction``) or
-        ``"none"``.
-      connection_fraction: keep probability for ``"partial"``.
+      initial_connection: neat-python's values: ``"unconnected"`` (alias
+        ``"none"``), ``"fs_neat_nohidden"``/``"fs_neat"`` (one random input
+        to every output), ``"fs_neat_hidden"`` (one random input to every
+        hidden and output node), ``"full_nodirect"``/``"full"``
+        (inputs->hidden->outputs; inputs->outputs only without hidden
+        nodes), ``"full_direct"`` (also inputs->outputs), and
+        ``"partial_nodirect"``/``"partial"``/``"partial_direct"`` (a random
+        ``round(n * connection_fraction)`` of the corresponding full set);
+        recurrent genomes' full and partial sets also hold every output and
+        hidden node's self-connection.
+      connection_fraction: the fraction of ``partial*`` (neat-python writes it
+        after the value: ``initial_connection = partial_direct 0.5``).
 
     Speciation (distance = node part + connection part, each
     ``(weight_coeff * sum of homologous gene distances + disjoint_coeff *
@@ -124,7 +145,9 @@ class NEATConfig:
       aggregation_default, aggregation_options, aggregation_mutate_rate.
 
     Runner:
-      fitness_threshold: :meth:`NEAT.run` stops when the best fitness reaches it.
+      fitness_criterion: ``"max"`` | ``"min"`` | ``"mean"`` of a generation's
+        fitness that :meth:`NEAT.run` compares with ``fitness_threshold``.
+      fitness_threshold: :meth:`NEAT.run` stops when that statistic reaches it.
       no_fitness_termination: ignore ``fitness_threshold``.
     """
 
@@ -199,6 +222,7 @@ class NEATConfig:
     aggregation_options: tuple = ("sum",)
     aggregation_mutate_rate: float = 0.0
 
+    fitness_criterion: str = "max"
     fitness_threshold: float = float("inf")
     no_fitness_termination: bool = False
 
@@ -222,16 +246,17 @@ class NEATConfig:
             raise ConfigError(
                 f"max_nodes={self.max_nodes} is smaller than inputs+outputs+num_hidden={need}"
             )
+        if self.initial_connection not in INITIAL_CONNECTIONS:
+            raise ConfigError(f"initial_connection must be one of {', '.join(INITIAL_CONNECTIONS)}, "
+                              f"got {self.initial_connection!r}")
         nconn = self._initial_conn_count()
         if self.max_conns < max(nconn, 1):
             raise ConfigError(
                 f"max_conns={self.max_conns} cannot hold the {nconn} initial connections "
                 f"of initial_connection={self.initial_connection!r}"
             )
-        if self.initial_connection not in ("full", "full_direct", "partial", "none"):
-            raise ConfigError(
-                f"initial_connection must be 'full', 'full_direct', 'partial' or 'none', got {self.initial_connection!r}"
-            )
+        if self.fitness_criterion not in ("max", "min", "mean"):
+            raise ConfigError(f"fitness_criterion must be 'max', 'min' or 'mean', got {self.fitness_criterion!r}")
         if self.species_fitness_func not in ("max", "mean", "min", "median"):
             raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
         if self.allotment not in ("fitness", "rank"):
@@ -258,14 +283,13 @@ class NEATConfig:
         return self
 
     def _initial_conn_count(self) -> int:
-        I, O, H = int(self.num_inputs), int(self.num_outputs), int(self.num_hidden)
-        if self.initial_connection == "none":
-            return 0
-        if H == 0:
-            return I * O
-        n = I * H + H * O
-        if self.initial_connection in ("full_direct", "partial"):
-            n += I * O
+        """Most connections an initial genome holds."""
+        n = len(initial_pairs(self))
+        mode = self.initial_connection
+        if mode.startswith("partial"):
+            return int(round(n * self.connection_fraction))
+        if mode.startswith("fs_neat"):
+            return self.num_outputs + (self.num_hidden if mode == "fs_neat_hidden" else 0)
         return n
 
     @classmethod
@@ -282,22 +306,46 @@ class NEATConfig:
 
     @classmethod
     def from_neat_python(cls, path: str, **overrides) -> "NEATConfig":
-        """Reads a neat-python config file (the sections' keys we know); keys we
-        don't model (e.g. ``fitness_criterion``) are ignored."""
+        """Reads a neat-python config file with neat-python's meaning: the keys
+        NEATConfig models, neat-python's defaults for the optional keys the
+        file leaves out (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
+        ``species_fitness_func = mean``, ``initial_connection = unconnected``),
+        ``structural_mutation_surer = default`` as neat-python resolves it.
+        Keys of neat-python's that tfevo does not model
+        (``single_structural_mutation``, ``enabled_rate_to_*_add``) raise
+        :class:`ConfigError` unless they are off; keys tfevo has no use for
+        (e.g. ``seed``) are ignored."""
         cp = configparser.ConfigParser()
         if not cp.read(path):
             raise ConfigError(f"cannot read neat-python config {path!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        vals: dict[str, Any] = {}
+        raw: dict[str, str] = {}
         for sec in cp.sections():
             for k, v in cp.items(sec):
-                k2 = {"feed_forward": "feed_forward", "compatibility_threshold": "compatibility_threshold"}.get(k, k)
-                if k2 in fields:
-                    vals[k2] = v
-        for k, v in list(vals.items()):
+                raw[k] = v.strip()
+        for k, off in _NEAT_PYTHON_OFF.items():
+            v = raw.get(k)
+            if v is not None and not _is_off(v, off):
+                raise ConfigError(f"{path}: {k} = {v} is not supported by tfevo.neat (only the neat-python value "
+                                  f"that turns it off: {off[0]})")
+        surer = raw.pop("structural_mutation_surer", "default").lower()
+        if surer in ("1", "yes", "true", "on"):
+            raw["structural_mutation_surer"] = "true"
+        elif surer in ("0", "no", "false", "off", "default"):  # default = single_structural_mutation (off)
+            raw["structural_mutation_surer"] = "false"
+        else:
+            raise ConfigError(f"{path}: structural_mutation_surer must be true, false or default, got {surer!r}")
+        for k in ("activation_default", "aggregation_default", "enabled_default"):
+            if raw.get(k, "").lower() in ("random", "none"):
+                raise ConfigError(f"{path}: {k} = {raw[k]} (a random initial value per gene) is not supported by "
+                                  "tfevo.neat; name one value")
+        vals: dict[str, Any] = {k: v for k, v in NEAT_PYTHON_DEFAULTS.items() if k not in raw}
+        for k, v in raw.items():
+            if k not in fields:
+                continue
             default = fields[k].default
             if isinstance(default, bool):
-                vals[k] = v.strip().lower() in ("true", "1", "yes")
+                vals[k] = v.lower() in ("true", "1", "yes", "on")
             elif isinstance(default, int):
                 vals[k] = _parse_int(k, v, path)
             elif isinstance(default, float):
@@ -310,10 +358,46 @@ class NEATConfig:
             else:
                 parts = v.split()
                 vals[k] = parts[0] if parts else v
-                if k == "initial_connection" and len(parts) > 1:
-                    vals["connection_fraction"] = float(parts[1])
+                if k == "initial_connection" and parts and parts[0].startswith("partial"):
+                    if len(parts) != 2:
+                        raise ConfigError(f"{path}: initial_connection = {v!r} needs a fraction, e.g. "
+                                          f"'{parts[0]} 0.5'")
+                    try:
+                        vals["connection_fraction"] = float(parts[1])
+                    except ValueError:
+                        raise ConfigError(f"{path}: the fraction of initial_connection must be a number, "
+                                          f"got {parts[1]!r}") from None
         vals.update(overrides)
         return cls(**vals)
+
+
+def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
+    """Every connection an initial genome of ``cfg`` may hold, in
+    neat-python's order (inputs->hidden, hidden->outputs, inputs->outputs,
+    then the self-connections of recurrent genomes); the pair at position
+    ``m`` carries innovation marker ``m``.  Which of them a genome holds is
+    :func:`tfevo.neat.genome.initial_connections`' choice."""
+    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
+    mode = cfg.initial_connection
+    if mode in ("unconnected", "none"):
+        return []
+    inputs, outputs = range(I), range(I, I + O)
+    hidden = range(I + O, I + O + H)
+    ih = [(i, h) for i in inputs for h in hidden]
+    ho = [(h, o) for h in hidden for o in outputs]
+    io = [(i, o) for i in inputs for o in outputs]
+    if mode.startswith("fs_neat"):
+        return io + (ih if mode == "fs_neat_hidden" else [])
+    direct = mode.endswith("_direct") or H == 0
+    selfs = [] if cfg.feed_forward else [(n, n) for n in list(outputs) + list(hidden)]
+    return ih + ho + (io if direct else []) + selfs
+
+
+def _is_off(text: str, off) -> bool:
+    try:
+        return float(text) == 0.0
+    except ValueError:
+        return text.lower() in off
 
 
 _INF = float("inf")

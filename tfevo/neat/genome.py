@@ -24,13 +24,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.neat import functions as F
-from tfevo.neat.config import NEATConfig
+from tfevo.neat.config import NEATConfig, initial_pairs
 
 __all__ = [
     "NODE_KEY", "NODE_BIAS", "NODE_RESPONSE", "NODE_AGG", "NODE_ACT", "NODE_DIM",
     "CONN_IN", "CONN_OUT", "CONN_ENABLED", "CONN_WEIGHT", "CONN_MARKER", "CONN_DIM",
     "Population", "init_attribute", "initial_population", "conn_slots", "node_valid",
-    "conn_valid", "pair_hash",
+    "conn_valid", "pair_hash", "initial_pairs", "initial_connections", "align", "used_width", "compact",
+    "first_free", "random_choice", "write_row",
 ]
 
 NODE_KEY, NODE_BIAS, NODE_RESPONSE, NODE_AGG, NODE_ACT = range(5)
@@ -98,31 +99,37 @@ def conn_slots(nodes: tf.Tensor, conns: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
     return slot[..., 0, :], slot[..., 1, :]
 
 
-def _initial_pairs(cfg: NEATConfig):
-    I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
-    inputs = list(range(I))
-    outputs = list(range(I, I + O))
-    hidden = list(range(I + O, I + O + H))
-    pairs = []
-    if cfg.initial_connection == "none":
-        return pairs
-    if H == 0:
-        pairs += [(i, o) for i in inputs for o in outputs]
-    else:
-        pairs += [(i, h) for i in inputs for h in hidden]
-        pairs += [(h, o) for h in hidden for o in outputs]
-        if cfg.initial_connection in ("full_direct", "partial"):
-            pairs += [(i, o) for i in inputs for o in outputs]
-    return pairs
+def initial_connections(cfg: NEATConfig, seed) -> tf.Tensor:
+    """bool ``[P, len(initial_pairs(cfg))]``: which initial pairs each genome
+    holds, with neat-python's meaning of ``initial_connection``: ``full*``
+    all of them; ``partial*`` a uniformly random subset of exactly
+    ``round(n * connection_fraction)`` pairs (Python's rounding);
+    ``fs_neat``/``fs_neat_nohidden`` one random input connected to every
+    output, ``fs_neat_hidden`` to every hidden and output node."""
+    P, I = cfg.pop_size, cfg.num_inputs
+    pairs = initial_pairs(cfg)
+    n = len(pairs)
+    mode = cfg.initial_connection
+    if n == 0 or mode.startswith("full"):
+        return tf.ones([P, n], tf.bool)
+    if mode.startswith("partial"):
+        k = int(round(n * cfg.connection_fraction))
+        u = tf.random.stateless_uniform([P, n], seed)
+        rank = tf.argsort(tf.argsort(u, axis=-1, stable=True), axis=-1, stable=True)
+        return rank < k
+    chosen = tf.minimum(tf.cast(tf.random.stateless_uniform([P], seed) * I, tf.int32), I - 1)
+    pin = tf.constant([a for a, _ in pairs], tf.int32)
+    return tf.equal(pin[None, :], chosen[:, None])
 
 
 def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, int, int]:
     """Builds the initial population.
 
-    Returns ``(nodes, conns, next_node_key, next_marker)``: every genome has the
-    same structure (``cfg.initial_connection``; ``"partial"`` drops each
-    connection with probability ``1 - connection_fraction``) and fresh random
-    attributes.  The initial connections get markers ``0..n-1``.
+    Returns ``(nodes, conns, next_node_key, next_marker)``: input, output and
+    ``num_hidden`` hidden nodes, the connections :func:`initial_connections`
+    picks (first slots of each genome), fresh random attributes; the
+    possible initial connections carry markers ``0..n-1``
+    (:func:`initial_pairs`).
     """
     P, N, C = cfg.pop_size, cfg.max_nodes, cfg.max_conns
     I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
@@ -141,21 +148,94 @@ def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
     nodes = tf.stack([keys, bias, resp, agg, act], axis=-1)
     nodes = tf.where((tf.range(N) < n_real)[None, :, None], nodes, np.nan)
 
-    pairs = _initial_pairs(cfg)
+    pairs = initial_pairs(cfg)
     n = len(pairs)
-    pin = np.full([C], np.nan, np.float32)
-    pout = np.full([C], np.nan, np.float32)
-    mk = np.full([C], np.nan, np.float32)
-    if n:
-        pin[:n] = [a for a, _ in pairs]
-        pout[:n] = [b for _, b in pairs]
-        mk[:n] = np.arange(n)
     w = init_attribute(cfg, "weight", [P, C], seeds[2])
     en = tf.fill([P, C], 1.0 if cfg.enabled_default else 0.0)
-    conns = tf.stack([tf.broadcast_to(pin, [P, C]), tf.broadcast_to(pout, [P, C]), en, w,
-                      tf.broadcast_to(mk, [P, C])], axis=-1)
-    keep = (tf.range(C) < n)[None, :]
-    if cfg.initial_connection == "partial":
-        keep = keep & (tf.random.stateless_uniform([P, C], seeds[3]) < cfg.connection_fraction)
-    conns = tf.where(keep[..., None], conns, np.nan)
+    if n == 0:
+        return nodes, tf.fill([P, C, 5], np.nan), n_real, 0
+    keep = initial_connections(cfg, seeds[3])  # [P, n]
+    # the kept pairs of each genome move to its first slots, in pair order
+    dest = tf.where(keep, tf.cumsum(tf.cast(keep, tf.int32), axis=-1) - 1, C)  # C = dropped
+    cand = tf.constant([[a, b, m] for m, (a, b) in enumerate(pairs)], tf.float32)  # [n, 3]
+    rows = tf.broadcast_to(cand[None], [P, n, 3])
+    ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], [P, n]), dest], -1)
+    ij = tf.boolean_mask(ij, keep)
+    placed = tf.scatter_nd(ij, tf.boolean_mask(rows, keep), [P, C, 3])
+    held = tf.scatter_nd(ij, tf.ones([tf.shape(ij)[0]], tf.bool), [P, C])
+    conns = tf.stack([placed[..., 0], placed[..., 1], en, w, placed[..., 2]], axis=-1)
+    conns = tf.where(held[..., None], conns, np.nan)
     return nodes, conns, n_real, n
+
+
+# ---------------------------------------------------------------------------
+# Slot-level helpers shared by the variation and distance code
+
+_BRUTE_MAX = 4096  # align() on static widths: all-pairs compare up to this many per row
+
+
+def align(query: tf.Tensor, keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Row-wise lookup: for each ``query [M, Q]`` value, whether it occurs in
+    ``keys [M, K]`` and at which index (NaN never matches).  O(M K log K)."""
+    Q, K = query.shape[-1], keys.shape[-1]
+    if Q is not None and K is not None and Q * K <= _BRUTE_MAX:
+        # static small widths (the XLA breed programs): compare all pairs,
+        # which XLA fuses into one loop; its CPU sort is several times slower.
+        # Same answer: the first match (ids are unique within a genome).
+        eq = tf.equal(query[..., :, None], keys[..., None, :])  # NaN never equal
+        return tf.reduce_any(eq, -1), tf.argmax(tf.cast(eq, tf.int8), -1, output_type=tf.int32)
+    kb = tf.where(tf.math.is_nan(keys), tf.constant(np.inf, tf.float32), keys)
+    order = tf.argsort(kb, axis=-1, stable=True)
+    sorted_b = tf.gather(kb, order, batch_dims=1)
+    q = tf.where(tf.math.is_nan(query), tf.constant(-1.0, tf.float32), query)
+    pos = tf.searchsorted(sorted_b, q, side="left", out_type=tf.int32)
+    pos = tf.minimum(pos, tf.shape(keys)[-1] - 1)
+    found = tf.equal(tf.gather(sorted_b, pos, batch_dims=1), q) & ~tf.math.is_nan(query)
+    return found, tf.gather(order, pos, batch_dims=1)
+
+
+def used_width(valid: tf.Tensor) -> tf.Tensor:
+    """int32 scalar: 1 + the largest slot index holding a gene in any row of
+    ``valid [P, K]`` (0 if none); slicing ``[:, :used_width]`` drops only
+    empty slots."""
+    K = tf.shape(valid)[1]
+    last = tf.reduce_max(tf.where(valid, tf.range(K)[None, :] + 1, 0))
+    return last
+
+
+def compact(x: tf.Tensor, valid: tf.Tensor, width=None) -> tf.Tensor:
+    """Moves the gene rows of each genome ``x [P, K, D]`` to the front,
+    keeping their order (empty rows after them), into a NaN tensor with
+    ``width`` (default K) slots.  Fixed slots at the front (inputs/outputs)
+    stay where they are because they are always valid."""
+    v = tf.cast(valid, tf.int32)
+    n = tf.reduce_sum(v, -1, keepdims=True)
+    dest = tf.where(valid, tf.cumsum(v, -1) - 1, n + tf.cumsum(1 - v, -1) - 1)  # [P, K] new position
+    P, K, D = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
+    ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], tf.shape(dest)), dest], -1)
+    out = tf.fill(tf.stack([P, K if width is None else width, D]), tf.constant(np.nan, x.dtype))
+    return tf.tensor_scatter_nd_update(out, ij, x)
+
+
+def first_free(valid):
+    free = ~valid
+    return tf.argmax(tf.cast(free, tf.int8), -1, output_type=tf.int32), tf.reduce_any(free, -1)
+
+
+def random_choice(mask, u):
+    """A uniformly random True slot of each row of ``mask [P, K]`` from one
+    uniform ``u [P]`` per row (the ``floor(u * count)``-th True slot)."""
+    m = tf.cast(mask, tf.int32)
+    cnt = tf.reduce_sum(m, -1)
+    k = tf.minimum(tf.cast(u * tf.cast(cnt, tf.float32), tf.int32), cnt - 1)
+    hit = mask & tf.equal(tf.cumsum(m, axis=-1), (k + 1)[:, None])
+    return tf.argmax(tf.cast(hit, tf.int8), -1, output_type=tf.int32), cnt > 0
+
+
+def write_row(x, slot, ok, row):
+    """x[p, slot[p]] = row[p] where ok[p]: one O(P) scatter, not a pass over x."""
+    P = tf.shape(x)[0]
+    ij = tf.stack([tf.range(P), slot], -1)
+    cur = tf.gather_nd(x, ij)
+    return tf.tensor_scatter_nd_update(x, ij, tf.where(ok[:, None], row, cur))
+

@@ -90,6 +90,11 @@ class NEATPolicy:
         return _fo.prepare(nodes, conns, cfg.num_inputs, cfg.feed_forward, cfg.activation_options,
                            cfg.aggregation_options, use_op=self.use_op)
 
+    def has_plain_actions(self) -> bool:
+        """Whether actions come from :meth:`outputs_to_actions` as defined here
+        (not overridden by a subclass), which whole-rollout kernels reproduce."""
+        return type(self).outputs_to_actions is NEATPolicy.outputs_to_actions
+
     def outputs_to_actions(self, y):
         """Network outputs ``[P, B, O]`` -> actions."""
         spec = self.action_spec

@@ -1,4 +1,5 @@
-"""Fitness problems for NEAT populations: XOR, 3-bit XOR, function fitting.
+"""Fitness problems for NEAT populations: XOR, n-bit parity, the
+multiplexer, function fitting.
 
 A problem is callable on a population ``(nodes, conns)`` and returns fitness
 ``float32 [P]`` (higher is better); the whole population is evaluated on all
@@ -16,9 +17,10 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
+from tfevo.neat.genome import CONN_DIM, NODE_DIM, conn_valid, node_valid, used_width
 from tfevo.registry import register
 
-__all__ = ["SupervisedProblem", "XOR", "XOR3", "FunctionFit"]
+__all__ = ["SupervisedProblem", "XOR", "XOR3", "Parity", "Multiplexer", "FunctionFit"]
 
 _COMPILED: dict = {}
 
@@ -150,8 +152,6 @@ def check_config_io(config, num_inputs: int, num_outputs: int, what: str) -> Non
 def check_population(population, config: NEATConfig):
     """``(nodes, conns)`` as float32 tensors; :class:`ShapeError` unless they are
     ``[P, max_nodes, 5]`` and ``[P, max_conns, 5]`` of ``config``."""
-    from tfevo.neat.genome import CONN_DIM, NODE_DIM
-
     if not (isinstance(population, (tuple, list)) and len(population) == 2):
         raise ShapeError("population must be the (nodes, conns) pair returned by NEAT.ask()")
     nodes = tf.convert_to_tensor(population[0], tf.float32)
@@ -167,9 +167,6 @@ def check_population(population, config: NEATConfig):
 
 @tf.function(autograph=False)
 def _used_widths(nodes, conns):
-    from tfevo.neat.genome import conn_valid, node_valid
-    from tfevo.neat.operators import used_width
-
     return used_width(node_valid(nodes)), used_width(conn_valid(conns))
 
 
@@ -198,6 +195,38 @@ class XOR3(SupervisedProblem):
 
     def __init__(self):
         super().__init__(*_parity(3))
+
+
+@register("problem", "neat_parity", doc="n-bit parity for NEAT (fitness 2^n - SSE).")
+class Parity(SupervisedProblem):
+    """``bits``-input parity (1 when an odd number of inputs is 1) on all
+    ``2**bits`` cases; fitness ``2**bits - sum of squared errors``, solved at
+    ``0.975 * 2**bits``.  ``Parity(2)`` is XOR, ``Parity(3)`` XOR3."""
+
+    def __init__(self, bits: int = 4):
+        if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 16:
+            raise ConfigError(f"bits must be an integer in [2, 16], got {bits!r}")
+        super().__init__(*_parity(int(bits)))
+        self.solved_at = 0.975 * self.max_fitness
+
+
+@register("problem", "neat_multiplexer", doc="Boolean multiplexer for NEAT (fitness 2^n - SSE).")
+class Multiplexer(SupervisedProblem):
+    """The ``address_bits``-address multiplexer: inputs are ``a`` address
+    bits then ``2**a`` data bits, the target is the data bit the address
+    selects (``address_bits=2``: the 6-multiplexer, 64 cases).  Fitness
+    ``cases - sum of squared errors``, solved at ``0.975 * cases``."""
+
+    def __init__(self, address_bits: int = 2):
+        a = address_bits
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 1 <= a <= 3:
+            raise ConfigError(f"address_bits must be an integer in [1, 3], got {a!r}")
+        a = int(a)
+        xs = np.array(list(itertools.product([0.0, 1.0], repeat=a + 2 ** a)), np.float32)
+        addr = (xs[:, :a] @ (2.0 ** np.arange(a - 1, -1, -1))).astype(int)
+        ys = xs[np.arange(len(xs)), a + addr][:, None]
+        super().__init__(xs, ys)
+        self.solved_at = 0.975 * self.max_fitness
 
 
 @register("problem", "neat_function_fit", doc="Fit y = f(x) on a grid with NEAT (fitness -MSE).")

@@ -1,0 +1,159 @@
+"""neat-python's meaning of the config keys NEAT shares with it: initial
+connectivity, the defaults of omitted optional keys, keys that must not be
+silently ignored, the attribute-rate check and ``fitness_criterion``."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+from tfevo.neat import NEAT, NEATConfig
+from tfevo.neat.genome import initial_population
+
+I, O, H = 3, 2, 2
+INPUTS, OUTPUTS, HIDDEN = set(range(I)), set(range(I, I + O)), set(range(I + O, I + O + H))
+
+
+def _genomes(mode, fraction=1.0, hidden=H, feed_forward=True, pop=16):
+    cfg = NEATConfig(num_inputs=I, num_outputs=O, num_hidden=hidden, pop_size=pop, initial_connection=mode,
+                     connection_fraction=fraction, feed_forward=feed_forward, max_conns=32)
+    _, conns, _, _ = initial_population(cfg, tf.constant([3, 4], tf.int64))
+    c = conns.numpy()
+    out = []
+    for p in range(pop):
+        v = ~np.isnan(c[p, :, 0])
+        assert v[:v.sum()].all(), "the initial connections fill the first slots"
+        assert (c[p, v, 2] == 1.0).all(), "enabled_default = True"
+        out.append({(int(a), int(b)) for a, b in c[p, v, :2]})
+    return out
+
+
+def _full(direct, hidden=H):
+    ih = {(i, h) for i in INPUTS for h in range(I + O, I + O + hidden)}
+    ho = {(h, o) for h in range(I + O, I + O + hidden) for o in OUTPUTS}
+    io = {(i, o) for i in INPUTS for o in OUTPUTS}
+    return ih | ho | (io if direct or hidden == 0 else set())
+
+
+@pytest.mark.parametrize("mode, direct", [("full", False), ("full_nodirect", False), ("full_direct", True)])
+def test_full_connectivity_as_neat_python(mode, direct):
+    for g in _genomes(mode):
+        assert g == _full(direct)
+    # without hidden nodes every "full" connects inputs to outputs
+    for g in _genomes(mode, hidden=0):
+        assert g == _full(True, hidden=0)
+
+
+def test_recurrent_full_genomes_also_hold_self_connections():
+    for g in _genomes("full", feed_forward=False):
+        assert g == _full(False) | {(n, n) for n in OUTPUTS | HIDDEN}
+
+
+@pytest.mark.parametrize("mode, direct", [("partial", False), ("partial_nodirect", False), ("partial_direct", True)])
+def test_partial_is_an_exact_random_subset(mode, direct):
+    full = _full(direct)
+    gs = _genomes(mode, fraction=0.5)
+    k = int(round(len(full) * 0.5))
+    assert all(g <= full and len(g) == k for g in gs)
+    assert len({frozenset(g) for g in gs}) > 1, "each genome draws its own subset"
+
+
+@pytest.mark.parametrize("mode, targets", [("fs_neat", OUTPUTS), ("fs_neat_nohidden", OUTPUTS),
+                                           ("fs_neat_hidden", OUTPUTS | HIDDEN)])
+def test_fs_neat_connects_one_random_input(mode, targets):
+    gs = _genomes(mode)
+    chosen = set()
+    for g in gs:
+        ins = {a for a, _ in g}
+        assert len(ins) == 1 and ins <= INPUTS
+        assert g == {(next(iter(ins)), t) for t in targets}
+        chosen |= ins
+    assert len(chosen) > 1, "the input is drawn per genome"
+
+
+@pytest.mark.parametrize("mode", ["unconnected", "none"])
+def test_unconnected(mode):
+    assert all(g == set() for g in _genomes(mode))
+
+
+def test_unknown_initial_connection_is_refused():
+    with pytest.raises(ConfigError, match="initial_connection must be one of .*got 'fully'"):
+        NEATConfig(initial_connection="fully")
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "neat.cfg"
+    path.write_text(text)
+    return str(path)
+
+
+BASE = "[NEAT]\npop_size = 20\n[DefaultGenome]\nnum_inputs = 2\nnum_outputs = 1\n"
+
+
+def test_omitted_optional_keys_take_neat_python_defaults(tmp_path):
+    c = NEATConfig.from_neat_python(_write(tmp_path, BASE))
+    assert (c.elitism, c.species_elitism, c.min_species_size, c.max_stagnation, c.species_fitness_func,
+            c.survival_threshold, c.initial_connection, c.structural_mutation_surer) == \
+        (0, 0, 1, 15, "mean", 0.2, "unconnected", False)
+    c = NEATConfig.from_neat_python(_write(tmp_path, BASE + "initial_connection = partial_direct 0.25\n"
+                                           "structural_mutation_surer = on\n[DefaultReproduction]\nelitism = 3\n"))
+    assert (c.initial_connection, c.connection_fraction, c.structural_mutation_surer, c.elitism) == \
+        ("partial_direct", 0.25, True, 3)
+
+
+@pytest.mark.parametrize("line", ["single_structural_mutation = true", "enabled_rate_to_true_add = 0.1",
+                                  "enabled_rate_to_false_add = 0.2", "activation_default = random"])
+def test_neat_python_keys_tfevo_does_not_model_are_refused_not_ignored(tmp_path, line):
+    with pytest.raises(ConfigError, match=line.split()[0]):
+        NEATConfig.from_neat_python(_write(tmp_path, BASE + line + "\n"))
+    # their "off" value is fine
+    if "rate_to" in line:
+        NEATConfig.from_neat_python(_write(tmp_path, BASE + line.split("=")[0] + "= 0.0\n"))
+
+
+def test_partial_without_fraction_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="needs a fraction"):
+        NEATConfig.from_neat_python(_write(tmp_path, BASE + "initial_connection = partial\n"))
+
+
+@pytest.mark.parametrize("attr", ["bias", "response", "weight"])
+def test_mutate_rate_plus_replace_rate_above_one_is_refused(attr):
+    with pytest.raises(ConfigError) as e:
+        NEATConfig(**{f"{attr}_mutate_rate": 0.7, f"{attr}_replace_rate": 0.5})
+    msg = str(e.value)
+    assert f"{attr}_mutate_rate" in msg and f"{attr}_replace_rate" in msg and "0.7" in msg and "0.5" in msg
+    NEATConfig(**{f"{attr}_mutate_rate": 0.5, f"{attr}_replace_rate": 0.5})  # exactly 1 is fine
+
+
+@pytest.mark.parametrize("criterion, expect", [("max", 1), ("mean", 4), ("min", 5)])
+def test_run_stops_on_the_fitness_criterion(criterion, expect):
+    cfg = NEATConfig(pop_size=4, fitness_criterion=criterion, fitness_threshold=1.0)
+    algo = NEAT(cfg, seed=0)
+    calls = []
+
+    def evaluate(pop):  # generation g: [2, a, a, a] with a = (g-1)/4: max >= 1 at once, mean at g=4, min at g=5
+        g = len(calls) + 1
+        calls.append(g)
+        return tf.constant([2.0, 0.25 * (g - 1), 0.25 * (g - 1), 0.25 * (g - 1)])
+
+    r = algo.run(evaluate, 10)
+    assert r["solved"] and r["generations"] == expect
+
+
+def test_crossover_disables_a_homologous_gene_disabled_in_a_parent_three_times_in_four():
+    from tfevo.neat.crossover import crossover
+
+    P = 4000
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=P)
+    nodes, conns, _, _ = initial_population(cfg, tf.constant([1, 2], tf.int64))
+    c = conns.numpy()  # two connections, markers 0 and 1, both enabled
+    c1, c2 = c.copy(), c.copy()
+    c2[:, 0, 2] = 0.0  # marker 0: enabled in parent 1, disabled in parent 2
+    c1[:, 1, 2] = c2[:, 1, 2] = 0.0  # marker 1: disabled in both
+    _, cc = crossover(nodes, tf.constant(c1), nodes, tf.constant(c2), tf.constant([7, 8], tf.int64))
+    en = cc.numpy()[:, :2, 2]
+    # neat-python: the inherited state (1/2 disabled), then disabled with probability 3/4: 7/8 disabled
+    assert abs((en[:, 0] == 0).mean() - 0.875) < 0.025
+    assert (en[:, 1] == 0).all()
+    _, cc = crossover(nodes, conns, nodes, conns, tf.constant([7, 8], tf.int64))
+    assert (cc.numpy()[:, :2, 2] == 1).all(), "genes enabled in both parents stay enabled"

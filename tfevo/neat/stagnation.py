@@ -1,0 +1,66 @@
+"""neat-python's stagnation (``DefaultStagnation.update``) on the species
+tensors: each species' fitness (``species_fitness_func`` of its members),
+its best fitness so far and the generation it last improved, and which
+species are removed as stagnant (never the best ``species_elitism``)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfevo.neat.config import NEATConfig
+
+__all__ = ["update"]
+
+_INF = float("inf")
+
+
+def _segment_median(x, seg, size):
+    """Median of ``x [P]`` within each segment ``seg [P]`` of sizes ``size [S]``."""
+    o1 = tf.argsort(x, stable=True)
+    o2 = tf.argsort(tf.gather(seg, o1), stable=True)
+    xs = tf.gather(x, tf.gather(o1, o2))
+    start = tf.cumsum(size, exclusive=True)
+    lo = start + tf.maximum(size - 1, 0) // 2
+    hi = start + size // 2
+    n = tf.shape(x)[0] - 1
+    return 0.5 * (tf.gather(xs, tf.minimum(lo, n)) + tf.gather(xs, tf.minimum(hi, n)))
+
+
+def update(cfg: NEATConfig, sp, alive, best_f, last_imp, ff, gen):
+    """Species sizes and fitness, improvement bookkeeping and stagnation for
+    members' species ``sp [P]`` and finite fitness ``ff [P]`` at generation
+    ``gen``.  When every species is stagnant, ``reset_on_extinction`` keeps
+    them for this generation's breeding and flags ``extinct`` (the caller
+    replaces the population); otherwise the best species survives.
+
+    Returns ``(size [S] int32, alive [S], species fitness [S], best fitness
+    [S], last improved [S], extinct (bool scalar))``."""
+    P, S = cfg.pop_size, cfg.max_species
+    size = tf.math.unsorted_segment_sum(tf.ones([P], tf.int32), sp, S)
+    alive = alive & (size > 0)
+    if cfg.species_fitness_func == "max":
+        fit_s = tf.math.unsorted_segment_max(ff, sp, S)
+    elif cfg.species_fitness_func == "min":
+        fit_s = tf.math.unsorted_segment_min(ff, sp, S)
+    elif cfg.species_fitness_func == "mean":
+        fit_s = tf.math.unsorted_segment_mean(ff, sp, S)
+    else:  # median via sorted order
+        fit_s = _segment_median(ff, sp, size)
+    fit_s = tf.where(alive, fit_s, -_INF)
+    improved = alive & (fit_s > best_f)
+    last_imp = tf.where(improved, gen, last_imp)
+    best_f = tf.where(improved, fit_s, best_f)
+    # stagnation, protecting the best species_elitism species
+    rank = tf.argsort(tf.argsort(-fit_s, stable=True), stable=True)  # 0 = best
+    protected = rank < cfg.species_elitism
+    stagnant = alive & ((gen - last_imp) >= cfg.max_stagnation) & ~protected
+    extinct = tf.reduce_all(stagnant | ~alive)
+    if cfg.reset_on_extinction:
+        # neat-python: every species stagnant -> a fresh population (bred as
+        # if none were stagnant, then replaced by the caller) and no species
+        stagnant = stagnant & ~extinct
+    else:
+        stagnant = stagnant & ~(extinct & tf.equal(rank, 0))
+        extinct = tf.constant(False)
+    alive = alive & ~stagnant
+    return size, alive, fit_s, best_f, last_imp, extinct
