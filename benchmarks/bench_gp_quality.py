@@ -10,7 +10,9 @@ Both libraries get the same settings: population, generations, function set
 {add, sub, mul, div, sin, cos, exp, log} (Nguyen; gplearn's exp is a
 make_function with the same clamp at 80) or {add, sub, mul, div} with
 constants in [-1, 1] (data sets), no constants on Nguyen, tournament 20,
-ramped half-and-half depth 2-6, p_crossover 0.9, subtree / hoist / point
+ramped half-and-half with depth limits 2..5 (gplearn's init_depth=(2, 6)
+draws from [2, 6); tfevo's range includes both ends, so it gets (2, 5)),
+p_crossover 0.9, subtree / hoist / point
 mutation 0.01 each, p_point_replace 0.05, parsimony 0.001.  Nguyen data:
 the standard sampling of :mod:`tfevo.problems.regression` (training points
 drawn with the run's seed; the test set is 1000 fresh points of the same
@@ -87,6 +89,7 @@ def make_tfevo(pop, gens, funcs, const_range, seed):
 
     kw = common(pop, gens, funcs, const_range)
     kw["random_state"] = seed
+    kw["init_depth"] = (2, 5)  # both ends included: the depths gplearn's (2, 6) draws (randint's [2, 6))
     return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05,
                              operators={"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01},
                              **kw)
