@@ -160,9 +160,9 @@ def table(args):
         by.setdefault((r["problem"], r["lib"]), {})[r["seed"]] = r
     problems = sorted({r["problem"] for r in recs},
                       key=lambda n: (n.startswith("nguyen"), int(n[6:]) if n[6:].isdigit() else 0, n))
-    print("| problem | seeds (both) | tfevo median test MSE | gplearn median test MSE | tfevo exact | gplearn exact "
-          "| tfevo median len | gplearn median len | tfevo CPU s/run | gplearn CPU s/run |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| problem | seeds (both) | tfevo median test MSE | gplearn median test MSE | ratio | tfevo exact "
+          "| gplearn exact | target met | tfevo median len | gplearn median len | tfevo CPU s/run | gplearn CPU s/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for pr in problems:
         a, b = by.get((pr, "tfevo"), {}), by.get((pr, "gplearn"), {})
         seeds = sorted(set(a) & set(b))
@@ -174,16 +174,19 @@ def table(args):
             v = [d[s][key] if d[s][key] is not None else bad for s in seeds]
             return float(np.median(v))
 
+        tail = (f"| {med(a, 'length'):.0f} | {med(b, 'length'):.0f} | {med(a, 'cpu_s'):.1f} "
+                f"| {med(b, 'cpu_s'):.1f} |")
         if not pr.startswith("nguyen"):
-            print(f"| {pr} (test R^2, median) | {len(seeds)} | {med(a, 'test_r2'):.4f} | {med(b, 'test_r2'):.4f} "
-                  f"| - | - | {med(a, 'length'):.0f} | {med(b, 'length'):.0f} | {med(a, 'cpu_s'):.1f} "
-                  f"| {med(b, 'cpu_s'):.1f} |")
+            ra, rb = med(a, "test_r2"), med(b, "test_r2")
+            print(f"| {pr} (test R^2, median) | {len(seeds)} | {ra:.4f} | {rb:.4f} | {ra - rb:+.4f} (diff) | - | - "
+                  f"| {'yes' if ra >= rb else '**no**'} " + tail)
             continue
         ea = sum(a[s]["exact"] for s in seeds)
         eb = sum(b[s]["exact"] for s in seeds)
-        print(f"| {pr} | {len(seeds)} | {med(a, 'test_mse'):.3g} | {med(b, 'test_mse'):.3g} | {ea}/{len(seeds)} "
-              f"| {eb}/{len(seeds)} | {med(a, 'length'):.0f} | {med(b, 'length'):.0f} | {med(a, 'cpu_s'):.1f} "
-              f"| {med(b, 'cpu_s'):.1f} |")
+        ma, mb = med(a, "test_mse"), med(b, "test_mse")
+        ok = (ma <= mb or ma <= EXACT) and ea >= eb  # medians below the exactness threshold are round-off
+        print(f"| {pr} | {len(seeds)} | {ma:.3g} | {mb:.3g} | {ma / mb:.2g} | {ea}/{len(seeds)} | {eb}/{len(seeds)} "
+              f"| {'yes' if ok else '**no**'} " + tail)
 
 
 def main():
