@@ -73,11 +73,11 @@ def _nguyen_median_test_mse(k, seeds=range(10)):
 
 
 @pytest.mark.slow
-def test_nguyen_polynomials_with_gplearn_initial_depths_and_headless_chicken():
-    """Nguyen-1 and Nguyen-4 over 10 seeds: below the medians of the uniform
-    subtree mutation with depth-6 initial trees (2.4e-3, 1.1e-2) and of
-    gplearn over the same seeds (2.4e-3, 1.7e-2; benchmarks/results/gp.md)."""
-    m1, _ = _nguyen_median_test_mse(1)
-    m4, _ = _nguyen_median_test_mse(4)
-    print(f"nguyen1 {m1:.3g}  nguyen4 {m4:.3g}")
-    assert m1 < 1.5e-3 and m4 < 8e-3, (m1, m4)
+def test_nguyen1_with_gplearn_initial_depths_and_headless_chicken():
+    """Nguyen-1 over 10 seeds at the benchmark's settings: the depth-6
+    initial trees and uniform small-tree subtree mutation had a median test
+    MSE of 2.4e-3 and 3 exact recoveries; gplearn has 5.8e-4 and 4
+    (benchmarks/results/gp.md)."""
+    m1, exact = _nguyen_median_test_mse(1)
+    print(f"nguyen1 median test MSE {m1:.3g}, exact {exact}/10")
+    assert m1 < 5e-4 and exact >= 5, (m1, exact)
