@@ -111,8 +111,16 @@ def compute_sizes(types: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
         ends = ends.write(j, tf.where(realT[j], e - j + 1, 0))
         return j - 1, table, ends
 
-    ends = tf.TensorArray(tf.int32, size=Lt)
-    _, _, ends = tf.while_loop(lambda j, *_: j >= 0, body, (Lt - 1, table0, ends))
+    start = Lt - 1
+    if types.shape[0] is not None:
+        # positions after the last real node of every tree are padding (size
+        # 0, the TensorArray's zero fill): the scan starts at that node
+        last = tf.reduce_max(tf.where(real, tf.range(Lt)[None, :], -1))
+        start = tf.maximum(last, 0)
+        ends = tf.TensorArray(tf.int32, size=Lt, element_shape=[types.shape[0]])
+    else:
+        ends = tf.TensorArray(tf.int32, size=Lt)
+    _, _, ends = tf.while_loop(lambda j, *_: j >= 0, body, (start, table0, ends))
     sizes = tf.transpose(ends.stack())
     sizes = tf.where(sizes > Lt, 0, sizes)  # incomplete trees => 0 (invalid)
     return tf.ensure_shape(sizes, types.shape)
