@@ -34,7 +34,9 @@ class GPConfig:
       num_outputs: ``K``; ``K > 1`` evolves multi-output trees.
       functions: function names (see :func:`tfevo.gp.trees.builtin_functions`).
       p_const, const_range, constants: leaf settings (:class:`TerminalSet`).
-      init_depth: ``(min, max)`` depth of the initial trees.
+      init_depth: ``(min, max)`` depth of the initial trees, both ends
+        included (the root is depth 0).  gplearn draws from ``[min, max)``,
+        so its default ``(2, 6)`` is this default ``(2, 5)``.
       init_method: ``"half_and_half"``, ``"full"`` or ``"grow"``.
       selection: ``"tournament"``, ``"truncation"``, ``"roulette"``, ``"rank"``.
       tournament_size, truncation_ratio, rank_pressure: their parameters.
@@ -46,12 +48,13 @@ class GPConfig:
       crossover_p_func: weight of a function node (a leaf weighs
         ``1 - crossover_p_func``) when crossover picks its points; 0.9 is
         gplearn's/Koza's bias to internal points, 0.5 uniform.
-      subtree_depth: depth range of subtrees made by subtree mutation.
+      subtree_depth: depth range of the random donor trees of subtree
+        mutation (made with ``init_method``); None: ``init_depth``.
       p_point: per-node probability of ``multi_point``.
       p_leaf: leaf probability of ``leaf_crossover``.
       const_sigma, p_multi_constant: constant mutation settings.
       hoist_root_only: Koza/DEAP hoist (child = subtree of parent) if True,
-        gplearn hoist otherwise.
+        gplearn hoist otherwise (its points weighted by ``crossover_p_func``).
       jit_compile: XLA-compile ``tell``.
     """
 
@@ -63,7 +66,7 @@ class GPConfig:
     p_const: float = 0.3
     const_range: tuple | None = (-1.0, 1.0)
     constants: Sequence[float] = ()
-    init_depth: tuple = (2, 6)
+    init_depth: tuple = (2, 5)
     init_method: str = "half_and_half"
     selection: str = "tournament"
     tournament_size: int = 20
@@ -75,7 +78,7 @@ class GPConfig:
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})
     crossover_p_func: float = 0.9
-    subtree_depth: tuple = (0, 4)
+    subtree_depth: tuple | None = None
     p_point: float = 0.05
     p_leaf: float = 0.1
     const_sigma: float = 0.1
@@ -99,6 +102,11 @@ class GPConfig:
         d0, d1 = self.init_depth
         if not (0 <= int(d0) <= int(d1)):
             raise ConfigError(f"init_depth must be (min, max) with 0 <= min <= max, got {self.init_depth}")
+        if self.subtree_depth is not None:
+            s0, s1 = self.subtree_depth
+            if not (0 <= int(s0) <= int(s1)):
+                raise ConfigError(f"subtree_depth must be None or (min, max) with 0 <= min <= max, "
+                                  f"got {self.subtree_depth}")
         if self.selection not in SELECTIONS:
             raise ConfigError(f"unknown selection {self.selection!r}; known: {', '.join(SELECTIONS)}")
         if int(self.tournament_size) < 1:
@@ -307,10 +315,11 @@ class _Step:
         if name == "leaf_crossover":
             return ops.leaf_biased_crossover(sk, parents, donors, c.p_leaf)
         if name == "subtree":
-            return ops.subtree_mutation(sk, parents, self.functions, self.terminals,
-                                        c.subtree_depth, min(32, self.max_len))
+            depth = c.init_depth if c.subtree_depth is None else c.subtree_depth
+            return ops.subtree_mutation(sk, parents, self.functions, self.terminals, depth, self.max_len,
+                                        c.init_method, float(c.crossover_p_func))
         if name == "hoist":
-            return ops.hoist_mutation(sk, parents, c.hoist_root_only)
+            return ops.hoist_mutation(sk, parents, c.hoist_root_only, float(c.crossover_p_func))
         if name == "point":
             return ops.point_mutation(sk, parents, self.functions, self.terminals)
         if name == "multi_point":

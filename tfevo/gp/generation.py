@@ -95,24 +95,27 @@ def _generate_single(seed, popsize, max_len, fset: FunctionSet, terms: TerminalS
     fids = tf.constant(np.asarray(fset.ids, np.float32))
     fars = tf.constant(np.asarray(fset.arities, np.int32))
     nf = len(fset)
-    rows = tf.range(P)
     kpos = tf.range(S)[None, :]
 
+    # every random draw is made before the position loop (one op each), so
+    # the loop body is a handful of small ops per position
+    s3 = tf.random.experimental.stateless_split(seed, 3)
+    fi_all = tf.random.stateless_uniform([L, P], s3[0], 0, nf, dtype=tf.int32)
+    u_all = tf.random.stateless_uniform([L, P], s3[1])
+    lt_all, lv_all = terms.sample(s3[2], [L, P])
+    a_all = tf.gather(fars, fi_all)
+    f_all = tf.gather(fids, fi_all)
+
     def body(i, stack, sp, ta_t, ta_v):
-        s = tf.random.experimental.stateless_fold_in(seed, i)
-        s3 = tf.random.experimental.stateless_split(s, 3)
         active = sp > 0
         top = tf.maximum(sp - 1, 0)
         d = tf.gather(stack, top, batch_dims=1)
-        fi = tf.random.stateless_uniform([P], s3[0], 0, nf, dtype=tf.int32)
-        a = tf.gather(fars, fi)
-        u = tf.random.stateless_uniform([P], s3[1])
+        a = a_all[i]
         fits = i + sp + a <= L
-        want = (d < depth) & (full | tf.equal(d, 0) | (u < p_func))
+        want = (d < depth) & (full | tf.equal(d, 0) | (u_all[i] < p_func))
         is_f = active & want & fits
-        lt, lv = terms.sample(s3[2], [P])
-        typ = tf.where(is_f, FUNC, tf.where(active, lt, PAD))
-        val = tf.where(is_f, tf.gather(fids, fi), tf.where(active, lv, 0.0))
+        typ = tf.where(is_f, FUNC, tf.where(active, lt_all[i], PAD))
+        val = tf.where(is_f, f_all[i], tf.where(active, lv_all[i], 0.0))
         push = (kpos >= top[:, None]) & (kpos < (top + a)[:, None]) & is_f[:, None]
         stack = tf.where(push, (d + 1)[:, None], stack)
         sp = tf.where(active, sp - 1 + tf.where(is_f, a, 0), 0)
@@ -120,10 +123,11 @@ def _generate_single(seed, popsize, max_len, fset: FunctionSet, terms: TerminalS
 
     stack0 = tf.zeros([P, S], tf.int32)
     sp0 = tf.ones([P], tf.int32)
-    ta_t = tf.TensorArray(tf.int32, size=L)
-    ta_v = tf.TensorArray(tf.float32, size=L)
+    # positions the loop stops before (every tree complete) stay zero: PAD
+    ta_t = tf.TensorArray(tf.int32, size=L, element_shape=[P])
+    ta_v = tf.TensorArray(tf.float32, size=L, element_shape=[P])
     _, _, _, ta_t, ta_v = tf.while_loop(
-        lambda i, *_: i < L, body, (tf.constant(0), stack0, sp0, ta_t, ta_v))
+        lambda i, stack, sp, *_: (i < L) & tf.reduce_any(sp > 0), body, (tf.constant(0), stack0, sp0, ta_t, ta_v))
     types = tf.transpose(ta_t.stack())
     values = tf.transpose(ta_v.stack())
     types = tf.ensure_shape(types, [P, L])

@@ -14,7 +14,8 @@ Operators (EvoGP's table):
                              subtree of the donor (points biased to
                              function nodes, 90/10 by default)
 :func:`leaf_biased_crossover` same, points are leaves w.p. ``p_leaf``
-:func:`subtree_mutation`     random subtree <- freshly generated tree
+:func:`subtree_mutation`     crossover with a freshly generated tree
+                             (headless chicken)
 :func:`hoist_mutation`       the child is a random subtree of the parent
 :func:`point_mutation`       one node -> another of the same arity/leaf
 :func:`multi_point_mutation` each node w.p. ``p`` as above
@@ -116,22 +117,34 @@ def random_node(seed, trees: Trees, mask=None):
     return tf.where(found, idx, 0), found
 
 
-def weighted_node(seed, trees: Trees, p_func: float = 0.9):
+def weighted_node(seed, trees: Trees, p_func: float = 0.9, mask=None):
     """A random node index per tree, int32 [P], where every function (or
     output) node has weight ``p_func`` and every leaf ``1 - p_func``
     (gplearn's and Koza's bias towards internal crossover points;
-    ``p_func = 0.5`` is uniform).  A tree of one leaf gives 0."""
+    ``p_func = 0.5`` is uniform).
+
+    With ``mask`` (bool ``[P, L]``) only the nodes where it is True are
+    candidates, and ``(index, found)`` is returned (``found`` False where no
+    node qualifies, then index 0).  Without it a tree of one leaf gives 0."""
     t = trees.types
     P = tf.shape(t)[0]
     internal = tf.equal(t, FUNC) | tf.equal(t, OUT)
     leaf = tf.equal(t, CONST) | tf.equal(t, VAR)
     w = tf.where(internal, float(p_func), tf.where(leaf, 1.0 - float(p_func), 0.0))
+    if mask is not None:
+        w = tf.where(mask, w, 0.0)
     cum = tf.cumsum(w, axis=1)
     total = cum[:, -1]
     u = tf.random.stateless_uniform([P], seed) * total
     idx = tf.reduce_sum(tf.cast(cum <= u[:, None], tf.int32), axis=1)  # first index with cum > u
-    n = trees.sizes[:, 0]
-    return tf.minimum(idx, tf.maximum(n - 1, 0))
+    if mask is None:
+        n = trees.sizes[:, 0]
+        return tf.minimum(idx, tf.maximum(n - 1, 0))
+    # the last candidate position bounds idx when rounding puts u at the top
+    cand = tf.cast(mask & (internal | leaf), tf.int32)
+    last = tf.shape(t)[1] - 1 - tf.argmax(tf.reverse(cand, [1]), axis=1, output_type=tf.int32)
+    found = total > 0
+    return tf.where(found, tf.minimum(idx, last), 0), found
 
 
 def child_positions(trees: Trees, node):
@@ -182,34 +195,54 @@ def leaf_biased_crossover(seed, trees: Trees, donors: Trees, p_leaf: float = 0.1
 
 
 def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: TerminalSet,
-                     depth: tuple = (0, 4), max_subtree_len: int = 32):
-    """Replaces a random subtree by a new random ("grow") tree."""
-    s = tf.random.experimental.stateless_split(seed, 2)
+                     depth: tuple = (2, 6), max_subtree_len: int = 32, method: str = "half_and_half",
+                     p_func: float | None = 0.9):
+    """Headless-chicken subtree mutation: a crossover with a freshly
+    generated random tree as the donor.
+
+    The donor is made like an initial tree (``method`` over the ``depth``
+    range, at most ``max_subtree_len`` nodes); the replaced subtree and the
+    inserted one are drawn as in :func:`one_point_crossover` (``p_func``
+    weighting, ``None`` for uniform).  With ``method="grow"`` and
+    ``p_func=None`` this is the classic "replace a random node by a random
+    subtree"."""
+    s = tf.random.experimental.stateless_split(seed, 3)
     P = trees.types.shape[0]
-    new = generate(s[0], P, max_subtree_len, functions, terminals, depth, "grow")
-    i, _ = random_node(s[1], trees)
-    return subtree_exchange(trees, i, new, tf.zeros_like(i))
+    new = generate(s[0], P, max_subtree_len, functions, terminals, depth, method)
+    if p_func is None:
+        i, _ = random_node(s[1], trees)
+        j, _ = random_node(s[2], new)
+    else:
+        i = weighted_node(s[1], trees, p_func)
+        j = weighted_node(s[2], new, p_func)
+    return subtree_exchange(trees, i, new, j)
 
 
-def hoist_mutation(seed, trees: Trees, root_only: bool = True):
+def hoist_mutation(seed, trees: Trees, root_only: bool = True, p_func: float | None = None):
     """Hoist mutation.
 
     With ``root_only`` (Koza/DEAP semantics) the child *is* a random proper
     subtree of the parent.  Otherwise (gplearn) a random subtree is replaced
-    by one of its own proper subtrees.  A single-node tree is returned
-    unchanged (``ok`` False).
+    by one of its own proper subtrees.  Both points are drawn with the
+    :func:`weighted_node` bias ``p_func`` (``None``: uniform).  A single-node
+    tree or subtree is returned unchanged (``ok`` False).
     """
     s = tf.random.experimental.stateless_split(seed, 2)
     t, _, sz = trees
     P, L = tf.shape(t)[0], tf.shape(t)[1]
     if root_only:
         i = tf.zeros([P], tf.int32)
-    else:
+    elif p_func is None:
         i, _ = random_node(s[0], trees)
+    else:
+        i = weighted_node(s[0], trees, p_func)
     si = tf.gather(sz, i, batch_dims=1)
     q = tf.range(L)[None, :]
     inside = (q > i[:, None]) & (q < (i + si)[:, None])
-    j, found = random_node(s[1], trees, inside)
+    if p_func is None:
+        j, found = random_node(s[1], trees, inside)
+    else:
+        j, found = weighted_node(s[1], trees, p_func, inside)
     child, ok = subtree_exchange(trees, i, trees, tf.where(found, j, i))
     return child, ok & found
 

@@ -67,11 +67,11 @@ class _BaseSymbolic(BaseEstimator):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=(2, 5), init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
-                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=0, verbose=0):
+                 subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=None, verbose=0):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
@@ -135,7 +135,7 @@ class _BaseSymbolic(BaseEstimator):
                   tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
                   rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
                   parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
-                  subtree_depth=tuple(self.subtree_depth),
+                  subtree_depth=None if self.subtree_depth is None else tuple(self.subtree_depth),
                   p_point=self.p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
                   p_multi_constant=self.p_multi_constant, hoist_root_only=bool(self.hoist_root_only),
                   jit_compile=bool(self.jit_compile))
@@ -215,7 +215,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
 
     >>> X = np.random.uniform(-1, 1, (200, 2)).astype(np.float32)
     >>> y = X[:, 0] * X[:, 1] + X[:, 0]
-    >>> est = SymbolicRegressor(population_size=500, generations=10).fit(X, y)
+    >>> est = SymbolicRegressor(population_size=500, generations=10, random_state=0).fit(X, y)
     >>> est.score(X, y) > 0.9
     True
 
@@ -228,7 +228,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       const_range, constants, p_const: leaves (ephemeral constants from
         ``const_range``, or the fixed ``constants``; ``p_const`` the
         probability of a constant leaf).
-      init_depth, init_method: initial trees.
+      init_depth, init_method: initial trees (``init_depth`` includes both
+        ends; gplearn's ``(2, 6)`` draws depths 2..5, which is ``(2, 5)`` here).
       selection, tournament_size, truncation_ratio, rank_pressure,
       survival_rate, elite, parsimony_coefficient: selection.
       operators: ``{name: probability}`` (default: crossover .9, subtree,
@@ -238,8 +239,10 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       jit_compile: XLA-compile the generation step.
       use_op: the C++ evaluator (:mod:`tfevo.kernels`): ``None`` where allowed,
         ``True`` required, ``False`` the pure-TensorFlow reference.
-      random_state: int seed (same seed and data = same program, bit for
-        bit), a ``RandomState`` or None (a fresh seed per fit).
+      random_state: None (the default, scikit-learn's convention: a fresh
+        seed from NumPy's global random state at every fit), an int seed
+        (same seed and data = same program, bit for bit) or a
+        ``RandomState`` (each fit draws its seed from it).
       verbose: print the best MSE of each generation.
 
     After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
@@ -288,11 +291,11 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=(2, 6), init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=(2, 5), init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
-                 subtree_depth=(0, 4), p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=0, verbose=0, fitness="accuracy"):
+                 subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
+                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=None, verbose=0, fitness="accuracy"):
         super().__init__(
             population_size=population_size, generations=generations, max_len=max_len,
             function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,

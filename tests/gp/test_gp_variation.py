@@ -1,0 +1,101 @@
+"""Variation semantics shared with gplearn (headless-chicken subtree mutation,
+function-biased hoist points) and the estimator's random_state default."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.gp import FunctionSet, GPConfig, SymbolicRegressor, TerminalSet, from_prefix, generate, validate
+from tfevo.gp import operators as O
+
+FS = FunctionSet(["add", "sub", "mul"])
+SEED = tf.constant([4, 2])
+
+
+def _full_tree(depth):
+    """Prefix tokens of a full binary tree of ``depth`` (root depth 0)."""
+    if depth == 0:
+        return ["x0"]
+    return ["add"] + _full_tree(depth - 1) + _full_tree(depth - 1)
+
+
+def test_subtree_mutation_crosses_in_a_subtree_of_an_initial_style_tree():
+    """The donor is a tree made like the initial ones (here full, depth 4:
+    15 functions, 16 leaves) and its crossover point is a function node 90%
+    of the time, so a one-leaf parent becomes a function-rooted subtree of
+    up to 31 nodes with probability 13.5 / 15.1."""
+    P = 3000
+    leaves = from_prefix([["x1"]] * P, 64)
+    child, ok = O.subtree_mutation(SEED, leaves, FS, TerminalSet(1, 0.0, None), (4, 4), 64, "full", 0.9)
+    n = child.sizes.numpy()[:, 0]
+    assert ok.numpy().all() and validate(child, num_vars=1).all()
+    assert n.max() == 31 and set(np.unique(n)) <= {1, 3, 7, 15, 31}
+    assert abs(np.mean(n > 1) - 13.5 / 15.1) < 0.03, np.mean(n > 1)
+    # the whole donor (its root weighs 0.9 of 15.1) is inserted about 6% of the time
+    assert abs(np.mean(n == 31) - 0.9 / 15.1) < 0.015
+    # grow + uniform points: the classic "replace a random node by a random tree"
+    child, _ = O.subtree_mutation(SEED, leaves, FS, TerminalSet(1, 0.0, None), (3, 3), 64, "full", None)
+    assert abs(np.mean(child.sizes.numpy()[:, 0] > 1) - 7 / 15) < 0.03
+
+
+def _expected_hoist_size(tokens, p_func):
+    """Exact mean child size of gplearn-style hoist on one tree: a subtree
+    ``i`` drawn by weight, then one of its proper subtrees ``j`` by weight."""
+    tr = from_prefix([tokens], len(tokens))
+    s = tr.sizes.numpy()[0]
+    w = np.where(np.array([t in ("add", "sub", "mul") for t in tokens]), p_func, 1 - p_func)
+    n, total = len(tokens), 0.0
+    for i in range(n):
+        inner = range(i + 1, i + s[i])
+        if not len(inner):
+            total += w[i] / w.sum() * n  # a leaf: unchanged
+            continue
+        wi = sum(w[j] for j in inner)
+        total += w[i] / w.sum() * sum(w[j] / wi * (n - s[i] + s[j]) for j in inner)
+    return total
+
+
+def test_hoist_points_follow_the_function_bias():
+    tokens = ["mul"] + _full_tree(3) + ["sub", "x0", "x0"]
+    P = 6000
+    trees = from_prefix([tokens] * P, 32)
+    child, _ = O.hoist_mutation(SEED, trees, root_only=False, p_func=0.9)
+    assert validate(child, num_vars=1).all()
+    got = child.sizes.numpy()[:, 0].mean()
+    want, uniform = _expected_hoist_size(tokens, 0.9), _expected_hoist_size(tokens, 0.5)
+    assert abs(want - uniform) > 1.0  # the test can tell the two rules apart
+    assert abs(got - want) < 0.25, (got, want, uniform)
+
+
+def test_weighted_node_with_a_mask_and_engine_defaults():
+    tr = generate(tf.constant([5, 5]), 2000, 64, FS, TerminalSet(2, 0.3, (-1, 1)), (2, 5))
+    t = tr.types.numpy()
+    mask = np.zeros_like(t, bool)
+    mask[:, 1:] = t[:, 1:] != 0  # everything but the root
+    idx, found = O.weighted_node(tf.constant([1, 1]), tr, 0.9, tf.constant(mask))
+    idx = idx.numpy()
+    assert found.numpy().all() and np.all(idx >= 1) and np.all(mask[np.arange(len(t)), idx])
+    nf = ((t == 3) & mask).sum(1)
+    nl = (((t == 1) | (t == 2)) & mask).sum(1)
+    expect = np.mean(0.9 * nf / (0.9 * nf + 0.1 * nl))
+    assert abs(np.mean(t[np.arange(len(t)), idx] == 3) - expect) < 0.03
+    none, found = O.weighted_node(tf.constant([1, 1]), tr, 0.9, tf.zeros_like(tr.types, tf.bool))
+    assert not found.numpy().any() and not none.numpy().any()
+    # subtree mutation donors default to the initial trees' depth range
+    assert GPConfig().subtree_depth is None
+
+
+def test_random_state_default_is_fresh_and_an_int_fixes_the_run():
+    est = SymbolicRegressor()
+    assert est.get_params()["random_state"] is None
+    a, b = est._seed(), est._seed()
+    assert a != b  # a fresh seed per fit
+    np.random.seed(7)
+    c = est._seed()
+    np.random.seed(7)
+    assert est._seed() == c  # drawn from NumPy's global state, like check_random_state(None)
+    x = np.random.RandomState(0).uniform(-1, 1, (40, 1))
+    y = x[:, 0] ** 2
+    kw = dict(population_size=60, generations=3, max_len=32, tournament_size=4)
+    p1 = SymbolicRegressor(random_state=11, **kw).fit(x, y)
+    p2 = SymbolicRegressor(random_state=11, **kw).fit(x, y)
+    assert str(p1) == str(p2) and p1.best_mse_ == p2.best_mse_
