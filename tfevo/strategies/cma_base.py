@@ -224,6 +224,9 @@ class CMABase(Algorithm):
         self._model.refresh()
         return tf.constant(0)
 
+    def _axis_scales(self):
+        return self._model.axis_scales()
+
     # ------------------------------------------------------------------
     # compiled bodies
     def _normal(self, scale=None):
