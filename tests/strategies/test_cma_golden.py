@@ -19,6 +19,7 @@ import cma_golden_runs as golden
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cma_golden.npz")
 RUNS = {run[0]: run for run in golden._runs()}
 QUICK = ["cma_float32_ellipsoid_gap3", "chol_float64_ellipsoid_gap3_solve", "sep_float32_ellipsoid",
+         "sep_float32_rastrigin_bounds",
          "lm_float64_ellipsoid", "ipop_float32_sphere"]
 
 

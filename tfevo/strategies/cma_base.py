@@ -183,7 +183,8 @@ class CMABase(Algorithm):
             else:
                 self._core_fn = None
                 body, jit = self._whole_tell()
-                self._tell_fn = tf.function(self._trace_counter.wrap("tell", body), input_signature=sig, jit_compile=jit)
+                self._tell_fn = tf.function(self._trace_counter.wrap("tell", body), input_signature=sig,
+                                            jit_compile=jit)
         call = self._tell_call
         if call is None or call.fn is not self._tell_fn:
             call = self._tell_call = FastCall(self._tell_fn)
@@ -222,6 +223,9 @@ class CMABase(Algorithm):
     def _refresh_op(self):
         self._model.refresh()
         return tf.constant(0)
+
+    def _axis_scales(self):
+        return self._model.axis_scales()
 
     # ------------------------------------------------------------------
     # compiled bodies

@@ -68,7 +68,7 @@ class CMAES(CMABase):
         of ``ask()``'s population, of the population ``tell`` takes and of
         ``best``.  float64 reaches ``f - f_opt <= 1e-8`` wherever pycma does
         (ill-conditioned problems need the resolution); float32 halves memory and
-        is ~2x faster at large ``n`` -- the choice for neuroevolution-sized
+        is faster at large ``n`` -- the choice for neuroevolution-sized
         ``n`` (thousands of weights), where float32 resolution is far below what
         the fitness can distinguish.
       tolfun, tolx: thresholds of the ``tolfun``/``tolx`` stop criteria
@@ -124,7 +124,7 @@ class CholeskyCMAES(CMAES):
       adaptation is unaffected, and the tests check the evaluation counts
       against pycma.
     * **Refactorisation** ``A = chol(C)`` (LAPACK ``?potrf`` through
-      :func:`tfevo.linalg.cholesky`, ~n^3/3 flops, ~15x cheaper than ``?syevd``
+      :func:`tfevo.linalg.cholesky`, ~n^3/3 flops, far cheaper than ``?syevd``
       at n = 1000) on the same lazy schedule as ``CMAES`` (``eigen_gap``,
       default Hansen's gap).  ``A`` and the z-space stay consistent between
       refactorisations because every ``z`` is drawn for (or solved with) the
@@ -169,7 +169,7 @@ class CholeskyCMAES(CMAES):
 
     Example:
 
-    >>> es = CholeskyCMAES(num_dims=1000, seed=1)    # ~3x less time per generation than CMAES here
+    >>> es = CholeskyCMAES(num_dims=1000, seed=1)    # less time per generation than CMAES at this n
     >>> x = es.ask(); es.tell(x, -tf.reduce_sum(x**2, axis=1))
     """
 

@@ -62,7 +62,8 @@ def update_stop_flags(es, f_sorted, cdiag=None) -> None:
     cdiag = model.cov_diag() if cdiag is None else cdiag
     tolx = tf.reduce_all(sigma * tf.maximum(tf.abs(es.p_c), tf.sqrt(cdiag)) < es.tolx)
     cond_lim = 1e14 if dt == tf.float64 else 1e12
-    cond = tf.square(tf.reduce_max(scales) / tf.maximum(tf.reduce_min(scales), 1e-300 if dt == tf.float64 else 1e-37)) > cond_lim
+    floor = 1e-300 if dt == tf.float64 else 1e-37
+    cond = tf.square(tf.reduce_max(scales) / tf.maximum(tf.reduce_min(scales), floor)) > cond_lim
     m = es._mean
     coord_still = tf.equal(m, m + 0.2 * sigma * tf.sqrt(cdiag))
     if dt == tf.float64:

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import Algorithm, ConfigError, ShapeError, _argument_error, check_fitness
+from tfevo.core import Algorithm, ConfigError, _argument_error, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
