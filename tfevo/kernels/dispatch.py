@@ -57,7 +57,6 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoNeatPlan": ("neat_speciate", "tfevo_neat_plan"),
     "TfevoGaussianPopulation": ("normal", "tfevo_gaussian_population"),
     "TfevoGaussianFromState": ("normal", "tfevo_gaussian_from_state"),
-    "TfevoPhiloxUniform": ("normal", "tfevo_philox_uniform"),
     "TfevoStatelessUniform": ("normal", "tfevo_stateless_uniform"),
     "TfevoPopulationConv2D": ("pop_conv", "tfevo_population_conv2d"),
     "TfevoPopulationConv2DFlat": ("pop_conv", "tfevo_population_conv2d_flat"),
