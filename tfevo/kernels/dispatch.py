@@ -69,7 +69,6 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoCholesky": ("sym_eig", "tfevo_cholesky"),
     "TfevoTriangular": ("sym_eig", "tfevo_triangular"),
     "TfevoSyrkUpdate": ("sym_eig", "tfevo_syrk_update"),
-    "TfevoAllEqual": ("sym_eig", "tfevo_all_equal"),
     "TfevoCovarianceRefresh": ("sym_eig", "tfevo_covariance_refresh"),
     "TfevoEigenRefresh": ("sym_eig", "tfevo_eigen_refresh"),
 }
