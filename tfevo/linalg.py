@@ -458,8 +458,8 @@ def all_equal(x, y) -> tf.Tensor:
     """Whether ``x == y`` entry by entry (float comparison: NaN equals nothing, ``-0 == 0``).
 
     ``x`` and ``y`` float32/float64 of one dtype and shape (else
-    :class:`~tfevo.core.ShapeError`).  Plain TensorFlow ops: a one-pass C++
-    kernel made no measurable difference to a whole generation.
+    :class:`~tfevo.core.ShapeError`).  Plain TensorFlow ops: the check is a
+    negligible part of a generation.
     """
     x, y = tf.convert_to_tensor(x), tf.convert_to_tensor(y)
     if x.dtype not in (tf.float32, tf.float64) or y.dtype != x.dtype or (
