@@ -117,20 +117,6 @@ center, diag: float [dim] variables; sigma: float scalar variable.
 x: [rows, dim], bit-identical to the graph of those ops.
 )doc");
 
-REGISTER_OP("TfevoPhiloxUniform")
-    .Input("seed: int32")
-    .Attr("n: int >= 0")
-    .Output("u: float")
-    .SetShapeFn([](InferenceContext* c) {
-      int64_t n;
-      TF_RETURN_IF_ERROR(c->GetAttr("n", &n));
-      c->set_output(0, c->MakeShape({c->MakeDim(n)}));
-      return Status();
-    })
-    .Doc(R"doc(
-tf.random.stateless_uniform([n], seed) (float32, Philox) re-implemented; bit-identical.
-)doc");
-
 REGISTER_OP("TfevoStatelessUniform")
     .Input("shape: Tshape")
     .Input("seed: Tseed")
@@ -328,39 +314,6 @@ class GaussianPopulationOp : public OpKernel {
   bool mirrored_;
 };
 
-// The raw uniforms of the same stream (= tf.random.stateless_uniform([n], seed)),
-// used by the tests to check the Philox re-implementation bit for bit.
-class PhiloxUniformOp : public OpKernel {
- public:
-  explicit PhiloxUniformOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("n", &n_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& seed_t = ctx->input(0);
-    OP_REQUIRES(ctx, seed_t.NumElements() == 2,
-                tensorflow::errors::InvalidArgument("TfevoPhiloxUniform: seed must have 2 elements"));
-    Tensor* out_t = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n_}), &out_t));
-    const auto sv = seed_t.flat<int32_t>();
-    const Stream s = MakeStream(sv(0), sv(1));
-    float* out = out_t->flat<float>().data();
-    const int64_t total = n_;
-    auto work = [&](int64_t begin, int64_t end) {
-      std::vector<uint32_t> scratch(kChunk + 8);
-      for (int64_t c = begin; c < end; ++c) {
-        const int64_t st = c * kChunk;
-        Uniforms(s, static_cast<uint64_t>(st), std::min(kChunk, total - st), out + st, scratch.data());
-      }
-    };
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(pool->num_threads, pool->workers, (total + kChunk - 1) / kChunk, 20 * kChunk, work);
-  }
-
- private:
-  int64_t n_;
-};
-
 // The key and counter TensorFlow derives from a [2] seed of either integer
 // type (GenerateKey: each seed word is converted to uint64; an int32 word is
 // sign-extended, so int32 and int64 seeds of equal value give equal streams).
@@ -548,6 +501,5 @@ class StatelessUniformOp : public OpKernel {
 REGISTER_KERNEL_BUILDER(Name("TfevoStatelessUniform").Device(DEVICE_CPU), StatelessUniformOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoGaussianPopulation").Device(DEVICE_CPU), GaussianPopulationOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoGaussianFromState").Device(DEVICE_CPU), GaussianFromStateOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoPhiloxUniform").Device(DEVICE_CPU), PhiloxUniformOp);
 
 }  // namespace tfevo_normal

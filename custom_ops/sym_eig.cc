@@ -960,21 +960,6 @@ Lower triangle of s c + r^T diag(v) r by BLAS ?syrk; strict upper triangle of th
 // The scratch is written in place only when no other tensor shares its buffer
 // (else it gets a new one), so readers of earlier values of c or a never see a
 // change.  c and a are only ever replaced, never written.
-REGISTER_OP("TfevoAllEqual")
-    .Input("x: T")
-    .Input("y: T")
-    .Attr("T: {float, double}")
-    .Output("same: bool")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle m;
-      TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &m));
-      c->set_output(0, c->Scalar());
-      return Status();
-    })
-    .Doc(R"doc(
-Whether x == y entry by entry (tf.reduce_all(tf.equal(x, y)) for one shape; NaN equals nothing).
-)doc");
-
 // Shapes of the in-place update ops: three variables, then r [k, n], v [k], s [] and
 // `extra_scalars` more scalar inputs; two scalar bool outputs.
 Status InPlaceUpdateShape(InferenceContext* c, int extra_scalars) {
@@ -1622,50 +1607,12 @@ class EigenRefreshOp : public OpKernel {
   EigWork<T> ws_;         // LAPACK's workspace
 };
 
-// TfevoAllEqual: whether x == y entry by entry (float comparison: NaN equals
-// nothing, -0 equals +0), i.e. tf.reduce_all(tf.equal(x, y)) for two tensors of
-// one shape.  Used by CholeskyCMAES's tell to recognise the rows of the last
-// ask.  Why an op: the two TensorFlow ops cost ~0.2-0.4 ms per tell there for
-// 24 x 1000 entries (each is scheduled on another thread of the pool, with a
-// bool tensor in between); this is one inline pass that stops at the first
-// difference (IsExpensive() = false: the executor runs it on the calling thread).
-template <typename T>
-class AllEqualOp : public OpKernel {
- public:
-  explicit AllEqualOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-  bool IsExpensive() override { return false; }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    const Tensor& y = ctx->input(1);
-    OP_REQUIRES(ctx, x.shape() == y.shape(),
-                tensorflow::errors::InvalidArgument("TfevoAllEqual: x and y must have one shape, got ",
-                                                    x.shape().DebugString(), " and ", y.shape().DebugString()));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
-    const T* xp = x.flat<T>().data();
-    const T* yp = y.flat<T>().data();
-    const int64_t len = x.NumElements();
-    constexpr int64_t kBlock = 1024;  // compared branch-free in blocks, checked per block
-    bool same = true;
-    for (int64_t b = 0; b < len && same; b += kBlock) {
-      const int64_t e = std::min(len, b + kBlock);
-      int diff = 0;
-      for (int64_t i = b; i < e; ++i) diff |= !(xp[i] == yp[i]);
-      same = diff == 0;
-    }
-    out->scalar<bool>()() = same;
-  }
-};
-
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstraint<float>("T"), TriangularOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoTriangular").Device(DEVICE_CPU).TypeConstraint<double>("T"), TriangularOp<double>);
 REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<float>("T"), SyrkUpdateOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoSyrkUpdate").Device(DEVICE_CPU).TypeConstraint<double>("T"), SyrkUpdateOp<double>);
-REGISTER_KERNEL_BUILDER(Name("TfevoAllEqual").Device(DEVICE_CPU).TypeConstraint<float>("T"), AllEqualOp<float>);
-REGISTER_KERNEL_BUILDER(Name("TfevoAllEqual").Device(DEVICE_CPU).TypeConstraint<double>("T"), AllEqualOp<double>);
 REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeConstraint<float>("T"),
                         CovarianceRefreshOp<float>);
 REGISTER_KERNEL_BUILDER(Name("TfevoCovarianceRefresh").Device(DEVICE_CPU).TypeConstraint<double>("T"),

@@ -59,8 +59,8 @@ variables: the rank-k update of ``C`` and ``A = chol(C)`` in one op
 buffers, so no ``[n, n]`` tensor is allocated per call.  :func:`eigen_refresh`
 is the same for the eigen :class:`tfevo.strategies.CMAES` (op
 ``TfevoEigenRefresh``: the rank-k update of ``C``, then ``B``, ``D`` from its
-eigendecomposition).  :func:`all_equal` is
-``tf.reduce_all(tf.equal(x, y))`` as one inline op (``TfevoAllEqual``).
+eigendecomposition).  :func:`all_equal` is ``tf.reduce_all(tf.equal(x, y))``
+with a dtype and shape check.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ import tensorflow as tf
 
 from tfevo import ops
 from tfevo.core import ShapeError
-from tfevo.kernels.dispatch import kernel
 from tfevo.kernels.lapack import lapack_kernel, lapack_library, threads as _threads
 
 __all__ = [
@@ -78,7 +77,7 @@ __all__ = [
     "cholesky", "cholesky_reference",
     "triangular_rows", "triangular_rows_reference", "syrk_update", "syrk_update_reference",
     "covariance_refresh", "covariance_refresh_reference", "covariance_refresh_op_available",
-    "all_equal", "all_equal_reference",
+    "all_equal",
 ]
 
 def canonical_sign(v: tf.Tensor) -> tf.Tensor:
@@ -455,24 +454,16 @@ def eigen_refresh(c, b, d, rows=None, weights=None, scale=1.0, ok=True, refresh=
 # Entry-by-entry equality (CholeskyCMAES's check for the rows of the last ask)
 
 
-def all_equal_reference(x, y) -> tf.Tensor:
-    """Pure-TF path of :func:`all_equal`."""
-    return tf.reduce_all(tf.equal(x, y))
-
-
-def all_equal(x, y, use_op=None) -> tf.Tensor:
+def all_equal(x, y) -> tf.Tensor:
     """Whether ``x == y`` entry by entry (float comparison: NaN equals nothing, ``-0 == 0``).
 
     ``x`` and ``y`` float32/float64 of one dtype and shape (else
-    :class:`~tfevo.core.ShapeError`).  Op path (``TfevoAllEqual``): one pass on
-    the calling thread that stops at the first difference; reference:
-    ``tf.reduce_all(tf.equal(x, y))`` (two ops, each scheduled on the pool:
-    ~0.2-0.4 ms per CholeskyCMAES tell at 24 x 1000 entries on this project's VM).
+    :class:`~tfevo.core.ShapeError`).  Plain TensorFlow ops: the check is a
+    negligible part of a generation.
     """
     x, y = tf.convert_to_tensor(x), tf.convert_to_tensor(y)
     if x.dtype not in (tf.float32, tf.float64) or y.dtype != x.dtype or (
             x.shape.is_fully_defined() and y.shape.is_fully_defined() and x.shape != y.shape):
         raise ShapeError(f"all_equal: need float32/float64 tensors of one dtype and shape, got {x.dtype.name}"
                          f"{x.shape} and {y.dtype.name}{y.shape}")
-    op = kernel("TfevoAllEqual", use_op, [x, y])
-    return op(x, y) if op is not None else all_equal_reference(x, y)
+    return tf.reduce_all(tf.equal(x, y))

@@ -39,13 +39,13 @@ def test_op_matches_reference(n, d):
 @needs_op
 @pytest.mark.parametrize("seed", [(7, 99), (-1, 2**31 - 1), (0, 0), (-(2**31), 5)])
 def test_uniforms_bit_identical(seed):
-    """The kernel's Philox stream (shared by the sampler) equals tf.random.stateless_uniform bit for bit,
+    """The library's Philox stream (TfevoStatelessUniform) equals tf.random.stateless_uniform bit for bit,
     including odd lengths and offsets that are not multiples of 4 or of the chunk size."""
     mod = ops.load("normal")
     s = tf.constant(seed, tf.int32)
     for n in (1, 3, 4, 17, 2048, 2049, 100003):
         ref = tf.random.stateless_uniform([n], seed=s).numpy()
-        got = mod.tfevo_philox_uniform(s, n=n).numpy()
+        got = mod.tfevo_stateless_uniform(shape=tf.constant([n], tf.int32), seed=s).numpy()
         np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 

@@ -57,7 +57,6 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoNeatPlan": ("neat_speciate", "tfevo_neat_plan"),
     "TfevoGaussianPopulation": ("normal", "tfevo_gaussian_population"),
     "TfevoGaussianFromState": ("normal", "tfevo_gaussian_from_state"),
-    "TfevoPhiloxUniform": ("normal", "tfevo_philox_uniform"),
     "TfevoStatelessUniform": ("normal", "tfevo_stateless_uniform"),
     "TfevoPopulationConv2D": ("pop_conv", "tfevo_population_conv2d"),
     "TfevoPopulationConv2DFlat": ("pop_conv", "tfevo_population_conv2d_flat"),
@@ -70,7 +69,6 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoCholesky": ("sym_eig", "tfevo_cholesky"),
     "TfevoTriangular": ("sym_eig", "tfevo_triangular"),
     "TfevoSyrkUpdate": ("sym_eig", "tfevo_syrk_update"),
-    "TfevoAllEqual": ("sym_eig", "tfevo_all_equal"),
     "TfevoCovarianceRefresh": ("sym_eig", "tfevo_covariance_refresh"),
     "TfevoEigenRefresh": ("sym_eig", "tfevo_eigen_refresh"),
 }

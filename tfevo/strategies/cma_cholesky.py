@@ -115,7 +115,7 @@ class CholeskyCovariance(AdaptedCovariance):
 
         if not self.use_zcache():
             return (solve(),)
-        same = _all_equal(x, es._x_last)  # (TfevoAllEqual: one inline pass)
+        same = _all_equal(x, es._x_last)
         return (tf.cond(same, lambda: tf.identity(es._z_last), solve),)
 
     def whitened_steps(self, y, y_w, order, extra):
