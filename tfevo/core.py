@@ -416,9 +416,7 @@ class Algorithm(tf.Module):
 
                 if not check:
                     return update()
-                from tfevo.linalg import all_equal  # (linalg imports this module)
-
-                same = all_equal(x, self._last_asked())
+                same = tf.reduce_all(tf.equal(x, self._last_asked()))
                 return tf.cond(same, update, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(

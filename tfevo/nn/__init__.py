@@ -15,3 +15,7 @@
 from tfevo._lazy import import_parts
 
 __all__ = import_parts("tfevo.nn", ("indexed", "init", "layers", "model", "policy"), globals())
+
+# The C++ kernels' gradients, registered once the whole package is loaded
+# (they differentiate through the layers' reference paths).
+from tfevo.nn import gradients as _gradients  # noqa: E402,F401

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfevo.nn.layers import population_conv2d
+
 __all__ = ["REGISTERED"]
 
 REGISTERED: list = []
@@ -56,8 +58,6 @@ def _indexed_matmul_grad(op, dy):
 
 @_register("TfevoPopulationConv2D")
 def _population_conv2d_grad(op, dy):
-    from tfevo.nn.layers import population_conv2d
-
     x, kernel, bias, idx = op.inputs
     strides = [int(s) for s in op.get_attr("strides")]
     padding = op.get_attr("padding")
@@ -96,8 +96,6 @@ def _dense_flat_grad(op, dy):
 
 @_register("TfevoPopulationConv2DFlat")
 def _conv_flat_grad(op, dy):
-    from tfevo.nn.layers import population_conv2d
-
     x, params, idx = op.inputs
     kh, kw = [int(k) for k in op.get_attr("kernel_size")]
     f, ko, bo = int(op.get_attr("filters")), int(op.get_attr("kernel_offset")), int(op.get_attr("bias_offset"))

@@ -89,5 +89,3 @@ def to_half(params, use_op=None):
     op = kernels.kernel("TfevoToHalf", use_op, [params])
     return tuple(op(params)) if op is not None else to_half_reference(params)
 
-
-from tfevo.nn import gradients as _gradients  # noqa: E402,F401  (the C++ kernels' gradients)

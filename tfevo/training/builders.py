@@ -12,7 +12,6 @@ here, before any training work.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo import registry
-from tfevo.core import ConfigError, suggest_argument
+from tfevo.core import ConfigError
+from tfevo.training.parts import QDLayout, _member_init_fn, make_algorithm, make_policy, qd_layout  # noqa: F401
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
            "write_picture"]
@@ -38,66 +38,6 @@ class Setup:
     strategy: Any = None  # tf.distribute.Strategy when config.distribute is on
     num_params: int = 0  # D, the size of one flat member
     parts: Any = None  # the family's training.families.Parts
-
-
-@dataclasses.dataclass
-class QDLayout:
-    """The descriptors of a MAP-Elites run: names, archive ranges, the evaluator's columns,
-    and the solutions' box (QD tasks; ``None`` over policy weights)."""
-
-    names: tuple
-    ranges: list
-    columns: Any = None
-    init_bounds: Any = None
-
-
-def qd_layout(cfg) -> QDLayout:
-    """Descriptors of a ``map_elites`` config: a QD task's two, or the named columns of the
-    environment's behaviour descriptors (MuJoCo: ``x``, ``y``, ``contact:<foot geom>``)."""
-    a = cfg.archive
-    if cfg.problem is not None:
-        name, dim = cfg.problem.name, cfg.problem.num_dims
-        if name.endswith("_linproj"):
-            from tfevo.qd.tasks import linproj_descriptor_bounds
-
-            names, ranges, box = ("sum of x[:D/2]", "sum of x[D/2:]"), linproj_descriptor_bounds(dim), (-5.12, 5.12)
-        else:
-            names, ranges, box = ("x[0]", "x[1]"), [(0.0, 1.0), (0.0, 1.0)], (0.0, 1.0)
-        if a is not None and a.ranges is not None:
-            if len(a.ranges) != 2:
-                raise ConfigError(f"archive.ranges has {len(a.ranges)} entries, {name} gives 2 descriptors")
-            ranges = [tuple(r) for r in a.ranges]
-        if a is not None and a.descriptors is not None:
-            raise ConfigError(f"archive.descriptors names environment columns; {name} has fixed descriptors {names}")
-        return QDLayout(names, list(ranges), None, tuple(cfg.problem.init_bounds or box))
-    from tfevo import envs
-
-    env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
-    try:
-        available = tuple(getattr(env, "descriptor_names", ()) or ())
-    finally:
-        if hasattr(env, "close"):
-            env.close()
-    if not available:
-        raise ConfigError(f"map_elites needs behaviour descriptors; {cfg.env.id} provides none (MuJoCo locomotion "
-                          "environments do), or use [problem] for a QD task")
-    if a is None or a.descriptors is None:
-        raise ConfigError(f"archive.descriptors: name the descriptor columns of {cfg.env.id}, from: "
-                          + ", ".join(available))
-    unknown = [n for n in a.descriptors if n not in available]
-    if unknown:
-        raise ConfigError(f"archive.descriptors: {cfg.env.id} has no descriptor {unknown[0]!r}; it has: "
-                          + ", ".join(available))
-    if a.ranges is not None:
-        if len(a.ranges) != len(a.descriptors):
-            raise ConfigError(f"archive.ranges has {len(a.ranges)} entries for {len(a.descriptors)} descriptors")
-        ranges = [tuple(r) for r in a.ranges]
-    elif all(n.startswith("contact:") for n in a.descriptors):
-        ranges = [(0.0, 1.0)] * len(a.descriptors)  # fractions of steps in contact
-    else:
-        raise ConfigError(f"archive.ranges: give (low, high) for each of {list(a.descriptors)} (only contact "
-                          "fractions default to [0, 1])")
-    return QDLayout(tuple(a.descriptors), ranges, [available.index(n) for n in a.descriptors], None)
 
 
 class DescriptorColumns(tf.Module):
@@ -157,68 +97,6 @@ def num_subsets_of(cfg) -> int:
     import tensorflow as tf
 
     return 2 if tf.config.list_physical_devices("GPU") else 1
-
-
-def make_policy(cfg, obs_shape, action_spec):
-    from tfevo import nn
-
-    p = cfg.policy
-    out = action_spec.policy_output_size
-    if p.kind == "nature_dqn":
-        if len(obs_shape) != 3:
-            raise ConfigError(f"policy.kind 'nature_dqn' needs image observations, env gives shape {obs_shape}")
-        template = nn.nature_dqn(out, input_shape=obs_shape)
-    elif p.kind == "linear":
-        template = nn.mlp(obs_shape, out, hidden=(), activation=p.activation)
-    else:
-        template = nn.mlp(obs_shape, out, hidden=tuple(p.hidden), activation=p.activation)
-    model = nn.PopulationModel(template)
-    policy = nn.Policy(model, action_spec, continuous=p.continuous, weight_dtype=p.weight_dtype)
-    return policy, model
-
-
-def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, params: dict, init=None,
-                   init_fn=None):
-    """Builds the registered algorithm ``name`` with ``algorithm.params``.
-
-    ``init`` (a start point ``[D]``) goes to ``init_params`` and ``init_fn``
-    (a per-member initializer) to ``init_fn``, when the algorithm takes them
-    and the params do not set them.  Unknown params raise :class:`ConfigError`
-    naming the algorithm, what it accepts and the closest match.
-    """
-    cls = registry.get("strategy", name)
-    accepted = cls.accepted_arguments() if hasattr(cls, "accepted_arguments") else [
-        k for k in inspect.signature(cls.__init__).parameters if k != "self"]
-    for k in params:
-        if k in ("num_dims", "popsize", "seed"):
-            raise ConfigError(f"algorithm.params.{k}: set it outside params (algorithm.popsize, run.seed)")
-        if k not in accepted:
-            close = suggest_argument(k, accepted)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(
-                f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
-                + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
-            )
-    kwargs = dict(params)
-    if "dtype" in accepted and "dtype" not in kwargs:
-        kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
-    if init_fn is not None and "init_fn" in accepted and "init_fn" not in kwargs and "init_params" not in kwargs:
-        kwargs["init_fn"] = init_fn
-    elif init is not None and "init_params" in accepted and "init_params" not in kwargs and "init_fn" not in kwargs:
-        kwargs["init_params"] = init
-    if popsize is not None:
-        kwargs["popsize"] = popsize
-    try:
-        return cls(num_dims=num_dims, seed=seed, **kwargs)
-    except TypeError as e:  # a registered class that does not check its own arguments
-        raise ConfigError(f"algorithm {name}: {e}") from None
-
-
-def _member_init_fn(model, name):
-    """Per-member network initializer for algorithms that build their own population."""
-    if name == "seed_ga":
-        return lambda s: model.init_params(1, s)[0]
-    return None
 
 
 def make_run_strategy(cfg):

@@ -102,14 +102,14 @@ class Family:
 
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         """The policy over flat members and ``D`` (the algorithm is not built)."""
-        from tfevo.training.builders import make_policy
+        from tfevo.training.parts import make_policy
 
         policy, model = make_policy(cfg, obs_shape, action_spec)
         return Parts(policy, int(model.num_params), model=model)
 
     def algorithm(self, cfg, parts: Parts):
         """The algorithm, with ``ask() -> [P, D]`` and ``tell([P, D], fitness, ...)``."""
-        from tfevo.training.builders import _member_init_fn, make_algorithm
+        from tfevo.training.parts import _member_init_fn, make_algorithm
 
         seed = cfg.run.seed
         init = parts.model.init_params(1, seed)[0]
@@ -291,7 +291,7 @@ class MAPElitesFamily(Family):
     def algorithm(self, cfg, parts: Parts):
         from tfevo import qd
 
-        from tfevo.training.builders import qd_layout
+        from tfevo.training.parts import qd_layout
         from tfevo.training.config import ArchiveConfig
 
         layout = qd_layout(cfg)
@@ -313,7 +313,7 @@ class MAPElitesFamily(Family):
 
     def picture(self, cfg, parts, algorithm, best, run_dir):
         from tfevo.qd import archive_heatmap
-        from tfevo.training.builders import qd_layout
+        from tfevo.training.parts import qd_layout
 
         names = qd_layout(cfg).names
         if len(names) != 2:
