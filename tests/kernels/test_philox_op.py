@@ -186,7 +186,7 @@ def test_neat_draws_are_tensorflows_numbers():
     for P, N, C in ((37, 5, 9), (37, 12, 24), (1, 1, 1)):
         s = tf.constant([P, N], tf.int64)
         _same(O.crossover_words(P, N, C, s), tf.random.stateless_uniform(
-            [P, (4 * N + 2 * C + 31) // 32], s, minval=None, maxval=None, dtype=tf.int32))
+            [P, (4 * N + 4 * C + 31) // 32], s, minval=None, maxval=None, dtype=tf.int32))
         _same(O.mutation_uniforms(cfg, P, N, C, s), tf.random.stateless_uniform([P, 13 + N * kn + C * kc], s))
 
 

@@ -204,7 +204,7 @@ def test_private_copy_leaves_numpys_thread_count_alone():
 
 
 def test_fallback_without_custom_ops():
-    """TFEVO_DISABLE_CUSTOM_OPS=1: eigh is tf.linalg.eigh with the canonical sign, with one warning line."""
+    """TFEVO_DISABLE_CUSTOM_OPS=1: eigh is tf.linalg.eigh with the canonical sign, and no warning."""
     code = (
         "import logging, numpy as np, tensorflow as tf\n"
         "logging.basicConfig(level=logging.WARNING)\n"
@@ -231,7 +231,8 @@ def test_fallback_without_custom_ops():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "FALLBACK-OK" in out.stdout
-    assert out.stderr.count("tfevo custom op 'sym_eig' unavailable") == 1
+    # the user switched the kernels off: the reference runs without a warning (the dispatch logs at debug level)
+    assert "unavailable" not in out.stderr
 
 
 @needs_op
