@@ -35,68 +35,9 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CONFIG = """\
-[NEAT]
-fitness_criterion     = max
-fitness_threshold     = {thr}
-pop_size              = 150
-reset_on_extinction   = False
-no_fitness_termination = False
-
-[DefaultGenome]
-activation_default      = sigmoid
-activation_mutate_rate  = 0.0
-activation_options      = sigmoid
-aggregation_default     = sum
-aggregation_mutate_rate = 0.0
-aggregation_options     = sum
-bias_init_mean          = 0.0
-bias_init_stdev         = 1.0
-bias_max_value          = 30.0
-bias_min_value          = -30.0
-bias_mutate_power       = 0.5
-bias_mutate_rate        = 0.7
-bias_replace_rate       = 0.1
-compatibility_disjoint_coefficient = 1.0
-compatibility_weight_coefficient   = 0.5
-conn_add_prob           = 0.5
-conn_delete_prob        = 0.5
-enabled_default         = True
-enabled_mutate_rate     = 0.01
-feed_forward            = True
-initial_connection      = full
-node_add_prob           = 0.2
-node_delete_prob        = 0.2
-num_hidden              = 0
-num_inputs              = {nin}
-num_outputs             = {nout}
-response_init_mean      = 1.0
-response_init_stdev     = 0.0
-response_max_value      = 30.0
-response_min_value      = -30.0
-response_mutate_power   = 0.0
-response_mutate_rate    = 0.0
-response_replace_rate   = 0.0
-weight_init_mean        = 0.0
-weight_init_stdev       = 1.0
-weight_max_value        = 30
-weight_min_value        = -30
-weight_mutate_power     = 0.5
-weight_mutate_rate      = 0.8
-weight_replace_rate     = 0.1
-
-[DefaultSpeciesSet]
-compatibility_threshold = 3.0
-
-[DefaultStagnation]
-species_fitness_func = max
-max_stagnation       = 20
-species_elitism      = 2
-
-[DefaultReproduction]
-elitism            = 2
-survival_threshold = 0.2
-"""
+# the same neat-python config file as the speed benchmark, at population 150 with fitness termination
+sys.path.insert(0, HERE)
+from bench_neat import NEAT_PY_CFG  # noqa: E402
 
 
 def _bool_cases(task):
@@ -127,7 +68,7 @@ def config_path(task) -> str:
     nin, nout, thr, *_ = TASKS[task]
     os.makedirs(os.path.join(HERE, "configs"), exist_ok=True)
     path = os.path.join(HERE, "configs", f"neat_{task}.cfg")
-    text = CONFIG.format(nin=nin, nout=nout, thr=thr)
+    text = NEAT_PY_CFG.format(pop=150, nin=nin, nout=nout, thr=thr, noterm=False)
     if not os.path.exists(path) or open(path).read() != text:
         with open(path, "w") as f:
             f.write(text)

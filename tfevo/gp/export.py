@@ -117,8 +117,13 @@ def _keras_layer_cls():
 
         Example:
 
-        >>> layer = to_keras(best_tree)
-        >>> y = layer(np.zeros((4, 2), np.float32))
+        >>> import numpy as np
+        >>> from tfevo.gp import GeneticProgramming, GPConfig
+        >>> from tfevo.gp.export import to_keras
+        >>> trees = GeneticProgramming(GPConfig(popsize=8, num_vars=2), seed=0).ask()
+        >>> layer = to_keras(trees, index=0)
+        >>> layer(np.zeros((4, 2), np.float32)).shape
+        TensorShape([4])
         """
 
         def __init__(self, types, values, sizes, num_outputs=1, **kw):

@@ -69,9 +69,6 @@ class CholeskyCovariance(AdaptedCovariance):
         g = self.es.lazy_gap
         self.buffer_gens = g if (g > 1 and g * (self.es.popsize + 1) <= self.kcap) else 1
 
-    def learning_rates(self, n, mueff):
-        return eq.covariance_rates(n, mueff)
-
     def reset(self):
         es = self.es
         n, dt = es.num_dims, es.dtype

@@ -48,9 +48,10 @@ class CovarianceModel(abc.ABC):
     def __init__(self, es):
         self.es = es
 
-    @abc.abstractmethod
     def learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
-        """``(c_1, c_mu)``."""
+        """``(c_1, c_mu)``: Table 1's rates for a full covariance; models with fewer
+        degrees of freedom learn faster and override this."""
+        return eq.covariance_rates(n, mueff)
 
     @abc.abstractmethod
     def reset(self) -> None:
@@ -153,9 +154,6 @@ class EigenCovariance(AdaptedCovariance):
         es.C = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="C")
         es.B = tf.Variable(tf.eye(n, dtype=dt), trainable=False, name="B")
         es.D = tf.Variable(tf.ones([n], dt), trainable=False, name="D")
-
-    def learning_rates(self, n, mueff):
-        return eq.covariance_rates(n, mueff)
 
     def reset(self):
         es = self.es
