@@ -6,7 +6,6 @@ so they run in subprocesses (``python -m tfevo.distribute.check``).
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, ShapeError
 from tfevo.distribute import DistributedEvaluator, ShardedRollout, member_seeds, shard_layout
 from tfevo.distribute.check import compare, run_checks
+from _loopback import free_ports  # tests/ is on sys.path through conftest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -217,21 +217,11 @@ def test_tfevo_train_two_devices_equals_one_and_resumes(runs):
     assert main(["train", "--run-dir", str(two / "es"), "--generations", "5"] + TRAIN_ES) == 2
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_two_worker_multiworker_mirrored_matches_single_process(tmp_path):
     """Two local processes under MultiWorkerMirroredStrategy (TF_CONFIG, loopback
     ports) run the ES and seed-GA checks and agree with the single-process run."""
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for i in range(2):

@@ -9,7 +9,6 @@ also when workers are killed and the job is restarted.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -54,13 +53,9 @@ KEYS = ("generation", "best", "mean", "median", "std", "best_ever", "frames", "e
 
 
 def _cluster(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    from _loopback import free_ports
+
+    return {"worker": [f"127.0.0.1:{p}" for p in free_ports(n)]}
 
 
 def _tf_config(cluster, i):

@@ -166,12 +166,18 @@ def one_point_crossover(seed, trees: Trees, donors: Trees, p_func: float | None 
     default 0.9); ``p_func=None`` draws them uniformly over the nodes
     (DEAP's ``cxOnePoint``)."""
     s = tf.random.experimental.stateless_split(seed, 2)
+    return _exchange_at_drawn_points(s[0], s[1], trees, donors, p_func)
+
+
+def _exchange_at_drawn_points(seed_i, seed_j, trees: Trees, donors: Trees, p_func: float | None):
+    """:func:`subtree_exchange` at a point of each tree drawn with ``p_func``
+    weighting (``None``: uniform over the nodes)."""
     if p_func is None:
-        i, _ = random_node(s[0], trees)
-        j, _ = random_node(s[1], donors)
+        i, _ = random_node(seed_i, trees)
+        j, _ = random_node(seed_j, donors)
     else:
-        i = weighted_node(s[0], trees, p_func)
-        j = weighted_node(s[1], donors, p_func)
+        i = weighted_node(seed_i, trees, p_func)
+        j = weighted_node(seed_j, donors, p_func)
     return subtree_exchange(trees, i, donors, j)
 
 
@@ -209,13 +215,7 @@ def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: Term
     s = tf.random.experimental.stateless_split(seed, 3)
     P = trees.types.shape[0]
     new = generate(s[0], P, max_subtree_len, functions, terminals, depth, method)
-    if p_func is None:
-        i, _ = random_node(s[1], trees)
-        j, _ = random_node(s[2], new)
-    else:
-        i = weighted_node(s[1], trees, p_func)
-        j = weighted_node(s[2], new, p_func)
-    return subtree_exchange(trees, i, new, j)
+    return _exchange_at_drawn_points(s[1], s[2], trees, new, p_func)
 
 
 def hoist_mutation(seed, trees: Trees, root_only: bool = True, p_func: float | None = None):
