@@ -84,13 +84,14 @@ def test_shipped_example_model_fits(tmp_path):
     x = PopulationConv2D(6, 3, strides=2, padding="same", activation="relu", seed=0)(inputs)
     x = L.Reshape((8, 8 * 8 * 6))(x)
     model = keras.Model(inputs, PopulationDense(10, seed=1)(x))
-    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(keras.optimizers.SGD(0.02), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     rng = np.random.default_rng(0)
     xs = rng.random((P, 8, 16, 16, 3)).astype("float32")
     ys = rng.integers(0, 10, size=(P, 8))
     before = model.evaluate(xs, ys, batch_size=P, verbose=0)
-    model.fit(np.tile(xs, (5, 1, 1, 1, 1)), np.tile(ys, (5, 1)), batch_size=P, epochs=3, verbose=0)
-    assert model.evaluate(xs, ys, batch_size=P, verbose=0) < before
+    # Full-batch steps without shuffling: the run is deterministic and each small step lowers the loss.
+    model.fit(xs, ys, batch_size=P, epochs=15, shuffle=False, verbose=0)
+    assert model.evaluate(xs, ys, batch_size=P, verbose=0) < before - 0.05
     model.save(str(tmp_path / "m.keras"))
     np.testing.assert_allclose(keras.models.load_model(str(tmp_path / "m.keras"))(xs), model(xs), atol=1e-6)
 
