@@ -25,6 +25,8 @@ FAMILIES = {
                                                   *HOST]),
     "gp_cartpole": ("gp", "gp_tree", ["algorithm.popsize=8", "env.max_steps=12", "env.episodes=1", *HOST]),
     "map_elites_rastrigin": ("map_elites", None, ["algorithm.popsize=8"]),
+    "cma_me_sphere": ("map_elites", None, ["algorithm.popsize=12", "algorithm.params.num_emitters=2",
+                                           "problem.num_dims=6"]),
     "qdrl_walker2d": ("map_elites", "mlp", ["algorithm.popsize=4", "env.max_steps=6", "evaluator.num_envs=2",
                                              "policy.hidden=[4]"]),
 }
@@ -110,7 +112,7 @@ def test_family_eval_plot_play(family_run, tmp_path, capsys):
     assert mpimg.imread(picture).shape[0] > 100
     assert main(["eval", str(run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
-    if name == "map_elites_rastrigin":
+    if name in ("map_elites_rastrigin", "cma_me_sphere"):
         m = re.search(r"fitness (\S+)\s+descriptors (\S+) (\S+)", out)
         best = max(json.loads(x)["best_ever"] for x in (run / "progress.jsonl").read_text().splitlines())
         assert m and float(m.group(1)) == pytest.approx(best, rel=1e-5), out  # the task is deterministic
@@ -152,7 +154,16 @@ def test_family_config_errors_name_the_field_value_and_choices(data, msg):
     ({"algorithm": {"name": "gp", "params": {"functions": ["add", "frobnicate"]}}}, r"frobnicate"),
     ({"algorithm": {"name": "gp", "params": {"tournament": 3}}}, r"did you mean 'tournament_size'"),
     ({"algorithm": {"name": "map_elites", "params": {"emitter": "cma"}}, "problem": {"name": "sphere_qd", "num_dims": 4}},
-     r"algorithm\.params\.emitter: unknown emitter 'cma'; accepted: iso_line, gaussian"),
+     r"algorithm\.params\.emitter: unknown emitter 'cma'; accepted: iso_line, gaussian, cma_me"),
+    ({"algorithm": {"name": "map_elites", "popsize": 30, "params": {"emitter": "cma_me", "num_emitters": 4}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}},
+     r"algorithm\.popsize: 30 candidates cannot be split evenly over num_emitters=4"),
+    ({"algorithm": {"name": "map_elites", "popsize": 30, "params": {"emitter": "cma_me", "num_emitters": 0}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}}, r"algorithm\.params\.num_emitters: must be an int >= 1, got 0"),
+    ({"algorithm": {"name": "map_elites", "popsize": 30, "params": {"emitter": "cma_me", "sigma0": 0.5}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}}, r"cma_me emitter has no parameter 'sigma0' \(did you mean 'sigma'"),
+    ({"algorithm": {"name": "map_elites", "popsize": 30, "params": {"emitter": "cma_me", "ranker": "best"}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}}, r"algorithm\.params: .*ranker"),
     ({"algorithm": {"name": "map_elites", "params": {"sigma": 0.1}}, "problem": {"name": "sphere_qd", "num_dims": 4}},
      r"algorithm\.params\.sigma: the iso_line emitter has no parameter"),
     ({"algorithm": {"name": "map_elites"}, "problem": {"name": "sphere_qd", "num_dims": 4},

@@ -161,7 +161,7 @@ class AlgorithmConfig(_Strict):
     popsize: int = Field(64, ge=2, description="Population size P (map_elites: candidates per iteration).")
     params: dict[str, Any] = Field(default_factory=dict, description=(
         "Strategy constructor arguments; neat: NEATConfig fields; gp: GPConfig fields; map_elites: emitter "
-        "(iso_line | gaussian) and its arguments."))
+        "(iso_line | gaussian | cma_me) and its arguments."))
 
 
 class EvaluatorConfig(_Strict):

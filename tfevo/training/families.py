@@ -264,7 +264,7 @@ class MAPElitesFamily(Family):
     the solutions of a QD task (``problem``)."""
 
     name = "map_elites"
-    EMITTERS = {"iso_line": "IsoLineEmitter", "gaussian": "GaussianEmitter"}
+    EMITTERS = {"iso_line": "IsoLineEmitter", "gaussian": "GaussianEmitter", "cma_me": "ESEmitter"}
 
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         if cfg.problem is not None:
@@ -274,6 +274,10 @@ class MAPElitesFamily(Family):
         return parts
 
     def emitter(self, cfg, dim: int, bounds):
+        """The configured emitter, emitting ``algorithm.popsize`` candidates per iteration.
+
+        ``cma_me`` splits them over ``num_emitters`` CMA-ES searches (CMA-ME), so
+        ``algorithm.popsize`` must be a multiple of ``num_emitters``."""
         from tfevo import qd
 
         params = dict(cfg.algorithm.params)
@@ -283,10 +287,20 @@ class MAPElitesFamily(Family):
                               + ", ".join(self.EMITTERS))
         cls = getattr(qd, self.EMITTERS[kind])
         accepted = [k for k in inspect.signature(cls.__init__).parameters
-                    if k not in ("self", "solution_dim", "batch_size", "bounds", "name", "use_op")]
+                    if k not in ("self", "solution_dim", "batch_size", "bounds", "name", "use_op", "kwargs")]
         check_params("algorithm.params", f"the {kind} emitter", params, accepted,
                      {"batch_size": "algorithm.popsize"})
-        return _prefixed("algorithm.params", cls, dim, cfg.algorithm.popsize, bounds=bounds, **params)
+        batch = cfg.algorithm.popsize
+        if kind == "cma_me":
+            n = params.get("num_emitters", 1)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"algorithm.params.num_emitters: must be an int >= 1, got {n!r}")
+            if batch % n or batch // n < 2:
+                raise ConfigError(f"algorithm.popsize: {batch} candidates cannot be split evenly over "
+                                  f"num_emitters={n} CMA-ES searches of at least 2 each; use a multiple of {n} "
+                                  f"that is >= {2 * n}")
+            batch //= n
+        return _prefixed("algorithm.params", cls, dim, batch, bounds=bounds, **params)
 
     def algorithm(self, cfg, parts: Parts):
         from tfevo import qd
