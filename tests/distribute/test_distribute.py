@@ -129,6 +129,15 @@ TRAIN_GA = ["--no-progress", "--set", "algorithm.name=seed_ga", "--set", "algori
             "--set", "policy.hidden=[8]", "--set", "env.max_steps=40", "--set", 'algorithm.params={"truncation": 4}',
             "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4", "--set", "evaluator.obs_norm=true"]
 
+# NEAT genomes (in-graph rollouts, P=9: padded) and GP trees (host simulators) shard the same way.
+CONFIGS = os.path.join(ROOT, "examples", "configs")
+TRAIN_NEAT = [os.path.join(CONFIGS, "neat_cartpole.toml"), "--no-progress", "--set", "algorithm.popsize=9",
+              "--set", "env.episodes=1", "--set", "env.max_steps=40"]
+TRAIN_GP = [os.path.join(CONFIGS, "gp_cartpole.toml"), "--no-progress", "--set", "algorithm.popsize=8",
+            "--set", "env.episodes=1", "--set", "env.max_steps=30", "--set", "evaluator.kind=pipelined",
+            "--set", "evaluator.num_envs=2"]
+FAMILY_RUNS = {"neat": TRAIN_NEAT, "gp": TRAIN_GP}
+
 
 def _train(run, gens, devices, extra):
     return ["train", "--run-dir", str(run), "--generations", str(gens), "--devices", str(devices)] + list(extra)
@@ -159,7 +168,7 @@ def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("runs")
     two, one = d / "two", d / "one"
     calls = [_train(two / "es", 2, 2, TRAIN_ES), _train(two / "es", 3, 2, TRAIN_ES),
-             _train(two / "ga", 2, 2, TRAIN_GA)]
+             _train(two / "ga", 2, 2, TRAIN_GA)] + [_train(two / k, 2, 2, a) for k, a in FAMILY_RUNS.items()]
     code = ("import sys\n"
             "from tfevo.distribute.check import main as check\n"
             "from tfevo.cli import main as cli\n"
@@ -171,6 +180,8 @@ def runs(tmp_path_factory):
         checks_one = run_checks(_one(), generations=2)
         assert main(_train(one / "es", 4, 1, TRAIN_ES)) == 0
         assert main(_train(one / "ga", 2, 1, TRAIN_GA)) == 0
+        for k, a in FAMILY_RUNS.items():
+            assert main(_train(one / k, 2, 1, a)) == 0
         out, err = proc.communicate(timeout=500)
     finally:
         if proc.poll() is None:
@@ -213,6 +224,13 @@ def test_tfevo_train_two_devices_equals_one_and_resumes(runs):
         for k in a:
             np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}: {k}")
     assert _rows(two / "ga") == _rows(one / "ga")
+    # NEAT genomes and GP trees travel as flat rows: sharded the same way, bit for bit
+    for name in FAMILY_RUNS:
+        assert _rows(two / name) == _rows(one / name), name
+        a, b = _state(two / name), _state(one / name)
+        assert a.keys() == b.keys() and any(k.startswith("algorithm/") for k in a)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}: {k}")
     # switching sharding off on resume would change the evaluator: refused
     assert main(["train", "--run-dir", str(two / "es"), "--generations", "5"] + TRAIN_ES) == 2
 

@@ -136,7 +136,8 @@ def test_family_eval_plot_play(family_run, tmp_path, capsys):
      r"problem is for algorithm\.name 'map_elites'"),
     ({"algorithm": {"name": "map_elites"}, "archive": {"kind": "grid", "cells": 100}}, r"archive\.cells must be a list"),
     ({"algorithm": {"name": "map_elites"}, "archive": {"kind": "hex"}}, r"archive\.kind: .*\(got 'hex'\)"),
-    ({"algorithm": {"name": "neat"}, "distribute": {"devices": 2}}, r"distribute shards flat-vector strategies"),
+    ({"algorithm": {"name": "map_elites"}, "distribute": {"devices": 2}},
+     r"distribute shards the rollouts of strategies, NEAT and GP; map_elites runs in one process"),
 ])
 def test_family_config_errors_name_the_field_value_and_choices(data, msg):
     with pytest.raises(ConfigError, match=msg):

@@ -238,9 +238,9 @@ class Config(_Strict):
                 raise ValueError("give either env (a control task) or problem (a QD task), not both")
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
-        if self.family != "vector" and self.distribute.enabled:
-            raise ValueError(f"distribute shards flat-vector strategies (policy.kind {' | '.join(VECTOR_POLICIES)}); "
-                             f"{name} runs in one process")
+        if self.family == "map_elites" and self.distribute.enabled:
+            raise ValueError("distribute shards the rollouts of strategies, NEAT and GP; map_elites runs in one "
+                             "process (its sharded evaluation would have to gather descriptors too)")
         return self
 
     @property
