@@ -356,7 +356,8 @@ class ESEmitter(Emitter):
                               "the batch: archive.incumbents(descriptors), read before archive.add (MAPElites "
                               "passes it)")
         args = (tf.convert_to_tensor(solutions, tf.float32), tf.convert_to_tensor(fitness, tf.float32),
-                tf.convert_to_tensor(descriptors, tf.float32), tuple(result), tuple(incumbent))
+                tf.convert_to_tensor(descriptors, tf.float32), tuple(result),
+                (tf.convert_to_tensor(incumbent[0], tf.bool), tf.convert_to_tensor(incumbent[1], tf.float32)))
         b = self.batch_size
         for name, t, shape in (("solutions", args[0], [b, self.solution_dim]), ("fitness", args[1], [b]),
                                ("descriptors", args[2], [b, None]), ("incumbent[0]", args[4][0], [b]),
