@@ -311,7 +311,7 @@ def test_factorization_samples_c_whitens_c_and_bounds_its_spectrum(decomposition
     m = rng.normal(size=(e, d, d)).astype(np.float32)
     c = m @ m.transpose(0, 2, 1) + 0.1 * np.eye(d, dtype=np.float32)
     em.cov.assign(c)
-    for _ in range(8):  # power iterations warm-start across decompositions
+    for _ in range(16):  # power iterations warm-start across decompositions
         em._decompose()
     t, w = em.transform.numpy(), em.invsqrt.numpy()
     np.testing.assert_allclose(t @ t.transpose(0, 2, 1), c, rtol=1e-3, atol=1e-3)
@@ -380,3 +380,74 @@ def test_restarts_do_not_retrace_the_step():
     me.step(task, iterations=9)
     assert em.restarts.numpy().sum() >= 9  # every search restarted every second tell
     assert len(traces) == 1
+
+
+def test_candidates_are_the_reference_normal_stream_through_the_factor():
+    """Sampling (the Gaussian kernel where it runs) is mean + sigma * z A^T with z the Box-Muller stream of
+    tfevo's pure-TensorFlow reference for the same seed."""
+    from tfevo.strategies.shaping import _normal_reference
+
+    rng = np.random.default_rng(1)
+    e, lam, d = 3, 5, 4
+    em = ESEmitter(d, lam, num_emitters=e, x0=np.zeros(d), seed=0)
+    t = np.tril(rng.normal(size=(e, d, d))).astype(np.float32)
+    em.transform.assign(t)
+    em.mean.assign(rng.normal(size=(e, d)).astype(np.float32))
+    em.sigma.assign(np.array([0.5, 1.0, 2.0], np.float32))
+    seed = tf.constant([3, 9])
+    got = em._draw(seed, tf.constant([0, 0])).numpy().reshape(e, lam, d)
+    z = _normal_reference([e * lam, d], seed).numpy().reshape(e, lam, d)
+    want = em.mean.numpy()[:, None] + em.sigma.numpy()[:, None, None] * (z @ t.transpose(0, 2, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_mu_update_matches_the_cma_es_equations():
+    """One tell with mu selection against the CMA-ES equations written out in NumPy (rank-one and rank-mu
+    terms, paths, step size), every candidate filling a new cell so the ranking is by fitness."""
+    rng = np.random.default_rng(2)
+    e, lam, d = 2, 6, 3
+    em = ESEmitter(d, lam, num_emitters=e, x0=np.zeros(d), selection_rule="mu", restart_rule="basic", seed=0)
+    m0 = rng.normal(size=(e, d))
+    c0 = np.stack([np.eye(d) + 0.3 * np.outer(v, v) for v in rng.normal(size=(e, d))])
+    a0 = np.linalg.cholesky(c0)
+    ps0, pc0 = 0.1 * rng.normal(size=(e, d)), 0.1 * rng.normal(size=(e, d))
+    sig0 = np.array([0.3, 0.7])
+    for v, x in ((em.mean, m0), (em.cov, c0), (em.transform, a0), (em.invsqrt, np.linalg.inv(a0)), (em.ps, ps0),
+                 (em.pc, pc0), (em.sigma, sig0)):
+        v.assign(x.astype(np.float32))
+    x = (m0[:, None] + sig0[:, None, None] * rng.normal(size=(e, lam, d))).astype(np.float32)
+    f = rng.normal(size=(e, lam)).astype(np.float32)
+    b = e * lam
+    em.tell(x.reshape(b, d), f.reshape(b), np.full([b, 2], 0.5, np.float32), (np.zeros(b, np.int32),
+            np.zeros(b, np.float32), np.zeros(b, np.int32)), incumbent=(np.zeros(b, bool), np.zeros(b, np.float32)))
+    w, mueff, cc, cs, c1, cmu, damps = (np.asarray(t, np.float64) for t in em._mu_rates)
+    n = float(d)
+    chi = np.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n * n))
+    for i in range(e):
+        y = (x[i][np.argsort(-f[i], kind="stable")] - m0[i]) / sig0[i]
+        yw = w[i] @ y
+        ps = (1 - cs[i]) * ps0[i] + np.sqrt(cs[i] * (2 - cs[i]) * mueff[i]) * np.linalg.solve(a0[i], yw)
+        hsig = float(np.linalg.norm(ps) / np.sqrt(1 - (1 - cs[i]) ** 2) / chi < 1.4 + 2 / (n + 1))
+        pc = (1 - cc[i]) * pc0[i] + hsig * np.sqrt(cc[i] * (2 - cc[i]) * mueff[i]) * yw
+        c1a = c1[i] * (1 - (1 - hsig) * cc[i] * (2 - cc[i]))
+        cov = ((1 - c1a - cmu[i]) * c0[i] + c1[i] * np.outer(pc, pc)
+               + cmu[i] * sum(w[i, k] * np.outer(y[k], y[k]) for k in range(lam)))
+        sigma = sig0[i] * np.exp(min(1.0, cs[i] / damps[i] * (np.linalg.norm(ps) / chi - 1)))
+        np.testing.assert_allclose(em.mean.numpy()[i], m0[i] + sig0[i] * yw, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(em.ps.numpy()[i], ps, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(em.pc.numpy()[i], pc, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(em.cov.numpy()[i], cov, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(em.sigma.numpy()[i], sigma, rtol=1e-5)
+
+
+def test_a_non_finite_covariance_counts_as_a_failed_factorization():
+    d = 4
+    em = ESEmitter(d, 6, num_emitters=3, x0=np.zeros(d), seed=0)
+    c = np.broadcast_to(2.0 * np.eye(d, dtype=np.float32), (3, d, d)).copy()
+    c[1, 2, 0] = c[1, 0, 2] = np.nan
+    c[2, 3, 1] = c[2, 1, 3] = np.inf
+    em.cov.assign(c)
+    em._decompose()
+    assert em.extremes.numpy()[0, 1] > 0
+    assert em.extremes.numpy()[1, 1] == 0.0 and em.extremes.numpy()[2, 1] == 0.0
+    np.testing.assert_array_equal(em.transform.numpy()[1:], np.broadcast_to(np.eye(d), (2, d, d)))  # kept
