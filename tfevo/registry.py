@@ -99,7 +99,7 @@ def get(kind: str, name: str) -> Any:
         raise ConfigError(f"unknown registry kind {kind!r}; known: {', '.join(KINDS)}")
     if name not in table:
         known = ", ".join(sorted(table, key=natural_key)) or "(none)"
-        raise ConfigError(f"unknown {kind} {name!r}; known {kind}s: {known}")
+        raise ConfigError(f"unknown {kind} {name!r}; known: {known}")
     return table[name]
 
 
