@@ -117,6 +117,11 @@ REGISTER_OP("TfevoNeatBreed")
     .Attr("share_split: bool")
     // [node_add, node_delete, conn_add, conn_delete] probabilities (float32)
     .Attr("probs: list(float)")
+    // single_structural: at most one structural mutation per child, chosen by
+    // the add-node uniform u falling in [cuts[k-1], cuts[k]) (neat-python's
+    // single_structural_mutation; cuts = cumulative probs / max(1, sum))
+    .Attr("single_structural: bool = false")
+    .Attr("cuts: list(float) = [0.0, 0.0, 0.0, 0.0]")
     // [default aggregation id, default activation id, enabled default 0/1]
     .Attr("defaults: list(float)")
     // float attributes bias, response, weight: 12 float32 constants each, see FloatParams
@@ -354,6 +359,7 @@ struct Scratch {
 struct GenomeState {
   // add node
   bool add_node = false;
+  bool no_conns = false;  // the child had no connection when add-node was decided
   int nslot = 0, csel = 0, c1 = 0, c2 = 0;
   int64_t split_marker = 0;
   int64_t nid = 0;
@@ -498,6 +504,11 @@ class NeatBreedOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("feed_forward", &feed_forward_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("surer", &surer_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("share_split", &share_split_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("single_structural", &single_));
+    std::vector<float> cuts;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cuts", &cuts));
+    OP_REQUIRES(ctx, cuts.size() == 4, tensorflow::errors::InvalidArgument("TfevoNeatBreed: cuts needs 4 values"));
+    for (int k = 0; k < 4; ++k) cuts_[k] = cuts[k];
     std::vector<float> probs, defaults, b, r, w, rates;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("probs", &probs));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("defaults", &defaults));
@@ -516,6 +527,10 @@ class NeatBreedOp : public OpKernel {
     p_del_node_ = probs[1];
     p_add_conn_ = probs[2];
     p_del_conn_ = probs[3];
+    probs_[0] = p_add_node_;
+    probs_[1] = p_del_node_;
+    probs_[2] = p_add_conn_;
+    probs_[3] = p_del_conn_;
     agg_default_ = defaults[0];
     act_default_ = defaults[1];
     en_default_ = defaults[2];
@@ -686,7 +701,7 @@ class NeatBreedOp : public OpKernel {
     next_key += nnew;
     next_marker += 2 * nnew;
     // ---- markers of the new pairs, written into the new connections' rows
-    if (p_add_conn_ > 0.f) {
+    if (p_add_conn_ > 0.f || (surer_ && p_add_node_ > 0.f)) {
       next_marker = PairMarkers(c, P, next_marker, run);
       for (int64_t i = 0; i < P; ++i) {
         const GenomeState& g = st[i];
@@ -749,9 +764,10 @@ class NeatBreedOp : public OpKernel {
     const int wn = c.wn, wc = c.wc;
     GenomeState& g = c.st[i];
     const float* u = c.u + i * c.U;
-    const bool want = !c.elite[i] && u[G_ADD_NODE] < p_add_node_;
+    const bool want = !c.elite[i] && Wants(u, 0);
     const int cnt = std::min(pc, wc);
     const bool has = cnt > 0;
+    g.no_conns = !has;
     g.csel = 0;
     if (has) {  // RandomChoice: the floor(u * cnt)-th valid row, which is row k
       const float x = u[G_SPLIT] * static_cast<float>(cnt);
@@ -809,9 +825,10 @@ class NeatBreedOp : public OpKernel {
     const float* u = c.u + i * c.U;
     // add-node decision
     if (decide && p_add_node_ > 0.f) {
-      const bool want = active && u[G_ADD_NODE] < p_add_node_;
+      const bool want = active && Wants(u, 0);
       bool has = false;
       g.csel = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_SPLIT], &has);
+      g.no_conns = !has;
       int nslot = -1, f1 = -1, f2 = -1, nfree = 0;
       for (int s = 0; s < wn; ++s)
         if (std::isnan(cn[s * kD + NODE_KEY])) {
@@ -887,7 +904,7 @@ class NeatBreedOp : public OpKernel {
     }
     // delete node
     if (p_del_node_ > 0.f) {
-      const bool want = active && u[G_DEL_NODE] < p_del_node_;
+      const bool want = active && Wants(u, 1);
       bool has = false;
       const int ns = RandomChoice(wn, [&](int s) { return s >= I + O && Valid(cn + s * kD); }, u[G_DEL_WHICH], &has);
       if (want && has) {
@@ -901,8 +918,11 @@ class NeatBreedOp : public OpKernel {
       }
     }
     // add connection: the choice (the marker comes after all genomes chose)
-    if (p_add_conn_ > 0.f) {
-      bool want = active && u[G_ADD_CONN] < p_add_conn_;
+    // add-node on a genome without connections tries add-connection instead
+    // when structural_mutation_surer holds (neat-python)
+    const bool add_node_falls_back = surer_ && p_add_node_ > 0.f && active && g.no_conns && Wants(u, 0);
+    if (p_add_conn_ > 0.f || add_node_falls_back) {
+      bool want = active && ((p_add_conn_ > 0.f && Wants(u, 2)) || add_node_falls_back);
       bool hasa = false, hasb = false;
       const int a = RandomChoice(wn, [&](int s) { return Valid(cn + s * kD) && !(s >= I && s < I + O); },
                                  u[G_FROM], &hasa);
@@ -1091,7 +1111,7 @@ class NeatBreedOp : public OpKernel {
       r[3] = FreshAt(weight_, u[G_W1], u[G_W2], i, c.P);
       r[4] = kNaN;  // the marker, once all genomes chose (PairMarkers)
     }
-    if (p_del_conn_ > 0.f && active && u[G_DEL_CONN] < p_del_conn_) {
+    if (p_del_conn_ > 0.f && active && Wants(u, 3)) {
       bool has = false;
       const int cs = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_DEL_CWHICH], &has);
       if (has) {
@@ -1233,6 +1253,21 @@ class NeatBreedOp : public OpKernel {
   int N_, C_, I_, O_;
   bool feed_forward_, surer_, share_split_;
   float p_add_node_, p_del_node_, p_add_conn_, p_del_conn_;
+  bool single_ = false;
+  float probs_[4] = {0.f, 0.f, 0.f, 0.f}, cuts_[4] = {0.f, 0.f, 0.f, 0.f};
+
+  // Whether structural mutation k (0 add node, 1 delete node, 2 add
+  // connection, 3 delete connection) is drawn for a child with uniforms u
+  // (mutation.structural_wants): each from its own uniform, or with
+  // single_structural the one whose interval holds the add-node uniform.
+  bool Wants(const float* u, int k) const {
+    if (single_) {
+      const float r = u[G_ADD_NODE];
+      return (k == 0 || r >= cuts_[k - 1]) && r < cuts_[k];
+    }
+    static constexpr int kCol[4] = {G_ADD_NODE, G_DEL_NODE, G_ADD_CONN, G_DEL_CONN};
+    return u[kCol[k]] < probs_[k];
+  }
   float agg_default_, act_default_, en_default_;
   FloatParams bias_, resp_, weight_;
   std::vector<float> act_ids_, agg_ids_;

@@ -98,6 +98,8 @@ def _assert_consistent_markers(conns):
     ("surer_shared_splits_uniform_init", dict(structural_mutation_surer=True, share_split_innovations=True,
                                               weight_init_type="uniform", bias_init_type="uniform",
                                               response_init_type="uniform")),
+    ("single_structural_surer", dict(single_structural_mutation=True, structural_mutation_surer=True,
+                                     conn_delete_prob=0.7)),
 ])
 def test_op_equals_reference_on_evolved_populations(name, kw):
     cfg = NEATConfig(**{**BASE, **kw})
@@ -129,7 +131,10 @@ def test_op_equals_reference_slot_exhaustion_and_all_elites():
 
 @pytest.mark.parametrize("kw", [dict(conn_add_prob=0.0), dict(node_add_prob=0.0, feed_forward=False),
                                 dict(pop_size=64, activation_mutate_rate=0.0, enabled_mutate_rate=0.0,
-                                     weight_mutate_rate=0.0, weight_replace_rate=0.0)])
+                                     weight_mutate_rate=0.0, weight_replace_rate=0.0),
+                                # connections only through add-node's surer fallback on empty genomes
+                                dict(initial_connection="unconnected", single_structural_mutation=True,
+                                     structural_mutation_surer=True, conn_add_prob=0.0, node_add_prob=0.6)])
 def test_op_equals_reference_on_fresh_and_random_genomes(kw):
     """Initial genomes and randomly scrambled ones (attributes anywhere in
     range, random slot order, holes), configs with steps switched off."""

@@ -93,15 +93,14 @@ BASE = "[NEAT]\npop_size = 20\n[DefaultGenome]\nnum_inputs = 2\nnum_outputs = 1\
 def test_omitted_optional_keys_take_neat_python_defaults(tmp_path):
     c = NEATConfig.from_neat_python(_write(tmp_path, BASE))
     assert (c.elitism, c.species_elitism, c.min_species_size, c.max_stagnation, c.species_fitness_func,
-            c.survival_threshold, c.initial_connection, c.structural_mutation_surer) == \
-        (0, 0, 1, 15, "mean", 0.2, "unconnected", False)
+            c.survival_threshold, c.initial_connection) == (0, 0, 1, 15, "mean", 0.2, "unconnected")
     c = NEATConfig.from_neat_python(_write(tmp_path, BASE + "initial_connection = partial_direct 0.25\n"
                                            "structural_mutation_surer = on\n[DefaultReproduction]\nelitism = 3\n"))
     assert (c.initial_connection, c.connection_fraction, c.structural_mutation_surer, c.elitism) == \
         ("partial_direct", 0.25, True, 3)
 
 
-@pytest.mark.parametrize("line", ["single_structural_mutation = true", "enabled_rate_to_true_add = 0.1",
+@pytest.mark.parametrize("line", ["enabled_rate_to_true_add = 0.1",
                                   "enabled_rate_to_false_add = 0.2", "activation_default = random"])
 def test_neat_python_keys_tfevo_does_not_model_are_refused_not_ignored(tmp_path, line):
     with pytest.raises(ConfigError, match=line.split()[0]):
@@ -157,3 +156,103 @@ def test_crossover_disables_a_homologous_gene_disabled_in_a_parent_three_times_i
     assert (en[:, 1] == 0).all()
     _, cc = crossover(nodes, conns, nodes, conns, tf.constant([7, 8], tf.int64))
     assert (cc.numpy()[:, :2, 2] == 1).all(), "genes enabled in both parents stay enabled"
+
+
+@pytest.mark.parametrize("lines, single, surer", [
+    ("", True, True),  # neat-python 2.0 keeps the default string 'false', which its mutation code tests as true
+    ("single_structural_mutation = false\n", False, False),
+    ("single_structural_mutation = True\n", True, True),
+    ("single_structural_mutation = false\nstructural_mutation_surer = true\n", False, True),
+    ("structural_mutation_surer = false\n", True, False),
+])
+def test_single_structural_mutation_and_surer_as_neat_python_runs_them(tmp_path, lines, single, surer):
+    c = NEATConfig.from_neat_python(_write(tmp_path, BASE + lines))
+    assert (c.single_structural_mutation, c.structural_mutation_surer) == (single, surer)
+
+
+def test_single_structural_mutation_must_be_a_bool(tmp_path):
+    with pytest.raises(ConfigError, match="single_structural_mutation must be true or false, got 'maybe'"):
+        NEATConfig.from_neat_python(_write(tmp_path, BASE + "single_structural_mutation = maybe\n"))
+
+
+def _mutated(cfg, steps=1, seed=0):
+    from tfevo.neat.mutation import mutate
+
+    nodes, conns, nk, nm = initial_population(cfg, tf.constant([1, 2], tf.int64))
+    nk, nm = tf.constant(int(nk), tf.int64), tf.constant(int(nm), tf.int64)
+    out = []
+    for k in range(steps):
+        nodes, conns, nk, nm, *_ = mutate(cfg, nodes, conns, tf.ones([cfg.pop_size], tf.bool),
+                                          tf.constant([seed, k], tf.int64), nk, nm)
+        n, c = nodes.numpy(), conns.numpy()
+        cv = ~np.isnan(c[..., 0])
+        out.append(np.stack([(~np.isnan(n[..., 0])).sum(1), cv.sum(1), (cv & (c[..., 2] > 0.5)).sum(1)], 1))
+    return out
+
+
+def test_single_structural_mutation_draws_at_most_one_with_its_share_of_the_probability():
+    P = 4000
+    cfg = NEATConfig(num_inputs=2, num_outputs=3, pop_size=P, max_nodes=16, max_conns=32, initial_connection="full",
+                     single_structural_mutation=True)
+    n, c, _ = _mutated(cfg)[0].T  # from 5 nodes and 6 connections
+    added, deleted = n == 6, c == 5
+    assert not (added & (c == 7)).any(), "add node (+2 connections) never together with delete connection"
+    tol = 4.5 * np.sqrt(0.25 / P)
+    assert abs(added.mean() - 0.2 / 1.4) < tol  # node_add_prob / (sum of the four probabilities)
+    assert abs(deleted.mean() - 0.5 / 1.4) < tol
+    n, c, _ = _mutated(NEATConfig(**{**cfg.__dict__, "single_structural_mutation": False}))[0].T
+    assert (c == 7).any() and abs((n == 6).mean() - 0.2 * 0.8) < tol  # independent: add node, not deleted again
+
+
+@pytest.mark.parametrize("surer", [True, False])
+def test_add_node_on_a_genome_without_connections_adds_a_connection_when_surer(surer):
+    cfg = NEATConfig(num_inputs=2, num_outputs=3, pop_size=64, initial_connection="unconnected", node_add_prob=1.0,
+                     node_delete_prob=0.0, conn_add_prob=0.0, conn_delete_prob=0.0,
+                     structural_mutation_surer=surer, single_structural_mutation=True)
+    n, c, e = _mutated(cfg)[0].T
+    assert (n == 5).all()
+    assert (c == (1 if surer else 0)).all() and (e == c).all()
+
+
+def test_structural_mutation_statistics_agree_with_neat_python(tmp_path):
+    """Mean nodes / connections / enabled connections after one and two
+    mutations of full 2x3 genomes, from the same config file read by both."""
+    neat = pytest.importorskip("neat")
+    import random
+
+    from neat.innovation import InnovationTracker
+
+    text = ("[NEAT]\nfitness_criterion = max\nfitness_threshold = 1\npop_size = 4000\nreset_on_extinction = False\n"
+            "no_fitness_termination = False\n"
+            "[DefaultGenome]\nnum_inputs = 2\nnum_outputs = 3\nnum_hidden = 0\nfeed_forward = True\n"
+            "initial_connection = full\nactivation_default = sigmoid\nactivation_options = sigmoid\n"
+            "activation_mutate_rate = 0.0\naggregation_default = sum\naggregation_options = sum\n"
+            "aggregation_mutate_rate = 0.0\nbias_init_mean = 0.0\nbias_init_stdev = 1.0\nbias_max_value = 30\n"
+            "bias_min_value = -30\nbias_mutate_power = 0.5\nbias_mutate_rate = 0.7\nbias_replace_rate = 0.1\n"
+            "compatibility_disjoint_coefficient = 1.0\ncompatibility_weight_coefficient = 0.5\n"
+            "conn_add_prob = 0.5\nconn_delete_prob = 0.5\nenabled_default = True\nenabled_mutate_rate = 0.01\n"
+            "node_add_prob = 0.2\nnode_delete_prob = 0.2\nresponse_init_mean = 1.0\nresponse_init_stdev = 0.0\n"
+            "response_max_value = 30\nresponse_min_value = -30\nresponse_mutate_power = 0.0\n"
+            "response_mutate_rate = 0.0\nresponse_replace_rate = 0.0\nweight_init_mean = 0.0\n"
+            "weight_init_stdev = 1.0\nweight_max_value = 30\nweight_min_value = -30\nweight_mutate_power = 0.5\n"
+            "weight_mutate_rate = 0.8\nweight_replace_rate = 0.1\n[DefaultSpeciesSet]\ncompatibility_threshold = 3\n"
+            "[DefaultStagnation]\nspecies_fitness_func = max\nmax_stagnation = 20\n"
+            "[DefaultReproduction]\nelitism = 2\nsurvival_threshold = 0.2\n")
+    path = _write(tmp_path, text)
+    npc = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet, neat.DefaultStagnation,
+                      path).genome_config
+    npc.innovation_tracker = InnovationTracker()
+    random.seed(0)
+    ref = []
+    for key in range(4000):
+        g = neat.DefaultGenome(key)
+        g.configure_new(npc)
+        row = []
+        for _ in range(2):
+            g.mutate(npc)
+            row.append([len(g.nodes) + 2, len(g.connections), sum(c.enabled for c in g.connections.values())])
+        ref.append(row)
+    ref = np.array(ref, np.float64)  # [genome, step, stat]
+    ours = np.stack(_mutated(NEATConfig.from_neat_python(path, max_nodes=16, max_conns=32), steps=2), 1)
+    se = np.sqrt(ref.var(0) / len(ref) + ours.var(0) / len(ours))
+    assert (np.abs(ref.mean(0) - ours.mean(0)) < 4.5 * se + 1e-9).all(), (ref.mean(0), ours.mean(0))

@@ -32,6 +32,7 @@ from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genes import attr_columns
+from tfevo.neat.mutation import structural_cuts
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 from tfevo.neat.reproduction import breed_reference
 
@@ -84,6 +85,8 @@ def op_attrs(cfg: NEATConfig) -> dict:
             num_outputs=cfg.num_outputs, feed_forward=bool(cfg.feed_forward),
             surer=bool(getattr(cfg, "structural_mutation_surer", False)),
             share_split=bool(getattr(cfg, "share_split_innovations", False)),
+            single_structural=bool(getattr(cfg, "single_structural_mutation", False)),
+            cuts=structural_cuts(cfg),
             probs=[_f32(cfg.node_add_prob), _f32(cfg.node_delete_prob), _f32(cfg.conn_add_prob),
                    _f32(cfg.conn_delete_prob)],
             defaults=[float(F.aggregation_id(cfg.aggregation_default)), float(F.activation_id(cfg.activation_default)),

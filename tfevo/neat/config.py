@@ -25,8 +25,7 @@ NEAT_PYTHON_DEFAULTS = {
 }
 # neat-python keys with a meaning tfevo does not model: accepted only at the value
 # that means "off" (anything else would be silently ignored otherwise)
-_NEAT_PYTHON_OFF = {"single_structural_mutation": ("false", "0", "no", "off"),
-                    "enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
+_NEAT_PYTHON_OFF = {"enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
 
 # TensorNEAT hyperparameter name -> NEATConfig field (same meaning).
 TENSORNEAT_ALIASES = {
@@ -123,16 +122,21 @@ class NEATConfig:
         ``reset_on_extinction = True``); False keeps the best species alive
         (neat-python would raise ``CompleteExtinctionException``).
 
-    Structural mutation (each applied independently per child):
+    Structural mutation (each applied independently per child, or at most
+    one of them with ``single_structural_mutation``):
       node_add_prob, node_delete_prob, conn_add_prob, conn_delete_prob.
+      single_structural_mutation: one uniform per child picks at most one
+        structural mutation, each with probability ``prob / max(1, sum of
+        the four probs)`` (neat-python's option of that name).
       share_split_innovations: genomes that split the same connection in one
         generation share the new node's key and the two new markers (NEAT
         paper / TensorNEAT); default False: every split makes a new node key
         and new markers (neat-python), so independent splits count as
         disjoint genes in the compatibility distance.
       structural_mutation_surer: add-connection on an existing connection
-        re-enables it (neat-python's option of that name; default False:
-        nothing happens, as neat-python's default).
+        re-enables it, and add-node on a genome without connections tries
+        add-connection instead (neat-python's option of that name; default
+        False: nothing happens).
 
     Attribute mutation (per gene; ``*_mutate_rate`` perturbs by
     ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value;
@@ -183,6 +187,7 @@ class NEATConfig:
     conn_add_prob: float = 0.5
     conn_delete_prob: float = 0.5
     structural_mutation_surer: bool = False
+    single_structural_mutation: bool = False
     share_split_innovations: bool = False
 
     bias_init_mean: float = 0.0
@@ -310,9 +315,14 @@ class NEATConfig:
         NEATConfig models, neat-python's defaults for the optional keys the
         file leaves out (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
         ``species_fitness_func = mean``, ``initial_connection = unconnected``),
-        ``structural_mutation_surer = default`` as neat-python resolves it.
+        ``single_structural_mutation`` and ``structural_mutation_surer =
+        default`` as neat-python 2.0 runs them: a file without
+        ``single_structural_mutation`` runs single structural mutations with
+        the surer add-connection (neat-python's default for that key is the
+        string ``'false'``, which its mutation code tests as true), so write
+        ``single_structural_mutation = false`` for independent mutations.
         Keys of neat-python's that tfevo does not model
-        (``single_structural_mutation``, ``enabled_rate_to_*_add``) raise
+        (``enabled_rate_to_*_add``) raise
         :class:`ConfigError` unless they are off; keys tfevo has no use for
         (e.g. ``seed``) are ignored."""
         cp = configparser.ConfigParser()
@@ -328,11 +338,17 @@ class NEATConfig:
             if v is not None and not _is_off(v, off):
                 raise ConfigError(f"{path}: {k} = {v} is not supported by tfevo.neat (only the neat-python value "
                                   f"that turns it off: {off[0]})")
+        single = raw.get("single_structural_mutation", "true")  # omitted: neat-python's 'false' string, true
+        if single.lower() not in ("true", "false"):  # neat-python's bool parser takes only these
+            raise ConfigError(f"{path}: single_structural_mutation must be true or false, got {single!r}")
+        raw["single_structural_mutation"] = single.lower()
         surer = raw.pop("structural_mutation_surer", "default").lower()
         if surer in ("1", "yes", "true", "on"):
             raw["structural_mutation_surer"] = "true"
-        elif surer in ("0", "no", "false", "off", "default"):  # default = single_structural_mutation (off)
+        elif surer in ("0", "no", "false", "off"):
             raw["structural_mutation_surer"] = "false"
+        elif surer == "default":  # neat-python: the value of single_structural_mutation
+            raw["structural_mutation_surer"] = raw["single_structural_mutation"]
         else:
             raise ConfigError(f"{path}: structural_mutation_surer must be true, false or default, got {surer!r}")
         for k in ("activation_default", "aggregation_default", "enabled_default"):
@@ -381,8 +397,7 @@ def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
     mode = cfg.initial_connection
     if mode in ("unconnected", "none"):
         return []
-    inputs, outputs = range(I), range(I, I + O)
-    hidden = range(I + O, I + O + H)
+    inputs, outputs, hidden = range(I), range(I, I + O), range(I + O, I + O + H)
     ih = [(i, h) for i in inputs for h in hidden]
     ho = [(h, o) for h in hidden for o in outputs]
     io = [(i, o) for i in inputs for o in outputs]

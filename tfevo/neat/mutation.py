@@ -66,6 +66,36 @@ def _pair_markers(h_exist, valid, m_exist, h_new, ok, next_marker):
 # per-genome uniform columns of one mutation call
 _G_ADD_NODE, _G_SPLIT, _G_DEL_NODE, _G_DEL_WHICH, _G_ADD_CONN, _G_FROM, _G_TO, _G_W1, _G_W2, \
     _G_DEL_CONN, _G_DEL_CWHICH, _G_R1, _G_R2 = range(13)
+_G_WANT = (_G_ADD_NODE, _G_DEL_NODE, _G_ADD_CONN, _G_DEL_CONN)
+
+
+def structural_cuts(cfg: NEATConfig) -> list[float]:
+    """The float32 upper ends of the four structural mutations' intervals of
+    the add-node uniform under ``single_structural_mutation`` (neat-python:
+    cumulative probabilities divided by ``max(1, their sum)``)."""
+    probs = [cfg.node_add_prob, cfg.node_delete_prob, cfg.conn_add_prob, cfg.conn_delete_prob]
+    div = max(1.0, sum(probs))
+    return [float(np.float32(sum(probs[:k + 1]) / div)) for k in range(4)]
+
+
+def structural_wants(cfg: NEATConfig, u, k: int):
+    """bool [P]: whether structural mutation ``k`` (0 add node, 1 delete node,
+    2 add connection, 3 delete connection) is drawn, from the uniforms ``u
+    [P, 13]``: each from its own uniform, or with ``single_structural_mutation``
+    the one (at most) whose interval holds the add-node uniform."""
+    if getattr(cfg, "single_structural_mutation", False):
+        cuts = structural_cuts(cfg)
+        r = u[:, _G_ADD_NODE]
+        want = r < cuts[k]
+        return want if k == 0 else want & (r >= cuts[k - 1])
+    p = (cfg.node_add_prob, cfg.node_delete_prob, cfg.conn_add_prob, cfg.conn_delete_prob)[k]
+    return u[:, _G_WANT[k]] < p
+
+
+def adds_connections(cfg: NEATConfig) -> bool:
+    """Whether a mutation call can add a connection: add-connection, or
+    add-node on a genome without connections under ``structural_mutation_surer``."""
+    return cfg.conn_add_prob > 0 or (bool(getattr(cfg, "structural_mutation_surer", False)) and cfg.node_add_prob > 0)
 _G_COLS = 13
 
 
@@ -125,10 +155,12 @@ def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_mark
     skip_c = tf.constant(0, tf.int64)
 
     # -- add node ------------------------------------------------------------
+    no_conns = None
     if cfg.node_add_prob > 0:
-        want = active & (u[:, _G_ADD_NODE] < cfg.node_add_prob)
+        want = active & structural_wants(cfg, u, 0)
         cv = conn_valid(conns)
         csel, has = random_choice(cv, u[:, _G_SPLIT])
+        no_conns = want & ~has  # neat-python: add-node without connections tries add-connection when surer
         nslot, has_n = first_free(node_valid(nodes))
         free_c = ~cv
         c1 = tf.argmax(tf.cast(free_c, tf.int8), -1, output_type=tf.int32)
@@ -161,7 +193,7 @@ def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_mark
 
     # -- delete node ---------------------------------------------------------
     if cfg.node_delete_prob > 0:
-        want = active & (u[:, _G_DEL_NODE] < cfg.node_delete_prob)
+        want = active & structural_wants(cfg, u, 1)
         hidden = node_valid(nodes) & (slot_n >= I + O)
         ns, has = random_choice(hidden, u[:, _G_DEL_WHICH])
         ok = want & has
@@ -172,8 +204,10 @@ def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_mark
         conns = tf.where(dead[..., None], np.nan, conns)
 
     # -- add connection ------------------------------------------------------
-    if cfg.conn_add_prob > 0:
-        want = active & (u[:, _G_ADD_CONN] < cfg.conn_add_prob)
+    if adds_connections(cfg):
+        want = active & structural_wants(cfg, u, 2) if cfg.conn_add_prob > 0 else tf.zeros_like(active)
+        if getattr(cfg, "structural_mutation_surer", False) and no_conns is not None:
+            want = want | no_conns
         nv = node_valid(nodes)
         cv = conn_valid(conns)
         a, _ = random_choice(nv & ~is_out_slot, u[:, _G_FROM])
@@ -218,7 +252,7 @@ def mutate_post(cfg: NEATConfig, nodes, conns, active, u_all, marker, write):
     u = u_all[:, :_G_COLS]
     un = tf.reshape(u_all[:, _G_COLS:_G_COLS + N * kn], tf.stack([P, N, kn]))
     uc = tf.reshape(u_all[:, _G_COLS + N * kn:], tf.stack([P, C, kc]))
-    if cfg.conn_add_prob > 0:
+    if adds_connections(cfg):
         cslot, ka, kb, ok = write
         w = fresh_float(cfg, "weight", u[:, _G_W1], u[:, _G_W2])
         en = tf.fill([P], 1.0 if cfg.enabled_default else 0.0)
@@ -226,7 +260,7 @@ def mutate_post(cfg: NEATConfig, nodes, conns, active, u_all, marker, write):
 
     # -- delete connection ---------------------------------------------------
     if cfg.conn_delete_prob > 0:
-        want = active & (u[:, _G_DEL_CONN] < cfg.conn_delete_prob)
+        want = active & structural_wants(cfg, u, 3)
         cs, has = random_choice(conn_valid(conns), u[:, _G_DEL_CWHICH])
         conns = write_row(conns, cs, want & has, tf.fill([P, CONN_DIM], np.nan))
 
