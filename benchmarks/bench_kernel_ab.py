@@ -14,7 +14,8 @@ outputs, ``KnownOutputs`` in custom_ops/neat_breed.cc, against the same generati
 released before every generation: fresh output buffers, width scans, the separate crossover
 pass), ``lapack`` (a CMAES / CholeskyCMAES generation with the LAPACK-backed ops of
 tfevo.linalg against their pure-TF references), ``sepcma`` (a SepCMAES generation with its
-``use_op`` kernels against ``use_op=False``).
+``use_op`` kernels against ``use_op=False``).  ``neat-recycle`` measured the held outputs before
+their removal (commit 85a2481); since then both instances run the same kernel (the noise floor).
 
 The ``allequal`` case measured ``TfevoAllEqual`` before its removal (commit eb48487); since then both
 instances run the same plain-TensorFlow check, so the case now measures the noise floor.
@@ -120,6 +121,7 @@ def neat_recycle_step(pop, release):
     before it, so the kernel never finds its last output (no buffer reuse, no recorded widths,
     no fused crossover pass)."""
     from tfevo.neat import NEAT, NEATConfig, _breed_op
+    release = release and hasattr(_breed_op, "held_stats")  # removed with the held outputs: noise floor
     from tfevo.neat.policy import ControlProblem
     cfg = NEATConfig(num_inputs=4, num_outputs=2, pop_size=pop, max_nodes=24, max_conns=48)
     ev = ControlProblem("CartPole-v1", cfg, episodes=1)
