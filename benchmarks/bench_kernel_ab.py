@@ -230,6 +230,7 @@ def main():
     op, rf = np.median(times["op"]), np.median(times["ref"])
     ratio = np.median(np.array(times["ref"]) / np.array(times["op"]))
     print(f"| {a.case} | {label} | {op:.2f} | {rf:.2f} | {ratio:.2f} |")
+    print("per-round ratios:", ", ".join(f"{r:.2f}" for r in np.array(times["ref"]) / np.array(times["op"])))
 
 
 if __name__ == "__main__":
