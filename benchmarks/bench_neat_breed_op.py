@@ -340,7 +340,6 @@ def main():
         for P, r in chains.items():
             print(f"| {P} | {r['old'][0]:.3f} | {r['new'][0]:.3f} | {r['old'][1]:.3f} | {r['new'][1]:.3f} | "
                   f"**{r['old'][1] / r['new'][1]:.2f}x** |")
-        print(f"\nheld outputs (new kernel): {B.held_stats()}")
         return
     rows = [bench(int(P), a.gens, a.reps) for P in a.sizes.split(",")]
     tells = {int(P): tell_rounds(int(P), a.tell_gens, a.tell_rounds) for P in a.sizes.split(",")} if a.tell else {}

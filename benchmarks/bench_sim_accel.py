@@ -11,27 +11,31 @@ Two accelerator models per simulator:
 
 * ``gpu``: the stated Nature-DQN model for a named GPU (``--gpu``, default
   RTX 4090; ``nature_dqn_gpu_model``);
-* ``balanced``: the same launch cost with the per-row cost set so that one
-  subset's forward takes as long as one subset's simulator step measured at
-  the start (``T_inf ≈ T_sim``), where pipelining has the most to gain.
+* ``balanced``: the same launch cost, with the wait set so that a call's whole
+  inference side equals one subset's simulator step *as the evaluator sees
+  it*: a calibration run (K=1 on one subset's N/K slots, zero-wait stand-in)
+  gives ``T_sim`` = the main thread's wait in ``recv`` per call (the whole
+  step: the main thread sends, then waits) and the host side ``H`` = wall time
+  per call minus ``T_sim`` (bookkeeping, resets, the forward call's host
+  work); the wait is ``W = T_sim - H``, so ``T_inf = H + W = T_sim``.
 
-Per round (``--repeats`` rounds, order alternating) it times raw stepping of
-one subset's env (``T_sim``, random actions) and of the whole slot set, then
-K=1 and K=2 evaluations with each model.  Reported per config (medians over
-rounds):
+Per round (``--repeats`` rounds, order alternating) one calibration run
+(``T_sim`` and ``H`` of that round), then K=1 and K=2 evaluations with each
+model.  Reported per config (medians over rounds):
 
 * member-steps per second;
-* ``T_inf``: wall time of one forward call as the evaluator sees it
-  (``forward_seconds / forward_calls``: the read-out, the host work of the
-  call and the simulated wait);
-* ``bound``: ``1 / max(T_sim, T_inf)`` per subset step for K >= 2, i.e.
-  ``forward_calls * max(T_sim(N/K), T_inf) / seconds`` as a fraction (1.0 =
-  every subset step costs only the longer of the two); for K=1 the serial
-  sum ``T_sim(N) + T_inf``;
+* ``T_inf``: the main thread's time per call outside ``recv`` (``H`` plus the
+  simulated wait): what the other subset's simulators can hide behind;
+* ``of bound`` (K=2): ``forward_calls * max(T_sim, T_inf) / seconds`` (1.0 =
+  every subset step costs only the longer of the two, with ``T_sim`` from the
+  same round's calibration);
+* ``K=2 / K=1``: serial wall time over pipelined wall time of the same round,
+  and the ideal one, serial wall time over ``forward_calls * max(T_sim,
+  T_inf)`` of the K=2 run;
 * the main thread's CPU seconds per member-step (``time.thread_time``).
 
-Run: ``python benchmarks/bench_sim_accel.py`` (both simulators, ~15 min on a
-loaded 2-core machine) or ``--sims atari`` / ``--sims mujoco``; ``--sims
+Run: ``python benchmarks/bench_sim_accel.py`` (both simulators; the time it
+took is printed at the end) or ``--sims atari`` / ``--sims mujoco``; ``--sims
 main_cpu`` measures the evaluator's main-thread CPU per member-step on
 Frostbite at 16 and 64 rows per call.
 """
@@ -50,26 +54,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 
-def _raw_step_seconds(env_id, n, steps, actions_fn):
-    """Median-free single timing of ``steps`` send/recv rounds of an ``n``-slot env (seconds per step)."""
-    from tfevo.envs import make
-
-    env = make(env_id, num_envs=n)
-    idx = np.arange(n)
-    env.reset(idx, idx)
-    rng = np.random.default_rng(0)
-    acts = [actions_fn(rng, n, env.action_spec) for _ in range(steps)]
-    env.send(acts[0], idx)
-    env.recv()
-    t0 = time.perf_counter()
-    for t in range(steps):
-        env.send(acts[t], idx)
-        env.recv()
-    dt = (time.perf_counter() - t0) / steps
-    env.close()
-    return dt
-
-
 def _actions(rng, n, spec):
     if spec.discrete:
         return rng.integers(0, spec.num_actions, n).astype(np.int32)
@@ -77,91 +61,125 @@ def _actions(rng, n, spec):
 
 
 SIMS = {
-    # env id, slots N, population P, max_steps, raw steps per timing
-    "atari": ("ALE/Frostbite-v5", 32, 32, 150, 60),
-    "mujoco": ("HalfCheetah-v5", 256, 256, 200, 100),
+    # env id, slots N, population P, max_steps
+    "atari": ("ALE/Frostbite-v5", 32, 32, 150),
+    "mujoco": ("HalfCheetah-v5", 256, 256, 200),
 }
+
+
+def _split(stats, seconds, busy):
+    """(T_sim, host side, wait) per call of one evaluation, in seconds.
+
+    T_sim: the main thread's wait in ``recv`` per call -- in a K=1 run the whole
+    simulator step, as the simulators run inside the evaluator.  Host side:
+    everything else the main thread does per call except the simulated wait
+    (bookkeeping, resets, the forward call's host work).
+    """
+    calls = stats["forward_calls"]
+    return (stats["recv_seconds"] / calls, (seconds - stats["recv_seconds"] - busy) / calls, busy / calls)
 
 
 def run_sim(sim, args):
     from tfevo.envs import make
     from tfevo.rollout.pipelined import PipelinedEvaluator
-    from tfevo.rollout.simulated import SimulatedAcceleratorPolicy, nature_dqn_gpu_model
+    from tfevo.rollout.simulated import AcceleratorModel, SimulatedAcceleratorPolicy, nature_dqn_gpu_model
 
-    env_id, N, P, cap, raw_steps = SIMS[sim]
+    env_id, N, P, cap = SIMS[sim]
     N = args.slots or N
     P = args.pop or P
+    cap = args.cap or cap
     K2 = 2
+    sub = N // K2
     probe = make(env_id, num_envs=1)
     spec, shape = probe.action_spec, probe.observation_shape
     probe.close()
 
-    # T_sim of one subset (N/2 slots), median of a few runs, to balance the stand-in.
-    t_sub = statistics.median(_raw_step_seconds(env_id, N // K2, raw_steps, _actions) for _ in range(3))
+    def evaluate(ev, pol, params):
+        pol.reset_stats()
+        c0, t0 = time.thread_time(), time.perf_counter()
+        f = ev.evaluate(params)  # every config at the same call number in a round: same seeds
+        sec, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        return f.numpy(), sec, cpu, dict(ev.last_stats), pol.busy_seconds
+
+    # Calibration: K=1 on one subset's slots with a zero-wait stand-in.  T_sim = the simulators'
+    # step as the evaluator sees it; H = the host side of a call.  The balanced wait is
+    # W = T_sim - H, so that a call's whole inference side H + W equals T_sim.
+    zero = SimulatedAcceleratorPolicy(spec, shape, AcceleratorModel("zero wait", 0.0, 0.0))
+    params = zero.init_params(P, seed=0)
+    cal = PipelinedEvaluator(env_id, zero, num_envs=sub, num_subsets=1, max_steps=cap, seed=0)
+    cal.evaluate(params)  # warm-up: trace, first resets
+    splits = []
+    for _ in range(args.calibrate):
+        _, sec, _, st, busy = evaluate(cal, zero, params)
+        splits.append(_split(st, sec, busy))
+    t_sim0 = statistics.median(s[0] for s in splits)
+    host0 = statistics.median(s[1] for s in splits)
     gpu = nature_dqn_gpu_model(args.gpu)
+    wait = max(t_sim0 - host0, gpu.launch_seconds)
     models = {"gpu": gpu,
-              "balanced": gpu.with_latency(N // K2, t_sub, f"balanced: T_inf({N // K2}) = {t_sub * 1e3:.2f} ms")}
+              "balanced": gpu.with_latency(sub, wait, f"balanced: wait({sub}) = {wait * 1e3:.2f} ms")}
     models = {k: v for k, v in models.items() if k in args.models.split(",")}
     configs = [(m, K) for m in models for K in (1, K2)]
     pols = {m: SimulatedAcceleratorPolicy(spec, shape, models[m]) for m in models}
-    params = pols[next(iter(pols))].init_params(P, seed=0)
     evs = {}
     for m, K in configs:
         ev = PipelinedEvaluator(env_id, pols[m], num_envs=N, num_subsets=K, max_steps=cap, seed=0)
         ev.evaluate(params)  # warm-up: trace, first resets
         evs[(m, K)] = ev
     res = {c: [] for c in configs}
-    raw = {1: [], K2: []}
+    cals = []
     fits = {}
     for r in range(args.repeats):
-        for K in (1, K2):
-            raw[K].append(_raw_step_seconds(env_id, N // K, raw_steps, _actions))
+        _, sec, _, st, busy = evaluate(cal, zero, params)
+        cals.append(_split(st, sec, busy))
         order = configs if r % 2 == 0 else configs[::-1]
         for c in order:
-            ev, pol = evs[c], pols[c[0]]
-            pol.reset_stats()
-            c0, t0 = time.thread_time(), time.perf_counter()
-            f = ev.evaluate(params)  # every config at the same call number in a round: same seeds
-            sec, cpu = time.perf_counter() - t0, time.thread_time() - c0
-            s = dict(ev.last_stats)
-            res[c].append(dict(seconds=sec, steps=s["steps"], calls=s["forward_calls"],
-                               t_inf=s["forward_seconds"] / s["forward_calls"], recv=s["recv_seconds"],
-                               reset=s["reset_seconds"], main_cpu=cpu, busy=pol.busy_seconds,
-                               rows=s["padded_rows"], t_sim=raw[c[1]][-1]))
-            fits.setdefault(r, []).append(f.numpy())
+            f, sec, cpu, s, busy = evaluate(evs[c], pols[c[0]], params)
+            t_sim, host, w = _split(s, sec, busy)
+            res[c].append(dict(seconds=sec, steps=s["steps"], calls=s["forward_calls"], t_inf=host + w,
+                               host=host, wait=w, recv=s["recv_seconds"], main_cpu=cpu, t_sim_sub=cals[-1][0],
+                               t_sim_own=t_sim))
+            fits.setdefault(r, []).append(f)
     same = all(all(np.array_equal(f, fs[0]) for f in fs) for fs in fits.values())
+    med = statistics.median
     print(f"\n### {sim}: {env_id}, {N} slots, population {P}, cap {cap} steps, {args.repeats} rounds\n")
-    print(f"- T_sim (raw step, random actions, median over rounds): {N} slots "
-          f"{statistics.median(raw[1]) * 1e3:.2f} ms, {N // K2} slots {statistics.median(raw[K2]) * 1e3:.2f} ms")
+    print(f"- calibration (K=1 on {sub} slots, zero-wait stand-in, median of {args.calibrate} runs before the "
+          f"rounds): T_sim({sub}) = {t_sim0 * 1e3:.2f} ms per step (recv wait per call), host side "
+          f"H = {host0 * 1e3:.2f} ms per call; balanced wait W = T_sim - H = {wait * 1e3:.2f} ms")
+    print(f"- per-round calibration: T_sim({sub}) {med(c[0] for c in cals) * 1e3:.2f} ms "
+          f"({', '.join(f'{c[0] * 1e3:.2f}' for c in cals)}), H {med(c[1] for c in cals) * 1e3:.2f} ms "
+          f"({', '.join(f'{c[1] * 1e3:.2f}' for c in cals)})")
     for m, mod in models.items():
         print(f"- model `{m}`: {mod.name}: launch {mod.launch_seconds * 1e6:.0f} us + "
-              f"{mod.member_seconds * 1e6:.2f} us/row; T_inf({N // K2}) = {mod.latency(N // K2) * 1e3:.3f} ms, "
-              f"T_inf({N}) = {mod.latency(N) * 1e3:.3f} ms")
+              f"{mod.member_seconds * 1e6:.2f} us/row; wait({sub}) = {mod.latency(sub) * 1e3:.3f} ms, "
+              f"wait({N}) = {mod.latency(N) * 1e3:.3f} ms")
     print(f"- fitness identical across all configs and rounds: {same}\n")
-    print("| model | K | member-steps/s | runs | T_inf per call ms | T_sim per step ms | of bound | "
-          "K=2 / K=1 | recv ms per call | main-thread CPU us per member-step |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | K | member-steps/s | runs | T_inf per call ms (H + wait) | H ms | T_sim ms | of bound | "
+          "K=2 / K=1 | ideal K=2 / K=1 | recv ms per call | main-thread CPU us per member-step |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     out = {}
     for m, K in configs:
         rs = res[(m, K)]
         rates = [x["steps"] / x["seconds"] for x in rs]
+        out[(m, K)] = dict(rate=med(rates))
+        bound = ratio = ideal = ""
         if K == 1:
-            bound = [x["calls"] * (x["t_sim"] + x["t_inf"]) / x["seconds"] for x in rs]
+            t_sim = med(x["t_sim_own"] for x in rs)  # serial: the recv wait is the whole step of N slots
         else:
-            bound = [x["calls"] * max(x["t_sim"], x["t_inf"]) / x["seconds"] for x in rs]
-        out[(m, K)] = dict(rate=statistics.median(rates), bound=statistics.median(bound))
-        ratio = ""
-        if K != 1:
-            pair = [a["seconds"] / b["seconds"] for a, b in zip(res[(m, 1)], rs)]  # same round, paired
-            ratio = f"{statistics.median(pair):.2f} ({', '.join(f'{p:.2f}' for p in pair)})"
-            out[(m, K)]["vs_serial"] = statistics.median(pair)
-        print(f"| {m} | {K} | {statistics.median(rates):,.0f} | {', '.join(f'{v:,.0f}' for v in rates)} | "
-              f"{statistics.median(x['t_inf'] for x in rs) * 1e3:.2f} | "
-              f"{statistics.median(x['t_sim'] for x in rs) * 1e3:.2f} | "
-              f"{statistics.median(bound):.2f} ({', '.join(f'{b:.2f}' for b in bound)}) | {ratio} | "
-              f"{statistics.median(x['recv'] / x['calls'] for x in rs) * 1e3:.2f} | "
-              f"{statistics.median(x['main_cpu'] / x['steps'] for x in rs) * 1e6:.1f} |", flush=True)
-    for ev in evs.values():
+            t_sim = med(x["t_sim_sub"] for x in rs)
+            b = [x["calls"] * max(x["t_sim_sub"], x["t_inf"]) / x["seconds"] for x in rs]
+            pair = [a["seconds"] / x["seconds"] for a, x in zip(res[(m, 1)], rs)]  # same round, paired
+            best = [a["seconds"] / (x["calls"] * max(x["t_sim_sub"], x["t_inf"])) for a, x in zip(res[(m, 1)], rs)]
+            bound = f"**{med(b):.2f}** ({', '.join(f'{v:.2f}' for v in b)})"
+            ratio = f"**{med(pair):.2f}** ({', '.join(f'{v:.2f}' for v in pair)})"
+            ideal = f"{med(best):.2f}"
+            out[(m, K)].update(bound=med(b), vs_serial=med(pair), ideal=med(best))
+        print(f"| {m} | {K} | {med(rates):,.0f} | {', '.join(f'{v:,.0f}' for v in rates)} | "
+              f"{med(x['t_inf'] for x in rs) * 1e3:.2f} | {med(x['host'] for x in rs) * 1e3:.2f} | "
+              f"{t_sim * 1e3:.2f} | {bound} | {ratio} | {ideal} | "
+              f"{med(x['recv'] / x['calls'] for x in rs) * 1e3:.2f} | "
+              f"{med(x['main_cpu'] / x['steps'] for x in rs) * 1e6:.1f} |", flush=True)
+    for ev in (*evs.values(), cal):
         ev.close()
     return out
 
@@ -199,6 +217,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--slots", type=int, default=0, help="override the simulator's slot count")
     p.add_argument("--pop", type=int, default=0, help="override the population size")
+    p.add_argument("--cap", type=int, default=0, help="override the episode step cap")
+    p.add_argument("--calibrate", type=int, default=3, help="calibration runs before the rounds")
     args = p.parse_args(argv)
     t0 = time.time()
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load average {os.getloadavg()}")

@@ -27,9 +27,6 @@
 // Phases (P genomes, independent work split over TensorFlow's intra-op pool;
 // results never depend on the number of threads):
 //   A  per genome: crossover, add-node decision                [parallel]
-//      (parents this kernel bred, see KnownOutputs: the add-node decisions
-//      come from p1's recorded row counts [serial, O(P)], and A runs in the
-//      per-genome pass below)
 //   -  node keys of the new nodes (prefix count over genomes)   [serial, O(P)]
 //   B+C per genome, one after the other while the child is in cache:
 //      B  add node, delete node, add-connection choice with the
@@ -70,7 +67,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -166,19 +162,6 @@ REGISTER_OP("TfevoNeatBreedWidths")
 The slot range NEAT breeds: min(1 + last used slot in any genome + extra, width)
 for nodes and connections (operators.used_width), and the shapes of the two
 random draws for that range.
-)doc");
-
-REGISTER_OP("TfevoNeatBreedHeld")
-    .Attr("release: bool = false")
-    .Output("stats: int64")  // [4]
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->MakeShape({4}));
-      return Status();
-    })
-    .Doc(R"doc(
-The breed kernel's held outputs: [calls, outputs written into a held buffer,
-widths read from a record, populations held]; release drops them.
 )doc");
 
 namespace {
@@ -380,115 +363,6 @@ struct GenomeState {
   float del_in = 0.f, del_out = 0.f, del_marker = 0.f;
 };
 
-// Known outputs.  The kernel's children are compact (valid rows first) and
-// NaN from the bred width on.  It keeps a reference to its last few outputs
-// with what it knows of them: the bred widths (rows >= wn / wc are NaN in
-// every genome, all columns) and the used widths (1 + last valid slot over
-// all genomes).  A held reference keeps a tensor immutable: TensorFlow only
-// writes into a buffer in place when nothing else references it.  Two uses:
-//  - TfevoNeatBreedWidths given a known population (same buffers, same
-//    shapes) returns the recorded used widths instead of scanning every
-//    genome's NaN tail (at pop 10000 about 9 MB of reads).
-//  - A held output that nobody else references any more (reference count
-//    one: the population of two generations ago, once the NEAT variable and
-//    the caller have moved on) is written again as the next output.  Only
-//    the bred rows are written, and NaN only over [new bred width, old bred
-//    width): no fresh 19 MB allocation and no rewrite of the NaN padding.
-// The outputs are the same bit for bit either way.  At most kMaxHeld
-// populations are held (the least recently produced one is released first).
-struct Known {
-  Tensor nodes, conns;
-  int wn = 0, wc = 0;          // bred widths of the call that wrote it
-  int used_n = 0, used_c = 0;  // 1 + last valid slot over all genomes
-  // valid rows of each genome (all compact: rows [0, count) valid, none after)
-  std::shared_ptr<const std::vector<int32_t>> count_n, count_c;
-  uint64_t stamp = 0;
-};
-
-class KnownOutputs {
- public:
-  static KnownOutputs& Get() {
-    static KnownOutputs* k = new KnownOutputs;  // never destroyed (kernels may run at exit)
-    return *k;
-  }
-
-  // the recorded used widths if (nodes, conns) is a held output
-  bool UsedWidths(const Tensor& nodes, const Tensor& conns, int* un, int* uc) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Known& k : items_)
-      if (Same(k.nodes, nodes) && Same(k.conns, conns)) {
-        *un = k.used_n;
-        *uc = k.used_c;
-        ++stats_[2];
-        return true;
-      }
-    return false;
-  }
-
-  // the per-genome valid row counts if (nodes, conns) is a held output
-  bool Counts(const Tensor& nodes, const Tensor& conns, std::shared_ptr<const std::vector<int32_t>>* cn,
-              std::shared_ptr<const std::vector<int32_t>>* cc) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Known& k : items_)
-      if (Same(k.nodes, nodes) && Same(k.conns, conns) && k.count_n && k.count_c) {
-        *cn = k.count_n;
-        *cc = k.count_c;
-        return true;
-      }
-    return false;
-  }
-
-  // takes a held output of this shape that nothing else references
-  bool Claim(int64_t P, int N, int C, Known* out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_[0];
-    for (size_t j = 0; j < items_.size(); ++j) {
-      Known& k = items_[j];
-      if (k.nodes.dim_size(0) == P && k.nodes.dim_size(1) == N && k.conns.dim_size(1) == C &&
-          k.nodes.RefCountIsOne() && k.conns.RefCountIsOne()) {
-        *out = std::move(k);
-        items_.erase(items_.begin() + j);
-        ++stats_[1];
-        return true;
-      }
-    }
-    return false;
-  }
-
-  void Put(Known k) {
-    std::lock_guard<std::mutex> lock(mu_);
-    k.stamp = ++clock_;
-    if (items_.size() >= kMaxHeld) {
-      auto oldest = std::min_element(items_.begin(), items_.end(),
-                                     [](const Known& a, const Known& b) { return a.stamp < b.stamp; });
-      items_.erase(oldest);
-    }
-    items_.push_back(std::move(k));
-  }
-
-  // [breed calls, outputs written into a held buffer, widths from a record, populations held]
-  std::vector<int64_t> Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {stats_[0], stats_[1], stats_[2], static_cast<int64_t>(items_.size())};
-  }
-
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    items_.clear();
-  }
-
- private:
-  static bool Same(const Tensor& a, const Tensor& b) {
-    return a.dtype() == b.dtype() && a.shape() == b.shape() && a.NumElements() > 0 &&
-           a.tensor_data().data() == b.tensor_data().data();
-  }
-  static constexpr size_t kMaxHeld = 4;
-  std::mutex mu_;
-  std::vector<Known> items_;
-  uint64_t clock_ = 0;
-  int64_t stats_[3] = {0, 0, 0};
-};
-
 class NeatBreedOp : public OpKernel {
  public:
   explicit NeatBreedOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -594,20 +468,9 @@ class NeatBreedOp : public OpKernel {
       OP_REQUIRES(ctx, p1[i] >= 0 && p1[i] < P && p2[i] >= 0 && p2[i] < P,
                   InvalidArgument("TfevoNeatBreed: parent index out of range at child ", i));
 
-    // the output: a held earlier output nobody else references (rows at and
-    // past its bred widths are NaN already), else fresh memory
-    Known held;
-    const bool reused = KnownOutputs::Get().Claim(P, N_, C_, &held);
     Tensor *on_t = nullptr, *oc_t = nullptr;
-    if (reused) {
-      ctx->set_output(0, held.nodes);
-      ctx->set_output(1, held.conns);
-      on_t = ctx->mutable_output(0);
-      oc_t = ctx->mutable_output(1);
-    } else {
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
-    }
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
     Tensor *nk_out, *nm_out, *skn_out, *skc_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &nk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &nm_out));
@@ -631,9 +494,8 @@ class NeatBreedOp : public OpKernel {
     c.wc = wc;
     c.on = on_t->flat<float>().data();
     c.oc = oc_t->flat<float>().data();
-    // NaN is written up to these rows (everything past them is NaN already)
-    c.fill_n = reused ? std::max(wn, held.wn) : N_;
-    c.fill_c = reused ? std::max(wc, held.wc) : C_;
+    c.fill_n = N_;  // fresh memory: NaN is written over every row past the bred ones
+    c.fill_c = C_;
     std::vector<GenomeState> st(P);
     c.st = st.data();
 
@@ -650,20 +512,10 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
-    // ---- A: crossover, add-node decision.  When the parents are this
-    // kernel's own output (compact, valid row counts recorded), the add-node
-    // decisions follow from p1's counts alone (crossover keeps p1's genes):
-    // they are made first, and A runs in the per-genome pass below with B
-    // and C.  Otherwise A is its own pass over the population.
-    std::shared_ptr<const std::vector<int32_t>> pcn, pcc;
-    const bool fused_a = !share_split_ && KnownOutputs::Get().Counts(nodes_t, conns_t, &pcn, &pcc);
-    if (fused_a) {
-      for (int64_t i = 0; i < P; ++i) DecideAddNode(c, i, (*pcn)[p1[i]], (*pcc)[p1[i]]);
-    } else {
-      run(cost, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) PhaseA(c, i, true);
-      });
-    }
+    // ---- A: crossover, add-node decision
+    run(cost, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) PhaseA(c, i);
+    });
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
     int64_t nnew = 0;
     if (p_add_node_ > 0.f) {
@@ -690,10 +542,9 @@ class NeatBreedOp : public OpKernel {
     // ---- B + C per genome while its rows are in cache: add node, delete
     // node, add-connection choice; then write the new connection (its marker
     // is patched in below), delete connection, attributes, compaction
-    run((fused_a ? 3 : 2) * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
+    run(2 * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       Scratch sc;
       for (int64_t i = b; i < e; ++i) {
-        if (fused_a) PhaseA(c, i, false);
         PhaseB(c, i, next_key, next_marker, sc);
         PhaseC(c, i, sc);
       }
@@ -709,27 +560,10 @@ class NeatBreedOp : public OpKernel {
       }
     }
     int64_t skn = 0, skc = 0;
-    int used_n = 0, used_c = 0;
-    auto count_n = std::make_shared<std::vector<int32_t>>(P);
-    auto count_c = std::make_shared<std::vector<int32_t>>(P);
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
       skc += st[i].skip_c;
-      used_n = std::max(used_n, st[i].count_n);
-      used_c = std::max(used_c, st[i].count_c);
-      (*count_n)[i] = st[i].count_n;
-      (*count_c)[i] = st[i].count_c;
     }
-    Known out;
-    out.count_n = std::move(count_n);
-    out.count_c = std::move(count_c);
-    out.nodes = *on_t;
-    out.conns = *oc_t;
-    out.wn = wn;
-    out.wc = wc;
-    out.used_n = used_n;
-    out.used_c = used_c;
-    KnownOutputs::Get().Put(std::move(out));
     nk_out->scalar<int64_t>()() = next_key;
     nm_out->scalar<int64_t>()() = next_marker;
     skn_out->scalar<int64_t>()() = skn;
@@ -756,36 +590,7 @@ class NeatBreedOp : public OpKernel {
     return (c.words[i * c.W + (j >> 5)] >> (j & 31)) & 1u;
   }
 
-  // PhaseA's add-node decision for a compact child whose parent p1 has
-  // `pn` valid node rows and `pc` valid connection rows (the child has the
-  // same valid rows): the same choices as the scans in PhaseA.
-  void DecideAddNode(Ctx& c, int64_t i, int pn, int pc) const {
-    if (!(p_add_node_ > 0.f)) return;
-    const int wn = c.wn, wc = c.wc;
-    GenomeState& g = c.st[i];
-    const float* u = c.u + i * c.U;
-    const bool want = !c.elite[i] && Wants(u, 0);
-    const int cnt = std::min(pc, wc);
-    const bool has = cnt > 0;
-    g.no_conns = !has;
-    g.csel = 0;
-    if (has) {  // RandomChoice: the floor(u * cnt)-th valid row, which is row k
-      const float x = u[G_SPLIT] * static_cast<float>(cnt);
-      int k = static_cast<int>(x);
-      if (k > cnt - 1) k = cnt - 1;
-      g.csel = k;
-    }
-    const bool has_n = pn < wn, has_c = wc - cnt >= 2;
-    g.nslot = has_n ? pn : 0;
-    g.c1 = cnt < wc ? cnt : 0;
-    g.c2 = cnt + 1 < wc ? cnt + 1 : 0;
-    bool ok = want && has;
-    if (ok && !has_n) g.skip_n += 1;
-    if (ok && has_n && !has_c) g.skip_c += 1;
-    g.add_node = ok && has_n && has_c;
-  }
-
-  void PhaseA(Ctx& c, int64_t i, bool decide) const {
+  void PhaseA(Ctx& c, int64_t i) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
@@ -824,7 +629,7 @@ class NeatBreedOp : public OpKernel {
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
     // add-node decision
-    if (decide && p_add_node_ > 0.f) {
+    if (p_add_node_ > 0.f) {
       const bool want = active && Wants(u, 0);
       bool has = false;
       g.csel = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_SPLIT], &has);
@@ -1292,10 +1097,6 @@ class NeatBreedWidthsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
-    // a population this library's breed kernel produced: its recorded used
-    // widths (see KnownOutputs), else a scan of the genomes' tails
-    int known[2] = {0, 0};
-    const bool is_known = KnownOutputs::Get().UsedWidths(ctx->input(0), ctx->input(1), &known[0], &known[1]);
     for (int k = 0; k < 2; ++k) {
       const Tensor& t = ctx->input(k);
       OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
@@ -1303,8 +1104,8 @@ class NeatBreedWidthsOp : public OpKernel {
                                                       t.shape().DebugString()));
       const int64_t P = t.dim_size(0), K = t.dim_size(1);
       const float* x = t.flat<float>().data();
-      int64_t used = is_known ? known[k] : 0;
-      for (int64_t i = 0; i < P && used < K && !is_known; ++i) {
+      int64_t used = 0;
+      for (int64_t i = 0; i < P && used < K; ++i) {
         const float* row = x + i * K * kD;
         for (int64_t s = K - 1; s >= used; --s)
           if (Valid(row + s * kD)) {
@@ -1326,29 +1127,9 @@ class NeatBreedWidthsOp : public OpKernel {
   int64_t node_extra_, conn_extra_, kn_, kc_;
 };
 
-// [breed calls, outputs written into a held buffer, widths read from a
-// record, populations held]; release=True drops the held populations first
-class NeatBreedHeldOp : public OpKernel {
- public:
-  explicit NeatBreedHeldOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("release", &release_));
-  }
-  void Compute(OpKernelContext* ctx) override {
-    if (release_) KnownOutputs::Get().Release();
-    const std::vector<int64_t> v = KnownOutputs::Get().Stats();
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(v.size())}), &out));
-    for (size_t j = 0; j < v.size(); ++j) out->flat<int64_t>()(j) = v[j];
-  }
-
- private:
-  bool release_;
-};
-
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedHeld").Device(DEVICE_CPU), NeatBreedHeldOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedWidths").Device(DEVICE_CPU), NeatBreedWidthsOp);
 
 }  // namespace tfevo_neat_breed

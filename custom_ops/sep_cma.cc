@@ -11,9 +11,11 @@
 // The arithmetic is that of SepCMAES's pure-TensorFlow tell (the reference,
 // tfevo/strategies/sep_cma_es.py with _CMABase._tell_core and _update_stop in
 // cma_es.py), step for step in float32, so the two agree to float rounding
-// (tests/test_sep_cma_op.py).  The popsize-dependent constants come in as a
-// float64 vector computed once in Python (`consts`, layout below) and are
-// rounded to float32 where the reference rounds its Python constants.
+// (tests/kernels/test_sep_cma_op.py).  The popsize-dependent constants come in
+// as one float64 vector computed once in Python (`consts`: the named tuple
+// tfevo.strategies.sep_cma_es.TellConstants, whose fields follow enum Const
+// below) and are rounded to float32 where the reference rounds its Python
+// constants.
 //
 // Variables are never written in place: every updated one gets a new buffer
 // (as AssignVariableOp does), so tensors read from them earlier never change.
@@ -48,7 +50,7 @@ using tensorflow::TensorShape;
 using tensorflow::shape_inference::InferenceContext;
 using tensorflow::shape_inference::ShapeHandle;
 
-// consts[i] (float64):
+// consts[i] (float64); the fields of TellConstants, in this order:
 enum Const {
   kMu = 0,          // number of positive weights
   kOneMinusCs,      // 1 - c_sigma

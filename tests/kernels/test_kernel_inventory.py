@@ -6,7 +6,7 @@ import re
 from tfevo.kernels.dispatch import KERNELS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-REMOVED = {"TfevoPhiloxUniform", "TfevoAllEqual"}
+REMOVED = {"TfevoPhiloxUniform", "TfevoAllEqual", "TfevoNeatBreedHeld"}
 
 
 def _registered_ops():

@@ -177,3 +177,23 @@ def test_bad_use_and_bad_variables_give_clear_errors():
             es.seeds.seed.handle, tf.Variable(0, dtype=tf.int32).handle, es._mean.handle, es.sigma.handle,
             es.c_diag.handle, rows=4, dim=5,
         )
+
+
+def test_tell_constants_follow_the_kernels_named_layout():
+    """TellConstants' fields are the kernel's enum Const, in order (kOneMinusCs <-> one_minus_cs)."""
+    import pathlib
+    import re
+
+    from tfevo.strategies.sep_cma_es import TellConstants
+
+    src = (pathlib.Path(__file__).resolve().parents[2] / "custom_ops" / "sep_cma.cc").read_text()
+    body = re.search(r"enum Const \{(.*?)\};", src, re.S).group(1)
+    names = re.findall(r"^\s*k(\w+?)(?: = 0)?,", body, re.M)
+    snake = [re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", n).lower() for n in names]
+    assert tuple(snake) == TellConstants._fields
+    es = SepCMAES(7, popsize=6, seed=0, dtype="float32", active=True)
+    v = es._tell_consts()
+    assert v.dtype == np.float64 and v.shape == (len(TellConstants._fields),)
+    named = TellConstants(*v)
+    assert named.mu == es.mu and named.active == 1.0 and named.hist_len == es.hist_len
+    assert named.cs_over_ds == pytest.approx(es.c_sigma / es.d_sigma)

@@ -47,7 +47,6 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoToHalf": ("indexed_matmul", "tfevo_to_half"),
     "TfevoNeatBreed": ("neat_breed", "tfevo_neat_breed"),
     "TfevoNeatBreedWidths": ("neat_breed", "tfevo_neat_breed_widths"),
-    "TfevoNeatBreedHeld": ("neat_breed", "tfevo_neat_breed_held"),
     "TfevoNeatCompile": ("neat_forward", "tfevo_neat_compile"),
     "TfevoNeatForward": ("neat_forward", "tfevo_neat_forward"),
     "TfevoNeatEvaluate": ("neat_forward", "tfevo_neat_evaluate"),

@@ -36,8 +36,7 @@ from tfevo.neat.mutation import structural_cuts
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 from tfevo.neat.reproduction import breed_reference
 
-__all__ = ["breed", "breed_population", "breed_reference", "use_breed_op", "op_attrs",
-           "held_stats"]
+__all__ = ["breed", "breed_population", "breed_reference", "use_breed_op", "op_attrs"]
 
 _ATTRS: dict = {}
 
@@ -145,21 +144,6 @@ def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s
     words = _random_ops.stateless_int32_bits(words_shape, s_cross)
     u_all = _random_ops.stateless_uniform(u_shape, s_mut)
     return _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_key, next_marker)
-
-
-def held_stats(release: bool = False) -> dict:
-    """What the kernel's held outputs did in this process (see "Known
-    outputs" in ``custom_ops/neat_breed.cc``): ``calls`` of the breed kernel,
-    ``reused`` (outputs written into an earlier output that nothing else
-    referenced any more), ``known_widths`` (bred widths read from a record
-    instead of a scan) and ``held`` (populations the kernel holds now, at most
-    4).  ``release=True`` first drops the held populations (their memory is
-    freed once nothing else references them)."""
-    op = kernels.kernel("TfevoNeatBreedHeld")
-    if op is None:
-        return dict(calls=0, reused=0, known_widths=0, held=0)
-    v = op(release=bool(release)).numpy().tolist()
-    return dict(calls=v[0], reused=v[1], known_widths=v[2], held=v[3])
 
 
 def bred_widths(nodes, conns):

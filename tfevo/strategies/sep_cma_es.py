@@ -9,6 +9,7 @@ Ros & Hansen (PPSN 2008).  Suited to large, roughly separable problems.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +23,40 @@ from tfevo.strategies.cma_models import DiagonalCovariance
 from tfevo.strategies.shaping import _gaussian_population
 
 __all__ = ["SepCMAES"]
+
+
+class TellConstants(NamedTuple):
+    """The constants of the ``TfevoSepCmaTell`` kernel, passed as one float64 vector.
+
+    The field order is the kernel's ``enum Const`` (``custom_ops/sep_cma.cc``:
+    ``kMu`` is ``mu``, ``kOneMinusCs`` is ``one_minus_cs``, ...);
+    ``tests/kernels/test_sep_cma_op.py`` checks that the two lists agree.
+    """
+
+    mu: float  # number of positive weights
+    one_minus_cs: float  # 1 - c_sigma
+    ps_coef: float  # sqrt(c_sigma (2 - c_sigma) mueff)
+    one_minus_cc: float  # 1 - c_c
+    pc_coef: float  # sqrt(c_c (2 - c_c) mueff)
+    hsig_limit: float  # (1.4 + 2 / (n + 1)) chi_n
+    c1: float
+    cmu: float
+    cc: float
+    two_minus_cc: float  # 2 - c_c
+    cmu_wsum: float  # cmu * sum(weights)
+    cs_over_ds: float  # c_sigma / d_sigma
+    chi_n: float  # E||N(0, I)||
+    tolfun: float
+    tolx_abs: float  # tolx (absolute, as pycma)
+    up_limit: float  # 1e20 * sigma_init (tolupsigma)
+    hist_len: float  # length of the two fitness histories
+    tolfun_window: float  # generations of the tolfun window
+    stag_window: float  # generations of the stagnation window
+    active: float  # 1: negative weights rescaled (active CMA)
+
+    def vector(self) -> np.ndarray:
+        """The float64 ``consts`` input of the kernel."""
+        return np.array(self, np.float64)
 
 
 @register("strategy", "sep_cma_es")
@@ -65,18 +100,30 @@ class SepCMAES(CMABase):
         return self._tell_op() is not None
 
     def _tell_consts(self) -> np.ndarray:
-        """The float64 constants of the tell op, in the order of custom_ops/sep_cma.cc."""
+        """The kernel's ``consts`` input (:class:`TellConstants` as a float64 vector)."""
         n, cs, cc = self.num_dims, self.c_sigma, self.c_c
-        return np.array(
-            [
-                self.mu, 1.0 - cs, math.sqrt(cs * (2.0 - cs) * self.mueff), 1.0 - cc,
-                math.sqrt(cc * (2.0 - cc) * self.mueff), (1.4 + 2.0 / (n + 1.0)) * self.chi_n, self.c1, self.cmu,
-                cc, 2.0 - cc, self.cmu * float(self.weights_np.sum()), self.c_sigma / self.d_sigma, self.chi_n,
-                self.tolfun, self.tolx, 1e20 * self.sigma_init, self.hist_len,
-                self.tolfun_window, self.stag_window, 1.0 if self.active else 0.0,
-            ],
-            np.float64,
-        )
+        return TellConstants(
+            mu=self.mu,
+            one_minus_cs=1.0 - cs,
+            ps_coef=math.sqrt(cs * (2.0 - cs) * self.mueff),
+            one_minus_cc=1.0 - cc,
+            pc_coef=math.sqrt(cc * (2.0 - cc) * self.mueff),
+            hsig_limit=(1.4 + 2.0 / (n + 1.0)) * self.chi_n,
+            c1=self.c1,
+            cmu=self.cmu,
+            cc=cc,
+            two_minus_cc=2.0 - cc,
+            cmu_wsum=self.cmu * float(self.weights_np.sum()),
+            cs_over_ds=cs / self.d_sigma,
+            chi_n=self.chi_n,
+            tolfun=self.tolfun,
+            tolx_abs=self.tolx,
+            up_limit=1e20 * self.sigma_init,
+            hist_len=self.hist_len,
+            tolfun_window=self.tolfun_window,
+            stag_window=self.stag_window,
+            active=1.0 if self.active else 0.0,
+        ).vector()
 
     def ask(self) -> tf.Tensor:
         """As :meth:`CMAES.ask`; called eagerly with the ops available (and no
