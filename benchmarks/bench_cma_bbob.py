@@ -21,6 +21,9 @@ reached it, counted solution by solution in both libraries).
   termination callback, ``cocoex.BareProblem`` as ``f``;
 * ``pycma_bipop`` -- the same with ``bipop=True``.
 
+``--reps R`` runs R seeds per instance (repetition r: seed ``1000 fid + instance + 100000 r``,
+both libraries; r = 0 are the seeds of one run per instance); ``report --reps R`` reads them.
+
 ``report`` prints per function and dimension: successes out of the instances
 (1e-8 reached within the budget) and the median evaluations of the successful
 runs, for each pair (tfevo IPOP vs pycma IPOP, tfevo BIPOP vs pycma BIPOP), and
@@ -185,7 +188,7 @@ def cmd_report(args):
     dims = sorted({r["dim"] for r in rows})
     fids = sorted({r["fid"] for r in rows})
     cpu = {}
-    for r in rows:
+    for r in tab.values():
         cpu[r["algo"]] = cpu.get(r["algo"], 0.0) + r["cpu_s"]
     for kind in ("ipop", "bipop"):
         a, b = f"tfevo_{kind}", f"pycma_{kind}"
