@@ -2,8 +2,10 @@
 
 Equation numbers are those of Hansen, "The CMA Evolution Strategy: A
 Tutorial" (arXiv:1604.00772, 2016): the algorithm summary (38)-(47) and the
-default parameters of its Table 1 (48)-(58) in the 2016 version (pycma 4 has since
-moved to slightly different ``c_mu`` and ``c_sigma``).  The constants are Python floats
+default parameters of its Table 1 (48)-(58) in the 2016 version, except the
+step-size rates, which are pycma 4's (``c_sigma``, and a damping that grows faster
+with ``mu_eff``: the tutorial's lets large IPOP populations shrink sigma too fast);
+pycma 4's ``c_mu`` differs slightly from the one used here.  The constants are Python floats
 computed once per population size; the updates are tensor expressions traced
 into the strategy's ``tell``.  Every CMA variant of :mod:`tfevo.strategies`
 (full eigen, Cholesky, diagonal) runs these same updates; they differ only in
