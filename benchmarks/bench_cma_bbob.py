@@ -21,6 +21,9 @@ reached it, counted solution by solution in both libraries).
   termination callback, ``cocoex.BareProblem`` as ``f``;
 * ``pycma_bipop`` -- the same with ``bipop=True``.
 
+``--reps R`` runs R seeds per instance (repetition r: seed ``1000 fid + instance + 100000 r``,
+both libraries; r = 0 are the seeds of one run per instance); ``report --reps R`` reads them.
+
 ``report`` prints per function and dimension: successes out of the instances
 (1e-8 reached within the budget) and the median evaluations of the successful
 runs, for each pair (tfevo IPOP vs pycma IPOP, tfevo BIPOP vs pycma BIPOP), and
@@ -31,6 +34,7 @@ pycma's where both succeed in every instance).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -77,11 +81,16 @@ def _strategy(kind, dim, seed):
     return es
 
 
-def run_tfevo(kind, fid, dim, inst, budget):
+def run_seed(fid, inst, rep):
+    """The seed of one run (both libraries): repetition 0 keeps the seeds of the first tables."""
+    return 1000 * fid + inst + 100000 * rep
+
+
+def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     from tfevo.problems import bbob
 
     p = bbob.make(fid, dim, instance=inst)
-    es = _strategy(kind, dim, 1000 * fid + inst)
+    es = _strategy(kind, dim, run_seed(fid, inst, rep))
     evals, hit = 0, None
     consts, f_opt = p._consts, p._f_opt_t
     while evals < budget:
@@ -100,7 +109,7 @@ def run_tfevo(kind, fid, dim, inst, budget):
             "restarts": int(es.restarts.numpy())}
 
 
-def run_pycma(kind, fid, dim, inst, budget):
+def run_pycma(kind, fid, dim, inst, budget, rep=0):
     import cma
     import cocoex
 
@@ -118,12 +127,12 @@ def run_pycma(kind, fid, dim, inst, budget):
             state["hit"] = state["n"]
         return v
 
-    rng = np.random.default_rng(1000 * fid + inst)
+    rng = np.random.default_rng(run_seed(fid, inst, rep))
 
     def x0():
         return rng.uniform(-4.0, 4.0, dim)
 
-    opts = {"ftarget": TARGET, "maxfevals": budget, "verbose": -9, "seed": 1000 * fid + inst,
+    opts = {"ftarget": TARGET, "maxfevals": budget, "verbose": -9, "seed": run_seed(fid, inst, rep),
             "termination_callback": lambda es: state["n"] >= budget or state["hit"] is not None}
     import warnings
 
@@ -146,26 +155,26 @@ def cmd_run(args):
         with open(args.out) as fh:
             for line in fh:
                 r = json.loads(line)
-                done.add((r["algo"], r["fid"], r["dim"], r["instance"]))
+                done.add((r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)))
     fids = [int(v) for v in args.fids.split(",")]
     dims = [int(v) for v in args.dims.split(",")]
     insts = [int(v) for v in args.instances.split(",")]
+    reps = range(args.reps)
     with open(args.out, "a") as fh:
         for dim in dims:
             for fid in fids:
-                for inst in insts:
-                    for algo in args.algos:
-                        if (algo, fid, dim, inst) in done:
-                            continue
-                        lib, kind = algo.split("_")
-                        t0 = time.process_time()
-                        fn = run_tfevo if lib == "tfevo" else run_pycma
-                        r = fn(kind, fid, dim, inst, args.budget_per_dim * dim)
-                        r.update(algo=algo, fid=fid, dim=dim, instance=inst, budget=args.budget_per_dim * dim,
-                                 cpu_s=round(time.process_time() - t0, 2))
-                        fh.write(json.dumps(r) + "\n")
-                        fh.flush()
-                        print(json.dumps(r), flush=True)
+                for rep, inst, algo in itertools.product(reps, insts, args.algos):
+                    if (algo, fid, dim, inst, rep) in done:
+                        continue
+                    lib, kind = algo.split("_")
+                    t0 = time.process_time()
+                    fn = run_tfevo if lib == "tfevo" else run_pycma
+                    r = fn(kind, fid, dim, inst, args.budget_per_dim * dim, rep)
+                    r.update(algo=algo, fid=fid, dim=dim, instance=inst, rep=rep, budget=args.budget_per_dim * dim,
+                             cpu_s=round(time.process_time() - t0, 2))
+                    fh.write(json.dumps(r) + "\n")
+                    fh.flush()
+                    print(json.dumps(r), flush=True)
 
 
 def cmd_report(args):
@@ -173,11 +182,13 @@ def cmd_report(args):
     for path in args.files:
         with open(path) as fh:
             rows += [json.loads(line) for line in fh]
-    tab = {(r["algo"], r["fid"], r["dim"], r["instance"]): r for r in rows}
+    tab = {(r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)): r for r in rows
+           if r.get("rep", 0) < args.reps}
+    keys = sorted({k[3:] for k in tab})
     dims = sorted({r["dim"] for r in rows})
     fids = sorted({r["fid"] for r in rows})
     cpu = {}
-    for r in rows:
+    for r in tab.values():
         cpu[r["algo"]] = cpu.get(r["algo"], 0.0) + r["cpu_s"]
     for kind in ("ipop", "bipop"):
         a, b = f"tfevo_{kind}", f"pycma_{kind}"
@@ -187,8 +198,8 @@ def cmd_report(args):
         n_ok = n_all = 0
         for dim in dims:
             for fid in fids:
-                ra = [tab.get((a, fid, dim, i)) for i in range(1, 16)]
-                rb = [tab.get((b, fid, dim, i)) for i in range(1, 16)]
+                ra = [tab.get((a, fid, dim) + k) for k in keys]
+                rb = [tab.get((b, fid, dim) + k) for k in keys]
                 pairs = [(x, y) for x, y in zip(ra, rb) if x is not None and y is not None]
                 if not pairs:
                     continue
@@ -220,8 +231,11 @@ def main():
     r.add_argument("--dims", default="10,20")
     r.add_argument("--instances", default="1,2,3,4,5")
     r.add_argument("--budget-per-dim", type=int, default=1000)
+    r.add_argument("--reps", type=int, default=1,
+                   help="seeds per instance (repetition r uses seed 1000 fid + instance + 100000 r)")
     r.add_argument("--out", required=True)
     rep = sub.add_parser("report")
+    rep.add_argument("--reps", type=int, default=1, help="report repetitions 0..reps-1 per instance")
     rep.add_argument("files", nargs="+")
     args = ap.parse_args()
     cmd_run(args) if args.cmd == "run" else cmd_report(args)

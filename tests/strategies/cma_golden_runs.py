@@ -2,9 +2,9 @@
 
 ``python tests/strategies/cma_golden_runs.py OUT.npz`` records every run below:
 each generation's asked population, the final state variables and the
-checkpoint's variable names.  tests/strategies/data/cma_golden.npz was written
-by this script from the code before the CMA family was split into a strategy
-over covariance models; the test replays the runs and asserts equality.
+checkpoint's variable names.  tests/strategies/data/cma_golden.npz is written
+by this script (rerun it only for a deliberate change of trajectory or state);
+the test replays the runs and asserts equality.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The CMA family replays recorded runs bit for bit.
 
-tests/strategies/data/cma_golden.npz was written by cma_golden_runs.py (next
-to this file) from the code before the CMA family became one strategy over
-covariance models; every refactoring of CMAES, CholeskyCMAES, SepCMAES, LMMAES,
+tests/strategies/data/cma_golden.npz is written by cma_golden_runs.py (next
+to this file: ``python tests/strategies/cma_golden_runs.py
+tests/strategies/data/cma_golden.npz``), and rewritten only when a change of
+the algorithm or of its state is deliberate; every refactoring of CMAES, CholeskyCMAES, SepCMAES, LMMAES,
 IPOP and BIPOP must reproduce it exactly: the asked populations of every
 generation, the final state variables (names included: ``tf.Module`` lists
 them by attribute) and the checkpoint's variable names.  A few runs are in the

@@ -77,6 +77,8 @@ class CMABase(Algorithm):
         # -- state --------------------------------------------------------
         self._mean = tf.Variable(tf.constant(self.init_params, dt), trainable=False, name="mean")
         self.sigma = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="sigma")
+        # the step size this run started from (``reset`` may set another; tolupsigma/tolfacupx use it)
+        self.run_sigma0 = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="run_sigma0")
         self.p_sigma = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_sigma")
         self.p_c = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_c")
         self._model = self._model_class(self)  # (its variables are attributes of self)
@@ -85,6 +87,8 @@ class CMABase(Algorithm):
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
         # consecutive generations whose checked axis had no effect (float32 noeffectaxis)
         self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
+        # consecutive generations with flat fitness (tolflatfitness)
+        self.flat_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="flat_run")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
         self._fn_cache = Untracked(fns={})  # popsize -> compiled functions (not checkpointed)
@@ -202,8 +206,10 @@ class CMABase(Algorithm):
         the restart wrappers; callable eagerly.
         """
         mean = self.init_params if mean is None else mean
-        self._mean.assign(tf.cast(tf.reshape(mean, [self.num_dims]), self.dtype))
-        self.sigma.assign(tf.cast(self.sigma_init if sigma is None else sigma, self.dtype))
+        # (through float64 NumPy: tf.cast of a Python float would round it to float32 first)
+        self._mean.assign(tf.cast(np.reshape(np.asarray(mean, np.float64), [self.num_dims]), self.dtype))
+        self.sigma.assign(tf.cast(np.float64(self.sigma_init if sigma is None else sigma), self.dtype))
+        self.run_sigma0.assign(self.sigma)
         self.p_sigma.assign(tf.zeros_like(self.p_sigma))
         self.p_c.assign(tf.zeros_like(self.p_c))
         self._model.reset()
@@ -211,6 +217,7 @@ class CMABase(Algorithm):
         self.median_f_hist.assign(tf.zeros_like(self.median_f_hist))
         self.stop_flags.assign(0)
         self.no_effect_run.assign(0)
+        self.flat_run.assign(0)
         self.restart_generation.assign(self.generation)
 
     # -- the covariance model's transforms, by their usual names ---------------------------

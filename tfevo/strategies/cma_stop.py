@@ -1,8 +1,9 @@
 """The termination criteria of the CMA family, evaluated in-graph at every ``tell``.
 
 pycma's definitions (tolfun, tolx, conditioncov, noeffectaxis, noeffectcoord,
-stagnation, tolupsigma), as bit flags in the strategy's ``stop_flags``; the
-restart wrappers of :mod:`tfevo.strategies.restarts` read them.
+stagnation, tolupsigma, tolflatfitness, tolfacupx), as bit flags in the
+strategy's ``stop_flags``; the restart wrappers of
+:mod:`tfevo.strategies.restarts` read them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,18 @@ STOP_REASONS = (
     "noeffectcoord",
     "stagnation",
     "tolupsigma",
+    "tolflatfitness",
+    "tolfacupx",
 )
+
+#: generations in a row with flat fitness (the best equal to the member at rank
+#: ``floor(0.75 lambda)``) that are tolerated; one more fires ``tolflatfitness``
+#: (pycma's default ``tolflatfitness=1``).
+TOL_FLAT_FITNESS = 1
+#: ``tolfacupx``: some coordinate's standard deviation ``sigma sqrt(C_ii)`` grew past
+#: this factor times the run's initial ``sigma`` (pycma's default: sigma0 was far
+#: too small, or the search diverges).
+TOL_FAC_UP_X = 1e3
 
 
 def stagnation_window(n: int, lam: int) -> int:
@@ -89,8 +101,17 @@ def update_stop_flags(es, f_sorted, cdiag=None) -> None:
         lambda: (_median(bh[-q:]) <= _median(bh[:q])) & (_median(mh[-q:]) <= _median(mh[:q])),
         lambda: tf.constant(False),
     )
-    tolupsigma = sigma > 1e20 * es.sigma_init * tf.reduce_max(scales)
-    flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma]
+    sigma0 = es.run_sigma0  # this run's initial step size (a restart may choose another)
+    tolupsigma = sigma > 1e20 * sigma0 * tf.reduce_max(scales)
+    # tolflatfitness: a plateau (the best quarter of the population not better than
+    # the member at rank 0.75 lambda) gives the ranking no information; pycma stops
+    # the run after more than TOL_FLAT_FITNESS such generations in a row.
+    flat = f_sorted[0] <= f_sorted[int(0.75 * es.popsize)]
+    flat_run = tf.where(flat, es.flat_run + 1, 0)
+    es.flat_run.assign(flat_run)
+    tolflat = flat_run > TOL_FLAT_FITNESS
+    tolfacupx = tf.reduce_any(sigma * tf.sqrt(cdiag) > TOL_FAC_UP_X * sigma0)
+    flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma, tolflat, tolfacupx]
     es.stop_flags.assign(tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)]))
 
 

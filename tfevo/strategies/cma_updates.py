@@ -2,8 +2,10 @@
 
 Equation numbers are those of Hansen, "The CMA Evolution Strategy: A
 Tutorial" (arXiv:1604.00772, 2016): the algorithm summary (38)-(47) and the
-default parameters of its Table 1 (48)-(58) in the 2016 version (pycma 4 has since
-moved to slightly different ``c_mu`` and ``c_sigma``).  The constants are Python floats
+default parameters of its Table 1 (48)-(58) in the 2016 version, except the
+step-size rates, which are pycma 4's (``c_sigma``, and a damping that grows faster
+with ``mu_eff``: the tutorial's lets large IPOP populations shrink sigma too fast);
+pycma 4's ``c_mu`` differs slightly from the one used here.  The constants are Python floats
 computed once per population size; the updates are tensor expressions traced
 into the strategy's ``tell``.  Every CMA variant of :mod:`tfevo.strategies`
 (full eigen, Cholesky, diagonal) runs these same updates; they differ only in
@@ -35,10 +37,14 @@ def effective_mass(w: np.ndarray) -> float:
 
 
 def step_size_rates(n: int, mueff: float) -> tuple[float, float]:
-    """Eq. (54)-(55): ``c_sigma = (mu_eff + 2) / (n + mu_eff + 5)`` and the damping
-    ``d_sigma = 1 + 2 max(0, sqrt((mu_eff - 1) / (n + 1)) - 1) + c_sigma``."""
-    c_sigma = (mueff + 2.0) / (n + mueff + 5.0)
-    d_sigma = 1.0 + 2.0 * max(0.0, math.sqrt((mueff - 1.0) / (n + 1.0)) - 1.0) + c_sigma
+    """pycma 4's cumulation and damping of the step size (close to Eq. 54-55):
+    ``c_sigma = (mu_eff + 2) / (n + mu_eff + 3)`` and
+    ``d_sigma = 1 + 2 max(0, a_n sqrt((mu_eff - 1) / (n + 1)) - 1) + c_sigma`` with
+    ``a_n = max(1, 3 (1 - 2^(-n / 9)))``: large populations (IPOP's restarts) damp
+    the step-size change more than the tutorial's ``a_n = 1``, ``n + mu_eff + 5``."""
+    c_sigma = min(0.5, (mueff + 2.0) / (n + mueff + 3.0))
+    a_n = max(1.0, 3.0 * (1.0 - 0.5 ** (n / 9.0)))
+    d_sigma = 1.0 + 2.0 * max(0.0, a_n * math.sqrt((mueff - 1.0) / (n + 1.0)) - 1.0) + c_sigma
     return c_sigma, d_sigma
 
 

@@ -12,7 +12,11 @@ for IPOP's default 9 restarts); a changing shape costs one trace per size.
 
 Restarts happen when any termination criterion of the inner strategy fires
 (``tolfun``, ``tolx``, ``conditioncov``, ``noeffectaxis``, ``noeffectcoord``,
-``stagnation``, ``tolupsigma``; see :attr:`CMAES.stop_reasons`).  A restart draws
+``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``; see
+:attr:`CMAES.stop_reasons`) or when a run reaches its iteration limit
+(``maxiter`` in :attr:`history`: pycma's default ``100 + 150 (n + 3)^2 /
+sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize; BIPOP's
+small runs have a tighter one).  A restart draws
 a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
 
@@ -76,6 +80,12 @@ class _Restarts(Algorithm):
         self.restarts = tf.Variable(0, dtype=tf.int64, trainable=False, name="restarts")
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
+        # pycma's default iteration limit of a run, ``100 + 150 (n + 3)^2 / sqrt(lambda)`` with the
+        # first run's lambda (fmin keeps that value for every restart)
+        self.max_generations = int(100 + 150 * (self.num_dims + 3) ** 2 / math.sqrt(base))
+        self.run_generations = tf.Variable(0, dtype=tf.int64, trainable=False, name="run_generations")
+        self.run_max_generations = tf.Variable(self.max_generations, dtype=tf.int64, trainable=False,
+                                               name="run_max_generations")
         self.last_stop_reasons: list[str] = []
         self._log = Untracked(history=[])
 
@@ -146,8 +156,10 @@ class _Restarts(Algorithm):
         self.generation.assign_add(1)
         self.evaluations.assign_add(self.popsize)
         self._account(self.popsize)
-        if int(self.inner.stop_flags.numpy()) != 0 and self._can_restart():
-            self.last_stop_reasons = self.inner.stop_reasons
+        self.run_generations.assign_add(1)
+        out_of_iterations = int(self.run_generations.numpy()) >= int(self.run_max_generations.numpy())
+        if (int(self.inner.stop_flags.numpy()) != 0 or out_of_iterations) and self._can_restart():
+            self.last_stop_reasons = self.inner.stop_reasons + (["maxiter"] if out_of_iterations else [])
             self._restart()
 
     # -- restart machinery ------------------------------------------------------
@@ -164,9 +176,11 @@ class _Restarts(Algorithm):
         u = tf.random.stateless_uniform([self.num_dims], seed=self.seeds.next(), dtype=tf.float64).numpy()
         return lo + u * (hi - lo)
 
-    def _restart_with(self, popsize, sigma):
+    def _restart_with(self, popsize, sigma, max_generations=None):
         self.restarts.assign_add(1)
         self.current_popsize.assign(int(popsize))
+        self.run_generations.assign(0)
+        self.run_max_generations.assign(self.max_generations if max_generations is None else int(max_generations))
         self._log.history.append((int(self.restarts.numpy()), int(popsize), list(self.last_stop_reasons)))
         self._sync()
         self.inner.reset(mean=self._new_mean(), sigma=sigma)
@@ -208,17 +222,31 @@ class IPOP(_Restarts):
 
 @register("strategy", "bipop_cma_es")
 class BIPOP(_Restarts):
-    """BIPOP-CMA-ES (Hansen 2009): interleaves large-population IPOP runs with
+    """BIPOP-CMA-ES (Hansen 2009) with pycma's regime schedule (``cma.fmin(...,
+    bipop=True)``): interleaves large-population IPOP runs with
     small-population runs of random size and small step size.
 
-    The first run uses the default popsize.  Afterwards, whichever regime has
-    used fewer evaluations runs next: *large* runs use
-    ``popsize = base * inc_popsize**i_large`` (``i_large`` counts large runs)
-    and ``sigma``; *small* runs use
-    ``popsize = floor(base * (lambda_large / (2 base)) ** (U**2))`` and
-    ``sigma * 10 ** (-2 U)`` with ``U ~ U(0, 1)`` drawn from the seed
-    stream.  Args as :class:`IPOP`; ``max_restarts`` limits the number of
-    large-population restarts.
+    * Budgets: the evaluations of the *first* run (default popsize) count to the
+      small regime.  After each run, a small run follows while the small regime
+      has used fewer evaluations than the large one (at least 1), else a large run.
+    * Large runs: ``popsize = base * inc_popsize**k`` for the ``k``-th large run,
+      ``sigma``.
+    * Small runs: ``popsize = floor(base * (inc_popsize**k) ** (U1**2))`` with ``k``
+      the number of large runs so far (the multiplier of the last large run),
+      ``sigma * 0.01**U2``, with ``U1, U2 ~ U(0, 1)`` independent draws from the
+      seed stream; a small run stops after at most ``0.5 * E_large / popsize``
+      generations (``E_large``: the evaluations of all large runs so far), so that
+      it never uses more than half the large regime's budget.
+
+    Worked example (``base = 10``, ``inc_popsize = 2``): the first run uses 3000
+    evaluations (small: 3000, large: 0) -> large run 1 with popsize 20, say 8000
+    evaluations (small 3000 < large 8000) -> a small run with popsize
+    ``floor(10 * 2**(U1**2))`` in 10..19 and at most ``0.5 * 8000 / popsize``
+    generations -> while small < large, further small runs; then large run 2 with
+    popsize 40.
+
+    Args as :class:`IPOP`; ``max_restarts`` limits the number of large-population
+    restarts (small runs are not counted).
     """
 
     def __init__(self, *args, **kwargs):
@@ -226,7 +254,8 @@ class BIPOP(_Restarts):
         self.evals_large = tf.Variable(0, dtype=tf.int64, trainable=False, name="evals_large")
         self.evals_small = tf.Variable(0, dtype=tf.int64, trainable=False, name="evals_small")
         self.n_large = tf.Variable(0, dtype=tf.int64, trainable=False, name="n_large")
-        self.regime_small = tf.Variable(False, trainable=False, name="regime_small")
+        # the first run's evaluations count to the small regime (as pycma)
+        self.regime_small = tf.Variable(True, trainable=False, name="regime_small")
 
     def _can_restart(self):
         # max_restarts bounds the large-population restarts (Hansen 2009); small
@@ -239,14 +268,22 @@ class BIPOP(_Restarts):
         else:
             self.evals_large.assign_add(n)
 
+    def _next_is_small(self) -> bool:
+        """The regime of the next run: small while it has used fewer evaluations than the large one."""
+        return int(self.evals_small.numpy()) < max(1, int(self.evals_large.numpy()))
+
+    def _uniform(self) -> float:
+        return float(tf.random.stateless_uniform([], seed=self.seeds.next(), dtype=tf.float64).numpy())
+
     def _restart(self):
-        lam_large = self.base_popsize * self.inc_popsize ** int(self.n_large.numpy())
-        if int(self.restarts.numpy()) >= 1 and int(self.evals_small.numpy()) < int(self.evals_large.numpy()):
-            u = float(tf.random.stateless_uniform([], seed=self.seeds.next(), dtype=tf.float64).numpy())
-            p = int(math.floor(self.base_popsize * max(1.0, 0.5 * lam_large / self.base_popsize) ** (u * u)))
-            sigma = self.sigma_init * 10.0 ** (-2.0 * u)
+        if self._next_is_small():
+            u_sigma, u_pop = self._uniform(), self._uniform()
+            multiplier = self.inc_popsize ** int(self.n_large.numpy())  # that of the last large run
+            p = max(2, int(math.floor(self.base_popsize * multiplier ** (u_pop * u_pop))))
+            budget = 0.5 * int(self.evals_large.numpy()) / p
             self.regime_small.assign(True)
-            self._restart_with(max(p, 2), sigma)
+            self._restart_with(p, self.sigma_init * 0.01**u_sigma,
+                               max_generations=max(1, min(self.max_generations, math.ceil(budget))))
         else:
             self.n_large.assign_add(1)
             p = int(round(self.base_popsize * self.inc_popsize ** int(self.n_large.numpy())))

@@ -1,0 +1,141 @@
+"""Restart schedule and the pycma stop criteria the restart wrappers act on.
+
+The runs here are driven by the fitness they are told: random fitness keeps a
+run going (no criterion fires within a few dozen generations), constant
+fitness ends it through ``tolflatfitness`` after two generations, so every
+regime choice, population size and iteration limit of the schedule is checked
+against the rule it follows.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfevo.strategies import BIPOP, CMAES, IPOP
+from tfevo.strategies.cma_stop import STOP_REASONS
+
+
+def _random(es, rng):
+    return tf.constant(rng.standard_normal(es.popsize), tf.float32)
+
+
+def _flat(es):
+    return tf.zeros([es.popsize], tf.float32)
+
+
+def test_flat_fitness_stops_after_more_than_one_flat_generation():
+    # pycma's tolflatfitness=1: the best equal to the member at rank floor(0.75 lambda)
+    # in more than one generation in a row stops the run.
+    assert "tolflatfitness" in STOP_REASONS
+    es = CMAES(6, sigma=1.0, seed=0)
+    rng = np.random.default_rng(0)
+    es.tell(es.ask(), _flat(es))
+    assert "tolflatfitness" not in es.stop_reasons  # one flat generation is tolerated
+    x = es.ask()
+    es.tell(x, _random(es, rng))  # a generation with information resets the count
+    es.tell(es.ask(), _flat(es))
+    assert "tolflatfitness" not in es.stop_reasons
+    es.tell(es.ask(), _flat(es))
+    assert "tolflatfitness" in es.stop_reasons
+    # a plateau that only the top quarter leaves is not flat: the best is better than rank 0.75 lambda
+    es.reset()
+    for _ in range(3):
+        f = np.zeros(es.popsize, np.float32)
+        f[0] = 1.0
+        es.tell(es.ask(), tf.constant(f))
+        assert "tolflatfitness" not in es.stop_reasons
+
+
+def test_flat_fitness_on_a_step_plateau_restarts_ipop():
+    # a wide plateau (sigma far below the step width): IPOP restarts after two generations
+    def steps(x):
+        return -tf.reduce_sum(tf.floor(tf.abs(x) / 100.0), axis=1)
+
+    es = IPOP(5, sigma=1.0, init_range=(-3, 3), seed=2)
+    for _ in range(2):
+        x = es.ask()
+        es.tell(x, tf.cast(steps(x), tf.float32))
+    assert int(es.restarts.numpy()) == 1
+    assert es.history[0][2] == ["tolflatfitness"]
+
+
+def test_tolfacupx_fires_when_a_coordinate_std_grows_1000_fold_from_the_run_sigma():
+    # on a linear function sigma grows; the criterion compares sigma sqrt(C_ii) with
+    # 1e3 times the sigma this run started from (reset may set another than the constructor's)
+    es = CMAES(4, sigma=1.0, seed=1)
+    es.reset(sigma=1e-4)
+    fired_at = None
+    for g in range(300):
+        x = es.ask()
+        es.tell(x, tf.cast(x[:, 0], tf.float32))
+        std = float(es.sigma.numpy()) * np.sqrt(np.diag(es.covariance().numpy()))
+        if "tolfacupx" in es.stop_reasons:
+            fired_at = g
+            break
+        assert np.all(std <= 1e3 * 1e-4 * (1 + 1e-12))
+    assert fired_at is not None
+    assert np.any(std > 1e3 * 1e-4)
+    assert float(es.run_sigma0.numpy()) == 1e-4
+
+
+def test_bipop_schedule_follows_pycma_budgets():
+    n, seed = 10, 3
+    es = BIPOP(n, sigma=2.0, init_range=(-4, 4), seed=seed)
+    base = es.popsize
+    assert base == 10
+    assert es.max_generations == int(100 + 150 * (n + 3) ** 2 / math.sqrt(base))
+    rng = np.random.default_rng(0)
+
+    def run(random_gens):
+        """``random_gens`` generations of random fitness, then flat ones until a restart;
+        returns the generations this run made."""
+        before, gens = int(es.restarts.numpy()), 0
+        while int(es.restarts.numpy()) == before:
+            es.tell(es.ask(), _random(es, rng) if gens < random_gens else _flat(es))
+            gens += 1
+            assert gens < 500
+        return gens
+
+    # first run: 5 random + 2 flat generations; its evaluations count to the small regime
+    assert run(5) == 7
+    assert int(es.evals_small.numpy()) == 70 and int(es.evals_large.numpy()) == 0
+    # small (70) >= max(1, large = 0): the next run is large, popsize base * 2
+    assert es.popsize == 20 and bool(es.regime_small.numpy()) is False
+    assert run(20) == 22
+    large = 22 * 20
+    assert int(es.evals_large.numpy()) == large
+    small = 70
+    sizes, sigmas = [], []
+    while small < large:
+        # a small run: popsize floor(base * 2**(U**2)) in [10, 19] (the last large
+        # run's multiplier is 2), sigma 2 * 0.01**U, at most ceil(0.5 * large / popsize)
+        # generations: random fitness runs into that iteration limit
+        assert bool(es.regime_small.numpy()) is True
+        p, sigma0 = es.popsize, float(es.sigma.numpy())
+        assert base <= p < 2 * base
+        assert 2.0 * 0.01 <= sigma0 <= 2.0
+        cap = math.ceil(0.5 * large / p)
+        assert run(10**6) == cap
+        assert es.history[-1][2][-1] == "maxiter"
+        small += cap * p
+        assert int(es.evals_small.numpy()) == small and int(es.evals_large.numpy()) == large
+        sizes.append(p)
+        sigmas.append(sigma0)
+    # the small regime caught up: the second large run, popsize base * 4, the run's full sigma
+    assert bool(es.regime_small.numpy()) is False
+    assert es.popsize == 40 and float(es.sigma.numpy()) == 2.0
+    assert len(sizes) >= 2
+    # popsize and sigma come from independent draws: the sigma is not a function of the popsize
+    u_pop = [math.sqrt(max(0.0, math.log2(p / base))) for p in sizes]
+    u_sigma = [math.log(s / 2.0) / math.log(0.01) for s in sigmas]
+    assert not all(p0 <= u <= p0 + 0.2 for p0, u in zip(u_pop, u_sigma))
+
+
+@pytest.mark.parametrize("small, large, want_small", [(70, 0, False), (3000, 8000, True), (8000, 8000, False)])
+def test_bipop_regime_choice_on_budget_examples(small, large, want_small):
+    es = BIPOP(10, seed=0)
+    es.evals_small.assign(small)
+    es.evals_large.assign(large)
+    assert es._next_is_small() is want_small
