@@ -191,7 +191,9 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
         ``add(out0(t0), add(out1(t1), ... out{K-1}(t{K-1})))`` with one
         random subtree per output.
       p_func: grow's probability of a function at an internal node; default
-        ``n_functions / (n_functions + n_terminals)`` as in DEAP/gplearn.
+        ``n_functions / (n_functions + n_terminals)`` as in DEAP (gplearn
+        uses ``(n_functions + 1) / (n_functions + n_variables)``, capped at
+        1, so its grow trees are full when there is one variable).
 
     Returns:
       :class:`Trees` with consistent sizes.
