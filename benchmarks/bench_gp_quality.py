@@ -185,7 +185,8 @@ def table(args):
         eb = sum(b[s]["exact"] for s in seeds)
         ma, mb = med(a, "test_mse"), med(b, "test_mse")
         ok = (ma <= mb or ma <= EXACT) and ea >= eb  # medians below the exactness threshold are round-off
-        print(f"| {pr} | {len(seeds)} | {ma:.3g} | {mb:.3g} | {ma / mb:.2g} | {ea}/{len(seeds)} | {eb}/{len(seeds)} "
+        ratio = f"{ma / mb:.2g}" if mb > 0 else ("1" if ma == 0 else "inf")  # gplearn's float64 exact fits give 0
+        print(f"| {pr} | {len(seeds)} | {ma:.3g} | {mb:.3g} | {ratio} | {ea}/{len(seeds)} | {eb}/{len(seeds)} "
               f"| {'yes' if ok else '**no**'} " + tail)
 
 

@@ -99,3 +99,86 @@ def test_random_state_default_is_fresh_and_an_int_fixes_the_run():
     p1 = SymbolicRegressor(random_state=11, **kw).fit(x, y)
     p2 = SymbolicRegressor(random_state=11, **kw).fit(x, y)
     assert str(p1) == str(p2) and p1.best_mse_ == p2.best_mse_
+
+
+def test_one_default_depth_range_for_initial_and_mutation_trees():
+    """generate(), subtree_mutation(), GPConfig and both estimators share
+    DEFAULT_DEPTH = (2, 5), both ends included: full binary trees of depth
+    2..5 (7..63 nodes), never depth 6 (127 nodes, which fit in 128)."""
+    import inspect
+
+    from tfevo.gp import SymbolicClassifier
+    from tfevo.gp.generation import DEFAULT_DEPTH
+
+    assert DEFAULT_DEPTH == (2, 5)
+    assert inspect.signature(generate).parameters["depth"].default == DEFAULT_DEPTH
+    assert inspect.signature(O.subtree_mutation).parameters["depth"].default == DEFAULT_DEPTH
+    assert GPConfig().init_depth == DEFAULT_DEPTH
+    assert SymbolicRegressor().init_depth == DEFAULT_DEPTH == SymbolicClassifier().init_depth
+    ts = TerminalSet(1, 0.0, None)
+    n = generate(SEED, 2000, 128, FS, ts, method="full").sizes.numpy()[:, 0]
+    assert set(np.unique(n)) == {7, 15, 31, 63}
+    # headless-chicken donors: the same depths, and by default as long as the trees
+    # allow (no 32-node cap): a whole depth-5 donor (63 nodes) replaces a leaf
+    leaves = from_prefix([["x0"]] * 3000, 128)
+    child, ok = O.subtree_mutation(SEED, leaves, FS, ts, method="full")
+    m = child.sizes.numpy()[:, 0]
+    assert ok.numpy().all() and validate(child, num_vars=1).all()
+    assert m.max() == 63 and set(np.unique(m)) <= {1, 3, 7, 15, 31, 63}
+
+
+def test_auto_parsimony_is_gplearns_covariant_coefficient():
+    """parsimony="auto": c = np.cov(length, error)[1, 0] / np.var(length)
+    over the finite members (gplearn's formula), selection on f - c * len."""
+    from tfevo.core import ConfigError
+    from tfevo.gp.selection import covariant_parsimony, parsimony
+
+    rng = np.random.RandomState(3)
+    length = rng.randint(1, 60, 500)
+    err = 0.01 * length + rng.exponential(1.0, 500)  # longer trees worse: c > 0
+    f = (-err).astype(np.float32)
+    f[[4, 77]] = [-np.inf, np.nan]  # worst members: left out of the statistics
+    keep = np.isfinite(f)
+    want = np.cov(length[keep], -f[keep].astype(np.float64))[1, 0] / np.var(length[keep])
+    got = float(covariant_parsimony(tf.constant(f), tf.constant(length, tf.int32)))
+    assert want > 0 and abs(got - want) <= 1e-5 * abs(want), (got, want)
+    sel = parsimony(tf.constant(f), tf.constant(length, tf.int32), "auto").numpy()
+    np.testing.assert_allclose(sel[keep], f[keep] - np.float32(want) * length[keep], rtol=1e-5)
+    assert np.all(sel[~keep] == -np.inf)
+    # equal lengths: no information, no penalty
+    assert float(covariant_parsimony(tf.constant(f), tf.fill([500], 9))) == 0.0
+    # accepted by the engine and the estimator (a gplearn setting), other strings refused
+    GPConfig(parsimony="auto").validate()
+    for bad in ("bogus", -0.1, float("nan")):
+        try:
+            GPConfig(parsimony=bad).validate()
+        except ConfigError as e:
+            assert "parsimony" in str(e)
+        else:
+            raise AssertionError(f"parsimony={bad!r} accepted")
+    x = np.random.RandomState(0).uniform(-1, 1, (40, 1))
+    kw = dict(population_size=60, generations=3, max_len=32, tournament_size=4, random_state=1)
+    a = SymbolicRegressor(parsimony_coefficient="auto", **kw).fit(x, x[:, 0] ** 2)
+    b = SymbolicRegressor(parsimony_coefficient="auto", **kw).fit(x, x[:, 0] ** 2)
+    assert np.isfinite(a.best_mse_) and str(a) == str(b)
+
+
+def test_auto_parsimony_steers_the_engines_selection():
+    """The engine's "auto" selects exactly as a fixed coefficient equal to
+    the population's covariant one, and otherwise than no parsimony."""
+    from tfevo.gp import GeneticProgramming
+    from tfevo.gp.selection import covariant_parsimony
+
+    out = {}
+    for key in ("none", "auto", "fixed"):
+        gp = GeneticProgramming(GPConfig(popsize=400, max_len=64, functions=("add", "mul"), operators={},
+                                         elite=0, tournament_size=4), seed=5)
+        trees = gp.ask()
+        n = trees.sizes.numpy()[:, 0]
+        fit = -(0.01 * n + np.random.RandomState(0).exponential(1.0, 400)).astype(np.float32)
+        c = {"none": 0.0, "auto": "auto", "fixed": float(covariant_parsimony(fit, n))}[key]
+        gp = GeneticProgramming(dict(gp.config.__dict__, parsimony=c), seed=5)
+        gp.tell(trees, fit)
+        out[key] = gp.ask().sizes.numpy()[:, 0]
+    assert np.array_equal(out["auto"], out["fixed"])
+    assert out["auto"].mean() < out["none"].mean() - 1.0, (out["auto"].mean(), out["none"].mean())

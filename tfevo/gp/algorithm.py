@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, check_fitness, sanitize_fitness
 from tfevo.gp import operators as ops
-from tfevo.gp.generation import METHODS, TerminalSet, generate
+from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate
 from tfevo.gp.selection import SELECTIONS, parsimony, select
 from tfevo.gp.trees import FunctionSet, Trees, check_trees, get_function
 from tfevo.registry import register
@@ -42,7 +42,9 @@ class GPConfig:
       tournament_size, truncation_ratio, rank_pressure: their parameters.
       survival_rate: fraction of the best trees allowed to be parents.
       elite: number of best trees copied unchanged (int) or a fraction (<1).
-      parsimony: coefficient ``c``: selection uses ``fitness - c * length``.
+      parsimony: coefficient ``c``: selection uses ``fitness - c * length``;
+        ``"auto"`` recomputes ``c`` every generation from the population
+        (gplearn's covariant parsimony, :func:`~tfevo.gp.selection.covariant_parsimony`).
       operators: ``{name: probability}`` over :data:`OPERATORS`; the rest of
         the probability mass is plain reproduction.
       crossover_p_func: weight of a function node (a leaf weighs
@@ -66,7 +68,7 @@ class GPConfig:
     p_const: float = 0.3
     const_range: tuple | None = (-1.0, 1.0)
     constants: Sequence[float] = ()
-    init_depth: tuple = (2, 5)
+    init_depth: tuple = DEFAULT_DEPTH
     init_method: str = "half_and_half"
     selection: str = "tournament"
     tournament_size: int = 20
@@ -74,7 +76,7 @@ class GPConfig:
     rank_pressure: float = 1.5
     survival_rate: float = 1.0
     elite: float = 1
-    parsimony: float = 0.0
+    parsimony: float | str = 0.0
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})
     crossover_p_func: float = 0.9
@@ -119,8 +121,11 @@ class GPConfig:
             raise ConfigError(f"survival_rate must be in (0, 1], got {self.survival_rate}")
         if self.n_elite() >= int(self.popsize) or self.elite < 0:
             raise ConfigError(f"elite must be >= 0 and leave room for children, got {self.elite}")
-        if float(self.parsimony) < 0:
-            raise ConfigError(f"parsimony must be >= 0, got {self.parsimony}")
+        if isinstance(self.parsimony, str):
+            if self.parsimony != "auto":
+                raise ConfigError(f"parsimony must be a number >= 0 or 'auto', got {self.parsimony!r}")
+        elif not float(self.parsimony) >= 0:
+            raise ConfigError(f"parsimony must be a number >= 0 or 'auto', got {self.parsimony}")
         total = 0.0
         for k, p in dict(self.operators).items():
             if k not in OPERATORS:
@@ -359,7 +364,8 @@ class _Step:
         better = fitness[i] > best_f
         best = (tf.where(better, types[i], best_t), tf.where(better, values[i], best_v),
                 tf.where(better, sizes[i], best_s), tf.where(better, fitness[i], best_f))
-        sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if c.parsimony > 0 else fitness
+        use_parsimony = c.parsimony == "auto" or float(c.parsimony) > 0
+        sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if use_parsimony else fitness
         s = tf.random.experimental.stateless_split(seed, 3)
         kw = dict(tournament_size=c.tournament_size, truncation_ratio=c.truncation_ratio,
                   rank_pressure=c.rank_pressure)

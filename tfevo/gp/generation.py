@@ -19,9 +19,15 @@ import tensorflow as tf
 from tfevo.core import ConfigError
 from tfevo.gp.trees import CONST, FUNC, OUT, PAD, VAR, FunctionSet, Trees, compute_sizes
 
-__all__ = ["TerminalSet", "generate", "METHODS"]
+__all__ = ["TerminalSet", "generate", "METHODS", "DEFAULT_DEPTH"]
 
 METHODS = ("full", "grow", "half_and_half")
+
+#: ``(min, max)`` depth limits of random trees, both ends included: the
+#: default of :func:`generate`, of subtree mutation's donor trees and of
+#: ``GPConfig.init_depth`` / the estimators' ``init_depth``.  gplearn's
+#: ``init_depth=(2, 6)`` draws from ``randint(2, 6)``, i.e. the same 2..5.
+DEFAULT_DEPTH = (2, 5)
 
 
 @dataclasses.dataclass
@@ -165,7 +171,7 @@ def _assemble_outputs(types, values, P, K, glue_fid):
 
 
 def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet,
-             depth: tuple = (2, 6), method: str = "half_and_half", num_outputs: int = 1,
+             depth: tuple = DEFAULT_DEPTH, method: str = "half_and_half", num_outputs: int = 1,
              p_func: float | None = None) -> Trees:
     """Generates ``popsize`` random trees of at most ``max_len`` nodes.
 
@@ -175,7 +181,8 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
       functions: a :class:`FunctionSet` (or list of names).
       terminals: a :class:`TerminalSet`.
       depth: ``(min, max)`` depth; each tree draws its own limit from this
-        range (ramped).  The root is depth 0.
+        range, both ends included (ramped).  The root is depth 0.  Default
+        :data:`DEFAULT_DEPTH`.
       method: ``"full"`` (every branch reaches the limit unless the length
         budget runs out), ``"grow"`` (internal nodes are functions with
         probability ``p_func``; the root is always a function) or
@@ -184,7 +191,9 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
         ``add(out0(t0), add(out1(t1), ... out{K-1}(t{K-1})))`` with one
         random subtree per output.
       p_func: grow's probability of a function at an internal node; default
-        ``n_functions / (n_functions + n_terminals)`` as in DEAP/gplearn.
+        ``n_functions / (n_functions + n_terminals)`` as in DEAP (gplearn
+        uses ``(n_functions + 1) / (n_functions + n_variables)``, capped at
+        1, so its grow trees are full when there is one variable).
 
     Returns:
       :class:`Trees` with consistent sizes.

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.gp.generation import TerminalSet, generate
+from tfevo.gp.generation import DEFAULT_DEPTH, TerminalSet, generate
 from tfevo.gp.trees import CONST, FUNC, MAX_ARITY, OUT, PAD, VAR, FunctionSet, Trees, node_arity
 
 __all__ = [
@@ -201,20 +201,22 @@ def leaf_biased_crossover(seed, trees: Trees, donors: Trees, p_leaf: float = 0.1
 
 
 def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: TerminalSet,
-                     depth: tuple = (2, 6), max_subtree_len: int = 32, method: str = "half_and_half",
-                     p_func: float | None = 0.9):
+                     depth: tuple = DEFAULT_DEPTH, max_subtree_len: int | None = None,
+                     method: str = "half_and_half", p_func: float | None = 0.9):
     """Headless-chicken subtree mutation: a crossover with a freshly
     generated random tree as the donor.
 
     The donor is made like an initial tree (``method`` over the ``depth``
-    range, at most ``max_subtree_len`` nodes); the replaced subtree and the
+    range, both ends included, default :data:`~tfevo.gp.generation.DEFAULT_DEPTH`
+    as for the initial trees; at most ``max_subtree_len`` nodes, default
+    the trees' ``L_max``); the replaced subtree and the
     inserted one are drawn as in :func:`one_point_crossover` (``p_func``
     weighting, ``None`` for uniform).  With ``method="grow"`` and
     ``p_func=None`` this is the classic "replace a random node by a random
     subtree"."""
     s = tf.random.experimental.stateless_split(seed, 3)
-    P = trees.types.shape[0]
-    new = generate(s[0], P, max_subtree_len, functions, terminals, depth, method)
+    P, L = trees.types.shape
+    new = generate(s[0], P, L if max_subtree_len is None else max_subtree_len, functions, terminals, depth, method)
     return _exchange_at_drawn_points(s[1], s[2], trees, new, p_func)
 
 

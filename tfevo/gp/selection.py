@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, sanitize_fitness
 
 __all__ = ["SELECTIONS", "select", "tournament", "truncation", "roulette", "rank_selection",
-           "survivors_mask", "parsimony"]
+           "survivors_mask", "parsimony", "covariant_parsimony"]
 
 SELECTIONS = ("tournament", "truncation", "roulette", "rank")
 
@@ -31,9 +31,41 @@ def survivors_mask(fitness, survival: float) -> tf.Tensor:
     return ranks < k
 
 
-def parsimony(fitness, lengths, coefficient: float) -> tf.Tensor:
-    """Fitness minus ``coefficient * length`` (for selection only)."""
-    return sanitize_fitness(fitness) - float(coefficient) * tf.cast(lengths, tf.float32)
+def covariant_parsimony(fitness, lengths) -> tf.Tensor:
+    """The population's parsimony coefficient (Poli and McPhee's covariant
+    parsimony, gplearn's ``parsimony_coefficient="auto"``), float32 scalar.
+
+    With the error ``e = -fitness`` it is ``cov(length, e) / var(length)``
+    computed as gplearn does (``np.cov``, normalised by ``n - 1``, over
+    ``np.var``, by ``n``), over the members of finite fitness; 0 when fewer
+    than two members are finite or all their lengths are equal.  A negative
+    value (longer trees have the lower error) rewards length, as in gplearn.
+    """
+    f = sanitize_fitness(fitness)
+    ok = tf.math.is_finite(f)
+    w = tf.cast(ok, tf.float64)
+    n = tf.reduce_sum(w)
+    e = tf.where(ok, -tf.cast(f, tf.float64), 0.0)
+    ln = tf.cast(lengths, tf.float64) * w
+    nn = tf.maximum(n, 1.0)
+    dl = (ln - tf.reduce_sum(ln) / nn) * w
+    de = (e - tf.reduce_sum(e) / nn) * w
+    cov = tf.reduce_sum(dl * de) / tf.maximum(n - 1.0, 1.0)
+    var = tf.reduce_sum(dl * dl) / nn
+    c = tf.where((n >= 2.0) & (var > 0.0), cov / tf.where(var > 0.0, var, 1.0), 0.0)
+    return tf.cast(c, tf.float32)
+
+
+def parsimony(fitness, lengths, coefficient) -> tf.Tensor:
+    """Fitness minus ``c * length`` (for selection only); ``c`` is
+    ``coefficient``, or :func:`covariant_parsimony` of this population
+    when ``coefficient == "auto"``."""
+    f = sanitize_fitness(fitness)
+    if isinstance(coefficient, str) and coefficient == "auto":
+        c = covariant_parsimony(f, lengths)
+    else:
+        c = float(coefficient)
+    return f - c * tf.cast(lengths, tf.float32)
 
 
 def tournament(seed, fitness, n: int, size: int = 7) -> tf.Tensor:

@@ -25,6 +25,7 @@ from tfevo.core import ConfigError
 from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
+from tfevo.gp.generation import DEFAULT_DEPTH
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier"]
@@ -67,7 +68,7 @@ class _BaseSymbolic(BaseEstimator):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=(2, 5), init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
                  subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
@@ -231,7 +232,9 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       init_depth, init_method: initial trees (``init_depth`` includes both
         ends; gplearn's ``(2, 6)`` draws depths 2..5, which is ``(2, 5)`` here).
       selection, tournament_size, truncation_ratio, rank_pressure,
-      survival_rate, elite, parsimony_coefficient: selection.
+      survival_rate, elite, parsimony_coefficient: selection
+        (``parsimony_coefficient`` a number or ``"auto"``, gplearn's
+        covariant parsimony recomputed every generation).
       operators: ``{name: probability}`` (default: crossover .9, subtree,
         hoist and multi_point .01 each).
       crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
@@ -291,7 +294,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=(2, 5), init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
                  subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
