@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfevo import kernels, registry
 from tfevo.kernels import readiness
+from _registry_algorithms import fitness_of, make_algorithm, one_generation  # tests/ is on sys.path
 
 registry.load_all()
 
@@ -34,34 +35,11 @@ def _check_concrete(concrete):
     assert not bad, f"ops without a GPU kernel outside XLA: {bad}"
 
 
-def _fitness(pop):
-    if isinstance(pop, tf.Tensor):
-        return -tf.reduce_sum(tf.square(tf.cast(pop, tf.float32)), axis=1)
-    n = tf.shape(tf.nest.flatten(pop)[0])[0]
-    return tf.random.stateless_normal([n], [1, 2])
-
-
 def _make(name):
-    from tfevo.core import Algorithm
+    from tfevo.neat import neat as neat_mod
 
-    cls = registry.get("strategy", name)
-    if name == "neat":
-        from tfevo.neat import XOR
-        from tfevo.neat import neat as neat_mod
-
-        neat_mod._TELL_CACHE.clear()  # a tell traced here, under the assumed GPU
-        return cls(XOR().config(pop_size=16, max_nodes=8, max_conns=12), seed=0)
-    if name == "gp":
-        from tfevo.gp import GPConfig
-
-        return cls(GPConfig(popsize=16, max_len=16, num_vars=2), seed=0)
-    if name == "map_elites":
-        from tfevo.qd import GridArchive, IsoLineEmitter
-
-        archive = GridArchive(4, [4, 4], [(0, 1), (0, 1)])
-        return cls(archive, [IsoLineEmitter(4, 8, bounds=(0, 1))], init_bounds=(0, 1), seed=0)
-    assert issubclass(cls, Algorithm) or hasattr(cls, "ask"), name
-    return cls(num_dims=5, popsize=8, seed=0)
+    neat_mod._TELL_CACHE.clear()  # a tell traced here, under the assumed GPU
+    return make_algorithm(name)
 
 
 @pytest.fixture(autouse=True)
@@ -76,12 +54,7 @@ def _fresh_neat_cache():
 def test_ask_tell_of_every_registered_algorithm(name):
     with kernels.assume_gpu(), readiness.record_functions() as names:
         algo = _make(name)
-        for _ in range(1):  # the first generation traces every hot function
-            pop = algo.ask()
-            if name == "map_elites":
-                algo.tell(pop, _fitness(pop), tf.clip_by_value(pop[:, :2], 0.0, 1.0))
-            else:
-                algo.tell(pop, _fitness(pop))
+        one_generation(algo, name)  # the first generation traces every hot function
     _check_functions(names)
 
 
@@ -198,7 +171,7 @@ def test_a_cpu_only_tensorflow_op_in_a_tell_fails_the_check(monkeypatch):
     with kernels.assume_gpu(), readiness.record_functions() as names:
         es = OpenES(num_dims=5, popsize=8, seed=0)
         x = es.ask()
-        es.tell(x, _fitness(x))
+        es.tell(x, fitness_of(x))
     bad = readiness.unready_ops_in_functions(names)
     assert set(bad) == {"UniqueV2"}
     unique = tf.function(lambda v: tf.raw_ops.UniqueV2(x=v, axis=tf.constant([0], tf.int64))[0], jit_compile=True)

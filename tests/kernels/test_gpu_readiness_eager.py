@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfevo import kernels, ops, registry
 from tfevo.kernels import dispatch
+from _registry_algorithms import make_algorithm, one_generation  # tests/ is on sys.path
 
 registry.load_all()
 
@@ -63,41 +64,12 @@ def recorder(monkeypatch):
     dispatch._FUNCTIONS.clear()
 
 
-def _make(name):
-    cls = registry.get("strategy", name)
-    if name == "neat":
-        from tfevo.neat import XOR
-
-        return cls(XOR().config(pop_size=16, max_nodes=8, max_conns=12), seed=0)
-    if name == "gp":
-        from tfevo.gp import GPConfig
-
-        return cls(GPConfig(popsize=16, max_len=16, num_vars=2), seed=0)
-    if name == "map_elites":
-        from tfevo.qd import GridArchive, IsoLineEmitter
-
-        archive = GridArchive(4, [4, 4], [(0, 1), (0, 1)])
-        return cls(archive, [IsoLineEmitter(4, 8, bounds=(0, 1))], init_bounds=(0, 1), seed=0)
-    return cls(num_dims=5, popsize=8, seed=0)
-
-
-def _fitness(pop):
-    if isinstance(pop, tf.Tensor):
-        return -tf.reduce_sum(tf.square(tf.cast(pop, tf.float32)), axis=1)
-    n = tf.shape(tf.nest.flatten(pop)[0])[0]
-    return tf.random.stateless_normal([n], [1, 2])
-
-
 @pytest.mark.parametrize("name", sorted(registry.names("strategy")))
 def test_no_kernel_runs_in_a_generation_with_a_gpu(name, recorder):
     with kernels.assume_gpu():
-        algo = _make(name)
+        algo = make_algorithm(name)
         for _ in range(2):  # the first generation traces; the second runs what was traced
-            pop = algo.ask()
-            if name == "map_elites":
-                algo.tell(pop, _fitness(pop), tf.clip_by_value(pop[:, :2], 0.0, 1.0))
-            else:
-                algo.tell(pop, _fitness(pop))
+            one_generation(algo, name)
     assert recorder.calls == [], f"{name}: C++ kernels ran although a GPU is assumed: {sorted(set(recorder.calls))}"
 
 
@@ -123,7 +95,7 @@ def test_the_recorder_sees_a_kernel_that_runs(recorder):
     """Without the assumed GPU the same calls do reach the kernels (when they are built)."""
     if not kernels.built("TfevoGaussianPopulation"):
         pytest.skip("the C++ kernels are not built here")
-    algo = _make("openai_es")
+    algo = make_algorithm("openai_es")
     algo.tell(algo.ask(), np.zeros([8], np.float32))
     algo.ask()
     assert "tfevo_gaussian_population" in recorder.calls
