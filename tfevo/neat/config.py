@@ -133,6 +133,12 @@ class NEATConfig:
         paper / TensorNEAT); default False: every split makes a new node key
         and new markers (neat-python), so independent splits count as
         disjoint genes in the compatibility distance.
+      per_generation_innovations: a new connection gets the marker another
+        child added for the same (in, out) pair in the same generation, else
+        a fresh one (neat-python 2.0's innovation tracker, reset every
+        generation), so a pair deleted and added again later is a new gene,
+        not homologous in crossover; False (population-wide markers): it takes
+        the marker the pair already carries anywhere in the population.
       structural_mutation_surer: add-connection on an existing connection
         re-enables it, and add-node on a genome without connections tries
         add-connection instead (neat-python's option of that name; default
@@ -189,6 +195,7 @@ class NEATConfig:
     structural_mutation_surer: bool = False
     single_structural_mutation: bool = False
     share_split_innovations: bool = False
+    per_generation_innovations: bool = True
 
     bias_init_mean: float = 0.0
     bias_init_stdev: float = 1.0
