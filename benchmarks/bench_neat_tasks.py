@@ -21,6 +21,7 @@ while it runs) and ``--table`` prints the Markdown table from that file.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -132,14 +133,15 @@ def run_neat_python(task, seed, episodes):
 
 
 # ---------------------------------------------------------------------- tfevo
-def run_tfevo(task, seed, episodes):
+def run_tfevo(task, seed, episodes, population_markers=False):
     import tensorflow as tf
 
     from tfevo.neat import NEAT, NEATConfig, SupervisedProblem
     from tfevo.neat.policy import ControlProblem
 
     nin, nout, thr, cap, max_nodes, max_conns = TASKS[task]
-    cfg = NEATConfig.from_neat_python(config_path(task), max_nodes=max_nodes, max_conns=max_conns)
+    cfg = NEATConfig.from_neat_python(config_path(task), max_nodes=max_nodes, max_conns=max_conns,
+                                      per_generation_innovations=not population_markers)
     if task in ENV_IDS:
         prob = ControlProblem(ENV_IDS[task], cfg, episodes=episodes, seed=seed)
         evaluate = prob
@@ -169,7 +171,7 @@ def table(path):
            "| best fitness above the plateau | median best fitness | median final species | seconds per run |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for task in TASKS:
-        for impl in ("tfevo", "neat-python"):
+        for impl in ("tfevo", "tfevo-popmarkers", "neat-python"):
             rs = by.get((task, impl))
             if not rs:
                 continue
@@ -194,6 +196,8 @@ def main():
     ap.add_argument("--episodes", type=int, default=1, help="episodes per genome on the control tasks")
     ap.add_argument("--out", default="/tmp/neat_tasks.jsonl")
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    ap.add_argument("--population-markers", action="store_true",
+                    help="tfevo with per_generation_innovations=False (records as impl 'tfevo-popmarkers')")
     a = ap.parse_args()
     if a.table:
         print(table(a.out))
@@ -203,10 +207,13 @@ def main():
             raise SystemExit(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
         for impl in a.impls.split(","):
             fn = {"tfevo": run_tfevo, "neat-python": run_neat_python}[impl]
+            if impl == "tfevo" and a.population_markers:
+                fn = functools.partial(run_tfevo, population_markers=True)
+            name = "tfevo-popmarkers" if impl == "tfevo" and a.population_markers else impl
             for seed in range(a.first_seed, a.first_seed + a.seeds):
                 t = time.perf_counter()
                 solved, gens, best, species = fn(task, seed, a.episodes)
-                rec = dict(task=task, impl=impl, seed=seed, solved=bool(solved), generations=int(gens),
+                rec = dict(task=task, impl=name, seed=seed, solved=bool(solved), generations=int(gens),
                            best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2))
                 print(json.dumps(rec), flush=True)
                 with open(a.out, "a") as f:

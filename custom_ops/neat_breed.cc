@@ -33,9 +33,11 @@
 //         feed-forward cycle check
 //      C  write the new connection (marker left NaN), delete connection,
 //         attribute mutation, compaction (genes first, NaN padded)  [parallel]
-//   -  markers of the new (in, out) pairs: a pair already in any child after
-//      B keeps its (smallest) marker; the other distinct pairs get fresh
-//      markers in ascending order of the pair hash in * 2^25 + out; written
+//   -  markers of the new (in, out) pairs: with per_generation every
+//      distinct new pair gets a fresh marker (shared by the children adding
+//      it); else a pair already in any child after B keeps its (smallest)
+//      marker; fresh markers go in ascending order of the pair hash
+//      in * 2^25 + out; written
 //      into the new connections' rows                 [sort + parallel scan]
 
 // Eigen's packet math is made to match TensorFlow's CPU build (AVX, no FMA):
@@ -117,6 +119,7 @@ REGISTER_OP("TfevoNeatBreed")
     // the add-node uniform u falling in [cuts[k-1], cuts[k]) (neat-python's
     // single_structural_mutation; cuts = cumulative probs / max(1, sum))
     .Attr("single_structural: bool = false")
+    .Attr("per_generation: bool = true")
     .Attr("cuts: list(float) = [0.0, 0.0, 0.0, 0.0]")
     // [default aggregation id, default activation id, enabled default 0/1]
     .Attr("defaults: list(float)")
@@ -379,6 +382,7 @@ class NeatBreedOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("surer", &surer_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("share_split", &share_split_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("single_structural", &single_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("per_generation", &per_generation_));
     std::vector<float> cuts;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cuts", &cuts));
     OP_REQUIRES(ctx, cuts.size() == 4, tensorflow::errors::InvalidArgument("TfevoNeatBreed: cuts needs 4 values"));
@@ -858,7 +862,8 @@ class NeatBreedOp : public OpKernel {
     const float inf = std::numeric_limits<float>::infinity();
     std::vector<float> mmin(G, inf);
     std::mutex mu;
-    run(10 * int64_t{c.wc}, [&](int64_t b, int64_t e) {
+    // per-generation innovations: every new pair gets a fresh marker
+    if (!per_generation_) run(10 * int64_t{c.wc}, [&](int64_t b, int64_t e) {
       std::vector<float> loc(G, inf);
       bool any = false;
       auto see = [&](float in, float out, float marker) {
@@ -1059,6 +1064,7 @@ class NeatBreedOp : public OpKernel {
   bool feed_forward_, surer_, share_split_;
   float p_add_node_, p_del_node_, p_add_conn_, p_del_conn_;
   bool single_ = false;
+  bool per_generation_ = true;
   float probs_[4] = {0.f, 0.f, 0.f, 0.f}, cuts_[4] = {0.f, 0.f, 0.f, 0.f};
 
   // Whether structural mutation k (0 add node, 1 delete node, 2 add

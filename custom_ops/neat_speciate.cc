@@ -19,7 +19,8 @@
 // node gene: |dbias| + |dresponse| + [aggregation differs] + [activation
 // differs]; connection: |dweight| + [enabled differs]; input slots are not
 // genes; connection part 0 when neither genome has connections.  Homologous
-// genes are found by id (node key / innovation marker) in a hash of the
+// genes are found by id (node key / connection (in, out) key pair, as
+// neat-python's DefaultGenome.distance; not the marker) in a hash of the
 // representatives' ids, and one table row holds that gene's attributes in
 // every representative, so one lookup per gene serves all representatives.
 //
@@ -171,7 +172,7 @@ inline float Rounded(float x) {
 
 // A genome's genes in slot order: node genes (slots >= num_inputs with a
 // key) as (key, bias, response, aggregation, activation) rows, connection
-// genes with a marker as (marker, enabled, weight) rows.
+// genes (in and out keys set) as (in, out, enabled, weight) rows.
 //
 // Layout: genomes are packed in fixed blocks of kBlock consecutive genomes;
 // inside a block the genomes' genes follow each other with no gaps (offsets
@@ -185,7 +186,7 @@ constexpr int64_t kBlock = 64;
 
 struct Packed {
   int64_t ncap = 0, ccap = 0;
-  std::vector<float> node_, conn_;  // per block kBlock * ncap * 5, kBlock * ccap * 3 floats
+  std::vector<float> node_, conn_;  // per block kBlock * ncap * 5, kBlock * ccap * 4 floats
   float* node = nullptr;
   float* conn = nullptr;
   std::vector<int64_t> noff, coff;  // first float of genome g's node / connection genes
@@ -197,7 +198,7 @@ struct Packed {
     ccap = std::max<int64_t>(c, 1);
     const int64_t blocks = (g + kBlock - 1) / kBlock;
     if (static_cast<int64_t>(node_.size()) < blocks * kBlock * ncap * 5) node_.resize(blocks * kBlock * ncap * 5);
-    if (static_cast<int64_t>(conn_.size()) < blocks * kBlock * ccap * 3) conn_.resize(blocks * kBlock * ccap * 3);
+    if (static_cast<int64_t>(conn_.size()) < blocks * kBlock * ccap * 4) conn_.resize(blocks * kBlock * ccap * 4);
     node = node_.data();
     conn = conn_.data();
     noff.resize(g);
@@ -211,7 +212,7 @@ struct Packed {
   const float* Conn(int64_t g) const { return conn + coff[g]; }
   // Offsets where block b's first genome goes.
   int64_t NodeBase(int64_t b) const { return b * kBlock * ncap * 5; }
-  int64_t ConnBase(int64_t b) const { return b * kBlock * ccap * 3; }
+  int64_t ConnBase(int64_t b) const { return b * kBlock * ccap * 4; }
 };
 
 // Packs genome `src` of nodes [*, N, 5] / conns [*, C, 5] as genome g of pk at
@@ -238,43 +239,48 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   for (int64_t j = 0; j < C; ++j) {
     const float* r = cr + j * 5;
     valid += !std::isnan(r[0]);
-    if (std::isnan(r[4])) continue;
-    co[3 * m] = r[4];
-    co[3 * m + 1] = r[2];
-    co[3 * m + 2] = r[3];
+    if (std::isnan(r[0]) || std::isnan(r[1])) continue;
+    co[4 * m] = r[0];
+    co[4 * m + 1] = r[1];
+    co[4 * m + 2] = r[2];
+    co[4 * m + 3] = r[3];
     ++m;
   }
   pk->nc[g] = m;
   pk->ca[g] = static_cast<float>(valid);
-  *co_ += 3 * m;
+  *co_ += 4 * m;
 }
 
-// Open-addressing hash: gene id (an exactly compared float) -> table row.
+// Bits of a gene id float (-0 read as +0), so equal ids have equal bits.
+inline uint64_t IdBits(float id) {
+  if (id == 0.f) id = 0.f;
+  uint32_t b;
+  std::memcpy(&b, &id, 4);
+  return b;
+}
+inline uint64_t NodeId(const float* row) { return IdBits(row[0]); }
+inline uint64_t PairId(const float* row) { return (IdBits(row[0]) << 32) | IdBits(row[1]); }
+
+// Open-addressing hash: gene id (exact 64-bit key) -> table row.
 class IdHash {
  public:
   void Reset(int64_t expected) {
     int64_t cap = 16;
     while (cap < 2 * expected) cap <<= 1;
     mask_ = cap - 1;
-    keys_.assign(cap, 0.f);
+    keys_.assign(cap, 0);
     rows_.assign(cap, -1);
     size_ = 0;
   }
-  int32_t Find(float id) const {
-    if (id == 0.f) id = 0.f;  // -0 == +0
-    uint32_t b;
-    std::memcpy(&b, &id, 4);
-    for (int64_t h = Mix(b) & mask_;; h = (h + 1) & mask_) {
+  int32_t Find(uint64_t id) const {
+    for (int64_t h = Mix(id) & mask_;; h = (h + 1) & mask_) {
       const int32_t r = rows_[h];
       if (r < 0) return -1;
       if (keys_[h] == id) return r;
     }
   }
-  int32_t Insert(float id) {  // row of id, new rows numbered 0, 1, ...
-    if (id == 0.f) id = 0.f;
-    uint32_t b;
-    std::memcpy(&b, &id, 4);
-    for (int64_t h = Mix(b) & mask_;; h = (h + 1) & mask_) {
+  int32_t Insert(uint64_t id) {  // row of id, new rows numbered 0, 1, ...
+    for (int64_t h = Mix(id) & mask_;; h = (h + 1) & mask_) {
       if (rows_[h] < 0) {
         keys_[h] = id;
         rows_[h] = size_;
@@ -286,16 +292,16 @@ class IdHash {
   int32_t size() const { return size_; }
 
  private:
-  static uint32_t Mix(uint32_t x) {
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
+  static uint64_t Mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
     return x;
   }
   int64_t mask_ = 15;
-  std::vector<float> keys_;
+  std::vector<uint64_t> keys_;
   std::vector<int32_t> rows_;
   int32_t size_ = 0;
 };
@@ -323,9 +329,9 @@ struct RepTable {
     for (int64_t s = 0; s < R; ++s) {
       const int32_t g = reps[s];
       const float* n = pk.Node(g);
-      for (int32_t k = 0; k < pk.nn[g]; ++k) nid.Insert(n[5 * k]);
+      for (int32_t k = 0; k < pk.nn[g]; ++k) nid.Insert(NodeId(n + 5 * k));
       const float* c = pk.Conn(g);
-      for (int32_t k = 0; k < pk.nc[g]; ++k) cid.Insert(c[3 * k]);
+      for (int32_t k = 0; k < pk.nc[g]; ++k) cid.Insert(PairId(c + 4 * k));
       na[s] = pk.na[g];
       ca[s] = pk.ca[g];
     }
@@ -336,7 +342,7 @@ struct RepTable {
       const int32_t g = reps[s];
       const float* n = pk.Node(g);
       for (int32_t k = 0; k < pk.nn[g]; ++k) {
-        const int64_t at = nid.Find(n[5 * k]) * R + s;
+        const int64_t at = nid.Find(NodeId(n + 5 * k)) * R + s;
         nb[at] = n[5 * k + 1];
         nr[at] = n[5 * k + 2];
         nagg[at] = n[5 * k + 3];
@@ -345,10 +351,10 @@ struct RepTable {
       }
       const float* c = pk.Conn(g);
       for (int32_t k = 0; k < pk.nc[g]; ++k) {
-        const int64_t at = cid.Find(c[3 * k]) * R + s;
-        cen[at] = c[3 * k + 1];
-        cw[at] = c[3 * k + 2];
-        cpres[at] = std::isnan(c[3 * k + 2]) ? 0.f : 1.f;  // ... iff the weight is not NaN
+        const int64_t at = cid.Find(PairId(c + 4 * k)) * R + s;
+        cen[at] = c[4 * k + 2];
+        cw[at] = c[4 * k + 3];
+        cpres[at] = std::isnan(c[4 * k + 3]) ? 0.f : 1.f;  // ... iff the weight is not NaN
       }
     }
   }
@@ -370,7 +376,7 @@ inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coef
   const float* n = pk.Node(g);
   for (int32_t q = 0; q < pk.nn[g]; ++q) {
     const float* x = n + 5 * q;
-    const int32_t row = t.nid.Find(x[0]);
+    const int32_t row = t.nid.Find(NodeId(x));
     if (row < 0) continue;
     const float b = x[1], r = x[2], ag = x[3], ac = x[4];
     const float* tb = t.nb.data() + row * R;
@@ -387,10 +393,10 @@ inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coef
   }
   const float* c = pk.Conn(g);
   for (int32_t q = 0; q < pk.nc[g]; ++q) {
-    const float* x = c + 3 * q;
-    const int32_t row = t.cid.Find(x[0]);
+    const float* x = c + 4 * q;
+    const int32_t row = t.cid.Find(PairId(x));
     if (row < 0) continue;
-    const float en = x[1], w = x[2];
+    const float en = x[2], w = x[3];
     const float* te = t.cen.data() + row * R;
     const float* tw = t.cw.data() + row * R;
     const float* tp = t.cpres.data() + row * R;

@@ -100,6 +100,7 @@ def _assert_consistent_markers(conns):
                                               response_init_type="uniform")),
     ("single_structural_surer", dict(single_structural_mutation=True, structural_mutation_surer=True,
                                      conn_delete_prob=0.7)),
+    ("population_wide_markers", dict(per_generation_innovations=False, conn_delete_prob=0.7)),
 ])
 def test_op_equals_reference_on_evolved_populations(name, kw):
     cfg = NEATConfig(**{**BASE, **kw})

@@ -94,8 +94,9 @@ def test_cartpole_config_and_mutated_populations_identical():
 
 
 def _genomes(P, N, C, I, rng, n_hidden=3, n_conn=8, keys_pool=12, marker_pool=30):
-    """Random well-formed genomes (inputs, outputs, random hidden keys and
-    markers from small pools so genes overlap), not compact, random slots."""
+    """Random well-formed genomes (inputs, outputs, random hidden keys, key
+    pairs and markers from small pools so genes overlap; markers need not
+    follow pairs: the distance aligns by pair), not compact, random slots."""
     O = 2
     nodes = np.full((P, N, 5), np.nan, np.float32)
     conns = np.full((P, C, 5), np.nan, np.float32)
@@ -110,7 +111,8 @@ def _genomes(P, N, C, I, rng, n_hidden=3, n_conn=8, keys_pool=12, marker_pool=30
                                     rng.integers(0, 3, h)]
         k = rng.integers(0, n_conn + 1)
         slots = rng.choice(C, k, replace=False)
-        conns[p, slots, :2] = rng.integers(0, 20, (k, 2))
+        pairs = rng.choice(400, k, replace=False)  # a genome holds a key pair once
+        conns[p, slots, 0], conns[p, slots, 1] = pairs // 20, pairs % 20
         conns[p, slots, 2] = rng.integers(0, 2, k)
         conns[p, slots, 3] = rng.normal(size=k) * 10.0 ** rng.integers(-3, 2, k)
         conns[p, slots, 4] = rng.choice(marker_pool, k, replace=False)

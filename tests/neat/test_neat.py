@@ -103,7 +103,7 @@ def _check_invariants(cfg, nodes, conns, feed_forward=True):
         assert np.all(nan.all(-1) | ~nan.any(-1))
     # inputs/outputs are real nodes in their fixed slots
     np.testing.assert_array_equal(nodes[:, :I + O, 0], np.broadcast_to(np.arange(I + O), (len(nodes), I + O)))
-    pair_marker = {}
+    marker_pair = {}
     for p in range(len(nodes)):
         keys = set(nodes[p, ~np.isnan(nodes[p, :, 0]), 0].astype(int))
         assert len(keys) == int((~np.isnan(nodes[p, :, 0])).sum())  # unique node keys
@@ -114,7 +114,8 @@ def _check_invariants(cfg, nodes, conns, feed_forward=True):
         for (a, b), m in zip(pairs, c[:, 4]):
             assert a in keys and b in keys, "connection to a missing node"
             assert b >= I, "connection into an input"
-            assert pair_marker.setdefault((a, b), m) == m, "same pair with different markers"
+            # a marker names one pair (a pair may carry several: one per generation it was added in)
+            assert marker_pair.setdefault(float(m), (a, b)) == (a, b), "one marker on different pairs"
         if feed_forward:
             assert not _has_cycle(nodes[p], conns[p], I, O)
 

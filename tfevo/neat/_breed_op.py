@@ -85,6 +85,7 @@ def op_attrs(cfg: NEATConfig) -> dict:
             surer=bool(getattr(cfg, "structural_mutation_surer", False)),
             share_split=bool(getattr(cfg, "share_split_innovations", False)),
             single_structural=bool(getattr(cfg, "single_structural_mutation", False)),
+            per_generation=bool(getattr(cfg, "per_generation_innovations", True)),
             cuts=structural_cuts(cfg),
             probs=[_f32(cfg.node_add_prob), _f32(cfg.node_delete_prob), _f32(cfg.conn_add_prob),
                    _f32(cfg.conn_delete_prob)],

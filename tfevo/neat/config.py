@@ -84,8 +84,8 @@ class NEATConfig:
     ``(weight_coeff * sum of homologous gene distances + disjoint_coeff *
     #disjoint) / max(#genes)``; a node gene's distance is
     ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
-    a connection's ``|dweight| + [enabled differs]``; input nodes are not
-    genes):
+    a connection's ``|dweight| + [enabled differs]``, connections aligned by
+    (in, out) key; input nodes are not genes):
       compatibility_disjoint_coefficient (TensorNEAT ``compatibility_disjoint``)
       compatibility_weight_coefficient (TensorNEAT ``compatibility_homologous``)
       compatibility_threshold: a genome joins the closest species whose
@@ -95,10 +95,8 @@ class NEATConfig:
     Stagnation and reproduction:
       species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``,
         a species' fitness for stagnation and ranking.
-      max_stagnation: generations without improvement of a species' fitness
-        after which it is removed.
-      species_elitism: the best this-many species are never removed for
-        stagnation.
+      max_stagnation: a species is removed after this many generations without improvement.
+      species_elitism: the best this-many species are never removed.
       elitism: best genomes of each species copied unchanged (TensorNEAT
         ``genome_elitism``).
       survival_threshold: fraction of each species (best first) allowed to
@@ -115,7 +113,6 @@ class NEATConfig:
       crossover_prob: chance that a non-elite child is a crossover of two
         parents (else a mutated copy of one); neat-python always crosses
         (a pair may be the same genome).
-
       reset_on_extinction: when every species is stagnant (possible only
         with ``species_elitism=0``) the population is replaced by a fresh
         initial population and the species are cleared (neat-python with
@@ -128,11 +125,13 @@ class NEATConfig:
       single_structural_mutation: one uniform per child picks at most one
         structural mutation, each with probability ``prob / max(1, sum of
         the four probs)`` (neat-python's option of that name).
-      share_split_innovations: genomes that split the same connection in one
-        generation share the new node's key and the two new markers (NEAT
-        paper / TensorNEAT); default False: every split makes a new node key
-        and new markers (neat-python), so independent splits count as
-        disjoint genes in the compatibility distance.
+      share_split_innovations: splits of one connection in one generation
+        share the new node key and markers (NEAT paper); default False: each
+        split makes a new key and markers (neat-python).
+      per_generation_innovations: a new (in, out) pair shares a fresh marker
+        only with the children adding it in the same generation (neat-python
+        2.0), so a pair re-added later is not homologous in crossover; False:
+        it takes the pair's marker anywhere in the population.
       structural_mutation_surer: add-connection on an existing connection
         re-enables it, and add-node on a genome without connections tries
         add-connection instead (neat-python's option of that name; default
@@ -189,6 +188,7 @@ class NEATConfig:
     structural_mutation_surer: bool = False
     single_structural_mutation: bool = False
     share_split_innovations: bool = False
+    per_generation_innovations: bool = True
 
     bias_init_mean: float = 0.0
     bias_init_stdev: float = 1.0

@@ -111,8 +111,10 @@ def mutate(cfg: NEATConfig, nodes, conns, active, seed, next_key, next_marker):
     hidden node (and its connections), add a connection from a random
     input/hidden node to a random hidden/output node (nothing happens if it
     exists, unless ``structural_mutation_surer`` re-enables it; feed-forward
-    genomes reject cycles; the marker is the one the pair already has anywhere
-    in the population, else a fresh one), delete a random connection.  Then
+    genomes reject cycles; the marker is fresh, shared by the genomes adding
+    the same pair in this call, or without ``per_generation_innovations`` the
+    one the pair already has anywhere in the population), delete a random
+    connection.  Then
     attribute mutation of every gene.
 
     All random numbers of the call come from ONE stateless draw ``[P, 13 +
@@ -236,9 +238,11 @@ def mutate_pre(cfg: NEATConfig, nodes, conns, active, u_all, next_key, next_mark
         cslot, hasc = first_free(cv)
         skip_c += tf.reduce_sum(tf.cast(ok & ~hasc, tf.int64))
         ok = ok & hasc
-        # marker: the pair's marker anywhere in the population, else a fresh one
-        # (shared by genomes adding the same pair now); see mutate_post
-        pm = (pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), cv, conns[..., CONN_MARKER], pair_hash(ka, kb), ok)
+        # marker: a fresh one shared by the genomes adding the same pair now
+        # (per-generation innovations), or else the pair's marker anywhere in
+        # the population; see mutate_post
+        seen = cv & tf.constant(not getattr(cfg, "per_generation_innovations", True))
+        pm = (pair_hash(conns[..., CONN_IN], conns[..., CONN_OUT]), seen, conns[..., CONN_MARKER], pair_hash(ka, kb), ok)
         return nodes, conns, next_key, next_marker, skip_n, skip_c, pm, (cslot, ka, kb)
     return nodes, conns, next_key, next_marker, skip_n, skip_c, None, None
 

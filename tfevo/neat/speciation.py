@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.neat.config import NEATConfig
-from tfevo.neat.genome import (CONN_ENABLED, CONN_MARKER, CONN_WEIGHT, NODE_KEY, conn_valid, node_valid,
+from tfevo.neat.genome import (CONN_ENABLED, CONN_IN, CONN_OUT, CONN_WEIGHT, NODE_KEY, conn_valid, node_valid,
                                used_width)
 
 __all__ = ["distance_matrix", "distance_one_to_many", "speciate_reference"]
@@ -49,7 +49,7 @@ def _align_many(query: tf.Tensor, keys: tf.Tensor):
 def _rep_tables(query, rep_keys, rep_attrs):
     """Homologous-gene lookup of a population against S representatives.
 
-    ``query [P, Q]`` gene ids (node keys / markers, NaN = empty),
+    ``query [P, Q]`` gene ids (node keys / connection pair ids, NaN = empty),
     ``rep_keys [S, K]`` the representatives' gene ids, ``rep_attrs [S, K, A]``
     their attributes.  Returns ``[P, Q, S, A]``: the attributes of the gene
     with the same id in each representative, NaN where it has none.
@@ -61,8 +61,8 @@ def _rep_tables(query, rep_keys, rep_attrs):
     S, K = tf.shape(rep_keys)[0], tf.shape(rep_keys)[1]
     A = rep_attrs.shape[-1]
     flat = tf.reshape(rep_keys, [-1])
-    flat_b = tf.where(tf.math.is_nan(flat), tf.constant(np.inf, tf.float32), flat)
-    L = tf.concat([tf.sort(flat_b), [np.inf]], 0)  # sentinel: never empty
+    flat_b = tf.where(tf.math.is_nan(flat), tf.constant(np.inf, flat.dtype), flat)
+    L = tf.concat([tf.sort(flat_b), tf.constant([np.inf], flat.dtype)], 0)  # sentinel: never empty
     n = tf.size(L)
     dummy = n  # an all-NaN row for "no such gene"
     # table rows of the representatives' genes
@@ -74,11 +74,18 @@ def _rep_tables(query, rep_keys, rep_attrs):
                                         tf.stack([rrow, rs], -1),
                                         tf.where(rok[:, None], tf.reshape(rep_attrs, [-1, A]), np.nan))
     q = tf.reshape(query, [-1])
-    qb = tf.where(tf.math.is_nan(q), tf.constant(-1.0, tf.float32), q)
+    qb = tf.where(tf.math.is_nan(q), tf.constant(-1.0, q.dtype), q)
     qpos = tf.minimum(tf.searchsorted(L, qb, side="left", out_type=tf.int32), n - 1)
     hit = tf.equal(tf.gather(L, qpos), qb) & ~tf.math.is_nan(q)
     out = tf.gather(table, tf.where(hit, qpos, dummy))  # [P*Q, S, A]
     return tf.reshape(out, tf.concat([tf.shape(query), tf.stack([S, A])], 0))
+
+
+def _pair_id(conns):
+    """Exact float64 id ``in * 2**25 + out`` of each connection's key pair
+    (node keys are integers < 2**24), NaN for an empty slot."""
+    c = tf.cast(conns, tf.float64)
+    return c[..., CONN_IN] * 2.0**25 + c[..., CONN_OUT]
 
 
 def _ordered_sum(x):
@@ -99,7 +106,9 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     #disjoint genes) / max(#genes)``; a node gene's distance is
     ``|dbias| + |dresponse| + [activation differs] + [aggregation differs]``,
     a connection's ``|dweight| + [enabled differs]``; input nodes are not genes,
-    connections are aligned by innovation marker (see :func:`_rep_tables`).
+    connections are aligned by their (in, out) key pair as neat-python's
+    ``DefaultGenome.distance`` does, not by innovation marker (see
+    :func:`_rep_tables`).
     Homologous-gene distances are summed in slot order (:func:`_ordered_sum`)."""
     I = cfg.num_inputs
     dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
@@ -114,7 +123,7 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[:, None]
     nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[None, :]
     nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
-    other = _rep_tables(conns[..., CONN_MARKER], rep_conns[..., CONN_MARKER],
+    other = _rep_tables(_pair_id(conns), _pair_id(rep_conns),
                         rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1])  # [P, C, S, 2]
     found = ~tf.math.is_nan(other[..., 1])
     diff = tf.abs(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1] - other)
