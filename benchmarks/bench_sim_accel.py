@@ -106,7 +106,8 @@ def run_sim(sim, args):
     # W = T_sim - H, so that a call's whole inference side H + W equals T_sim.
     zero = SimulatedAcceleratorPolicy(spec, shape, AcceleratorModel("zero wait", 0.0, 0.0))
     params = zero.init_params(P, seed=0)
-    cal = PipelinedEvaluator(env_id, zero, num_envs=sub, num_subsets=1, max_steps=cap, seed=0)
+    kw = {"env_kwargs": {"num_threads": args.env_threads}} if args.env_threads else {}
+    cal = PipelinedEvaluator(env_id, zero, num_envs=sub, num_subsets=1, max_steps=cap, seed=0, **kw)
     cal.evaluate(params)  # warm-up: trace, first resets
     splits = []
     for _ in range(args.calibrate):
@@ -123,7 +124,7 @@ def run_sim(sim, args):
     pols = {m: SimulatedAcceleratorPolicy(spec, shape, models[m]) for m in models}
     evs = {}
     for m, K in configs:
-        ev = PipelinedEvaluator(env_id, pols[m], num_envs=N, num_subsets=K, max_steps=cap, seed=0)
+        ev = PipelinedEvaluator(env_id, pols[m], num_envs=N, num_subsets=K, max_steps=cap, seed=0, **kw)
         ev.evaluate(params)  # warm-up: trace, first resets
         evs[(m, K)] = ev
     res = {c: [] for c in configs}
@@ -219,6 +220,9 @@ def main(argv=None):
     p.add_argument("--pop", type=int, default=0, help="override the population size")
     p.add_argument("--cap", type=int, default=0, help="override the episode step cap")
     p.add_argument("--calibrate", type=int, default=3, help="calibration runs before the rounds")
+    p.add_argument("--env-threads", type=int, default=0,
+                   help="simulator worker threads (0: the env's default, one per core); 1 on a 2-core machine "
+                        "keeps a core for the host side, as the simulators' own cores would on a large machine")
     args = p.parse_args(argv)
     t0 = time.time()
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load average {os.getloadavg()}")
