@@ -41,6 +41,7 @@ class CMABase(Algorithm):
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _model_class = None  # a CovarianceModel subclass
+    _plateau_criteria = True  # the stop flags include tolflatfitness and tolfacupx (see cma_stop)
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0, init_params=None,
                  seed: int = 0, bounds=None, active: bool = True, dtype="float64", tolfun: float = 1e-11,

@@ -106,11 +106,14 @@ def update_stop_flags(es, f_sorted, cdiag=None) -> None:
     # tolflatfitness: a plateau (the best quarter of the population not better than
     # the member at rank 0.75 lambda) gives the ranking no information; pycma stops
     # the run after more than TOL_FLAT_FITNESS such generations in a row.
-    flat = f_sorted[0] <= f_sorted[int(0.75 * es.popsize)]
-    flat_run = tf.where(flat, es.flat_run + 1, 0)
-    es.flat_run.assign(flat_run)
-    tolflat = flat_run > TOL_FLAT_FITNESS
-    tolfacupx = tf.reduce_any(sigma * tf.sqrt(cdiag) > TOL_FAC_UP_X * sigma0)
+    if es._plateau_criteria:
+        flat = f_sorted[0] <= f_sorted[int(0.75 * es.popsize)]
+        flat_run = tf.where(flat, es.flat_run + 1, 0)
+        es.flat_run.assign(flat_run)
+        tolflat = flat_run > TOL_FLAT_FITNESS
+        tolfacupx = tf.reduce_any(sigma * tf.sqrt(cdiag) > TOL_FAC_UP_X * sigma0)
+    else:  # SepCMAES: its C++ tell does not compute these two
+        tolflat = tolfacupx = tf.constant(False)
     flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma, tolflat, tolfacupx]
     es.stop_flags.assign(tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)]))
 

@@ -66,7 +66,9 @@ class SepCMAES(CMABase):
     Args are those of :class:`~tfevo.strategies.CMAES` (``num_dims``,
     ``popsize``, ``sigma``, ``init_params``, ``seed``, ``bounds``, ``active``,
     ``dtype``, ``tolfun``, ``tolx``).  State: ``sigma``, ``c_diag`` (the
-    diagonal of C), ``p_sigma``, ``p_c``.
+    diagonal of C), ``p_sigma``, ``p_c``.  Its stop criteria are those of
+    :class:`~tfevo.strategies.CMAES` without ``tolflatfitness`` and
+    ``tolfacupx``, in the C++ tell and in the reference alike.
 
     Example:
 
@@ -76,6 +78,8 @@ class SepCMAES(CMABase):
     """
 
     _model_class = DiagonalCovariance
+    #: the C++ tell computes the stop flags up to ``tolupsigma``; the reference matches it
+    _plateau_criteria = False
 
     def __init__(self, *args, use_op: bool | None = None, **kwargs):
         # use_op: the float32 tell as one C++ kernel (custom_ops/sep_cma.cc; None =
