@@ -197,3 +197,23 @@ def test_tell_constants_follow_the_kernels_named_layout():
     named = TellConstants(*v)
     assert named.mu == es.mu and named.active == 1.0 and named.hist_len == es.hist_len
     assert named.cs_over_ds == pytest.approx(es.c_sigma / es.d_sigma)
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_tolupsigma_follows_the_runs_own_sigma0_after_a_reset(eager):
+    """``reset(sigma=...)`` (BIPOP's small runs) moves tolupsigma's reference point; the kernel
+    must see the new one as the reference does, in its eager and its traced tell."""
+    op, ref = _pair(5, popsize=8, sigma=1.0, seed=3)
+    for es in (op, ref):
+        es.reset(sigma=1e-22)
+        es.sigma.assign(1.0)  # far above 1e20 * 1e-22: tolupsigma must fire
+    x = op.ask()
+    ref.ask()
+    f = -tf.reduce_sum(tf.square(x), axis=1)
+    if eager:
+        op.tell(x, f)
+    else:
+        tf.function(lambda a, b: op.tell(a, b))(x, f)
+    ref.tell(x, f)
+    assert "tolupsigma" in ref.stop_reasons
+    assert int(op.stop_flags.numpy()) == int(ref.stop_flags.numpy())

@@ -48,7 +48,7 @@ class TellConstants(NamedTuple):
     chi_n: float  # E||N(0, I)||
     tolfun: float
     tolx_abs: float  # tolx (absolute, as pycma)
-    up_limit: float  # 1e20 * sigma_init (tolupsigma)
+    up_limit: float  # 1e20 * the run's initial sigma (tolupsigma; follows reset(sigma=...))
     hist_len: float  # length of the two fitness histories
     tolfun_window: float  # generations of the tolfun window
     stag_window: float  # generations of the stagnation window
@@ -103,8 +103,9 @@ class SepCMAES(CMABase):
     def _tell_op_usable(self) -> bool:
         return self._tell_op() is not None
 
-    def _tell_consts(self) -> np.ndarray:
-        """The kernel's ``consts`` input (:class:`TellConstants` as a float64 vector)."""
+    def _tell_consts(self, up_limit: float | None = None) -> np.ndarray:
+        """The kernel's ``consts`` input (:class:`TellConstants` as a float64 vector); tolupsigma's
+        ``up_limit`` defaults to ``1e20`` times the run's initial sigma (read eagerly)."""
         n, cs, cc = self.num_dims, self.c_sigma, self.c_c
         return TellConstants(
             mu=self.mu,
@@ -122,7 +123,7 @@ class SepCMAES(CMABase):
             chi_n=self.chi_n,
             tolfun=self.tolfun,
             tolx_abs=self.tolx,
-            up_limit=1e20 * self.sigma_init,
+            up_limit=1e20 * float(self.run_sigma0.numpy()) if up_limit is None else up_limit,
             hist_len=self.hist_len,
             tolfun_window=self.tolfun_window,
             stag_window=self.stag_window,
@@ -169,6 +170,10 @@ class SepCMAES(CMABase):
                 return
         super().tell(x, fitness)
 
+    def reset(self, mean=None, sigma=None) -> None:
+        super().reset(mean, sigma)
+        self._eager_tells.d.clear()  # their constants hold tolupsigma's limit, which follows the new sigma
+
     def _make_eager_tell(self):
         raw = eager_op_runner("TfevoSepCmaTell")
         if raw is None:  # pragma: no cover - TensorFlow internals moved
@@ -192,12 +197,17 @@ class SepCMAES(CMABase):
         if not self._tell_op_usable():
             return self._tell_core, True
         op = self._tell_op()
-        consts = self._tell_consts()
+        consts = self._tell_consts(0.0)  # up_limit: set from run_sigma0 at every call
         weights = self.weights_np.astype(np.float32)
         state = self._tell_state()
 
+        up = TellConstants._fields.index("up_limit")
+
         def tell_op(x, fitness):
-            op(x, fitness, tf.constant(weights), tf.constant(consts), *[v.handle for v in state])
+            # tolupsigma's limit read from the variable, so a reset() needs no retrace
+            limit = 1e20 * tf.cast(self.run_sigma0, tf.float64)
+            c = tf.tensor_scatter_nd_update(tf.constant(consts), [[up]], limit[None])
+            op(x, fitness, tf.constant(weights), c, *[v.handle for v in state])
             return tf.constant(0)
 
         return tell_op, False
@@ -210,9 +220,7 @@ class SepCMAES(CMABase):
             x = _gaussian_population(self._mean, scale, self.popsize, False, self.seeds.next())
         else:
             x = self._mean[None, :] + self._normal(scale)
-        if self.bounds is not None:
-            x = tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
-        return x
+        return self._clip(x)
 
     def _tell_core(self, x, fitness):
         out = super()._tell_core(x, fitness)
