@@ -14,8 +14,8 @@ def _one(trees, index):
     return t[index], v[index], s[index]
 
 
-class _SimplifyTimeout(Exception):
-    pass
+class _SimplifyTimeout(BaseException):
+    """Raised by the alarm; a BaseException, so sympy's own ``except Exception`` blocks cannot swallow it."""
 
 
 def _bounded_simplify(expr, timeout: float | None):
@@ -39,7 +39,8 @@ def _bounded_simplify(expr, timeout: float | None):
 
     old = signal.signal(signal.SIGALRM, _raise)
     try:
-        signal.setitimer(signal.ITIMER_REAL, float(timeout))
+        # repeats every 50 ms after the first alarm, in case one lands where it cannot interrupt
+        signal.setitimer(signal.ITIMER_REAL, float(timeout), 0.05)
         try:
             return sp.simplify(expr)
         finally:
