@@ -5,7 +5,7 @@ An *algorithm* is a :class:`tf.Module` whose whole state lives in
 restores a run.  It follows the ask/tell protocol::
 
     population = algo.ask()            # tensors with a leading axis P
-    fitness = evaluate(population)     # float32 [P], higher is better
+    fitness = evaluate(population)     # [P], higher is better (cast to the algorithm's dtype)
     algo.tell(population, fitness)
 
 Fitness is maximised everywhere (a minimisation problem returns the negated
@@ -112,37 +112,45 @@ class SeedStream(tf.Module):
         return tf.random.experimental.stateless_split(self.next(), num=n)
 
 
-def sanitize_fitness(fitness: tf.Tensor) -> tf.Tensor:
+def _fitness_dtype(fitness: tf.Tensor, dtype) -> tf.DType:
+    if dtype is not None:
+        return tf.as_dtype(dtype)
+    return fitness.dtype if fitness.dtype in (tf.float32, tf.float64) else tf.float32
+
+
+def sanitize_fitness(fitness: tf.Tensor, dtype=None) -> tf.Tensor:
     """Maps every non-finite fitness (NaN, +inf, -inf) to -inf, the worst value.
 
     A diverged evaluation that returns ``+inf`` is a failure, not a record: it
     ranks below every finite value.  The result orders correctly and is safe
     for ranking.  Use :func:`worst_to_finite` before arithmetic on raw values.
+    ``dtype`` defaults to the input's (float32 or float64; float32 for others).
     """
-    fitness = tf.convert_to_tensor(fitness, tf.float32)
-    return tf.where(tf.math.is_finite(fitness), fitness, tf.constant(-np.inf, tf.float32))
+    fitness = tf.convert_to_tensor(fitness)
+    fitness = tf.cast(fitness, _fitness_dtype(fitness, dtype))
+    return tf.where(tf.math.is_finite(fitness), fitness, tf.constant(-np.inf, fitness.dtype))
 
 
-def worst_to_finite(fitness: tf.Tensor) -> tf.Tensor:
+def worst_to_finite(fitness: tf.Tensor, dtype=None) -> tf.Tensor:
     """Replaces non-finite (worst) fitness by the smallest finite value present.
 
     If no value is finite, every entry becomes 0.  The result is always finite.
     """
-    fitness = sanitize_fitness(fitness)
+    fitness = sanitize_fitness(fitness, dtype)
     finite = tf.math.is_finite(fitness)
-    lowest = tf.reduce_min(tf.where(finite, fitness, tf.float32.max))
-    lowest = tf.where(tf.reduce_any(finite), lowest, 0.0)
+    lowest = tf.reduce_min(tf.where(finite, fitness, fitness.dtype.max))
+    lowest = tf.where(tf.reduce_any(finite), lowest, tf.zeros([], fitness.dtype))
     return tf.where(finite, fitness, lowest)
 
 
-def check_fitness(fitness: Any, popsize: int, name: str = "fitness") -> tf.Tensor:
-    """Validates a fitness vector (Python-side, before any compiled call)."""
-    if eager_matches(fitness, tf.float32, (popsize,)):
+def check_fitness(fitness: Any, popsize: int, name: str = "fitness", dtype=tf.float32) -> tf.Tensor:
+    """Validates a fitness vector (Python-side, before any compiled call) and casts it to ``dtype``."""
+    if eager_matches(fitness, dtype, (popsize,)):
         return fitness
     fitness = tf.convert_to_tensor(fitness)
     if not (fitness.dtype.is_floating or fitness.dtype.is_integer):
         raise ShapeError(f"{name} must be a float tensor, got dtype {fitness.dtype.name}")
-    fitness = tf.cast(fitness, tf.float32)
+    fitness = tf.cast(fitness, dtype)
     if fitness.shape.rank != 1 or (fitness.shape[0] is not None and fitness.shape[0] != popsize):
         raise ShapeError(
             f"{name} must have shape [{popsize}] (one value per member), got {fitness.shape.as_list()}"
@@ -288,8 +296,8 @@ class Algorithm(tf.Module):
       num_dims: D, the length of one parameter vector.
       popsize: P, the number of members returned by ``ask``.
       dtype: the float dtype (``tf.float32`` or ``tf.float64``) of the state,
-        of ``ask()``'s population, of the population ``tell`` takes and of
-        ``best``'s parameters (fitness stays ``float32 [P]``).
+        of ``ask()``'s population, of the population and the fitness ``tell``
+        takes (other float dtypes are cast) and of ``best``.
       seeds: the :class:`SeedStream` used for all randomness.
       num_nonfinite: how many members had non-finite fitness so far (counted
         when ``tell`` runs eagerly; not checkpointed).
@@ -394,7 +402,7 @@ class Algorithm(tf.Module):
         Non-finite fitness (NaN, +inf, -inf) counts as the worst value.
         """
         x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
-        fitness = check_fitness(fitness, self.popsize)
+        fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
         self._note_nonfinite(fitness)
         if self._tell_fn is None:
             check = self.tell_needs_last_ask
@@ -423,7 +431,7 @@ class Algorithm(tf.Module):
                 self._trace_counter.wrap("tell", tell_body),
                 input_signature=[
                     tf.TensorSpec([self.popsize, self.num_dims], self.dtype),
-                    tf.TensorSpec([self.popsize], tf.float32),
+                    tf.TensorSpec([self.popsize], self.dtype),
                 ],
                 jit_compile=self.jit_compile if self.jit_compile_tell is None else self.jit_compile_tell,
             )
@@ -475,7 +483,7 @@ class Algorithm(tf.Module):
 
     def _init_best(self):
         self.best_params = tf.Variable(tf.zeros([self.num_dims], self.dtype), trainable=False, name="best_params")
-        self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
+        self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
 
     def _update_best(self, x: tf.Tensor, fitness: tf.Tensor) -> None:
         """Call from ``_tell`` with sanitized fitness to keep the best member."""

@@ -34,9 +34,9 @@ def test_float64_end_to_end(name):
     for _ in range(3):
         x = es.ask()
         assert x.dtype == tf.float64 and x.shape == (es.popsize, 3)
-        es.tell(x, -tf.reduce_sum(tf.square(x - 1.0 / 3.0), axis=1))  # float64 fitness is cast to float32
+        es.tell(x, -tf.reduce_sum(tf.square(x - 1.0 / 3.0), axis=1))
     params, fit = es.best
-    assert params.dtype == tf.float64 and fit.dtype == tf.float32
+    assert params.dtype == tf.float64 and fit.dtype == tf.float64
     assert es.mean.dtype == tf.float64
     assert np.all(np.isfinite(params.numpy())) and np.isfinite(float(fit))
     # every variable holding parameters is float64 (no float32 state left behind)
@@ -61,3 +61,21 @@ def test_invalid_dtype_is_a_config_error_naming_the_field(name, bad):
     cls = registry.get("strategy", name)
     with pytest.raises(ConfigError, match="dtype"):
         cls(num_dims=3, seed=0, dtype=bad)
+
+
+@pytest.mark.parametrize("name", ["cma_es", "sep_cma_es"])
+def test_float64_fitness_resolves_differences_below_float32_spacing(name):
+    """An objective whose optimum value is 1000 (float32 spacing there: 6e-5) is still
+    minimized to 1e-10 by a float64 algorithm: fitness is taken and ranked in float64."""
+    es = registry.get("strategy", name)(num_dims=4, seed=1, sigma=0.5, init_params=np.full(4, 0.7),
+                                        dtype="float64")
+    target = np.array([0.1, -0.2, 0.3, 0.05])
+    for _ in range(400):
+        x = es.ask()
+        es.tell(x, -(1000.0 + tf.reduce_sum(tf.square(x - target), axis=1)))
+        if es.stop_reasons:
+            break
+    params, fit = es.best
+    assert fit.dtype == tf.float64
+    assert -float(fit) - 1000.0 < 1e-10, -float(fit) - 1000.0
+    assert np.max(np.abs(params.numpy() - target)) < 1e-5

@@ -83,8 +83,8 @@ class CMABase(Algorithm):
         self.p_sigma = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_sigma")
         self.p_c = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_c")
         self._model = self._model_class(self)  # (its variables are attributes of self)
-        self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="best_f_hist")
-        self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], tf.float32), trainable=False, name="median_f_hist")
+        self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], dt), trainable=False, name="best_f_hist")
+        self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], dt), trainable=False, name="median_f_hist")
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
         # consecutive generations whose checked axis had no effect (float32 noeffectaxis)
         self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
@@ -172,10 +172,10 @@ class CMABase(Algorithm):
         ``[P]`` (higher is better; NaN and +-inf are worst).  ``x`` is taken in
         :attr:`dtype` (other float dtypes are cast)."""
         x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
-        fitness = check_fitness(fitness, self.popsize)
+        fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
         self._note_nonfinite(fitness)
         if self._tell_fn is None:
-            sig = [tf.TensorSpec([self.popsize, self.num_dims], self.dtype), tf.TensorSpec([self.popsize], tf.float32)]
+            sig = [tf.TensorSpec([self.popsize, self.num_dims], self.dtype), tf.TensorSpec([self.popsize], self.dtype)]
             if self._model.deferred:
                 core = tf.function(self._tell_core, jit_compile=True)
 

@@ -108,7 +108,7 @@ class DifferentialEvolution(Algorithm):
             c = _center(init, d, dtype=dt)
             pop = c + float(init_sigma) * tf.random.stateless_normal([p, d], seed=init_seed, dtype=dt)
         self.population = tf.Variable(pop, trainable=False, name="population")
-        self.fitness = tf.Variable(tf.fill([p], -tf.float32.max), trainable=False, name="fitness")
+        self.fitness = tf.Variable(tf.fill([p], -dt.max), trainable=False, name="fitness")
         self._init_best()
 
     @property
@@ -140,7 +140,7 @@ class DifferentialEvolution(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        f = tf.maximum(fitness, -tf.float32.max)  # NaN/+-inf -> worst finite value
+        f = tf.maximum(fitness, -self.dtype.max)  # NaN/+-inf -> worst finite value
         accept = tf.logical_or(f >= self.fitness, tf.equal(self.generation, 0))
         self.population.assign(tf.where(accept[:, None], x, self.population))
         self.fitness.assign(tf.where(accept, f, self.fitness))

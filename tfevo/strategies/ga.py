@@ -125,9 +125,9 @@ class GaussianGA(Algorithm):
         init_sigma = self.sigma if init_sigma is None else _positive(init_sigma, "init_sigma")
         pop = self._initial_population(init_params, init_sigma, init_fn, seed)
         self.population = tf.Variable(pop, trainable=False, name="population")
-        self.eval_sum = tf.Variable(tf.zeros([p]), trainable=False, name="eval_sum")
-        self.eval_count = tf.Variable(tf.zeros([p]), trainable=False, name="eval_count")
-        self.elite_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="elite_fitness")
+        self.eval_sum = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_sum")
+        self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
+        self.elite_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="elite_fitness")
         self._init_best()
 
     def _initial_population(self, init_params, init_sigma, init_fn, seed):
@@ -182,7 +182,7 @@ class GaussianGA(Algorithm):
         children = tf.gather(x, tf.gather(parents, choice))
         children += _normal([n_child, self.num_dims], seed_noise, scale=self.sigma, dtype=self.dtype)
         self.population.assign(tf.concat([tf.gather(x, keep), children], axis=0))
-        zeros = tf.zeros([n_child])
+        zeros = tf.zeros([n_child], self.dtype)
         self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))
         self.eval_count.assign(tf.concat([tf.gather(count, keep), zeros], axis=0))
         self.elite_fitness.assign(tf.gather(score, elite))

@@ -74,7 +74,7 @@ class PSO(Algorithm):
         self.position = tf.Variable(pos, trainable=False, name="position")
         self.velocity = tf.Variable(tf.zeros([p, d], dt), trainable=False, name="velocity")
         self.personal_best = tf.Variable(pos, trainable=False, name="personal_best")
-        self.personal_best_fitness = tf.Variable(tf.fill([p], -tf.float32.max), trainable=False,
+        self.personal_best_fitness = tf.Variable(tf.fill([p], -dt.max), trainable=False,
                                                  name="personal_best_fitness")
         self._init_best()
 
@@ -88,7 +88,7 @@ class PSO(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        f = tf.maximum(fitness, -tf.float32.max)
+        f = tf.maximum(fitness, -self.dtype.max)
         improved = tf.logical_or(f > self.personal_best_fitness, tf.equal(self.generation, 0))
         pbest = self.personal_best.assign(tf.where(improved[:, None], x, self.personal_best))
         pbest_f = self.personal_best_fitness.assign(tf.where(improved, f, self.personal_best_fitness))

@@ -150,7 +150,7 @@ class _Restarts(Algorithm):
     def tell(self, x, fitness) -> None:
         """Tells the current run; restarts it (changing ``popsize``) on a stop criterion."""
         self._sync()
-        fitness = check_fitness(fitness, self.popsize)
+        fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
         self._note_nonfinite(fitness)
         self.inner.tell(x, fitness)
         self.generation.assign_add(1)

@@ -126,7 +126,7 @@ class SeedGA(Algorithm):
         if genomes.dtype != tf.int32 or genomes.shape.as_list() != [self.popsize, self.genome_length]:
             raise ShapeError(f"genomes must be int32 [{self.popsize}, {self.genome_length}], "
                              f"got {genomes.dtype.name} {genomes.shape.as_list()}")
-        fitness = check_fitness(fitness, self.popsize)
+        fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
         self._note_nonfinite(fitness)
         if self._tell_fn is None:
             def tell_body(g, fitness):

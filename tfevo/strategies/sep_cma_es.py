@@ -164,7 +164,7 @@ class SepCMAES(CMABase):
             if run is None:
                 run = self._eager_tells.d[self.popsize] = self._make_eager_tell()
             if run is not False:
-                fitness = check_fitness(fitness, self.popsize)
+                fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
                 self._note_nonfinite(fitness)
                 run(check_population(x, (self.popsize, self.num_dims), "population"), fitness)
                 return
