@@ -65,10 +65,20 @@ ENV_IDS = {"acrobot": "Acrobot-v1", "mountaincar": "MountainCar-v0"}
 PLATEAUS = {"parity3": 6.0, "parity4": 12.0}
 
 
+DEFAULT_THRESHOLDS = {task: t[2] for task, t in TASKS.items()}
+
+
 def config_path(task) -> str:
+    """The task's config file: ``benchmarks/configs/neat_<task>.cfg``, or with a
+    ``--threshold`` other than the task's a copy in the temporary directory."""
     nin, nout, thr, *_ = TASKS[task]
-    os.makedirs(os.path.join(HERE, "configs"), exist_ok=True)
-    path = os.path.join(HERE, "configs", f"neat_{task}.cfg")
+    if thr == DEFAULT_THRESHOLDS[task]:
+        os.makedirs(os.path.join(HERE, "configs"), exist_ok=True)
+        path = os.path.join(HERE, "configs", f"neat_{task}.cfg")
+    else:
+        import tempfile
+
+        path = os.path.join(tempfile.gettempdir(), f"neat_{task}_threshold_{thr:g}.cfg")
     text = NEAT_PY_CFG.format(pop=150, nin=nin, nout=nout, thr=thr, noterm=False)
     if not os.path.exists(path) or open(path).read() != text:
         with open(path, "w") as f:
@@ -194,6 +204,9 @@ def main():
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per genome on the control tasks")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="solve threshold instead of the task's (the same on both libraries; it is also written "
+                         "into the config file's fitness_threshold)")
     ap.add_argument("--out", default="/tmp/neat_tasks.jsonl")
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
     ap.add_argument("--population-markers", action="store_true",
@@ -205,6 +218,8 @@ def main():
     for task in a.tasks.split(","):
         if task not in TASKS:
             raise SystemExit(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
+        if a.threshold is not None:
+            TASKS[task] = (*TASKS[task][:2], a.threshold, *TASKS[task][3:])
         for impl in a.impls.split(","):
             fn = {"tfevo": run_tfevo, "neat-python": run_neat_python}[impl]
             if impl == "tfevo" and a.population_markers:
@@ -214,7 +229,8 @@ def main():
                 t = time.perf_counter()
                 solved, gens, best, species = fn(task, seed, a.episodes)
                 rec = dict(task=task, impl=name, seed=seed, solved=bool(solved), generations=int(gens),
-                           best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2))
+                           best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2),
+                           threshold=TASKS[task][2], episodes=a.episodes)
                 print(json.dumps(rec), flush=True)
                 with open(a.out, "a") as f:
                     f.write(json.dumps(rec) + "\n")
