@@ -10,6 +10,7 @@ species, fraction of genomes above 6.01.  The per-seed rows are saved as
     python benchmarks/bench_neat_trace.py --impl tfevo --seeds 20 --gens 150 --out /tmp/trace
     python benchmarks/bench_neat_trace.py --impl neat-python --seeds 20 --gens 150 --out /tmp/trace
     python benchmarks/bench_neat_trace.py --compare --out /tmp/trace
+    python benchmarks/bench_neat_trace.py --check-eval --seeds 3 --gens 60
 """
 
 import argparse
@@ -80,6 +81,56 @@ def run_np(task, seed, gens):
         out.append(stats(f, h, e, d, len(p.species.species), [len(s.members) for s in p.species.species.values()]))
     return out
 
+def check_eval(task, seeds, gens):
+    """Largest |fitness difference| between tfevo's evaluation and neat-python's
+    FeedForwardNetwork on every 10th generation's tfevo population (genomes copied
+    gene by gene into neat-python genomes)."""
+    import neat
+
+    from tfevo.neat import NEAT, NEATConfig, SupervisedProblem
+
+    nin, nout, thr, cap, mn, mc = B.TASKS[task]
+    cfg = NEATConfig.from_neat_python(B.config_path(task), max_nodes=mn, max_conns=mc)
+    ncfg = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet,
+                       neat.DefaultStagnation, B.config_path(task))
+    sup = SupervisedProblem(*B._bool_cases(task))
+    xs, ys = B._bool_cases(task)
+    cases = [(tuple(map(float, x)), float(y[0])) for x, y in zip(xs, ys)]
+
+    def kmap(k):  # tfevo keys: inputs 0..I-1, outputs I..; neat-python: inputs -1..-I, outputs 0..
+        k = int(k)
+        return -(k + 1) if k < nin else (k - nin if k < nin + nout else k)
+
+    worst, count = 0.0, 0
+    for seed in range(seeds):
+        algo = NEAT(cfg, seed=seed)
+        for g in range(gens):
+            pop = algo.ask()
+            f = sup(pop, cfg).numpy()
+            if g % 10 == 9:
+                nodes, conns = (t.numpy() for t in pop)
+                for p in range(cfg.pop_size):
+                    gg = neat.DefaultGenome(p)
+                    for n in nodes[p]:
+                        if np.isnan(n[0]) or n[0] < nin:
+                            continue
+                        ng = neat.DefaultGenome.create_node(ncfg.genome_config, kmap(n[0]))
+                        ng.bias, ng.response = float(n[1]), float(n[2])
+                        gg.nodes[kmap(n[0])] = ng
+                    for i, c in enumerate(conns[p]):
+                        if np.isnan(c[0]):
+                            continue
+                        cg = neat.genes.DefaultConnectionGene((kmap(c[0]), kmap(c[1])), innovation=i)
+                        cg.weight, cg.enabled = float(c[3]), bool(c[2] > 0.5)
+                        gg.connections[cg.key] = cg
+                    net = neat.nn.FeedForwardNetwork.create(gg, ncfg)
+                    fn = len(cases) - sum((net.activate(x)[0] - y) ** 2 for x, y in cases)
+                    worst = max(worst, abs(fn - float(f[p])))
+                    count += 1
+            algo.tell(pop, f)
+    return worst, count
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--impl", choices=["tfevo", "neat-python"])
@@ -87,8 +138,14 @@ def main():
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--gens", type=int, default=150)
     ap.add_argument("--out", default="/tmp/neat_trace")
+    ap.add_argument("--check-eval", action="store_true",
+                    help="largest fitness difference of tfevo's evaluation and neat-python's on tfevo's genomes")
     ap.add_argument("--compare", action="store_true", help="median per seed and Mann-Whitney p of both saved runs")
     a = ap.parse_args()
+    if a.check_eval:
+        worst, count = check_eval(a.task, a.seeds, a.gens)
+        print(f"{count} genomes: largest |fitness difference| {worst:.3g}")
+        return
     if a.compare:
         from scipy.stats import mannwhitneyu
 
