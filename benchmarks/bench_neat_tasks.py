@@ -65,10 +65,20 @@ ENV_IDS = {"acrobot": "Acrobot-v1", "mountaincar": "MountainCar-v0"}
 PLATEAUS = {"parity3": 6.0, "parity4": 12.0}
 
 
+DEFAULT_THRESHOLDS = {task: t[2] for task, t in TASKS.items()}
+
+
 def config_path(task) -> str:
+    """The task's config file: ``benchmarks/configs/neat_<task>.cfg``, or with a
+    ``--threshold`` other than the task's a copy in the temporary directory."""
     nin, nout, thr, *_ = TASKS[task]
-    os.makedirs(os.path.join(HERE, "configs"), exist_ok=True)
-    path = os.path.join(HERE, "configs", f"neat_{task}.cfg")
+    if thr == DEFAULT_THRESHOLDS[task]:
+        os.makedirs(os.path.join(HERE, "configs"), exist_ok=True)
+        path = os.path.join(HERE, "configs", f"neat_{task}.cfg")
+    else:
+        import tempfile
+
+        path = os.path.join(tempfile.gettempdir(), f"neat_{task}_threshold_{thr:g}.cfg")
     text = NEAT_PY_CFG.format(pop=150, nin=nin, nout=nout, thr=thr, noterm=False)
     if not os.path.exists(path) or open(path).read() != text:
         with open(path, "w") as f:
@@ -77,7 +87,13 @@ def config_path(task) -> str:
 
 
 # ---------------------------------------------------------------- neat-python
-def run_neat_python(task, seed, episodes):
+def _sigmoid_f32(z):
+    """neat-python's sigmoid in float32 arithmetic (as tfevo's kernels)."""
+    f = np.float32
+    return float(f(1) / (f(1) + np.exp(-np.clip(f(5) * f(z), f(-60), f(60)))))
+
+
+def run_neat_python(task, seed, episodes, float32=False):
     import random
 
     import neat
@@ -86,6 +102,10 @@ def run_neat_python(task, seed, episodes):
     random.seed(seed)
     cfg = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet, neat.DefaultStagnation,
                       config_path(task))
+    if float32:  # control: tfevo's float32 resolution of outputs and fitness, all else neat-python's
+        if task in ENV_IDS:
+            raise SystemExit("neat-python-f32 is for the Boolean tasks")
+        cfg.genome_config.activation_defs.add("sigmoid", _sigmoid_f32)
     if task in ENV_IDS:
         import gymnasium as gym
 
@@ -114,7 +134,11 @@ def run_neat_python(task, seed, episodes):
         def evaluate(genomes, config):
             for _, g in genomes:
                 net = neat.nn.FeedForwardNetwork.create(g, config)
-                g.fitness = len(cases) - sum((net.activate(x)[0] - y) ** 2 for x, y in cases)
+                if float32:
+                    out = np.array([net.activate(x)[0] for x, _ in cases], np.float32)
+                    g.fitness = float(np.float32(len(cases)) - np.sum(np.square(out - ys[:, 0])))
+                else:
+                    g.fitness = len(cases) - sum((net.activate(x)[0] - y) ** 2 for x, y in cases)
 
     p = neat.Population(cfg)
     best = -np.inf
@@ -171,7 +195,7 @@ def table(path):
            "| best fitness above the plateau | median best fitness | median final species | seconds per run |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for task in TASKS:
-        for impl in ("tfevo", "tfevo-popmarkers", "neat-python"):
+        for impl in ("tfevo", "tfevo-popmarkers", "neat-python", "neat-python-f32"):
             rs = by.get((task, impl))
             if not rs:
                 continue
@@ -190,10 +214,14 @@ def table(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=",".join(TASKS))
-    ap.add_argument("--impls", default="tfevo,neat-python")
+    ap.add_argument("--impls", default="tfevo,neat-python",
+                    help="tfevo, neat-python, neat-python-f32 (neat-python with float32 sigmoid and fitness)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--episodes", type=int, default=1, help="episodes per genome on the control tasks")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="solve threshold instead of the task's (the same on both libraries; it is also written "
+                         "into the config file's fitness_threshold)")
     ap.add_argument("--out", default="/tmp/neat_tasks.jsonl")
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
     ap.add_argument("--population-markers", action="store_true",
@@ -205,8 +233,11 @@ def main():
     for task in a.tasks.split(","):
         if task not in TASKS:
             raise SystemExit(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
+        if a.threshold is not None:
+            TASKS[task] = (*TASKS[task][:2], a.threshold, *TASKS[task][3:])
         for impl in a.impls.split(","):
-            fn = {"tfevo": run_tfevo, "neat-python": run_neat_python}[impl]
+            fn = {"tfevo": run_tfevo, "neat-python": run_neat_python,
+                  "neat-python-f32": functools.partial(run_neat_python, float32=True)}[impl]
             if impl == "tfevo" and a.population_markers:
                 fn = functools.partial(run_tfevo, population_markers=True)
             name = "tfevo-popmarkers" if impl == "tfevo" and a.population_markers else impl
@@ -214,7 +245,8 @@ def main():
                 t = time.perf_counter()
                 solved, gens, best, species = fn(task, seed, a.episodes)
                 rec = dict(task=task, impl=name, seed=seed, solved=bool(solved), generations=int(gens),
-                           best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2))
+                           best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2),
+                           threshold=TASKS[task][2], episodes=a.episodes)
                 print(json.dumps(rec), flush=True)
                 with open(a.out, "a") as f:
                     f.write(json.dumps(rec) + "\n")

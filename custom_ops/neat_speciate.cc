@@ -123,7 +123,7 @@ REGISTER_OP("TfevoNeatPlan")
     .Attr("rank_allotment: bool")
     .Attr("change_rate: float")
     .Attr("elitism: int")
-    .Attr("survival_threshold: float")
+    .Attr("survival_threshold_bits: int")  // the float64 threshold's bits: neat-python's double ceil
     .Attr("crossover_prob: float")
     .Output("size: int32")           // [S]
     .Output("alive_out: bool")       // [S] after stagnation
@@ -668,7 +668,9 @@ class NeatPlanOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rank_allotment", &rank_allot_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("change_rate", &rate_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("elitism", &elitism_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("survival_threshold", &survival_));
+    int64_t survival_bits = 0;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("survival_threshold_bits", &survival_bits));
+    std::memcpy(&survival_, &survival_bits, sizeof(survival_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("crossover_prob", &crossover_));
   }
 
@@ -869,7 +871,7 @@ class NeatPlanOp : public OpKernel {
     for (int64_t s = 0; s < S; ++s) cum[s] = (acc += spawn[s]);
     std::vector<int32_t> kk(S);
     for (int64_t s = 0; s < S; ++s) {
-      const int32_t surv = static_cast<int32_t>(std::ceil(survival_ * static_cast<float>(size[s])));
+      const int32_t surv = static_cast<int32_t>(std::ceil(survival_ * static_cast<double>(size[s])));
       kk[s] = std::max(std::min(size[s], std::max(surv, 2)), 1);
     }
     auto at = [&](int64_t i) { return order[std::min<int64_t>(std::max<int64_t>(i, 0), P - 1)]; };
@@ -898,7 +900,8 @@ class NeatPlanOp : public OpKernel {
   int fitness_func_;
   int64_t max_stagnation_, species_elitism_, min_size_, elitism_;
   bool reset_, rank_allot_;
-  float rate_, survival_, crossover_;
+  float rate_, crossover_;
+  double survival_;
 };
 
 }  // namespace

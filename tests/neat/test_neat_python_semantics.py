@@ -256,3 +256,29 @@ def test_structural_mutation_statistics_agree_with_neat_python(tmp_path):
     ours = np.stack(_mutated(NEATConfig.from_neat_python(path, max_nodes=16, max_conns=32), steps=2), 1)
     se = np.sqrt(ref.var(0) / len(ref) + ours.var(0) / len(ours))
     assert (np.abs(ref.mean(0) - ours.mean(0)) < 4.5 * se + 1e-9).all(), (ref.mean(0), ours.mean(0))
+
+
+@pytest.mark.parametrize("use_op", [False, True])
+@pytest.mark.parametrize("threshold, size", [(0.3, 50), (0.3, 100), (0.2, 15), (0.7, 10), (0.05, 30)])
+def test_parents_come_from_neat_python_survivor_cutoff(use_op, threshold, size):
+    """The parents of a species are its best ``max(ceil(threshold * size), 2)``
+    members in double precision, as DefaultReproduction.reproduce
+    (``int(math.ceil(survival_threshold * len(old_members)))``): for 0.3 and
+    50 members that is 16 (0.3 * 50 = 15.000000000000002), in the reference
+    and in the plan kernel."""
+    import math
+
+    from tfevo.neat import _speciate_op as so
+
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=size, elitism=0, survival_threshold=threshold,
+                     species_elitism=1, max_species=4)
+    S = cfg.max_species
+    # uniforms spanning [0, 1) so that every survivor is drawn as a parent
+    u = np.tile(((np.arange(size) + 0.5) / size)[:, None], [1, 5]).astype(np.float32)
+    out = so.plan(cfg, tf.zeros([size], tf.int32), tf.constant([True] + [False] * (S - 1)),
+                  tf.range(S, dtype=tf.int64), tf.fill([S], -np.inf), tf.zeros([S], tf.int64),
+                  tf.range(size, dtype=tf.float32), tf.range(size, dtype=tf.int64), tf.constant(1, tf.int64),
+                  tf.constant(u), use_op=use_op)
+    p1, p2 = out[7].numpy(), out[8].numpy()
+    cutoff = max(int(math.ceil(threshold * size)), 2)  # neat-python's rule, verbatim
+    assert set(p1) | set(p2) == set(range(size - cutoff, size))  # fitness = index: the best are the last

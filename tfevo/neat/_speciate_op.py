@@ -22,6 +22,7 @@ TensorFlow's intra-op thread pool.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from tfevo import kernels
@@ -80,5 +81,5 @@ def plan(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, u, seed_ot
         species_elitism=int(cfg.species_elitism), reset_on_extinction=bool(cfg.reset_on_extinction),
         min_size=int(max(cfg.min_species_size, cfg.elitism)), rank_allotment=cfg.allotment == "rank",
         change_rate=float(cfg.spawn_number_change_rate), elitism=int(cfg.elitism),
-        survival_threshold=float(cfg.survival_threshold), crossover_prob=float(cfg.crossover_prob))
+        survival_threshold_bits=int(np.float64(cfg.survival_threshold).view(np.int64)), crossover_prob=float(cfg.crossover_prob))
     return tuple(out)

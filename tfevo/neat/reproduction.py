@@ -111,8 +111,9 @@ def plan_reference(cfg: NEATConfig, sp, alive, keys, best_f, last_imp, ff, membe
     j = tf.range(P) - tf.gather(cum - spawn, child_sp)
     n_elite = tf.minimum(size, cfg.elitism)
     is_elite = j < tf.gather(n_elite, child_sp)
-    k = tf.minimum(size, tf.maximum(tf.cast(tf.math.ceil(cfg.survival_threshold * tf.cast(size, tf.float32)),
-                                            tf.int32), 2))
+    # neat-python's cutoff max(ceil(threshold * size), 2) in double precision (0.3 * 50 is 15.000000000000002)
+    surv = tf.math.ceil(tf.constant(cfg.survival_threshold, tf.float64) * tf.cast(size, tf.float64))
+    k = tf.minimum(size, tf.maximum(tf.cast(surv, tf.int32), 2))
     k = tf.maximum(k, 1)
     kc = tf.gather(k, child_sp)
     st = tf.gather(start, child_sp)
