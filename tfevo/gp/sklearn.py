@@ -170,9 +170,6 @@ class _BaseSymbolic(BaseEstimator):
             raise ConfigError(f"invalid setting: {e}") from e
         return cfg
 
-    def _engine(self, cfg: GPConfig) -> GeneticProgramming:
-        return GeneticProgramming(cfg, seed=self._seed())
-
     def _store(self, gp: GeneticProgramming):
         best, fit = gp.best
         self.program_ = Trees(*(np.array(a) for a in best))
@@ -257,10 +254,22 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       survival_rate, elite, parsimony_coefficient: selection
         (``parsimony_coefficient`` a number or ``"auto"``, gplearn's
         covariant parsimony recomputed every generation).
-      operators: ``{name: probability}`` (default: crossover .9, subtree,
-        hoist and multi_point .01 each).
-      crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
+      p_crossover, p_subtree_mutation, p_hoist_mutation, p_point_mutation:
+        gplearn's operator probabilities (.9, .01, .01, .01; the engine's
+        ``crossover``, ``subtree``, ``hoist``, ``multi_point``).
+      p_point_replace: per-node probability of gplearn's point mutation
+        (``p_point`` is its older tfevo name).
+      operators: ``{name: probability}`` of the operators gplearn lacks
+        (``point``, ``insert``, ``delete``, ``constant``, ...).
+      crossover_p_func, subtree_depth, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
+      stopping_criteria: stop after the first generation whose best raw
+        fitness reaches it (``<=`` for errors; None: never).
+      max_samples: fraction of rows each tree is scored on per generation
+        (out-of-bag fitness in ``run_details_``).
+      warm_start: continue the stored run up to ``generations``.
+      feature_names: names for ``str(est)`` / ``to_sympy()``.
+      metric: ``"mse"``, ``"mean absolute error"`` or ``"rmse"``.
       jit_compile: XLA-compile the generation step.
       use_op: the C++ evaluator (:mod:`tfevo.kernels`): ``None`` where allowed,
         ``True`` required, ``False`` the pure-TensorFlow reference.
@@ -268,10 +277,11 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         seed from NumPy's global random state at every fit), an int seed
         (same seed and data = same program, bit for bit) or a
         ``RandomState`` (each fit draws its seed from it).
-      verbose: print the best MSE of each generation.
+      verbose: print the best fitness of each generation.
 
     After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
-    arrays), ``best_mse_``, ``history_`` (best MSE per generation),
+    arrays), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
+    (gplearn's per-generation lists), ``history_`` (best fitness per generation),
     ``n_features_in_``, ``feature_names_in_`` (when X had column names),
     ``engine_`` (the run; None after unpickling).
     """
@@ -335,7 +345,9 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     ``decision_function`` the output difference ``[n]`` for two classes
     (positive = ``classes_[1]``) and the outputs ``[n, n_classes]``
     otherwise.  A NaN output counts as the lowest score.  The other
-    arguments are those of :class:`SymbolicRegressor`.
+    arguments are those of :class:`SymbolicRegressor` (``stopping_criteria``
+    compares with the accuracy, ``>=``, or the cross-entropy, ``<=``; default
+    None).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     """
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,

@@ -110,14 +110,14 @@ def _resume(est, cfg):
     if live is not None and live.config == cfg:
         return live
     values = [v.numpy() for v in live.variables] if live is not None else saved["variables"]
-    seed = int(values_seed(live, saved))
+    seed = int(_seed_of(live, saved))
     gp = GeneticProgramming(cfg, seed=seed)
     for var, val in zip(gp.variables, values):
         var.assign(val)
     return gp
 
 
-def values_seed(live, saved):
+def _seed_of(live, saved):
     return int(live.seeds.seed.numpy()) if live is not None else saved["seed"]
 
 
