@@ -38,10 +38,14 @@ def subsample_mask(seed, popsize: int, n_rows: int, n_in: int) -> tf.Tensor:
     """``bool [P, N]`` with exactly ``n_in`` rows per tree, drawn uniformly
     without replacement (independently per tree) from the stateless ``seed``."""
     u = tf.random.stateless_uniform([popsize, n_rows], seed)
-    idx = tf.math.top_k(u, n_in, sorted=False).indices  # [P, n_in]
-    rows = tf.repeat(tf.range(popsize), n_in)
-    upd = tf.ones([popsize * n_in], tf.bool)
-    return tf.scatter_nd(tf.stack([rows, tf.reshape(idx, [-1])], 1), upd, [popsize, n_rows])
+    k = min(n_in, n_rows - n_in)  # top_k is fast for a small k: draw the smaller side
+    if k == 0:
+        return tf.fill([popsize, n_rows], n_in > 0)
+    idx = tf.math.top_k(u, k, sorted=False).indices  # [P, k], distinct per row
+    rows = tf.repeat(tf.range(popsize), k)
+    picked = tf.scatter_nd(tf.stack([rows, tf.reshape(idx, [-1])], 1), tf.ones([popsize * k], tf.bool),
+                           [popsize, n_rows])
+    return picked if k == n_in else ~picked
 
 
 def _finite(loss):
