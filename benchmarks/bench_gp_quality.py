@@ -91,7 +91,7 @@ def make_tfevo(pop, gens, funcs, const_range, seed):
     kw["random_state"] = seed
     kw["init_depth"] = (2, 5)  # both ends included: the depths gplearn's (2, 6) draws (randint's [2, 6))
     return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05,
-                             operators={"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01},
+                             p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01,
                              **kw)
 
 

@@ -26,6 +26,8 @@ from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
+from tfevo.gp.metrics import check_metric, classification_raw, regression_loss
+from tfevo.gp.sklearn_run import evolve, operator_mix, point_replace, run_state
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier"]
@@ -70,9 +72,12 @@ class _BaseSymbolic(BaseEstimator):
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
                  p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
-                 subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=None, verbose=0):
+                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
+                 crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
+                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=0.0, max_samples=1.0,
+                 warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
+                 verbose=0):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
@@ -89,6 +94,11 @@ class _BaseSymbolic(BaseEstimator):
         self.survival_rate = survival_rate
         self.elite = elite
         self.parsimony_coefficient = parsimony_coefficient
+        self.p_crossover = p_crossover
+        self.p_subtree_mutation = p_subtree_mutation
+        self.p_hoist_mutation = p_hoist_mutation
+        self.p_point_mutation = p_point_mutation
+        self.p_point_replace = p_point_replace
         self.operators = operators
         self.crossover_p_func = crossover_p_func
         self.subtree_depth = subtree_depth
@@ -97,6 +107,10 @@ class _BaseSymbolic(BaseEstimator):
         self.const_sigma = const_sigma
         self.p_multi_constant = p_multi_constant
         self.hoist_root_only = hoist_root_only
+        self.stopping_criteria = stopping_criteria
+        self.max_samples = max_samples
+        self.warm_start = warm_start
+        self.feature_names = feature_names
         self.jit_compile = jit_compile
         self.use_op = use_op
         self.random_state = random_state
@@ -121,9 +135,16 @@ class _BaseSymbolic(BaseEstimator):
         _as_int("max_len", self.max_len, 3)
         kernels.check_use_op(self.use_op)
         names = _function_names(self.function_set)
-        ops = self.operators
-        if ops is not None and not hasattr(ops, "items"):
-            raise ConfigError(f"operators must be a dict {{name: probability}} or None, got {ops!r}")
+        mix = operator_mix(self)
+        p_point = point_replace(self)
+        init_method = "half_and_half" if self.init_method == "half and half" else self.init_method
+        if self.feature_names is not None:
+            names_ok = not isinstance(self.feature_names, str) and all(isinstance(n, str) for n in self.feature_names)
+            if not names_ok:
+                raise ConfigError(f"feature_names must be None or a sequence of str, got {self.feature_names!r}")
+            if len(self.feature_names) != num_vars:
+                raise ValueError(f"The supplied feature_names has {len(self.feature_names)} names but X has "
+                                 f"{num_vars} features")
         need = 3 * num_outputs - 1 + num_outputs
         if num_outputs > 1 and int(self.max_len) < need:
             raise ConfigError(f"max_len={self.max_len} is too small for {num_outputs} classes "
@@ -132,16 +153,14 @@ class _BaseSymbolic(BaseEstimator):
                   num_outputs=num_outputs, functions=tuple(names), p_const=self.p_const,
                   const_range=None if self.const_range is None else tuple(self.const_range),
                   constants=tuple(self.constants or ()), init_depth=tuple(self.init_depth),
-                  init_method=self.init_method, selection=self.selection,
+                  init_method=init_method, selection=self.selection,
                   tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
                   rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
                   parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
                   subtree_depth=None if self.subtree_depth is None else tuple(self.subtree_depth),
-                  p_point=self.p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
+                  operators=mix, p_point=p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
                   p_multi_constant=self.p_multi_constant, hoist_root_only=bool(self.hoist_root_only),
                   jit_compile=bool(self.jit_compile))
-        if ops is not None:
-            kw["operators"] = dict(ops)
         try:
             cfg = GPConfig(**kw)
             cfg.validate()
@@ -151,13 +170,11 @@ class _BaseSymbolic(BaseEstimator):
             raise ConfigError(f"invalid setting: {e}") from e
         return cfg
 
-    def _engine(self, cfg: GPConfig) -> GeneticProgramming:
-        return GeneticProgramming(cfg, seed=self._seed())
-
     def _store(self, gp: GeneticProgramming):
         best, fit = gp.best
         self.program_ = Trees(*(np.array(a) for a in best))
         self.engine_ = gp
+        self._run_state = None
         self._eval_names = list(gp.eval_functions.names)
         return float(fit)
 
@@ -171,14 +188,16 @@ class _BaseSymbolic(BaseEstimator):
         return y
 
     def _var_names(self):
-        names = getattr(self, "feature_names_in_", None)
+        names = self.feature_names if self.feature_names is not None else getattr(self, "feature_names_in_", None)
         return None if names is None else [str(n) for n in names]
 
     def __getstate__(self):
         state = super().__getstate__()
         state = dict(state)
-        if "engine_" in state:
-            state["engine_"] = None  # TensorFlow state: not part of the fitted model
+        if state.get("engine_") is not None:
+            # TensorFlow state: kept as NumPy arrays (for a later warm start), rebuilt on demand
+            state["_run_state"] = run_state(state["engine_"])
+            state["engine_"] = None
         return state
 
     def __str__(self):
@@ -235,10 +254,22 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       survival_rate, elite, parsimony_coefficient: selection
         (``parsimony_coefficient`` a number or ``"auto"``, gplearn's
         covariant parsimony recomputed every generation).
-      operators: ``{name: probability}`` (default: crossover .9, subtree,
-        hoist and multi_point .01 each).
-      crossover_p_func, subtree_depth, p_point, p_leaf, const_sigma, p_multi_constant,
+      p_crossover, p_subtree_mutation, p_hoist_mutation, p_point_mutation:
+        gplearn's operator probabilities (.9, .01, .01, .01; the engine's
+        ``crossover``, ``subtree``, ``hoist``, ``multi_point``).
+      p_point_replace: per-node probability of gplearn's point mutation
+        (``p_point`` is its older tfevo name).
+      operators: ``{name: probability}`` of the operators gplearn lacks
+        (``point``, ``insert``, ``delete``, ``constant``, ...).
+      crossover_p_func, subtree_depth, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
+      stopping_criteria: stop after the first generation whose best raw
+        fitness reaches it (``<=`` for errors; None: never).
+      max_samples: fraction of rows each tree is scored on per generation
+        (out-of-bag fitness in ``run_details_``).
+      warm_start: continue the stored run up to ``generations``.
+      feature_names: names for ``str(est)`` / ``to_sympy()``.
+      metric: ``"mse"``, ``"mean absolute error"`` or ``"rmse"``.
       jit_compile: XLA-compile the generation step.
       use_op: the C++ evaluator (:mod:`tfevo.kernels`): ``None`` where allowed,
         ``True`` required, ``False`` the pure-TensorFlow reference.
@@ -246,33 +277,58 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         seed from NumPy's global random state at every fit), an int seed
         (same seed and data = same program, bit for bit) or a
         ``RandomState`` (each fit draws its seed from it).
-      verbose: print the best MSE of each generation.
+      verbose: print the best fitness of each generation.
 
     After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
-    arrays), ``best_mse_``, ``history_`` (best MSE per generation),
+    arrays), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
+    (gplearn's per-generation lists), ``history_`` (best fitness per generation),
     ``n_features_in_``, ``feature_names_in_`` (when X had column names),
     ``engine_`` (the run; None after unpickling).
     """
 
+    def __init__(self, *, population_size=1000, generations=20, max_len=128,
+                 function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
+                 tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
+                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
+                 crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
+                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=0.0, max_samples=1.0,
+                 warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
+                 verbose=0, metric="mse"):
+        super().__init__(
+            population_size=population_size, generations=generations, max_len=max_len,
+            function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
+            init_depth=init_depth, init_method=init_method, selection=selection,
+            tournament_size=tournament_size, truncation_ratio=truncation_ratio,
+            rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
+            parsimony_coefficient=parsimony_coefficient, p_crossover=p_crossover,
+            p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
+            p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
+            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
+            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
+            stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
+            feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
+        self.metric = metric
+
     def fit(self, X, y):
-        """Evolves programs for ``generations`` generations."""
+        """Evolves programs for ``generations`` generations (or, with
+        ``warm_start``, continues the stored run up to ``generations``)."""
         X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)
         _finite32(X, "X")
         y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
+        metric = check_metric(self.metric)
         cfg = self._config(X.shape[1], 1)
-        gp = self._engine(cfg)
         xt, yt = tf.constant(X), tf.constant(y)
-        fs = gp.eval_functions
-        history = []
-        for g in range(int(self.generations)):
-            trees = gp.ask()
-            loss = mse(trees, xt, yt, fs, self.use_op)
-            gp.tell(trees, -loss)
-            history.append(float(tf.reduce_min(loss)))
-            if self.verbose:
-                print(f"gen {g}: best mse {history[-1]:.6g}")
-        self.history_ = history
-        self.best_mse_ = -self._store(gp)
+        fs = FunctionSet(cfg.functions)
+
+        def score(trees, mask):
+            return regression_loss(trees, xt, yt, metric, fs, self.use_op, mask)
+
+        gp = evolve(self, cfg, score, len(y), lower_is_better=True)
+        self.history_ = list(self.run_details_["best_fitness"])
+        self.best_fitness_ = -self._store(gp)
+        self.best_mse_ = float(mse(self.program_, xt, yt, gp.eval_functions, self.use_op).numpy()[0])
         return self
 
     def predict(self, X):
@@ -289,26 +345,34 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     ``decision_function`` the output difference ``[n]`` for two classes
     (positive = ``classes_[1]``) and the outputs ``[n, n_classes]``
     otherwise.  A NaN output counts as the lowest score.  The other
-    arguments are those of :class:`SymbolicRegressor`.
+    arguments are those of :class:`SymbolicRegressor` (``stopping_criteria``
+    compares with the accuracy, ``>=``, or the cross-entropy, ``<=``; default
+    None).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     """
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
                  p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, operators=None, crossover_p_func=0.9,
-                 subtree_depth=None, p_point=0.05, p_leaf=0.1, const_sigma=0.1, p_multi_constant=0.5,
-                 hoist_root_only=False, jit_compile=False, use_op=None, random_state=None, verbose=0, fitness="accuracy"):
+                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
+                 crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
+                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=None, max_samples=1.0,
+                 warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
+                 verbose=0, fitness="accuracy"):
         super().__init__(
             population_size=population_size, generations=generations, max_len=max_len,
             function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
             init_depth=init_depth, init_method=init_method, selection=selection,
             tournament_size=tournament_size, truncation_ratio=truncation_ratio,
             rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
-            parsimony_coefficient=parsimony_coefficient, operators=operators,
-            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf, const_sigma=const_sigma,
-            p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
-            jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
+            parsimony_coefficient=parsimony_coefficient, p_crossover=p_crossover,
+            p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
+            p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
+            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
+            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
+            stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
+            feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
         self.fitness = fitness
 
     def fit(self, X, y):
@@ -326,21 +390,22 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
             raise ConfigError(f"fitness must be 'accuracy' or 'crossentropy', got {self.fitness!r}")
         k = len(classes)
         cfg = self._config(X.shape[1], k)
+        if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_) \
+                and getattr(self, "program_", None) is not None:
+            raise ValueError(f"warm_start cannot continue the stored run on other classes "
+                             f"({list(self.classes_)!r} -> {list(classes)!r}); set warm_start=False")
         prob = Classification(X, lab.astype(np.int32), k, self.fitness, functions=tuple(cfg.functions),
                               use_op=self.use_op)
-        gp = self._engine(cfg)
-        history = []
-        for g in range(int(self.generations)):
-            trees = gp.ask()
-            fit = prob.evaluate(trees)
-            gp.tell(trees, fit)
-            history.append(float(tf.reduce_max(fit)))
-            if self.verbose:
-                print(f"gen {g}: best fitness {history[-1]:.6g}")
+
+        def score(trees, mask):
+            return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask)
+
+        gp = evolve(self, cfg, score, len(lab), lower_is_better=self.fitness == "crossentropy")
         self.classes_ = classes
         self._k = k
-        self.history_ = history
-        self.best_fitness_ = self._store(gp)
+        self.history_ = list(self.run_details_["best_fitness"])
+        fit = self._store(gp)
+        self.best_fitness_ = -fit if self.fitness == "crossentropy" else fit
         return self
 
     def _scores(self, X):
