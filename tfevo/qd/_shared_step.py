@@ -67,8 +67,9 @@ def _module_key(module: tf.Module):
 
 def _task_key(task_fn):
     python_fn = getattr(task_fn, "python_function", None)
-    if python_fn is not None:  # a tf.function: the wrapped function and the signature it was given
-        return ("tf.function", python_fn, repr(getattr(task_fn, "input_signature", None)))
+    if python_fn is not None:  # a tf.function: the wrapped function, its signature and compile flag
+        return ("tf.function", python_fn, repr(getattr(task_fn, "input_signature", None)),
+                getattr(task_fn, "_jit_compile", None))
     return ("callable", task_fn)
 
 
