@@ -98,6 +98,11 @@ class ESEmitter(Emitter):
       decomposition: ``"cholesky"`` (default) or ``"eigh"``, see above.
     """
 
+    # Attributes whose values tracing never reads: the seed reaches the programs only as the captured
+    # tensor ``_seed_key`` (an input of the traced graph, so instances differing in seed share it).
+    _untraced_attrs = ("seed", "_seed_key")
+
+
     graph_safe = True
     #: the ask program runs an eigensolver, which XLA compiles very slowly on CPU
     xla_ask = False
@@ -142,6 +147,9 @@ class ESEmitter(Emitter):
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
         self.ranker, self.selection_rule, self.restart_rule = ranker, selection_rule, restart_rule
         self.seed, self.resample_rounds = seed, int(resample_rounds)
+        # The seed enters the traced programs as a captured tensor, not a constant, so one traced step
+        # serves every instance of the same configuration (tfevo/qd/_shared_step.py).
+        self._seed_key = tf.constant(seed, tf.int32)
         self.jit_compile = bool(jit_compile)
         if decomposition not in ("cholesky", "eigh"):
             raise ConfigError(f"decomposition must be 'cholesky' or 'eigh', got {decomposition!r}")
@@ -268,7 +276,7 @@ class ESEmitter(Emitter):
 
     def emit(self, archive, seed):
         seed = tf.cast(seed, tf.int32)
-        key = tf.random.experimental.stateless_fold_in(seed, self.seed)
+        key = tf.random.experimental.stateless_fold_in(seed, self._seed_key)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(tf.reduce_sum(self.restarts), tf.int32))
         s = tf.random.experimental.stateless_split(key, 3)
         tf.cond(tf.reduce_any(self.pending), lambda: (self._restart_pending(archive, s[0]), tf.constant(True))[1],

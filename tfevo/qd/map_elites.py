@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tfevo._holder import Untracked
 from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness
+from tfevo.qd import _shared_step
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
 from tfevo.registry import register
@@ -228,6 +229,11 @@ class MAPElites(tf.Module):
             raise ConfigError(f"iterations must be >= 1, got {iterations}")
         fn = self._step_fns.fns.get(task_fn)
         if fn is None:
+            key = _shared_step.config_key(self, task_fn, (self._jit_tell, self._jit_ask))
+            fn = _shared_step.lookup(key, self)
+            if fn is not None:
+                self._step_fns.fns[task_fn] = fn
+        if fn is None:
             b, k = self.batch_size, self.archive.descriptor_dim
             evaluate = tf.function(task_fn, input_signature=[tf.TensorSpec([b, self.num_dims], tf.float32)])
             # The insertion as a nested XLA function (one compiled cluster inside the step).
@@ -246,6 +252,7 @@ class MAPElites(tf.Module):
             # The concrete function is called directly: ~50 us less Python per call than the tf.function.
             fn = tf.function(iteration, input_signature=[], autograph=False).get_concrete_function()
             self._step_fns.fns[task_fn] = fn
+            _shared_step.remember(key, self, fn)
         result = None
         for _ in range(iterations):
             result = fn()
