@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, SeedStream, check_fitness, sanitize_fitness
 from tfevo.gp import operators as ops
 from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate
-from tfevo.gp.selection import SELECTIONS, parsimony, select
+from tfevo.gp.selection import SELECTIONS, demote_duplicates, parsimony, select
 from tfevo.gp.trees import FunctionSet, Trees, check_trees, get_function
 from tfevo.registry import register
 
@@ -57,6 +57,10 @@ class GPConfig:
       const_sigma, p_multi_constant: constant mutation settings.
       hoist_root_only: Koza/DEAP hoist (child = subtree of parent) if True,
         gplearn hoist otherwise (its points weighted by ``crossover_p_func``).
+      demote_duplicates: parent selection ranks a tree whose (selection)
+        fitness and length equal a better-ranked tree's below every distinct
+        tree (:func:`~tfevo.gp.selection.demote_duplicates`), so tournaments
+        keep drawing on distinct programs after the population converges.
       jit_compile: XLA-compile ``tell``.
     """
 
@@ -86,6 +90,7 @@ class GPConfig:
     const_sigma: float = 0.1
     p_multi_constant: float = 0.5
     hoist_root_only: bool = False
+    demote_duplicates: bool = True
     jit_compile: bool = False
 
     def validate(self) -> None:
@@ -138,6 +143,8 @@ class GPConfig:
         for name in ("p_point", "p_leaf", "p_multi_constant", "crossover_p_func"):
             if not (0.0 <= float(getattr(self, name)) <= 1.0):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if not isinstance(self.demote_duplicates, (bool, np.bool_)):
+            raise ConfigError(f"demote_duplicates must be True or False, got {self.demote_duplicates!r}")
         if float(self.const_sigma) < 0:
             raise ConfigError(f"const_sigma must be >= 0, got {self.const_sigma}")
         self.terminals()
@@ -366,6 +373,8 @@ class _Step:
                 tf.where(better, sizes[i], best_s), tf.where(better, fitness[i], best_f))
         use_parsimony = c.parsimony == "auto" or float(c.parsimony) > 0
         sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if use_parsimony else fitness
+        if c.demote_duplicates:
+            sel_fit = demote_duplicates(sel_fit, sizes[:, 0])
         s = tf.random.experimental.stateless_split(seed, 3)
         kw = dict(tournament_size=c.tournament_size, truncation_ratio=c.truncation_ratio,
                   rank_pressure=c.rank_pressure)

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, sanitize_fitness
 
 __all__ = ["SELECTIONS", "select", "tournament", "truncation", "roulette", "rank_selection",
-           "survivors_mask", "parsimony", "covariant_parsimony"]
+           "survivors_mask", "parsimony", "covariant_parsimony", "demote_duplicates"]
 
 SELECTIONS = ("tournament", "truncation", "roulette", "rank")
 
@@ -66,6 +66,32 @@ def parsimony(fitness, lengths, coefficient) -> tf.Tensor:
     else:
         c = float(coefficient)
     return f - c * tf.cast(lengths, tf.float32)
+
+
+#: the selection fitness given to a demoted duplicate: below every finite
+#: fitness a tree can have in practice, above the -inf of an invalid tree
+DUPLICATE_FITNESS = -3.0e38
+
+
+def demote_duplicates(fitness, lengths) -> tf.Tensor:
+    """``fitness`` with every duplicate set to :data:`DUPLICATE_FITNESS`.
+
+    A duplicate is a member of finite fitness whose fitness and length are
+    both equal to those of a member ranked before it (the ranking is a
+    stable sort on fitness, so the first of each group, by index, keeps its
+    value).  Equal error and equal size almost always means the same
+    program, or the same function in another spelling; ranking the copies
+    last keeps tournaments drawing on distinct programs once a population
+    has converged on a few, instead of on hundreds of copies of them.
+    """
+    f = sanitize_fitness(fitness)
+    n = f.shape[0]
+    order = tf.argsort(f, direction="DESCENDING", stable=True)
+    fs = tf.gather(f, order)
+    ls = tf.gather(tf.cast(lengths, tf.int32), order)
+    same = (fs[1:] == fs[:-1]) & (ls[1:] == ls[:-1]) & tf.math.is_finite(fs[1:])
+    dup = tf.scatter_nd(order[:, None], tf.concat([[False], same], 0), [n])
+    return tf.where(dup, tf.constant(DUPLICATE_FITNESS, f.dtype), f)
 
 
 def tournament(seed, fitness, n: int, size: int = 7) -> tf.Tensor:
