@@ -288,6 +288,23 @@ def flat_caller(concrete):
     return lambda params, *rest: flat(tf.nest.flatten(params) + [tf.convert_to_tensor(a) for a in rest], captures)
 
 
+def module_items(module, predicate, with_path: bool = False):
+    """``tf.Module``'s own walk of its attribute tree (what ``.variables`` uses), filtered by
+    ``predicate``; with ``with_path``, ``(path, object)`` pairs."""
+    return module._flatten(predicate=predicate, with_path=with_path)
+
+
+def capture_substituting_caller(concrete, captures):
+    """``call()`` running ``concrete``'s graph (no arguments) with ``captures`` in place
+    of the captured inputs it was traced with (same dtypes and order), or ``None``
+    when the flat entry point is missing (the caller then traces its own program)."""
+    flat = getattr(concrete, "_call_flat", None)
+    if flat is None:  # pragma: no cover - TensorFlow internals moved
+        return None
+    captures = list(captures)
+    return lambda: flat([], captures)
+
+
 def inline_caller(concrete):
     """A caller running ``concrete``'s graph inline on one thread, or ``None``.
 

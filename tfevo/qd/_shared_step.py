@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
+from tfevo._tf_private import capture_substituting_caller, module_items
 
 _MAX_ENTRIES = 8
 _cache: collections.OrderedDict = collections.OrderedDict()
@@ -76,7 +77,7 @@ def _task_key(task_fn):
 def config_key(me: tf.Module, task_fn, flags) -> tuple | None:
     """The sharing key of ``me`` running ``task_fn``, or None when it cannot be shared."""
     try:
-        modules = [me] + list(me._flatten(predicate=lambda x: isinstance(x, tf.Module)))
+        modules = [me] + list(module_items(me, lambda x: isinstance(x, tf.Module)))
         key = (tuple(_module_key(m) for m in modules), _task_key(task_fn), tuple(flags))
         hash(key)
         return key
@@ -87,7 +88,7 @@ def config_key(me: tf.Module, task_fn, flags) -> tuple | None:
 def _captures(me: tf.Module):
     """Path -> object for every variable and eager tensor reachable from ``me``."""
     found = {}
-    for path, obj in me._flatten(predicate=lambda x: isinstance(x, (tf.Variable, tf.Tensor)), with_path=True):
+    for path, obj in module_items(me, lambda x: isinstance(x, (tf.Variable, tf.Tensor)), with_path=True):
         found.setdefault(path, obj)
     return found
 
@@ -127,4 +128,4 @@ def lookup(key, me: tf.Module):
     if any(t != mine.dtype for t, mine in zip(dtypes, inputs)):
         return None
     _cache.move_to_end(key)
-    return lambda: fn._call_flat([], inputs)
+    return capture_substituting_caller(fn, inputs)
