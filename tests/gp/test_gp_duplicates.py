@@ -44,3 +44,18 @@ def test_engine_selection_draws_on_distinct_programs():
 def test_demote_duplicates_is_checked():
     with pytest.raises(ConfigError, match="demote_duplicates"):
         GPConfig(demote_duplicates="yes").validate()
+
+
+def test_the_estimators_carry_demote_duplicates_to_the_engine():
+    from sklearn.base import clone
+
+    from tfevo.gp import SymbolicClassifier, SymbolicRegressor
+
+    X = np.random.RandomState(0).uniform(-1, 1, (40, 2)).astype(np.float32)
+    for est, y in ((SymbolicRegressor, X[:, 0] * X[:, 1]), (SymbolicClassifier, (X[:, 0] > 0).astype(int))):
+        e = est(population_size=32, generations=1, demote_duplicates=False, random_state=0)
+        assert clone(e).get_params()["demote_duplicates"] is False
+        assert e.fit(X, y).engine_.config.demote_duplicates is False
+        assert est(population_size=32, generations=1, random_state=0).fit(X, y).engine_.config.demote_duplicates
+        with pytest.raises(ConfigError, match="demote_duplicates"):
+            est(population_size=32, generations=1, demote_duplicates="no").fit(X, y)

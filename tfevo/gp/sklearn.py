@@ -75,7 +75,7 @@ class _BaseSymbolic(BaseEstimator):
                  elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=0.0, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0):
         self.population_size = population_size
@@ -107,6 +107,7 @@ class _BaseSymbolic(BaseEstimator):
         self.const_sigma = const_sigma
         self.p_multi_constant = p_multi_constant
         self.hoist_root_only = hoist_root_only
+        self.demote_duplicates = demote_duplicates
         self.stopping_criteria = stopping_criteria
         self.max_samples = max_samples
         self.warm_start = warm_start
@@ -160,6 +161,7 @@ class _BaseSymbolic(BaseEstimator):
                   subtree_depth=None if self.subtree_depth is None else tuple(self.subtree_depth),
                   operators=mix, p_point=p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
                   p_multi_constant=self.p_multi_constant, hoist_root_only=bool(self.hoist_root_only),
+                  demote_duplicates=self.demote_duplicates,
                   jit_compile=bool(self.jit_compile))
         try:
             cfg = GPConfig(**kw)
@@ -263,6 +265,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (``point``, ``insert``, ``delete``, ``constant``, ...).
       crossover_p_func, subtree_depth, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
+      demote_duplicates: parent selection ranks a program equal to a better-ranked
+        one (same fitness and length) below every distinct program (default True).
       stopping_criteria: stop after the first generation whose best raw
         fitness reaches it (``<=`` for errors; None: never).
       max_samples: fraction of rows each tree is scored on per generation
@@ -293,7 +297,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=0.0, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, metric="mse"):
         super().__init__(
@@ -306,7 +310,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
             p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
             p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
             crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
-            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
+            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only, demote_duplicates=demote_duplicates,
             stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
             feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
         self.metric = metric
@@ -357,7 +361,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, stopping_criteria=None, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, fitness="accuracy"):
         super().__init__(
@@ -370,7 +374,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
             p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
             p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
             crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
-            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only,
+            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only, demote_duplicates=demote_duplicates,
             stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
             feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
         self.fitness = fitness
