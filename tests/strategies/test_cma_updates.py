@@ -118,6 +118,41 @@ def test_h_sigma_is_pycmas_decision(n, lam):
     assert any(t != want for t, (_, want) in zip(tutorial, decisions))  # the test separates the two forms
 
 
+def test_expected_norm_is_pycmas():
+    # the E||N(0, I)|| of pycma's CSA (exact up to n = 100, a series above)
+    cma = pytest.importorskip("cma")
+    from cma.utilities.math import Mh
+
+    for n in (1, 2, 3, 6, 10, 20, 40, 100, 101, 1000):
+        np.testing.assert_allclose(eq.expected_norm(n), Mh.chiN(n), rtol=1e-7)
+    assert abs(eq.expected_norm(6) / Mh.chiN(6) - 1) < 1e-9  # (the tutorial's series is 3e-4 off here)
+
+
+def test_one_update_of_mean_sigma_and_c_is_pycmas():
+    # pycma's tell on the same samples and fitness (its C set to I: pycma starts from a
+    # slightly anisotropic diagonal to keep eigenvalues apart), eigendecomposition every generation.
+    cma = pytest.importorskip("cma")
+    from tfevo.strategies import CMAES
+
+    n, lam, s0 = 6, 12, 0.7
+    m0 = np.linspace(-1, 1, n)
+    w = np.power(1e3, np.arange(n) / (n - 1))
+    es = CMAES(n, popsize=lam, sigma=s0, init_params=m0, seed=3, eigen_gap=1)
+    ref = cma.CMAEvolutionStrategy(m0, s0, {"popsize": lam, "verbose": -9, "seed": 5})
+    ref.sm.C, ref.sm.D, ref.sm.B, ref.sm._inverse_root_C = np.eye(n), np.ones(n), np.eye(n), None
+    for _ in range(8):
+        x = np.asarray(ref.ask())
+        f = (w * x**2).sum(1)
+        es.ask()
+        es.tell(tf.constant(x), tf.constant(-f, tf.float32))
+        ref.tell(list(x), list(f))
+        np.testing.assert_allclose(es.mean.numpy(), ref.mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(float(es.sigma.numpy()), ref.sigma, rtol=1e-9)
+        np.testing.assert_allclose(es.p_sigma.numpy(), ref.adapt_sigma.ps, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(es.p_c.numpy(), ref.pc, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(es.covariance().numpy(), ref.sm.C, rtol=1e-8, atol=1e-10)
+
+
 def test_the_cma_modules_stay_small():
     files = sorted((ROOT / "tfevo" / "strategies").glob("*cma*.py")) + [
         ROOT / "tfevo" / "strategies" / n for n in ("lm_ma_es.py", "restarts.py")]
