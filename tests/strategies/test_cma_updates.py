@@ -11,10 +11,9 @@ from tfevo.strategies import cma_updates as eq
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("n,lam", [(3, None), (10, None), (40, None), (10, 30), (5, 64)])
+@pytest.mark.parametrize("n,lam", [(3, None), (10, None), (40, None), (10, 30), (5, 64), (20, 160), (10, 5)])
 def test_table_1_parameters(n, lam):
-    # mu_eff, c_1, c_c, c_sigma, d_sigma and the positive weights as pycma 4; c_mu and the negative
-    # weights as the 2016 tutorial (pycma 4 has since changed c_mu slightly).
+    # mu_eff, c_1, c_mu, c_c, c_sigma, d_sigma and all the weights as pycma 4 computes them.
     cma = pytest.importorskip("cma")
     opts = {"verbose": -9} if lam is None else {"verbose": -9, "popsize": lam}
     ref = cma.CMAEvolutionStrategy(np.zeros(n), 0.5, opts)
@@ -23,17 +22,17 @@ def test_table_1_parameters(n, lam):
     mu = lam // 2
     wp = eq.raw_weights(lam)
     mueff = eq.effective_mass(wp[:mu])
-    c1, cmu = eq.covariance_rates(n, mueff)
-    np.testing.assert_allclose([mueff, c1, eq.path_rate(n, mueff)], [ref.sp.weights.mueff, ref.sp.c1, ref.sp.cc],
-                               rtol=1e-12)
+    c1, cmu = eq.covariance_rates(n, mueff, lam)
+    used = ref.sm.parameters(mueff=ref.sp.weights.mueff, lam=ref.sp.weights.lambda_)  # the rates its update uses
+    np.testing.assert_allclose([mueff, c1, cmu, eq.path_rate(n, mueff)],
+                               [ref.sp.weights.mueff, used["c1"], used["cmu"], ref.sp.cc], rtol=1e-12)
     w = eq.recombination_weights(wp, mu, n, c1, cmu, active=True)
-    np.testing.assert_allclose(w[:mu], np.asarray(ref.sp.weights)[:mu], rtol=1e-12)
-    # the tutorial's Table 1, transcribed
-    cmu_ref = min(1 - c1, 2 * (mueff - 2 + 1 / mueff) / ((n + 2) ** 2 + 2 * mueff / 2))
-    np.testing.assert_allclose(cmu, cmu_ref, rtol=1e-12)
-    # the step-size rates as pycma's CSA (its damping grows with mu_eff faster than the
-    # tutorial's: IPOP's large populations change sigma more slowly)
-    np.testing.assert_allclose(eq.step_size_rates(n, mueff), [ref.adapt_sigma.cs, ref.adapt_sigma.damps], rtol=1e-12)
+    np.testing.assert_allclose(w, np.asarray(ref.sp.weights), rtol=1e-12)
+    if lam >= 6:  # (below, pycma samples mirrored pairs, which changes its damping; tfevo does not)
+        # the step-size rates as pycma's CSA (its damping grows with mu_eff faster than the
+        # tutorial's: IPOP's large populations change sigma more slowly)
+        np.testing.assert_allclose(eq.step_size_rates(n, mueff), [ref.adapt_sigma.cs, ref.adapt_sigma.damps],
+                                   rtol=1e-12)
     neg = wp[mu:]
     mueff_neg = neg.sum() ** 2 / (neg**2).sum()
     alpha = min(1 + c1 / cmu, 1 + 2 * mueff_neg / (mueff + 2), (1 - c1 - cmu) / (n * cmu))
@@ -63,7 +62,7 @@ def test_one_generation_is_the_tutorial_summary():
     y_w = w[:mu] @ y[:mu]
     m_ref = m + sigma * y_w
     ps_ref = (1 - cs) * ps + np.sqrt(cs * (2 - cs) * mueff) * c_isqrt @ y_w
-    h = float(np.linalg.norm(ps_ref) / np.sqrt(1 - (1 - cs) ** (2 * g)) < (1.4 + 2 / (n + 1)) * chi)
+    h = float(np.sum(ps_ref**2) / (1 - (1 - cs) ** (2 * g)) / n - 1 < 1 + 4 / (n + 1))
     pc_ref = (1 - cc) * pc + h * np.sqrt(cc * (2 - cc) * mueff) * y_w
     sig_ref = sigma * np.exp(min(1.0, cs / ds * (np.linalg.norm(ps_ref) / chi - 1)))
     w_o = w.copy()
@@ -87,6 +86,71 @@ def test_one_generation_is_the_tutorial_summary():
     np.testing.assert_allclose(pc_t.numpy(), pc_ref, rtol=1e-12)
     np.testing.assert_allclose(float(eq.step_size(t(sigma), ps_norm, cs, ds, chi)), sig_ref, rtol=1e-12)
     np.testing.assert_allclose(C_t.numpy(), C_ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("n,lam", [(10, None), (20, 160), (4, None)])
+def test_h_sigma_is_pycmas_decision(n, lam):
+    # pycma's CSA hsig on the same p_sigma and iteration count, around the threshold,
+    # where the tutorial's ||p_sigma|| test and pycma's ||p_sigma||^2 test disagree.
+    cma = pytest.importorskip("cma")
+    opts = {"verbose": -9} if lam is None else {"verbose": -9, "popsize": lam}
+    ref = cma.CMAEvolutionStrategy(np.zeros(n), 0.5, opts)
+    ref.adapt_sigma.initialize(ref)
+    lam = eq.default_popsize(n) if lam is None else lam
+    mueff = eq.effective_mass(eq.raw_weights(lam)[: lam // 2])
+    cs, _ = eq.step_size_rates(n, mueff)
+    rng = np.random.default_rng(0)
+    decisions, tutorial = [], []
+    for g in (1, 2, 3, 7, 40):
+        lim = np.sqrt(n * (2 + 4 / (n + 1)) * (1 - (1 - cs) ** (2 * g)))  # pycma's threshold on ||p_sigma||
+        r = (1.4 + 2 / (n + 1)) * eq.expected_norm(n) * np.sqrt(1 - (1 - cs) ** (2 * g)) / lim  # the tutorial's
+        for f in list(np.linspace(0.9, 1.1, 20)) + [(1 + r) / 2]:
+            ps = rng.standard_normal(n)
+            ps *= f * lim / np.linalg.norm(ps)
+            ref.countiter, ref.adapt_sigma.ps = g, ps
+            ref.adapt_sigma._ps_updated_iteration = g  # (hsig must read this path, not update it)
+            want = bool(ref.adapt_sigma.hsig(ref))
+            got = bool(eq.stall(tf.constant(np.linalg.norm(ps), tf.float64), cs, g, n, eq.expected_norm(n), tf.float64))
+            decisions.append((got, want))
+            tutorial.append(np.linalg.norm(ps) / np.sqrt(1 - (1 - cs) ** (2 * g))
+                            < (1.4 + 2 / (n + 1)) * eq.expected_norm(n))
+    assert all(got == want for got, want in decisions), [i for i, (a, b) in enumerate(decisions) if a != b]
+    assert any(t != want for t, (_, want) in zip(tutorial, decisions))  # the test separates the two forms
+
+
+def test_expected_norm_is_pycmas():
+    # the E||N(0, I)|| of pycma's CSA (exact up to n = 100, a series above)
+    cma = pytest.importorskip("cma")
+    from cma.utilities.math import Mh
+
+    for n in (1, 2, 3, 6, 10, 20, 40, 100, 101, 1000):
+        np.testing.assert_allclose(eq.expected_norm(n), Mh.chiN(n), rtol=1e-7)
+    assert abs(eq.expected_norm(6) / Mh.chiN(6) - 1) < 1e-9  # (the tutorial's series is 3e-4 off here)
+
+
+def test_one_update_of_mean_sigma_and_c_is_pycmas():
+    # pycma's tell on the same samples and fitness (its C set to I: pycma starts from a
+    # slightly anisotropic diagonal to keep eigenvalues apart), eigendecomposition every generation.
+    cma = pytest.importorskip("cma")
+    from tfevo.strategies import CMAES
+
+    n, lam, s0 = 6, 12, 0.7
+    m0 = np.linspace(-1, 1, n)
+    w = np.power(1e3, np.arange(n) / (n - 1))
+    es = CMAES(n, popsize=lam, sigma=s0, init_params=m0, seed=3, eigen_gap=1)
+    ref = cma.CMAEvolutionStrategy(m0, s0, {"popsize": lam, "verbose": -9, "seed": 5})
+    ref.sm.C, ref.sm.D, ref.sm.B, ref.sm._inverse_root_C = np.eye(n), np.ones(n), np.eye(n), None
+    for _ in range(8):
+        x = np.asarray(ref.ask())
+        f = (w * x**2).sum(1)
+        es.ask()
+        es.tell(tf.constant(x), tf.constant(-f, tf.float32))
+        ref.tell(list(x), list(f))
+        np.testing.assert_allclose(es.mean.numpy(), ref.mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(float(es.sigma.numpy()), ref.sigma, rtol=1e-9)
+        np.testing.assert_allclose(es.p_sigma.numpy(), ref.adapt_sigma.ps, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(es.p_c.numpy(), ref.pc, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(es.covariance().numpy(), ref.sm.C, rtol=1e-8, atol=1e-10)
 
 
 def test_the_cma_modules_stay_small():

@@ -51,7 +51,7 @@ class CovarianceModel(abc.ABC):
     def learning_rates(self, n: int, mueff: float) -> tuple[float, float]:
         """``(c_1, c_mu)``: Table 1's rates for a full covariance; models with fewer
         degrees of freedom learn faster and override this."""
-        return eq.covariance_rates(n, mueff)
+        return eq.covariance_rates(n, mueff, self.es.popsize)
 
     @abc.abstractmethod
     def reset(self) -> None:
@@ -225,7 +225,7 @@ class DiagonalCovariance(AdaptedCovariance):
         es.c_diag = tf.Variable(tf.ones([es.num_dims], es.dtype), trainable=False, name="c_diag")
 
     def learning_rates(self, n, mueff):
-        c1, cmu = eq.covariance_rates(n, mueff)
+        c1, cmu = eq.covariance_rates(n, mueff, self.es.popsize)
         f = (n + 2.0) / 3.0
         c1s = min(1.0, c1 * f)
         return c1s, min(1.0 - c1s, cmu * f)

@@ -3,9 +3,9 @@
 Equation numbers are those of Hansen, "The CMA Evolution Strategy: A
 Tutorial" (arXiv:1604.00772, 2016): the algorithm summary (38)-(47) and the
 default parameters of its Table 1 (48)-(58) in the 2016 version, except the
-step-size rates, which are pycma 4's (``c_sigma``, and a damping that grows faster
-with ``mu_eff``: the tutorial's lets large IPOP populations shrink sigma too fast);
-pycma 4's ``c_mu`` differs slightly from the one used here.  The constants are Python floats
+step-size rates, ``c_1``, ``c_mu`` and the ``h_sigma`` test, which are pycma 4's
+(``c_sigma``, and a damping that grows faster with ``mu_eff``: the tutorial's lets
+large IPOP populations shrink sigma too fast).  The constants are Python floats
 computed once per population size; the updates are tensor expressions traced
 into the strategy's ``tell``.  Every CMA variant of :mod:`tfevo.strategies`
 (full eigen, Cholesky, diagonal) runs these same updates; they differ only in
@@ -53,11 +53,15 @@ def path_rate(n: int, mueff: float) -> float:
     return (4.0 + mueff / n) / (n + 4.0 + 2.0 * mueff / n)
 
 
-def covariance_rates(n: int, mueff: float) -> tuple[float, float]:
-    """Eq. (57)-(58) with ``alpha_cov = 2``: ``c_1 = 2 / ((n + 1.3)^2 + mu_eff)``,
-    ``c_mu = min(1 - c_1, 2 (mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff))``."""
-    c1 = 2.0 / ((n + 1.3) ** 2 + mueff)
-    cmu = min(1.0 - c1, 2.0 * (mueff - 2.0 + 1.0 / mueff) / ((n + 2.0) ** 2 + mueff))
+def covariance_rates(n: int, mueff: float, popsize: int | None = None) -> tuple[float, float]:
+    """Eq. (57)-(58) as pycma 4 computes them (``alpha_cov = 2``):
+    ``c_1 = min(1, lambda / 6) 2 / ((n + 1.3)^2 + mu_eff)`` and
+    ``c_mu = min(1 - c_1, 2 (0.25 + mu_eff - 2 + 1 / mu_eff) / ((n + 2)^2 + mu_eff))``
+    (pycma's rank-mu offset 0.25; its factor ``min(1, lambda / 6)`` only matters below
+    ``lambda = 6``; ``popsize=None`` leaves it out)."""
+    fac = 1.0 if popsize is None else min(1.0, popsize / 6.0)
+    c1 = fac * 2.0 / ((n + 1.3) ** 2 + mueff)
+    cmu = min(1.0 - c1, 2.0 * (0.25 + mueff - 2.0 + 1.0 / mueff) / ((n + 2.0) ** 2 + mueff))
     return c1, cmu
 
 
@@ -78,8 +82,14 @@ def recombination_weights(wp: np.ndarray, mu: int, n: int, c1: float, cmu: float
 
 
 def expected_norm(n: int) -> float:
-    """``E||N(0, I)|| ~ sqrt(n) (1 - 1 / (4n) + 1 / (21 n^2))`` (after Eq. 44)."""
-    return math.sqrt(n) * (1.0 - 1.0 / (4.0 * n) + 1.0 / (21.0 * n * n))
+    """``E||N(0, I_n)||`` as pycma's step-size update uses it: exact,
+    ``sqrt(2) Gamma((n + 1) / 2) / Gamma(n / 2)``, up to ``n = 100``, above that
+    ``sqrt(n) (1 - 1 / (4n) + 1 / (32 n^2))`` (within 1e-9 of it there).  The tutorial's
+    ``1 / (21 n^2)`` series is 3e-4 too large at ``n = 6``."""
+    n = int(n)
+    if n <= 100:
+        return math.sqrt(2.0) * math.exp(math.lgamma((n + 1) / 2.0) - math.lgamma(n / 2.0))
+    return math.sqrt(n) * (1.0 - 1.0 / (4.0 * n) + 1.0 / (32.0 * n * n))
 
 
 def lazy_gap(n: int, c1: float, cmu: float) -> int:
@@ -113,13 +123,14 @@ def step_size(sigma, ps_norm, c_sigma: float, d_sigma: float, chi_n: float):
 
 
 def stall(ps_norm, c_sigma: float, generations, n: int, chi_n: float, dtype):
-    """``h_sigma`` of Eq. (45): 1 if ``||p_sigma|| / sqrt(1 - (1 - c_sigma)^(2 (g + 1)))
-    < (1.4 + 2 / (n + 1)) E||N(0, I)||``, else 0 (stalls p_c while sigma grows fast)."""
+    """``h_sigma`` of Eq. (45) in pycma's form: 1 if
+    ``||p_sigma||^2 / (1 - (1 - c_sigma)^(2 g)) / n - 1 < 1 + 4 / (n + 1)``
+    (``g`` counts this generation, from 1), else 0: stalls ``p_c`` while sigma grows
+    fast.  (The tutorial's ``||p_sigma|| / sqrt(...) < (1.4 + 2 / (n + 1)) E||N(0, I)||``
+    is close to it; ``chi_n`` is kept in the signature for it.)"""
     g1 = tf.cast(generations, dtype)
-    return tf.cast(
-        ps_norm / tf.sqrt(1.0 - tf.pow(tf.constant(1.0 - c_sigma, dtype), 2.0 * g1)) < (1.4 + 2.0 / (n + 1.0)) * chi_n,
-        dtype,
-    )
+    sq = tf.square(ps_norm) / (1.0 - tf.pow(tf.constant(1.0 - c_sigma, dtype), 2.0 * g1))
+    return tf.cast(sq / n - 1.0 < 1.0 + 4.0 / (n + 1.0), dtype)
 
 
 def cov_path(p_c, c_c: float, h_sigma, mueff: float, y_w):
