@@ -13,6 +13,7 @@ TensorFlow state and is not pickled (it is ``None`` after unpickling).
 
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import numpy as np
@@ -61,6 +62,12 @@ def _finite32(a, what):
     if not np.all(np.isfinite(a)):
         raise ValueError(f"Input {what} contains infinity or a value too large for dtype('float32').")
     return a
+
+
+def _base_arguments(args: dict) -> dict:
+    """A subclass constructor's arguments (its ``locals()``) that :class:`_BaseSymbolic` takes."""
+    names = inspect.signature(_BaseSymbolic.__init__).parameters
+    return {k: v for k, v in args.items() if k in names and k != "self"}
 
 
 class _BaseSymbolic(BaseEstimator):
@@ -300,19 +307,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, metric="mse"):
-        super().__init__(
-            population_size=population_size, generations=generations, max_len=max_len,
-            function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
-            init_depth=init_depth, init_method=init_method, selection=selection,
-            tournament_size=tournament_size, truncation_ratio=truncation_ratio,
-            rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
-            parsimony_coefficient=parsimony_coefficient, p_crossover=p_crossover,
-            p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
-            p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
-            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
-            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only, demote_duplicates=demote_duplicates,
-            stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
-            feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
+        super().__init__(**_base_arguments(locals()))
         self.metric = metric
 
     def fit(self, X, y):
@@ -364,19 +359,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, fitness="accuracy"):
-        super().__init__(
-            population_size=population_size, generations=generations, max_len=max_len,
-            function_set=function_set, const_range=const_range, constants=constants, p_const=p_const,
-            init_depth=init_depth, init_method=init_method, selection=selection,
-            tournament_size=tournament_size, truncation_ratio=truncation_ratio,
-            rank_pressure=rank_pressure, survival_rate=survival_rate, elite=elite,
-            parsimony_coefficient=parsimony_coefficient, p_crossover=p_crossover,
-            p_subtree_mutation=p_subtree_mutation, p_hoist_mutation=p_hoist_mutation,
-            p_point_mutation=p_point_mutation, p_point_replace=p_point_replace, operators=operators,
-            crossover_p_func=crossover_p_func, subtree_depth=subtree_depth, p_point=p_point, p_leaf=p_leaf,
-            const_sigma=const_sigma, p_multi_constant=p_multi_constant, hoist_root_only=hoist_root_only, demote_duplicates=demote_duplicates,
-            stopping_criteria=stopping_criteria, max_samples=max_samples, warm_start=warm_start,
-            feature_names=feature_names, jit_compile=jit_compile, use_op=use_op, random_state=random_state, verbose=verbose)
+        super().__init__(**_base_arguments(locals()))
         self.fitness = fitness
 
     def fit(self, X, y):
