@@ -17,6 +17,7 @@ import argparse
 import operator
 import os
 import statistics
+import importlib.util
 import subprocess
 import sys
 import time
@@ -166,6 +167,7 @@ def main():
     a = ap.parse_args()
     if a.quick:
         a.pops, a.points, a.big, a.gens = "1000", "64,1024", 0, 2
+    has_deap = importlib.util.find_spec("deap") is not None  # an optional peer: its column says so if absent
     pops = [int(p) for p in a.pops.split(",")]
     points = [int(n) for n in a.points.split(",")]
     print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
@@ -179,8 +181,8 @@ def main():
                 g1, gb = bench_gplearn(P, N, a.gens, 1)
                 if P * N <= a.skip_peers_above:
                     g2, _ = bench_gplearn(P, N, a.gens, 2)
-                    d, _ = bench_deap(P, N, a.gens)
-            f = lambda v: "skipped" if v is None else f"{v:.3f}"  # noqa: E731
+                    d = bench_deap(P, N, a.gens)[0] if has_deap else "not installed"
+            f = lambda v: "skipped" if v is None else v if isinstance(v, str) else f"{v:.3f}"  # noqa: E731
             ratio = "" if g1 is None else f"{g1 / t:.1f}x"
             print(f"| {P} | {N} | {t:.3f} | {c:.1f} | {f(g1)} | {f(g2)} | {f(d)} | {ratio} | {b:.4g} / {'' if gb is None else f'{gb:.4g}'} |",
                   flush=True)
