@@ -424,7 +424,7 @@ def test_symbolic_regressor_and_exports():
 
     est = SymbolicRegressor(population_size=200, generations=8, max_len=32, function_set=("add", "sub", "mul"),
                             const_range=None, p_const=0.0, tournament_size=3, random_state=0,
-                            operators={"crossover": 0.7, "subtree": 0.2})
+                            p_crossover=0.7, p_subtree_mutation=0.2, p_hoist_mutation=0.0, p_point_mutation=0.0)
     est.fit(X1, Y1)
     assert est.score(X1, Y1) > 0.99
     pred = est.predict(X1)

@@ -394,7 +394,7 @@ _MAX_STEPS = 16
 
 
 def _step_key(config: GPConfig, functions: FunctionSet, eval_functions: FunctionSet) -> str:
-    fields = {k: (sorted(dict(v).items()) if isinstance(v, Mapping) else v)
+    fields = {k: (list(dict(v).items()) if isinstance(v, Mapping) else v)  # operators draw in this order
               for k, v in dataclasses.asdict(config).items()}
     fields["num_vars"] = int(config.num_vars) > 0  # the width itself is a runtime input
     # the function objects themselves: a re-registered user function is a new step
