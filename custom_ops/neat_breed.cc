@@ -77,6 +77,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "phase_timer.h"
 
 namespace tfevo_neat_breed {
 
@@ -165,6 +166,26 @@ REGISTER_OP("TfevoNeatBreedWidths")
 The slot range NEAT breeds: min(1 + last used slot in any genome + extra, width)
 for nodes and connections (operators.used_width), and the shapes of the two
 random draws for that range.
+)doc");
+
+REGISTER_OP("TfevoNeatBreedShapes")
+    .Input("used: int32")  // [2] 1 + last used node / connection slot of any genome (TfevoNeatSpeciate's `used`)
+    .Attr("node_width: int >= 0")
+    .Attr("conn_width: int >= 0")
+    .Attr("pop_size: int >= 0")
+    .Attr("node_extra: int >= 0")
+    .Attr("conn_extra: int >= 0")
+    .Attr("kn: int >= 0")
+    .Attr("kc: int >= 0")
+    .Output("widths: int32")
+    .Output("words_shape: int32")
+    .Output("u_shape: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->MakeShape({2}));
+      return Status();
+    })
+    .Doc(R"doc(
+TfevoNeatBreedWidths's outputs from the used slot counts it would scan for.
 )doc");
 
 namespace {
@@ -432,6 +453,7 @@ class NeatBreedOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    tfevo_timing::PhaseTimer timer("TfevoNeatBreed");
     const Tensor& nodes_t = ctx->input(0);
     const Tensor& conns_t = ctx->input(1);
     const Tensor& widths_t = ctx->input(2);
@@ -516,10 +538,12 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
+    timer.Mark("setup");
     // ---- A: crossover, add-node decision
     run(cost, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) PhaseA(c, i);
     });
+    timer.Mark("A");
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
     int64_t nnew = 0;
     if (p_add_node_ > 0.f) {
@@ -553,6 +577,7 @@ class NeatBreedOp : public OpKernel {
         PhaseC(c, i, sc);
       }
     });
+    timer.Mark("BC");
     next_key += nnew;
     next_marker += 2 * nnew;
     // ---- markers of the new pairs, written into the new connections' rows
@@ -563,6 +588,7 @@ class NeatBreedOp : public OpKernel {
         if (g.add_conn && g.new_row >= 0) c.oc[(i * int64_t{C_} + g.new_row) * kD + CONN_MARKER] = c.gm[g.group];
       }
     }
+    timer.Mark("markers");
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -1086,6 +1112,19 @@ class NeatBreedOp : public OpKernel {
   int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
 };
 
+// (wn, wc) = min(used + extra, width) and the shapes of the random draws
+// for that range (crossover words, mutation uniforms).
+void BredShapes(int64_t P, const int64_t used[2], const int64_t width[2], int64_t node_extra, int64_t conn_extra,
+                int64_t kn, int64_t kc, Tensor* out, Tensor* ws, Tensor* us) {
+  const int64_t wn = std::min(used[0] + node_extra, width[0]), wc = std::min(used[1] + conn_extra, width[1]);
+  out->flat<int32_t>()(0) = static_cast<int32_t>(wn);
+  out->flat<int32_t>()(1) = static_cast<int32_t>(wc);
+  ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
+  ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 4 * wc + 31) / 32);
+  us->flat<int32_t>()(0) = static_cast<int32_t>(P);
+  us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn + wc * kc);
+}
+
 // operators.used_width + extra, clipped to the width, for nodes and
 // connections.  Genomes are kept compact, so each row is scanned from its end
 // down to the widest slot found so far only.
@@ -1103,6 +1142,7 @@ class NeatBreedWidthsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
+    int64_t used_k[2], width_k[2];
     for (int k = 0; k < 2; ++k) {
       const Tensor& t = ctx->input(k);
       OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
@@ -1119,23 +1159,55 @@ class NeatBreedWidthsOp : public OpKernel {
             break;
           }
       }
-      const int64_t extra = k == 0 ? node_extra_ : conn_extra_;
-      out->flat<int32_t>()(k) = static_cast<int32_t>(std::min(used + extra, K));
+      used_k[k] = used;
+      width_k[k] = K;
     }
-    const int64_t P = ctx->input(0).dim_size(0), wn = out->flat<int32_t>()(0), wc = out->flat<int32_t>()(1);
-    ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
-    ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 4 * wc + 31) / 32);
-    us->flat<int32_t>()(0) = static_cast<int32_t>(P);
-    us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn_ + wc * kc_);
+    BredShapes(ctx->input(0).dim_size(0), used_k, width_k, node_extra_, conn_extra_, kn_, kc_, out, ws, us);
   }
 
  private:
   int64_t node_extra_, conn_extra_, kn_, kc_;
 };
 
+class NeatBreedShapesOp : public OpKernel {
+ public:
+  explicit NeatBreedShapesOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("node_width", &width_[0]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_width", &width_[1]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("pop_size", &P_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("node_extra", &node_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_extra", &conn_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kn", &kn_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kc", &kc_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& used_t = ctx->input(0);
+    OP_REQUIRES(ctx, used_t.NumElements() == 2,
+                tensorflow::errors::InvalidArgument("TfevoNeatBreedShapes: used must be [2], got ",
+                                                    used_t.shape().DebugString()));
+    int64_t used[2];
+    for (int k = 0; k < 2; ++k) {
+      used[k] = used_t.flat<int32_t>()(k);
+      OP_REQUIRES(ctx, used[k] >= 0 && used[k] <= width_[k],
+                  tensorflow::errors::InvalidArgument("TfevoNeatBreedShapes: used[", k, "] = ", used[k],
+                                                      " outside [0, ", width_[k], "]"));
+    }
+    Tensor *out = nullptr, *ws = nullptr, *us = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
+    BredShapes(P_, used, width_, node_extra_, conn_extra_, kn_, kc_, out, ws, us);
+  }
+
+ private:
+  int64_t width_[2], P_, node_extra_, conn_extra_, kn_, kc_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedWidths").Device(DEVICE_CPU), NeatBreedWidthsOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedShapes").Device(DEVICE_CPU), NeatBreedShapesOp);
 
 }  // namespace tfevo_neat_breed
