@@ -72,6 +72,10 @@
 #include <mutex>
 #include <vector>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -336,26 +340,44 @@ inline int64_t PairHash(float a, float b) {  // genome.pair_hash
   return x * (int64_t{1} << 25) + y;
 }
 
-// First index t with keys[t * stride] == q (NaN never matches), or -1.  The
-// reference's stable sort + binary search finds the same index (the smallest
-// among equal keys).  Parents of one species mostly hold a gene in the same
-// slot, so slot `hint` is tried first (its answer is the first match only if
-// no earlier slot matches, hence the check below).
-inline int FindFirst(const float* base, int K, int stride, float q, int hint) {
+// One column of rows [0, K) (`base` = its first entry, stride kD) as a contiguous array, padded with
+// NaN to a multiple of 8 (so FirstEqual's 8-wide loads never match past K).
+inline float* KeyColumn(const float* base, int K, std::vector<float>* buf) {
+  const int padded = (K + 7) & ~7;
+  if (static_cast<int>(buf->size()) < padded) buf->resize(padded);
+  float* out = buf->data();
+  for (int t = 0; t < K; ++t) out[t] = base[t * kD];
+  for (int t = K; t < padded; ++t) out[t] = kNaN;
+  return out;
+}
+
+// The first t < K with keys[t] == q on a KeyColumn (ordered float equality:
+// NaN never matches, -0 == +0), or -1.  The reference's stable sort + binary
+// search finds the same index (the smallest among equal keys).  Eight keys
+// per compare.
+inline int FirstEqual(const float* keys, int K, float q) {
   if (std::isnan(q)) return -1;
-  if (hint < K && base[hint * stride] == q) {
-    int t = 0;
-    while (t < hint && base[t * stride] != q) ++t;
-    return t;
+#if defined(__AVX__)
+  const __m256 vq = _mm256_set1_ps(q);
+  for (int t = 0; t < K; t += 8) {
+    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(keys + t), vq, _CMP_EQ_OQ));
+    if (m != 0) {
+      const int r = t + __builtin_ctz(static_cast<unsigned>(m));
+      return r < K ? r : -1;
+    }
   }
-  for (int t = 0; t < K; ++t)
-    if (base[t * stride] == q) return t;
   return -1;
+#else
+  for (int t = 0; t < K; ++t)
+    if (keys[t] == q) return t;
+  return -1;
+#endif
 }
 
 // Per-thread scratch, reused across the genomes of one work unit (no heap
 // allocation or thread_local lookup per genome).
 struct Scratch {
+  std::vector<float> keys;  // KeyColumn
   std::vector<int> ein, eout;
   std::vector<char> reach;
   std::vector<float> gv, gu, gout, v01s;
@@ -541,7 +563,8 @@ class NeatBreedOp : public OpKernel {
     timer.Mark("setup");
     // ---- A: crossover, add-node decision
     run(cost, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) PhaseA(c, i);
+      Scratch sc;
+      for (int64_t i = b; i < e; ++i) PhaseA(c, i, sc);
     });
     timer.Mark("A");
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
@@ -620,7 +643,7 @@ class NeatBreedOp : public OpKernel {
     return (c.words[i * c.W + (j >> 5)] >> (j & 31)) & 1u;
   }
 
-  void PhaseA(Ctx& c, int64_t i) const {
+  void PhaseA(Ctx& c, int64_t i, Scratch& sc) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
@@ -639,14 +662,16 @@ class NeatBreedOp : public OpKernel {
     // disabled in either parent is disabled unless both of its last two coins are set
     std::memcpy(cn, n1, sizeof(float) * wn * kD);
     std::memcpy(cc, c1, sizeof(float) * wc * kD);
+    const float* k2 = KeyColumn(n2 + NODE_KEY, wn, &sc.keys);
     for (int s = 0; s < wn; ++s) {
-      const int t = FindFirst(n2 + NODE_KEY, wn, kD, n1[s * kD + NODE_KEY], s);
+      const int t = FirstEqual(k2, wn, n1[s * kD + NODE_KEY]);
       if (t < 0) continue;
       for (int col = 1; col < kD; ++col)
         if (Coin(c, i, 4 * int64_t{s} + col - 1)) cn[s * kD + col] = n2[t * kD + col];
     }
+    const float* m2 = KeyColumn(c2 + CONN_MARKER, wc, &sc.keys);
     for (int s = 0; s < wc; ++s) {
-      const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER], s);
+      const int t = FirstEqual(m2, wc, c1[s * kD + CONN_MARKER]);
       if (t < 0) continue;
       const int64_t j = 4 * int64_t{wn} + 4 * int64_t{s};
       if (Coin(c, i, j)) cc[s * kD + CONN_ENABLED] = c2[t * kD + CONN_ENABLED];
@@ -807,11 +832,12 @@ class NeatBreedOp : public OpKernel {
     ein.clear();
     eout.clear();
     reach.assign(wn, 0);
+    const float* keys = KeyColumn(cn + NODE_KEY, wn, &sc.keys);
     for (int s = 0; s < wc; ++s) {
       const float* r = cc + s * kD;
       if (!Valid(r)) continue;
-      int a = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_IN], 0);
-      int b = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_OUT], 0);
+      int a = FirstEqual(keys, wn, r[CONN_IN]);
+      int b = FirstEqual(keys, wn, r[CONN_OUT]);
       if (a < 0) a = SortedSlot(cn, wn, r[CONN_IN]);
       if (b < 0) b = SortedSlot(cn, wn, r[CONN_OUT]);
       ein.push_back(a);
