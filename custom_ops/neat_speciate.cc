@@ -723,6 +723,7 @@ class NeatPlanOp : public OpKernel {
     const int64_t* mkey = ctx->input(6).flat<int64_t>().data();
     const int64_t gen = ctx->input(7).scalar<int64_t>()();
     const float* u = ctx->input(8).flat<float>().data();
+    tfevo_timing::PhaseTimer timer("TfevoNeatPlan");
     for (int64_t p = 0; p < P; ++p)
       OP_REQUIRES(ctx, sp[p] >= 0 && sp[p] < S,
                   errors::InvalidArgument("TfevoNeatPlan: species id ", sp[p], " out of [0, ", S, ")"));
@@ -766,6 +767,7 @@ class NeatPlanOp : public OpKernel {
     }
     std::vector<int32_t> start(S, 0);
     for (int64_t s = 1; s < S; ++s) start[s] = start[s - 1] + size[s - 1];
+    timer.Mark("sums");
     // members by (species, fitness descending, genome id descending, index)
     std::vector<int32_t> order(P);
     {
@@ -797,6 +799,7 @@ class NeatPlanOp : public OpKernel {
         best_f[s] = fit[s];
       }
     }
+    timer.Mark("sort");
     // stagnation (the best species_elitism species are protected)
     const std::vector<int32_t> rank = StableRank(S, [&](int32_t a, int32_t b) { return -fit[a] < -fit[b]; });
     std::vector<char> stagnant(S);
@@ -891,6 +894,7 @@ class NeatPlanOp : public OpKernel {
         rem -= took;
       }
     }
+    timer.Mark("spawn");
     // children: species by cumulative spawn, elites first, parents from the survivors
     std::vector<int32_t> cum(S);
     int32_t acc = 0;
@@ -920,6 +924,7 @@ class NeatPlanOp : public OpKernel {
       p2[i] = b;
       is_elite[i] = el;
     }
+    timer.Mark("parents");
   }
 
  private:
