@@ -683,6 +683,48 @@ std::vector<int32_t> StableRank(int64_t n, Less less) {
   return r;
 }
 
+// One stable counting-sort pass of `idx` by an 11-bit digit of key(i).
+template <class Key>
+void RadixPass(std::vector<int32_t>* idx, std::vector<int32_t>* tmp, int shift, Key key) {
+  constexpr int kBits = 11, kBuckets = 1 << kBits;
+  std::vector<int32_t> count(kBuckets + 1, 0);
+  for (const int32_t i : *idx) ++count[((key(i) >> shift) & (kBuckets - 1)) + 1];
+  for (int b = 0; b < kBuckets; ++b) count[b + 1] += count[b];
+  for (const int32_t i : *idx) (*tmp)[count[(key(i) >> shift) & (kBuckets - 1)]++] = i;
+  idx->swap(*tmp);
+}
+
+// Members by (species ascending, fitness descending, genome id descending,
+// index ascending): what a stable sort by those keys gives, as least-
+// significant-digit radix passes (genome id, then fitness, then species;
+// each pass stable).  A comparison sort of P random fitness values is bound
+// by branch mispredictions; these passes are a few linear sweeps.
+std::vector<int32_t> MemberOrder(int64_t P, const int32_t* sp, const float* ff, const int64_t* mkey,
+                                 const std::vector<int32_t>& start) {
+  std::vector<int32_t> idx(P), tmp(P);
+  for (int64_t p = 0; p < P; ++p) idx[p] = static_cast<int32_t>(p);
+  if (P == 0) return idx;
+  // genome id descending = (max id - id) ascending, in as many digits as its range needs
+  const int64_t mk_max = *std::max_element(mkey, mkey + P), mk_min = *std::min_element(mkey, mkey + P);
+  const uint64_t range = static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mk_min);
+  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 11)
+    RadixPass(&idx, &tmp, shift, [&](int32_t i) { return static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mkey[i]); });
+  // fitness descending: the float's order-preserving bits, complemented (-0 read as +0: they compare equal)
+  auto fkey = [&](int32_t i) -> uint64_t {
+    float f = ff[i];
+    if (f == 0.f) f = 0.f;
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ~b;
+  };
+  for (int shift = 0; shift < 32; shift += 11) RadixPass(&idx, &tmp, shift, fkey);
+  // species ascending (one counting pass into the species ranges)
+  std::vector<int32_t> fill(start);
+  for (const int32_t i : idx) tmp[fill[sp[i]]++] = i;
+  return tmp;
+}
+
 class NeatPlanOp : public OpKernel {
  public:
   explicit NeatPlanOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -769,16 +811,7 @@ class NeatPlanOp : public OpKernel {
     for (int64_t s = 1; s < S; ++s) start[s] = start[s - 1] + size[s - 1];
     timer.Mark("sums");
     // members by (species, fitness descending, genome id descending, index)
-    std::vector<int32_t> order(P);
-    {
-      std::vector<int32_t> fill(start);
-      for (int64_t p = 0; p < P; ++p) order[fill[sp[p]]++] = static_cast<int32_t>(p);
-      for (int64_t s = 0; s < S; ++s)
-        std::stable_sort(order.begin() + start[s], order.begin() + start[s] + size[s], [&](int32_t a, int32_t b) {
-          if (ff[a] != ff[b]) return ff[a] > ff[b];
-          return mkey[a] > mkey[b];
-        });
-    }
+    const std::vector<int32_t> order = MemberOrder(P, sp, ff, mkey, start);
     for (int64_t s = 0; s < S; ++s) {
       float f;
       switch (fitness_func_) {
