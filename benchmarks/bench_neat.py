@@ -535,6 +535,36 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     return out, algo.num_species
 
 
+def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
+    """Every NEAT variable after ``gens`` XOR generations, the next population
+    and its fitness, to ``path`` (.npz): two checkouts that must breed the
+    same run are compared byte for byte with :func:`compare_runs`."""
+    import tensorflow as tf
+
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    from tfevo.neat import NEAT, XOR
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=seed)
+    for _ in range(gens):
+        p_ = algo.ask()
+        algo.tell(p_, prob(p_, cfg))
+    p_ = algo.ask()
+    out = {v.name.split(":")[0]: v.numpy() for v in algo.variables}
+    out.update(fitness=prob(p_, cfg).numpy(), nodes_now=p_.nodes.numpy(), conns_now=p_.conns.numpy())
+    np.savez(path, **out)
+
+
+def compare_runs(a, b):
+    """The names of the arrays that differ (bytes) between two dump_run files."""
+    x, y = np.load(a), np.load(b)
+    if sorted(x.files) != sorted(y.files):
+        return sorted(set(x.files) ^ set(y.files))
+    return [k for k in x.files if x[k].tobytes() != y[k].tobytes()]
+
+
 def custom_op_status():
     """Which NEAT custom ops are built and used (else their TF references run)."""
     from tfevo import ops
@@ -576,6 +606,11 @@ def main():
                     help="also time XOR tell with the speciation kernels vs their references at these populations")
     ap.add_argument("--tell-phases", default="", metavar="POPS",
                     help="only time each kernel of an XOR tell in isolation at these populations (e.g. 10000)")
+    ap.add_argument("--dump-run", default="", metavar="PATH",
+                    help="only save the state after 30 XOR generations at pop 1000, seed 3 (.npz; with --threads)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads of --dump-run (0: TensorFlow's default)")
+    ap.add_argument("--compare-runs", nargs=2, default=None, metavar=("A", "B"),
+                    help="only compare two --dump-run files byte for byte")
     ap.add_argument("--kernels", default="",
                     help="also time the speciation kernels vs their references at these populations (e.g. 1000,10000)")
     ap.add_argument("--speciate-ab", default="", metavar="REV",
@@ -597,6 +632,13 @@ def main():
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
                     help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
+    if args.dump_run:
+        dump_run(args.dump_run, threads=args.threads)
+        return
+    if args.compare_runs:
+        bad = compare_runs(*args.compare_runs)
+        print("identical" if not bad else f"differ: {', '.join(bad)}")
+        sys.exit(1 if bad else 0)
     if args.tell_phases:
         print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
         for pop in (int(x) for x in args.tell_phases.split(",")):
