@@ -462,6 +462,109 @@ def tell_ab(pop, gens=12):
     return statistics.median(ts[0]), statistics.median(ts[1]), same
 
 
+def tell_phases(pop, gens=8, reps=10, rounds=5):
+    """Milliseconds per call of each kernel a pop-``pop`` XOR ``tell`` runs,
+    in isolation on the state after ``gens`` generations (speciation, plan,
+    the slot-range kernel, the Philox draws, the breed kernel), plus the
+    median ask / evaluation / whole tell of generations 3..gens.  For the
+    phases inside the kernels run with ``TFEVO_KERNEL_PHASES=1``."""
+    import tensorflow as tf
+
+    from tfevo import kernels
+    from tfevo import random_ops as ro
+    from tfevo.core import sanitize_fitness, worst_to_finite
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import _breed_op as bo
+    from tfevo.neat import _speciate_op as so
+    from tfevo.neat.genes import attr_columns
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=0)
+    whole = {"ask": [], "eval": [], "tell": []}
+    for g in range(gens):
+        t0 = time.perf_counter()
+        p_ = algo.ask()
+        t1 = time.perf_counter()
+        f = prob(p_, cfg)
+        f.numpy()
+        t2 = time.perf_counter()
+        algo.tell(p_, f)
+        algo.generation.numpy()
+        t3 = time.perf_counter()
+        if g >= 2:
+            for k, v in zip(("ask", "eval", "tell"), (t1 - t0, t2 - t1, t3 - t2)):
+                whole[k].append(v)
+    out = {k: statistics.median(v) * 1e3 for k, v in whole.items()}
+    p_ = algo.ask()
+    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
+             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
+    st = [getattr(algo, n).read_value() for n in names]
+    ff = worst_to_finite(sanitize_fitness(prob(p_, cfg)))
+    sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, p_.nodes, p_.conns, *st)
+    u = tf.random.stateless_uniform([pop, 5], [1, 2])
+    mk = algo.member_key.read_value()
+    plan_out = so.plan(cfg, sp, alive, keys, best_f, last_imp, ff, mk, st[-1], u)
+    p1, p2, el = plan_out[7], plan_out[8], plan_out[9]
+    nk, nm = algo.next_node_key.read_value(), algo.next_marker.read_value()
+    _, kn, _, kc = attr_columns(cfg)
+    w, ws, us = kernels.kernel("TfevoNeatBreedWidths", True)(p_.nodes, p_.conns, node_extra=1, conn_extra=3, kn=kn,
+                                                             kc=kc)
+    words, uall = ro.stateless_int32_bits(ws, [3, 4]), ro.stateless_uniform(us, [5, 6])
+    op = kernels.kernel("TfevoNeatBreed", True)
+
+    def timeit(fn, *a):
+        f = tf.function(fn, autograph=False)
+        f(*a)
+        ts = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            for _ in range(reps):
+                r = f(*a)
+            tf.nest.map_structure(lambda x: x.numpy(), r)
+            ts.append((time.perf_counter() - t) / reps)
+        return statistics.median(ts) * 1e3
+
+    out["speciate kernel"] = timeit(lambda n, c: so.speciate(cfg, n, c, *st)[0], p_.nodes, p_.conns)
+    out["plan kernel"] = timeit(lambda f: so.plan(cfg, sp, alive, keys, best_f, last_imp, f, mk, st[-1], u)[7], ff)
+    out["widths scan kernel"] = timeit(lambda n, c: kernels.kernel("TfevoNeatBreedWidths", True)(
+        n, c, node_extra=1, conn_extra=3, kn=kn, kc=kc)[0], p_.nodes, p_.conns)
+    out["philox draws"] = timeit(lambda: (ro.stateless_int32_bits(ws, [3, 4]), ro.stateless_uniform(us, [5, 6])))
+    out["breed kernel"] = timeit(lambda n, c: bo._call(op, cfg, n, c, w, p1, p2, el, words, uall, nk, nm)[1],
+                                 p_.nodes, p_.conns)
+    return out, algo.num_species
+
+
+def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
+    """Every NEAT variable after ``gens`` XOR generations, the next population
+    and its fitness, to ``path`` (.npz): two checkouts that must breed the
+    same run are compared byte for byte with :func:`compare_runs`."""
+    import tensorflow as tf
+
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    from tfevo.neat import NEAT, XOR
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=seed)
+    for _ in range(gens):
+        p_ = algo.ask()
+        algo.tell(p_, prob(p_, cfg))
+    p_ = algo.ask()
+    out = {v.name.split(":")[0]: v.numpy() for v in algo.variables}
+    out.update(fitness=prob(p_, cfg).numpy(), nodes_now=p_.nodes.numpy(), conns_now=p_.conns.numpy())
+    np.savez(path, **out)
+
+
+def compare_runs(a, b):
+    """The names of the arrays that differ (bytes) between two dump_run files."""
+    x, y = np.load(a), np.load(b)
+    if sorted(x.files) != sorted(y.files):
+        return sorted(set(x.files) ^ set(y.files))
+    return [k for k in x.files if x[k].tobytes() != y[k].tobytes()]
+
+
 def custom_op_status():
     """Which NEAT custom ops are built and used (else their TF references run)."""
     from tfevo import ops
@@ -501,6 +604,13 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tell-ab", default="",
                     help="also time XOR tell with the speciation kernels vs their references at these populations")
+    ap.add_argument("--tell-phases", default="", metavar="POPS",
+                    help="only time each kernel of an XOR tell in isolation at these populations (e.g. 10000)")
+    ap.add_argument("--dump-run", default="", metavar="PATH",
+                    help="only save the state after 30 XOR generations at pop 1000, seed 3 (.npz; with --threads)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads of --dump-run (0: TensorFlow's default)")
+    ap.add_argument("--compare-runs", nargs=2, default=None, metavar=("A", "B"),
+                    help="only compare two --dump-run files byte for byte")
     ap.add_argument("--kernels", default="",
                     help="also time the speciation kernels vs their references at these populations (e.g. 1000,10000)")
     ap.add_argument("--speciate-ab", default="", metavar="REV",
@@ -522,6 +632,20 @@ def main():
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
                     help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
+    if args.dump_run:
+        dump_run(args.dump_run, threads=args.threads)
+        return
+    if args.compare_runs:
+        bad = compare_runs(*args.compare_runs)
+        print("identical" if not bad else f"differ: {', '.join(bad)}")
+        sys.exit(1 if bad else 0)
+    if args.tell_phases:
+        print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
+        for pop in (int(x) for x in args.tell_phases.split(",")):
+            ms, ns = tell_phases(pop)
+            print(f"# XOR pop {pop} ({ns} species): " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
+                  flush=True)
+        return
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
     rows = []

@@ -72,11 +72,16 @@
 #include <mutex>
 #include <vector>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "phase_timer.h"
 
 namespace tfevo_neat_breed {
 
@@ -165,6 +170,26 @@ REGISTER_OP("TfevoNeatBreedWidths")
 The slot range NEAT breeds: min(1 + last used slot in any genome + extra, width)
 for nodes and connections (operators.used_width), and the shapes of the two
 random draws for that range.
+)doc");
+
+REGISTER_OP("TfevoNeatBreedShapes")
+    .Input("used: int32")  // [2] 1 + last used node / connection slot of any genome (TfevoNeatSpeciate's `used`)
+    .Attr("node_width: int >= 0")
+    .Attr("conn_width: int >= 0")
+    .Attr("pop_size: int >= 0")
+    .Attr("node_extra: int >= 0")
+    .Attr("conn_extra: int >= 0")
+    .Attr("kn: int >= 0")
+    .Attr("kc: int >= 0")
+    .Output("widths: int32")
+    .Output("words_shape: int32")
+    .Output("u_shape: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->MakeShape({2}));
+      return Status();
+    })
+    .Doc(R"doc(
+TfevoNeatBreedWidths's outputs from the used slot counts it would scan for.
 )doc");
 
 namespace {
@@ -315,26 +340,44 @@ inline int64_t PairHash(float a, float b) {  // genome.pair_hash
   return x * (int64_t{1} << 25) + y;
 }
 
-// First index t with keys[t * stride] == q (NaN never matches), or -1.  The
-// reference's stable sort + binary search finds the same index (the smallest
-// among equal keys).  Parents of one species mostly hold a gene in the same
-// slot, so slot `hint` is tried first (its answer is the first match only if
-// no earlier slot matches, hence the check below).
-inline int FindFirst(const float* base, int K, int stride, float q, int hint) {
+// One column of rows [0, K) (`base` = its first entry, stride kD) as a contiguous array, padded with
+// NaN to a multiple of 8 (so FirstEqual's 8-wide loads never match past K).
+inline float* KeyColumn(const float* base, int K, std::vector<float>* buf) {
+  const int padded = (K + 7) & ~7;
+  if (static_cast<int>(buf->size()) < padded) buf->resize(padded);
+  float* out = buf->data();
+  for (int t = 0; t < K; ++t) out[t] = base[t * kD];
+  for (int t = K; t < padded; ++t) out[t] = kNaN;
+  return out;
+}
+
+// The first t < K with keys[t] == q on a KeyColumn (ordered float equality:
+// NaN never matches, -0 == +0), or -1.  The reference's stable sort + binary
+// search finds the same index (the smallest among equal keys).  Eight keys
+// per compare.
+inline int FirstEqual(const float* keys, int K, float q) {
   if (std::isnan(q)) return -1;
-  if (hint < K && base[hint * stride] == q) {
-    int t = 0;
-    while (t < hint && base[t * stride] != q) ++t;
-    return t;
+#if defined(__AVX__)
+  const __m256 vq = _mm256_set1_ps(q);
+  for (int t = 0; t < K; t += 8) {
+    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(keys + t), vq, _CMP_EQ_OQ));
+    if (m != 0) {
+      const int r = t + __builtin_ctz(static_cast<unsigned>(m));
+      return r < K ? r : -1;
+    }
   }
-  for (int t = 0; t < K; ++t)
-    if (base[t * stride] == q) return t;
   return -1;
+#else
+  for (int t = 0; t < K; ++t)
+    if (keys[t] == q) return t;
+  return -1;
+#endif
 }
 
 // Per-thread scratch, reused across the genomes of one work unit (no heap
 // allocation or thread_local lookup per genome).
 struct Scratch {
+  std::vector<float> keys;  // KeyColumn
   std::vector<int> ein, eout;
   std::vector<char> reach;
   std::vector<float> gv, gu, gout, v01s;
@@ -432,6 +475,7 @@ class NeatBreedOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    tfevo_timing::PhaseTimer timer("TfevoNeatBreed");
     const Tensor& nodes_t = ctx->input(0);
     const Tensor& conns_t = ctx->input(1);
     const Tensor& widths_t = ctx->input(2);
@@ -516,10 +560,13 @@ class NeatBreedOp : public OpKernel {
     };
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
+    timer.Mark("setup");
     // ---- A: crossover, add-node decision
     run(cost, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) PhaseA(c, i);
+      Scratch sc;
+      for (int64_t i = b; i < e; ++i) PhaseA(c, i, sc);
     });
+    timer.Mark("A");
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
     int64_t nnew = 0;
     if (p_add_node_ > 0.f) {
@@ -553,6 +600,7 @@ class NeatBreedOp : public OpKernel {
         PhaseC(c, i, sc);
       }
     });
+    timer.Mark("BC");
     next_key += nnew;
     next_marker += 2 * nnew;
     // ---- markers of the new pairs, written into the new connections' rows
@@ -563,6 +611,7 @@ class NeatBreedOp : public OpKernel {
         if (g.add_conn && g.new_row >= 0) c.oc[(i * int64_t{C_} + g.new_row) * kD + CONN_MARKER] = c.gm[g.group];
       }
     }
+    timer.Mark("markers");
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -594,7 +643,7 @@ class NeatBreedOp : public OpKernel {
     return (c.words[i * c.W + (j >> 5)] >> (j & 31)) & 1u;
   }
 
-  void PhaseA(Ctx& c, int64_t i) const {
+  void PhaseA(Ctx& c, int64_t i, Scratch& sc) const {
     const int wn = c.wn, wc = c.wc;
     float* cn = c.on + i * int64_t{N_} * kD;
     float* cc = c.oc + i * int64_t{C_} * kD;
@@ -613,14 +662,16 @@ class NeatBreedOp : public OpKernel {
     // disabled in either parent is disabled unless both of its last two coins are set
     std::memcpy(cn, n1, sizeof(float) * wn * kD);
     std::memcpy(cc, c1, sizeof(float) * wc * kD);
+    const float* k2 = KeyColumn(n2 + NODE_KEY, wn, &sc.keys);
     for (int s = 0; s < wn; ++s) {
-      const int t = FindFirst(n2 + NODE_KEY, wn, kD, n1[s * kD + NODE_KEY], s);
+      const int t = FirstEqual(k2, wn, n1[s * kD + NODE_KEY]);
       if (t < 0) continue;
       for (int col = 1; col < kD; ++col)
         if (Coin(c, i, 4 * int64_t{s} + col - 1)) cn[s * kD + col] = n2[t * kD + col];
     }
+    const float* m2 = KeyColumn(c2 + CONN_MARKER, wc, &sc.keys);
     for (int s = 0; s < wc; ++s) {
-      const int t = FindFirst(c2 + CONN_MARKER, wc, kD, c1[s * kD + CONN_MARKER], s);
+      const int t = FirstEqual(m2, wc, c1[s * kD + CONN_MARKER]);
       if (t < 0) continue;
       const int64_t j = 4 * int64_t{wn} + 4 * int64_t{s};
       if (Coin(c, i, j)) cc[s * kD + CONN_ENABLED] = c2[t * kD + CONN_ENABLED];
@@ -781,11 +832,12 @@ class NeatBreedOp : public OpKernel {
     ein.clear();
     eout.clear();
     reach.assign(wn, 0);
+    const float* keys = KeyColumn(cn + NODE_KEY, wn, &sc.keys);
     for (int s = 0; s < wc; ++s) {
       const float* r = cc + s * kD;
       if (!Valid(r)) continue;
-      int a = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_IN], 0);
-      int b = FindFirst(cn + NODE_KEY, wn, kD, r[CONN_OUT], 0);
+      int a = FirstEqual(keys, wn, r[CONN_IN]);
+      int b = FirstEqual(keys, wn, r[CONN_OUT]);
       if (a < 0) a = SortedSlot(cn, wn, r[CONN_IN]);
       if (b < 0) b = SortedSlot(cn, wn, r[CONN_OUT]);
       ein.push_back(a);
@@ -1086,6 +1138,19 @@ class NeatBreedOp : public OpKernel {
   int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
 };
 
+// (wn, wc) = min(used + extra, width) and the shapes of the random draws
+// for that range (crossover words, mutation uniforms).
+void BredShapes(int64_t P, const int64_t used[2], const int64_t width[2], int64_t node_extra, int64_t conn_extra,
+                int64_t kn, int64_t kc, Tensor* out, Tensor* ws, Tensor* us) {
+  const int64_t wn = std::min(used[0] + node_extra, width[0]), wc = std::min(used[1] + conn_extra, width[1]);
+  out->flat<int32_t>()(0) = static_cast<int32_t>(wn);
+  out->flat<int32_t>()(1) = static_cast<int32_t>(wc);
+  ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
+  ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 4 * wc + 31) / 32);
+  us->flat<int32_t>()(0) = static_cast<int32_t>(P);
+  us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn + wc * kc);
+}
+
 // operators.used_width + extra, clipped to the width, for nodes and
 // connections.  Genomes are kept compact, so each row is scanned from its end
 // down to the widest slot found so far only.
@@ -1103,6 +1168,7 @@ class NeatBreedWidthsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
+    int64_t used_k[2], width_k[2];
     for (int k = 0; k < 2; ++k) {
       const Tensor& t = ctx->input(k);
       OP_REQUIRES(ctx, t.dims() == 3 && t.dim_size(2) == kD,
@@ -1119,23 +1185,55 @@ class NeatBreedWidthsOp : public OpKernel {
             break;
           }
       }
-      const int64_t extra = k == 0 ? node_extra_ : conn_extra_;
-      out->flat<int32_t>()(k) = static_cast<int32_t>(std::min(used + extra, K));
+      used_k[k] = used;
+      width_k[k] = K;
     }
-    const int64_t P = ctx->input(0).dim_size(0), wn = out->flat<int32_t>()(0), wc = out->flat<int32_t>()(1);
-    ws->flat<int32_t>()(0) = static_cast<int32_t>(P);
-    ws->flat<int32_t>()(1) = static_cast<int32_t>((4 * wn + 4 * wc + 31) / 32);
-    us->flat<int32_t>()(0) = static_cast<int32_t>(P);
-    us->flat<int32_t>()(1) = static_cast<int32_t>(G_COLS + wn * kn_ + wc * kc_);
+    BredShapes(ctx->input(0).dim_size(0), used_k, width_k, node_extra_, conn_extra_, kn_, kc_, out, ws, us);
   }
 
  private:
   int64_t node_extra_, conn_extra_, kn_, kc_;
 };
 
+class NeatBreedShapesOp : public OpKernel {
+ public:
+  explicit NeatBreedShapesOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("node_width", &width_[0]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_width", &width_[1]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("pop_size", &P_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("node_extra", &node_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("conn_extra", &conn_extra_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kn", &kn_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kc", &kc_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& used_t = ctx->input(0);
+    OP_REQUIRES(ctx, used_t.NumElements() == 2,
+                tensorflow::errors::InvalidArgument("TfevoNeatBreedShapes: used must be [2], got ",
+                                                    used_t.shape().DebugString()));
+    int64_t used[2];
+    for (int k = 0; k < 2; ++k) {
+      used[k] = used_t.flat<int32_t>()(k);
+      OP_REQUIRES(ctx, used[k] >= 0 && used[k] <= width_[k],
+                  tensorflow::errors::InvalidArgument("TfevoNeatBreedShapes: used[", k, "] = ", used[k],
+                                                      " outside [0, ", width_[k], "]"));
+    }
+    Tensor *out = nullptr, *ws = nullptr, *us = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({2}), &ws));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({2}), &us));
+    BredShapes(P_, used, width_, node_extra_, conn_extra_, kn_, kc_, out, ws, us);
+  }
+
+ private:
+  int64_t width_[2], P_, node_extra_, conn_extra_, kn_, kc_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreed").Device(DEVICE_CPU), NeatBreedOp);
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedWidths").Device(DEVICE_CPU), NeatBreedWidthsOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatBreedShapes").Device(DEVICE_CPU), NeatBreedShapesOp);
 
 }  // namespace tfevo_neat_breed

@@ -51,6 +51,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "phase_timer.h"
 
 namespace tfevo_neat_speciate {
 
@@ -88,6 +89,9 @@ REGISTER_OP("TfevoNeatSpeciate")
     .Output("last_improved_out: int64")  // [S]
     .Output("next_key_out: int64")   // []
     .Output("rep_index: int32")      // [S] representative genome per species, -1 if dead
+    // [2] 1 + the last valid node / connection slot of any genome (row key not NaN; 0 if none):
+    // TfevoNeatBreedWidths's scan, done here in the pass that reads every row anyway
+    .Output("used: int32")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle nodes, active;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &nodes));
@@ -98,6 +102,7 @@ REGISTER_OP("TfevoNeatSpeciate")
       for (int i = 1; i <= 5; ++i) c->set_output(i, c->Vector(S));
       c->set_output(6, c->Scalar());
       c->set_output(7, c->Vector(S));
+      c->set_output(8, c->Vector(2));
       return Status();
     })
     .Doc(R"doc(
@@ -217,17 +222,22 @@ struct Packed {
 
 // Packs genome `src` of nodes [*, N, 5] / conns [*, C, 5] as genome g of pk at
 // the offsets *no / *co (floats), which advance past its genes.
+// With `used` (2 ints), also stores 1 + the genome's last valid node / connection slot.
 inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t I, int64_t src,
-                    int64_t g, Packed* pk, int64_t* no_, int64_t* co_) {
+                    int64_t g, Packed* pk, int64_t* no_, int64_t* co_, int32_t* used = nullptr) {
   const float* nr = nodes + src * N * 5;
   pk->noff[g] = *no_;
   float* no = pk->node + *no_;
   int32_t k = 0;
+  int64_t last_n = 0, last_c = 0;
+  for (int64_t j = 0; j < I; ++j)
+    if (!std::isnan(nr[j * 5])) last_n = j + 1;
   for (int64_t j = I; j < N; ++j) {
     const float* r = nr + j * 5;
     if (std::isnan(r[0])) continue;
     std::memcpy(no + 5 * k, r, 5 * sizeof(float));
     ++k;
+    last_n = j + 1;
   }
   pk->nn[g] = k;
   pk->na[g] = static_cast<float>(k);
@@ -239,6 +249,7 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   for (int64_t j = 0; j < C; ++j) {
     const float* r = cr + j * 5;
     valid += !std::isnan(r[0]);
+    if (!std::isnan(r[0])) last_c = j + 1;
     if (std::isnan(r[0]) || std::isnan(r[1])) continue;
     co[4 * m] = r[0];
     co[4 * m + 1] = r[1];
@@ -249,6 +260,10 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   pk->nc[g] = m;
   pk->ca[g] = static_cast<float>(valid);
   *co_ += 4 * m;
+  if (used != nullptr) {
+    used[0] = static_cast<int32_t>(last_n);
+    used[1] = static_cast<int32_t>(last_c);
+  }
 }
 
 // Bits of a gene id float (-0 read as +0), so equal ids have equal bits.
@@ -428,6 +443,7 @@ class NeatSpeciateOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    tfevo_timing::PhaseTimer timer("TfevoNeatSpeciate");
     const Tensor& nodes_t = ctx->input(0);
     const Tensor& conns_t = ctx->input(1);
     const Tensor& rn_t = ctx->input(2);
@@ -457,7 +473,7 @@ class NeatSpeciateOp : public OpKernel {
     const int64_t I = std::min<int64_t>(num_inputs_, std::min(N, Nr));
 
     // outputs (species state starts as a copy of the inputs)
-    Tensor *sp_t, *alive_t, *keys_t, *created_t, *bestf_t, *lastimp_t, *nkey_t, *rep_t;
+    Tensor *sp_t, *alive_t, *keys_t, *created_t, *bestf_t, *lastimp_t, *nkey_t, *rep_t, *used_t;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P}), &sp_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({S}), &alive_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({S}), &keys_t));
@@ -466,6 +482,7 @@ class NeatSpeciateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({S}), &lastimp_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({}), &nkey_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({S}), &rep_t));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({2}), &used_t));
     const bool* active = ctx->input(4).flat<bool>().data();
     int64_t* keys = keys_t->flat<int64_t>().data();
     int64_t* created = created_t->flat<int64_t>().data();
@@ -516,12 +533,13 @@ class NeatSpeciateOp : public OpKernel {
     const float* conns = conns_t.flat<float>().data();
     const int64_t nblocks = (P + kBlock - 1) / kBlock;
     std::vector<float> D(L * P);  // [L, P]
+    std::vector<int32_t> used(2 * P);  // per genome (max over genomes below: independent of the split)
     shard(nblocks, kBlock * (20 * (N + C) + 40 * L * 8), [&](int64_t bb, int64_t be) {
       std::vector<float> acc(4 * L), out(L);
       for (int64_t blk = bb; blk < be; ++blk) {
         int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
         for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
-          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co);
+          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g);
           if (L == 0) continue;
           Distances(pop, g, old_t, coeffs_, acc.data(), out.data());
           for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
@@ -546,6 +564,14 @@ class NeatSpeciateOp : public OpKernel {
       }
     }
     for (int64_t s = 0; s < S; ++s) alive[s] = rep_idx[s] >= 0;
+    int32_t used_n = 0, used_c = 0;
+    for (int64_t g = 0; g < P; ++g) {
+      used_n = std::max(used_n, used[2 * g]);
+      used_c = std::max(used_c, used[2 * g + 1]);
+    }
+    used_t->flat<int32_t>()(0) = used_n;
+    used_t->flat<int32_t>()(1) = used_c;
+    timer.Mark("pack+old_reps");
 
     // 2) closest new representative of every genome (ties: lowest slot)
     std::vector<int32_t> ids, reps;
@@ -579,6 +605,7 @@ class NeatSpeciateOp : public OpKernel {
       });
     }
 
+    timer.Mark("closest");
     // 3) founders in population order
     const float thr = threshold_;
     int64_t last = -1;
@@ -623,6 +650,7 @@ class NeatSpeciateOp : public OpKernel {
       last = f;
     }
 
+    timer.Mark("founders");
     // members: own species for representatives, else the closest
     for (int64_t p = 0; p < P; ++p) sp[p] = std::max(best_s[p], 0);
     for (int64_t s = 0; s < S; ++s)
@@ -653,6 +681,48 @@ std::vector<int32_t> StableRank(int64_t n, Less less) {
   std::vector<int32_t> o = StableOrder(n, less), r(n);
   for (int64_t i = 0; i < n; ++i) r[o[i]] = static_cast<int32_t>(i);
   return r;
+}
+
+// One stable counting-sort pass of `idx` by an 11-bit digit of key(i).
+template <class Key>
+void RadixPass(std::vector<int32_t>* idx, std::vector<int32_t>* tmp, int shift, Key key) {
+  constexpr int kBits = 11, kBuckets = 1 << kBits;
+  std::vector<int32_t> count(kBuckets + 1, 0);
+  for (const int32_t i : *idx) ++count[((key(i) >> shift) & (kBuckets - 1)) + 1];
+  for (int b = 0; b < kBuckets; ++b) count[b + 1] += count[b];
+  for (const int32_t i : *idx) (*tmp)[count[(key(i) >> shift) & (kBuckets - 1)]++] = i;
+  idx->swap(*tmp);
+}
+
+// Members by (species ascending, fitness descending, genome id descending,
+// index ascending): what a stable sort by those keys gives, as least-
+// significant-digit radix passes (genome id, then fitness, then species;
+// each pass stable).  A comparison sort of P random fitness values is bound
+// by branch mispredictions; these passes are a few linear sweeps.
+std::vector<int32_t> MemberOrder(int64_t P, const int32_t* sp, const float* ff, const int64_t* mkey,
+                                 const std::vector<int32_t>& start) {
+  std::vector<int32_t> idx(P), tmp(P);
+  for (int64_t p = 0; p < P; ++p) idx[p] = static_cast<int32_t>(p);
+  if (P == 0) return idx;
+  // genome id descending = (max id - id) ascending, in as many digits as its range needs
+  const int64_t mk_max = *std::max_element(mkey, mkey + P), mk_min = *std::min_element(mkey, mkey + P);
+  const uint64_t range = static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mk_min);
+  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 11)
+    RadixPass(&idx, &tmp, shift, [&](int32_t i) { return static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mkey[i]); });
+  // fitness descending: the float's order-preserving bits, complemented (-0 read as +0: they compare equal)
+  auto fkey = [&](int32_t i) -> uint64_t {
+    float f = ff[i];
+    if (f == 0.f) f = 0.f;
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ~b;
+  };
+  for (int shift = 0; shift < 32; shift += 11) RadixPass(&idx, &tmp, shift, fkey);
+  // species ascending (one counting pass into the species ranges)
+  std::vector<int32_t> fill(start);
+  for (const int32_t i : idx) tmp[fill[sp[i]]++] = i;
+  return tmp;
 }
 
 class NeatPlanOp : public OpKernel {
@@ -697,6 +767,7 @@ class NeatPlanOp : public OpKernel {
     const int64_t* mkey = ctx->input(6).flat<int64_t>().data();
     const int64_t gen = ctx->input(7).scalar<int64_t>()();
     const float* u = ctx->input(8).flat<float>().data();
+    tfevo_timing::PhaseTimer timer("TfevoNeatPlan");
     for (int64_t p = 0; p < P; ++p)
       OP_REQUIRES(ctx, sp[p] >= 0 && sp[p] < S,
                   errors::InvalidArgument("TfevoNeatPlan: species id ", sp[p], " out of [0, ", S, ")"));
@@ -740,17 +811,9 @@ class NeatPlanOp : public OpKernel {
     }
     std::vector<int32_t> start(S, 0);
     for (int64_t s = 1; s < S; ++s) start[s] = start[s - 1] + size[s - 1];
+    timer.Mark("sums");
     // members by (species, fitness descending, genome id descending, index)
-    std::vector<int32_t> order(P);
-    {
-      std::vector<int32_t> fill(start);
-      for (int64_t p = 0; p < P; ++p) order[fill[sp[p]]++] = static_cast<int32_t>(p);
-      for (int64_t s = 0; s < S; ++s)
-        std::stable_sort(order.begin() + start[s], order.begin() + start[s] + size[s], [&](int32_t a, int32_t b) {
-          if (ff[a] != ff[b]) return ff[a] > ff[b];
-          return mkey[a] > mkey[b];
-        });
-    }
+    const std::vector<int32_t> order = MemberOrder(P, sp, ff, mkey, start);
     for (int64_t s = 0; s < S; ++s) {
       float f;
       switch (fitness_func_) {
@@ -771,6 +834,7 @@ class NeatPlanOp : public OpKernel {
         best_f[s] = fit[s];
       }
     }
+    timer.Mark("sort");
     // stagnation (the best species_elitism species are protected)
     const std::vector<int32_t> rank = StableRank(S, [&](int32_t a, int32_t b) { return -fit[a] < -fit[b]; });
     std::vector<char> stagnant(S);
@@ -865,6 +929,7 @@ class NeatPlanOp : public OpKernel {
         rem -= took;
       }
     }
+    timer.Mark("spawn");
     // children: species by cumulative spawn, elites first, parents from the survivors
     std::vector<int32_t> cum(S);
     int32_t acc = 0;
@@ -894,6 +959,7 @@ class NeatPlanOp : public OpKernel {
       p2[i] = b;
       is_elite[i] = el;
     }
+    timer.Mark("parents");
   }
 
  private:

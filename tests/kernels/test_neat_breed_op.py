@@ -203,6 +203,41 @@ def test_bred_widths_equal_reference_widths():
             assert B.bred_widths(n, c).numpy().tolist() == want
 
 
+def test_speciation_kernels_used_slots_give_the_bred_widths():
+    """The used slot counts the speciation kernel finds in its packing pass,
+    through TfevoNeatBreedShapes, equal TfevoNeatBreedWidths's own scan (and
+    its draw shapes) on scattered, non-compact rows, rows valid only in the
+    input slots, empty and full genomes."""
+    from tfevo.neat import _speciate_op as so
+    from tfevo.neat.genes import attr_columns
+
+    if not kernels.built("TfevoNeatSpeciate"):
+        pytest.skip("neat_speciate kernel not built")
+    rng = np.random.default_rng(1)
+    for P, N, C, I, pn, pc in ((5, 9, 17, 3, 0.2, 0.1), (70, 32, 64, 2, 0.05, 0.03), (9, 6, 4, 6, 0.5, 1.0),
+                               (4, 8, 8, 2, 0.0, 0.0)):
+        cfg = NEATConfig(num_inputs=I, num_outputs=1, pop_size=P, max_nodes=max(N, I + 1), max_conns=C,
+                         initial_connection="unconnected")
+        _, kn, _, kc = attr_columns(cfg)
+        nodes = np.full([P, N, 5], np.nan, np.float32)
+        conns = np.full([P, C, 5], np.nan, np.float32)
+        nodes[rng.random([P, N]) < pn, 0] = 1.0
+        conns[rng.random([P, C]) < pc, 0] = 1.0
+        S = 4
+        st = (np.full([S, N, 5], np.nan, np.float32), np.full([S, C, 5], np.nan, np.float32), np.zeros(S, bool),
+              np.full(S, -1, np.int64), np.zeros(S, np.int64), np.full(S, -np.inf, np.float32), np.zeros(S, np.int64),
+              np.int64(0), np.int64(0))
+        _, used = so.speciate_used(cfg, nodes, conns, *st, use_op=True)
+        want = kernels.kernel("TfevoNeatBreedWidths", True)(nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+        got = kernels.kernel("TfevoNeatBreedShapes", True)(used, node_width=N, conn_width=C, pop_size=P,
+                                                            node_extra=1, conn_extra=3, kn=kn, kc=kc)
+        for g, w in zip(got, want):
+            assert g.numpy().tolist() == w.numpy().tolist()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="used"):
+        kernels.kernel("TfevoNeatBreedShapes", True)(tf.constant([3, 99]), node_width=8, conn_width=8, pop_size=4,
+                                                     node_extra=1, conn_extra=3, kn=2, kc=2)
+
+
 def test_dispatch_uses_reference_under_xla_and_bad_inputs_raise():
     cfg = NEATConfig(**BASE)
     seen = []

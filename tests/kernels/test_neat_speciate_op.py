@@ -241,6 +241,35 @@ def test_plan_identical_on_real_states():
     assert stagnated > 0  # stagnation removed species in some variant
 
 
+@needs_op
+@pytest.mark.parametrize("keys", ["duplicate", "wide"])
+def test_plan_member_order_with_ties_signed_zeros_and_key_ranges(keys):
+    """The kernel's member order (species, fitness descending, genome id
+    descending, index) decides elites and parents: equal to plan_reference
+    with many fitness ties, -0.0 next to +0.0, negative fitness, repeated
+    genome ids, and ids spanning more than 2^40."""
+    P, S = 1000, _xor_cfg().max_species
+    rng = np.random.default_rng(11 if keys == "duplicate" else 12)
+    f = rng.choice(np.array([-0.0, 0.0, 1.5, -2.25, 3.0, 1e-30, -1e-30], np.float32), P)
+    spread = rng.random(P) < 0.3
+    f[spread] = rng.normal(size=int(spread.sum())).astype(np.float32)
+    if keys == "duplicate":
+        mk = rng.integers(0, 40, P).astype(np.int64)
+    else:
+        mk = rng.integers(-2**41, 2**41, P).astype(np.int64)
+    sp = rng.integers(0, 8, P).astype(np.int32)
+    u = rng.random((P, 5)).astype(np.float32)
+    args = (sp, np.arange(S) < 8, np.arange(S, dtype=np.int64), np.full(S, -np.inf, np.float32),
+            np.zeros(S, np.int64), tf.constant(f), mk, np.int64(3), u)
+    for kw in _PLAN_VARIANTS:
+        cfg = _xor_cfg(**kw)
+        r = so.plan(cfg, *args, use_op=False)
+        o = so.plan(cfg, *args, use_op=True)
+        for name, a, b in zip(["size", "alive", "fit", "best_f", "last_imp", "extinct", "spawn", "p1", "p2", "elite"],
+                              r, o):
+            np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=f"{kw} {name}")
+
+
 def test_dispatcher_uses_reference_under_xla_and_when_disabled():
     seen = {}
 

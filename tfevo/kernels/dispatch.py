@@ -47,6 +47,7 @@ KERNELS: dict[str, tuple[str, str]] = {
     "TfevoToHalf": ("indexed_matmul", "tfevo_to_half"),
     "TfevoNeatBreed": ("neat_breed", "tfevo_neat_breed"),
     "TfevoNeatBreedWidths": ("neat_breed", "tfevo_neat_breed_widths"),
+    "TfevoNeatBreedShapes": ("neat_breed", "tfevo_neat_breed_shapes"),
     "TfevoNeatCompile": ("neat_forward", "tfevo_neat_compile"),
     "TfevoNeatForward": ("neat_forward", "tfevo_neat_forward"),
     "TfevoNeatEvaluate": ("neat_forward", "tfevo_neat_evaluate"),

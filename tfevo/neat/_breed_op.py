@@ -126,20 +126,28 @@ def _call(op, cfg, nodes, conns, widths, p1, p2, is_elite, words, u_all, next_ke
             nk, nm, skn, skc)
 
 
-def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
+def breed_population(cfg: NEATConfig, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker,
+                     used=None):
     """The next population's breeding with the kernels (the default path of
     :func:`tfevo.neat.generation.breed`): the bred slot
     range (used width + 1 node and + 3 connection slots, one small kernel
     instead of ~10 TensorFlow ops), the random numbers of that range
     (exactly ``tf.random.stateless_uniform``'s, drawn by the Philox kernel of
     :mod:`tfevo.random_ops`), then :func:`breed` on the full-width tensors
-    (no slicing copies)."""
+    (no slicing copies).  ``used``: the speciation kernel's used slot counts
+    of these same tensors (:func:`tfevo.neat._speciate_op.speciate_used`),
+    which spares the widths kernel its scan of the padded rows."""
     nodes = tf.convert_to_tensor(nodes, tf.float32)
     conns = tf.convert_to_tensor(conns, tf.float32)
     op = kernels.kernel("TfevoNeatBreed", True, [nodes, conns])
     _, kn, _, kc = attr_columns(cfg)
-    widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedWidths", True, [nodes, conns])(
-        nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+    if used is None:
+        widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedWidths", True, [nodes, conns])(
+            nodes, conns, node_extra=1, conn_extra=3, kn=kn, kc=kc)
+    else:
+        widths, words_shape, u_shape = kernels.kernel("TfevoNeatBreedShapes", True, [nodes, conns])(
+            used, node_width=int(nodes.shape[1]), conn_width=int(conns.shape[1]), pop_size=int(nodes.shape[0]),
+            node_extra=1, conn_extra=3, kn=kn, kc=kc)
     # the draws of crossover_words / mutation_uniforms (same shapes, same seeds: same numbers),
     # tf.random.stateless_uniform's exact numbers on tfevo's Philox kernel (random_ops)
     words = _random_ops.stateless_int32_bits(words_shape, s_cross)

@@ -29,7 +29,7 @@ from tfevo import kernels
 from tfevo.neat.reproduction import plan_reference, spawn_reference
 from tfevo.neat.speciation import distance_matrix, speciate_reference
 
-__all__ = ["speciate", "speciate_reference", "distance_matrix", "plan", "plan_reference",
+__all__ = ["speciate", "speciate_used", "speciate_reference", "distance_matrix", "plan", "plan_reference",
            "spawn_reference"]
 
 
@@ -43,6 +43,16 @@ def speciate(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, bes
 
     ``use_op``: ``None`` = the C++ kernel where :func:`tfevo.kernels.kernel`
     allows, ``False`` = the reference, ``True`` = the kernel or an error."""
+    return speciate_used(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, best_f, last_imp, nkey, gen,
+                         use_op)[0]
+
+
+def speciate_used(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, best_f, last_imp, nkey, gen,
+                  use_op=None):
+    """(:func:`speciate`'s tuple, ``used``): ``used`` int32 [2] is 1 + the last
+    valid node / connection slot of any genome, which the kernel finds in its
+    pass over every row (what ``TfevoNeatBreedWidths`` would scan for again);
+    ``None`` on the reference path."""
     args = [tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
             tf.convert_to_tensor(rep_nodes, tf.float32), tf.convert_to_tensor(rep_conns, tf.float32),
             tf.convert_to_tensor(active, tf.bool), tf.convert_to_tensor(keys, tf.int64),
@@ -51,12 +61,12 @@ def speciate(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, bes
             tf.convert_to_tensor(gen, tf.int64)]
     op = kernels.kernel("TfevoNeatSpeciate", use_op, args[:2])
     if op is None:
-        return speciate_reference(cfg, *args)
+        return speciate_reference(cfg, *args), None
     out = op(*args, num_inputs=int(cfg.num_inputs),
-                                    threshold=float(cfg.compatibility_threshold),
-                                    disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
-                                    weight_coefficient=float(cfg.compatibility_weight_coefficient))
-    return tuple(out)
+             threshold=float(cfg.compatibility_threshold),
+             disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
+             weight_coefficient=float(cfg.compatibility_weight_coefficient))
+    return tuple(out[:8]), out[8]
 
 
 # ---------------------------------------------------------------------------

@@ -78,8 +78,8 @@ def speciate(cfg: NEATConfig, s: State, nodes, conns):
     """neat-python's speciation of the told population (kernel or reference,
     see :mod:`tfevo.neat._speciate_op`); stores the new representatives and
     next species key.  Returns (species per genome [P], live [S], keys,
-    created, best fitness, last improved)."""
-    sp, alive, keys, created, best_f, last_imp, nkey, rep_idx = _speciate_op.speciate(
+    created, best fitness, last improved, used slot counts [2] or None)."""
+    (sp, alive, keys, created, best_f, last_imp, nkey, rep_idx), used = _speciate_op.speciate_used(
         cfg, nodes, conns, s.species_rep_nodes.read_value(), s.species_rep_conns.read_value(),
         s.species_active.read_value(), s.species_key.read_value(), s.species_created.read_value(),
         s.species_best_fitness.read_value(), s.species_last_improved.read_value(),
@@ -88,16 +88,18 @@ def speciate(cfg: NEATConfig, s: State, nodes, conns):
     s.species_rep_nodes.assign(tf.where(alive[:, None, None], tf.gather(nodes, safe), np.nan))
     s.species_rep_conns.assign(tf.where(alive[:, None, None], tf.gather(conns, safe), np.nan))
     s.next_species_key.assign(nkey)
-    return sp, alive, keys, created, best_f, last_imp
+    return sp, alive, keys, created, best_f, last_imp, used
 
 
-def breed(cfg: NEATConfig, jit: bool, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker):
+def breed(cfg: NEATConfig, jit: bool, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker,
+          used=None):
     """The children of parents ``p1``/``p2`` (elites copied): the breed kernel
-    on the default path, the reference programs with ``jit`` or without the
-    kernel (:func:`tfevo.neat.reproduction.breed_used_range`)."""
+    on the default path (``used``: the speciation kernel's used slot counts of
+    ``nodes``/``conns``, if it ran), the reference programs with ``jit`` or
+    without the kernel (:func:`tfevo.neat.reproduction.breed_used_range`)."""
     if not jit and _breed_op.use_breed_op():  # same children bit for bit
         return _breed_op.breed_population(cfg, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key,
-                                          next_marker)
+                                          next_marker, used)
     return breed_used_range(cfg, jit, nodes, conns, p1, p2, is_elite, s_cross, s_mut, next_key, next_marker)
 
 
@@ -117,7 +119,7 @@ def tell(cfg: NEATConfig, jit: bool, s: State, seeds: SeedVars, nodes, conns, fi
     s.best_fitness.assign(tf.where(better, f[i], s.best_fitness))
 
     with tf.name_scope("speciate"):
-        sp, alive, keys, created, best_f, last_imp = speciate(cfg, s, nodes, conns)
+        sp, alive, keys, created, best_f, last_imp, used = speciate(cfg, s, nodes, conns)
     s.member_species.assign(sp)
     # stagnation, offspring allotment and parents: the C++ kernel
     # TfevoNeatPlan or its reference (tfevo.neat.reproduction.plan_reference)
@@ -128,7 +130,7 @@ def tell(cfg: NEATConfig, jit: bool, s: State, seeds: SeedVars, nodes, conns, fi
         cfg, sp, alive, keys, best_f, last_imp, ff, s.member_key.read_value(), gen, u, rnd[1])
     with tf.name_scope("breed"):
         cn, cc, nk, nm, skn, skc = breed(cfg, jit, nodes, conns, p1, p2, is_elite, rnd[2], rnd[3],
-                                         s.next_node_key.read_value(), s.next_marker.read_value())
+                                         s.next_node_key.read_value(), s.next_marker.read_value(), used)
     if cfg.reset_on_extinction:
         cn, cc = tf.cond(extinct, lambda: initial_population(cfg, rnd[4])[:2], lambda: (cn, cc))
         alive = alive & ~extinct
