@@ -104,6 +104,23 @@ XOR_OUT = [0.0, 1.0, 1.0, 0.0]
 
 
 # ---------------------------------------------------------------- neat-python
+
+def _speciated_state(algo, prob, cfg, p_, pop):
+    """The species state of ``algo``, the population ``p_`` speciated against it, its fitness and
+    the plan kernel's uniforms: the inputs for timing the tell kernels one by one."""
+    import tensorflow as tf
+
+    from tfevo.core import sanitize_fitness, worst_to_finite
+    from tfevo.neat import _speciate_op as so
+
+    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
+             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
+    st = [getattr(algo, n).read_value() for n in names]
+    ff = worst_to_finite(sanitize_fitness(prob(p_, cfg)))
+    sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, p_.nodes, p_.conns, *st)
+    u = tf.random.stateless_uniform([pop, 5], [1, 2])
+    return st, ff, sp, alive, keys, best_f, last_imp, u, algo.member_key.read_value()
+
 def _np_config(pop, nin, nout, thr=3.9, noterm=True):
     import neat
 
@@ -275,7 +292,6 @@ def kernel_times(pop, gens=6, reps=10, rounds=5):
     ``reps`` calls per timed tf.function call; median ms per call)."""
     import tensorflow as tf
 
-    from tfevo.core import sanitize_fitness, worst_to_finite
     from tfevo.neat import NEAT, XOR
     from tfevo.neat import _speciate_op as so
 
@@ -286,13 +302,7 @@ def kernel_times(pop, gens=6, reps=10, rounds=5):
         p_ = algo.ask()
         algo.tell(p_, prob(p_, cfg))
     p_ = algo.ask()
-    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
-             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
-    st = [getattr(algo, n).read_value() for n in names]
-    ff = worst_to_finite(sanitize_fitness(prob(p_, cfg)))
-    sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, p_.nodes, p_.conns, *st)
-    u = tf.random.stateless_uniform([pop, 5], [1, 2])
-    mk = algo.member_key.read_value()
+    st, ff, sp, alive, keys, best_f, last_imp, u, mk = _speciated_state(algo, prob, cfg, p_, pop)
 
     def speciate_fn(use):
         @tf.function(autograph=False)
@@ -472,7 +482,6 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
 
     from tfevo import kernels
     from tfevo import random_ops as ro
-    from tfevo.core import sanitize_fitness, worst_to_finite
     from tfevo.neat import NEAT, XOR
     from tfevo.neat import _breed_op as bo
     from tfevo.neat import _speciate_op as so
@@ -497,13 +506,7 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
                 whole[k].append(v)
     out = {k: statistics.median(v) * 1e3 for k, v in whole.items()}
     p_ = algo.ask()
-    names = ["species_rep_nodes", "species_rep_conns", "species_active", "species_key", "species_created",
-             "species_best_fitness", "species_last_improved", "next_species_key", "generation"]
-    st = [getattr(algo, n).read_value() for n in names]
-    ff = worst_to_finite(sanitize_fitness(prob(p_, cfg)))
-    sp, alive, keys, _, best_f, last_imp, _, _ = so.speciate(cfg, p_.nodes, p_.conns, *st)
-    u = tf.random.stateless_uniform([pop, 5], [1, 2])
-    mk = algo.member_key.read_value()
+    st, ff, sp, alive, keys, best_f, last_imp, u, mk = _speciated_state(algo, prob, cfg, p_, pop)
     plan_out = so.plan(cfg, sp, alive, keys, best_f, last_imp, ff, mk, st[-1], u)
     p1, p2, el = plan_out[7], plan_out[8], plan_out[9]
     nk, nm = algo.next_node_key.read_value(), algo.next_marker.read_value()
