@@ -169,6 +169,32 @@ def test_to_sympy_is_bounded_on_a_large_tree():
     assert isinstance(lit, sp.Expr)
 
 
+def test_exact_sympy_export_keeps_the_protection_and_full_constants():
+    """``exact=True``: the expression computes what the evaluators compute,
+    also where a protection is active (``x0 / (x1 - x1)`` is 1 in the tree,
+    inf in the plain export) and with constants a 6-digit print would round."""
+    import sympy as sp
+
+    tr = from_prefix([["add", "div", "x0", "sub", "x1", "x1", "mul", 0.123456789, "log", "sub", "x0", "x0"],
+                      ["add", "inv", "sub", "x0", "x0", "pow", "x1", "div", "x0", 0.5],
+                      ["add", "exp", "mul", 50.0, "x0", "div", "x0", "div", "x1", "sub", "x0", 0.3333333]], 16)
+    xs = np.random.RandomState(0).uniform(-2, 2, (50, 2)).astype(np.float32)
+    xs[0] = [0.3333333, 1.0]  # the last tree's inner divisor is 0 there
+    for i in range(3):
+        want = interpret(tr, xs, i)
+        f = sp.lambdify(sp.symbols("x0 x1"), to_sympy(tr, i, simplify=False, exact=True), "numpy")
+        with np.errstate(all="ignore"):
+            got = f(*xs.astype(np.float64).T) * np.ones(len(xs))
+            plain = sp.lambdify(sp.symbols("x0 x1"), to_sympy(tr, i, simplify=False), "numpy")(
+                *xs.astype(np.float64).T) * np.ones(len(xs))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # exp(~80): float32 rounding x 80
+        assert not np.allclose(plain, want, rtol=1e-4, atol=1e-4, equal_nan=True)  # the reading form differs
+    e = to_sympy(tr, 0, simplify=False, exact=True)
+    assert "0.123456791" in str(e)  # float32(0.123456789), 9 digits
+    assert not e.rewrite(sp.Piecewise).has(sp.Function("pdiv"))
+    assert "pdiv" not in str(to_sympy(from_prefix([["div", "x0", 1.0]], 4), exact=True))  # a decided guard folds
+
+
 # -- crossover points ----------------------------------------------------------------
 def test_crossover_points_prefer_function_nodes_like_gplearn():
     from tfevo.gp import GPConfig, weighted_node

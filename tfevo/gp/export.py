@@ -51,13 +51,87 @@ def _bounded_simplify(expr, timeout: float | None):
         signal.signal(signal.SIGALRM, old)
 
 
+_GUARDED = {}
+
+
+def _guarded_functions():
+    """Sympy functions for the protected built-ins, exactly as the evaluators
+    compute them: ``pdiv(a, b)`` (1 where ``|b| <= PROTECT_EPS``), ``plog(a)``
+    (``log|a|``, 0 near 0), ``pinv(a)`` (0 near 0), ``ppow(a, b)``
+    (``|a|**b``, 0 near 0).  They print for ``sympy.lambdify(..., "numpy")``
+    as ``numpy.where`` expressions, and ``expr.rewrite(sympy.Piecewise)``
+    gives sympy's own form.  (A ``Piecewise`` is not built directly: sympy
+    rewrites a condition that holds another ``Piecewise``, which recurses
+    without end on nested guards.)"""
+    if _GUARDED:
+        return _GUARDED
+    import sympy as sp
+
+    from tfevo.gp.functions import PROTECT_EPS
+
+    eps = repr(float(PROTECT_EPS))
+
+    def make(name, nargs, fallback, value, np_value):
+        def eval_(cls, *args):
+            guard = args[1] if name == "pdiv" else args[0]
+            if guard.is_Number:  # the guard is decided: the plain form or the fallback
+                return value(*args) if abs(guard) > PROTECT_EPS else sp.Integer(fallback)
+            return None
+
+        def rewrite_piecewise(self, *args, **kw):
+            guard = args[1] if name == "pdiv" else args[0]
+            return sp.Piecewise((sp.Integer(fallback), sp.Abs(guard) <= sp.Float(PROTECT_EPS)), (value(*args), True))
+
+        def numpycode(self, printer):
+            np_ = printer._module_format("numpy")
+            args = [printer._print(x) for x in self.args]
+            guard = args[1] if name == "pdiv" else args[0]
+            near0 = f"({np_}.abs({guard}) <= {eps})"
+            return f"{np_}.where({near0}, {fallback}.0, {np_value(np_, near0, *args)})"
+
+        return type(name, (sp.Function,), dict(nargs=nargs, eval=classmethod(eval_),
+                                               _eval_rewrite_as_Piecewise=rewrite_piecewise,
+                                               _numpycode=numpycode))
+
+    _GUARDED.update(
+        div=make("pdiv", 2, 1, lambda a, b: a / b,
+                 lambda np_, near0, a, b: f"({a}) / {np_}.where({near0}, 1.0, {b})"),
+        log=make("plog", 1, 0, lambda a: sp.log(sp.Abs(a)),
+                 lambda np_, near0, a: f"{np_}.log({np_}.where({near0}, 1.0, {np_}.abs({a})))"),
+        inv=make("pinv", 1, 0, lambda a: 1 / a,
+                 lambda np_, near0, a: f"1.0 / {np_}.where({near0}, 1.0, {a})"),
+        pow=make("ppow", 2, 0, lambda a, b: sp.Abs(a) ** b,
+                 lambda np_, near0, a, b: f"{np_}.power({np_}.where({near0}, 1.0, {np_}.abs({a})), {b})"),
+    )
+    return _GUARDED
+
+
+def _exact_table():
+    """The exact forms of the guarded built-ins and of ``exp``'s clamp."""
+    import sympy as sp
+
+    from tfevo.gp.functions import EXP_CLIP
+
+    table = dict(_guarded_functions())
+    table["exp"] = lambda a: sp.exp(sp.Min(a, sp.Float(EXP_CLIP), evaluate=False))
+    return table
+
+
 def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True, var_names=None,
-             max_simplify_nodes: int = 40, simplify_timeout: float | None = 2.0):
+             max_simplify_nodes: int = 40, simplify_timeout: float | None = 2.0, exact: bool = False):
     """Sympy expression of one tree (a list of expressions if ``num_outputs > 1``).
 
-    Protected operators are written as their unprotected mathematical forms
-    (``div`` -> ``a/b``, ``log`` -> ``log(|a|)``), which agree with the tree
-    wherever the protection is inactive.
+    By default the expression is written for reading: constants with 6
+    significant digits and the protected operators as their unprotected
+    mathematical forms (``div`` -> ``a/b``, ``log`` -> ``log(|a|)``), which
+    agree with the tree wherever the protection is inactive (not, say, for
+    ``x0 / (x1 - x1)``, where the tree gives 1).  ``exact=True`` writes what
+    the evaluators compute: constants at full float32 precision, ``div``,
+    ``log``, ``inv`` and ``pow`` as the guarded functions ``pdiv``, ``plog``,
+    ``pinv``, ``ppow`` (``pdiv(a, b)`` is 1 where ``|b| <= PROTECT_EPS``, ...;
+    ``expr.rewrite(sympy.Piecewise)`` spells them out) and ``exp``'s clamp at
+    ``EXP_CLIP``; ``sympy.lambdify(..., "numpy")`` of it reproduces the
+    predictions up to float32 vs float64 rounding.
 
     ``simplify=False`` returns the literal translation (built with sympy's
     automatic evaluation off), in time linear in the tree size.  With ``simplify=True`` the expression goes through
@@ -71,6 +145,9 @@ def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True,
     from tfevo.gp.trees import _sympy_table
 
     table = _sympy_table()
+    if exact:
+        table.update(_exact_table())
+    digits = 9 if exact else 6  # 9 significant digits round-trip every float32
     t, v, s = _one(trees, index)
     n = int(s[0])
     nvars = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 0
@@ -83,7 +160,7 @@ def to_sympy(trees, index: int = 0, num_outputs: int = 1, simplify: bool = True,
     def rec(i):
         ty = t[i]
         if ty == CONST:
-            return sp.Float(float(v[i]), 6)
+            return sp.Float(float(v[i]), digits)
         if ty == VAR:
             return syms[int(v[i])]
         if ty == OUT:

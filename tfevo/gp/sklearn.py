@@ -222,7 +222,10 @@ class _BaseSymbolic(BaseEstimator):
         ``simplify=False`` returns the literal translation at once;
         otherwise simplification is bounded (see
         :func:`tfevo.gp.export.to_sympy` for ``max_simplify_nodes`` and
-        ``simplify_timeout``).
+        ``simplify_timeout``).  ``exact=True`` keeps the protected
+        operators' guards (``Piecewise``) and full-precision constants, so
+        the expression computes what ``predict`` computes; by default it is
+        written for reading (``div`` as ``a/b``, 6-digit constants).
         """
         from tfevo.gp.export import to_sympy
 
