@@ -62,7 +62,7 @@ def test_defaults_keep_the_engine_defaults_and_p_point_alias():
      r"p_crossover=0.9 \+ p_subtree_mutation=0.1 .*operators\['insert'\]=0.05 = 1.0[67]"),
     (dict(p_hoist_mutation=1.5), r"p_hoist_mutation must be a probability .* 1.5"),
     (dict(p_point=0.2, p_point_replace=0.1), r"p_point=0.2 and p_point_replace=0.1"),
-    (dict(metric="pearson"), r"metric must be one of .*'pearson'"),
+    (dict(metric="kendall"), r"metric must be one of .*'pearson', 'spearman'.*make_fitness.*'kendall'"),
     (dict(max_samples=0.0), r"max_samples must be a fraction in \(0, 1\], got 0.0"),
     (dict(max_samples=1.5), r"max_samples .* 1.5"),
     (dict(stopping_criteria="low"), r"stopping_criteria must be a number or None, got 'low'"),
@@ -174,3 +174,95 @@ def test_masked_metrics_match_numpy():
     acc = classification_raw(scores, tf.constant(LAB, tf.int32), "accuracy", mask[:5]).numpy()
     ref = [(scores.numpy()[i].argmax(0) == LAB)[m[i]].mean() for i in range(5)]
     np.testing.assert_allclose(acc, ref, rtol=1e-6)
+
+
+# -- gplearn's correlation metrics and make_fitness ---------------------------------------------
+def _population_and_predictions():
+    import tensorflow as tf
+
+    from tfevo.gp import FunctionSet, TerminalSet, generate, interpret
+
+    fs = FunctionSet(["add", "sub", "mul", "div", "sin"])
+    trees = generate(tf.constant([1, 2]), 150, 32, fs, TerminalSet(2, 0.3, (-1, 1)), (1, 4), "half_and_half")
+    x = X.astype(np.float32)
+    y = (X[:, 0] * X[:, 1] + np.round(X[:, 0], 1)).astype(np.float32)  # ties in y: the ranks average them
+    pred = np.stack([interpret(trees, x, i) for i in range(150)]).astype(np.float64)
+    return trees, fs, x, y, pred
+
+
+@pytest.mark.parametrize("metric", ["pearson", "spearman"])
+def test_correlation_metrics_equal_gplearns_on_the_same_predictions(metric):
+    import tensorflow as tf
+
+    from gplearn.fitness import _fitness_map
+    from tfevo.gp.metrics import regression_loss, subsample_mask
+
+    trees, fs, x, y, pred = _population_and_predictions()
+    mask = subsample_mask(tf.constant([3, 4]), 150, len(y), 60)
+    for m in (None, mask):
+        got = regression_loss(trees, tf.constant(x), tf.constant(y), metric, fs, None, m).numpy()
+        w = np.ones((150, len(y))) if m is None else m.numpy().astype(np.float64)
+        want = np.array([_fitness_map[metric](y.astype(np.float64), pred[i], w[i]) for i in range(150)])
+        assert 10 < np.sum(want == 0) < 150  # constant trees score 0 on both sides
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_correlation_metric_fit_is_greater_is_better_like_gplearn():
+    from gplearn.fitness import _fitness_map
+
+    est = SymbolicRegressor(**TINY, generations=4, metric="spearman", stopping_criteria=None).fit(X, Y)
+    rd = est.run_details_["best_fitness"]
+    assert est.best_fitness_ == max(rd) and rd == sorted(rd)  # the elite keeps the best score
+    ref = _fitness_map["spearman"](Y, est.predict(X).astype(np.float64), np.ones(len(Y)))
+    np.testing.assert_allclose(est.best_fitness_, ref, rtol=1e-6)
+    with pytest.warns(UserWarning, match="stops after the first generation"):
+        one = SymbolicRegressor(**TINY, generations=4, metric="pearson").fit(X, Y)
+    assert len(one.run_details_["generation"]) == 1  # gplearn's rule: best score >= 0.0 at once
+    stop = SymbolicRegressor(**TINY, generations=30, metric="pearson", stopping_criteria=0.9).fit(X, Y)
+    assert stop.run_details_["best_fitness"][-1] >= 0.9 > max(stop.run_details_["best_fitness"][:-1] + [-1])
+
+
+def _neg_mae(y, y_pred, w):
+    return -np.average(np.abs(y_pred - y), weights=w)
+
+
+def test_make_fitness_matches_gplearn_and_survives_clone_and_pickle():
+    import copy
+
+    import tensorflow as tf
+    from gplearn.fitness import make_fitness as gplearn_make_fitness
+    from sklearn.base import clone
+
+    from tfevo.gp import make_fitness
+    from tfevo.gp.metrics import regression_loss, subsample_mask
+
+    trees, fs, x, y, pred = _population_and_predictions()
+    mask = subsample_mask(tf.constant([5, 6]), 150, len(y), 60)
+    mine = make_fitness(function=_neg_mae, greater_is_better=True)
+    batched = make_fitness(function=lambda y, p, w: -np.sum(w * np.abs(p - y), 1) / np.sum(w, 1),
+                           greater_is_better=True, batched=True)
+    theirs = gplearn_make_fitness(function=_neg_mae, greater_is_better=True, wrap=False)
+    w = mask.numpy().astype(np.float64)
+    want = np.array([theirs(y.astype(np.float64), pred[i], w[i]) for i in range(150)])
+    want = np.where(np.isfinite(want), want, -np.inf)  # a non-finite score is the worst
+    for metric in (mine, batched):
+        got = regression_loss(trees, tf.constant(x), tf.constant(y), metric, fs, None, mask).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    # through the constructor, with a lambda (not picklable by pickle itself), fitted and cloned
+    est = SymbolicRegressor(**TINY, generations=3, stopping_criteria=None,
+                            metric=make_fitness(function=lambda y, p, w: -np.average((p - y) ** 2, weights=w),
+                                                greater_is_better=True)).fit(X, Y)
+    assert est.best_fitness_ == max(est.run_details_["best_fitness"])
+    np.testing.assert_allclose(-est.best_fitness_, est.best_mse_, rtol=1e-5)
+    c = clone(est)
+    assert c.metric == est.metric and "make_fitness(function=" in repr(est)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    again = SymbolicRegressor(**back.get_params()).fit(X, Y)  # the unpickled metric still scores
+    _same_run(again, est)
+    assert copy.deepcopy(est.metric) == est.metric
+    with pytest.raises(ConfigError, match="greater_is_better must be a bool"):
+        make_fitness(function=_neg_mae, greater_is_better="yes")
+    with pytest.raises(ConfigError, match="must return a number"):
+        make_fitness(function=lambda y, p, w: p - y, greater_is_better=False)

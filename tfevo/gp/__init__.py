@@ -27,6 +27,7 @@ from tfevo.gp.operators import (  # noqa: F401
 from tfevo.gp.selection import rank_selection, roulette, select, tournament, truncation  # noqa: F401
 from tfevo.gp.algorithm import OPERATORS, GeneticProgramming, GPConfig  # noqa: F401
 from tfevo.gp.export import GPExpression, to_keras, to_sympy  # noqa: F401
+from tfevo.gp.metrics import Fitness, make_fitness  # noqa: F401
 from tfevo.gp.sklearn import SymbolicClassifier, SymbolicRegressor  # noqa: F401
 from tfevo.gp.policy import GPPolicy  # noqa: F401
 
@@ -39,6 +40,6 @@ __all__ = [
     "multi_point_mutation", "insert_mutation", "delete_mutation", "constant_mutation",
     "multi_constant_mutation", "select", "tournament", "truncation", "roulette", "rank_selection",
     "GeneticProgramming", "GPConfig", "OPERATORS", "to_sympy", "to_keras", "GPExpression",
-    "SymbolicRegressor", "SymbolicClassifier", "GPPolicy",
+    "SymbolicRegressor", "SymbolicClassifier", "GPPolicy", "make_fitness", "Fitness",
     "PAD", "CONST", "VAR", "FUNC", "OUT",
 ]

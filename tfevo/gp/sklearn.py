@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +28,7 @@ from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
-from tfevo.gp.metrics import check_metric, classification_raw, regression_loss
+from tfevo.gp.metrics import check_metric, classification_raw, greater_is_better, regression_loss
 from tfevo.gp.sklearn_run import evolve, operator_mix, point_replace, run_state
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
@@ -283,7 +284,13 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (out-of-bag fitness in ``run_details_``).
       warm_start: continue the stored run up to ``generations``.
       feature_names: names for ``str(est)`` / ``to_sympy()``.
-      metric: ``"mse"``, ``"mean absolute error"`` or ``"rmse"``.
+      metric: gplearn's raw fitness: ``"mse"``, ``"mean absolute error"``,
+        ``"rmse"`` (errors), ``"pearson"`` or ``"spearman"`` (gplearn's absolute
+        weighted correlations, higher is better; ``predict`` returns the
+        program's raw output, which such a fit only correlates with y), or
+        a :func:`~tfevo.gp.make_fitness` metric.  ``stopping_criteria``
+        compares ``>=`` for a higher-is-better metric, as in gplearn (so the
+        default 0.0 stops after one generation there: give None or 1.0).
       jit_compile: XLA-compile the generation step.
       use_op: the C++ evaluator (:mod:`tfevo.kernels`): ``None`` where allowed,
         ``True`` required, ``False`` the pure-TensorFlow reference.
@@ -320,16 +327,23 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         _finite32(X, "X")
         y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
         metric = check_metric(self.metric)
+        lower = not greater_is_better(metric)
         cfg = self._config(X.shape[1], 1)
         xt, yt = tf.constant(X), tf.constant(y)
         fs = FunctionSet(cfg.functions)
+        crit = self.stopping_criteria
+        if not lower and isinstance(crit, numbers.Real) and not isinstance(crit, bool) and crit <= 0.0:
+            warnings.warn(f"stopping_criteria={crit!r} with the greater-is-better metric {metric!r} stops after "
+                          f"the first generation (gplearn's rule: stop once the best score is >= it); pass "
+                          f"stopping_criteria=None or a reachable score such as 1.0 for pearson/spearman")
 
         def score(trees, mask):
-            return regression_loss(trees, xt, yt, metric, fs, self.use_op, mask)
+            return tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask), tf.float32)
 
-        gp = evolve(self, cfg, score, len(y), lower_is_better=True)
+        gp = evolve(self, cfg, score, len(y), lower_is_better=lower)
         self.history_ = list(self.run_details_["best_fitness"])
-        self.best_fitness_ = -self._store(gp)
+        fit = self._store(gp)
+        self.best_fitness_ = -fit if lower else fit
         self.best_mse_ = float(mse(self.program_, xt, yt, gp.eval_functions, self.use_op).numpy()[0])
         return self
 
