@@ -9,7 +9,9 @@ Data (scikit-learn's bundled sets, binary problems): ``breast_cancer``
 (569 x 30), ``iris_vv`` (iris versicolor vs virginica, the two classes that
 overlap: 100 x 4), ``wine_01`` (wine classes 0 vs 1: 130 x 13).  Split 70/30,
 stratified, by the run's seed; test accuracy and ROC AUC (from
-``predict_proba``).
+``predict_proba``, and as ``scoring="roc_auc"`` computes it: from
+``decision_function`` where the estimator has one, tfevo's, else from
+``predict_proba``, gplearn's).
 
 Both libraries get the same settings: population, generations, functions
 {add, sub, mul, div}, constants in [-1, 1], tournament 20, ramped
@@ -104,13 +106,17 @@ def run(args):
                 acc = float(accuracy_score(yt, est.predict(xt)))
                 train_acc = float(accuracy_score(y, est.predict(x)))
                 auc = float(roc_auc_score(yt, np.nan_to_num(p, nan=0.5)))
+                # what scoring="roc_auc" uses: decision_function when there is one (tfevo), else predict_proba
+                d = est.decision_function(xt) if hasattr(est, "decision_function") else p
+                auc_scorer = float(roc_auc_score(yt, np.nan_to_num(np.asarray(d, np.float64), nan=0.0)))
+                ties = int(len(p) - len(np.unique(p)))
             rec = dict(lib=args.lib, problem=name, seed=s, pop=args.pop, gens=args.gens, test_acc=acc,
-                       test_auc=auc, train_acc=train_acc, length=program_len(args.lib, est),
+                       test_auc=auc, test_auc_scorer=auc_scorer, proba_ties=ties, train_acc=train_acc, length=program_len(args.lib, est),
                        program=str(est._program) if args.lib == "gplearn" else str(est),
                        cpu_s=round(cpu, 2), wall_s=round(wall, 2))
             with open(args.out, "a") as f:
                 f.write(json.dumps(rec) + "\n")
-            print(name, s, args.lib, f"acc={acc:.4f} auc={auc:.4f} train={train_acc:.4f} len={rec['length']} "
+            print(name, s, args.lib, f"acc={acc:.4f} auc={auc:.4f} auc(scorer)={auc_scorer:.4f} ties={ties} train={train_acc:.4f} len={rec['length']} "
                   f"cpu={cpu:.1f}s", flush=True)
 
 
@@ -138,9 +144,10 @@ def table(args):
                 continue
 
             def v(d, key):
-                return np.array([d[s][key] for s in seeds], np.float64)
+                # gplearn has no decision_function: its scorer AUC is the predict_proba one
+                return np.array([d[s].get(key, d[s]["test_auc"]) for s in seeds], np.float64)
 
-            aa, ba, au, bu = v(a, "test_acc"), v(b, "test_acc"), v(a, "test_auc"), v(b, "test_auc")
+            aa, ba, au, bu = v(a, "test_acc"), v(b, "test_acc"), v(a, args.auc), v(b, args.auc)
             pa = mannwhitneyu(aa, ba).pvalue if np.any(aa != ba) else 1.0
             pu = mannwhitneyu(au, bu).pvalue if np.any(au != bu) else 1.0
             met = np.median(aa) >= np.median(ba) - 1e-12 and np.median(au) >= np.median(bu) - 1e-12  # equal medians: met
@@ -162,6 +169,8 @@ def main():
     r.add_argument("--out", required=True)
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
+    t.add_argument("--auc", default="test_auc", choices=("test_auc", "test_auc_scorer"),
+                   help="AUC from predict_proba (default) or from what scoring='roc_auc' uses")
     args = ap.parse_args()
     run(args) if args.cmd == "run" else table(args)
 

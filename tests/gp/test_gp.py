@@ -411,7 +411,7 @@ def test_iris_accuracy():
 
     prob = iris()
     clf = SymbolicClassifier(population_size=400, generations=12, max_len=48, const_range=(-1, 1),
-                             tournament_size=7, random_state=0)
+                             tournament_size=7, fitness="accuracy", random_state=0)
     x, y = prob.x.numpy(), prob.labels.numpy()
     clf.fit(x, y)
     acc = clf.score(x, y)

@@ -96,10 +96,15 @@ def test_stopping_criteria_lower_and_higher_is_better():
     first = next(i for i, f in enumerate(full.run_details_["best_fitness"]) if f <= thr)
     assert len(est.run_details_["best_fitness"]) == first + 1
     # accuracy is higher-is-better: 0.0 stops at once, 1.01 never
-    clf = SymbolicClassifier(**TINY, generations=3, stopping_criteria=0.0).fit(X, LAB)
+    clf = SymbolicClassifier(**TINY, generations=3, fitness="accuracy", stopping_criteria=0.0).fit(X, LAB)
     assert len(clf.run_details_["best_fitness"]) == 1
-    clf = SymbolicClassifier(**TINY, generations=3, stopping_criteria=1.01).fit(X, LAB)
+    clf = SymbolicClassifier(**TINY, generations=3, fitness="accuracy", stopping_criteria=1.01).fit(X, LAB)
     assert len(clf.run_details_["best_fitness"]) == 3
+    # the default cross-entropy is lower-is-better: 0.0 never, 10.0 at once
+    clf = SymbolicClassifier(**TINY, generations=3, stopping_criteria=0.0).fit(X, LAB)
+    assert len(clf.run_details_["best_fitness"]) == 3 and clf.fitness == "crossentropy"
+    clf = SymbolicClassifier(**TINY, generations=3, stopping_criteria=10.0).fit(X, LAB)
+    assert len(clf.run_details_["best_fitness"]) == 1
 
 
 @pytest.mark.parametrize("max_samples", [1.0, 0.75])

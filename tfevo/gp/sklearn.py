@@ -355,8 +355,12 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
 class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     """Classification with multi-output GP trees (one output per class).
 
-    ``fit(X, y)`` maximises training accuracy (``fitness="crossentropy"``
-    switches to the softmax cross-entropy).  ``predict`` returns the
+    ``fit(X, y)`` minimises the softmax cross-entropy of the outputs (the
+    default ``fitness="crossentropy"``, the counterpart of gplearn's log
+    loss: it trains the outputs as logits, so ``predict_proba`` and ROC AUC
+    are meaningful); ``fitness="accuracy"`` maximises training accuracy
+    instead, which leaves the scale of the outputs untrained (their
+    probabilities often saturate at exactly 0 or 1).  ``predict`` returns the
     arg-max class label, ``predict_proba`` the softmax of the outputs,
     ``decision_function`` the output difference ``[n]`` for two classes
     (positive = ``classes_[1]``) and the outputs ``[n, n_classes]``
@@ -375,7 +379,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, fitness="accuracy"):
+                 verbose=0, fitness="crossentropy"):
         super().__init__(**_base_arguments(locals()))
         self.fitness = fitness
 
