@@ -337,8 +337,11 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                           f"the first generation (gplearn's rule: stop once the best score is >= it); pass "
                           f"stopping_criteria=None or a reachable score such as 1.0 for pearson/spearman")
 
+        worst = tf.constant(np.inf if lower else -np.inf, tf.float32)
+
         def score(trees, mask):
-            return tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask), tf.float32)
+            raw = tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask), tf.float32)
+            return tf.where(tf.math.is_finite(raw), raw, worst)  # a custom score beyond float32 is no winner
 
         gp = evolve(self, cfg, score, len(y), lower_is_better=lower)
         self.history_ = list(self.run_details_["best_fitness"])
