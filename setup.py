@@ -33,7 +33,7 @@ DOCS = ["mkdocs>=1.6", "mkdocstrings[python]>=0.26"]  # the docs site; its stric
 EXTRAS = {
     "docs": DOCS,
     "test": ["pytest>=7", "pytest-xdist>=3", "cma>=3.3", "neat-python>=0.92", "coco-experiment>=2.6",
-             "ribs>=0.7", *DOCS],  # pycma, neat-python, COCO and pyribs are the references tests compare with
+             "ribs>=0.7", "gplearn>=0.4", *DOCS],  # pycma, neat-python, COCO, pyribs and gplearn are the references tests compare with
     "bench": [
         "cma>=3.3", "jax>=0.4.30", "evosax>=0.1.6", "neat-python>=0.92",
         "gplearn>=0.4", "deap>=1.4", "ribs>=0.7", "coco-experiment>=2.6",
