@@ -85,7 +85,8 @@ def test_bipop_schedule_follows_pycma_budgets():
     es = BIPOP(n, sigma=2.0, init_range=(-4, 4), seed=seed)
     base = es.popsize
     assert base == 10
-    assert es.max_generations == int(100 + 150 * (n + 3) ** 2 / math.sqrt(base))
+    # pycma's maxiter with its unfloored popsize option 4 + 3 ln n
+    assert es.max_generations == 100 + 150 * (n + 3) ** 2 // math.sqrt(4 + 3 * math.log(n)) == 7775
     rng = np.random.default_rng(0)
 
     def run(random_gens):
@@ -101,20 +102,20 @@ def test_bipop_schedule_follows_pycma_budgets():
     # first run: 5 random + 2 flat generations; its evaluations count to the small regime
     assert run(5) == 7
     assert int(es.evals_small.numpy()) == 70 and int(es.evals_large.numpy()) == 0
-    # small (70) >= max(1, large = 0): the next run is large, popsize base * 2
-    assert es.popsize == 20 and bool(es.regime_small.numpy()) is False
+    # small (70) >= max(1, large = 0): the next run is large, popsize floor(10.9 * 2)
+    assert es.popsize == 21 and bool(es.regime_small.numpy()) is False
     assert run(20) == 22
-    large = 22 * 20
+    large = 22 * 21
     assert int(es.evals_large.numpy()) == large
     small = 70
     sizes, sigmas = [], []
     while small < large:
-        # a small run: popsize floor(base * 2**(U**2)) in [10, 19] (the last large
+        # a small run: popsize floor(10.9 * 2**(U**2)) in [10, 21] (the last large
         # run's multiplier is 2), sigma 2 * 0.01**U, at most ceil(0.5 * large / popsize)
         # generations: random fitness runs into that iteration limit
         assert bool(es.regime_small.numpy()) is True
         p, sigma0 = es.popsize, float(es.sigma.numpy())
-        assert base <= p < 2 * base
+        assert base <= p <= 21
         assert 2.0 * 0.01 <= sigma0 <= 2.0
         cap = math.ceil(0.5 * large / p)
         assert run(10**6) == cap
@@ -123,12 +124,12 @@ def test_bipop_schedule_follows_pycma_budgets():
         assert int(es.evals_small.numpy()) == small and int(es.evals_large.numpy()) == large
         sizes.append(p)
         sigmas.append(sigma0)
-    # the small regime caught up: the second large run, popsize base * 4, the run's full sigma
+    # the small regime caught up: the second large run, popsize floor(10.9 * 4), the run's full sigma
     assert bool(es.regime_small.numpy()) is False
-    assert es.popsize == 40 and float(es.sigma.numpy()) == 2.0
+    assert es.popsize == 43 and float(es.sigma.numpy()) == 2.0
     assert len(sizes) >= 2
     # popsize and sigma come from independent draws: the sigma is not a function of the popsize
-    u_pop = [math.sqrt(max(0.0, math.log2(p / base))) for p in sizes]
+    u_pop = [math.sqrt(max(0.0, math.log2(p / (4 + 3 * math.log(n))))) for p in sizes]
     u_sigma = [math.log(s / 2.0) / math.log(0.01) for s in sigmas]
     assert not all(p0 <= u <= p0 + 0.2 for p0, u in zip(u_pop, u_sigma))
 
@@ -139,3 +140,105 @@ def test_bipop_regime_choice_on_budget_examples(small, large, want_small):
     es.evals_small.assign(small)
     es.evals_large.assign(large)
     assert es._next_is_small() is want_small
+
+
+# -- cma.fmin as the reference: its restart schedule driven by a scripted fitness -------------------
+def _pycma_fmin_runs(n, pattern, restarts, bipop=False):
+    """Runs ``cma.fmin`` with a fitness scripted per generation and returns, per run,
+    ``(popsize, generations, tolstagnation, maxiter)``.
+
+    ``pattern(g, lam)``: the ``lam`` values of generation ``g`` of a run (pycma minimizes).
+    """
+    import warnings
+
+    cma = pytest.importorskip("cma")
+    runs = []
+    state = {"i": 0, "es": None}
+
+    def f(x):
+        es = state["es"]
+        lam, g = es.popsize, es.countiter
+        v = pattern(g, lam)[state["i"] % lam]
+        state["i"] += 1
+        return float(v)
+
+    def init(es):
+        state["es"], state["i"] = es, 0
+        runs.append([es.popsize, 0, es.opts["tolstagnation"], es.opts["maxiter"]])
+
+    def count(es):
+        runs[-1][1] = es.countiter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cma.fmin(f, np.zeros(n), 1.0, {"verbose": -9, "seed": 1, "tolfun": 0, "tolfunhist": 0},
+                 restarts=restarts, incpopsize=2, bipop=bipop, init_callback=init, callback=count)
+    return [tuple(r) for r in runs]
+
+
+def _tfevo_runs(es, pattern, runs):
+    """Drives ``es`` (IPOP/BIPOP) with the same scripted fitness (maximized: negated) for ``runs`` runs."""
+    out, g, lam = [], 0, es.popsize
+    while len(out) < runs:
+        before = int(es.restarts.numpy())
+        es.tell(es.ask(), tf.constant(-np.asarray(pattern(g, lam), np.float64)))
+        g += 1
+        if int(es.restarts.numpy()) != before:
+            out.append((lam, g))
+            g, lam = 0, es.popsize
+    return out
+
+
+def _informative_then_flat(flat_from):
+    # distinct values before generation flat_from, then the best floor(0.75 lambda) + 1 equal (a
+    # plateau the rest leaves: no tolfun, but the best equals the member at rank floor(0.75 lambda))
+    def pattern(g, lam):
+        if g < flat_from:
+            return np.arange(lam, dtype=np.float64) + g
+        v = np.zeros(lam)
+        k = int(0.75 * lam) + 1
+        v[k:] = 1.0 + np.arange(lam - k)
+        return v
+    return pattern
+
+
+@pytest.mark.parametrize("n", [10, 20])
+def test_ipop_popsizes_and_flat_fitness_end_runs_as_cma_fmin(n):
+    # cma.fmin multiplies the unfloored popsize 4 + 3 ln n by 2 at each restart and floors the
+    # product (n = 10: 10, 21, 43, 87); a run ends after two flat generations in a row
+    # (tolflatfitness=1; es.stop() checks once per iteration however often it is called)
+    pattern = _informative_then_flat(3)
+    theirs = _pycma_fmin_runs(n, pattern, restarts=3)
+    es = IPOP(n, sigma=1.0, seed=0, max_restarts=3)
+    ours = _tfevo_runs(es, pattern, 3)
+    assert [(p, g) for p, g, _, _ in theirs[:3]] == ours
+    assert ours[0][1] == 5  # three informative generations, two flat ones
+    # maxiter and the stagnation window: evaluated with the first run's unfloored popsize, kept by every run
+    assert es.max_generations == theirs[0][3] == theirs[-1][3]
+    assert es.inner.stag_window == theirs[0][2] == theirs[-1][2]
+
+
+def test_bipop_large_popsizes_are_cma_fmins():
+    n = 10
+    es = BIPOP(n, sigma=2.0, seed=3)
+    pattern = _informative_then_flat(2)
+    larges = []
+    for _ in range(12):
+        _tfevo_runs(es, pattern, 1)
+        if not bool(es.regime_small.numpy()):
+            larges.append(es.popsize)
+        else:  # a small run: floor(popsize0 * M^(U^2)) with M the last large run's multiplier
+            m = 2.0 ** int(es.n_large.numpy())
+            assert int(4 + 3 * math.log(n)) <= es.popsize <= int((4 + 3 * math.log(n)) * m)
+    assert larges[:2] == [21, 43]
+
+
+@pytest.mark.parametrize("n, popsize", [(2, None), (10, None), (20, None), (40, None), (10, 24)])
+def test_stagnation_window_is_pycmas_tolstagnation(n, popsize):
+    # pycma evaluates int(100 + 100 n^1.5 / popsize) with its popsize option: 4 + 3 ln n before int()
+    cma = pytest.importorskip("cma")
+    opts = {"verbose": -9} if popsize is None else {"verbose": -9, "popsize": popsize}
+    theirs = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, opts)
+    es = CMAES(n, popsize=popsize)
+    assert es.popsize == theirs.popsize
+    assert es.stag_window == theirs.opts["tolstagnation"]
