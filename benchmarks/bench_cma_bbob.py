@@ -8,13 +8,15 @@ Run::
 
 Each run: one (function, dimension, COCO instance), start point uniform in
 ``[-4, 4]^D`` (a new one at every restart, both libraries), ``sigma0 = 2``,
-default population size ``4 + floor(3 ln D)`` doubled at each large restart, at
+default population size ``4 + floor(3 ln D)``; each large restart doubles the
+unfloored ``4 + 3 ln D`` and floors it (pycma's rule: 10, 21, 43, ... at D = 10), at
 most 9 restarts, a budget of ``--budget-per-dim * D`` evaluations, stopped when
 ``f - f_opt <= 1e-8`` (the evaluation count is that of the first solution that
 reached it, counted solution by solution in both libraries).
 
 * ``tfevo_ipop``  -- ``tfevo.strategies.IPOP`` (CMAES inside, defaults: float64),
-  fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``;
+  fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``, ``f - f_opt`` told
+  in float64 (as pycma ranks it);
 * ``tfevo_bipop`` -- ``tfevo.strategies.BIPOP``, the same;
 * ``pycma_ipop``  -- ``cma.fmin(f, x0, 2, restarts=9, incpopsize=2)`` with ``x0``
   a callable (uniform in ``[-4, 4]^D``), ``ftarget``, the budget through a

@@ -15,7 +15,8 @@ Restarts happen when any termination criterion of the inner strategy fires
 ``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``; see
 :attr:`CMAES.stop_reasons`) or when a run reaches its iteration limit
 (``maxiter`` in :attr:`history`: pycma's default ``100 + 150 (n + 3)^2 /
-sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize; BIPOP's
+sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize before ``int()``,
+``4 + 3 ln n`` unfloored by default; BIPOP's
 small runs have a tighter one).  A restart draws
 a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
@@ -238,21 +239,22 @@ class BIPOP(_Restarts):
     * Budgets: the evaluations of the *first* run (default popsize) count to the
       small regime.  After each run, a small run follows while the small regime
       has used fewer evaluations than the large one (at least 1), else a large run.
-    * Large runs: ``popsize = base * inc_popsize**k`` for the ``k``-th large run,
+    * Large runs: ``popsize = floor(popsize0 * inc_popsize**k)`` for the ``k``-th large run
+      (``popsize0``: pycma's popsize option before ``int()``, ``4 + 3 ln n`` by default),
       ``sigma``.
-    * Small runs: ``popsize = floor(base * (inc_popsize**k) ** (U1**2))`` with ``k``
+    * Small runs: ``popsize = floor(popsize0 * (inc_popsize**k) ** (U1**2))`` with ``k``
       the number of large runs so far (the multiplier of the last large run),
       ``sigma * 0.01**U2``, with ``U1, U2 ~ U(0, 1)`` independent draws from the
       seed stream; a small run stops after at most ``0.5 * E_large / popsize``
       generations (``E_large``: the evaluations of all large runs so far), so that
       it never uses more than half the large regime's budget.
 
-    Worked example (``base = 10``, ``inc_popsize = 2``): the first run uses 3000
-    evaluations (small: 3000, large: 0) -> large run 1 with popsize 20, say 8000
+    Worked example (``n = 10``: ``popsize0 = 10.9``, ``inc_popsize = 2``): the first run uses 3000
+    evaluations (small: 3000, large: 0) -> large run 1 with popsize 21, say 8000
     evaluations (small 3000 < large 8000) -> a small run with popsize
-    ``floor(10 * 2**(U1**2))`` in 10..19 and at most ``0.5 * 8000 / popsize``
+    ``floor(10.9 * 2**(U1**2))`` in 10..21 and at most ``0.5 * 8000 / popsize``
     generations -> while small < large, further small runs; then large run 2 with
-    popsize 40.
+    popsize 43.
 
     Args as :class:`IPOP`; ``max_restarts`` limits the number of large-population
     restarts (small runs are not counted).
