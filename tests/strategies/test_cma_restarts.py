@@ -242,3 +242,60 @@ def test_stagnation_window_is_pycmas_tolstagnation(n, popsize):
     es = CMAES(n, popsize=popsize)
     assert es.popsize == theirs.popsize
     assert es.stag_window == theirs.opts["tolstagnation"]
+
+
+def _pycma_stop_generation(n, pattern, max_gens=60):
+    """Generations until ``CMAEvolutionStrategy`` (ask/tell, one ``stop()`` per iteration) stops on
+    the scripted fitness ``pattern(g, lam)`` (minimized), and its stop dictionary."""
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1})
+    for g in range(max_gens):
+        x = es.ask()
+        es.tell(x, list(pattern(g, es.popsize)))
+        if es.stop():
+            return g + 1, dict(es.stop())
+    return None, {}
+
+
+def _tfevo_stop_generation(n, pattern, max_gens=60):
+    es = CMAES(n, sigma=1.0, seed=0)
+    for g in range(max_gens):
+        es.tell(es.ask(), tf.constant(-np.asarray(pattern(g, es.popsize), np.float64)))
+        if es.stop_reasons:
+            return g + 1, es.stop_reasons
+    return None, []
+
+
+def test_tolfunhist_fires_as_pycmas_when_the_best_stays_put():
+    # the best value never moves, the rest of the population spreads (no tolfun, not flat): pycma's
+    # tolfunhist (10 recorded bests within 1e-12) ends the run at generation 10
+    def pattern(g, lam):
+        return np.concatenate([[5.0], 6.0 + np.arange(lam - 1) + g])
+
+    g_py, why_py = _pycma_stop_generation(10, pattern)
+    g_tf, why_tf = _tfevo_stop_generation(10, pattern)
+    assert g_py == 10 and "tolfunhist" in why_py
+    assert (g_tf, why_tf) == (g_py, ["tolfunhist"])
+
+
+def test_tolfun_needs_no_full_history_as_pycmas():
+    # values within 1e-13 from the first generation: pycma's tolfun holds at once (its history is
+    # the one best recorded so far), before the 10 + 30 n / lambda generations of a full window
+    def pattern(g, lam):
+        return 3.0 + 1e-13 * np.arange(lam)
+
+    g_py, why_py = _pycma_stop_generation(10, pattern)
+    g_tf, why_tf = _tfevo_stop_generation(10, pattern)
+    assert g_py == 1 and "tolfun" in why_py
+    assert g_tf == 1 and "tolfun" in why_tf
+
+
+@pytest.mark.parametrize("n, lam", [(10, 10), (10, 21), (10, 43), (20, 12)])
+def test_tolfun_window_is_pycmas_history_length(n, lam):
+    # pycma keeps at most 10 + 30 n / lambda recorded bests (it pops while the list is longer)
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1, "popsize": lam})
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        es.tell(es.ask(), list(rng.standard_normal(lam) + 100))
+    assert CMAES(n, popsize=lam).tolfun_window == len(es.fit.hist)

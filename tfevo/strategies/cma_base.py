@@ -145,7 +145,8 @@ class CMABase(Algorithm):
         self.weights = tf.constant(self.weights_np, self.dtype)
         self.lazy_gap = self.eigen_gap if self.eigen_gap is not None else eq.lazy_gap(n, self.c1, self.cmu)
         # tolfun / stagnation windows.
-        self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
+        # pycma's fitness history: at most 10 + 30 n / lambda entries (it pops while longer)
+        self.tolfun_window = int(math.floor(10 + 30.0 * n / lam))
         self.stag_window = int(min(self.hist_len, stagnation_window(n, self._stagnation_lambda(lam))))
         self._model.configure()
 
