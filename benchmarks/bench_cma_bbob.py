@@ -8,13 +8,15 @@ Run::
 
 Each run: one (function, dimension, COCO instance), start point uniform in
 ``[-4, 4]^D`` (a new one at every restart, both libraries), ``sigma0 = 2``,
-default population size ``4 + floor(3 ln D)`` doubled at each large restart, at
+default population size ``4 + floor(3 ln D)``; each large restart doubles the
+unfloored ``4 + 3 ln D`` and floors it (pycma's rule: 10, 21, 43, ... at D = 10), at
 most 9 restarts, a budget of ``--budget-per-dim * D`` evaluations, stopped when
 ``f - f_opt <= 1e-8`` (the evaluation count is that of the first solution that
 reached it, counted solution by solution in both libraries).
 
 * ``tfevo_ipop``  -- ``tfevo.strategies.IPOP`` (CMAES inside, defaults: float64),
-  fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``;
+  fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``, ``f - f_opt`` told
+  in float64 (as pycma ranks it);
 * ``tfevo_bipop`` -- ``tfevo.strategies.BIPOP``, the same;
 * ``pycma_ipop``  -- ``cma.fmin(f, x0, 2, restarts=9, incpopsize=2)`` with ``x0``
   a callable (uniform in ``[-4, 4]^D``), ``ftarget``, the budget through a
@@ -87,6 +89,8 @@ def run_seed(fid, inst, rep):
 
 
 def run_tfevo(kind, fid, dim, inst, budget, rep=0):
+    import tensorflow as tf
+
     from tfevo.problems import bbob
 
     p = bbob.make(fid, dim, instance=inst)
@@ -95,15 +99,15 @@ def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     consts, f_opt = p._consts, p._f_opt_t
     while evals < budget:
         x = es.ask()
-        _, _, fit = p._cf(x, consts, f_opt)  # -(f - f_opt), float32 [P]; computed in float64
-        g = -fit.numpy().astype(np.float64)
+        f, _, _ = p._cf(x, consts, f_opt)  # f(x) in float64 [P], f_opt included
+        g = f.numpy() - p.f_opt  # f - f_opt in float64, as pycma's side computes it
         n = min(len(g), budget - evals)
         ok = np.nonzero(g[:n] <= TARGET)[0]
         if len(ok):
             hit = evals + int(ok[0]) + 1
             break
         evals += len(g)
-        es.tell(x, fit)
+        es.tell(x, tf.constant(-g, tf.float64))  # float64, as pycma ranks (float32 ties near a local optimum)
     best = float(-es.best[1].numpy())
     return {"evals": hit, "spent": hit or evals, "best": min(best, TARGET) if hit else best,
             "restarts": int(es.restarts.numpy())}

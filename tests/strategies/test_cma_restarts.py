@@ -1,8 +1,8 @@
 """Restart schedule and the pycma stop criteria the restart wrappers act on.
 
 The runs here are driven by the fitness they are told: random fitness keeps a
-run going (no criterion fires within a few dozen generations), constant
-fitness ends it through ``tolflatfitness`` after two generations, so every
+run going (no criterion fires within a few dozen generations), constant fitness
+after informative generations ends it through ``tolflatfitness`` after two generations, so every
 regime choice, population size and iteration limit of the schedule is checked
 against the rule it follows.
 """
@@ -49,16 +49,17 @@ def test_flat_fitness_stops_after_more_than_one_flat_generation():
 
 
 def test_flat_fitness_on_a_step_plateau_restarts_ipop():
-    # a wide plateau (sigma far below the step width): IPOP restarts after two generations
+    # a wide plateau (sigma far below the step width): every value equal, so pycma's tolfun (this
+    # generation's range and that of the one best recorded, both 0) restarts IPOP after one
+    # generation, before tolflatfitness (two flat generations) could
     def steps(x):
         return -tf.reduce_sum(tf.floor(tf.abs(x) / 100.0), axis=1)
 
     es = IPOP(5, sigma=1.0, init_range=(-3, 3), seed=2)
-    for _ in range(2):
-        x = es.ask()
-        es.tell(x, tf.cast(steps(x), tf.float32))
+    x = es.ask()
+    es.tell(x, tf.cast(steps(x), tf.float32))
     assert int(es.restarts.numpy()) == 1
-    assert es.history[0][2] == ["tolflatfitness"]
+    assert es.history[0][2] == ["tolfun"]
 
 
 def test_tolfacupx_fires_when_a_coordinate_std_grows_1000_fold_from_the_run_sigma():
@@ -85,7 +86,8 @@ def test_bipop_schedule_follows_pycma_budgets():
     es = BIPOP(n, sigma=2.0, init_range=(-4, 4), seed=seed)
     base = es.popsize
     assert base == 10
-    assert es.max_generations == int(100 + 150 * (n + 3) ** 2 / math.sqrt(base))
+    # pycma's maxiter with its unfloored popsize option 4 + 3 ln n
+    assert es.max_generations == 100 + 150 * (n + 3) ** 2 // math.sqrt(4 + 3 * math.log(n)) == 7775
     rng = np.random.default_rng(0)
 
     def run(random_gens):
@@ -101,20 +103,20 @@ def test_bipop_schedule_follows_pycma_budgets():
     # first run: 5 random + 2 flat generations; its evaluations count to the small regime
     assert run(5) == 7
     assert int(es.evals_small.numpy()) == 70 and int(es.evals_large.numpy()) == 0
-    # small (70) >= max(1, large = 0): the next run is large, popsize base * 2
-    assert es.popsize == 20 and bool(es.regime_small.numpy()) is False
+    # small (70) >= max(1, large = 0): the next run is large, popsize floor(10.9 * 2)
+    assert es.popsize == 21 and bool(es.regime_small.numpy()) is False
     assert run(20) == 22
-    large = 22 * 20
+    large = 22 * 21
     assert int(es.evals_large.numpy()) == large
     small = 70
     sizes, sigmas = [], []
     while small < large:
-        # a small run: popsize floor(base * 2**(U**2)) in [10, 19] (the last large
+        # a small run: popsize floor(10.9 * 2**(U**2)) in [10, 21] (the last large
         # run's multiplier is 2), sigma 2 * 0.01**U, at most ceil(0.5 * large / popsize)
         # generations: random fitness runs into that iteration limit
         assert bool(es.regime_small.numpy()) is True
         p, sigma0 = es.popsize, float(es.sigma.numpy())
-        assert base <= p < 2 * base
+        assert base <= p <= 21
         assert 2.0 * 0.01 <= sigma0 <= 2.0
         cap = math.ceil(0.5 * large / p)
         assert run(10**6) == cap
@@ -123,12 +125,12 @@ def test_bipop_schedule_follows_pycma_budgets():
         assert int(es.evals_small.numpy()) == small and int(es.evals_large.numpy()) == large
         sizes.append(p)
         sigmas.append(sigma0)
-    # the small regime caught up: the second large run, popsize base * 4, the run's full sigma
+    # the small regime caught up: the second large run, popsize floor(10.9 * 4), the run's full sigma
     assert bool(es.regime_small.numpy()) is False
-    assert es.popsize == 40 and float(es.sigma.numpy()) == 2.0
+    assert es.popsize == 43 and float(es.sigma.numpy()) == 2.0
     assert len(sizes) >= 2
     # popsize and sigma come from independent draws: the sigma is not a function of the popsize
-    u_pop = [math.sqrt(max(0.0, math.log2(p / base))) for p in sizes]
+    u_pop = [math.sqrt(max(0.0, math.log2(p / (4 + 3 * math.log(n))))) for p in sizes]
     u_sigma = [math.log(s / 2.0) / math.log(0.01) for s in sigmas]
     assert not all(p0 <= u <= p0 + 0.2 for p0, u in zip(u_pop, u_sigma))
 
@@ -139,3 +141,162 @@ def test_bipop_regime_choice_on_budget_examples(small, large, want_small):
     es.evals_small.assign(small)
     es.evals_large.assign(large)
     assert es._next_is_small() is want_small
+
+
+# -- cma.fmin as the reference: its restart schedule driven by a scripted fitness -------------------
+def _pycma_fmin_runs(n, pattern, restarts, bipop=False):
+    """Runs ``cma.fmin`` with a fitness scripted per generation and returns, per run,
+    ``(popsize, generations, tolstagnation, maxiter)``.
+
+    ``pattern(g, lam)``: the ``lam`` values of generation ``g`` of a run (pycma minimizes).
+    """
+    import warnings
+
+    cma = pytest.importorskip("cma")
+    runs = []
+    state = {"i": 0, "es": None}
+
+    def f(x):
+        es = state["es"]
+        lam, g = es.popsize, es.countiter
+        v = pattern(g, lam)[state["i"] % lam]
+        state["i"] += 1
+        return float(v)
+
+    def init(es):
+        state["es"], state["i"] = es, 0
+        runs.append([es.popsize, 0, es.opts["tolstagnation"], es.opts["maxiter"]])
+
+    def count(es):
+        runs[-1][1] = es.countiter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cma.fmin(f, np.zeros(n), 1.0, {"verbose": -9, "seed": 1, "tolfun": 0, "tolfunhist": 0},
+                 restarts=restarts, incpopsize=2, bipop=bipop, init_callback=init, callback=count)
+    return [tuple(r) for r in runs]
+
+
+def _tfevo_runs(es, pattern, runs):
+    """Drives ``es`` (IPOP/BIPOP) with the same scripted fitness (maximized: negated) for ``runs`` runs."""
+    out, g, lam = [], 0, es.popsize
+    while len(out) < runs:
+        before = int(es.restarts.numpy())
+        es.tell(es.ask(), tf.constant(-np.asarray(pattern(g, lam), np.float64)))
+        g += 1
+        if int(es.restarts.numpy()) != before:
+            out.append((lam, g))
+            g, lam = 0, es.popsize
+    return out
+
+
+def _informative_then_flat(flat_from):
+    # distinct values before generation flat_from, then the best floor(0.75 lambda) + 1 equal (a
+    # plateau the rest leaves: no tolfun, but the best equals the member at rank floor(0.75 lambda))
+    def pattern(g, lam):
+        if g < flat_from:
+            return np.arange(lam, dtype=np.float64) + g
+        v = np.zeros(lam)
+        k = int(0.75 * lam) + 1
+        v[k:] = 1.0 + np.arange(lam - k)
+        return v
+    return pattern
+
+
+@pytest.mark.parametrize("n", [10, 20])
+def test_ipop_popsizes_and_flat_fitness_end_runs_as_cma_fmin(n):
+    # cma.fmin multiplies the unfloored popsize 4 + 3 ln n by 2 at each restart and floors the
+    # product (n = 10: 10, 21, 43, 87); a run ends after two flat generations in a row
+    # (tolflatfitness=1; es.stop() checks once per iteration however often it is called)
+    pattern = _informative_then_flat(3)
+    theirs = _pycma_fmin_runs(n, pattern, restarts=3)
+    es = IPOP(n, sigma=1.0, seed=0, max_restarts=3)
+    ours = _tfevo_runs(es, pattern, 3)
+    assert [(p, g) for p, g, _, _ in theirs[:3]] == ours
+    assert ours[0][1] == 5  # three informative generations, two flat ones
+    # maxiter and the stagnation window: evaluated with the first run's unfloored popsize, kept by every run
+    assert es.max_generations == theirs[0][3] == theirs[-1][3]
+    assert es.inner.stag_window == theirs[0][2] == theirs[-1][2]
+
+
+def test_bipop_large_popsizes_are_cma_fmins():
+    n = 10
+    es = BIPOP(n, sigma=2.0, seed=3)
+    pattern = _informative_then_flat(2)
+    larges = []
+    for _ in range(12):
+        _tfevo_runs(es, pattern, 1)
+        if not bool(es.regime_small.numpy()):
+            larges.append(es.popsize)
+        else:  # a small run: floor(popsize0 * M^(U^2)) with M the last large run's multiplier
+            m = 2.0 ** int(es.n_large.numpy())
+            assert int(4 + 3 * math.log(n)) <= es.popsize <= int((4 + 3 * math.log(n)) * m)
+    assert larges[:2] == [21, 43]
+
+
+@pytest.mark.parametrize("n, popsize", [(2, None), (10, None), (20, None), (40, None), (10, 24)])
+def test_stagnation_window_is_pycmas_tolstagnation(n, popsize):
+    # pycma evaluates int(100 + 100 n^1.5 / popsize) with its popsize option: 4 + 3 ln n before int()
+    cma = pytest.importorskip("cma")
+    opts = {"verbose": -9} if popsize is None else {"verbose": -9, "popsize": popsize}
+    theirs = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, opts)
+    es = CMAES(n, popsize=popsize)
+    assert es.popsize == theirs.popsize
+    assert es.stag_window == theirs.opts["tolstagnation"]
+
+
+def _pycma_stop_generation(n, pattern, max_gens=60):
+    """Generations until ``CMAEvolutionStrategy`` (ask/tell, one ``stop()`` per iteration) stops on
+    the scripted fitness ``pattern(g, lam)`` (minimized), and its stop dictionary."""
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1})
+    for g in range(max_gens):
+        x = es.ask()
+        es.tell(x, list(pattern(g, es.popsize)))
+        if es.stop():
+            return g + 1, dict(es.stop())
+    return None, {}
+
+
+def _tfevo_stop_generation(n, pattern, max_gens=60):
+    es = CMAES(n, sigma=1.0, seed=0)
+    for g in range(max_gens):
+        es.tell(es.ask(), tf.constant(-np.asarray(pattern(g, es.popsize), np.float64)))
+        if es.stop_reasons:
+            return g + 1, es.stop_reasons
+    return None, []
+
+
+def test_tolfunhist_fires_as_pycmas_when_the_best_stays_put():
+    # the best value never moves, the rest of the population spreads (no tolfun, not flat): pycma's
+    # tolfunhist (10 recorded bests within 1e-12) ends the run at generation 10
+    def pattern(g, lam):
+        return np.concatenate([[5.0], 6.0 + np.arange(lam - 1) + g])
+
+    g_py, why_py = _pycma_stop_generation(10, pattern)
+    g_tf, why_tf = _tfevo_stop_generation(10, pattern)
+    assert g_py == 10 and "tolfunhist" in why_py
+    assert (g_tf, why_tf) == (g_py, ["tolfunhist"])
+
+
+def test_tolfun_needs_no_full_history_as_pycmas():
+    # values within 1e-13 from the first generation: pycma's tolfun holds at once (its history is
+    # the one best recorded so far), before the 10 + 30 n / lambda generations of a full window
+    def pattern(g, lam):
+        return 3.0 + 1e-13 * np.arange(lam)
+
+    g_py, why_py = _pycma_stop_generation(10, pattern)
+    g_tf, why_tf = _tfevo_stop_generation(10, pattern)
+    assert g_py == 1 and "tolfun" in why_py
+    assert g_tf == 1 and "tolfun" in why_tf
+
+
+@pytest.mark.parametrize("n, lam", [(10, 10), (10, 21), (10, 43), (20, 12)])
+def test_tolfun_window_is_pycmas_history_length(n, lam):
+    # pycma keeps at most 10 + 30 n / lambda recorded bests (it pops while the list is longer)
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1, "popsize": lam})
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        es.tell(es.ask(), list(rng.standard_normal(lam) + 100))
+    assert CMAES(n, popsize=lam).tolfun_window == len(es.fit.hist)

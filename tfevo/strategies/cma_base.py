@@ -42,6 +42,8 @@ class CMABase(Algorithm):
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _model_class = None  # a CovarianceModel subclass
     _plateau_criteria = True  # the stop flags include tolflatfitness and tolfacupx (see cma_stop)
+    #: the stagnation window stays that of ``stagnation_popsize`` whatever the popsize (restart wrappers)
+    stagnation_popsize_fixed = False
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0, init_params=None,
                  seed: int = 0, bounds=None, active: bool = True, dtype="float64", tolfun: float = 1e-11,
@@ -49,6 +51,7 @@ class CMABase(Algorithm):
         num_dims = int(num_dims)
         if num_dims < 1:
             raise ConfigError(f"num_dims must be >= 1, got {num_dims}")
+        popsize_given = popsize is not None
         if popsize is None:
             popsize = eq.default_popsize(num_dims)
         if int(popsize) < 2:
@@ -67,6 +70,9 @@ class CMABase(Algorithm):
         if eigen_gap is not None and (int(eigen_gap) != eigen_gap or int(eigen_gap) < 1):
             raise ConfigError(f"eigen_gap must be a positive integer (generations) or None, got {eigen_gap}")
         self.eigen_gap = None if eigen_gap is None else int(eigen_gap)
+        # the popsize in pycma's tolstagnation formula: its option value, 4 + 3 ln n unfloored
+        # by default (the restart wrappers set the first run's for every run)
+        self.stagnation_popsize = float(popsize) if popsize_given else 4.0 + 3.0 * math.log(num_dims)
         self.init_params = self._initial_mean(init_params)
         self.bounds = self._check_bounds(bounds)
         n = num_dims
@@ -74,7 +80,7 @@ class CMABase(Algorithm):
         self.chi_n = eq.expected_norm(n)
         # Stagnation history: long enough for the smallest sensible popsize.
         lam_min = min(self.popsize, eq.default_popsize(n))
-        self.hist_len = int(min(20000, stagnation_window(n, lam_min)))
+        self.hist_len = int(min(20000, stagnation_window(n, min(lam_min, self.stagnation_popsize))))
         # -- state --------------------------------------------------------
         self._mean = tf.Variable(tf.constant(self.init_params, dt), trainable=False, name="mean")
         self.sigma = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="sigma")
@@ -139,9 +145,17 @@ class CMABase(Algorithm):
         self.weights = tf.constant(self.weights_np, self.dtype)
         self.lazy_gap = self.eigen_gap if self.eigen_gap is not None else eq.lazy_gap(n, self.c1, self.cmu)
         # tolfun / stagnation windows.
-        self.tolfun_window = int(10 + math.ceil(30.0 * n / lam))
-        self.stag_window = int(min(self.hist_len, stagnation_window(n, lam)))
+        # pycma's fitness history: at most 10 + 30 n / lambda entries (it pops while longer)
+        self.tolfun_window = int(math.floor(10 + 30.0 * n / lam))
+        self.stag_window = int(min(self.hist_len, stagnation_window(n, self._stagnation_lambda(lam))))
         self._model.configure()
+
+    def _stagnation_lambda(self, lam: int) -> float:
+        """The popsize pycma's ``tolstagnation`` is evaluated with: its unfloored option value
+        while the population has the size it gives (for every size once the restart wrappers
+        fixed it, as ``cma.fmin``), the population size otherwise."""
+        sp = self.stagnation_popsize
+        return sp if (self.stagnation_popsize_fixed or int(sp) == lam) else lam
 
     # ------------------------------------------------------------------
     # public API

@@ -1,7 +1,7 @@
 """The termination criteria of the CMA family, evaluated in-graph at every ``tell``.
 
 pycma's definitions (tolfun, tolx, conditioncov, noeffectaxis, noeffectcoord,
-stagnation, tolupsigma, tolflatfitness, tolfacupx), as bit flags in the
+stagnation, tolupsigma, tolflatfitness, tolfacupx, tolfunhist), as bit flags in the
 strategy's ``stop_flags``; the restart wrappers of
 :mod:`tfevo.strategies.restarts` read them.
 """
@@ -23,7 +23,11 @@ STOP_REASONS = (
     "tolupsigma",
     "tolflatfitness",
     "tolfacupx",
+    "tolfunhist",
 )
+
+#: pycma's ``tolfunhist``: at least 10 recorded bests whose range is below this
+TOL_FUN_HIST = 1e-12
 
 #: generations in a row with flat fitness (the best equal to the member at rank
 #: ``floor(0.75 lambda)``) that are tolerated; one more fires ``tolflatfitness``
@@ -65,10 +69,20 @@ def update_stop_flags(es, f_sorted, cdiag=None) -> None:
     idx = tf.math.floormod(slot - tf.range(hist_len - 1, -1, -1), hist_len)
 
     # tolfun: range of recent bests and of this generation below tolfun.
-    recent = tf.gather(es.best_f_hist, idx[hist_len - min(es.tolfun_window, hist_len):])
+    win = min(es.tolfun_window, hist_len)
+    recent = tf.gather(es.best_f_hist, idx[hist_len - win:])
     cur_range = tf.where(tf.reduce_all(finite), f_sorted[0] - f_sorted[-1], np.inf)
-    hist_range = tf.reduce_max(recent) - tf.reduce_min(recent)
-    tolfun = (count >= es.tolfun_window) & (cur_range < es.tolfun) & (hist_range < es.tolfun)
+    if es._plateau_criteria:
+        # pycma: the range over the bests recorded so far (up to the window), from the first generation
+        known = tf.range(win, dtype=count.dtype) >= win - tf.minimum(count, win)
+        hist_range = (tf.reduce_max(tf.where(known, recent, -np.inf))
+                      - tf.reduce_min(tf.where(known, recent, np.inf)))
+        tolfun = (cur_range < es.tolfun) & (hist_range < es.tolfun)
+        tolfunhist = (tf.minimum(count, win) > 9) & (hist_range < TOL_FUN_HIST)
+    else:  # SepCMAES: its C++ tell waits for the full window and has no tolfunhist
+        hist_range = tf.reduce_max(recent) - tf.reduce_min(recent)
+        tolfun = (count >= es.tolfun_window) & (cur_range < es.tolfun) & (hist_range < es.tolfun)
+        tolfunhist = tf.constant(False)
     sigma = es.sigma
     scales = model.axis_scales()  # sqrt of eigenvalues (or diag) of C
     cdiag = model.cov_diag() if cdiag is None else cdiag
@@ -114,7 +128,7 @@ def update_stop_flags(es, f_sorted, cdiag=None) -> None:
         tolfacupx = tf.reduce_any(sigma * tf.sqrt(cdiag) > TOL_FAC_UP_X * sigma0)
     else:  # SepCMAES: its C++ tell does not compute these two
         tolflat = tolfacupx = tf.constant(False)
-    flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma, tolflat, tolfacupx]
+    flags = [tolfun, tolx, cond, noeffectaxis, noeffectcoord, stagn, tolupsigma, tolflat, tolfacupx, tolfunhist]
     es.stop_flags.assign(tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)]))
 
 

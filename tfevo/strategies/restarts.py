@@ -12,10 +12,11 @@ for IPOP's default 9 restarts); a changing shape costs one trace per size.
 
 Restarts happen when any termination criterion of the inner strategy fires
 (``tolfun``, ``tolx``, ``conditioncov``, ``noeffectaxis``, ``noeffectcoord``,
-``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``; see
+``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``, ``tolfunhist``; see
 :attr:`CMAES.stop_reasons`) or when a run reaches its iteration limit
 (``maxiter`` in :attr:`history`: pycma's default ``100 + 150 (n + 3)^2 /
-sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize; BIPOP's
+sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize before ``int()``,
+``4 + 3 ln n`` unfloored by default; BIPOP's
 small runs have a tighter one).  A restart draws
 a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
@@ -53,6 +54,10 @@ class _Restarts(Algorithm):
         unknown = [k for k in strategy_kwargs if inner_accepts is not None and k not in inner_accepts()]
         if unknown:  # checked here so that the error names the wrapper the user built
             raise _argument_error(type(self), f"unknown argument(s) {', '.join(map(repr, unknown))}", unknown)
+        # pycma's popsize option before int(): 4 + 3 ln n (unfloored) by default. cma.fmin
+        # multiplies this value at each restart and floors the product (10.9, 21.8, 43.6 -> 10,
+        # 21, 43 at n = 10), and evaluates maxiter and tolstagnation with it once for all runs.
+        popsize0 = float(popsize) if popsize is not None else 4.0 + 3.0 * math.log(int(num_dims))
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
         super().__init__(num_dims, base, seed=seed, name=name, dtype=dtype)
         if int(max_restarts) < 0:
@@ -60,6 +65,7 @@ class _Restarts(Algorithm):
         if inc_popsize <= 1:
             raise ConfigError(f"inc_popsize must be > 1, got {inc_popsize}")
         self.base_popsize = base
+        self.popsize0 = popsize0
         self.max_restarts = int(max_restarts)
         self.inc_popsize = float(inc_popsize)
         self.sigma_init = float(sigma)
@@ -77,12 +83,16 @@ class _Restarts(Algorithm):
         self.inner = strategy(num_dims, popsize=base, sigma=sigma, init_params=init_params, seed=seed,
                               bounds=bounds, dtype=dtype, **strategy_kwargs)
         self.inner._nonfinite_warned = True  # the wrapper warns about non-finite fitness, under its own name
+        # cma.fmin's tolstagnation is evaluated with the first run's popsize and kept for every run
+        self.inner.stagnation_popsize = popsize0
+        self.inner.stagnation_popsize_fixed = True
+        self.inner._configure(self.inner.popsize)
         self.restarts = tf.Variable(0, dtype=tf.int64, trainable=False, name="restarts")
         self.current_popsize = tf.Variable(base, dtype=tf.int64, trainable=False, name="current_popsize")
         self.evaluations = tf.Variable(0, dtype=tf.int64, trainable=False, name="evaluations")
-        # pycma's default iteration limit of a run, ``100 + 150 (n + 3)^2 / sqrt(lambda)`` with the
-        # first run's lambda (fmin keeps that value for every restart)
-        self.max_generations = int(100 + 150 * (self.num_dims + 3) ** 2 / math.sqrt(base))
+        # pycma's default iteration limit of a run, ``100 + 150 (n + 3)^2 // sqrt(lambda)`` with the
+        # first run's (unfloored) lambda (fmin keeps that value for every restart)
+        self.max_generations = int(100 + 150 * (self.num_dims + 3) ** 2 // math.sqrt(popsize0))
         self.run_generations = tf.Variable(0, dtype=tf.int64, trainable=False, name="run_generations")
         self.run_max_generations = tf.Variable(self.max_generations, dtype=tf.int64, trainable=False,
                                                name="run_max_generations")
@@ -216,7 +226,7 @@ class IPOP(_Restarts):
     """
 
     def _restart(self):
-        p = int(round(self.base_popsize * self.inc_popsize ** (int(self.restarts.numpy()) + 1)))
+        p = int(self.popsize0 * self.inc_popsize ** (int(self.restarts.numpy()) + 1))
         self._restart_with(p, self.sigma_init)
 
 
@@ -229,21 +239,22 @@ class BIPOP(_Restarts):
     * Budgets: the evaluations of the *first* run (default popsize) count to the
       small regime.  After each run, a small run follows while the small regime
       has used fewer evaluations than the large one (at least 1), else a large run.
-    * Large runs: ``popsize = base * inc_popsize**k`` for the ``k``-th large run,
+    * Large runs: ``popsize = floor(popsize0 * inc_popsize**k)`` for the ``k``-th large run
+      (``popsize0``: pycma's popsize option before ``int()``, ``4 + 3 ln n`` by default),
       ``sigma``.
-    * Small runs: ``popsize = floor(base * (inc_popsize**k) ** (U1**2))`` with ``k``
+    * Small runs: ``popsize = floor(popsize0 * (inc_popsize**k) ** (U1**2))`` with ``k``
       the number of large runs so far (the multiplier of the last large run),
       ``sigma * 0.01**U2``, with ``U1, U2 ~ U(0, 1)`` independent draws from the
       seed stream; a small run stops after at most ``0.5 * E_large / popsize``
       generations (``E_large``: the evaluations of all large runs so far), so that
       it never uses more than half the large regime's budget.
 
-    Worked example (``base = 10``, ``inc_popsize = 2``): the first run uses 3000
-    evaluations (small: 3000, large: 0) -> large run 1 with popsize 20, say 8000
+    Worked example (``n = 10``: ``popsize0 = 10.9``, ``inc_popsize = 2``): the first run uses 3000
+    evaluations (small: 3000, large: 0) -> large run 1 with popsize 21, say 8000
     evaluations (small 3000 < large 8000) -> a small run with popsize
-    ``floor(10 * 2**(U1**2))`` in 10..19 and at most ``0.5 * 8000 / popsize``
+    ``floor(10.9 * 2**(U1**2))`` in 10..21 and at most ``0.5 * 8000 / popsize``
     generations -> while small < large, further small runs; then large run 2 with
-    popsize 40.
+    popsize 43.
 
     Args as :class:`IPOP`; ``max_restarts`` limits the number of large-population
     restarts (small runs are not counted).
@@ -279,13 +290,13 @@ class BIPOP(_Restarts):
         if self._next_is_small():
             u_sigma, u_pop = self._uniform(), self._uniform()
             multiplier = self.inc_popsize ** int(self.n_large.numpy())  # that of the last large run
-            p = max(2, int(math.floor(self.base_popsize * multiplier ** (u_pop * u_pop))))
+            p = max(2, int(math.floor(self.popsize0 * multiplier ** (u_pop * u_pop))))
             budget = 0.5 * int(self.evals_large.numpy()) / p
             self.regime_small.assign(True)
             self._restart_with(p, self.sigma_init * 0.01**u_sigma,
                                max_generations=max(1, min(self.max_generations, math.ceil(budget))))
         else:
             self.n_large.assign_add(1)
-            p = int(round(self.base_popsize * self.inc_popsize ** int(self.n_large.numpy())))
+            p = int(self.popsize0 * self.inc_popsize ** int(self.n_large.numpy()))
             self.regime_small.assign(False)
             self._restart_with(p, self.sigma_init)

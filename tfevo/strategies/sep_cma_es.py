@@ -67,8 +67,9 @@ class SepCMAES(CMABase):
     ``popsize``, ``sigma``, ``init_params``, ``seed``, ``bounds``, ``active``,
     ``dtype``, ``tolfun``, ``tolx``).  State: ``sigma``, ``c_diag`` (the
     diagonal of C), ``p_sigma``, ``p_c``.  Its stop criteria are those of
-    :class:`~tfevo.strategies.CMAES` without ``tolflatfitness`` and
-    ``tolfacupx``, in the C++ tell and in the reference alike.
+    :class:`~tfevo.strategies.CMAES` without ``tolflatfitness``, ``tolfacupx`` and
+    ``tolfunhist`` (and ``tolfun`` once a full history is recorded), in the C++ tell and in the
+    reference alike.
 
     Example:
 
