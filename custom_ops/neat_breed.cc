@@ -240,7 +240,10 @@ inline float GaussScalar(float v01, float u2) {
   return r * Eigen::numext::cos(a);
 }
 
-inline void GaussBatch(const float* v01, const float* u2, const uint8_t* scalar, int n, float* out) {
+// flatten: Eigen's packet functions are inlined here (GCC otherwise calls each
+// one-instruction packet op out of line, through the PLT); same operations, same order.
+__attribute__((flatten)) inline void GaussBatch(const float* v01, const float* u2, const uint8_t* scalar, int n,
+                                                float* out) {
 #if TFEVO_BREED_PACKET
   using Pk = Eigen::internal::Packet8f;
   namespace ei = Eigen::internal;
@@ -516,9 +519,15 @@ class NeatBreedOp : public OpKernel {
       OP_REQUIRES(ctx, p1[i] >= 0 && p1[i] < P && p2[i] >= 0 && p2[i] < P,
                   InvalidArgument("TfevoNeatBreed: parent index out of range at child ", i));
 
-    Tensor *on_t = nullptr, *oc_t = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
+    // The children go into an earlier output of this kernel that nothing else
+    // references any more (its rows past the widths it bred are NaN already),
+    // else into fresh memory.
+    OutBuffers buf;
+    OP_REQUIRES_OK(ctx, TakeBuffers(ctx, P, &buf));
+    Tensor* on_t = &buf.nodes;
+    Tensor* oc_t = &buf.conns;
+    ctx->set_output(0, buf.nodes);
+    ctx->set_output(1, buf.conns);
     Tensor *nk_out, *nm_out, *skn_out, *skc_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &nk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &nm_out));
@@ -542,8 +551,10 @@ class NeatBreedOp : public OpKernel {
     c.wc = wc;
     c.on = on_t->flat<float>().data();
     c.oc = oc_t->flat<float>().data();
-    c.fill_n = N_;  // fresh memory: NaN is written over every row past the bred ones
-    c.fill_c = C_;
+    // NaN is written over the rows past the bred ones up to where the buffer
+    // may hold genes (every row of fresh memory)
+    c.fill_n = std::max(wn, buf.dirty_n);
+    c.fill_c = std::max(wc, buf.dirty_c);
     std::vector<GenomeState> st(P);
     c.st = st.data();
 
@@ -611,7 +622,10 @@ class NeatBreedOp : public OpKernel {
         if (g.add_conn && g.new_row >= 0) c.oc[(i * int64_t{C_} + g.new_row) * kD + CONN_MARKER] = c.gm[g.group];
       }
     }
-    timer.Mark("markers");
+    timer.Mark(buf.reused ? "markers(reused)" : "markers(fresh)");
+    buf.dirty_n = wn;
+    buf.dirty_c = wc;
+    KeepBuffers(std::move(buf));
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -624,6 +638,51 @@ class NeatBreedOp : public OpKernel {
   }
 
  private:
+  // An output pair of this kernel kept for reuse: in every child, the rows
+  // from dirty_n / dirty_c on are NaN (all five columns).
+  struct OutBuffers {
+    Tensor nodes, conns;
+    int dirty_n = 0, dirty_c = 0;
+    bool reused = false;
+  };
+  static constexpr int kKeep = 3;  // outputs remembered (a run needs 2: the told population and the one before)
+
+  // A kept pair of [P, N, 5] / [P, C, 5] outputs that only this kernel
+  // references (the run, the user and TensorFlow have all let go of it, so
+  // writing it changes no tensor anyone can see), else fresh memory.
+  // Holding a reference is itself safe: TensorFlow never writes a buffer in
+  // place (input forwarding, variable updates) unless its reference count is 1.
+  Status TakeBuffers(OpKernelContext* ctx, int64_t P, OutBuffers* out) {
+    {
+      std::lock_guard<std::mutex> lock(kept_mu_);
+      for (size_t k = 0; k < kept_.size(); ++k) {
+        OutBuffers& b = kept_[k];
+        if (b.nodes.dim_size(0) == P && b.conns.dim_size(0) == P && b.nodes.RefCountIsOne() &&
+            b.conns.RefCountIsOne()) {
+          *out = std::move(b);
+          out->reused = true;
+          kept_.erase(kept_.begin() + k);
+          return Status();
+        }
+      }
+    }
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, N_, kD}), &out->nodes));
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, C_, kD}), &out->conns));
+    out->dirty_n = N_;
+    out->dirty_c = C_;
+    out->reused = false;
+    return Status();
+  }
+
+  void KeepBuffers(OutBuffers&& b) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    if (static_cast<int>(kept_.size()) >= kKeep) kept_.erase(kept_.begin());  // the oldest
+    kept_.push_back(std::move(b));
+  }
+
+  std::mutex kept_mu_;
+  std::vector<OutBuffers> kept_;
+
   struct Ctx {
     const float *nodes, *conns, *u;
     const int32_t *p1, *p2;
