@@ -75,10 +75,12 @@
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
+#include <sys/mman.h>
 
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/allocation_description.pb.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "phase_timer.h"
@@ -412,6 +414,43 @@ struct GenomeState {
   float del_in = 0.f, del_out = 0.f, del_marker = 0.f;
 };
 
+// A float buffer on 2 MB pages where the kernel allows (madvise before the
+// first touch): the kept outputs live across generations, and breeding reads
+// parents at random rows of a 19 MB population at pop 10000.
+class HugeBuffer : public tensorflow::TensorBuffer {
+ public:
+  HugeBuffer(void* p, size_t bytes, size_t mapped) : TensorBuffer(p), bytes_(bytes), mapped_(mapped) {}
+  ~HugeBuffer() override { munmap(data(), mapped_); }
+  size_t size() const override { return bytes_; }
+  TensorBuffer* root_buffer() override { return this; }
+  void FillAllocationDescription(tensorflow::AllocationDescription* proto) const override {
+    proto->set_requested_bytes(static_cast<int64_t>(bytes_));
+    proto->set_allocator_name("tfevo_neat_breed");
+  }
+
+ private:
+  size_t bytes_, mapped_;
+};
+
+inline bool HugeTensor(const TensorShape& shape, Tensor* out) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(shape.num_elements()) * sizeof(float);
+  if (bytes < kHuge) return false;
+  const size_t mapped = (bytes + kHuge - 1) / kHuge * kHuge;
+  // over-map to align to 2 MB, then give back the unaligned ends
+  void* raw = mmap(nullptr, mapped + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(raw), al = (a + kHuge - 1) & ~(kHuge - 1);
+  if (al > a) munmap(raw, al - a);
+  if (a + mapped + kHuge > al + mapped) munmap(reinterpret_cast<void*>(al + mapped), a + mapped + kHuge - al - mapped);
+  void* p = reinterpret_cast<void*>(al);
+  madvise(p, mapped, MADV_HUGEPAGE);
+  auto* buf = new HugeBuffer(p, bytes, mapped);
+  *out = Tensor(tensorflow::DT_FLOAT, shape, buf);
+  buf->Unref();
+  return true;
+}
+
 class NeatBreedOp : public OpKernel {
  public:
   explicit NeatBreedOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -666,8 +705,10 @@ class NeatBreedOp : public OpKernel {
         }
       }
     }
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, N_, kD}), &out->nodes));
-    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, C_, kD}), &out->conns));
+    if (!HugeTensor(TensorShape({P, N_, kD}), &out->nodes))
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, N_, kD}), &out->nodes));
+    if (!HugeTensor(TensorShape({P, C_, kD}), &out->conns))
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, C_, kD}), &out->conns));
     out->dirty_n = N_;
     out->dirty_c = C_;
     out->reused = false;
