@@ -83,6 +83,7 @@
 #include "tensorflow/core/framework/allocation_description.pb.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "neat_bred_record.h"
 #include "phase_timer.h"
 
 namespace tfevo_neat_breed {
@@ -514,6 +515,7 @@ class NeatBreedOp : public OpKernel {
     kc_ = static_cast<int>(cols[5]);
     col_w_ = static_cast<int>(cols[6]);
     col_en_ = static_cast<int>(cols[7]);
+    record_ = tfevo_neat_record::Lookup(ctx);
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -701,6 +703,10 @@ class NeatBreedOp : public OpKernel {
           *out = std::move(b);
           out->reused = true;
           kept_.erase(kept_.begin() + k);
+          if (record_ != nullptr) {  // about to be written: no longer what the record says
+            record_->Erase(out->nodes);
+            record_->Erase(out->conns);
+          }
           return Status();
         }
       }
@@ -717,9 +723,32 @@ class NeatBreedOp : public OpKernel {
 
   void KeepBuffers(OutBuffers&& b) {
     std::lock_guard<std::mutex> lock(kept_mu_);
-    if (static_cast<int>(kept_.size()) >= kKeep) kept_.erase(kept_.begin());  // the oldest
+    if (static_cast<int>(kept_.size()) >= kKeep) {  // the oldest goes: out of the record first
+      if (record_ != nullptr) {
+        record_->Erase(kept_.front().nodes);
+        record_->Erase(kept_.front().conns);
+      }
+      kept_.erase(kept_.begin());
+    }
+    if (record_ != nullptr) {
+      record_->Set(b.nodes, b.dirty_n);
+      record_->Set(b.conns, b.dirty_c);
+    }
     kept_.push_back(std::move(b));
   }
+
+ public:
+  ~NeatBreedOp() override {
+    if (record_ == nullptr) return;
+    for (const OutBuffers& b : kept_) {
+      record_->Erase(b.nodes);
+      record_->Erase(b.conns);
+    }
+    record_->Unref();
+  }
+
+ private:
+  tfevo_neat_record::BredRecord* record_ = nullptr;
 
   std::mutex kept_mu_;
   std::vector<OutBuffers> kept_;
