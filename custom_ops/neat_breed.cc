@@ -47,6 +47,9 @@
 // Eigen executor falls back to scalars.  With AVX-512 or FMA enabled here the
 // polynomials would round differently.  The rest of the file is still compiled
 // with -march=native; no FMA contraction anywhere (pragma below).
+#if defined(__AVX2__)
+#define TFEVO_BREED_AVX2 1  // for the key-column gathers (integer and gather instructions only)
+#endif
 #if defined(__AVX__)
 #undef __AVX512F__
 #undef __AVX512VL__
@@ -352,8 +355,21 @@ inline float* KeyColumn(const float* base, int K, std::vector<float>* buf) {
   const int padded = (K + 7) & ~7;
   if (static_cast<int>(buf->size()) < padded) buf->resize(padded);
   float* out = buf->data();
+#if defined(TFEVO_BREED_AVX2)
+  // eight keys per gather and one 8-wide store each: FirstEqual's 8-wide loads then read
+  // whole stores (scalar stores would make each load wait until they all reach the cache)
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 nan = _mm256_set1_ps(kNaN);
+  for (int t = 0; t < padded; t += 8) {
+    const __m256i slot = _mm256_add_epi32(_mm256_set1_epi32(t), lane);
+    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(K), slot);
+    const __m256i idx = _mm256_mullo_epi32(slot, _mm256_set1_epi32(kD));
+    _mm256_storeu_ps(out + t, _mm256_mask_i32gather_ps(nan, base, idx, _mm256_castsi256_ps(in), 4));
+  }
+#else
   for (int t = 0; t < K; ++t) out[t] = base[t * kD];
   for (int t = K; t < padded; ++t) out[t] = kNaN;
+#endif
   return out;
 }
 
