@@ -538,6 +538,42 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     return out, algo.num_species
 
 
+def gen_loop(pop, reps=6, gens=6):
+    """Generations 1..``gens`` of a pop-``pop`` XOR run (the bench's config and
+    generations), ``reps`` times on one NEAT object (its variables restored to
+    the state after generation 0 before each repetition), without neat-python
+    in between.  Medians in ms of the generation, its evaluation and tell, and
+    the process CPU time of a generation (all threads; less sensitive to other
+    jobs than wall time).  With ``TFEVO_KERNEL_PHASES=1`` the kernels print
+    their phases too."""
+    from tfevo.neat import NEAT, XOR
+
+    prob = XOR()
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=0)
+
+    def one():
+        t0, c0 = time.perf_counter(), time.process_time()
+        p_ = algo.ask()
+        f = prob(p_, cfg)
+        f.numpy()
+        t1 = time.perf_counter()
+        algo.tell(p_, f)
+        algo.generation.numpy()
+        return time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1, time.process_time() - c0
+
+    one()
+    saved = [(v, v.numpy()) for v in algo.variables]
+    steps = []
+    for r in range(reps + 1):  # the first repetition warms up
+        for v, x in saved:
+            v.assign(x)
+        out = [one() for _ in range(gens)]
+        if r:
+            steps += out
+    return {k: statistics.median(v) * 1e3 for k, v in zip(("gen", "eval", "tell", "cpu"), zip(*steps))}
+
+
 def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
     """Every NEAT variable after ``gens`` XOR generations, the next population
     and its fitness, to ``path`` (.npz): two checkouts that must breed the
@@ -609,6 +645,9 @@ def main():
                     help="also time XOR tell with the speciation kernels vs their references at these populations")
     ap.add_argument("--tell-phases", default="", metavar="POPS",
                     help="only time each kernel of an XOR tell in isolation at these populations (e.g. 10000)")
+    ap.add_argument("--gen-loop", default="", metavar="POPS",
+                    help="only time generations 1-6 of XOR runs at these populations, repeated on one NEAT object "
+                         "(median wall and CPU ms; no neat-python in between)")
     ap.add_argument("--dump-run", default="", metavar="PATH",
                     help="only save the state after 30 XOR generations at pop 1000, seed 3 (.npz; with --threads)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads of --dump-run (0: TensorFlow's default)")
@@ -642,6 +681,13 @@ def main():
         bad = compare_runs(*args.compare_runs)
         print("identical" if not bad else f"differ: {', '.join(bad)}")
         sys.exit(1 if bad else 0)
+    if args.gen_loop:
+        print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
+        for pop in (int(x) for x in args.gen_loop.split(",")):
+            ms = gen_loop(pop)
+            print(f"# XOR pop {pop}, generations 1-6: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
+                  flush=True)
+        return
     if args.tell_phases:
         print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
         for pop in (int(x) for x in args.tell_phases.split(",")):

@@ -47,6 +47,9 @@
 // Eigen executor falls back to scalars.  With AVX-512 or FMA enabled here the
 // polynomials would round differently.  The rest of the file is still compiled
 // with -march=native; no FMA contraction anywhere (pragma below).
+#if defined(__AVX2__)
+#define TFEVO_BREED_AVX2 1  // for the key-column gathers (integer and gather instructions only)
+#endif
 #if defined(__AVX__)
 #undef __AVX512F__
 #undef __AVX512VL__
@@ -75,12 +78,15 @@
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
+#include <sys/mman.h>
 
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/allocation_description.pb.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "neat_bred_record.h"
 #include "phase_timer.h"
 
 namespace tfevo_neat_breed {
@@ -240,7 +246,10 @@ inline float GaussScalar(float v01, float u2) {
   return r * Eigen::numext::cos(a);
 }
 
-inline void GaussBatch(const float* v01, const float* u2, const uint8_t* scalar, int n, float* out) {
+// flatten: Eigen's packet functions are inlined here (GCC otherwise calls each
+// one-instruction packet op out of line, through the PLT); same operations, same order.
+__attribute__((flatten)) inline void GaussBatch(const float* v01, const float* u2, const uint8_t* scalar, int n,
+                                                float* out) {
 #if TFEVO_BREED_PACKET
   using Pk = Eigen::internal::Packet8f;
   namespace ei = Eigen::internal;
@@ -346,8 +355,21 @@ inline float* KeyColumn(const float* base, int K, std::vector<float>* buf) {
   const int padded = (K + 7) & ~7;
   if (static_cast<int>(buf->size()) < padded) buf->resize(padded);
   float* out = buf->data();
+#if defined(TFEVO_BREED_AVX2)
+  // eight keys per gather and one 8-wide store each: FirstEqual's 8-wide loads then read
+  // whole stores (scalar stores would make each load wait until they all reach the cache)
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 nan = _mm256_set1_ps(kNaN);
+  for (int t = 0; t < padded; t += 8) {
+    const __m256i slot = _mm256_add_epi32(_mm256_set1_epi32(t), lane);
+    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(K), slot);
+    const __m256i idx = _mm256_mullo_epi32(slot, _mm256_set1_epi32(kD));
+    _mm256_storeu_ps(out + t, _mm256_mask_i32gather_ps(nan, base, idx, _mm256_castsi256_ps(in), 4));
+  }
+#else
   for (int t = 0; t < K; ++t) out[t] = base[t * kD];
   for (int t = K; t < padded; ++t) out[t] = kNaN;
+#endif
   return out;
 }
 
@@ -408,6 +430,43 @@ struct GenomeState {
   bool add_conn_deleted = false, deleted = false;
   float del_in = 0.f, del_out = 0.f, del_marker = 0.f;
 };
+
+// A float buffer on 2 MB pages where the kernel allows (madvise before the
+// first touch): the kept outputs live across generations, and breeding reads
+// parents at random rows of a 19 MB population at pop 10000.
+class HugeBuffer : public tensorflow::TensorBuffer {
+ public:
+  HugeBuffer(void* p, size_t bytes, size_t mapped) : TensorBuffer(p), bytes_(bytes), mapped_(mapped) {}
+  ~HugeBuffer() override { munmap(data(), mapped_); }
+  size_t size() const override { return bytes_; }
+  TensorBuffer* root_buffer() override { return this; }
+  void FillAllocationDescription(tensorflow::AllocationDescription* proto) const override {
+    proto->set_requested_bytes(static_cast<int64_t>(bytes_));
+    proto->set_allocator_name("tfevo_neat_breed");
+  }
+
+ private:
+  size_t bytes_, mapped_;
+};
+
+inline bool HugeTensor(const TensorShape& shape, Tensor* out) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(shape.num_elements()) * sizeof(float);
+  if (bytes < kHuge) return false;
+  const size_t mapped = (bytes + kHuge - 1) / kHuge * kHuge;
+  // over-map to align to 2 MB, then give back the unaligned ends
+  void* raw = mmap(nullptr, mapped + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(raw), al = (a + kHuge - 1) & ~(kHuge - 1);
+  if (al > a) munmap(raw, al - a);
+  if (a + mapped + kHuge > al + mapped) munmap(reinterpret_cast<void*>(al + mapped), a + mapped + kHuge - al - mapped);
+  void* p = reinterpret_cast<void*>(al);
+  madvise(p, mapped, MADV_HUGEPAGE);
+  auto* buf = new HugeBuffer(p, bytes, mapped);
+  *out = Tensor(tensorflow::DT_FLOAT, shape, buf);
+  buf->Unref();
+  return true;
+}
 
 class NeatBreedOp : public OpKernel {
  public:
@@ -472,6 +531,7 @@ class NeatBreedOp : public OpKernel {
     kc_ = static_cast<int>(cols[5]);
     col_w_ = static_cast<int>(cols[6]);
     col_en_ = static_cast<int>(cols[7]);
+    record_ = tfevo_neat_record::Lookup(ctx);
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -516,9 +576,15 @@ class NeatBreedOp : public OpKernel {
       OP_REQUIRES(ctx, p1[i] >= 0 && p1[i] < P && p2[i] >= 0 && p2[i] < P,
                   InvalidArgument("TfevoNeatBreed: parent index out of range at child ", i));
 
-    Tensor *on_t = nullptr, *oc_t = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, N_, kD}), &on_t));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, C_, kD}), &oc_t));
+    // The children go into an earlier output of this kernel that nothing else
+    // references any more (its rows past the widths it bred are NaN already),
+    // else into fresh memory.
+    OutBuffers buf;
+    OP_REQUIRES_OK(ctx, TakeBuffers(ctx, P, &buf));
+    Tensor* on_t = &buf.nodes;
+    Tensor* oc_t = &buf.conns;
+    ctx->set_output(0, buf.nodes);
+    ctx->set_output(1, buf.conns);
     Tensor *nk_out, *nm_out, *skn_out, *skc_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &nk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &nm_out));
@@ -542,8 +608,10 @@ class NeatBreedOp : public OpKernel {
     c.wc = wc;
     c.on = on_t->flat<float>().data();
     c.oc = oc_t->flat<float>().data();
-    c.fill_n = N_;  // fresh memory: NaN is written over every row past the bred ones
-    c.fill_c = C_;
+    // NaN is written over the rows past the bred ones up to where the buffer
+    // may hold genes (every row of fresh memory)
+    c.fill_n = std::max(wn, buf.dirty_n);
+    c.fill_c = std::max(wc, buf.dirty_c);
     std::vector<GenomeState> st(P);
     c.st = st.data();
 
@@ -611,7 +679,10 @@ class NeatBreedOp : public OpKernel {
         if (g.add_conn && g.new_row >= 0) c.oc[(i * int64_t{C_} + g.new_row) * kD + CONN_MARKER] = c.gm[g.group];
       }
     }
-    timer.Mark("markers");
+    timer.Mark(buf.reused ? "markers(reused)" : "markers(fresh)");
+    buf.dirty_n = wn;
+    buf.dirty_c = wc;
+    KeepBuffers(std::move(buf));
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
       skn += st[i].skip_n;
@@ -624,6 +695,80 @@ class NeatBreedOp : public OpKernel {
   }
 
  private:
+  // An output pair of this kernel kept for reuse: in every child, the rows
+  // from dirty_n / dirty_c on are NaN (all five columns).
+  struct OutBuffers {
+    Tensor nodes, conns;
+    int dirty_n = 0, dirty_c = 0;
+    bool reused = false;
+  };
+  static constexpr int kKeep = 3;  // outputs remembered (a run needs 2: the told population and the one before)
+
+  // A kept pair of [P, N, 5] / [P, C, 5] outputs that only this kernel
+  // references (the run, the user and TensorFlow have all let go of it, so
+  // writing it changes no tensor anyone can see), else fresh memory.
+  // Holding a reference is itself safe: TensorFlow never writes a buffer in
+  // place (input forwarding, variable updates) unless its reference count is 1.
+  Status TakeBuffers(OpKernelContext* ctx, int64_t P, OutBuffers* out) {
+    {
+      std::lock_guard<std::mutex> lock(kept_mu_);
+      for (size_t k = 0; k < kept_.size(); ++k) {
+        OutBuffers& b = kept_[k];
+        if (b.nodes.dim_size(0) == P && b.conns.dim_size(0) == P && b.nodes.RefCountIsOne() &&
+            b.conns.RefCountIsOne()) {
+          *out = std::move(b);
+          out->reused = true;
+          kept_.erase(kept_.begin() + k);
+          if (record_ != nullptr) {  // about to be written: no longer what the record says
+            record_->Erase(out->nodes);
+            record_->Erase(out->conns);
+          }
+          return Status();
+        }
+      }
+    }
+    if (!HugeTensor(TensorShape({P, N_, kD}), &out->nodes))
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, N_, kD}), &out->nodes));
+    if (!HugeTensor(TensorShape({P, C_, kD}), &out->conns))
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_FLOAT, TensorShape({P, C_, kD}), &out->conns));
+    out->dirty_n = N_;
+    out->dirty_c = C_;
+    out->reused = false;
+    return Status();
+  }
+
+  void KeepBuffers(OutBuffers&& b) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    if (static_cast<int>(kept_.size()) >= kKeep) {  // the oldest goes: out of the record first
+      if (record_ != nullptr) {
+        record_->Erase(kept_.front().nodes);
+        record_->Erase(kept_.front().conns);
+      }
+      kept_.erase(kept_.begin());
+    }
+    if (record_ != nullptr) {
+      record_->Set(b.nodes, b.dirty_n);
+      record_->Set(b.conns, b.dirty_c);
+    }
+    kept_.push_back(std::move(b));
+  }
+
+ public:
+  ~NeatBreedOp() override {
+    if (record_ == nullptr) return;
+    for (const OutBuffers& b : kept_) {
+      record_->Erase(b.nodes);
+      record_->Erase(b.conns);
+    }
+    record_->Unref();
+  }
+
+ private:
+  tfevo_neat_record::BredRecord* record_ = nullptr;
+
+  std::mutex kept_mu_;
+  std::vector<OutBuffers> kept_;
+
   struct Ctx {
     const float *nodes, *conns, *u;
     const int32_t *p1, *p2;

@@ -59,6 +59,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "neat_bred_record.h"
 
 namespace tfevo_neat_forward {
 
@@ -411,11 +412,16 @@ struct Compiler {
         edges(c), grouped(c) {}
 
   // Returns the number of evaluated nodes; *n_edges = the number of edges written.
-  int Compile(const float* nd, const float* cn, int32_t* pr, float* cf, int32_t* sp, float* wp, int* n_edges) {
+  // Node rows from `ns` on and connection rows from `cs` on (default: none) are known to be
+  // NaN (a population the breed kernel made, neat_bred_record.h) and are not read.
+  int Compile(const float* nd, const float* cn, int32_t* pr, float* cf, int32_t* sp, float* wp, int* n_edges,
+              int ns = -1, int cs = -1) {
+    ns = ns < 0 || ns > n ? n : ns;
+    cs = cs < 0 || cs > c ? c : cs;
     // genome.conn_slots: stable argsort of the keys (NaN -> +inf), lower bound, clamped to
     // the last sorted position.  Insertion sort: slots are nearly sorted by key.
     int nvalid = 0, first_nan = -1, last_valid = -1;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < ns; ++i) {
       const float k = nd[i * 5];
       if (std::isnan(k)) {
         if (first_nan < 0) first_nan = i;
@@ -427,6 +433,7 @@ struct Compiler {
       sk[j] = k;
       korder[j] = i;
     }
+    if (first_nan < 0 && ns < n) first_nan = ns;  // the rows not read are NaN
     auto lookup = [&](float q) {
       if (std::isnan(q)) q = -1.0f;
       // lower bound among the valid keys; the +inf (NaN) tail starts at nvalid
@@ -439,8 +446,8 @@ struct Compiler {
     // the first empty one, or the last slot when all are valid): the per-slot passes stop there.
     const int nlim = nvalid == n ? n : std::max(first_nan + 1, last_valid + 1);
     int m = 0;
-    for (int e0 = 0; e0 < c; e0 += 64) {  // rows with an in-key, 64 at a time
-      for (uint64_t bits = ValidRows(cn + e0 * 5, std::min(64, c - e0)); bits != 0; bits &= bits - 1) {
+    for (int e0 = 0; e0 < cs; e0 += 64) {  // rows with an in-key, 64 at a time
+      for (uint64_t bits = ValidRows(cn + e0 * 5, std::min(64, cs - e0)); bits != 0; bits &= bits - 1) {
         const float* r = cn + (e0 + __builtin_ctzll(bits)) * 5;
         const float en = std::isnan(r[2]) ? 0.0f : r[2];
         if (!(en > 0.5f)) continue;
@@ -555,6 +562,10 @@ class CompileOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &num_inputs_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("feed_forward", &feed_forward_));
     OP_REQUIRES_OK(ctx, ReadOptions(ctx, "TfevoNeatCompile", &acts_, &aggs_));
+    record_ = tfevo_neat_record::Lookup(ctx);
+  }
+  ~CompileOp() override {
+    if (record_ != nullptr) record_->Unref();
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -576,6 +587,8 @@ class CompileOp : public OpKernel {
     float* wts = w_t->flat<float>().data();
     int32_t* count = count_t->flat<int32_t>().data();
 
+    const int ns = static_cast<int>(record_ != nullptr ? record_->Width(nodes_t) : N);
+    const int cs = static_cast<int>(record_ != nullptr ? record_->Width(conns_t) : C);
     auto work = [&](int64_t begin, int64_t end) {
       Compiler comp(N, C, num_inputs_, feed_forward_, acts_, aggs_);
       for (int64_t p = begin; p < end; ++p) {
@@ -584,7 +597,7 @@ class CompileOp : public OpKernel {
         int32_t* sp = srcs + p * C;
         float* wp = wts + p * C;
         int out = 0;
-        const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr, cf, sp, wp, &out);
+        const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr, cf, sp, wp, &out, ns, cs);
         for (int64_t k = cnt; k < N; ++k) {
           pr[k * 4 + 0] = -1; pr[k * 4 + 1] = -1; pr[k * 4 + 2] = -1; pr[k * 4 + 3] = out;
           cf[k * 2 + 0] = 0.0f; cf[k * 2 + 1] = 0.0f;
@@ -602,6 +615,7 @@ class CompileOp : public OpKernel {
   int64_t num_inputs_;
   bool feed_forward_;
   std::vector<int> acts_, aggs_;
+  tfevo_neat_record::BredRecord* record_ = nullptr;
 };
 
 // Shared input checks of the program tensors.
@@ -821,6 +835,10 @@ class EvaluateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_inputs", &I_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_outputs", &O_));
     OP_REQUIRES_OK(ctx, ReadOptions(ctx, "TfevoNeatEvaluate", &acts_, &aggs_));
+    record_ = tfevo_neat_record::Lookup(ctx);
+  }
+  ~EvaluateOp() override {
+    if (record_ != nullptr) record_->Unref();
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -842,6 +860,8 @@ class EvaluateOp : public OpKernel {
     float* y = y_t->flat<float>().data();
     const float* nodes = nodes_t.flat<float>().data();
     const float* conns = conns_t.flat<float>().data();
+    const int ns = static_cast<int>(record_ != nullptr ? record_->Width(nodes_t) : N);
+    const int cs = static_cast<int>(record_ != nullptr ? record_->Width(conns_t) : C);
     auto work = [&](int64_t begin, int64_t end) {
       Compiler comp(N, C, I, true, acts_, aggs_);
       std::vector<int32_t> pr(N * 4), sp(C);
@@ -855,7 +875,7 @@ class EvaluateOp : public OpKernel {
         }
         int edges = 0;
         const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr.data(), cf.data(), sp.data(),
-                                     wp.data(), &edges);
+                                     wp.data(), &edges, ns, cs);
         ForwardMember(MemberProgram{pr.data(), cf.data(), sp.data(), wp.data(), cnt}, in.rows(p), B, I, O, &rs, yp);
       }
     };
@@ -867,6 +887,7 @@ class EvaluateOp : public OpKernel {
  private:
   int64_t I_, O_;
   std::vector<int> acts_, aggs_;
+  tfevo_neat_record::BredRecord* record_ = nullptr;
 };
 
 class RecurrentStepOp : public OpKernel {

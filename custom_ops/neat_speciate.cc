@@ -51,6 +51,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "neat_bred_record.h"
 #include "phase_timer.h"
 
 namespace tfevo_neat_speciate {
@@ -223,16 +224,19 @@ struct Packed {
 // Packs genome `src` of nodes [*, N, 5] / conns [*, C, 5] as genome g of pk at
 // the offsets *no / *co (floats), which advance past its genes.
 // With `used` (2 ints), also stores 1 + the genome's last valid node / connection slot.
+// Rows from wn / wc on (default: none) are known to be NaN and are not read.
 inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t I, int64_t src,
-                    int64_t g, Packed* pk, int64_t* no_, int64_t* co_, int32_t* used = nullptr) {
+                    int64_t g, Packed* pk, int64_t* no_, int64_t* co_, int32_t* used = nullptr,
+                    int64_t wn = -1, int64_t wc = -1) {
+  const int64_t nend = wn < 0 ? N : wn, cend = wc < 0 ? C : wc;
   const float* nr = nodes + src * N * 5;
   pk->noff[g] = *no_;
   float* no = pk->node + *no_;
   int32_t k = 0;
   int64_t last_n = 0, last_c = 0;
-  for (int64_t j = 0; j < I; ++j)
+  for (int64_t j = 0; j < std::min(I, nend); ++j)
     if (!std::isnan(nr[j * 5])) last_n = j + 1;
-  for (int64_t j = I; j < N; ++j) {
+  for (int64_t j = I; j < nend; ++j) {
     const float* r = nr + j * 5;
     if (std::isnan(r[0])) continue;
     std::memcpy(no + 5 * k, r, 5 * sizeof(float));
@@ -246,7 +250,7 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
   pk->coff[g] = *co_;
   float* co = pk->conn + *co_;
   int32_t m = 0, valid = 0;
-  for (int64_t j = 0; j < C; ++j) {
+  for (int64_t j = 0; j < cend; ++j) {
     const float* r = cr + j * 5;
     valid += !std::isnan(r[0]);
     if (!std::isnan(r[0])) last_c = j + 1;
@@ -440,6 +444,7 @@ class NeatSpeciateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threshold", &threshold_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("disjoint_coefficient", &coeffs_.dc));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_coefficient", &coeffs_.wc));
+    record_ = tfevo_neat_record::Lookup(ctx);
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -532,6 +537,9 @@ class NeatSpeciateOp : public OpKernel {
     const float* nodes = nodes_t.flat<float>().data();
     const float* conns = conns_t.flat<float>().data();
     const int64_t nblocks = (P + kBlock - 1) / kBlock;
+    // a population the breed kernel made: its rows past the bred widths are NaN (neat_bred_record.h)
+    const int64_t wn = record_ != nullptr ? record_->Width(nodes_t) : N;
+    const int64_t wc = record_ != nullptr ? record_->Width(conns_t) : C;
     std::vector<float> D(L * P);  // [L, P]
     std::vector<int32_t> used(2 * P);  // per genome (max over genomes below: independent of the split)
     shard(nblocks, kBlock * (20 * (N + C) + 40 * L * 8), [&](int64_t bb, int64_t be) {
@@ -539,7 +547,7 @@ class NeatSpeciateOp : public OpKernel {
       for (int64_t blk = bb; blk < be; ++blk) {
         int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
         for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
-          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g);
+          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g, wn, wc);
           if (L == 0) continue;
           Distances(pop, g, old_t, coeffs_, acc.data(), out.data());
           for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
@@ -571,7 +579,7 @@ class NeatSpeciateOp : public OpKernel {
     }
     used_t->flat<int32_t>()(0) = used_n;
     used_t->flat<int32_t>()(1) = used_c;
-    timer.Mark("pack+old_reps");
+    timer.Mark(wn < N || wc < C ? "pack+old_reps(bred widths)" : "pack+old_reps");
 
     // 2) closest new representative of every genome (ties: lowest slot)
     std::vector<int32_t> ids, reps;
@@ -664,6 +672,12 @@ class NeatSpeciateOp : public OpKernel {
   Coeffs coeffs_;
   std::mutex mu_;  // guards pop_ (concurrent calls of this kernel run one at a time)
   Packed pop_;
+  tfevo_neat_record::BredRecord* record_ = nullptr;
+
+ public:
+  ~NeatSpeciateOp() override {
+    if (record_ != nullptr) record_->Unref();
+  }
 };
 
 

@@ -348,3 +348,43 @@ def test_neat_run_with_slots_running_out_matches_reference(monkeypatch):
     neat_mod._TELL_CACHE.pop((repr(cfg), False), None)
     assert out[1][4] > 0 and out[1][5] > 0  # both kinds of skip happened
     _assert_same(*out)
+
+
+@pytest.mark.parametrize("pop", [37, 4000])  # 4000: outputs of >= 2 MB (the kernel's 2 MB-page buffers)
+def test_reused_outputs_equal_reference_and_held_outputs_stay(pop):
+    """The kernel writes a generation into one of its earlier outputs once
+    nothing else references it, writing only the bred rows and the NaN rows up
+    to that output's old bred width.  A sequence of calls whose bred widths
+    first cover every slot and then shrink (so a reused output holds genes
+    past the new widths) gives the reference's children every time; an output
+    still held by the caller is never written again."""
+    cfg = NEATConfig(**{**BASE, "pop_size": pop})
+    algo = _run(cfg, 3) if pop < 1000 else NEAT(cfg, seed=2)
+    nodes, conns = (np.asarray(x) for x in algo.ask())
+    P, N, C = pop, cfg.max_nodes, cfg.max_conns
+    sig = [tf.TensorSpec([P, None, 5], tf.float32)] * 2 + [tf.TensorSpec([P], tf.int32)] * 2 + [
+        tf.TensorSpec([P], tf.bool), tf.TensorSpec([P, None], tf.int32), tf.TensorSpec([P, None], tf.float32),
+        tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64)]
+    op = tf.function(lambda *a: B.breed(cfg, *a, use_op=True), input_signature=sig, autograph=False)
+    ref = tf.function(lambda *a: B.breed(cfg, *a, use_op=False), input_signature=sig, autograph=False)
+
+    def args(seed, wn, wc):
+        rng = np.random.default_rng(seed)
+        return (tf.constant(nodes[:, :wn]), tf.constant(conns[:, :wc]), tf.constant(rng.integers(0, P, P), tf.int32),
+                tf.constant(rng.integers(0, P, P), tf.int32), tf.constant(rng.random(P) < 0.1),
+                O.crossover_words(P, wn, wc, tf.constant([seed, 1], tf.int64)),
+                O.mutation_uniforms(cfg, P, wn, wc, tf.constant([seed, 2], tf.int64)),
+                tf.constant(1000, tf.int64), tf.constant(5000, tf.int64))
+
+    wn0 = min(int(O.used_width(node_valid(nodes))) + 1, N)
+    wc0 = min(int(O.used_width(conn_valid(conns))) + 3, C)
+    held, held_copy = None, None
+    for k, (wn, wc) in enumerate([(N, C), (N, C), (wn0, wc0), (wn0, wc0), (N, wc0), (wn0, C), (wn0, wc0)]):
+        a = args(k, wn, wc)
+        out = op(*a)
+        _assert_same([x.numpy() for x in ref(*a)], [x.numpy() for x in out])
+        if k == 1:  # kept by the caller from here on: never written again
+            held, held_copy = out[:2], [x.numpy() for x in out[:2]]
+        del out
+    for h, c in zip(held, held_copy):
+        np.testing.assert_array_equal(h.numpy(), c)

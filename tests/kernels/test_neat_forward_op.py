@@ -399,3 +399,26 @@ def test_fused_cartpole_rollout_op_checks_inputs():
     with pytest.raises(tf.errors.InvalidArgumentError, match="10 values"):
         mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64),
                                          num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+
+
+@needs_op
+def test_bred_population_compiled_to_its_bred_widths():
+    """A population the breed kernel made is read only up to its bred widths
+    (custom_ops/neat_bred_record.h): programs and outputs equal those of a copy
+    of it, which is read in full, and the reference's outputs."""
+    from tfevo.neat import NEAT
+
+    prob = XOR()
+    cfg = prob.config(pop_size=200, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=4)
+    for _ in range(6):
+        pop = algo.ask()
+        algo.tell(pop, prob(pop, cfg))
+    nodes, conns = algo.ask()
+    copy = [tf.constant(nodes.numpy()), tf.constant(conns.numpy())]
+    x = tf.constant([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    bred, full = (fo.evaluate(n, c, x, 2, 1, use_op=True).numpy() for n, c in ([nodes, conns], copy))
+    np.testing.assert_array_equal(bred, full)
+    np.testing.assert_allclose(bred, fo.evaluate(nodes, conns, x, 2, 1, use_op=False).numpy(), rtol=RTOL, atol=ATOL)
+    for a, b in zip(fo.compile_programs(nodes, conns, 2), fo.compile_programs(*copy, 2)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -347,3 +347,32 @@ def test_result_does_not_depend_on_thread_count(tmp_path):
         np.testing.assert_array_equal(one[f"arr_{i}"], x)
     assert len(set(many[0].tolist())) >= 3
     assert ops.available("neat_speciate")
+
+
+@needs_op
+def test_bred_population_read_to_its_bred_widths():
+    """A population the breed kernel made is packed only up to its bred widths
+    (custom_ops/neat_bred_record.h): the same species, representatives and used
+    slot counts as for a copy of it, which is read in full, and as the
+    reference; a slice starting at the same address is not taken for it."""
+    cfg = XOR().config(pop_size=200, max_nodes=32, max_conns=64)
+    algo = NEAT(cfg, seed=4)
+    prob = XOR()
+    for _ in range(5):
+        pop = algo.ask()
+        algo.tell(pop, prob(pop, cfg))
+    pop = algo.ask()
+    state = [getattr(algo, n).read_value() for n in _STATE]
+    copy = [tf.constant(pop.nodes.numpy()), tf.constant(pop.conns.numpy())]
+    outs = []
+    for nodes, conns in ([pop.nodes, pop.conns], copy):
+        out, used = so.speciate_used(cfg, nodes, conns, *state, use_op=True)
+        outs.append([x.numpy() for x in out] + [used.numpy()])
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)
+    assert outs[0][-1][0] < cfg.max_nodes and outs[0][-1][1] < cfg.max_conns  # narrower than the padding
+    _assert_same(cfg, [pop.nodes, pop.conns] + state, "bred population")
+    sliced = [pop.nodes[:-3], pop.conns[:-3]]
+    a, b = (so.speciate_used(cfg, *x, *state, use_op=True) for x in (sliced, [tf.constant(t.numpy()) for t in sliced]))
+    for x, y in zip(list(a[0]) + [a[1]], list(b[0]) + [b[1]]):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
