@@ -465,6 +465,8 @@ class Algorithm(tf.Module):
         if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count
             return
         bad = int(f.size - np.count_nonzero(np.isfinite(f)))
+        if bad == 0:  # finite values whose squares overflowed
+            return
         self._num_nonfinite += bad
         if not self._nonfinite_warned:
             self._nonfinite_warned = True

@@ -226,3 +226,32 @@ def test_one_vocabulary(name):
     assert not accepted & OLD_NAMES, f"{name} still takes {sorted(accepted & OLD_NAMES)}"
     assert "sigma" in accepted or name in ("de", "pso"), f"{name}: no 'sigma'"
     assert "init_params" in accepted or "init_fn" in accepted, f"{name}: no 'init_params'"
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_every_member_failing_in_the_first_generation(name):
+    # nothing finite has been seen yet: the state stays usable and the next ask is finite
+    a = _make(name, 0)
+    x = a.ask()
+    with pytest.warns(NonFiniteFitnessWarning, match=f"{P} of {P} members"):
+        a.tell(x, np.full(P, np.nan, np.float32))
+    x = a.ask()
+    assert np.all(np.isfinite(_params(a, x).numpy())), name
+    a.tell(x, _fitness(a, x, 0))
+    assert np.all(np.isfinite(a.best[0].numpy())) and np.isfinite(float(a.best[1])), name
+
+
+def test_large_finite_fitness_is_not_reported_as_non_finite():
+    # |f| ~ 1e30: the squares overflow float32 but every value is finite
+    a = _make("openai_es", 0)
+    assert a.dtype == tf.float32
+    x = a.ask()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonFiniteFitnessWarning)
+        a.tell(x, np.full(P, -1e30, np.float32))
+    assert a.num_nonfinite == 0
+    x = a.ask()
+    f = _fitness(a, x, 0)
+    f[0] = np.nan
+    with pytest.warns(NonFiniteFitnessWarning, match=f"1 of {P} members"):  # the first real one still warns
+        a.tell(x, f)

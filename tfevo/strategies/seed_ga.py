@@ -237,6 +237,8 @@ class SeedGA(Algorithm):
 
     def _refresh_cache(self, genomes=None):
         lineage = self.parent_lineage
+        if int(tf.reduce_min(lineage[:, 0])) < 1:
+            return  # no parents yet (every tell so far had no finite fitness)
         if self._cache.lineage is not None and np.array_equal(self._cache.lineage, lineage.numpy()):
             return
         # decode the new parents with the old cache (children of old parents: one draw each)
