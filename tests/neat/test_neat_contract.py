@@ -59,6 +59,17 @@ def test_bad_config_values_name_field_value_and_range(kw, field, value_text, acc
     assert field in msg and value_text in msg and accepted in msg, msg
 
 
+def test_unknown_config_keywords_are_config_errors_with_the_closest_field():
+    with pytest.raises(ConfigError, match=r"NEATConfig: unknown hyperparameter 'pop_sise' \(did you mean 'pop_size'\?\)"):
+        NEATConfig(num_inputs=2, num_outputs=1, pop_sise=10)
+    with pytest.raises(ConfigError, match=r"'elitsm' \(did you mean 'elitism'"):
+        XOR().config(elitsm=2)
+    with pytest.raises(ConfigError, match=r"'conn_add' \(NEATConfig calls it 'conn_add_prob'\)"):
+        NEATConfig(num_inputs=2, num_outputs=1, conn_add=0.3)
+    with pytest.raises(ConfigError, match=r"'weight_mutate_rat' \(did you mean 'weight_mutate_rate'"):
+        NEATConfig.from_dict({"num_inputs": 2, "num_outputs": 1, "weight_mutate_rat": 0.5})
+
+
 def test_good_values_are_normalised_and_neat_python_files_checked(tmp_path):
     c = NEATConfig(pop_size=150.0, fitness_threshold=3, elitism=np.int64(2))
     assert type(c.pop_size) is int and c.pop_size == 150 and type(c.elitism) is int

@@ -305,7 +305,7 @@ class NEATConfig:
         for k, v in d.items():
             k2 = TENSORNEAT_ALIASES.get(k, k)
             if k2 not in fields:
-                raise ConfigError(f"unknown NEAT hyperparameter {k!r}")
+                raise ConfigError(f"unknown NEAT hyperparameter {k!r}{_suggestion(k, fields)}")
             out[k2] = v
         return cls(**out)
 
@@ -498,3 +498,33 @@ def _as_names(x) -> list[str]:
     if isinstance(x, str):
         return x.split()
     return [str(n) for n in x]
+
+
+def _suggestion(name: str, fields) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt field name, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(fields), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
+def _checked_init(init):
+    """``NEATConfig(...)`` with an unknown keyword raises a :class:`ConfigError` with the
+    closest field names (TensorNEAT's names are pointed to their NEATConfig field)."""
+    import functools
+
+    fields = {f.name for f in dataclasses.fields(NEATConfig)}
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        for k in kwargs:
+            if k not in fields:
+                alias = TENSORNEAT_ALIASES.get(k)
+                hint = f" (NEATConfig calls it {alias!r})" if alias in fields else _suggestion(k, fields)
+                raise ConfigError(f"NEATConfig: unknown hyperparameter {k!r}{hint}")
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+NEATConfig.__init__ = _checked_init(NEATConfig.__init__)
