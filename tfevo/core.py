@@ -40,6 +40,7 @@ __all__ = [
     "ShapeError",
     "AskTellError",
     "NonFiniteFitnessWarning",
+    "note_nonfinite",
     "SeedStream",
     "Algorithm",
     "sanitize_fitness",
@@ -279,6 +280,32 @@ def _checked_init(cls, init):
     return __init__
 
 
+def note_nonfinite(owner, fitness, stacklevel: int = 3) -> None:
+    """Counts the members of ``fitness`` that are not finite into ``owner._num_nonfinite`` and
+    warns once per ``owner`` (a :class:`NonFiniteFitnessWarning` naming its class and
+    ``owner.generation``).  Eager tensors only: a ``tell`` traced inside a user's
+    ``tf.function`` applies the same rule silently.  ``stacklevel`` is passed to :func:`warnings.warn` as is
+    (3: the caller of the method that calls this function)."""
+    if not is_eager_tensor(fitness):
+        return  # symbolic (tell traced inside a user's tf.function): nothing to count here
+    f = fitness._numpy()
+    if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count
+        return
+    bad = int(f.size - np.count_nonzero(np.isfinite(f)))
+    if bad == 0:  # finite values whose squares overflowed
+        return
+    owner._num_nonfinite = getattr(owner, "_num_nonfinite", 0) + bad
+    if not getattr(owner, "_nonfinite_warned", False):
+        owner._nonfinite_warned = True
+        import warnings
+
+        warnings.warn(
+            f"{_public_name(type(owner))}: {bad} of {f.size} members had non-finite fitness (NaN or +-inf) "
+            f"at generation {int(owner.generation.numpy())}; they count as the worst members.  This "
+            "warning is shown once per algorithm; `num_nonfinite` keeps counting.",
+            NonFiniteFitnessWarning, stacklevel=stacklevel)
+
+
 class Algorithm(tf.Module):
     """Base class of every ask/tell algorithm on flat parameter vectors.
 
@@ -459,24 +486,7 @@ class Algorithm(tf.Module):
 
     def _note_nonfinite(self, fitness) -> None:
         """Counts members with non-finite fitness (eager calls) and warns once per object."""
-        if not is_eager_tensor(fitness):
-            return  # symbolic (tell traced inside a user's tf.function): nothing to count here
-        f = fitness._numpy()
-        if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count
-            return
-        bad = int(f.size - np.count_nonzero(np.isfinite(f)))
-        if bad == 0:  # finite values whose squares overflowed
-            return
-        self._num_nonfinite += bad
-        if not self._nonfinite_warned:
-            self._nonfinite_warned = True
-            import warnings
-
-            warnings.warn(
-                f"{_public_name(type(self))}: {bad} of {f.size} members had non-finite fitness (NaN or +-inf) "
-                f"at generation {int(self.generation.numpy())}; they count as the worst members.  This "
-                "warning is shown once per algorithm; `num_nonfinite` keeps counting.",
-                NonFiniteFitnessWarning, stacklevel=3)
+        note_nonfinite(self, fitness, stacklevel=4)
 
     @property
     def best(self) -> tuple[tf.Tensor, tf.Tensor]:

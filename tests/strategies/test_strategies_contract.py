@@ -21,6 +21,7 @@ generation where every member failed) and must:
   ``tfevo._tf_private.fast_paths(False)``), with the same numbers bit for bit.
 """
 
+import os
 import warnings
 
 import numpy as np
@@ -255,3 +256,34 @@ def test_large_finite_fitness_is_not_reported_as_non_finite():
     f[0] = np.nan
     with pytest.warns(NonFiniteFitnessWarning, match=f"1 of {P} members"):  # the first real one still warns
         a.tell(x, f)
+
+
+@pytest.mark.parametrize("name", sorted(set(registry.names("strategy")) - set(ALGOS)))
+def test_structured_algorithms_warn_once_and_count_non_finite_fitness(name):
+    # NEAT, GP and MAP-Elites keep the same promise as the flat algorithms: one warning, a count
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _registry_algorithms import fitness_of, make_algorithm
+
+    a = make_algorithm(name)
+
+    def tell(pop, f):
+        if name == "map_elites":
+            a.tell(pop, f, tf.clip_by_value(pop[:, :2], 0.0, 1.0))
+        else:
+            a.tell(pop, f)
+
+    pop = a.ask()
+    f = fitness_of(pop).numpy()
+    f[0], f[1] = np.nan, np.inf
+    with pytest.warns(NonFiniteFitnessWarning, match=f"2 of {f.size} members"):
+        tell(pop, f)
+    pop = a.ask()
+    f = fitness_of(pop).numpy()
+    f[-1] = -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonFiniteFitnessWarning)  # once per object
+        tell(pop, f)
+    assert a.num_nonfinite == 3
+    assert np.isfinite(float(a.best[-1]))

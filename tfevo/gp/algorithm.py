@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, SeedStream, check_fitness, sanitize_fitness
+from tfevo.core import ConfigError, SeedStream, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.gp import operators as ops
 from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate
 from tfevo.gp.selection import SELECTIONS, demote_duplicates, parsimony, select
@@ -232,6 +232,7 @@ class GeneticProgramming(tf.Module):
         """
         t = check_trees(trees, self.popsize, self.max_len)
         f = check_fitness(fitness, self.popsize)
+        note_nonfinite(self, f)
         out = self._step.fn(t.types, t.values, t.sizes, f, self.best_types, self.best_values,
                             self.best_sizes, self.best_fitness, self.seeds.next(), self._num_vars)
         for var, val in zip((self.types, self.values, self.sizes, self.best_types, self.best_values,
@@ -245,6 +246,11 @@ class GeneticProgramming(tf.Module):
         """How often the generation step of this configuration was traced
         (shared by every run with the same settings; 1 in normal use)."""
         return self._step.traces
+
+    @property
+    def num_nonfinite(self) -> int:
+        """How many members had non-finite fitness in the ``tell`` calls made eagerly so far."""
+        return getattr(self, "_num_nonfinite", 0)
 
     @property
     def best(self) -> tuple[Trees, tf.Tensor]:

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, NonFiniteFitnessWarning
 from tfevo.gp.algorithm import OPERATORS, GeneticProgramming
 from tfevo.gp.metrics import subsample_mask
 
@@ -158,7 +158,9 @@ def evolve(est, cfg, score, n_rows: int, lower_is_better: bool):
         if n_in < n_rows:  # its own stream: [seed, -1-g] never meets the engine's [seed, counter >= 0]
             mask = subsample_mask(tf.constant([seed, -1 - g], tf.int32), gp.popsize, n_rows, n_in)
         raw = score(trees, mask)
-        gp.tell(trees, sign * raw)
+        with warnings.catch_warnings():  # a non-finite error is this estimator's "worst", by design
+            warnings.simplefilter("ignore", NonFiniteFitnessWarning)
+            gp.tell(trees, sign * raw)
         raw_np = raw.numpy().astype(np.float64)
         fit = sign * raw_np
         i = int(np.argmax(np.where(np.isnan(fit), -np.inf, fit)))

@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, FastCall, SeedStream, ShapeError, TraceCounter, check_fitness, sanitize_fitness
+from tfevo.core import ConfigError, FastCall, SeedStream, ShapeError, TraceCounter, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.neat import generation
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, initial_population
@@ -104,6 +104,11 @@ class NEAT(tf.Module):
         return int(tf.reduce_sum(tf.cast(self.species_active, tf.int32)))
 
     @property
+    def num_nonfinite(self) -> int:
+        """How many members had non-finite fitness in the ``tell`` calls made eagerly so far."""
+        return getattr(self, "_num_nonfinite", 0)
+
+    @property
     def best(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(best nodes [N,5], best conns [C,5], its fitness) seen so far."""
         return self.best_nodes, self.best_conns, self.best_fitness
@@ -127,6 +132,7 @@ class NEAT(tf.Module):
         if conns.shape.as_list() != [cfg.pop_size, cfg.max_conns, CONN_DIM]:
             raise ShapeError(f"conns must have shape {[cfg.pop_size, cfg.max_conns, CONN_DIM]}, got {conns.shape.as_list()}")
         fitness = check_fitness(fitness, cfg.pop_size)
+        note_nonfinite(self, fitness)
         state = [getattr(self, n) for n in generation.State._fields]
         seeds = [self.seeds.seed, self.seeds.counter]
         if self._tell_fn is None:

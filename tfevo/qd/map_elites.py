@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness
+from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness, note_nonfinite
 from tfevo.qd import _shared_step
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
@@ -179,6 +179,7 @@ class MAPElites(tf.Module):
     def tell(self, solutions, fitness, descriptors):
         """Inserts the evaluated batch, informs the emitters, returns the :class:`AddResult`."""
         fitness = check_fitness(fitness, self.batch_size)
+        note_nonfinite(self, fitness)
         solutions, fitness, descriptors = self.archive._check(solutions, fitness, descriptors)
         if self._compiled:
             if self._tell_fn is None:
@@ -260,6 +261,11 @@ class MAPElites(tf.Module):
 
     def metrics(self) -> dict[str, float]:
         return self.archive.metrics()
+
+    @property
+    def num_nonfinite(self) -> int:
+        """How many members had non-finite fitness in the ``tell`` calls made eagerly so far."""
+        return getattr(self, "_num_nonfinite", 0)
 
     @property
     def best(self):
