@@ -150,6 +150,11 @@ def test_policy_rejects_observations_of_the_wrong_size(feed_forward):
         pol.forward_state(net, np.zeros((6, 2, 5), np.float32), np.zeros((6, 2, 10), np.float32))
     a = pol.forward(pop, np.ones((6, 2, 4), np.float32)).numpy()
     np.testing.assert_array_equal(pol.forward(pop, np.ones((6, 2, 2, 2), np.float32)).numpy(), a)  # flattened
+    # observations for another number of members than the networks given
+    with pytest.raises(ShapeError, match=r"observations are for 5 members .* the networks are 6"):
+        pol.forward(pop, np.zeros((5, 2, 4), np.float32))
+    with pytest.raises(ShapeError, match=r"observations are for 6 members .* the networks are 2"):
+        pol.forward(pop, np.zeros((6, 2, 4), np.float32), indices=[0, 3])
 
 
 def test_kernel_cache_is_the_package_cache(tmp_path):

@@ -162,6 +162,7 @@ class NEATPolicy:
         cfg = self.config
         obs = self._obs(obs)
         network = self._subset(network, indices)
+        _check_members(network, obs)
         if cfg.feed_forward:
             y = _fo.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                             cfg.aggregation_options)
@@ -189,9 +190,18 @@ class NEATPolicy:
         """Recurrent step: ``(state [P,B,N], obs [P,B,I]) -> (state, actions)``."""
         cfg = self.config
         obs = self._obs(obs)
+        _check_members(network, obs)
         state, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
                                       cfg.aggregation_options, self.settle_steps)
         return state, self.outputs_to_actions(y)
+
+
+def _check_members(network, obs) -> None:
+    """:class:`ShapeError` when ``obs [n, B, I]`` is not for the ``n`` networks given (static shapes)."""
+    n, m = network[0].shape[0], obs.shape[0]
+    if n is not None and m is not None and n != m:
+        raise ShapeError(f"observations are for {m} members (shape {obs.shape.as_list()}), "
+                         f"the networks are {n}")
 
 
 @register("problem", "neat_control", doc="Episode return of NEAT networks on an in-graph env (e.g. CartPole-v1).")
