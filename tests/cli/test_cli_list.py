@@ -46,6 +46,11 @@ def test_list_shows_whole_plain_sentences_in_natural_order(capsys):
     problems = [n for n, _ in sections["problems"]]
     bbob = [n for n in problems if n.startswith("bbob_f")]
     assert bbob == [f"bbob_f{i}" for i in range(1, 25)]
+    # every problem says whether a config's [problem] can name it (only the QD tasks can)
+    for name, desc in sections["problems"]:
+        qd = name.endswith(("_qd", "_linproj"))
+        assert ("Config: [problem] of algorithm map_elites." in desc) == qd, (name, desc)
+        assert ("not a config [problem]" in desc) == (not qd), (name, desc)
     envs = [n for n, _ in sections["environments"]]
     mujoco = dict(sections["environments"])["Swimmer-v5"]
     assert "MujocoVectorEnv" not in mujoco or mujoco.endswith("."), mujoco

@@ -48,8 +48,10 @@ def cmd_list(args) -> int:
         if kind == "strategy":
             text = f"Config: policy.kind {' | '.join(FAMILY_POLICIES.get(name, VECTOR_POLICIES))}"
             return text + (", or a [problem] QD task." if name == "map_elites" else ".")
-        if kind == "problem" and name in qd_tasks:
-            return "Config: [problem] of algorithm map_elites."
+        if kind == "problem":
+            if name in qd_tasks:
+                return "Config: [problem] of algorithm map_elites."
+            return "Python API only (registry.get('problem', name)); not a config [problem]."
         return ""
 
     for kind in chosen:
