@@ -18,7 +18,7 @@ from tfevo.gp import (
     FunctionSet, SymbolicRegressor, TerminalSet, builtin_functions, evaluate, from_prefix, generate, interpret,
     mse, to_sympy,
 )
-from tfevo.gp.trees import get_function
+from tfevo.gp.trees import get_function, to_prefix
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECIAL = np.array([0.0, 1e-4, -1e-4, 0.5, -2.0, 3.0, 90.0, -90.0, np.inf, -np.inf, np.nan], np.float32)
@@ -193,6 +193,25 @@ def test_exact_sympy_export_keeps_the_protection_and_full_constants():
     assert "0.123456791" in str(e)  # float32(0.123456789), 9 digits
     assert not e.rewrite(sp.Piecewise).has(sp.Function("pdiv"))
     assert "pdiv" not in str(to_sympy(from_prefix([["div", "x0", 1.0]], 4), exact=True))  # a decided guard folds
+
+
+def test_exact_sympy_export_propagates_nan_like_the_evaluators():
+    """A NaN argument gives NaN through a guard's fallback (``div(NaN, 0)``, ``pow(NaN, 0)``,
+    ``pow(0, NaN)``, ``pow(1, NaN)``) and through ``iflt``'s condition, in the evaluators and
+    in the exact export alike."""
+    import sympy as sp
+
+    tr = from_prefix([["div", "x0", "x1"], ["pow", "x0", "x1"], ["iflt", "x0", "x1", "x2", "x3"]], 8)
+    v = [np.nan, 0.0, 1.0, -2.0]
+    xs = np.array([r for r in itertools.product(v, repeat=4)], np.float32)
+    syms = sp.symbols("x0:4")
+    for i in range(3):
+        want = interpret(tr, xs, i)
+        f = sp.lambdify(syms, to_sympy(tr, i, simplify=False, exact=True), "numpy")
+        with np.errstate(all="ignore"):
+            got = f(*xs.astype(np.float64).T) * np.ones(len(xs))
+        np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True, err_msg=to_prefix(tr, i)[0])
+        assert np.isnan(want[np.isnan(xs[:, 0]) | np.isnan(xs[:, 1])]).all()
 
 
 # -- crossover points ----------------------------------------------------------------

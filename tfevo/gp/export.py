@@ -52,6 +52,7 @@ def _bounded_simplify(expr, timeout: float | None):
 
 
 _GUARDED = {}
+_IFLT = []  # the exact iflt (built with sympy, on first use)
 
 
 def _guarded_functions():
@@ -87,7 +88,10 @@ def _guarded_functions():
             args = [printer._print(x) for x in self.args]
             guard = args[1] if name == "pdiv" else args[0]
             near0 = f"({np_}.abs({guard}) <= {eps})"
-            return f"{np_}.where({near0}, {fallback}.0, {np_value(np_, near0, *args)})"
+            out = f"{np_}.where({near0}, {fallback}.0, {np_value(np_, near0, *args)})"
+            if len(args) == 2:  # as the evaluators: a NaN argument gives NaN, the guard's fallback included
+                out = f"{np_}.where({np_}.isnan({args[0]}) | {np_}.isnan({args[1]}), {np_}.nan, {out})"
+            return out
 
         return type(name, (sp.Function,), dict(nargs=nargs, eval=classmethod(eval_),
                                                _eval_rewrite_as_Piecewise=rewrite_piecewise,
@@ -106,6 +110,33 @@ def _guarded_functions():
     return _GUARDED
 
 
+def _exact_iflt():
+    """``iflt(a, b, c, d)`` as the evaluators compute it: ``c`` where ``a < b``, ``d`` where not,
+    NaN where ``a`` or ``b`` is NaN (a ``Piecewise`` would pick ``d`` there)."""
+    if _IFLT:
+        return _IFLT[0]
+    import sympy as sp
+
+    def eval_(cls, a, b, c, d):
+        if a.is_Number and b.is_Number:
+            return sp.nan if sp.nan in (a, b) else (c if a < b else d)
+        return None
+
+    def rewrite_piecewise(self, a, b, c, d, **kw):
+        return sp.Piecewise((c, sp.StrictLessThan(a, b)), (d, True))
+
+    def numpycode(self, printer):
+        np_ = printer._module_format("numpy")
+        a, b, c, d = (printer._print(x) for x in self.args)
+        return (f"{np_}.where({np_}.isnan({a}) | {np_}.isnan({b}), {np_}.nan, "
+                f"{np_}.where(({a}) < ({b}), {c}, {d}))")
+
+    _IFLT.append(type("piflt", (sp.Function,), dict(nargs=4, eval=classmethod(eval_),
+                                                    _eval_rewrite_as_Piecewise=rewrite_piecewise,
+                                                    _numpycode=numpycode)))
+    return _IFLT[0]
+
+
 def _exact_table():
     """The exact forms of the guarded built-ins and of ``exp``'s clamp."""
     import sympy as sp
@@ -113,6 +144,7 @@ def _exact_table():
     from tfevo.gp.functions import EXP_CLIP
 
     table = dict(_guarded_functions())
+    table["iflt"] = _exact_iflt()
     table["exp"] = lambda a: sp.exp(sp.Min(a, sp.Float(EXP_CLIP), evaluate=False))
     return table
 
