@@ -289,7 +289,9 @@ def note_nonfinite(owner, fitness, stacklevel: int = 3) -> None:
     if not is_eager_tensor(fitness):
         return  # symbolic (tell traced inside a user's tf.function): nothing to count here
     f = fitness._numpy()
-    if math.isfinite(f.dot(f)):  # the cheapest all-finite test (~1 us); overflow falls through to the count
+    with np.errstate(over="ignore", invalid="ignore"):  # huge finite values: overflow falls through to the count
+        square_sum = f.dot(f)
+    if math.isfinite(square_sum):  # the cheapest all-finite test (~1 us)
         return
     bad = int(f.size - np.count_nonzero(np.isfinite(f)))
     if bad == 0:  # finite values whose squares overflowed

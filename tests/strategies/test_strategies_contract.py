@@ -249,6 +249,7 @@ def test_large_finite_fitness_is_not_reported_as_non_finite():
     x = a.ask()
     with warnings.catch_warnings():
         warnings.simplefilter("error", NonFiniteFitnessWarning)
+        warnings.simplefilter("error", RuntimeWarning)  # nor numpy's overflow warning of the test itself
         a.tell(x, np.full(P, -1e30, np.float32))
     assert a.num_nonfinite == 0
     x = a.ask()
