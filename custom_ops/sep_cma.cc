@@ -9,8 +9,8 @@
 // and the O(D) updates are plain loops.
 //
 // The arithmetic is that of SepCMAES's pure-TensorFlow tell (the reference,
-// tfevo/strategies/sep_cma_es.py with _CMABase._tell_core and _update_stop in
-// cma_es.py), step for step in float32, so the two agree to float rounding
+// tfevo/strategies/sep_cma_es.py with CMABase._tell_core in cma_base.py and
+// update_stop_flags in cma_stop.py), step for step in float32, so the two agree to float rounding
 // (tests/kernels/test_sep_cma_op.py).  The popsize-dependent constants come in
 // as one float64 vector computed once in Python (`consts`: the named tuple
 // tfevo.strategies.sep_cma_es.TellConstants, whose fields follow enum Const
@@ -68,10 +68,16 @@ enum Const {
   kTolfun,          // tolfun
   kTolxAbs,         // tolx (absolute, as pycma)
   kUpLimit,         // 1e20 * sigma_init (tolupsigma)
-  kHistLen,         // length of the two fitness histories
+  kHistLen,         // length of the best-fitness history (tolfun, tolfunhist)
   kTolfunWindow,    // generations of the tolfun window
   kStagWindow,      // generations of the stagnation window
   kActive,          // 1: negative weights rescaled (active CMA)
+  kFacUpLimit,      // TOL_FAC_UP_X * the run's initial sigma (tolfacupx)
+  kStagSamples,     // length of the sampled best/median histories of tolstagnation
+  kStagMinIter,     // n (5 + 100 / lambda): tolstagnation only after more iterations
+  kXStagDelta,      // tolxstagnation: delta, offset, fraction (cma_stop.TOL_X_STAGNATION)
+  kXStagOffset,
+  kXStagFrac,
   kNumConsts
 };
 
@@ -90,7 +96,11 @@ REGISTER_OP("TfevoSepCmaTell")
     .Input("best_params: resource")
     .Input("best_fitness: resource")
     .Input("best_f_hist: resource")
-    .Input("median_f_hist: resource")
+    .Input("stag_best_hist: resource")
+    .Input("stag_median_hist: resource")
+    .Input("run_best_f: resource")
+    .Input("xstag_mean: resource")
+    .Input("stop_counters: resource")
     .Input("stop_flags: resource")
     .Output("kept: bool")
     .SetIsStateful()
@@ -109,7 +119,10 @@ One tell of the separable CMA-ES (float32) on its variables; kept = whether mean
 
 namespace {
 
-constexpr int kNumVars = 12;
+constexpr int kNumVars = 16;
+// stop_counters entries (cma_stop.RUN_BEST_EVAL, XSTAG_SINCE, STAG_MEDIANS, FLAT_RUN)
+enum Counter { kRunBestEval = 0, kXStagSince, kStagMedians, kFlatRun, kNumCounters };
+constexpr int64_t kStagEvery = 5, kStagMaxSamples = 20000;  // cma_stop.STAG_SAMPLE_EVERY, STAG_MAX_SAMPLES
 constexpr int64_t kColBlock = 256;  // columns per work unit of the statistics pass
 
 using tfevo_vars::VarLocks;
@@ -233,10 +246,11 @@ class SepCmaTellOp : public OpKernel {
     const int64_t H = static_cast<int64_t>(K[kHistLen]);
     const int64_t tolfun_window = static_cast<int64_t>(K[kTolfunWindow]);
     const int64_t stag_window = static_cast<int64_t>(K[kStagWindow]);
-    OP_REQUIRES(ctx, mu >= 1 && mu <= P && H >= 1 && tolfun_window >= 1 && stag_window >= 1 && stag_window <= H,
+    const int64_t S = static_cast<int64_t>(K[kStagSamples]);
+    OP_REQUIRES(ctx, mu >= 1 && mu <= P && H >= 1 && tolfun_window >= 1 && stag_window >= 1 && S >= 2,
                 tensorflow::errors::InvalidArgument("TfevoSepCmaTell: inconsistent consts (mu ", mu, ", P ", P,
                                                     ", history ", H, ", windows ", tolfun_window, "/", stag_window,
-                                                    ")"));
+                                                    ", samples ", S, ")"));
 
     tensorflow::core::RefCountPtr<tensorflow::Var> v[kNumVars];
     for (int i = 0; i < kNumVars; ++i) {
@@ -254,7 +268,9 @@ class SepCmaTellOp : public OpKernel {
     } spec[kNumVars] = {{"mean", F, D},          {"sigma", F, -1},         {"p_sigma", F, D},
                         {"p_c", F, D},           {"c_diag", F, D},         {"generation", I64, -1},
                         {"restart_generation", I64, -1}, {"best_params", F, D}, {"best_fitness", F, -1},
-                        {"best_f_hist", F, H},   {"median_f_hist", F, H},  {"stop_flags", I32, -1}};
+                        {"best_f_hist", F, H},   {"stag_best_hist", F, S}, {"stag_median_hist", F, S},
+                        {"run_best_f", F, -1},   {"xstag_mean", F, D},     {"stop_counters", I64, kNumCounters},
+                        {"stop_flags", I32, -1}};
     for (int i = 0; i < kNumVars; ++i) {
       const Tensor* t = v[i]->tensor();
       const bool shape_ok = spec[i].len < 0 ? t->dims() == 0 : (t->dims() == 1 && t->dim_size(0) == spec[i].len);
@@ -440,47 +456,36 @@ class SepCmaTellOp : public OpKernel {
     const float* mean = m_t.flat<float>().data();
     const float* pc = pc_t.flat<float>().data();
 
-    // -- stop criteria (as _CMABase._update_stop, on the updated state) ------------------------
+    // -- stop criteria (as cma_stop.update_stop_flags, on the updated state) -------------------
     const int64_t g = generation - restart;
+    const int64_t it = g + 1;  // pycma's countiter
+    const int64_t* cnt = v[14]->tensor()->flat<int64_t>().data();
     const int64_t slot = ((g % H) + H) % H;  // floormod, as the reference
-    Tensor bh_t, mh_t;
+    Tensor bh_t;
     OP_REQUIRES_OK(ctx, fresh(9, &bh_t));
-    OP_REQUIRES_OK(ctx, fresh(10, &mh_t));
     float* bh = bh_t.flat<float>().data();
-    float* mh = mh_t.flat<float>().data();
     std::copy(vec(9), vec(9) + H, bh);
-    std::copy(vec(10), vec(10) + H, mh);
     bh[slot] = f_sorted[0];
-    mh[slot] = f_sorted[P / 2];
     const int64_t count = std::min(g + 1, H);
-    // the last k entries of a history, oldest first (ending at this generation's slot)
-    auto window = [&](const float* h, int64_t k) {
-      std::vector<float> out(k);
-      int64_t i0 = slot - (k - 1);
-      if (i0 < 0) i0 += H;  // k <= H
-      for (int64_t i = 0; i < k; ++i) {
-        out[i] = h[i0];
-        if (++i0 == H) i0 = 0;
-      }
-      return out;
-    };
     bool all_f_finite = true;
     for (float f : f_sorted) all_f_finite = all_f_finite && std::isfinite(f);
     const float cur_range = all_f_finite ? f_sorted[0] - f_sorted[P - 1] : inf;
+    // tolfun / tolfunhist: the range of the bests recorded so far, at most the window
+    const int64_t known = std::min(count, std::min(tolfun_window, H));
     float hist_range;
     {
-      const auto recent = window(bh, std::min(tolfun_window, H));
       float lo = inf, hi = -inf;
-      bool nan = false;
-      for (float r : recent) {
-        nan = nan || std::isnan(r);
-        lo = std::min(lo, r);
-        hi = std::max(hi, r);
+      int64_t i = slot;
+      for (int64_t q = 0; q < known; ++q) {
+        lo = std::min(lo, bh[i]);
+        hi = std::max(hi, bh[i]);
+        if (--i < 0) i = H - 1;
       }
-      hist_range = nan ? std::numeric_limits<float>::quiet_NaN() : hi - lo;
+      hist_range = hi - lo;
     }
     const float tolfun_lim = static_cast<float>(K[kTolfun]);
-    const bool tolfun = count >= tolfun_window && cur_range < tolfun_lim && hist_range < tolfun_lim;
+    const bool tolfun = cur_range < tolfun_lim && hist_range < tolfun_lim;
+    const bool tolfunhist = known > 9 && hist_range < static_cast<float>(1e-12);
     std::vector<float> scales(D);
     for (int64_t j = 0; j < D; ++j) scales[j] = std::sqrt(c_new[j]);
     float s_max, s_min;
@@ -490,24 +495,88 @@ class SepCmaTellOp : public OpKernel {
     for (int64_t j = 0; j < D && tolx; ++j) tolx = sig * std::max(std::fabs(pc[j]), scales[j]) < tolx_abs;
     const float ratio = s_max / std::max(s_min, 1e-37f);
     const bool cond = ratio * ratio > 1e12f;
-    // float32 state: the no-effect criteria fire only when no axis (no coordinate)
-    // moves the mean any more (float32 resolution is reached on the short axes of
-    // an ill-conditioned C while the long ones still make progress).
-    bool no_axis = true;
-    for (int64_t j = 0; j < D && no_axis; ++j) no_axis = mean[j] == mean[j] + 0.1f * sig * scales[j];
+    // diagonal C: no noeffectaxis (pycma's CMA_diagonal); float32 state: noeffectcoord fires
+    // only when no coordinate moves the mean any more
+    const bool no_axis = false;
     bool no_coord = true;
     for (int64_t j = 0; j < D && no_coord; ++j) no_coord = mean[j] == mean[j] + 0.2f * sig * scales[j];
-    bool stagnation = false;
-    if (count >= stag_window) {
-      const int64_t q = std::max<int64_t>(1, static_cast<int64_t>(0.2 * static_cast<double>(stag_window)));
-      const auto bw = window(bh, stag_window), mw = window(mh, stag_window);
-      stagnation = Midpoint(bw.end() - q, bw.end()) <= Midpoint(bw.begin(), bw.begin() + q) &&
-                   Midpoint(mw.end() - q, mw.end()) <= Midpoint(mw.begin(), mw.begin() + q);
+    // stagnation: sampled best and median every kStagEvery iterations (ring buffers of S)
+    const float f_median = 0.5f * (f_sorted[(P - 1) / 2] + f_sorted[P / 2]);
+    const int64_t k = it / kStagEvery;
+    const bool sample = it % kStagEvery == 0;
+    Tensor sb_t, sm_t;
+    int64_t stag_medians = cnt[kStagMedians];
+    if (sample) {
+      OP_REQUIRES_OK(ctx, fresh(10, &sb_t));
+      OP_REQUIRES_OK(ctx, fresh(11, &sm_t));
+      float* sb = sb_t.flat<float>().data();
+      float* sm = sm_t.flat<float>().data();
+      std::copy(vec(10), vec(10) + S, sb);
+      std::copy(vec(11), vec(11) + S, sm);
+      const int64_t sslot = (((k - 1) % S) + S) % S;
+      sb[sslot] = f_sorted[0];
+      sm[sslot] = f_median;
+      const int64_t n_samples = std::min(k, kStagMaxSamples);
+      const int64_t l = std::max(stag_window / 10, n_samples / 10);
+      stag_medians = 0;
+      if (n_samples > 100 && 2 * l < n_samples && 2 * l <= S) {
+        // newest l samples against the l before them: neither median better (maximised)
+        auto median_of = [&](const float* h, int64_t first) {
+          std::vector<float> w(l);
+          for (int64_t i = 0; i < l; ++i) w[i] = h[(((k - 1 - first - i) % S) + S) % S];
+          return Midpoint(w.cbegin(), w.cend());
+        };
+        stag_medians = median_of(sb, 0) <= median_of(sb, l) && median_of(sm, 0) <= median_of(sm, l) ? 1 : 0;
+      }
     }
+    const bool improved = f_sorted[0] > scalar_f(12);
+    const int64_t best_eval = improved ? g * P + order[0] + 1 : cnt[kRunBestEval];
+    const bool stagnation = stag_medians > 0 && 2 * (it * P - best_eval) > stag_window * P &&
+                            static_cast<double>(it) > K[kStagMinIter];
+    // tolxstagnation: the mean within delta * sqrt(max(1, age / t)) of the reference for more
+    // than t = offset + fraction * iterations iterations
+    const float itf = static_cast<float>(it);
+    const float t_x = static_cast<float>(K[kXStagOffset]) + static_cast<float>(K[kXStagFrac]) * itf;
+    int64_t since = cnt[kXStagSince];
+    const float* xref = vec(13);
+    float moved_sq;
+    {
+      std::vector<float> diff(D);
+      for (int64_t j = 0; j < D; ++j) diff[j] = xref[j] - mean[j];
+      moved_sq = SumSquares(diff.data(), D);
+    }
+    const float age = itf - static_cast<float>(since);
+    const bool moved =
+        std::sqrt(moved_sq) > static_cast<float>(K[kXStagDelta]) * std::sqrt(std::max(1.0f, age / t_x));
+    if (moved) since = it;
+    const bool tolxstagnation = itf - static_cast<float>(since) > t_x;
     const bool tolupsigma = sig > static_cast<float>(K[kUpLimit]) * s_max;
-    const bool flags[7] = {tolfun, tolx, cond, no_axis, no_coord, stagnation, tolupsigma};
+    // tolflatfitness: more than one generation in a row with the best equal to rank floor(0.75 P)
+    const int64_t flat_run = f_sorted[0] <= f_sorted[static_cast<int64_t>(0.75 * static_cast<double>(P))]
+                                 ? cnt[kFlatRun] + 1 : 0;
+    const bool tolflat = flat_run > 1;  // cma_stop.TOL_FLAT_FITNESS
+    bool tolfacupx = false;
+    const float facup = static_cast<float>(K[kFacUpLimit]);
+    for (int64_t j = 0; j < D && !tolfacupx; ++j) tolfacupx = sig * scales[j] > facup;
+    const bool flags[11] = {tolfun,     tolx,    cond,      no_axis,    no_coord,      stagnation,
+                            tolupsigma, tolflat, tolfacupx, tolfunhist, tolxstagnation};
     int32_t bits = 0;
-    for (int i = 0; i < 7; ++i) bits += flags[i] ? (1 << i) : 0;
+    for (int i = 0; i < 11; ++i) bits += flags[i] ? (1 << i) : 0;
+    Tensor rb_t, xs_t, cnt_t;
+    OP_REQUIRES_OK(ctx, fresh(12, &rb_t));
+    OP_REQUIRES_OK(ctx, fresh(14, &cnt_t));
+    rb_t.scalar<float>()() = improved ? f_sorted[0] : scalar_f(12);
+    {
+      int64_t* c_out = cnt_t.flat<int64_t>().data();
+      c_out[kRunBestEval] = best_eval;
+      c_out[kXStagSince] = since;
+      c_out[kStagMedians] = stag_medians;
+      c_out[kFlatRun] = flat_run;
+    }
+    if (moved) {
+      OP_REQUIRES_OK(ctx, fresh(13, &xs_t));
+      std::copy(mean, mean + D, xs_t.flat<float>().data());
+    }
 
     // -- common scale of C moved into sigma (SepCMAES._tell_core) ------------------------------
     float c_min_now, c_max_now;
@@ -523,7 +592,7 @@ class SepCmaTellOp : public OpKernel {
 
     Tensor gen_t, flags_t;
     OP_REQUIRES_OK(ctx, fresh(5, &gen_t));
-    OP_REQUIRES_OK(ctx, fresh(11, &flags_t));
+    OP_REQUIRES_OK(ctx, fresh(15, &flags_t));
     gen_t.scalar<int64_t>()() = generation + 1;
     flags_t.scalar<int32_t>()() = bits;
     commit(0, m_t);
@@ -533,8 +602,14 @@ class SepCmaTellOp : public OpKernel {
     commit(4, c_t);
     commit(5, gen_t);
     commit(9, bh_t);
-    commit(10, mh_t);
-    commit(11, flags_t);
+    if (sample) {
+      commit(10, sb_t);
+      commit(11, sm_t);
+    }
+    commit(12, rb_t);
+    if (moved) commit(13, xs_t);
+    commit(14, cnt_t);
+    commit(15, flags_t);
     Tensor* kept_t = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &kept_t));
     kept_t->scalar<bool>()() = keep;

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfevo.strategies import BIPOP, CMAES, IPOP
+from tfevo.strategies import BIPOP, CMAES, IPOP, LMMAES, SepCMAES
 from tfevo.strategies.cma_stop import STOP_REASONS
 
 
@@ -300,3 +300,93 @@ def test_tolfun_window_is_pycmas_history_length(n, lam):
     for _ in range(60):
         es.tell(es.ask(), list(rng.standard_normal(lam) + 100))
     assert CMAES(n, popsize=lam).tolfun_window == len(es.fit.hist)
+
+
+def _stagnant(g, lam):
+    """Fitness that does not depend on x (minimised): distinct values on a 1/1024 grid (exact in
+    float32), the best of the whole run in the first generation, or a new one at generation 600."""
+    f = 1.0 + np.random.default_rng([3, g]).permutation(1024)[:lam] / 1024.0
+    if g == 0:
+        f[1] = 0.5
+    return f
+
+
+def _late_best(g, lam):
+    f = _stagnant(g, lam)
+    if g == 600:
+        f[3] = 0.25
+    return f
+
+
+def _flagged_generations(tell_loop, key, gens):
+    return [g + 1 for g, reasons in zip(range(gens), tell_loop) if key in reasons]
+
+
+def _pycma_loop(n, pattern, gens, opts=None):
+    cma = pytest.importorskip("cma")
+    es = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1, **(opts or {})})
+    for g in range(gens):
+        es.tell(es.ask(), list(pattern(g, es.popsize)))
+        yield es.stop()  # (one stop() per iteration; the run is continued whatever it says)
+
+
+def _tfevo_loop(es, pattern, gens):
+    for g in range(gens):
+        es.tell(es.ask(), tf.constant(-pattern(g, es.popsize), es.dtype))
+        yield es.stop_reasons
+
+
+@pytest.mark.parametrize("pattern, gens", [(_stagnant, 620), (_late_best, 760)])
+@pytest.mark.parametrize("cls, kw", [(CMAES, {}), (SepCMAES, {"use_op": False}),
+                                     (SepCMAES, {"dtype": "float32"})])
+def test_stagnation_fires_in_the_generations_pycmas_tolstagnation_does(pattern, gens, cls, kw):
+    # pycma samples best and median every 5 iterations and compares the newest
+    # max(tolstagnation, samples) // 10 samples with the ones before, once the run's best is more than
+    # tolstagnation / 2 iterations old and the run longer than n (5 + 100 / lambda) iterations; the
+    # criterion depends on the told fitness only, so every generation it holds in must agree
+    # (SepCMAES against CMA_diagonal=True)
+    n = 2
+    opts = {"CMA_diagonal": True} if cls is SepCMAES else {}
+    theirs = _flagged_generations(_pycma_loop(n, pattern, gens, opts), "tolstagnation", gens)
+    ours = _flagged_generations(_tfevo_loop(cls(n, sigma=1.0, seed=0, **kw), pattern, gens), "stagnation", gens)
+    assert theirs and theirs[0] >= 505  # (101 samples)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("cls, kw", [(CMAES, {}), (SepCMAES, {"use_op": False}), (LMMAES, {})])
+def test_tolxstagnation_fires_as_pycmas(cls, kw):
+    # sigma0 = 1e-13: the mean never moves by delta = 1e-9; pycma stops when the iterations since
+    # the reference point exceed 20 + 0.1 iterations, at iteration 23
+    cma = pytest.importorskip("cma")
+    n = 3
+    es = cma.CMAEvolutionStrategy(np.full(n, 0.5), 1e-13, {"verbose": -9, "seed": 1, "tolx": 0})
+    for g in range(60):
+        es.tell(es.ask(), list(_stagnant(g, es.popsize)))
+        if es.stop():
+            break
+    ours = cls(n, sigma=1e-13, init_params=0.5, tolx=0.0, seed=0, **kw)
+    for g_tf in range(60):
+        ours.tell(ours.ask(), tf.constant(-_stagnant(g_tf, ours.popsize), ours.dtype))
+        if ours.stop_reasons:
+            break
+    assert (g + 1, list(es.stop())) == (23, ["tolxstagnation"])
+    assert (g_tf + 1, ours.stop_reasons) == (23, ["tolxstagnation"])
+
+
+def test_tolxstagnation_reference_point_moves_as_pycmas():
+    # pycma's own bookkeeping (_StopTolXStagnation) fed with tfevo's means, step by step: the
+    # reference point is reset whenever the mean moved by more than delta sqrt(max(1, age / t))
+    cma = pytest.importorskip("cma")
+    from cma.evolution_strategy import _StopTolXStagnation
+
+    ours = CMAES(3, sigma=3e-10, tolx=0.0, seed=2)
+    theirs = _StopTolXStagnation(ours.mean.numpy())
+    stops = []
+    for g in range(120):
+        ours.tell(ours.ask(), tf.constant(-_stagnant(g, ours.popsize)))
+        theirs.update(ours.mean.numpy())
+        stops.append((theirs.stop, "tolxstagnation" in ours.stop_reasons))
+        assert int(ours.stop_counters[1]) == theirs.count_x, g
+    assert [a for a, _ in stops] == [b for _, b in stops]
+    assert 0 < theirs.count_x  # the reference point moved at least once
+    del cma

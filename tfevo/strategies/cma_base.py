@@ -27,7 +27,8 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo.core import Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness
 from tfevo.strategies import cma_updates as eq
-from tfevo.strategies.cma_stop import STOP_REASONS, stagnation_window, update_stop_flags
+from tfevo.strategies.cma_stop import (NUM_COUNTERS, STOP_REASONS, stagnation_samples, stagnation_window,
+                                       update_stop_flags)
 from tfevo.strategies.shaping import _normal as _box_muller
 
 
@@ -41,7 +42,6 @@ class CMABase(Algorithm):
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
     _model_class = None  # a CovarianceModel subclass
-    _plateau_criteria = True  # the stop flags include tolflatfitness and tolfacupx (see cma_stop)
     #: the stagnation window stays that of ``stagnation_popsize`` whatever the popsize (restart wrappers)
     stagnation_popsize_fixed = False
 
@@ -78,9 +78,11 @@ class CMABase(Algorithm):
         n = num_dims
         dt = self.dtype
         self.chi_n = eq.expected_norm(n)
-        # Stagnation history: long enough for the smallest sensible popsize.
+        # Histories long enough for the smallest sensible popsize: the bests of tolfun's window
+        # (pycma's 10 + 30 n / lambda) and the sampled bests and medians of tolstagnation.
         lam_min = min(self.popsize, eq.default_popsize(n))
-        self.hist_len = int(min(20000, stagnation_window(n, min(lam_min, self.stagnation_popsize))))
+        self.hist_len = int(math.floor(10 + 30.0 * n / lam_min))
+        self.stag_samples = stagnation_samples(stagnation_window(n, min(lam_min, self.stagnation_popsize)))
         # -- state --------------------------------------------------------
         self._mean = tf.Variable(tf.constant(self.init_params, dt), trainable=False, name="mean")
         self.sigma = tf.Variable(tf.constant(self.sigma_init, dt), trainable=False, name="sigma")
@@ -90,12 +92,17 @@ class CMABase(Algorithm):
         self.p_c = tf.Variable(tf.zeros([n], dt), trainable=False, name="p_c")
         self._model = self._model_class(self)  # (its variables are attributes of self)
         self.best_f_hist = tf.Variable(tf.zeros([self.hist_len], dt), trainable=False, name="best_f_hist")
-        self.median_f_hist = tf.Variable(tf.zeros([self.hist_len], dt), trainable=False, name="median_f_hist")
+        self.stag_best_hist = tf.Variable(tf.zeros([self.stag_samples], dt), trainable=False, name="stag_best_hist")
+        self.stag_median_hist = tf.Variable(tf.zeros([self.stag_samples], dt), trainable=False,
+                                            name="stag_median_hist")
+        # the run's best fitness (tolstagnation's age of the best) and the reference mean of tolxstagnation
+        self.run_best_f = tf.Variable(tf.constant(-np.inf, dt), trainable=False, name="run_best_f")
+        self.xstag_mean = tf.Variable(tf.constant(self.init_params, dt), trainable=False, name="xstag_mean")
+        # int64 counters of the stop criteria (cma_stop.RUN_BEST_EVAL, XSTAG_SINCE, STAG_MEDIANS, FLAT_RUN)
+        self.stop_counters = tf.Variable(tf.zeros([NUM_COUNTERS], tf.int64), trainable=False, name="stop_counters")
         self.stop_flags = tf.Variable(0, dtype=tf.int32, trainable=False, name="stop_flags")
         # consecutive generations whose checked axis had no effect (float32 noeffectaxis)
         self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
-        # consecutive generations with flat fitness (tolflatfitness)
-        self.flat_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="flat_run")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
         self._fn_cache = Untracked(fns={})  # popsize -> compiled functions (not checkpointed)
@@ -147,7 +154,8 @@ class CMABase(Algorithm):
         # tolfun / stagnation windows.
         # pycma's fitness history: at most 10 + 30 n / lambda entries (it pops while longer)
         self.tolfun_window = int(math.floor(10 + 30.0 * n / lam))
-        self.stag_window = int(min(self.hist_len, stagnation_window(n, self._stagnation_lambda(lam))))
+        self.stag_window = stagnation_window(n, self._stagnation_lambda(lam))
+        self.stag_min_iter = n * (5.0 + 100.0 / lam)  # pycma: tolstagnation only after this many iterations
         self._model.configure()
 
     def _stagnation_lambda(self, lam: int) -> float:
@@ -229,10 +237,13 @@ class CMABase(Algorithm):
         self.p_c.assign(tf.zeros_like(self.p_c))
         self._model.reset()
         self.best_f_hist.assign(tf.zeros_like(self.best_f_hist))
-        self.median_f_hist.assign(tf.zeros_like(self.median_f_hist))
+        self.stag_best_hist.assign(tf.zeros_like(self.stag_best_hist))
+        self.stag_median_hist.assign(tf.zeros_like(self.stag_median_hist))
+        self.run_best_f.assign(tf.constant(-np.inf, self.dtype))
+        self.xstag_mean.assign(self._mean)
+        self.stop_counters.assign(tf.zeros_like(self.stop_counters))
         self.stop_flags.assign(0)
         self.no_effect_run.assign(0)
-        self.flat_run.assign(0)
         self.restart_generation.assign(self.generation)
 
     # -- the covariance model's transforms, by their usual names ---------------------------
@@ -305,6 +316,6 @@ class CMABase(Algorithm):
         self.p_sigma.assign(tf.where(keep, p_sigma, self.p_sigma))
         self.p_c.assign(tf.where(keep, p_c, self.p_c))
         self.sigma.assign(tf.where(keep, sigma_new, sigma))
-        update_stop_flags(self, f_sorted, cdiag)
+        update_stop_flags(self, f_sorted, order, cdiag)
         self.generation.assign_add(1)
         return pending if pending else tf.constant(0)

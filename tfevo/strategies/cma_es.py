@@ -24,8 +24,8 @@ pure-TF references otherwise).
 All state lives in ``tf.Variable`` attributes (checkpointable with
 ``tf.train.Checkpoint``); ``ask``/``tell`` are ``tf.function`` programs over the
 whole population, traced once per population size.  Termination diagnostics
-(tolfun, tolx, conditioncov, noeffectaxis, noeffectcoord, stagnation,
-tolupsigma) are evaluated in-graph at every ``tell`` and exposed as
+(pycma's: tolfun, tolx, conditioncov, noeffectaxis, noeffectcoord, stagnation,
+tolupsigma, tolflatfitness, tolfacupx, tolfunhist, tolxstagnation) are evaluated in-graph at every ``tell`` and exposed as
 :attr:`CMAES.stop_reasons`; the restart wrappers in
 :mod:`tfevo.strategies.restarts` use them.
 """

@@ -42,6 +42,8 @@ class CovarianceModel(abc.ABC):
 
     #: principal axes other than the coordinates (full C)
     full_axes = False
+    #: C is diagonal: its principal axes are the coordinates (no noeffectaxis, as pycma's CMA_diagonal)
+    diagonal = False
     #: the tell is the XLA core plus graph-mode work (``prepare``, ``finish``); else one XLA program
     deferred = False
 
@@ -219,6 +221,8 @@ class DiagonalCovariance(AdaptedCovariance):
 
     Learning rates ``c_1``, ``c_mu`` times ``(n + 2) / 3`` (Ros & Hansen, PPSN 2008).
     """
+
+    diagonal = True
 
     def __init__(self, es):
         super().__init__(es)

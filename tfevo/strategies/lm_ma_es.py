@@ -86,6 +86,6 @@ class LMMAES(CMABase):
         self.p_sigma.assign(tf.where(keep, p_sigma, self.p_sigma))
         self.M.assign(tf.where(keep, M_new, self.M))
         self.sigma.assign(tf.where(keep, sigma_new, sigma))
-        update_stop_flags(self, f_sorted)
+        update_stop_flags(self, f_sorted, order)
         self.generation.assign_add(1)
         return tf.constant(0)

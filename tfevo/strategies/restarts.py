@@ -12,7 +12,8 @@ for IPOP's default 9 restarts); a changing shape costs one trace per size.
 
 Restarts happen when any termination criterion of the inner strategy fires
 (``tolfun``, ``tolx``, ``conditioncov``, ``noeffectaxis``, ``noeffectcoord``,
-``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``, ``tolfunhist``; see
+``stagnation``, ``tolupsigma``, ``tolflatfitness``, ``tolfacupx``, ``tolfunhist``,
+``tolxstagnation``; see
 :attr:`CMAES.stop_reasons`) or when a run reaches its iteration limit
 (``maxiter`` in :attr:`history`: pycma's default ``100 + 150 (n + 3)^2 /
 sqrt(lambda_0)`` generations, ``lambda_0`` the first run's popsize before ``int()``,

@@ -20,6 +20,7 @@ from tfevo.core import ConfigError, check_fitness, check_population, eager_op_ru
 from tfevo.registry import register
 from tfevo.strategies.cma_base import CMABase
 from tfevo.strategies.cma_models import DiagonalCovariance
+from tfevo.strategies.cma_stop import TOL_FAC_UP_X, TOL_X_STAGNATION
 from tfevo.strategies.shaping import _gaussian_population
 
 __all__ = ["SepCMAES"]
@@ -49,10 +50,16 @@ class TellConstants(NamedTuple):
     tolfun: float
     tolx_abs: float  # tolx (absolute, as pycma)
     up_limit: float  # 1e20 * the run's initial sigma (tolupsigma; follows reset(sigma=...))
-    hist_len: float  # length of the two fitness histories
+    hist_len: float  # length of the best-fitness history (tolfun, tolfunhist)
     tolfun_window: float  # generations of the tolfun window
-    stag_window: float  # generations of the stagnation window
+    stag_window: float  # pycma's tolstagnation (iterations)
     active: float  # 1: negative weights rescaled (active CMA)
+    fac_up_limit: float  # TOL_FAC_UP_X * the run's initial sigma (tolfacupx; follows reset(sigma=...))
+    stag_samples: float  # length of the sampled best/median histories of tolstagnation
+    stag_min_iter: float  # n (5 + 100 / lambda): tolstagnation only after more iterations
+    xstag_delta: float  # tolxstagnation's delta, offset and fraction (TOL_X_STAGNATION)
+    xstag_offset: float
+    xstag_frac: float
 
     def vector(self) -> np.ndarray:
         """The float64 ``consts`` input of the kernel."""
@@ -67,9 +74,9 @@ class SepCMAES(CMABase):
     ``popsize``, ``sigma``, ``init_params``, ``seed``, ``bounds``, ``active``,
     ``dtype``, ``tolfun``, ``tolx``).  State: ``sigma``, ``c_diag`` (the
     diagonal of C), ``p_sigma``, ``p_c``.  Its stop criteria are those of
-    :class:`~tfevo.strategies.CMAES` without ``tolflatfitness``, ``tolfacupx`` and
-    ``tolfunhist`` (and ``tolfun`` once a full history is recorded), in the C++ tell and in the
-    reference alike.
+    :class:`~tfevo.strategies.CMAES` without ``noeffectaxis`` (the principal axes are
+    the coordinates; pycma's ``CMA_diagonal=True`` does not check it either), in the C++
+    tell and in the reference alike (``docs/cma.md`` has the table).
 
     Example:
 
@@ -79,8 +86,6 @@ class SepCMAES(CMABase):
     """
 
     _model_class = DiagonalCovariance
-    #: the C++ tell computes the stop flags up to ``tolupsigma``; the reference matches it
-    _plateau_criteria = False
 
     def __init__(self, *args, use_op: bool | None = None, **kwargs):
         # use_op: the float32 tell as one C++ kernel (custom_ops/sep_cma.cc; None =
@@ -104,10 +109,11 @@ class SepCMAES(CMABase):
     def _tell_op_usable(self) -> bool:
         return self._tell_op() is not None
 
-    def _tell_consts(self, up_limit: float | None = None) -> np.ndarray:
-        """The kernel's ``consts`` input (:class:`TellConstants` as a float64 vector); tolupsigma's
-        ``up_limit`` defaults to ``1e20`` times the run's initial sigma (read eagerly)."""
+    def _tell_consts(self, sigma0: float | None = None) -> np.ndarray:
+        """The kernel's ``consts`` input (:class:`TellConstants` as a float64 vector); the limits of
+        tolupsigma and tolfacupx follow ``sigma0``, by default the run's initial sigma (read eagerly)."""
         n, cs, cc = self.num_dims, self.c_sigma, self.c_c
+        sigma0 = float(self.run_sigma0.numpy()) if sigma0 is None else sigma0
         return TellConstants(
             mu=self.mu,
             one_minus_cs=1.0 - cs,
@@ -124,11 +130,17 @@ class SepCMAES(CMABase):
             chi_n=self.chi_n,
             tolfun=self.tolfun,
             tolx_abs=self.tolx,
-            up_limit=1e20 * float(self.run_sigma0.numpy()) if up_limit is None else up_limit,
+            up_limit=1e20 * sigma0,
             hist_len=self.hist_len,
             tolfun_window=self.tolfun_window,
             stag_window=self.stag_window,
             active=1.0 if self.active else 0.0,
+            fac_up_limit=TOL_FAC_UP_X * sigma0,
+            stag_samples=self.stag_samples,
+            stag_min_iter=self.stag_min_iter,
+            xstag_delta=TOL_X_STAGNATION[0],
+            xstag_offset=TOL_X_STAGNATION[1],
+            xstag_frac=TOL_X_STAGNATION[2],
         ).vector()
 
     def ask(self) -> tf.Tensor:
@@ -173,7 +185,7 @@ class SepCMAES(CMABase):
 
     def reset(self, mean=None, sigma=None) -> None:
         super().reset(mean, sigma)
-        self._eager_tells.d.clear()  # their constants hold tolupsigma's limit, which follows the new sigma
+        self._eager_tells.d.clear()  # their constants hold limits that follow the new sigma
 
     def _make_eager_tell(self):
         raw = eager_op_runner("TfevoSepCmaTell")
@@ -191,23 +203,24 @@ class SepCMAES(CMABase):
         """The variables of the tell op, in its input order."""
         return (
             self._mean, self.sigma, self.p_sigma, self.p_c, self.c_diag, self.generation, self.restart_generation,
-            self.best_params, self.best_fitness, self.best_f_hist, self.median_f_hist, self.stop_flags,
+            self.best_params, self.best_fitness, self.best_f_hist, self.stag_best_hist, self.stag_median_hist,
+            self.run_best_f, self.xstag_mean, self.stop_counters, self.stop_flags,
         )
 
     def _whole_tell(self):
         if not self._tell_op_usable():
             return self._tell_core, True
         op = self._tell_op()
-        consts = self._tell_consts(0.0)  # up_limit: set from run_sigma0 at every call
+        consts = self._tell_consts(0.0)  # the limits: set from run_sigma0 at every call
         weights = self.weights_np.astype(np.float32)
         state = self._tell_state()
 
-        up = TellConstants._fields.index("up_limit")
+        at = [[TellConstants._fields.index("up_limit")], [TellConstants._fields.index("fac_up_limit")]]
 
         def tell_op(x, fitness):
-            # tolupsigma's limit read from the variable, so a reset() needs no retrace
-            limit = 1e20 * tf.cast(self.run_sigma0, tf.float64)
-            c = tf.tensor_scatter_nd_update(tf.constant(consts), [[up]], limit[None])
+            # tolupsigma's and tolfacupx's limits read from the variable, so a reset() needs no retrace
+            sigma0 = tf.cast(self.run_sigma0, tf.float64)
+            c = tf.tensor_scatter_nd_update(tf.constant(consts), at, tf.stack([1e20 * sigma0, TOL_FAC_UP_X * sigma0]))
             op(x, fitness, tf.constant(weights), c, *[v.handle for v in state])
             return tf.constant(0)
 
