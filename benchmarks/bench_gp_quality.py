@@ -90,7 +90,7 @@ def make_tfevo(pop, gens, funcs, const_range, seed):
     kw = common(pop, gens, funcs, const_range)
     kw["random_state"] = seed
     kw["init_depth"] = (2, 5)  # both ends included: the depths gplearn's (2, 6) draws (randint's [2, 6))
-    return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05,
+    return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05, metric="mse",
                              p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01,
                              **kw)
 

@@ -271,3 +271,43 @@ def test_make_fitness_matches_gplearn_and_survives_clone_and_pickle():
         make_fitness(function=_neg_mae, greater_is_better="yes")
     with pytest.raises(ConfigError, match="must return a number"):
         make_fitness(function=lambda y, p, w: p - y, greater_is_better=False)
+
+
+# Constructor defaults that differ from gplearn 0.4.3's on purpose (docs/gp.md, "Coming from gplearn"),
+# each as the relation that holds between the two values:
+DELIBERATE_DEFAULTS = {
+    # tfevo's depth range includes both ends; gplearn's (2, 6) draws randint(2, 6), i.e. 2..5
+    "init_depth": lambda ours, theirs: tuple(ours) == (theirs[0], theirs[1] - 1),
+}
+CLASSIFIER_DELIBERATE = {
+    # gplearn's 0.0 never stops its log loss (clipped above 0); tfevo's float32 cross-entropy reaches
+    # exactly 0.0 once the training data are separated, and with fitness="accuracy" 0.0 would stop at
+    # once (>=): None never stops, which is what gplearn's 0.0 does
+    "stopping_criteria": lambda ours, theirs: ours is None and theirs == 0.0,
+}
+# gplearn arguments tfevo does not take (reasons in docs/gp.md)
+NOT_TAKEN = {"n_jobs", "low_memory"}
+NOT_TAKEN_CLASSIFIER = {"transformer", "class_weight", "metric"}
+
+
+@pytest.mark.parametrize("name", ["SymbolicRegressor", "SymbolicClassifier"])
+def test_defaults_equal_gplearns(name):
+    genetic = pytest.importorskip("gplearn.genetic")
+    import tfevo.gp
+
+    ours, theirs = getattr(tfevo.gp, name)().get_params(), getattr(genetic, name)().get_params()
+    deliberate = dict(DELIBERATE_DEFAULTS, **(CLASSIFIER_DELIBERATE if name == "SymbolicClassifier" else {}))
+    missing = NOT_TAKEN | (NOT_TAKEN_CLASSIFIER if name == "SymbolicClassifier" else set())
+    assert set(theirs) - set(ours) == missing
+    for key in sorted(set(theirs) & set(ours)):
+        if key in deliberate:
+            assert deliberate[key](ours[key], theirs[key]), (key, ours[key], theirs[key])
+        else:
+            assert ours[key] == theirs[key], (key, ours[key], theirs[key])
+
+
+def test_default_metric_and_parsimony_are_gplearns_in_the_engine():
+    est = SymbolicRegressor(**TINY, generations=2, stopping_criteria=None).fit(X, Y)
+    assert est.engine_.config.parsimony == 0.001 and est.engine_.config.init_method == "half_and_half"
+    mae = float(np.mean(np.abs(est.predict(X).astype(np.float64) - Y)))
+    np.testing.assert_allclose(est.best_fitness_, mae, rtol=1e-5)  # raw fitness = gplearn's default MAE

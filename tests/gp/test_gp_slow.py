@@ -67,7 +67,7 @@ def _nguyen_median_test_mse(k, seeds=range(10)):
         xt = np.random.RandomState(10_000 + s).uniform(lo, hi, (1000, nv))
         est = SymbolicRegressor(population_size=1000, generations=50, tournament_size=20, const_range=None,
                                 function_set=("add", "sub", "mul", "div", "sin", "cos", "exp", "log"),
-                                parsimony_coefficient=0.001, random_state=s).fit(x, f(x))
+                                parsimony_coefficient=0.001, metric="mse", random_state=s).fit(x, f(x))
         mses.append(float(np.mean((np.asarray(est.predict(xt), np.float64) - f(xt)) ** 2)))
     return float(np.median(mses)), int(np.sum(np.asarray(mses) <= 1e-8))
 

@@ -78,9 +78,9 @@ class _BaseSymbolic(BaseEstimator):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
@@ -265,8 +265,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         ends; gplearn's ``(2, 6)`` draws depths 2..5, which is ``(2, 5)`` here).
       selection, tournament_size, truncation_ratio, rank_pressure,
       survival_rate, elite, parsimony_coefficient: selection
-        (``parsimony_coefficient`` a number or ``"auto"``, gplearn's
-        covariant parsimony recomputed every generation).
+        (``parsimony_coefficient`` a number, default 0.001 as gplearn's, or
+        ``"auto"``, gplearn's covariant parsimony recomputed every generation).
       p_crossover, p_subtree_mutation, p_hoist_mutation, p_point_mutation:
         gplearn's operator probabilities (.9, .01, .01, .01; the engine's
         ``crossover``, ``subtree``, ``hoist``, ``multi_point``).
@@ -284,8 +284,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (out-of-bag fitness in ``run_details_``).
       warm_start: continue the stored run up to ``generations``.
       feature_names: names for ``str(est)`` / ``to_sympy()``.
-      metric: gplearn's raw fitness: ``"mse"``, ``"mean absolute error"``,
-        ``"rmse"`` (errors), ``"pearson"`` or ``"spearman"`` (gplearn's absolute
+      metric: gplearn's raw fitness: ``"mean absolute error"`` (the default,
+        gplearn's), ``"mse"`` (the fastest: fused with evaluation), ``"rmse"`` (errors), ``"pearson"`` or ``"spearman"`` (gplearn's absolute
         weighted correlations, higher is better; ``predict`` returns the
         program's raw output, which such a fit only correlates with y), or
         a :func:`~tfevo.gp.make_fitness` metric.  ``stopping_criteria``
@@ -309,14 +309,14 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, metric="mse"):
+                 verbose=0, metric="mean absolute error"):
         super().__init__(**_base_arguments(locals()))
         self.metric = metric
 
@@ -375,9 +375,9 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half_and_half", selection="tournament",
+                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.0, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
