@@ -488,7 +488,7 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     from tfevo.neat.genes import attr_columns
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=0)
     whole = {"ask": [], "eval": [], "tell": []}
     for g in range(gens):
@@ -538,6 +538,10 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     return out, algo.num_species
 
 
+# --fitness-dtype of --gen-loop / --dump-run / --tell-phases (empty: NEATConfig's default)
+_FITNESS_DTYPE = {}
+
+
 def gen_loop(pop, reps=6, gens=6):
     """Generations 1..``gens`` of a pop-``pop`` XOR run (the bench's config and
     generations), ``reps`` times on one NEAT object (its variables restored to
@@ -549,7 +553,7 @@ def gen_loop(pop, reps=6, gens=6):
     from tfevo.neat import NEAT, XOR
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=0)
 
     def one():
@@ -585,7 +589,7 @@ def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
     from tfevo.neat import NEAT, XOR
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=seed)
     for _ in range(gens):
         p_ = algo.ask()
@@ -651,6 +655,8 @@ def main():
     ap.add_argument("--dump-run", default="", metavar="PATH",
                     help="only save the state after 30 XOR generations at pop 1000, seed 3 (.npz; with --threads)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads of --dump-run (0: TensorFlow's default)")
+    ap.add_argument("--fitness-dtype", default=None, choices=["float64", "float32"],
+                    help="NEATConfig.fitness_dtype of --gen-loop, --tell-phases and --dump-run (default: the config's)")
     ap.add_argument("--compare-runs", nargs=2, default=None, metavar=("A", "B"),
                     help="only compare two --dump-run files byte for byte")
     ap.add_argument("--kernels", default="",
@@ -674,6 +680,8 @@ def main():
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
                     help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
+    if args.fitness_dtype:
+        _FITNESS_DTYPE["fitness_dtype"] = args.fitness_dtype
     if args.dump_run:
         dump_run(args.dump_run, threads=args.threads)
         return
@@ -685,7 +693,8 @@ def main():
         print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
         for pop in (int(x) for x in args.gen_loop.split(",")):
             ms = gen_loop(pop)
-            print(f"# XOR pop {pop}, generations 1-6: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
+            print(f"# XOR pop {pop}, generations 1-6{', ' + args.fitness_dtype if args.fitness_dtype else ''}: "
+                  + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
                   flush=True)
         return
     if args.tell_phases:

@@ -247,3 +247,30 @@ def test_float64_same_seed_same_run_and_reference_equal():
     np.testing.assert_array_equal(a, b)
     r = _history("parity3", None, False, gens=8)
     np.testing.assert_allclose(r, a, rtol=1e-13, atol=1e-13)
+
+
+def test_trainer_hands_neat_its_fitness_type():
+    """Through the Trainer, NEAT gets float64 fitness (the Trainer casts to the
+    algorithm's fitness_dtype): the same run as the plain ask/tell loop."""
+    from tfevo.training import Trainer
+
+    prob = tn.Parity(3)
+    cfg = prob.config(pop_size=30, max_nodes=16, max_conns=32, node_add_prob=0.5)
+    a = NEAT(cfg, seed=4)
+    assert a.fitness_dtype == tf.float64
+    seen, tell = [], a.tell
+
+    def spy(pop, f):
+        seen.append(tf.convert_to_tensor(f).dtype)
+        return tell(pop, f)
+
+    a.tell = spy
+    Trainer(a, lambda pop: prob(pop, cfg), generations=5, progress=False, verbose=False).run()
+    assert seen == [tf.float64] * 5
+    b = NEAT(cfg, seed=4)
+    for _ in range(5):
+        pop = b.ask()
+        b.tell(pop, prob(pop, cfg))
+    for name in ("nodes", "conns", "species_fitness", "species_best_fitness", "best_fitness", "member_species"):
+        np.testing.assert_array_equal(getattr(a, name).numpy(), getattr(b, name).numpy(), err_msg=name)
+    assert a.species_fitness.dtype == tf.float64

@@ -37,7 +37,7 @@ class NEAT(tf.Module):
     >>> cfg = problem.config(pop_size=150)
     >>> algo = NEAT(cfg, seed=0)
     >>> pop = algo.ask()
-    >>> algo.tell(pop, problem(pop, cfg))   # fitness float32 [150], higher is better
+    >>> algo.tell(pop, problem(pop, cfg))   # fitness [150] (float64 by default), higher is better
 
     ``jit_compile=True`` runs breeding (crossover, mutation, compaction) as
     XLA programs on bucketed slot widths (8, 16, 24, 32, 48, ..., full; one compile of
@@ -99,6 +99,11 @@ class NEAT(tf.Module):
     def traces(self) -> dict[str, int]:
         """How many times ``tell`` was traced (should stay 1)."""
         return dict(self._trace_counter.counts)
+
+    @property
+    def fitness_dtype(self) -> tf.DType:
+        """The type ``tell`` ranks fitness in (the config's ``fitness_dtype``)."""
+        return self.config.fitness_tf_dtype
 
     @property
     def num_species(self) -> int:
