@@ -41,6 +41,12 @@
 // so an inf anywhere in a member's values makes all its sums NaN; the program
 // only touches real edges.
 //
+// Value type: Forward, Evaluate and RecurrentStep take an attr T (float, the default, or
+// double for NEATConfig.fitness_dtype="float64"): inputs, node values, state and outputs are T;
+// the genomes and the programs' coef/weight stay float32 and are widened where they meet the
+// values.  The float instantiation is the same code as before the attr existed (bit for bit);
+// the double activations use double constants and tf.math.softplus's double thresholds.
+//
 // Members are independent, split over TensorFlow's intra-op thread pool with
 // fixed per-member work: results do not depend on the thread count.  An
 // optional `active` mask [P] (empty = all) skips members (their outputs are 0

@@ -29,7 +29,10 @@ Equality: the programs make the same discrete decisions as the reference
 (connection-to-slot lookup, enabled mask, duplicate pairs merged, levels,
 evaluation order, option resolution); node values agree to float rounding
 (sums in source-slot order against the reference's matmul, C library
-``exp``/``tanh`` against Eigen's), tested at ``rtol=1e-5``.
+``exp``/``tanh`` against Eigen's), tested at ``rtol=1e-5`` in float32 and
+``1e-12`` in float64 (``dtype=tf.float64``: the value type of ``forward``,
+``evaluate`` and ``recurrent_step``, for ``NEATConfig.fitness_dtype``; the
+genomes and programs stay float32).
 """
 
 from __future__ import annotations
