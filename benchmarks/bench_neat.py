@@ -488,7 +488,7 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     from tfevo.neat.genes import attr_columns
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=0)
     whole = {"ask": [], "eval": [], "tell": []}
     for g in range(gens):
@@ -538,6 +538,10 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
     return out, algo.num_species
 
 
+# --fitness-dtype of --gen-loop / --dump-run / --tell-phases (empty: NEATConfig's default)
+_FITNESS_DTYPE = {}
+
+
 def gen_loop(pop, reps=6, gens=6):
     """Generations 1..``gens`` of a pop-``pop`` XOR run (the bench's config and
     generations), ``reps`` times on one NEAT object (its variables restored to
@@ -549,7 +553,7 @@ def gen_loop(pop, reps=6, gens=6):
     from tfevo.neat import NEAT, XOR
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=0)
 
     def one():
@@ -574,6 +578,46 @@ def gen_loop(pop, reps=6, gens=6):
     return {k: statistics.median(v) * 1e3 for k, v in zip(("gen", "eval", "tell", "cpu"), zip(*steps))}
 
 
+def dtype_ab(pop, reps=8, gens=6):
+    """float32 against float64 ``fitness_dtype`` in one process: generations
+    1..``gens`` of two pop-``pop`` XOR runs (one per type, seed 0), each
+    restored to its state after generation 0 before every repetition, the two
+    alternating repetition by repetition (which goes first alternates too), so
+    both see the same machine load.  Medians in ms as :func:`gen_loop`."""
+    from tfevo.neat import NEAT, XOR
+
+    prob = XOR()
+    runs = {}
+    for dt in ("float32", "float64"):
+        cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, fitness_dtype=dt)
+        algo = NEAT(cfg, seed=0)
+        p_ = algo.ask()
+        algo.tell(p_, prob(p_, cfg))
+        runs[dt] = (cfg, algo, [(v, v.numpy()) for v in algo.variables])
+
+    def one(cfg, algo):
+        t0, c0 = time.perf_counter(), time.process_time()
+        p_ = algo.ask()
+        f = prob(p_, cfg)
+        f.numpy()
+        t1 = time.perf_counter()
+        algo.tell(p_, f)
+        algo.generation.numpy()
+        return time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1, time.process_time() - c0
+
+    steps = {dt: [] for dt in runs}
+    for r in range(reps + 1):  # the first repetition warms up (traces the later generations' widths)
+        for dt in (("float32", "float64") if r % 2 else ("float64", "float32")):
+            cfg, algo, saved = runs[dt]
+            for v, x in saved:
+                v.assign(x)
+            out = [one(cfg, algo) for _ in range(gens)]
+            if r:
+                steps[dt] += out
+    return {dt: {k: statistics.median(v) * 1e3 for k, v in zip(("gen", "eval", "tell", "cpu"), zip(*st))}
+            for dt, st in steps.items()}
+
+
 def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
     """Every NEAT variable after ``gens`` XOR generations, the next population
     and its fitness, to ``path`` (.npz): two checkouts that must breed the
@@ -585,7 +629,7 @@ def dump_run(path, pop=1000, gens=30, seed=3, threads=0):
     from tfevo.neat import NEAT, XOR
 
     prob = XOR()
-    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64)
+    cfg = prob.config(pop_size=pop, max_nodes=32, max_conns=64, **_FITNESS_DTYPE)
     algo = NEAT(cfg, seed=seed)
     for _ in range(gens):
         p_ = algo.ask()
@@ -648,9 +692,14 @@ def main():
     ap.add_argument("--gen-loop", default="", metavar="POPS",
                     help="only time generations 1-6 of XOR runs at these populations, repeated on one NEAT object "
                          "(median wall and CPU ms; no neat-python in between)")
+    ap.add_argument("--dtype-ab", default="", metavar="POPS",
+                    help="only time generations 1-6 of XOR runs with fitness_dtype float32 and float64 in one process, "
+                         "alternating, at these populations")
     ap.add_argument("--dump-run", default="", metavar="PATH",
                     help="only save the state after 30 XOR generations at pop 1000, seed 3 (.npz; with --threads)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads of --dump-run (0: TensorFlow's default)")
+    ap.add_argument("--fitness-dtype", default=None, choices=["float64", "float32"],
+                    help="NEATConfig.fitness_dtype of --gen-loop, --tell-phases and --dump-run (default: the config's)")
     ap.add_argument("--compare-runs", nargs=2, default=None, metavar=("A", "B"),
                     help="only compare two --dump-run files byte for byte")
     ap.add_argument("--kernels", default="",
@@ -674,6 +723,8 @@ def main():
     ap.add_argument("--no-parallel-above", type=int, default=10**9,
                     help="skip neat-python's ParallelEvaluator above this population")
     args = ap.parse_args()
+    if args.fitness_dtype:
+        _FITNESS_DTYPE["fitness_dtype"] = args.fitness_dtype
     if args.dump_run:
         dump_run(args.dump_run, threads=args.threads)
         return
@@ -685,8 +736,19 @@ def main():
         print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
         for pop in (int(x) for x in args.gen_loop.split(",")):
             ms = gen_loop(pop)
-            print(f"# XOR pop {pop}, generations 1-6: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
+            print(f"# XOR pop {pop}, generations 1-6{', ' + args.fitness_dtype if args.fitness_dtype else ''}: "
+                  + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
                   flush=True)
+        return
+    if args.dtype_ab:
+        print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)
+        for pop in (int(x) for x in args.dtype_ab.split(",")):
+            res = dtype_ab(pop)
+            for dt, ms in res.items():
+                print(f"# XOR pop {pop}, generations 1-6, {dt}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()),
+                      flush=True)
+            print(f"# XOR pop {pop}: float64 / float32 = " + ", ".join(
+                f"{k} {res['float64'][k] / res['float32'][k]:.3f}" for k in res["float32"]), flush=True)
         return
     if args.tell_phases:
         print("# code:", _git_commit(), "| load average:", open("/proc/loadavg").read().split()[:3], flush=True)

@@ -157,7 +157,7 @@ def run_neat_python(task, seed, episodes, float32=False):
 
 
 # ---------------------------------------------------------------------- tfevo
-def run_tfevo(task, seed, episodes, population_markers=False):
+def run_tfevo(task, seed, episodes, population_markers=False, fitness_dtype="float64"):
     import tensorflow as tf
 
     from tfevo.neat import NEAT, NEATConfig, SupervisedProblem
@@ -165,7 +165,7 @@ def run_tfevo(task, seed, episodes, population_markers=False):
 
     nin, nout, thr, cap, max_nodes, max_conns = TASKS[task]
     cfg = NEATConfig.from_neat_python(config_path(task), max_nodes=max_nodes, max_conns=max_conns,
-                                      per_generation_innovations=not population_markers)
+                                      per_generation_innovations=not population_markers, fitness_dtype=fitness_dtype)
     if task in ENV_IDS:
         prob = ControlProblem(ENV_IDS[task], cfg, episodes=episodes, seed=seed)
         evaluate = prob
@@ -224,6 +224,8 @@ def main():
                          "into the config file's fitness_threshold)")
     ap.add_argument("--out", default="/tmp/neat_tasks.jsonl")
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    ap.add_argument("--fitness-dtype", default="float64", choices=["float64", "float32"],
+                    help="tfevo's NEATConfig.fitness_dtype (recorded in each tfevo row)")
     ap.add_argument("--population-markers", action="store_true",
                     help="tfevo with per_generation_innovations=False (records as impl 'tfevo-popmarkers')")
     a = ap.parse_args()
@@ -238,8 +240,8 @@ def main():
         for impl in a.impls.split(","):
             fn = {"tfevo": run_tfevo, "neat-python": run_neat_python,
                   "neat-python-f32": functools.partial(run_neat_python, float32=True)}[impl]
-            if impl == "tfevo" and a.population_markers:
-                fn = functools.partial(run_tfevo, population_markers=True)
+            if impl == "tfevo":
+                fn = functools.partial(run_tfevo, population_markers=a.population_markers, fitness_dtype=a.fitness_dtype)
             name = "tfevo-popmarkers" if impl == "tfevo" and a.population_markers else impl
             for seed in range(a.first_seed, a.first_seed + a.seeds):
                 t = time.perf_counter()
@@ -247,6 +249,8 @@ def main():
                 rec = dict(task=task, impl=name, seed=seed, solved=bool(solved), generations=int(gens),
                            best=float(best), species=int(species), seconds=round(time.perf_counter() - t, 2),
                            threshold=TASKS[task][2], episodes=a.episodes)
+                if impl == "tfevo":
+                    rec["fitness_dtype"] = a.fitness_dtype
                 print(json.dumps(rec), flush=True)
                 with open(a.out, "a") as f:
                     f.write(json.dumps(rec) + "\n")

@@ -41,6 +41,12 @@
 // so an inf anywhere in a member's values makes all its sums NaN; the program
 // only touches real edges.
 //
+// Value type: Forward, Evaluate and RecurrentStep take an attr T (float, the default, or
+// double for NEATConfig.fitness_dtype="float64"): inputs, node values, state and outputs are T;
+// the genomes and the programs' coef/weight stay float32 and are widened where they meet the
+// values.  The float instantiation is the same code as before the attr existed (bit for bit);
+// the double activations use double constants and tf.math.softplus's double thresholds.
+//
 // Members are independent, split over TensorFlow's intra-op thread pool with
 // fixed per-member work: results do not depend on the thread count.  An
 // optional `active` mask [P] (empty = all) skips members (their outputs are 0
@@ -118,11 +124,12 @@ REGISTER_OP("TfevoNeatForward")
     .Input("src: int32")
     .Input("weight: float")
     .Input("count: int32")
-    .Input("x: float")
+    .Input("x: T")
     .Input("active: bool")
     .Attr("num_inputs: int >= 0")
     .Attr("num_outputs: int >= 0")
-    .Output("y: float")
+    .Attr("T: {float, double} = DT_FLOAT")
+    .Output("y: T")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle prog, x;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &prog));
@@ -141,13 +148,14 @@ active: [P] bool, or [0] for all members; inactive members get y = 0.
 REGISTER_OP("TfevoNeatEvaluate")
     .Input("nodes: float")
     .Input("conns: float")
-    .Input("x: float")
+    .Input("x: T")
     .Input("active: bool")
     .Attr("num_inputs: int >= 0")
     .Attr("num_outputs: int >= 0")
     .Attr("activations: list(int)")
     .Attr("aggregations: list(int)")
-    .Output("y: float")
+    .Attr("T: {float, double} = DT_FLOAT")
+    .Output("y: T")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle nodes, x;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &nodes));
@@ -206,14 +214,15 @@ REGISTER_OP("TfevoNeatRecurrentStep")
     .Input("src: int32")
     .Input("weight: float")
     .Input("count: int32")
-    .Input("state: float")
-    .Input("x: float")
+    .Input("state: T")
+    .Input("x: T")
     .Input("active: bool")
     .Attr("num_inputs: int >= 0")
     .Attr("num_outputs: int >= 0")
     .Attr("settle_steps: int >= 0 = 1")
-    .Output("new_state: float")
-    .Output("y: float")
+    .Attr("T: {float, double} = DT_FLOAT")
+    .Output("new_state: T")
+    .Output("y: T")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle state;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 3, &state));
@@ -266,36 +275,72 @@ inline float Activate(int id, float z) {
   }
 }
 
+inline double Clip(double z, double lo, double hi) { return std::min(std::max(z, lo), hi); }
+
+// The same activations in double (fitness_dtype="float64"): double constants, and
+// tf.math.softplus's double thresholds (log(double eps) + 2).
+inline double Activate(int id, double z) {
+  switch (id) {
+    case kSigmoid: return 1.0 / (1.0 + std::exp(-Clip(5.0 * z, -60.0, 60.0)));
+    case kTanh: return std::tanh(Clip(2.5 * z, -60.0, 60.0));
+    case kSin: return std::sin(Clip(5.0 * z, -60.0, 60.0));
+    case kGauss: { double c = Clip(z, -3.4, 3.4); return std::exp(-5.0 * c * c); }
+    case kRelu: return std::max(z, 0.0);
+    case kElu: return z > 0.0 ? z : std::expm1(std::min(z, 0.0));
+    case kLelu: return z > 0.0 ? z : 0.005 * z;
+    case kSelu: {
+      const double l = 1.0507009873554804934193349852946, a = 1.6732632423543772848170429916717;
+      return z > 0.0 ? l * z : l * a * std::expm1(std::min(z, 0.0));
+    }
+    case kSoftplus: {
+      const double x = Clip(5.0 * z, -60.0, 60.0);
+      const double t = std::log(std::numeric_limits<double>::epsilon()) + 2.0;
+      const double sp = x > -t ? x : (x < t ? std::exp(x) : std::log1p(std::exp(x)));
+      return 0.2 * sp;
+    }
+    case kIdentity: return z;
+    case kClamped: return Clip(z, -1.0, 1.0);
+    case kInv: return z == 0.0 ? 0.0 : 1.0 / z;
+    case kLog: return std::log(std::max(z, 1e-7));
+    case kExp: return std::exp(Clip(z, -60.0, 60.0));
+    case kAbs: return std::fabs(z);
+    case kHat: return std::max(0.0, 1.0 - std::fabs(z));
+    case kSquare: return z * z;
+    case kCube: return z * z * z;
+    default: return 0.0;
+  }
+}
+
 // agg over w_e * v[src_e] for e in [e0, e1); 0 without edges.
-inline float Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, const float* v,
-                       float* scratch) {
+template <typename T>
+inline T Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, const T* v, T* scratch) {
   const int k = e1 - e0;
-  if (k <= 0) return 0.0f;
+  if (k <= 0) return T(0);
   switch (id) {
     case kSum: case kMean: {
-      float s = 0.0f;
+      T s = 0;
       for (int e = e0; e < e1; ++e) s += v[src[e]] * w[e];
-      return id == kSum ? s : s / static_cast<float>(k);
+      return id == kSum ? s : s / static_cast<T>(k);
     }
     case kProduct: {
-      float s = 1.0f;
+      T s = 1;
       for (int e = e0; e < e1; ++e) s *= v[src[e]] * w[e];
       return s;
     }
     case kMax: {
-      float s = -std::numeric_limits<float>::infinity();
+      T s = -std::numeric_limits<T>::infinity();
       for (int e = e0; e < e1; ++e) s = std::max(s, v[src[e]] * w[e]);
       return s;
     }
     case kMin: {
-      float s = std::numeric_limits<float>::infinity();
+      T s = std::numeric_limits<T>::infinity();
       for (int e = e0; e < e1; ++e) s = std::min(s, v[src[e]] * w[e]);
       return s;
     }
     case kMaxAbs: {  // first largest |x| in source-slot order (argmax semantics)
-      float best = v[src[e0]] * w[e0], ba = std::fabs(best);
+      T best = v[src[e0]] * w[e0], ba = std::fabs(best);
       for (int e = e0 + 1; e < e1; ++e) {
-        const float c = v[src[e]] * w[e];
+        const T c = v[src[e]] * w[e];
         if (std::fabs(c) > ba) { best = c; ba = std::fabs(c); }
       }
       return best;
@@ -303,47 +348,48 @@ inline float Aggregate(int id, const int32_t* src, const float* w, int e0, int e
     case kMedian: {
       for (int e = e0; e < e1; ++e) scratch[e - e0] = v[src[e]] * w[e];
       std::sort(scratch, scratch + k);
-      return 0.5f * (scratch[(k - 1) / 2] + scratch[k / 2]);
+      return T(0.5) * (scratch[(k - 1) / 2] + scratch[k / 2]);
     }
-    default: return 0.0f;  // id not among the options
+    default: return T(0);  // id not among the options
   }
 }
 
 // Aggregate for B rows at once: values node-major (v[slot * B + b]), acc[b] out.  Per row the
 // same operations in the same order as Aggregate (edges in source-slot order).
-inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, int e1, const float* v, int64_t B,
-                          float* acc, float* scratch) {
+template <typename T>
+inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, int e1, const T* v, int64_t B,
+                          T* acc, T* scratch) {
   const int k = e1 - e0;
   if (k <= 0 || id < 0 || id >= kNumAgg) {
-    std::fill(acc, acc + B, 0.0f);
+    std::fill(acc, acc + B, T(0));
     return;
   }
   switch (id) {
     case kSum: case kMean: {
-      std::fill(acc, acc + B, 0.0f);
+      std::fill(acc, acc + B, T(0));
       for (int e = e0; e < e1; ++e) {
-        const float* vs = v + static_cast<int64_t>(src[e]) * B;
+        const T* vs = v + static_cast<int64_t>(src[e]) * B;
         const float we = w[e];
         for (int64_t b = 0; b < B; ++b) acc[b] += vs[b] * we;
       }
       if (id == kMean)
-        for (int64_t b = 0; b < B; ++b) acc[b] = acc[b] / static_cast<float>(k);
+        for (int64_t b = 0; b < B; ++b) acc[b] = acc[b] / static_cast<T>(k);
       return;
     }
     case kProduct: {
-      std::fill(acc, acc + B, 1.0f);
+      std::fill(acc, acc + B, T(1));
       for (int e = e0; e < e1; ++e) {
-        const float* vs = v + static_cast<int64_t>(src[e]) * B;
+        const T* vs = v + static_cast<int64_t>(src[e]) * B;
         const float we = w[e];
         for (int64_t b = 0; b < B; ++b) acc[b] *= vs[b] * we;
       }
       return;
     }
     case kMax: case kMin: {
-      const float init = id == kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+      const T init = id == kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
       std::fill(acc, acc + B, init);
       for (int e = e0; e < e1; ++e) {
-        const float* vs = v + static_cast<int64_t>(src[e]) * B;
+        const T* vs = v + static_cast<int64_t>(src[e]) * B;
         const float we = w[e];
         if (id == kMax) {
           for (int64_t b = 0; b < B; ++b) acc[b] = std::max(acc[b], vs[b] * we);
@@ -356,16 +402,16 @@ inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, in
     default: {  // maxabs, median: row by row
       for (int64_t b = 0; b < B; ++b) {
         if (id == kMaxAbs) {
-          float best = v[static_cast<int64_t>(src[e0]) * B + b] * w[e0], ba = std::fabs(best);
+          T best = v[static_cast<int64_t>(src[e0]) * B + b] * w[e0], ba = std::fabs(best);
           for (int e = e0 + 1; e < e1; ++e) {
-            const float c = v[static_cast<int64_t>(src[e]) * B + b] * w[e];
+            const T c = v[static_cast<int64_t>(src[e]) * B + b] * w[e];
             if (std::fabs(c) > ba) { best = c; ba = std::fabs(c); }
           }
           acc[b] = best;
         } else {
           for (int e = e0; e < e1; ++e) scratch[e - e0] = v[static_cast<int64_t>(src[e]) * B + b] * w[e];
           std::sort(scratch, scratch + k);
-          acc[b] = 0.5f * (scratch[(k - 1) / 2] + scratch[k / 2]);
+          acc[b] = T(0.5) * (scratch[(k - 1) / 2] + scratch[k / 2]);
         }
       }
       return;
@@ -692,11 +738,12 @@ struct MemberProgram {
 
   // Node values: each program node aggregates from `in` and writes its activation to `out`
   // (the same array for feed-forward networks; the previous/next state for recurrent ones).
-  inline void Run(const float* in, float* out, float* scratch) const {
+  template <typename T>
+  inline void Run(const T* in, T* out, T* scratch) const {
     int e0 = 0;
     for (int32_t k = 0; k < count; ++k) {
       const int32_t* r = prog + k * 4;
-      const float a = Aggregate(r[2], src, w, e0, r[3], in, scratch);
+      const T a = Aggregate(r[2], src, w, e0, r[3], in, scratch);
       out[r[0]] = Activate(r[1], coef[2 * k] + coef[2 * k + 1] * a);
       e0 = r[3];
     }
@@ -720,16 +767,18 @@ Status ReadActive(OpKernelContext* ctx, int index, const char* name, Program* pg
 }
 
 // x [P, B, I] (per member) or [B, I] (shared): pointer to member p's rows.
+template <typename T>
 struct Inputs {
-  const float* x; int64_t B, I; bool shared;
-  const float* rows(int64_t p) const { return shared ? x : x + p * B * I; }
+  const T* x; int64_t B, I; bool shared;
+  const T* rows(int64_t p) const { return shared ? x : x + p * B * I; }
 };
 
-Status ReadInputs(const Tensor& x, int64_t P, int64_t I, const char* name, Inputs* in) {
+template <typename T>
+Status ReadInputs(const Tensor& x, int64_t P, int64_t I, const char* name, Inputs<T>* in) {
   if (x.dims() == 3 && x.dim_size(0) == P && x.dim_size(2) == I) {
-    *in = {x.flat<float>().data(), x.dim_size(1), I, false};
+    *in = {x.flat<T>().data(), x.dim_size(1), I, false};
   } else if (x.dims() == 2 && x.dim_size(1) == I) {
-    *in = {x.flat<float>().data(), x.dim_size(0), I, true};
+    *in = {x.flat<T>().data(), x.dim_size(0), I, true};
   } else {
     return tensorflow::errors::InvalidArgument(name, ": x must be [P=", P, ", B, ", I, "] or [B, ", I, "], got ",
                                                x.shape().DebugString());
@@ -739,26 +788,28 @@ Status ReadInputs(const Tensor& x, int64_t P, int64_t I, const char* name, Input
 
 // Scratch of ForwardMember for N slots, C edges, B rows.
 constexpr int64_t kRowsTogether = 8;  // measured: ~2.5x less per row at 32 rows, no gain at 4
+template <typename T>
 struct RowScratch {
-  std::vector<float> v, scratch, vb, acc;
+  std::vector<T> v, scratch, vb, acc;
   RowScratch(int64_t N, int64_t C, int64_t B) : v(N), scratch(C + 1), vb(B >= kRowsTogether ? N * B : 0), acc(B) {}
 };
 
 // Feed-forward outputs of one member's program for its B input rows xp [B, I] -> yp [B, O].
-inline void ForwardMember(const MemberProgram& m, const float* xp, int64_t B, int64_t I, int64_t O, RowScratch* rs,
-                          float* yp) {
+template <typename T>
+inline void ForwardMember(const MemberProgram& m, const T* xp, int64_t B, int64_t I, int64_t O, RowScratch<T>* rs,
+                          T* yp) {
   if (B >= kRowsTogether) {  // node-major: each node's program read once for all rows
-    float* vb = rs->vb.data();
-    float* acc = rs->acc.data();
-    std::fill(rs->vb.begin(), rs->vb.end(), 0.0f);
+    T* vb = rs->vb.data();
+    T* acc = rs->acc.data();
+    std::fill(rs->vb.begin(), rs->vb.end(), T(0));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < I; ++i) vb[i * B + b] = xp[b * I + i];
     int e0 = 0;
     for (int32_t k = 0; k < m.count; ++k) {
       const int32_t* r = m.prog + k * 4;
       AggregateRows(r[2], m.src, m.w, e0, r[3], vb, B, acc, rs->scratch.data());
-      float* out = vb + static_cast<int64_t>(r[0]) * B;
-      const float bias = m.coef[2 * k], resp = m.coef[2 * k + 1];
+      T* out = vb + static_cast<int64_t>(r[0]) * B;
+      const T bias = m.coef[2 * k], resp = m.coef[2 * k + 1];
       const int act = r[1];
       for (int64_t b = 0; b < B; ++b) out[b] = Activate(act, bias + resp * acc[b]);
       e0 = r[3];
@@ -767,15 +818,16 @@ inline void ForwardMember(const MemberProgram& m, const float* xp, int64_t B, in
       for (int64_t o = 0; o < O; ++o) yp[b * O + o] = vb[(I + o) * B + b];
     return;
   }
-  float* v = rs->v.data();
+  T* v = rs->v.data();
   for (int64_t b = 0; b < B; ++b) {
-    std::fill(rs->v.begin(), rs->v.end(), 0.0f);
-    std::memcpy(v, xp + b * I, I * sizeof(float));
+    std::fill(rs->v.begin(), rs->v.end(), T(0));
+    std::memcpy(v, xp + b * I, I * sizeof(T));
     m.Run(v, v, rs->scratch.data());
-    std::memcpy(yp + b * O, v + I, O * sizeof(float));
+    std::memcpy(yp + b * O, v + I, O * sizeof(T));
   }
 }
 
+template <typename T>
 class ForwardOp : public OpKernel {
  public:
   explicit ForwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -790,24 +842,24 @@ class ForwardOp : public OpKernel {
     OP_REQUIRES(ctx, I_ + O_ <= pg.N,
                 tensorflow::errors::InvalidArgument("TfevoNeatForward: ", I_, " inputs + ", O_,
                                                     " outputs exceed the ", pg.N, " node slots"));
-    Inputs in;
+    Inputs<T> in;
     OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(5), pg.P, I_, "TfevoNeatForward", &in));
     const int64_t P = pg.P, N = pg.N, C = pg.C, B = in.B, I = I_, O = O_;
     Tensor* y_t;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, O}), &y_t));
-    float* y = y_t->flat<float>().data();
+    T* y = y_t->flat<T>().data();
     std::atomic<bool> bad(false);
     auto work = [&](int64_t begin, int64_t end) {
-      RowScratch rs(N, C, B);
+      RowScratch<T> rs(N, C, B);
       for (int64_t p = begin; p < end; ++p) {
-        float* yp = y + p * B * O;
+        T* yp = y + p * B * O;
         if (pg.active != nullptr && !pg.active[p]) {
-          std::fill(yp, yp + B * O, 0.0f);
+          std::fill(yp, yp + B * O, T(0));
           continue;
         }
         if (!ValidMember(pg, p)) {
           bad = true;
-          std::fill(yp, yp + B * O, 0.0f);
+          std::fill(yp, yp + B * O, T(0));
           continue;
         }
         ForwardMember(Member(pg, p), in.rows(p), B, I, O, &rs, yp);
@@ -829,6 +881,7 @@ class ForwardOp : public OpKernel {
 };
 
 // TfevoNeatCompile + TfevoNeatForward per member, the program kept in per-thread scratch.
+template <typename T>
 class EvaluateOp : public OpKernel {
  public:
   explicit EvaluateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -852,12 +905,12 @@ class EvaluateOp : public OpKernel {
     Program pg;  // only P and the active mask
     pg.P = P;
     OP_REQUIRES_OK(ctx, ReadActive(ctx, 3, "TfevoNeatEvaluate", &pg));
-    Inputs in;
+    Inputs<T> in;
     OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(2), P, I_, "TfevoNeatEvaluate", &in));
     const int64_t B = in.B, I = I_, O = O_;
     Tensor* y_t;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, O}), &y_t));
-    float* y = y_t->flat<float>().data();
+    T* y = y_t->flat<T>().data();
     const float* nodes = nodes_t.flat<float>().data();
     const float* conns = conns_t.flat<float>().data();
     const int ns = static_cast<int>(record_ != nullptr ? record_->Width(nodes_t) : N);
@@ -866,11 +919,11 @@ class EvaluateOp : public OpKernel {
       Compiler comp(N, C, I, true, acts_, aggs_);
       std::vector<int32_t> pr(N * 4), sp(C);
       std::vector<float> cf(N * 2), wp(C);
-      RowScratch rs(N, C, B);
+      RowScratch<T> rs(N, C, B);
       for (int64_t p = begin; p < end; ++p) {
-        float* yp = y + p * B * O;
+        T* yp = y + p * B * O;
         if (pg.active != nullptr && !pg.active[p]) {
-          std::fill(yp, yp + B * O, 0.0f);
+          std::fill(yp, yp + B * O, T(0));
           continue;
         }
         int edges = 0;
@@ -890,6 +943,7 @@ class EvaluateOp : public OpKernel {
   tfevo_neat_record::BredRecord* record_ = nullptr;
 };
 
+template <typename T>
 class RecurrentStepOp : public OpKernel {
  public:
   explicit RecurrentStepOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -910,7 +964,7 @@ class RecurrentStepOp : public OpKernel {
                 tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: ", I_, " inputs + ", O_,
                                                     " outputs exceed the ", pg.N, " node slots"));
     const int64_t B = state_t.dim_size(1);
-    Inputs in;
+    Inputs<T> in;
     OP_REQUIRES_OK(ctx, ReadInputs(ctx->input(6), pg.P, I_, "TfevoNeatRecurrentStep", &in));
     OP_REQUIRES(ctx, in.B == B,
                 tensorflow::errors::InvalidArgument("TfevoNeatRecurrentStep: x has ", in.B, " rows, state has ", B));
@@ -918,40 +972,40 @@ class RecurrentStepOp : public OpKernel {
     Tensor *ns_t, *y_t;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({P, B, N}), &ns_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({P, B, O}), &y_t));
-    const float* state = state_t.flat<float>().data();
-    float* ns = ns_t->flat<float>().data();
-    float* y = y_t->flat<float>().data();
+    const T* state = state_t.flat<T>().data();
+    T* ns = ns_t->flat<T>().data();
+    T* y = y_t->flat<T>().data();
     const int64_t settle = settle_;
     std::atomic<bool> bad(false);
     auto work = [&](int64_t begin, int64_t end) {
-      std::vector<float> cur(N), nxt(N), scratch(C + 1);
+      std::vector<T> cur(N), nxt(N), scratch(C + 1);
       for (int64_t p = begin; p < end; ++p) {
-        const float* sp = state + p * B * N;
-        float* out = ns + p * B * N;
-        float* yp = y + p * B * O;
+        const T* sp = state + p * B * N;
+        T* out = ns + p * B * N;
+        T* yp = y + p * B * O;
         if (pg.active != nullptr && !pg.active[p]) {
-          std::memcpy(out, sp, B * N * sizeof(float));
-          std::fill(yp, yp + B * O, 0.0f);
+          std::memcpy(out, sp, B * N * sizeof(T));
+          std::fill(yp, yp + B * O, T(0));
           continue;
         }
         if (!ValidMember(pg, p)) {
           bad = true;
-          std::memcpy(out, sp, B * N * sizeof(float));
-          std::fill(yp, yp + B * O, 0.0f);
+          std::memcpy(out, sp, B * N * sizeof(T));
+          std::fill(yp, yp + B * O, T(0));
           continue;
         }
         const MemberProgram m = Member(pg, p);
-        const float* xp = in.rows(p);
+        const T* xp = in.rows(p);
         for (int64_t b = 0; b < B; ++b) {
-          std::memcpy(cur.data(), sp + b * N, N * sizeof(float));
-          std::memcpy(cur.data(), xp + b * I, I * sizeof(float));
+          std::memcpy(cur.data(), sp + b * N, N * sizeof(T));
+          std::memcpy(cur.data(), xp + b * I, I * sizeof(T));
           for (int64_t s = 0; s < settle; ++s) {
-            std::memcpy(nxt.data(), cur.data(), N * sizeof(float));
+            std::memcpy(nxt.data(), cur.data(), N * sizeof(T));
             m.Run(cur.data(), nxt.data(), scratch.data());
             std::swap(cur, nxt);
           }
-          std::memcpy(out + b * N, cur.data(), N * sizeof(float));
-          std::memcpy(yp + b * O, cur.data() + I, O * sizeof(float));
+          std::memcpy(out + b * N, cur.data(), N * sizeof(T));
+          std::memcpy(yp + b * O, cur.data() + I, O * sizeof(T));
         }
       }
     };
@@ -1097,9 +1151,13 @@ class CartPoleRolloutOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatCompile").Device(DEVICE_CPU), CompileOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoNeatForward").Device(DEVICE_CPU), ForwardOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoNeatEvaluate").Device(DEVICE_CPU), EvaluateOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoNeatRecurrentStep").Device(DEVICE_CPU), RecurrentStepOp);
+#define TFEVO_NEAT_VALUE_KERNELS(T)                                                                           \
+  REGISTER_KERNEL_BUILDER(Name("TfevoNeatForward").Device(DEVICE_CPU).TypeConstraint<T>("T"), ForwardOp<T>);   \
+  REGISTER_KERNEL_BUILDER(Name("TfevoNeatEvaluate").Device(DEVICE_CPU).TypeConstraint<T>("T"), EvaluateOp<T>); \
+  REGISTER_KERNEL_BUILDER(Name("TfevoNeatRecurrentStep").Device(DEVICE_CPU).TypeConstraint<T>("T"), RecurrentStepOp<T>);
+TFEVO_NEAT_VALUE_KERNELS(float)
+TFEVO_NEAT_VALUE_KERNELS(double)
+#undef TFEVO_NEAT_VALUE_KERNELS
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatCartPoleRollout").Device(DEVICE_CPU), CartPoleRolloutOp);
 
 }  // namespace

@@ -74,7 +74,7 @@ REGISTER_OP("TfevoNeatSpeciate")
     .Input("active: bool")           // [S]
     .Input("keys: int64")            // [S]
     .Input("created: int64")         // [S]
-    .Input("best_fitness: float")    // [S]
+    .Input("best_fitness: T")        // [S]
     .Input("last_improved: int64")   // [S]
     .Input("next_key: int64")        // []
     .Input("generation: int64")      // []
@@ -82,11 +82,12 @@ REGISTER_OP("TfevoNeatSpeciate")
     .Attr("threshold: float")
     .Attr("disjoint_coefficient: float")
     .Attr("weight_coefficient: float")
+    .Attr("T: {float, double} = DT_FLOAT")  // the fitness type (fitness_dtype)
     .Output("species: int32")        // [P]
     .Output("alive: bool")           // [S]
     .Output("keys_out: int64")       // [S]
     .Output("created_out: int64")    // [S]
-    .Output("best_fitness_out: float")   // [S]
+    .Output("best_fitness_out: T")   // [S]
     .Output("last_improved_out: int64")  // [S]
     .Output("next_key_out: int64")   // []
     .Output("rep_index: int32")      // [S] representative genome per species, -1 if dead
@@ -115,9 +116,9 @@ REGISTER_OP("TfevoNeatPlan")
     .Input("species: int32")         // [P] species slot per genome
     .Input("alive: bool")            // [S] live after speciation
     .Input("keys: int64")            // [S]
-    .Input("best_fitness: float")    // [S]
+    .Input("best_fitness: T")        // [S]
     .Input("last_improved: int64")   // [S]
-    .Input("fitness: float")         // [P] finite (worst -> finite)
+    .Input("fitness: T")             // [P] finite (worst -> finite)
     .Input("member_key: int64")      // [P] genome ids (newer = larger)
     .Input("generation: int64")      // []
     .Input("uniforms: float")        // [P, 5] parent-choice uniforms
@@ -131,10 +132,14 @@ REGISTER_OP("TfevoNeatPlan")
     .Attr("elitism: int")
     .Attr("survival_threshold_bits: int")  // the float64 threshold's bits: neat-python's double ceil
     .Attr("crossover_prob: float")
+    // fitness_dtype="float64": the fitness, species fitness and compute_spawn arithmetic in double
+    // (as neat-python), with spawn_number_change_rate as its float64 bits
+    .Attr("T: {float, double} = DT_FLOAT")
+    .Attr("change_rate_bits: int = 0")
     .Output("size: int32")           // [S]
     .Output("alive_out: bool")       // [S] after stagnation
-    .Output("species_fitness_out: float")  // [S]
-    .Output("best_fitness_out: float")     // [S]
+    .Output("species_fitness_out: T")  // [S]
+    .Output("best_fitness_out: T")     // [S]
     .Output("last_improved_out: int64")    // [S]
     .Output("extinct: bool")         // []
     .Output("spawn: int32")          // [S]
@@ -171,6 +176,18 @@ inline float Rounded(float x) {
   __asm__("" : "+w"(x));
 #else
   volatile float v = x;
+  x = v;
+#endif
+  return x;
+}
+
+inline double Rounded(double x) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+x"(x));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(x));
+#else
+  volatile double v = x;
   x = v;
 #endif
   return x;
@@ -491,11 +508,16 @@ class NeatSpeciateOp : public OpKernel {
     const bool* active = ctx->input(4).flat<bool>().data();
     int64_t* keys = keys_t->flat<int64_t>().data();
     int64_t* created = created_t->flat<int64_t>().data();
-    float* best_f = bestf_t->flat<float>().data();
+    const bool f64 = ctx->input(7).dtype() == ::tensorflow::DT_DOUBLE;
     int64_t* last_imp = lastimp_t->flat<int64_t>().data();
     std::memcpy(keys, ctx->input(5).flat<int64_t>().data(), S * sizeof(int64_t));
     std::memcpy(created, ctx->input(6).flat<int64_t>().data(), S * sizeof(int64_t));
-    std::memcpy(best_f, ctx->input(7).flat<float>().data(), S * sizeof(float));
+    std::memcpy(const_cast<char*>(bestf_t->tensor_data().data()), ctx->input(7).tensor_data().data(),
+                ctx->input(7).tensor_data().size());
+    auto set_worst = [&](int64_t s) {  // a new species' best fitness: -inf
+      if (f64) bestf_t->flat<double>()(s) = -std::numeric_limits<double>::infinity();
+      else bestf_t->flat<float>()(s) = -kInf;
+    };
     std::memcpy(last_imp, ctx->input(8).flat<int64_t>().data(), S * sizeof(int64_t));
     int64_t nkey = ctx->input(9).scalar<int64_t>()();
     const int64_t gen = ctx->input(10).scalar<int64_t>()();
@@ -652,7 +674,7 @@ class NeatSpeciateOp : public OpKernel {
       rep_idx[s] = fr;
       keys[s] = nkey;
       created[s] = gen;
-      best_f[s] = -kInf;
+      set_worst(s);
       last_imp[s] = gen;
       ++nkey;
       last = f;
@@ -713,7 +735,25 @@ void RadixPass(std::vector<int32_t>* idx, std::vector<int32_t>* tmp, int shift, 
 // significant-digit radix passes (genome id, then fitness, then species;
 // each pass stable).  A comparison sort of P random fitness values is bound
 // by branch mispredictions; these passes are a few linear sweeps.
-std::vector<int32_t> MemberOrder(int64_t P, const int32_t* sp, const float* ff, const int64_t* mkey,
+// Fitness descending as an unsigned key: the float's or double's order-preserving bits,
+// complemented (-0 read as +0: they compare equal).
+inline uint64_t DescendingKey(float f) {
+  if (f == 0.f) f = 0.f;
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ~b;
+}
+inline uint64_t DescendingKey(double f) {
+  if (f == 0.0) f = 0.0;
+  uint64_t b;
+  std::memcpy(&b, &f, 8);
+  b = (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
+  return ~b;
+}
+
+template <typename T>
+std::vector<int32_t> MemberOrder(int64_t P, const int32_t* sp, const T* ff, const int64_t* mkey,
                                  const std::vector<int32_t>& start) {
   std::vector<int32_t> idx(P), tmp(P);
   for (int64_t p = 0; p < P; ++p) idx[p] = static_cast<int32_t>(p);
@@ -723,23 +763,20 @@ std::vector<int32_t> MemberOrder(int64_t P, const int32_t* sp, const float* ff, 
   const uint64_t range = static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mk_min);
   for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 11)
     RadixPass(&idx, &tmp, shift, [&](int32_t i) { return static_cast<uint64_t>(mk_max) - static_cast<uint64_t>(mkey[i]); });
-  // fitness descending: the float's order-preserving bits, complemented (-0 read as +0: they compare equal)
-  auto fkey = [&](int32_t i) -> uint64_t {
-    float f = ff[i];
-    if (f == 0.f) f = 0.f;
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    return ~b;
-  };
-  for (int shift = 0; shift < 32; shift += 11) RadixPass(&idx, &tmp, shift, fkey);
+  // fitness descending
+  auto fkey = [&](int32_t i) -> uint64_t { return DescendingKey(ff[i]); };
+  for (int shift = 0; shift < static_cast<int>(8 * sizeof(T)); shift += 11) RadixPass(&idx, &tmp, shift, fkey);
   // species ascending (one counting pass into the species ranges)
   std::vector<int32_t> fill(start);
   for (const int32_t i : idx) tmp[fill[sp[i]]++] = i;
   return tmp;
 }
 
+template <typename T>
 class NeatPlanOp : public OpKernel {
+  static constexpr T kInf = std::numeric_limits<T>::infinity();
+  static constexpr T kHighest = std::numeric_limits<T>::max();
+
  public:
   explicit NeatPlanOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string f;
@@ -750,7 +787,16 @@ class NeatPlanOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reset_on_extinction", &reset_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("min_size", &min_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rank_allotment", &rank_allot_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("change_rate", &rate_));
+    float rate32 = 0.f;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("change_rate", &rate32));
+    rate_ = rate32;
+    if (sizeof(T) == 8) {  // double: the rate's float64 bits (0: the float attr)
+      int64_t rate_bits = 0;
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("change_rate_bits", &rate_bits));
+      double r64;
+      std::memcpy(&r64, &rate_bits, 8);
+      if (rate_bits != 0) rate_ = static_cast<T>(r64);
+    }
     OP_REQUIRES_OK(ctx, ctx->GetAttr("elitism", &elitism_));
     int64_t survival_bits = 0;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("survival_threshold_bits", &survival_bits));
@@ -777,7 +823,7 @@ class NeatPlanOp : public OpKernel {
     const int32_t* sp = ctx->input(0).flat<int32_t>().data();
     const bool* alive_in = ctx->input(1).flat<bool>().data();
     const int64_t* keys = ctx->input(2).flat<int64_t>().data();
-    const float* ff = ctx->input(5).flat<float>().data();
+    const T* ff = ctx->input(5).flat<T>().data();
     const int64_t* mkey = ctx->input(6).flat<int64_t>().data();
     const int64_t gen = ctx->input(7).scalar<int64_t>()();
     const float* u = ctx->input(8).flat<float>().data();
@@ -798,18 +844,18 @@ class NeatPlanOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(9, TensorShape({P}), &el_t));
     int32_t* size = size_t_->flat<int32_t>().data();
     bool* alive = alive_t->flat<bool>().data();
-    float* fit = fit_t->flat<float>().data();
-    float* best_f = bestf_t->flat<float>().data();
+    T* fit = fit_t->flat<T>().data();
+    T* best_f = bestf_t->flat<T>().data();
     int64_t* last_imp = last_t->flat<int64_t>().data();
     int32_t* spawn = spawn_t->flat<int32_t>().data();
     int32_t* p1 = p1_t->flat<int32_t>().data();
     int32_t* p2 = p2_t->flat<int32_t>().data();
     bool* is_elite = el_t->flat<bool>().data();
-    std::memcpy(best_f, ctx->input(3).flat<float>().data(), S * sizeof(float));
+    std::memcpy(best_f, ctx->input(3).flat<T>().data(), S * sizeof(T));
     std::memcpy(last_imp, ctx->input(4).flat<int64_t>().data(), S * sizeof(int64_t));
 
     // species sizes, sums (population order), members grouped by species
-    std::vector<float> sum(S, 0.f), mx(S, -kHighest), mn(S, kHighest);
+    std::vector<T> sum(S, T(0)), mx(S, -kHighest), mn(S, kHighest);
     std::fill(size, size + S, 0);
     for (int64_t p = 0; p < P; ++p) {
       const int32_t s = sp[p];
@@ -818,10 +864,10 @@ class NeatPlanOp : public OpKernel {
       mx[s] = std::max(mx[s], ff[p]);
       mn[s] = std::min(mn[s], ff[p]);
     }
-    std::vector<float> mean(S);
+    std::vector<T> mean(S);
     for (int64_t s = 0; s < S; ++s) {
       alive[s] = alive_in[s] && size[s] > 0;
-      mean[s] = sum[s] / static_cast<float>(std::max(size[s], 1));
+      mean[s] = sum[s] / static_cast<T>(std::max(size[s], 1));
     }
     std::vector<int32_t> start(S, 0);
     for (int64_t s = 1; s < S; ++s) start[s] = start[s - 1] + size[s - 1];
@@ -829,17 +875,17 @@ class NeatPlanOp : public OpKernel {
     // members by (species, fitness descending, genome id descending, index)
     const std::vector<int32_t> order = MemberOrder(P, sp, ff, mkey, start);
     for (int64_t s = 0; s < S; ++s) {
-      float f;
+      T f;
       switch (fitness_func_) {
         case 0: f = mx[s]; break;
         case 1: f = mn[s]; break;
         case 2: f = mean[s]; break;
         default: {  // median: members' fitness ascending = reversed order
           const int32_t n = size[s];
-          if (n == 0) { f = 0.f; break; }
+          if (n == 0) { f = T(0); break; }
           const int32_t lo = (n - 1) / 2, hi = n / 2;  // ascending positions
-          const float a = ff[order[start[s] + n - 1 - lo]], b = ff[order[start[s] + n - 1 - hi]];
-          f = 0.5f * (a + b);
+          const T a = ff[order[start[s] + n - 1 - lo]], b = ff[order[start[s] + n - 1 - hi]];
+          f = T(0.5) * (a + b);
         }
       }
       fit[s] = alive[s] ? f : -kInf;
@@ -865,49 +911,49 @@ class NeatPlanOp : public OpKernel {
     if (!reset_) extinct = false;
     ext_t->scalar<bool>()() = extinct;
     // adjusted fitness (range of the surviving members)
-    float fmin = kInf, fmax = -kInf;
+    T fmin = kInf, fmax = -kInf;
     for (int64_t p = 0; p < P; ++p)
       if (alive[sp[p]]) {
         fmin = std::min(fmin, ff[p]);
         fmax = std::max(fmax, ff[p]);
       }
-    const float frange = std::max(1.f, fmax - fmin);
+    const T frange = std::max(T(1), fmax - fmin);
     const std::vector<int32_t> arank =
         StableRank(S, [&](int32_t a, int32_t b) { return (alive[a] ? -fit[a] : kInf) < (alive[b] ? -fit[b] : kInf); });
     // offspring per species: compute_spawn
-    const float min_size = static_cast<float>(min_size_);
+    const T min_size = static_cast<T>(min_size_);
     int32_t n_alive = 0;
     for (int64_t s = 0; s < S; ++s) n_alive += alive[s];
-    std::vector<float> share(S);
-    float tot = 0.f;
+    std::vector<T> share(S);
+    T tot = T(0);
     for (int64_t s = 0; s < S; ++s) {
-      share[s] = !alive[s] ? 0.f
-                 : rank_allot_ ? static_cast<float>(n_alive) - static_cast<float>(arank[s])
+      share[s] = !alive[s] ? T(0)
+                 : rank_allot_ ? static_cast<T>(n_alive) - static_cast<T>(arank[s])
                                : (mean[s] - fmin) / frange;
       tot += share[s];
     }
-    const float Pf = static_cast<float>(P);
-    std::vector<float> sf(S);
-    float total = 0.f;
+    const T Pf = static_cast<T>(P);
+    std::vector<T> sf(S);
+    T total = T(0);
     for (int64_t s = 0; s < S; ++s) {
-      const float target = tot > 0.f ? std::max(min_size, (share[s] / std::max(tot, 1e-12f)) * Pf) : min_size;
-      const float prev = static_cast<float>(size[s]);
-      const float d = Rounded((target - prev) * rate_);
-      const float c = std::nearbyint(d);
-      const float sg = d > 0.f ? 1.f : (d < 0.f ? -1.f : 0.f);
-      sf[s] = alive[s] ? prev + (std::fabs(c) > 0.f ? c : sg) : 0.f;
+      const T target = tot > T(0) ? std::max(min_size, (share[s] / std::max(tot, Tiny())) * Pf) : min_size;
+      const T prev = static_cast<T>(size[s]);
+      const T d = Rounded((target - prev) * rate_);
+      const T c = std::nearbyint(d);
+      const T sg = d > T(0) ? T(1) : (d < T(0) ? T(-1) : T(0));
+      sf[s] = alive[s] ? prev + (std::fabs(c) > T(0) ? c : sg) : T(0);
       total += sf[s];
     }
     int32_t spawn_sum = 0;
     for (int64_t s = 0; s < S; ++s) {
       spawn[s] = alive[s] ? static_cast<int32_t>(
-                                std::max(min_size, std::nearbyint(Rounded(sf[s] * Pf) / std::max(total, 1.f))))
+                                std::max(min_size, std::nearbyint(Rounded(sf[s] * Pf) / std::max(total, T(1)))))
                           : 0;
       spawn_sum += spawn[s];
     }
     // exact adjustment: species order = fitness ascending, then key
     const std::vector<int32_t> so = StableOrder(S, [&](int32_t a, int32_t b) {
-      const float fa = alive[a] ? fit[a] : kInf, fb = alive[b] ? fit[b] : kInf;
+      const T fa = alive[a] ? fit[a] : kInf, fb = alive[b] ? fit[b] : kInf;
       if (fa != fb) return fa < fb;
       const int64_t ka = alive[a] ? keys[a] : std::numeric_limits<int64_t>::max();
       const int64_t kb = alive[b] ? keys[b] : std::numeric_limits<int64_t>::max();
@@ -977,16 +1023,21 @@ class NeatPlanOp : public OpKernel {
   }
 
  private:
+  // tf.maximum(tot, 1e-12) of the reference in T
+  static T Tiny() { return sizeof(T) == 8 ? static_cast<T>(1e-12) : static_cast<T>(1e-12f); }
+
   int fitness_func_;
   int64_t max_stagnation_, species_elitism_, min_size_, elitism_;
   bool reset_, rank_allot_;
-  float rate_, crossover_;
+  T rate_;
+  float crossover_;
   double survival_;
 };
 
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNeatSpeciate").Device(DEVICE_CPU), NeatSpeciateOp);
-REGISTER_KERNEL_BUILDER(Name("TfevoNeatPlan").Device(DEVICE_CPU), NeatPlanOp);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatPlan").Device(DEVICE_CPU).TypeConstraint<float>("T"), NeatPlanOp<float>);
+REGISTER_KERNEL_BUILDER(Name("TfevoNeatPlan").Device(DEVICE_CPU).TypeConstraint<double>("T"), NeatPlanOp<double>);
 
 }  // namespace tfevo_neat_speciate

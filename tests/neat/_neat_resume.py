@@ -23,7 +23,7 @@ STOP, MORE = 3, 3
 
 # default suite (a few seconds each) and the slower XLA-compiled ones
 CASES = [
-    "xor", "xor3_recurrent", "function_fit", "hyperneat", "cartpole_ff_trim", "cartpole_ff_notrim",
+    "xor", "xor_f32", "xor3_recurrent", "function_fit", "hyperneat", "cartpole_ff_trim", "cartpole_ff_notrim",
     "cartpole_recurrent", "cartpole_recurrent_xla", "acrobot_ff_trim", "trainer_cartpole_ff_trim",
 ]
 SLOW_CASES = ["xor_reference_xla", "xor_breed_xla", "cartpole_ff_trim_xla", "acrobot_ff_trim_xla",
@@ -48,8 +48,10 @@ def build(case):
         prob = {"xor3_recurrent": tn.XOR3, "function_fit": tn.FunctionFit}.get(case, tn.XOR)()
         if case == "xor_reference_xla":
             prob.use_op = False
+        # fitness_dtype: the default float64, or float32 for the *_f32 cases
         cfg = prob.config(pop_size=16, max_nodes=16, max_conns=32, node_add_prob=0.5,
-                          feed_forward=case != "xor3_recurrent")
+                          feed_forward=case != "xor3_recurrent",
+                          fitness_dtype="float32" if case.endswith("_f32") else "float64")
         algo = NEAT(cfg, seed=3, jit_compile=case == "xor_breed_xla")
         return algo, prob, lambda pop: prob(pop, cfg)
     if case == "hyperneat":

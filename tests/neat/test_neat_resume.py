@@ -45,6 +45,10 @@ def _check(full, res, case):
     assert not differ, f"{case}: {len(differ)} of {len(a)} entries differ: {differ[:8]}"
     if "log" in a:
         assert a["log"].shape[0] == R.STOP + R.MORE
+    if case in ("xor", "xor3_recurrent", "function_fit", "xor_f32"):  # both fitness types are covered
+        want = np.float32 if case.endswith("_f32") else np.float64
+        assert a["fit0"].dtype == want
+        assert [a[k].dtype for k in a if k.endswith("/best_fitness:0")] == [want]
 
 
 @pytest.mark.parametrize("case", R.CASES)

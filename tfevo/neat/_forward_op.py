@@ -29,7 +29,10 @@ Equality: the programs make the same discrete decisions as the reference
 (connection-to-slot lookup, enabled mask, duplicate pairs merged, levels,
 evaluation order, option resolution); node values agree to float rounding
 (sums in source-slot order against the reference's matmul, C library
-``exp``/``tanh`` against Eigen's), tested at ``rtol=1e-5``.
+``exp``/``tanh`` against Eigen's), tested at ``rtol=1e-5`` in float32 and
+``1e-12`` in float64 (``dtype=tf.float64``: the value type of ``forward``,
+``evaluate`` and ``recurrent_step``, for ``NEATConfig.fitness_dtype``; the
+genomes and programs stay float32).
 """
 
 from __future__ import annotations
@@ -152,13 +155,15 @@ def _active(active):
 
 
 def forward(prepared, x, num_inputs: int, num_outputs: int, activations=("sigmoid",), aggregations=("sum",),
-            active=None) -> tf.Tensor:
-    """Feed-forward outputs ``[P, B, O]`` for ``x [P, B, I]`` (or ``[B, I]`` shared).
+            active=None, dtype=tf.float32) -> tf.Tensor:
+    """Feed-forward outputs ``[P, B, O]`` for ``x [P, B, I]`` (or ``[B, I]`` shared),
+    node values in ``dtype`` (float32 or float64; the genomes' float32 weights
+    are widened).
 
     ``active [P]`` (bool, optional): members to compute; the others get 0
     (the kernel skips them; the reference computes and zeroes them).
     """
-    x = tf.convert_to_tensor(x, tf.float32)
+    x = tf.convert_to_tensor(x, dtype)
     op = _kernel_for(prepared, "TfevoNeatForward")
     if op is not None:
         return op(*prepared, x, _active(active), num_inputs=int(num_inputs), num_outputs=int(num_outputs))
@@ -166,14 +171,14 @@ def forward(prepared, x, num_inputs: int, num_outputs: int, activations=("sigmoi
         prepared = to_network(prepared, num_inputs, True)
     if x.shape.rank == 2:
         x = tf.broadcast_to(x[None], tf.concat([tf.shape(prepared.weights)[:1], tf.shape(x)], 0))
-    y = net.forward(prepared, x, num_inputs, num_outputs, activations, aggregations)
+    y = net.forward(prepared, x, num_inputs, num_outputs, activations, aggregations, dtype)
     if active is not None:
-        y = tf.where(tf.convert_to_tensor(active, tf.bool)[:, None, None], y, 0.0)
+        y = tf.where(tf.convert_to_tensor(active, tf.bool)[:, None, None], y, tf.zeros([], y.dtype))
     return y
 
 
 def evaluate(nodes, conns, x, num_inputs: int, num_outputs: int, activations=("sigmoid",), aggregations=("sum",),
-             active=None, use_op=None) -> tf.Tensor:
+             active=None, use_op=None, dtype=tf.float32) -> tf.Tensor:
     """Feed-forward outputs ``[P, B, O]`` of genomes ``nodes [P, N, 5]``,
     ``conns [P, C, 5]`` on ``x [P, B, I]`` (or ``[B, I]`` shared): the same
     values as ``forward(prepare(nodes, conns, ...), x, ...)``.
@@ -182,27 +187,29 @@ def evaluate(nodes, conns, x, num_inputs: int, num_outputs: int, activations=("s
     ``TfevoNeatEvaluate`` call (compile and forward fused per member, equal
     bit for bit to the two kernels); otherwise the reference
     (:func:`tfevo.neat.network.transform` + :func:`~tfevo.neat.network.forward`).
-    ``active [P]`` (optional): other members get 0."""
+    ``active [P]`` (optional): other members get 0.  ``dtype``: the node
+    values' type, as in :func:`forward`."""
     op = kernels.kernel("TfevoNeatEvaluate", use_op, _tensors(nodes, conns),
                         unsupported=_why_not(activations, aggregations))
     if op is not None:
         return op(
             tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
-            tf.convert_to_tensor(x, tf.float32), _active(active), num_inputs=int(num_inputs),
+            tf.convert_to_tensor(x, dtype), _active(active), num_inputs=int(num_inputs),
             num_outputs=int(num_outputs), activations=[F.activation_id(a) for a in activations],
             aggregations=[F.aggregation_id(a) for a in aggregations])
     prepared = net.transform(nodes, conns, num_inputs, True)
-    return forward(prepared, x, num_inputs, num_outputs, activations, aggregations, active)
+    return forward(prepared, x, num_inputs, num_outputs, activations, aggregations, active, dtype)
 
 
 def recurrent_step(prepared, state, x, num_inputs: int, num_outputs: int, activations=("sigmoid",),
-                   aggregations=("sum",), settle_steps: int = 1, active=None):
-    """One recurrent step: ``(new_state [P, B, N], outputs [P, B, O])``.
+                   aggregations=("sum",), settle_steps: int = 1, active=None, dtype=tf.float32):
+    """One recurrent step: ``(new_state [P, B, N], outputs [P, B, O])``, values in
+    ``dtype`` (as :func:`forward`).
 
     ``active [P]`` (optional): other members keep their state and output 0.
     """
-    x = tf.convert_to_tensor(x, tf.float32)
-    state = tf.convert_to_tensor(state, tf.float32)
+    x = tf.convert_to_tensor(x, dtype)
+    state = tf.convert_to_tensor(state, dtype)
     op = _kernel_for(prepared, "TfevoNeatRecurrentStep")
     if op is not None:
         return tuple(op(
@@ -212,8 +219,9 @@ def recurrent_step(prepared, state, x, num_inputs: int, num_outputs: int, activa
         prepared = to_network(prepared, num_inputs, False)
     if x.shape.rank == 2:
         x = tf.broadcast_to(x[None], tf.concat([tf.shape(state)[:1], tf.shape(x)], 0))
-    s, y = net.recurrent_step(prepared, state, x, num_inputs, num_outputs, activations, aggregations, settle_steps)
+    s, y = net.recurrent_step(prepared, state, x, num_inputs, num_outputs, activations, aggregations, settle_steps,
+                              dtype)
     if active is not None:
         a = tf.convert_to_tensor(active, tf.bool)[:, None, None]
-        s, y = tf.where(a, s, state), tf.where(a, y, 0.0)
+        s, y = tf.where(a, s, state), tf.where(a, y, tf.zeros([], y.dtype))
     return s, y

@@ -38,7 +38,7 @@ def speciate(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created, bes
     """Speciation of ``nodes [P, N, 5]``, ``conns [P, C, 5]`` against the old
     representatives ``rep_nodes [S, N, 5]``, ``rep_conns [S, C, 5]`` and the
     species state (``active [S]`` bool, ``keys``/``created``/``last_imp [S]``
-    int64, ``best_f [S]`` float32, ``nkey`` and ``gen`` int64 scalars); see
+    int64, ``best_f [S]`` float32 or float64, ``nkey`` and ``gen`` int64 scalars); see
     :func:`speciate_reference` for the rules and the returned tuple.
 
     ``use_op``: ``None`` = the C++ kernel where :func:`tfevo.kernels.kernel`
@@ -56,7 +56,7 @@ def speciate_used(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created
     args = [tf.convert_to_tensor(nodes, tf.float32), tf.convert_to_tensor(conns, tf.float32),
             tf.convert_to_tensor(rep_nodes, tf.float32), tf.convert_to_tensor(rep_conns, tf.float32),
             tf.convert_to_tensor(active, tf.bool), tf.convert_to_tensor(keys, tf.int64),
-            tf.convert_to_tensor(created, tf.int64), tf.convert_to_tensor(best_f, tf.float32),
+            tf.convert_to_tensor(created, tf.int64), fitness_tensor(best_f, cfg),
             tf.convert_to_tensor(last_imp, tf.int64), tf.convert_to_tensor(nkey, tf.int64),
             tf.convert_to_tensor(gen, tf.int64)]
     op = kernels.kernel("TfevoNeatSpeciate", use_op, args[:2])
@@ -67,6 +67,15 @@ def speciate_used(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created
              disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
              weight_coefficient=float(cfg.compatibility_weight_coefficient))
     return tuple(out[:8]), out[8]
+
+
+def fitness_tensor(x, cfg, dtype=None):
+    """``x`` as a float tensor: float32 and float64 kept (the kernels run in
+    either), anything else cast to ``dtype`` or the config's ``fitness_dtype``."""
+    x = tf.convert_to_tensor(x)
+    if dtype is not None:
+        return tf.cast(x, dtype)
+    return x if x.dtype in (tf.float32, tf.float64) else tf.cast(x, cfg.fitness_tf_dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -80,16 +89,20 @@ def plan(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, u, seed_ot
     always runs the reference).  Same outputs bit for bit."""
     why = "interspecies_crossover_prob > 0" if cfg.interspecies_crossover_prob > 0 else None
     op = kernels.kernel("TfevoNeatPlan", use_op, [t for t in (ff, u) if isinstance(t, tf.Tensor)], unsupported=why)
+    ff = fitness_tensor(ff, cfg)  # float32 or float64: the kernel's T, the reference's arithmetic
+    fdt = ff.dtype
+    best_f = fitness_tensor(best_f, cfg, fdt)
     if op is None:
         return plan_reference(cfg, sp, alive, keys, best_f, last_imp, ff, member_key, gen, u, seed_other)
     out = op(
         tf.convert_to_tensor(sp, tf.int32), tf.convert_to_tensor(alive, tf.bool), tf.convert_to_tensor(keys, tf.int64),
-        tf.convert_to_tensor(best_f, tf.float32), tf.convert_to_tensor(last_imp, tf.int64),
-        tf.convert_to_tensor(ff, tf.float32), tf.convert_to_tensor(member_key, tf.int64),
+        best_f, tf.convert_to_tensor(last_imp, tf.int64),
+        ff, tf.convert_to_tensor(member_key, tf.int64),
         tf.convert_to_tensor(gen, tf.int64), tf.convert_to_tensor(u, tf.float32),
         species_fitness=cfg.species_fitness_func, max_stagnation=int(cfg.max_stagnation),
         species_elitism=int(cfg.species_elitism), reset_on_extinction=bool(cfg.reset_on_extinction),
         min_size=int(max(cfg.min_species_size, cfg.elitism)), rank_allotment=cfg.allotment == "rank",
         change_rate=float(cfg.spawn_number_change_rate), elitism=int(cfg.elitism),
+        change_rate_bits=int(np.float64(cfg.spawn_number_change_rate).view(np.int64)),
         survival_threshold_bits=int(np.float64(cfg.survival_threshold).view(np.int64)), crossover_prob=float(cfg.crossover_prob))
     return tuple(out)

@@ -11,8 +11,10 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+__all__ = ["NEATConfig", "FITNESS_DTYPES", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
+# NEATConfig.fitness_dtype values
+FITNESS_DTYPES = ("float64", "float32")
 INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs_neat_hidden", "full_nodirect", "full",
                        "full_direct", "partial_nodirect", "partial", "partial_direct")
 
@@ -152,6 +154,15 @@ class NEATConfig:
         fitness that :meth:`NEAT.run` compares with ``fitness_threshold``.
       fitness_threshold: :meth:`NEAT.run` stops when that statistic reaches it.
       no_fitness_termination: ignore ``fitness_threshold``.
+
+    Numerics:
+      fitness_dtype: ``"float64"`` (default, as neat-python's Python floats)
+        or ``"float32"``.  The type in which supervised problems evaluate
+        networks and compute fitness, and in which :meth:`NEAT.tell` ranks
+        fitness (species fitness, stagnation, offspring allotment, parents).
+        In float32, networks whose outputs saturate the sigmoid tie exactly
+        (e.g. at 6.0 on 3-bit parity) where double still orders them by
+        their margins.  Genomes are stored in float32 either way.
     """
 
     num_inputs: int = 2
@@ -231,6 +242,8 @@ class NEATConfig:
     fitness_threshold: float = float("inf")
     no_fitness_termination: bool = False
 
+    fitness_dtype: str = "float64"
+
     def __post_init__(self):
         self.activation_options = tuple(_as_names(self.activation_options))
         self.aggregation_options = tuple(_as_names(self.aggregation_options))
@@ -264,6 +277,9 @@ class NEATConfig:
             raise ConfigError(f"fitness_criterion must be 'max', 'min' or 'mean', got {self.fitness_criterion!r}")
         if self.species_fitness_func not in ("max", "mean", "min", "median"):
             raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
+        if self.fitness_dtype not in FITNESS_DTYPES:
+            raise ConfigError(f"fitness_dtype must be one of {', '.join(repr(d) for d in FITNESS_DTYPES)}, "
+                              f"got {self.fitness_dtype!r}")
         if self.allotment not in ("fitness", "rank"):
             raise ConfigError(f"allotment must be 'fitness' or 'rank', got {self.allotment!r}")
         for a in ("bias", "response", "weight"):
@@ -286,6 +302,13 @@ class NEATConfig:
         if self.aggregation_default not in self.aggregation_options:
             raise ConfigError(f"aggregation_default {self.aggregation_default!r} is not in aggregation_options")
         return self
+
+    @property
+    def fitness_tf_dtype(self):
+        """``fitness_dtype`` as a ``tf.DType``."""
+        import tensorflow as tf
+
+        return tf.float64 if self.fitness_dtype == "float64" else tf.float32
 
     def _initial_conn_count(self) -> int:
         """Most connections an initial genome holds."""

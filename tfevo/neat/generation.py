@@ -109,7 +109,7 @@ def tell(cfg: NEATConfig, jit: bool, s: State, seeds: SeedVars, nodes, conns, fi
     next population into ``s``."""
     P = cfg.pop_size
     gen = s.generation.read_value()
-    f = sanitize_fitness(fitness)
+    f = sanitize_fitness(fitness, cfg.fitness_tf_dtype)
     ff = worst_to_finite(f)
     # best genome ever
     i = tf.argmax(f, output_type=tf.int32)

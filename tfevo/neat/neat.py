@@ -37,7 +37,7 @@ class NEAT(tf.Module):
     >>> cfg = problem.config(pop_size=150)
     >>> algo = NEAT(cfg, seed=0)
     >>> pop = algo.ask()
-    >>> algo.tell(pop, problem(pop, cfg))   # fitness float32 [150], higher is better
+    >>> algo.tell(pop, problem(pop, cfg))   # fitness [150] (float64 by default), higher is better
 
     ``jit_compile=True`` runs breeding (crossover, mutation, compaction) as
     XLA programs on bucketed slot widths (8, 16, 24, 32, 48, ..., full; one compile of
@@ -73,11 +73,13 @@ class NEAT(tf.Module):
         self.species_key = tf.Variable(tf.fill([S], tf.constant(-1, tf.int64)), trainable=False, name="species_key")
         self.species_rep_nodes = tf.Variable(tf.fill([S, N, NODE_DIM], np.nan), trainable=False, name="species_rep_nodes")
         self.species_rep_conns = tf.Variable(tf.fill([S, C, CONN_DIM], np.nan), trainable=False, name="species_rep_conns")
-        self.species_best_fitness = tf.Variable(tf.fill([S], -_INF), trainable=False, name="species_best_fitness")
+        fdt = cfg.fitness_tf_dtype  # fitness, species fitness and their ranking (fitness_dtype)
+        self.species_best_fitness = tf.Variable(tf.fill([S], tf.constant(-_INF, fdt)), trainable=False,
+                                                name="species_best_fitness")
         self.species_last_improved = tf.Variable(tf.zeros([S], tf.int64), trainable=False, name="species_last_improved")
         self.species_created = tf.Variable(tf.zeros([S], tf.int64), trainable=False, name="species_created")
         self.species_size = tf.Variable(tf.zeros([S], tf.int32), trainable=False, name="species_size")
-        self.species_fitness = tf.Variable(tf.fill([S], -_INF), trainable=False, name="species_fitness")
+        self.species_fitness = tf.Variable(tf.fill([S], tf.constant(-_INF, fdt)), trainable=False, name="species_fitness")
         self.member_species = tf.Variable(tf.fill([P], -1), trainable=False, name="member_species")
         # genome ids as neat-python's genome keys: children get fresh increasing
         # ids, elites keep theirs; among equal fitness the newer genome ranks first
@@ -85,7 +87,7 @@ class NEAT(tf.Module):
         self.next_member_key = tf.Variable(P, dtype=tf.int64, trainable=False, name="next_member_key")
         self.best_nodes = tf.Variable(nodes[0], trainable=False, name="best_nodes")
         self.best_conns = tf.Variable(conns[0], trainable=False, name="best_conns")
-        self.best_fitness = tf.Variable(-_INF, trainable=False, name="best_fitness")
+        self.best_fitness = tf.Variable(tf.constant(-_INF, fdt), trainable=False, name="best_fitness")
         self.skipped_node_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_node_slots")
         self.skipped_conn_slots = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_conn_slots")
         self._trace_counter = TraceCounter()
@@ -97,6 +99,11 @@ class NEAT(tf.Module):
     def traces(self) -> dict[str, int]:
         """How many times ``tell`` was traced (should stay 1)."""
         return dict(self._trace_counter.counts)
+
+    @property
+    def fitness_dtype(self) -> tf.DType:
+        """The type ``tell`` ranks fitness in (the config's ``fitness_dtype``)."""
+        return self.config.fitness_tf_dtype
 
     @property
     def num_species(self) -> int:
@@ -131,7 +138,7 @@ class NEAT(tf.Module):
             raise ShapeError(f"nodes must have shape {[cfg.pop_size, cfg.max_nodes, NODE_DIM]}, got {nodes.shape.as_list()}")
         if conns.shape.as_list() != [cfg.pop_size, cfg.max_conns, CONN_DIM]:
             raise ShapeError(f"conns must have shape {[cfg.pop_size, cfg.max_conns, CONN_DIM]}, got {conns.shape.as_list()}")
-        fitness = check_fitness(fitness, cfg.pop_size)
+        fitness = check_fitness(fitness, cfg.pop_size, dtype=cfg.fitness_tf_dtype)
         note_nonfinite(self, fitness)
         state = [getattr(self, n) for n in generation.State._fields]
         seeds = [self.seeds.seed, self.seeds.counter]
@@ -142,7 +149,7 @@ class NEAT(tf.Module):
             return
         if self._tell_call is None:
             self._tell_call = _bound_tell(self._tell_fn, state, seeds, cfg)
-        self._tell_call(nodes, conns, tf.cast(fitness, tf.float32))
+        self._tell_call(nodes, conns, tf.cast(fitness, cfg.fitness_tf_dtype))
 
     # ------------------------------------------------------------------
     def run(self, evaluate: Callable, generations: int, fitness_threshold: float | None = None,
@@ -203,7 +210,7 @@ def _bound_tell(shared, state: list, seeds: list, cfg: NEATConfig) -> FastCall:
     this object's variable handles)."""
     specs = [tf.TensorSpec([cfg.pop_size, cfg.max_nodes, NODE_DIM], tf.float32),
              tf.TensorSpec([cfg.pop_size, cfg.max_conns, CONN_DIM], tf.float32),
-             tf.TensorSpec([cfg.pop_size], tf.float32)]
+             tf.TensorSpec([cfg.pop_size], cfg.fitness_tf_dtype)]
     concrete = shared.get_concrete_function(state, seeds, *specs)
 
     def call(nodes, conns, fitness):

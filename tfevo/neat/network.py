@@ -29,7 +29,7 @@ from tfevo.neat import functions as F
 from tfevo.neat.genome import (CONN_ENABLED, CONN_WEIGHT, NODE_ACT, NODE_AGG, NODE_BIAS,
                                NODE_RESPONSE, conn_slots, conn_valid, node_valid)
 
-__all__ = ["Network", "transform", "forward", "initial_state", "recurrent_step",
+__all__ = ["Network", "as_dtype", "transform", "forward", "initial_state", "recurrent_step",
            "compute_levels", "reference_forward", "reference_recurrent"]
 
 
@@ -95,6 +95,16 @@ def transform(nodes: tf.Tensor, conns: tf.Tensor, num_inputs: int, feed_forward:
     return Network(W, M, bias, resp, act, agg, level, tf.reduce_max(level))
 
 
+def as_dtype(net: Network, dtype) -> Network:
+    """``net`` with its weights, biases and responses in ``dtype`` (float32 or
+    float64: the value type of :func:`forward` / :func:`recurrent_step`)."""
+    dtype = tf.as_dtype(dtype)
+    if net.weights.dtype == dtype:
+        return net
+    return net._replace(weights=tf.cast(net.weights, dtype), bias=tf.cast(net.bias, dtype),
+                        response=tf.cast(net.response, dtype))
+
+
 def _node_update(net: Network, values: tf.Tensor, activations, aggregations) -> tf.Tensor:
     """act(bias + response * agg(incoming)) for every slot; values [P, B, N]."""
     if tuple(aggregations) == ("sum",):
@@ -108,11 +118,13 @@ def _node_update(net: Network, values: tf.Tensor, activations, aggregations) -> 
 
 
 def forward(net: Network, x: tf.Tensor, num_inputs: int, num_outputs: int,
-            activations=("sigmoid",), aggregations=("sum",)) -> tf.Tensor:
-    """Feed-forward inference: ``x [P, B, I]`` -> outputs ``[P, B, O]``."""
-    x = tf.convert_to_tensor(x, tf.float32)
+            activations=("sigmoid",), aggregations=("sum",), dtype=tf.float32) -> tf.Tensor:
+    """Feed-forward inference: ``x [P, B, I]`` -> outputs ``[P, B, O]``, computed
+    in ``dtype`` (float32, or float64 for ``fitness_dtype="float64"``)."""
+    x = tf.convert_to_tensor(x, dtype)
+    net = as_dtype(net, dtype)
     N = net.weights.shape[-1]
-    pad = tf.zeros(tf.concat([tf.shape(x)[:2], [N - num_inputs]], 0), tf.float32)
+    pad = tf.zeros(tf.concat([tf.shape(x)[:2], [N - num_inputs]], 0), dtype)
     values = tf.concat([x, pad], axis=-1)
     lev = net.level[:, None, :]
 
@@ -124,19 +136,21 @@ def forward(net: Network, x: tf.Tensor, num_inputs: int, num_outputs: int,
     return values[..., num_inputs:num_inputs + num_outputs]
 
 
-def initial_state(net: Network, batch: int) -> tf.Tensor:
+def initial_state(net: Network, batch: int, dtype=tf.float32) -> tf.Tensor:
     """Zero node values ``[P, B, N]`` for a recurrent network."""
-    return tf.zeros([tf.shape(net.weights)[0], batch, net.weights.shape[-1]], tf.float32)
+    return tf.zeros([tf.shape(net.weights)[0], batch, net.weights.shape[-1]], dtype)
 
 
 def recurrent_step(net: Network, state: tf.Tensor, x: tf.Tensor, num_inputs: int, num_outputs: int,
-                   activations=("sigmoid",), aggregations=("sum",), settle_steps: int = 1):
+                   activations=("sigmoid",), aggregations=("sum",), settle_steps: int = 1, dtype=tf.float32):
     """One step of a recurrent population: returns ``(new_state, outputs [P, B, O])``.
 
     Every non-input node is recomputed from the previous values (inputs set to
-    ``x``) ``settle_steps`` times.
+    ``x``) ``settle_steps`` times, in ``dtype`` (as :func:`forward`).
     """
-    x = tf.convert_to_tensor(x, tf.float32)
+    x = tf.convert_to_tensor(x, dtype)
+    state = tf.convert_to_tensor(state, dtype)
+    net = as_dtype(net, dtype)
     upd = (net.level > 0)[:, None, :]
     values = tf.concat([x, state[..., num_inputs:]], axis=-1)
     for _ in range(int(settle_steps)):

@@ -2,8 +2,9 @@
 multiplexer, function fitting.
 
 A problem is callable on a population ``(nodes, conns)`` and returns fitness
-``float32 [P]`` (higher is better); the whole population is evaluated on all
-cases in one compiled call.
+``[P]`` (higher is better) in the config's ``fitness_dtype`` (float64 by
+default, float32 on request); the whole population is evaluated on all cases in
+one compiled call.
 """
 
 from __future__ import annotations
@@ -37,14 +38,20 @@ class SupervisedProblem:
     otherwise (or with the ``use_op`` attribute set to False) it runs
     the pure-TensorFlow reference, XLA-compiled unless the ``jit_compile``
     attribute is set to False.
+
+    The networks run and the fitness is computed in the config's
+    ``fitness_dtype`` (default float64, as neat-python; the genomes' float32
+    weights are widened), and the fitness is returned in that type.
     """
 
     jit_compile: bool = True
     use_op: bool | None = None  # None: the kernels when available; False: always the reference
 
     def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
-        self.inputs = np.asarray(inputs, np.float32)
-        self.targets = np.asarray(targets, np.float32)
+        self.inputs64 = np.asarray(inputs, np.float64)
+        self.targets64 = np.asarray(targets, np.float64)
+        self.inputs = self.inputs64.astype(np.float32)
+        self.targets = self.targets64.astype(np.float32)
         if self.inputs.ndim != 2 or self.targets.ndim != 2 or len(self.inputs) != len(self.targets):
             raise ConfigError("inputs must be [B, I] and targets [B, O] with the same B")
         if loss not in ("sse", "mse"):
@@ -60,8 +67,10 @@ class SupervisedProblem:
         return NEATConfig(num_inputs=self.num_inputs, num_outputs=self.num_outputs, **kw)
 
     def _compile(self, cfg: NEATConfig, P: int, N: int, C: int, use_op: bool = False):
-        x = tf.constant(self.inputs)
-        t = tf.constant(self.targets)
+        dt = cfg.fitness_tf_dtype
+        f64 = dt == tf.float64
+        x = tf.constant(self.inputs64 if f64 else self.inputs)
+        t = tf.constant(self.targets64 if f64 else self.targets)
         I, O = self.num_inputs, self.num_outputs
 
         @tf.function(input_signature=[tf.TensorSpec([P, N, 5], tf.float32), tf.TensorSpec([P, C, 5], tf.float32)], autograph=False, jit_compile=self.jit_compile and not use_op)
@@ -69,10 +78,11 @@ class SupervisedProblem:
             if use_op:  # C++ kernels: programs built and run per member (x shared by all)
                 acts, aggs = cfg.activation_options, cfg.aggregation_options
                 if cfg.feed_forward:  # compile + forward in one kernel pass (no program tensors)
-                    y = _fo.evaluate(nodes, conns, x, I, O, acts, aggs, use_op=True)
+                    y = _fo.evaluate(nodes, conns, x, I, O, acts, aggs, use_op=True, dtype=dt)
                 else:
                     prog = _fo.prepare(nodes, conns, I, False, acts, aggs, use_op=True)
-                    _, y = _fo.recurrent_step(prog, tf.zeros([P, x.shape[0], N]), x, I, O, settle_steps=1)
+                    _, y = _fo.recurrent_step(prog, tf.zeros([P, x.shape[0], N], dt), x, I, O, settle_steps=1,
+                                              dtype=dt)
             else:
                 y = self._reference_outputs(cfg, nodes, conns, x, P)
             err = tf.square(y - t[None])
@@ -80,18 +90,19 @@ class SupervisedProblem:
                 f = self.max_fitness - tf.reduce_sum(err, axis=[1, 2])
             else:
                 f = -tf.reduce_mean(err, axis=[1, 2])
-            return tf.where(tf.math.is_finite(f), f, -np.inf)
+            return tf.where(tf.math.is_finite(f), f, tf.constant(-np.inf, dt))
 
         return fit
 
     def _reference_outputs(self, cfg, nodes, conns, x, P):
         I, O = self.num_inputs, self.num_outputs
+        dt = x.dtype
         n = net.transform(nodes, conns, I, cfg.feed_forward)
         xb = tf.broadcast_to(x[None], [P, x.shape[0], I])
         if cfg.feed_forward:
-            return net.forward(n, xb, I, O, cfg.activation_options, cfg.aggregation_options)
-        state = net.initial_state(n, x.shape[0])
-        _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1)
+            return net.forward(n, xb, I, O, cfg.activation_options, cfg.aggregation_options, dt)
+        state = net.initial_state(n, x.shape[0], dt)
+        _, y = net.recurrent_step(n, state, xb, I, O, cfg.activation_options, cfg.aggregation_options, 1, dt)
         return y
 
     def check(self, population, config: NEATConfig):
@@ -102,7 +113,7 @@ class SupervisedProblem:
         return check_population(population, config)
 
     def evaluate(self, population, config: NEATConfig) -> tf.Tensor:
-        """Fitness ``[P]`` of ``population = (nodes, conns)``.
+        """Fitness ``[P]`` (``config.fitness_dtype``) of ``population = (nodes, conns)``.
 
         With the inference kernels (see the class docstring) the genomes
         are compiled into per-member programs and run in one graph call;
@@ -120,7 +131,7 @@ class SupervisedProblem:
         if use_op:  # the kernels' program depends on these only: a cheap key, a concrete function
             key = (nodes.shape[0], N0, C0, config.num_inputs, config.num_outputs, config.feed_forward, acts, aggs,
                    self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(), self.inputs.shape,
-                   self.targets.shape, "kernels")
+                   self.targets.shape, config.fitness_dtype, "kernels")
             fn = _COMPILED.get(key)
             if fn is None:  # shared by equal problems/configs: no retracing across runs
                 fn = _COMPILED[key] = self._compile(config, nodes.shape[0], N0, C0, True).get_concrete_function()

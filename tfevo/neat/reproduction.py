@@ -32,20 +32,23 @@ def spawn_reference(cfg, alive, size, fit_s, adj_s, rank, keys):
     (as the C++ kernel)."""
     P, S = cfg.pop_size, cfg.max_species
     min_size = float(max(cfg.min_species_size, cfg.elitism))
+    dt = tf.convert_to_tensor(adj_s).dtype  # the fitness type: float32, or float64 as neat-python
+    rate = tf.constant(cfg.spawn_number_change_rate, dt)
     if cfg.allotment == "rank":
-        n_alive = tf.reduce_sum(tf.cast(alive, tf.float32))
-        share = tf.where(alive, n_alive - tf.cast(rank, tf.float32), 0.0)
+        n_alive = tf.reduce_sum(tf.cast(alive, dt))
+        share = tf.where(alive, n_alive - tf.cast(rank, dt), 0.0)
     else:
         share = tf.where(alive, adj_s, 0.0)
     tot = tf.math.cumsum(share)[-1]
-    target = tf.where(tot > 0, tf.maximum(min_size, share / tf.maximum(tot, 1e-12) * P), min_size)
-    prev = tf.cast(size, tf.float32)
-    d = (target - prev) * cfg.spawn_number_change_rate
+    ms = tf.constant(min_size, dt)
+    target = tf.where(tot > 0, tf.maximum(ms, share / tf.maximum(tot, 1e-12) * P), ms)
+    prev = tf.cast(size, dt)
+    d = (target - prev) * rate
     c = tf.round(d)
     spawn = prev + tf.where(tf.abs(c) > 0, c, tf.sign(d))
     spawn = tf.where(alive, spawn, 0.0)
     total = tf.reduce_sum(spawn)
-    spawn = tf.where(alive, tf.maximum(min_size, tf.round(spawn * P / tf.maximum(total, 1.0))), 0.0)
+    spawn = tf.where(alive, tf.maximum(ms, tf.round(spawn * P / tf.maximum(total, 1.0))), 0.0)
     spawn = tf.cast(spawn, tf.int32)
     mins = int(min_size)
     # species order of neat-python's list: fitness ascending, then key
@@ -94,7 +97,7 @@ def plan_reference(cfg: NEATConfig, sp, alive, keys, best_f, last_imp, ff, membe
     member_alive = tf.gather(alive, sp)
     fmin = tf.reduce_min(tf.where(member_alive, ff, _INF))
     fmax = tf.reduce_max(tf.where(member_alive, ff, -_INF))
-    frange = tf.maximum(1.0, fmax - fmin)
+    frange = tf.maximum(fmax - fmin, tf.ones([], ff.dtype))
     mean_s = tf.math.unsorted_segment_mean(ff, sp, S)
     adj = tf.where(alive, (mean_s - fmin) / frange, 0.0)
     arank = tf.argsort(tf.argsort(tf.where(alive, -fit_s, _INF), stable=True), stable=True)

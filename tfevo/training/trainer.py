@@ -255,7 +255,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
             out, extras = out[0], tuple(out[1:])
         fitness = tf.convert_to_tensor(out)
         if fitness.dtype.is_floating:
-            fitness = tf.cast(fitness, tf.float32)
+            # float32, or the algorithm's own fitness type (NEAT's fitness_dtype, float64 by default)
+            fitness = tf.cast(fitness, getattr(self._algorithm, "fitness_dtype", tf.float32))
         else:
             raise FitnessError(f"evaluator returned fitness of dtype {fitness.dtype.name}; expected float32 [P]")
         if fitness.shape.rank != 1:
