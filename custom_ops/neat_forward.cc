@@ -874,6 +874,8 @@ class EvaluateOp : public OpKernel {
           continue;
         }
         int edges = 0;
+        for (int k = 0; p + 4 < end && k < ns * 5; k += 16) __builtin_prefetch(nodes + (p + 4) * N * 5 + k);
+        for (int k = 0; p + 4 < end && k < cs * 5; k += 16) __builtin_prefetch(conns + (p + 4) * C * 5 + k);
         const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr.data(), cf.data(), sp.data(),
                                      wp.data(), &edges, ns, cs);
         ForwardMember(MemberProgram{pr.data(), cf.data(), sp.data(), wp.data(), cnt}, in.rows(p), B, I, O, &rs, yp);
