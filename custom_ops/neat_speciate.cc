@@ -53,6 +53,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "neat_bred_record.h"
 #include "phase_timer.h"
+#include "prefetch.h"
 
 namespace tfevo_neat_speciate {
 
@@ -277,12 +278,8 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
 constexpr int64_t kPackAhead = 4;
 inline void PrefetchRows(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t g, int64_t wn,
                          int64_t wc) {
-  const float* nr = nodes + g * N * 5;
-  const float* cr = conns + g * C * 5;
-  for (int64_t k = 0; k < wn * 5; k += 16) __builtin_prefetch(nr + k);
-  if (wn > 0) __builtin_prefetch(nr + wn * 5 - 1);
-  for (int64_t k = 0; k < wc * 5; k += 16) __builtin_prefetch(cr + k);
-  if (wc > 0) __builtin_prefetch(cr + wc * 5 - 1);
+  tfevo_prefetch::Floats(nodes + g * N * 5, wn * 5);
+  tfevo_prefetch::Floats(conns + g * C * 5, wc * 5);
 }
 
 // Bits of a gene id float (-0 read as +0), so equal ids have equal bits.
