@@ -89,6 +89,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "neat_bred_record.h"
 #include "phase_timer.h"
+#include "prefetch.h"
 
 namespace tfevo_neat_breed {
 
@@ -838,8 +839,8 @@ class NeatBreedOp : public OpKernel {
     const float* c2 = c.conns + int64_t{c.p2[i]} * c.c_in * kD;
     if (i + kParentsAhead < c.P) {  // parents are random rows: fetch a later genome's early
       for (const int64_t p : {int64_t{c.p1[i + kParentsAhead]}, int64_t{c.p2[i + kParentsAhead]}}) {
-        for (int k = 0; k < wn * kD; k += 16) __builtin_prefetch(c.nodes + p * c.n_in * kD + k);
-        for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
+        tfevo_prefetch::Floats(c.nodes + p * c.n_in * kD, wn * kD);
+        tfevo_prefetch::Floats(c.conns + p * c.c_in * kD, wc * kD);
       }
     }
     // crossover (crossover.crossover_given): parent 1's genes, homologous
@@ -932,8 +933,8 @@ class NeatBreedOp : public OpKernel {
     if (i + kChildAhead >= c.P) return;
     const float* n = c.on + (i + kChildAhead) * int64_t{N_} * kD;
     const float* k = c.oc + (i + kChildAhead) * int64_t{C_} * kD;
-    for (int s = 0; s < c.wn * kD; s += 16) __builtin_prefetch(n + s, 1);
-    for (int s = 0; s < c.wc * kD; s += 16) __builtin_prefetch(k + s, 1);
+    tfevo_prefetch::FloatsForWrite(n, c.wn * kD);
+    tfevo_prefetch::FloatsForWrite(k, c.wc * kD);
   }
 
   void PhaseB(Ctx& c, int64_t i, int64_t next_key, int64_t next_marker, Scratch& sc) const {
