@@ -26,9 +26,10 @@
 //
 // Phases (P genomes, independent work split over TensorFlow's intra-op pool;
 // results never depend on the number of threads):
-//   A  per genome: crossover, add-node decision                [parallel]
+//   -  add-node decisions, from parent 1's rows (DecideAddNode) [parallel]
 //   -  node keys of the new nodes (prefix count over genomes)   [serial, O(P)]
-//   B+C per genome, one after the other while the child is in cache:
+//   A+B+C per genome, one after the other while the child is in cache:
+//      A  crossover
 //      B  add node, delete node, add-connection choice with the
 //         feed-forward cycle check
 //      C  write the new connection (marker left NaN), delete connection,
@@ -88,6 +89,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "neat_bred_record.h"
 #include "phase_timer.h"
+#include "prefetch.h"
 
 namespace tfevo_neat_breed {
 
@@ -343,6 +345,16 @@ inline int RandomChoice(int K, Pred pred, float u, bool* has) {
   return 0;
 }
 
+// RandomChoice when the true slots are exactly [0, cnt)
+inline int RandomChoiceFirst(int cnt, float u, bool* has) {
+  *has = cnt > 0;
+  if (cnt == 0) return 0;
+  float x = u * static_cast<float>(cnt);
+  int k = static_cast<int>(x);
+  if (k > cnt - 1) k = cnt - 1;
+  return k;
+}
+
 inline int64_t PairHash(float a, float b) {  // genome.pair_hash
   const int64_t x = static_cast<int64_t>(std::isnan(a) ? -1.0f : a);
   const int64_t y = static_cast<int64_t>(std::isnan(b) ? -1.0f : b);
@@ -579,6 +591,7 @@ class NeatBreedOp : public OpKernel {
     // The children go into an earlier output of this kernel that nothing else
     // references any more (its rows past the widths it bred are NaN already),
     // else into fresh memory.
+    const std::shared_ptr<const std::vector<int32_t>> parent_counts = ParentCounts(nodes_t, conns_t);
     OutBuffers buf;
     OP_REQUIRES_OK(ctx, TakeBuffers(ctx, P, &buf));
     Tensor* on_t = &buf.nodes;
@@ -614,6 +627,7 @@ class NeatBreedOp : public OpKernel {
     c.fill_c = std::max(wc, buf.dirty_c);
     std::vector<GenomeState> st(P);
     c.st = st.data();
+    c.parent_counts = parent_counts != nullptr ? parent_counts->data() : nullptr;
 
     int64_t next_key = nk_t.scalar<int64_t>()();
     int64_t next_marker = nm_t.scalar<int64_t>()();
@@ -629,12 +643,13 @@ class NeatBreedOp : public OpKernel {
     const int64_t cost = 40 * (int64_t{wn} + wc) + 8 * int64_t{wn} * wn;
 
     timer.Mark("setup");
-    // ---- A: crossover, add-node decision
-    run(cost, [&](int64_t b, int64_t e) {
-      Scratch sc;
-      for (int64_t i = b; i < e; ++i) PhaseA(c, i, sc);
-    });
-    timer.Mark("A");
+    // ---- add-node decisions (from parent 1's rows, see DecideAddNode)
+    if (p_add_node_ > 0.f) {
+      run(8 * (int64_t{wn} + wc), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) DecideAddNode(c, i);
+      });
+    }
+    timer.Mark("add-node");
     // ---- new node keys (operators.mutate_pre: exclusive count, or one key per split marker)
     int64_t nnew = 0;
     if (p_add_node_ > 0.f) {
@@ -658,17 +673,20 @@ class NeatBreedOp : public OpKernel {
         }
       }
     }
-    // ---- B + C per genome while its rows are in cache: add node, delete
-    // node, add-connection choice; then write the new connection (its marker
-    // is patched in below), delete connection, attributes, compaction
-    run(2 * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
+    // ---- A, B, C per genome, one after the other while the child is in
+    // cache: crossover; add node, delete node, add-connection choice; write
+    // the new connection (its marker is patched in below), delete
+    // connection, attributes, compaction
+    run(3 * cost + 4 * int64_t{wc} * wn + 30 * (int64_t{wn} * kn_ + int64_t{wc} * kc_), [&](int64_t b, int64_t e) {
       Scratch sc;
       for (int64_t i = b; i < e; ++i) {
+        PrefetchChild(c, i);
+        PhaseA(c, i, sc);
         PhaseB(c, i, next_key, next_marker, sc);
         PhaseC(c, i, sc);
       }
     });
-    timer.Mark("BC");
+    timer.Mark("ABC");
     next_key += nnew;
     next_marker += 2 * nnew;
     // ---- markers of the new pairs, written into the new connections' rows
@@ -682,6 +700,14 @@ class NeatBreedOp : public OpKernel {
     timer.Mark(buf.reused ? "markers(reused)" : "markers(fresh)");
     buf.dirty_n = wn;
     buf.dirty_c = wc;
+    {
+      auto counts = std::make_shared<std::vector<int32_t>>(2 * P);
+      for (int64_t i = 0; i < P; ++i) {
+        (*counts)[2 * i] = st[i].count_n;
+        (*counts)[2 * i + 1] = st[i].count_c;
+      }
+      buf.counts = std::move(counts);
+    }
     KeepBuffers(std::move(buf));
     int64_t skn = 0, skc = 0;
     for (int64_t i = 0; i < P; ++i) {
@@ -701,6 +727,9 @@ class NeatBreedOp : public OpKernel {
     Tensor nodes, conns;
     int dirty_n = 0, dirty_c = 0;
     bool reused = false;
+    // valid node / connection rows of each child, [2 P] (the children are
+    // compact: those rows come first, every other row is invalid)
+    std::shared_ptr<const std::vector<int32_t>> counts;
   };
   static constexpr int kKeep = 3;  // outputs remembered (a run needs 2: the told population and the one before)
 
@@ -735,6 +764,17 @@ class NeatBreedOp : public OpKernel {
     out->dirty_c = C_;
     out->reused = false;
     return Status();
+  }
+
+  // The valid row counts of the parents when they are a kept output of this
+  // kernel (the same buffers, full shape), else nullptr.
+  std::shared_ptr<const std::vector<int32_t>> ParentCounts(const Tensor& nodes, const Tensor& conns) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    for (const OutBuffers& b : kept_)
+      if (b.counts != nullptr && b.nodes.data() == nodes.data() && b.conns.data() == conns.data() &&
+          b.nodes.shape() == nodes.shape() && b.conns.shape() == conns.shape())
+        return b.counts;
+    return nullptr;
   }
 
   void KeepBuffers(OutBuffers&& b) {
@@ -780,6 +820,7 @@ class NeatBreedOp : public OpKernel {
     float *on, *oc;
     int fill_n, fill_c;  // NaN is written over [wn, fill_n) / [wc, fill_c) of each child
     GenomeState* st;      // per-genome bookkeeping between the phases
+    const int32_t* parent_counts;  // valid node / connection rows of each parent ([2 P]), or nullptr
     std::vector<float> gm;  // marker of each distinct new pair (PairMarkers)
     // the child genome i is built in place in the first wn / wc rows of its output slice
   };
@@ -798,8 +839,8 @@ class NeatBreedOp : public OpKernel {
     const float* c2 = c.conns + int64_t{c.p2[i]} * c.c_in * kD;
     if (i + kParentsAhead < c.P) {  // parents are random rows: fetch a later genome's early
       for (const int64_t p : {int64_t{c.p1[i + kParentsAhead]}, int64_t{c.p2[i + kParentsAhead]}}) {
-        for (int k = 0; k < wn * kD; k += 16) __builtin_prefetch(c.nodes + p * c.n_in * kD + k);
-        for (int k = 0; k < wc * kD; k += 16) __builtin_prefetch(c.conns + p * c.c_in * kD + k);
+        tfevo_prefetch::Floats(c.nodes + p * c.n_in * kD, wn * kD);
+        tfevo_prefetch::Floats(c.conns + p * c.c_in * kD, wc * kD);
       }
     }
     // crossover (crossover.crossover_given): parent 1's genes, homologous
@@ -825,16 +866,39 @@ class NeatBreedOp : public OpKernel {
           !(Coin(c, i, j + 2) && Coin(c, i, j + 3)))
         cc[s * kD + CONN_ENABLED] = 0.f;
     }
+  }
+
+  // operators.mutate_pre's add-node decision for child i, taken from parent
+  // 1's rows: crossover copies parent 1's rows and changes only attribute
+  // columns (never a node key, a connection's in key or its marker), so which
+  // rows of the child are valid, its free slots and the split connection's
+  // marker are parent 1's.  Only a child that draws add-node (and is not an
+  // elite) reads them; for the others nothing below is used.  Taking these
+  // decisions before the children are built gives every new node its key
+  // (a count over the genomes before it) in time for one pass per child.
+  void DecideAddNode(Ctx& c, int64_t i) const {
+    const int wn = c.wn, wc = c.wc;
     GenomeState& g = c.st[i];
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
-    // add-node decision
-    if (p_add_node_ > 0.f) {
-      const bool want = active && Wants(u, 0);
-      bool has = false;
+    const bool want = active && Wants(u, 0);
+    if (!want) return;
+    const float* cn = c.nodes + int64_t{c.p1[i]} * c.n_in * kD;
+    const float* cc = c.conns + int64_t{c.p1[i]} * c.c_in * kD;
+    bool has = false;
+    int nslot = -1, f1 = -1, f2 = -1, nfree = 0;
+    if (c.parent_counts != nullptr) {
+      // a compact parent (bred here): rows [0, count) valid, the rest not; its
+      // widths are within the bred ones (used width + extra), clipped anyway
+      const int kn = std::min<int>(c.parent_counts[2 * int64_t{c.p1[i]}], wn);
+      const int kc = std::min<int>(c.parent_counts[2 * int64_t{c.p1[i]} + 1], wc);
+      g.csel = RandomChoiceFirst(kc, u[G_SPLIT], &has);
+      if (kn < wn) nslot = kn;
+      nfree = wc - kc;
+      if (kc < wc) f1 = kc;
+      if (kc + 1 < wc) f2 = kc + 1;
+    } else {
       g.csel = RandomChoice(wc, [&](int s) { return Valid(cc + s * kD); }, u[G_SPLIT], &has);
-      g.no_conns = !has;
-      int nslot = -1, f1 = -1, f2 = -1, nfree = 0;
       for (int s = 0; s < wn; ++s)
         if (std::isnan(cn[s * kD + NODE_KEY])) {
           nslot = s;
@@ -849,27 +913,28 @@ class NeatBreedOp : public OpKernel {
           }
           ++nfree;
         }
-      const bool has_n = nslot >= 0, has_c = nfree >= 2;
-      g.nslot = has_n ? nslot : 0;
-      g.c1 = f1 >= 0 ? f1 : 0;
-      g.c2 = f2 >= 0 ? f2 : 0;
-      bool ok = want && has;
-      if (ok && !has_n) g.skip_n += 1;
-      if (ok && has_n && !has_c) g.skip_c += 1;
-      ok = ok && has_n && has_c;
-      g.add_node = ok;
-      if (ok) g.split_marker = static_cast<int64_t>(cc[g.csel * kD + CONN_MARKER]);
     }
+    g.no_conns = !has;
+    const bool has_n = nslot >= 0, has_c = nfree >= 2;
+    g.nslot = has_n ? nslot : 0;
+    g.c1 = f1 >= 0 ? f1 : 0;
+    g.c2 = f2 >= 0 ? f2 : 0;
+    bool ok = has;
+    if (ok && !has_n) g.skip_n += 1;
+    if (ok && has_n && !has_c) g.skip_c += 1;
+    ok = ok && has_n && has_c;
+    g.add_node = ok;
+    if (ok && share_split_) g.split_marker = static_cast<int64_t>(cc[g.csel * kD + CONN_MARKER]);
   }
 
-  // the child rows of genome i + 2 (built in an earlier phase; at large P
-  // the population-wide pass before has evicted them from the cache)
+  // the output rows of genome i + 2, for writing (a kept output's rows are
+  // not in the cache since the generation before)
   void PrefetchChild(const Ctx& c, int64_t i) const {
     if (i + kChildAhead >= c.P) return;
     const float* n = c.on + (i + kChildAhead) * int64_t{N_} * kD;
     const float* k = c.oc + (i + kChildAhead) * int64_t{C_} * kD;
-    for (int s = 0; s < c.wn * kD; s += 16) __builtin_prefetch(n + s, 1);
-    for (int s = 0; s < c.wc * kD; s += 16) __builtin_prefetch(k + s, 1);
+    tfevo_prefetch::FloatsForWrite(n, c.wn * kD);
+    tfevo_prefetch::FloatsForWrite(k, c.wc * kD);
   }
 
   void PhaseB(Ctx& c, int64_t i, int64_t next_key, int64_t next_marker, Scratch& sc) const {
@@ -880,7 +945,6 @@ class NeatBreedOp : public OpKernel {
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
     const int I = I_, O = O_;
-    PrefetchChild(c, i);
     if (g.add_node) {
       const float key = static_cast<float>(next_key + g.nid);
       const float mk1 = static_cast<float>(next_marker + 2 * g.nid);
@@ -1109,7 +1173,6 @@ class NeatBreedOp : public OpKernel {
     GenomeState& g = c.st[i];
     const bool active = !c.elite[i];
     const float* u = c.u + i * c.U;
-    PrefetchChild(c, i);
     if (g.add_conn) {
       float* r = cc + g.cslot * kD;
       r[0] = g.ka;

@@ -66,6 +66,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
 #include "neat_bred_record.h"
+#include "prefetch.h"
 
 namespace tfevo_neat_forward {
 
@@ -927,6 +928,8 @@ class EvaluateOp : public OpKernel {
           continue;
         }
         int edges = 0;
+        if (p + 4 < end) tfevo_prefetch::Floats(nodes + (p + 4) * N * 5, ns * 5);  // a later member's rows
+        if (p + 4 < end) tfevo_prefetch::Floats(conns + (p + 4) * C * 5, cs * 5);
         const int cnt = comp.Compile(nodes + p * N * 5, conns + p * C * 5, pr.data(), cf.data(), sp.data(),
                                      wp.data(), &edges, ns, cs);
         ForwardMember(MemberProgram{pr.data(), cf.data(), sp.data(), wp.data(), cnt}, in.rows(p), B, I, O, &rs, yp);

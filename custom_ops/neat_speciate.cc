@@ -53,6 +53,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "neat_bred_record.h"
 #include "phase_timer.h"
+#include "prefetch.h"
 
 namespace tfevo_neat_speciate {
 
@@ -285,6 +286,17 @@ inline void PackOne(const float* nodes, int64_t N, const float* conns, int64_t C
     used[0] = static_cast<int32_t>(last_n);
     used[1] = static_cast<int32_t>(last_c);
   }
+}
+
+// The rows PackOne reads of genome g, into the cache: genomes are a few
+// cache lines each, one every N * 20 bytes, a stride the hardware prefetcher
+// does not follow (the population was written by breeding and has left the
+// cache since).
+constexpr int64_t kPackAhead = 4;
+inline void PrefetchRows(const float* nodes, int64_t N, const float* conns, int64_t C, int64_t g, int64_t wn,
+                         int64_t wc) {
+  tfevo_prefetch::Floats(nodes + g * N * 5, wn * 5);
+  tfevo_prefetch::Floats(conns + g * C * 5, wc * 5);
 }
 
 // Bits of a gene id float (-0 read as +0), so equal ids have equal bits.
@@ -569,6 +581,7 @@ class NeatSpeciateOp : public OpKernel {
       for (int64_t blk = bb; blk < be; ++blk) {
         int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
         for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
+          if (g + kPackAhead < std::min(P, be * kBlock)) PrefetchRows(nodes, N, conns, C, g + kPackAhead, wn, wc);
           PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g, wn, wc);
           if (L == 0) continue;
           Distances(pop, g, old_t, coeffs_, acc.data(), out.data());
