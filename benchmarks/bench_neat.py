@@ -542,6 +542,18 @@ def tell_phases(pop, gens=8, reps=10, rounds=5):
 _FITNESS_DTYPE = {}
 
 
+def _timed_generation(prob, cfg, algo):
+    """One ask / evaluate / tell generation: wall, evaluation and tell seconds, and CPU seconds."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    p_ = algo.ask()
+    f = prob(p_, cfg)
+    f.numpy()
+    t1 = time.perf_counter()
+    algo.tell(p_, f)
+    algo.generation.numpy()
+    return time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1, time.process_time() - c0
+
+
 def gen_loop(pop, reps=6, gens=6):
     """Generations 1..``gens`` of a pop-``pop`` XOR run (the bench's config and
     generations), ``reps`` times on one NEAT object (its variables restored to
@@ -557,14 +569,7 @@ def gen_loop(pop, reps=6, gens=6):
     algo = NEAT(cfg, seed=0)
 
     def one():
-        t0, c0 = time.perf_counter(), time.process_time()
-        p_ = algo.ask()
-        f = prob(p_, cfg)
-        f.numpy()
-        t1 = time.perf_counter()
-        algo.tell(p_, f)
-        algo.generation.numpy()
-        return time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1, time.process_time() - c0
+        return _timed_generation(prob, cfg, algo)
 
     one()
     saved = [(v, v.numpy()) for v in algo.variables]
@@ -596,14 +601,7 @@ def dtype_ab(pop, reps=8, gens=6):
         runs[dt] = (cfg, algo, [(v, v.numpy()) for v in algo.variables])
 
     def one(cfg, algo):
-        t0, c0 = time.perf_counter(), time.process_time()
-        p_ = algo.ask()
-        f = prob(p_, cfg)
-        f.numpy()
-        t1 = time.perf_counter()
-        algo.tell(p_, f)
-        algo.generation.numpy()
-        return time.perf_counter() - t0, t1 - t0, time.perf_counter() - t1, time.process_time() - c0
+        return _timed_generation(prob, cfg, algo)
 
     steps = {dt: [] for dt in runs}
     for r in range(reps + 1):  # the first repetition warms up (traces the later generations' widths)

@@ -169,26 +169,16 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kHighest = std::numeric_limits<float>::max();
 
-// Keeps a product out of a fused multiply-add (the reference rounds it alone).
-inline float Rounded(float x) {
+// Keeps a product out of a fused multiply-add (the reference rounds it alone);
+// T is float or double.
+template <typename T>
+inline T Rounded(T x) {
 #if defined(__x86_64__) || defined(__i386__)
   __asm__("" : "+x"(x));
 #elif defined(__aarch64__)
   __asm__("" : "+w"(x));
 #else
-  volatile float v = x;
-  x = v;
-#endif
-  return x;
-}
-
-inline double Rounded(double x) {
-#if defined(__x86_64__) || defined(__i386__)
-  __asm__("" : "+x"(x));
-#elif defined(__aarch64__)
-  __asm__("" : "+w"(x));
-#else
-  volatile double v = x;
+  volatile T v = x;
   x = v;
 #endif
   return x;
