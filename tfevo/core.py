@@ -249,6 +249,34 @@ _OTHER_NAMES = {
 }
 
 
+def arguments_checked(cls):
+    """Class decorator: an unknown keyword argument to ``cls(...)`` raises a
+    :class:`ConfigError` naming the class, the closest accepted names and all of them,
+    instead of Python's bare ``TypeError`` (other binding errors stay ``TypeError``)."""
+    init = cls.__init__
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())[1:]
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        unknown = [k for k in kwargs if k not in named]
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
+            hints = []
+            for k in unknown:
+                close = suggest_argument(k, named)
+                if close:
+                    hints.append(f"did you mean {' or '.join(repr(c) for c in close)} instead of {k!r}?")
+            msg = f"{cls.__name__}: unknown argument(s) {', '.join(map(repr, unknown))};"
+            if hints:
+                msg += " " + " ".join(hints)
+            raise ConfigError(msg + f" {cls.__name__} accepts: {', '.join(named)}")
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
 def _checked_init(cls, init):
     """Wraps ``cls.__init__`` so that wrong arguments raise a :class:`ConfigError`
     naming the class the user built (not a raw ``TypeError`` from a base class)."""

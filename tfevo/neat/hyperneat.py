@@ -23,7 +23,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError
+from tfevo.core import ConfigError, ShapeError, arguments_checked
 from tfevo.neat import functions as F
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat.config import NEATConfig
@@ -147,6 +147,7 @@ class SubstrateNetwork(NamedTuple):
     weights: tf.Tensor  # [P, M, M] dense (src, dst)
 
 
+@arguments_checked
 class HyperNEAT:
     """Decodes CPPN populations into substrate networks and runs them batched.
 
@@ -241,6 +242,7 @@ class HyperNEAT:
         return v[..., M - O:]
 
 
+@arguments_checked
 class HyperNEATProblem:
     """Supervised fitness of HyperNEAT substrates: ``max_fitness - SSE``
     (``max_fitness`` = number of cases by default)."""

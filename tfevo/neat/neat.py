@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, FastCall, SeedStream, ShapeError, TraceCounter, check_fitness, note_nonfinite, sanitize_fitness
+from tfevo.core import ConfigError, FastCall, SeedStream, ShapeError, TraceCounter, arguments_checked, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.neat import generation
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM, Population, initial_population
@@ -20,6 +20,7 @@ _INF = float("inf")
 
 
 @register("strategy", "neat", doc="Tensorized NEAT (speciation, crossover by markers, structural mutation).")
+@arguments_checked
 class NEAT(tf.Module):
     """NeuroEvolution of Augmenting Topologies on NaN-padded population tensors.
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, arguments_checked
 from tfevo.qd.archive_base import AddResult, Archive
 from tfevo.qd.cvt import CVTArchive, kmeans_centroids
 
 __all__ = ["Archive", "GridArchive", "CVTArchive", "AddResult", "kmeans_centroids"]
 
 
+@arguments_checked
 class GridArchive(Archive):
     """A regular grid over a box of descriptor space.
 

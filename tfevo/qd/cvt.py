@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError
+from tfevo.core import ConfigError, ShapeError, arguments_checked
 from tfevo.qd.archive_base import Archive
 
 __all__ = ["CVTArchive", "kmeans_centroids"]
@@ -38,6 +38,7 @@ def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 
     return c.numpy()
 
 
+@arguments_checked
 class CVTArchive(Archive):
     """A centroidal Voronoi tessellation archive (Vassiliades et al. 2018).
 

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import ConfigError, SeedStream, ShapeError, check_fitness, note_nonfinite
+from tfevo.core import ConfigError, SeedStream, ShapeError, arguments_checked, check_fitness, note_nonfinite
 from tfevo.qd import _shared_step
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
@@ -31,6 +31,7 @@ __all__ = ["MAPElites"]
 
 
 @register("strategy", "map_elites")
+@arguments_checked
 class MAPElites(tf.Module):
     """MAP-Elites with any archive and a mix of emitters.
 

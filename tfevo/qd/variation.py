@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, arguments_checked
 from tfevo.qd.emitter_base import Emitter, standard_normal
 
 __all__ = ["GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter"]
 
 
+@arguments_checked
 class GaussianEmitter(Emitter):
     """Parent + ``sigma`` * N(0, I), parents uniform among filled cells (Mouret & Clune 2015)."""
 
@@ -26,6 +27,7 @@ class GaussianEmitter(Emitter):
         return self._clip(parents + self.sigma * eps)
 
 
+@arguments_checked
 class IsoLineEmitter(Emitter):
     """Iso+LineDD (Vassiliades & Mouret 2018): ``x1 + iso_sigma*N(0,I) + line_sigma*N(0,1)*(x2 - x1)``.
 
@@ -86,6 +88,7 @@ class IsoLineEmitter(Emitter):
         return self._clip(x1 + self.iso_sigma * iso + self.line_sigma * line * (x2 - x1))
 
 
+@arguments_checked
 class PolynomialMutationEmitter(Emitter):
     """Deb's polynomial mutation (distribution index ``eta``, per-gene rate), bounded.
 
