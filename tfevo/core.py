@@ -225,8 +225,11 @@ def suggest_argument(name: str, accepted) -> list[str]:
 
 def _argument_error(cls, problem: str, unknown: list) -> ConfigError:
     """A :class:`ConfigError` naming the public class, its arguments and close matches."""
-    name = _public_name(cls)
-    accepted = cls.accepted_arguments()
+    return _unknown_argument_error(_public_name(cls), problem, unknown, cls.accepted_arguments())
+
+
+def _unknown_argument_error(name: str, problem: str, unknown: list, accepted) -> ConfigError:
+    """``name: problem; did you mean ...? name accepts: ...`` as a :class:`ConfigError`."""
     hints = []
     for k in unknown:
         close = suggest_argument(k, accepted)
@@ -262,15 +265,8 @@ def arguments_checked(cls):
     def __init__(self, *args, **kwargs):
         unknown = [k for k in kwargs if k not in named]
         if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
-            hints = []
-            for k in unknown:
-                close = suggest_argument(k, named)
-                if close:
-                    hints.append(f"did you mean {' or '.join(repr(c) for c in close)} instead of {k!r}?")
-            msg = f"{cls.__name__}: unknown argument(s) {', '.join(map(repr, unknown))};"
-            if hints:
-                msg += " " + " ".join(hints)
-            raise ConfigError(msg + f" {cls.__name__} accepts: {', '.join(named)}")
+            raise _unknown_argument_error(cls.__name__, f"unknown argument(s) {', '.join(map(repr, unknown))}",
+                                          unknown, named)
         init(self, *args, **kwargs)
 
     cls.__init__ = __init__
