@@ -25,7 +25,9 @@ def test_num_subsets_auto_resolves_by_device():
 
 
 @pytest.mark.parametrize("data, msg", [
-    ({"run": {"generations": 5}, "algorithm": {"popsiz": 3}}, r"algorithm\.popsiz: unknown field"),
+    ({"run": {"generations": 5}, "algorithm": {"popsiz": 3}},
+     r"algorithm\.popsiz: unknown field \(did you mean 'popsize'\?\)"),
+    ({"run": {"generatons": 5}}, r"run\.generatons: unknown field \(did you mean 'generations'\?\)"),
     ({"run": {"generations": 5}, "algorithm": {"popsize": 1}}, r"algorithm\.popsize"),
     ({"run": {}}, "set a budget"),
     ({"run": {"generations": 5}, "policy": {"kind": "transformer"}}, r"policy\.kind"),

@@ -267,6 +267,26 @@ DEFAULT_CONFIG: dict = {
 }
 
 
+def _close_fields(loc) -> list[str]:
+    """The field names of the model at ``loc[:-1]`` closest to the unknown ``loc[-1]``."""
+    import difflib
+    import typing
+
+    from pydantic import BaseModel
+
+    model = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return []
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        sub = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not sub:
+            return []
+        model = sub[0]
+    return difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=2, cutoff=0.6)
+
+
 def _format_errors(err: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for e in err.errors():
@@ -274,6 +294,9 @@ def _format_errors(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
+            close = _close_fields(e["loc"])
+            if close:
+                msg += f" (did you mean {' or '.join(repr(c) for c in close)}?)"
         elif e["type"] != "value_error" and isinstance(e.get("input"), (str, int, float, bool, list)):
             msg += f" (got {e['input']!r})"  # the value, next to what is accepted
         lines.append(f"  {loc}: {msg}")
