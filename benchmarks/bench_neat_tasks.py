@@ -11,6 +11,15 @@ capacities ``max_nodes``/``max_conns``, which neat-python has no use for).
 
 Each run is one seed of one library, up to the task's generation cap; a run
 is solved at the first generation whose best fitness reaches the threshold.
+
+Control tasks use one protocol on both sides: every genome gets its own
+episode start states, fresh each generation (neat-python: one Gymnasium seed
+per genome from ``numpy.random.default_rng(seed)``; tfevo: ``ControlProblem``,
+whose evaluator draws one start state per member from its seed stream), at
+most 200 steps (the environments' limit), the action is the argmax of the
+outputs (first index on ties), the fitness is the mean return, and the
+networks compute in double (neat-python's Python floats; tfevo
+``ControlProblem(dtype="float64")``, ``--network-dtype``).
 Results are appended as JSON lines to ``--out`` (so a long job can be read
 while it runs) and ``--table`` prints the Markdown table from that file.
 
@@ -157,7 +166,7 @@ def run_neat_python(task, seed, episodes, float32=False):
 
 
 # ---------------------------------------------------------------------- tfevo
-def run_tfevo(task, seed, episodes, population_markers=False, fitness_dtype="float64"):
+def run_tfevo(task, seed, episodes, population_markers=False, fitness_dtype="float64", network_dtype="float64"):
     import tensorflow as tf
 
     from tfevo.neat import NEAT, NEATConfig, SupervisedProblem
@@ -167,7 +176,7 @@ def run_tfevo(task, seed, episodes, population_markers=False, fitness_dtype="flo
     cfg = NEATConfig.from_neat_python(config_path(task), max_nodes=max_nodes, max_conns=max_conns,
                                       per_generation_innovations=not population_markers, fitness_dtype=fitness_dtype)
     if task in ENV_IDS:
-        prob = ControlProblem(ENV_IDS[task], cfg, episodes=episodes, seed=seed)
+        prob = ControlProblem(ENV_IDS[task], cfg, episodes=episodes, seed=seed, dtype=network_dtype)
         evaluate = prob
     else:
         sup = SupervisedProblem(*_bool_cases(task))
@@ -226,6 +235,9 @@ def main():
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
     ap.add_argument("--fitness-dtype", default="float64", choices=["float64", "float32"],
                     help="tfevo's NEATConfig.fitness_dtype (recorded in each tfevo row)")
+    ap.add_argument("--network-dtype", default="float64", choices=["float64", "float32"],
+                    help="tfevo's ControlProblem dtype on the control tasks (neat-python's networks run in double; "
+                         "recorded in each tfevo control row)")
     ap.add_argument("--population-markers", action="store_true",
                     help="tfevo with per_generation_innovations=False (records as impl 'tfevo-popmarkers')")
     a = ap.parse_args()
@@ -241,7 +253,8 @@ def main():
             fn = {"tfevo": run_tfevo, "neat-python": run_neat_python,
                   "neat-python-f32": functools.partial(run_neat_python, float32=True)}[impl]
             if impl == "tfevo":
-                fn = functools.partial(run_tfevo, population_markers=a.population_markers, fitness_dtype=a.fitness_dtype)
+                fn = functools.partial(run_tfevo, population_markers=a.population_markers, fitness_dtype=a.fitness_dtype,
+                                       network_dtype=a.network_dtype)
             name = "tfevo-popmarkers" if impl == "tfevo" and a.population_markers else impl
             for seed in range(a.first_seed, a.first_seed + a.seeds):
                 t = time.perf_counter()
@@ -251,6 +264,8 @@ def main():
                            threshold=TASKS[task][2], episodes=a.episodes)
                 if impl == "tfevo":
                     rec["fitness_dtype"] = a.fitness_dtype
+                    if task in ENV_IDS:
+                        rec["network_dtype"] = a.network_dtype
                 print(json.dumps(rec), flush=True)
                 with open(a.out, "a") as f:
                     f.write(json.dumps(rec) + "\n")

@@ -3,13 +3,24 @@ neat-python and float32 tfevo rows of benchmarks/results/neat_tasks_solve.jsonl 
 seeds, with Fisher exact p-values (solved, above the plateau) and Mann-Whitney p (generations).
 
     python benchmarks/tools/neat_tasks_compare.py benchmarks/results/neat_tasks_f64.jsonl
+
+--label names the new rows; --previous FILE (with --previous-label) takes the earlier tfevo
+rows from FILE instead of the float32 rows of neat_tasks_solve.jsonl (the neat-python rows
+always come from neat_tasks_solve.jsonl).
 """
-import json, statistics, sys
+import argparse, json, statistics, sys
 from scipy.stats import fisher_exact, mannwhitneyu
 import os
 R = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results") + os.sep
+ap = argparse.ArgumentParser()
+ap.add_argument("new")
+ap.add_argument("--label", default="tfevo, float64 (new default)")
+ap.add_argument("--previous", default=None)
+ap.add_argument("--previous-label", default="tfevo, float32 (recorded)")
+args = ap.parse_args()
 old = [json.loads(l) for l in open(R + "neat_tasks_solve.jsonl") if l.strip()]
-new = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+prev = old if args.previous is None else [json.loads(l) for l in open(args.previous) if l.strip()]
+new = [json.loads(l) for l in open(args.new) if l.strip()]
 PLAT = {"parity3": 6.0}
 def sel(rows, task, impl, episodes=None):
     out = [r for r in rows if r["task"] == task and r["impl"] == impl]
@@ -35,15 +46,15 @@ for task in ("parity3", "mountaincar", "acrobot"):
         continue
     seeds = sorted(t64)
     npy = sel(old, task, "neat-python")
-    t32 = sel(old, task, "tfevo")
+    t32 = sel(prev, task, "tfevo")
     npy = {s: npy[s] for s in seeds if s in npy}
     t32 = {s: t32[s] for s in seeds if s in t32}
-    line, a = row("tfevo, float64 (new default)", t64); print(line)
-    line, b = row("tfevo, float32 (recorded)", t32); print(line)
+    line, a = row(args.label, t64); print(line)
+    line, b = row(args.previous_label, t32); print(line)
     line, c = row("neat-python", npy); print(line)
     def cnt(rs, f): return sum(map(f, rs))
     sv = lambda r: r["solved"]
-    for lab, x in (("float64 vs neat-python", c), ("float64 vs float32", b)):
+    for lab, x in ((f"{args.label} vs neat-python", c), (f"{args.label} vs {args.previous_label}", b)):
         s1, s2 = cnt(a, sv), cnt(x, sv)
         p = fisher_exact([[s1, len(a) - s1], [s2, len(x) - s2]])[1]
         msg = f"{task}: solved {s1}/{len(a)} vs {s2}/{len(x)} ({lab}) Fisher p = {p:.3g}"

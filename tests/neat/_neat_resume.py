@@ -25,6 +25,7 @@ STOP, MORE = 3, 3
 CASES = [
     "xor", "xor_f32", "xor3_recurrent", "function_fit", "hyperneat", "cartpole_ff_trim", "cartpole_ff_notrim",
     "cartpole_recurrent", "cartpole_recurrent_xla", "acrobot_ff_trim", "trainer_cartpole_ff_trim",
+    "mountaincar_ff_trim_f64net", "cartpole_recurrent_f64net",
 ]
 SLOW_CASES = ["xor_reference_xla", "xor_breed_xla", "cartpole_ff_trim_xla", "acrobot_ff_trim_xla",
               "trainer_acrobot_recurrent"]
@@ -64,11 +65,13 @@ def build(case):
         prob = HyperNEATProblem(hn, x, (x.sum(1) % 2)[:, None])
         algo = NEAT(cfg, seed=5)
         return algo, prob, lambda pop: prob(pop, cfg)
-    env = "Acrobot-v1" if "acrobot" in case else "CartPole-v1"
-    cfg = _control_cfg(6 if "acrobot" in case else 4, 3 if "acrobot" in case else 2,
-                       feed_forward="recurrent" not in case)
+    env = "Acrobot-v1" if "acrobot" in case else "MountainCar-v0" if "mountaincar" in case else "CartPole-v1"
+    io = {"Acrobot-v1": (6, 3), "MountainCar-v0": (2, 3), "CartPole-v1": (4, 2)}[env]
+    cfg = _control_cfg(*io, feed_forward="recurrent" not in case)
+    # *_f64net: networks in double (ControlProblem dtype="float64", as neat-python's Python floats)
     prob = ControlProblem(env, cfg, episodes=2, max_steps=40, seed=7, trim="notrim" not in case,
-                          use_op=False if case.endswith("_xla") else None)
+                          use_op=False if case.endswith("_xla") else None,
+                          dtype="float64" if case.endswith("_f64net") else "float32")
     algo = NEAT(cfg, seed=1)
     return algo, prob, prob
 

@@ -51,7 +51,8 @@ def _fused_cartpole_ok(env, policy) -> bool:
 
     cfg = policy.config
     plain = getattr(policy, "has_plain_actions", lambda: False)()  # the kernel picks actions as NEATPolicy does
-    return (type(env) is CartPole and plain and cfg.feed_forward and cfg.num_inputs == 4 and cfg.num_outputs in (1, 2)
+    f32 = getattr(policy, "dtype", tf.float32) == tf.float32  # the kernel's networks are float32
+    return (type(env) is CartPole and plain and f32 and cfg.feed_forward and cfg.num_inputs == 4 and cfg.num_outputs in (1, 2)
             and env.max_episode_steps >= 0)
 
 
@@ -108,17 +109,18 @@ class KernelRolloutEvaluator(InGraphEvaluator):
             return self._finish(returns, lengths, final_obs, p, b)
         obs = tf.cast(obs, tf.float32)
         recurrent = not cfg.feed_forward
-        h0 = tf.zeros([p, b, prog.num_slots] if recurrent else [], tf.float32)
+        dt = getattr(pol, "dtype", tf.float32)  # the networks' value type
+        h0 = tf.zeros([p, b, prog.num_slots] if recurrent else [], dt)
 
         def cond(t, go, active, state, obs, done, returns, lengths, final_obs, h):
             return go
 
         def body(t, go, active, state, obs, done, returns, lengths, final_obs, h):
-            x = tf.reshape(obs, [p, b, I])
+            x = tf.cast(tf.reshape(obs, [p, b, I]), dt)
             if recurrent:
-                h, y = _fo.recurrent_step(prog, h, x, I, O, settle_steps=pol.settle_steps, active=active)
+                h, y = _fo.recurrent_step(prog, h, x, I, O, settle_steps=pol.settle_steps, active=active, dtype=dt)
             else:
-                y = _fo.forward(prog, x, I, O, active=active)
+                y = _fo.forward(prog, x, I, O, active=active, dtype=dt)
             state, obs, done, returns, lengths, final_obs, active, go = self._env_step_fn(
                 t, state, y, done, returns, lengths, final_obs)
             return t + 1, go, active, state, obs, done, returns, lengths, final_obs, h

@@ -48,11 +48,18 @@ class NEATPolicy:
       use_op: None (default) runs the C++ inference kernels
         (``custom_ops/neat_forward.cc``) where they can run (built, not under
         XLA, built-in functions only), False always the TensorFlow reference.
+      dtype: the networks' value type, ``"float32"`` (default) or
+        ``"float64"``: observations are widened, and node values,
+        activations and outputs (hence the argmax of discrete actions) are
+        computed in it, as neat-python does with Python floats.  Genomes
+        stay float32.  A recurrent population's state has this type.
     """
 
     def __init__(self, config: NEATConfig, action_spec, settle_steps: int = 1, scale_outputs: bool = True,
-                 use_op: bool | None = None):
+                 use_op: bool | None = None, dtype: str = "float32"):
         self.use_op = use_op
+        self.dtype_name = _check_dtype(dtype)
+        self.dtype = tf.as_dtype(self.dtype_name)
         self.config = config
         self.action_spec = action_spec
         self.settle_steps = int(settle_steps)
@@ -102,8 +109,8 @@ class NEATPolicy:
             if y.shape[-1] == 1:
                 return tf.cast(y[..., 0] > 0.5, tf.int32)
             return tf.argmax(y, axis=-1, output_type=tf.int32)
-        low = tf.constant(np.broadcast_to(spec.low, spec.shape), tf.float32)
-        high = tf.constant(np.broadcast_to(spec.high, spec.shape), tf.float32)
+        low = tf.constant(np.broadcast_to(spec.low, spec.shape), y.dtype)
+        high = tf.constant(np.broadcast_to(spec.high, spec.shape), y.dtype)
         if self.scale_outputs:
             lo_a = 0.0 if self.config.activation_default in ("sigmoid", "gauss", "hat") else -1.0
             y = low + (y - lo_a) / (1.0 - lo_a) * (high - low)
@@ -116,6 +123,11 @@ class NEATPolicy:
         ``None`` for feed-forward networks.  Evaluators that see a state shape carry
         the state across steps through :meth:`forward_state`."""
         return None if self.config.feed_forward else (self.config.max_nodes,)
+
+    @property
+    def state_dtype(self):
+        """The type of the recurrent state (the networks' value type, ``dtype``)."""
+        return self.dtype
 
     def prepare(self, params):
         """Flat ``[P, D]`` genomes -> transformed networks, once per evaluation
@@ -151,7 +163,7 @@ class NEATPolicy:
         """Recurrent step for the evaluators: ``(actions, new_state)`` from
         ``obs [n, B, obs_dim]`` and ``state [n, B, max_nodes]`` (zeros at an
         episode's start); ``indices [n]`` picks the members (default: all)."""
-        state, actions = self.step(self._subset(network, indices), tf.convert_to_tensor(state, tf.float32), obs)
+        state, actions = self.step(self._subset(network, indices), tf.cast(state, self.dtype), obs)
         return actions, state
 
     def forward_graph(self, network: net.Network, obs, indices=None):
@@ -163,14 +175,16 @@ class NEATPolicy:
         obs = self._obs(obs)
         network = self._subset(network, indices)
         _check_members(network, obs)
+        obs = tf.cast(obs, self.dtype)
         if cfg.feed_forward:
             y = _fo.forward(network, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
-                            cfg.aggregation_options)
+                            cfg.aggregation_options, dtype=self.dtype)
         else:
             width = network.prog.shape[1] if isinstance(network, _fo.Program) else network.weights.shape[-1]
-            state = tf.zeros(tf.concat([tf.shape(obs)[:2], [width]], 0), tf.float32)
+            state = tf.zeros(tf.concat([tf.shape(obs)[:2], [width]], 0), self.dtype)
             _, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs,
-                                      cfg.activation_options, cfg.aggregation_options, self.settle_steps)
+                                      cfg.activation_options, cfg.aggregation_options, self.settle_steps,
+                                      dtype=self.dtype)
         return self.outputs_to_actions(y)
 
     def forward(self, genomes, obs, indices=None):
@@ -191,9 +205,18 @@ class NEATPolicy:
         cfg = self.config
         obs = self._obs(obs)
         _check_members(network, obs)
-        state, y = _fo.recurrent_step(network, state, obs, cfg.num_inputs, cfg.num_outputs, cfg.activation_options,
-                                      cfg.aggregation_options, self.settle_steps)
+        state, y = _fo.recurrent_step(network, tf.cast(state, self.dtype), tf.cast(obs, self.dtype), cfg.num_inputs,
+                                      cfg.num_outputs, cfg.activation_options, cfg.aggregation_options,
+                                      self.settle_steps, dtype=self.dtype)
         return state, self.outputs_to_actions(y)
+
+
+def _check_dtype(dtype) -> str:
+    """The networks' value type as ``"float32"`` or ``"float64"``; :class:`ConfigError` otherwise."""
+    name = getattr(dtype, "name", dtype)
+    if name not in ("float32", "float64"):
+        raise ConfigError(f"dtype must be 'float32' or 'float64' (the networks' value type), got {dtype!r}")
+    return name
 
 
 def _check_members(network, obs) -> None:
@@ -233,6 +256,20 @@ class ControlProblem(tf.Module):
         graph loop, XLA environment step, finished members skipped); False
         keeps the XLA-compiled :class:`~tfevo.rollout.InGraphEvaluator` with
         the dense reference networks.
+      dtype: the networks' value type (see :class:`NEATPolicy`):
+        ``"float32"`` (default) or ``"float64"``, which is what neat-python
+        computes with (its networks run on Python floats).  Where sigmoids
+        saturate, float32 outputs tie at exactly 1.0 and the argmax takes the
+        first of them, while double still orders them; so a population
+        evolved on float32 networks can rely on such ties.  Use
+        ``"float64"`` to reproduce neat-python's episodes.  The CartPole-v1
+        whole-rollout kernel is float32 only; in float64 CartPole runs on
+        the step loop.
+
+    Every member gets its own start states (``episodes`` of them, fresh each
+    call), as a neat-python fitness function that resets the environment
+    for each genome with its own seed; the whole population's start states
+    come from one draw of the seed stream per call.
 
     Example::
 
@@ -241,7 +278,8 @@ class ControlProblem(tf.Module):
     """
 
     def __init__(self, env_id: str, config: NEATConfig, episodes: int = 1, max_steps: int | None = None,
-                 seed: int = 0, settle_steps: int = 1, trim: bool = True, use_op: bool | None = None):
+                 seed: int = 0, settle_steps: int = 1, trim: bool = True, use_op: bool | None = None,
+                 dtype: str = "float32"):
         from tfevo.envs import make
 
         super().__init__(name="control_problem")
@@ -255,7 +293,7 @@ class ControlProblem(tf.Module):
 
         self.env = make(env_id, 1)
         self.config = config
-        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps, use_op=use_op)
+        self.policy = NEATPolicy(config, self.env.action_spec, settle_steps=settle_steps, use_op=use_op, dtype=dtype)
         obs_dim = int(np.prod(self.env.observation_shape))
         if config.num_inputs != obs_dim:
             raise ConfigError(f"the NEAT config has {config.num_inputs} inputs, {env_id} observations have {obs_dim}")
@@ -308,7 +346,8 @@ class ControlProblem(tf.Module):
 
             sub = dataclasses.replace(cfg, max_nodes=N, max_conns=C)
             pol = NEATPolicy(sub, self.env.action_spec, settle_steps=self.policy.settle_steps,
-                             scale_outputs=self.policy.scale_outputs, use_op=self.use_op)
+                             scale_outputs=self.policy.scale_outputs, use_op=self.use_op,
+                             dtype=self.policy.dtype_name)
             ev = self._make_evaluator(pol, 0)
             # the same variables as the full-width evaluator: one stream of start
             # states whatever width a generation runs at, and one checkpointed state

@@ -126,7 +126,8 @@ class InGraphEvaluator(tf.Module):
         e.g. a recurrent :class:`tfevo.neat.NEATPolicy`) carries a state
         across the steps of an episode instead: it provides
         ``forward_state(weights, obs [P, B, *obs], state [P, B, *state_shape])
-        -> (actions, new_state)``; the state starts at zeros (float32).
+        -> (actions, new_state)``; the state starts at zeros (of the policy's
+        ``state_dtype`` if it has one, else float32).
       episodes: B, episodes per member.
       max_steps: optional cap on the steps of every episode (default: the
         environment's ``max_episode_steps``).
@@ -300,7 +301,8 @@ class InGraphEvaluator(tf.Module):
         recurrent = state_shape is not None
         if recurrent:
             step_fn = self.policy.forward_state
-            h0 = tf.zeros([p, b, *state_shape], tf.float32)
+            state_dtype = getattr(self.policy, "state_dtype", tf.float32)
+            h0 = tf.zeros([p, b, *state_shape], state_dtype)
         else:
             h0 = tf.zeros([], tf.float32)  # unused placeholder loop variable
 
@@ -311,7 +313,7 @@ class InGraphEvaluator(tf.Module):
             obs_pb = tf.reshape(obs, [p, b] + obs_shape)
             if recurrent:
                 actions, h = step_fn(weights, obs_pb, h)
-                h = tf.ensure_shape(tf.cast(h, tf.float32), [p, b, *state_shape])
+                h = tf.ensure_shape(tf.cast(h, state_dtype), [p, b, *state_shape])
             else:
                 actions = forward(weights, obs_pb)
             actions = self._check_actions(actions, p)
