@@ -898,8 +898,11 @@ class NeatPlanOp : public OpKernel {
       }
     }
     timer.Mark("sort");
-    // stagnation (the best species_elitism species are protected)
-    const std::vector<int32_t> rank = StableRank(S, [&](int32_t a, int32_t b) { return -fit[a] < -fit[b]; });
+    // stagnation (the best species_elitism species are protected; among equal
+    // fitness the newer species, larger key, ranks higher: neat-python sorts
+    // by fitness in key order and protects the last ones)
+    const std::vector<int32_t> rank = StableRank(
+        S, [&](int32_t a, int32_t b) { return fit[a] > fit[b] || (fit[a] == fit[b] && keys[a] > keys[b]); });
     std::vector<char> stagnant(S);
     bool extinct = true;
     for (int64_t s = 0; s < S; ++s) {

@@ -2,6 +2,8 @@
 connectivity, the defaults of omitted optional keys, keys that must not be
 silently ignored, the attribute-rate check and ``fitness_criterion``."""
 
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -282,3 +284,70 @@ def test_parents_come_from_neat_python_survivor_cutoff(use_op, threshold, size):
     p1, p2 = out[7].numpy(), out[8].numpy()
     cutoff = max(int(math.ceil(threshold * size)), 2)  # neat-python's rule, verbatim
     assert set(p1) | set(p2) == set(range(size - cutoff, size))  # fitness = index: the best are the last
+
+
+@pytest.mark.parametrize("use_op", [False, True])
+def test_stagnation_protects_as_neat_python_with_tied_species(use_op):
+    """Which species are removed as stagnant equals neat-python's
+    DefaultStagnation.update on the same species (fitness, history, last
+    improvement), with many fitness ties: among equal fitness the newer species
+    (larger key) is the protected one, whatever slot it sits in."""
+    neat = pytest.importorskip("neat")
+    from neat.reporting import ReporterSet
+    from neat.species import DefaultSpeciesSet, Species
+
+    from tfevo.neat import _speciate_op as so
+
+    rng = np.random.default_rng(0)
+    S, checked = 8, 0
+    for _ in range(60):
+        n = int(rng.integers(2, S + 1))
+        elit = int(rng.integers(1, 4))
+        sizes = rng.integers(1, 5, n)
+        P = int(sizes.sum())  # >= 2
+        cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=P, elitism=0, min_species_size=1,
+                         species_elitism=elit, max_stagnation=5, max_species=S)
+        slots = rng.permutation(S)[:n]
+        keys = rng.permutation(40)[:n] + 1
+        member_fit = [rng.choice([-200.0, -150.0, -120.0], size=k) for k in sizes]  # species fitness ties
+        best_prev = [max(f) + rng.choice([0.0, 10.0]) for f in member_fit]  # improved or not this generation
+        last = rng.integers(0, 10, n)
+        gen = 10
+        # neat-python
+        sset = DefaultSpeciesSet(cfg, ReporterSet())
+        gid = 0
+        for j in range(n):
+            s = Species(int(keys[j]), 0)
+            s.fitness_history = [best_prev[j]]
+            s.last_improved = int(last[j])
+            members = {}
+            for f in member_fit[j]:
+                g = neat.DefaultGenome(gid)
+                g.fitness = float(f)
+                members[gid] = g
+                gid += 1
+            s.members = members
+            sset.species[s.key] = s
+        stag = neat.DefaultStagnation(types.SimpleNamespace(species_fitness_func="max", max_stagnation=5,
+                                                            species_elitism=elit), ReporterSet())
+        want = {sid: st for sid, _, st in stag.update(sset, gen)}
+        # tfevo
+        sp = np.concatenate([np.full(k, slots[j]) for j, k in enumerate(sizes)]).astype(np.int32)
+        ff = np.concatenate(member_fit).astype(np.float64)
+        alive = np.zeros(S, bool)
+        alive[slots] = True
+        kk = np.full(S, -1, np.int64)
+        kk[slots] = keys
+        bf = np.full(S, -np.inf)
+        bf[slots] = best_prev
+        li = np.zeros(S, np.int64)
+        li[slots] = last
+        u = rng.random((P, 5)).astype(np.float32)
+        out = so.plan(cfg, tf.constant(sp), tf.constant(alive), tf.constant(kk), tf.constant(bf), tf.constant(li),
+                      tf.constant(ff), tf.range(P, dtype=tf.int64), tf.constant(gen, tf.int64), tf.constant(u),
+                      use_op=use_op)
+        survived = out[1].numpy()
+        got = {int(kk[s]): not bool(survived[s]) for s in slots}
+        assert got == want, (got, want)
+        checked += sum(want.values()) > 0
+    assert checked >= 10

@@ -92,7 +92,7 @@ def plan_reference(cfg: NEATConfig, sp, alive, keys, best_f, last_imp, ff, membe
     [S], last improved [S], extinct (bool scalar), spawn [S] int32, parent1
     [P] int32, parent2 [P] int32, is_elite [P])``."""
     P, S = cfg.pop_size, cfg.max_species
-    size, alive, fit_s, best_f, last_imp, extinct = stagnation.update(cfg, sp, alive, best_f, last_imp, ff, gen)
+    size, alive, fit_s, best_f, last_imp, extinct = stagnation.update(cfg, sp, alive, best_f, last_imp, ff, gen, keys)
     # adjusted fitness (neat-python): mean member fitness scaled by the range
     member_alive = tf.gather(alive, sp)
     fmin = tf.reduce_min(tf.where(member_alive, ff, _INF))

@@ -26,10 +26,13 @@ def _segment_median(x, seg, size):
     return 0.5 * (tf.gather(xs, tf.minimum(lo, n)) + tf.gather(xs, tf.minimum(hi, n)))
 
 
-def update(cfg: NEATConfig, sp, alive, best_f, last_imp, ff, gen):
+def update(cfg: NEATConfig, sp, alive, best_f, last_imp, ff, gen, keys=None):
     """Species sizes and fitness, improvement bookkeeping and stagnation for
     members' species ``sp [P]`` and finite fitness ``ff [P]`` at generation
-    ``gen``.  When every species is stagnant, ``reset_on_extinction`` keeps
+    ``gen``.  The protected species are the best ``species_elitism`` by
+    fitness; among equal fitness the newer species (larger key in ``keys
+    [S]``; slot order without ``keys``) ranks higher, as neat-python sorts
+    the species by fitness in key order and protects the last ones.  When every species is stagnant, ``reset_on_extinction`` keeps
     them for this generation's breeding and flags ``extinct`` (the caller
     replaces the population); otherwise the best species survives.
 
@@ -51,7 +54,9 @@ def update(cfg: NEATConfig, sp, alive, best_f, last_imp, ff, gen):
     last_imp = tf.where(improved, gen, last_imp)
     best_f = tf.where(improved, fit_s, best_f)
     # stagnation, protecting the best species_elitism species
-    rank = tf.argsort(tf.argsort(-fit_s, stable=True), stable=True)  # 0 = best
+    o = tf.range(S) if keys is None else tf.argsort(-tf.convert_to_tensor(keys, tf.int64), stable=True)
+    o = tf.gather(o, tf.argsort(-tf.gather(fit_s, o), stable=True))  # best first, ties: newest species first
+    rank = tf.math.invert_permutation(o)  # 0 = best
     protected = rank < cfg.species_elitism
     stagnant = alive & ((gen - last_imp) >= cfg.max_stagnation) & ~protected
     extinct = tf.reduce_all(stagnant | ~alive)
