@@ -45,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -1006,10 +1007,16 @@ class NeatPlanOp : public OpKernel {
       kk[s] = std::max(std::min(size[s], std::max(surv, 2)), 1);
     }
     auto at = [&](int64_t i) { return order[std::min<int64_t>(std::max<int64_t>(i, 0), P - 1)]; };
+    // the children are drawn in blocks per species (slot order), then laid out
+    // in neat-python's genome-id order (below)
+    std::vector<int32_t> q1(P), q2(P), first(S, -1), last(S, -1);
+    std::vector<char> qel(P);
     int64_t c = 0;
     for (int64_t i = 0; i < P; ++i) {
       while (c < S && cum[c] <= i) ++c;
       const int64_t cs = std::min<int64_t>(c, S - 1);
+      if (first[cs] < 0) first[cs] = static_cast<int32_t>(i);
+      last[cs] = static_cast<int32_t>(i);
       const int64_t j = i - (cum[cs] - spawn[cs]);
       const bool el = j < std::min(size[cs], static_cast<int32_t>(elitism_));
       const int32_t kc = kk[cs];
@@ -1021,9 +1028,31 @@ class NeatPlanOp : public OpKernel {
       if (crossover_ < 1.f && !(u[5 * i + 4] < crossover_)) b = a;
       if (el) b = a;
       if (ff[b] > ff[a]) std::swap(a, b);
-      p1[i] = a;
-      p2[i] = b;
-      is_elite[i] = el;
+      q1[i] = a;
+      q2[i] = b;
+      qel[i] = el;
+    }
+    // neat-python's genome-id order: the elites (they keep their ids) by id, then
+    // the new children species by species in its species order (fitness
+    // ascending, then key), each species' children in turn; speciation visits
+    // the population in this order, as neat-python visits it by genome id
+    std::vector<std::pair<int64_t, int32_t>> elites;
+    for (int64_t i = 0; i < P; ++i)
+      if (qel[i]) elites.emplace_back(mkey[q1[i]], static_cast<int32_t>(i));
+    std::sort(elites.begin(), elites.end());
+    int64_t w = 0;
+    auto put = [&](int32_t i) {
+      p1[w] = q1[i];
+      p2[w] = q2[i];
+      is_elite[w] = qel[i];
+      ++w;
+    };
+    for (const auto& e : elites) put(e.second);
+    for (int64_t k = 0; k < S; ++k) {
+      const int32_t sk = so[k];
+      if (first[sk] < 0) continue;
+      for (int32_t i = first[sk]; i <= last[sk]; ++i)
+        if (!qel[i]) put(i);
     }
     timer.Mark("parents");
   }

@@ -225,9 +225,10 @@ _BASELINE_CASES = {"parity3_op": ("parity3", None, None), "parity3_ref": ("parit
 
 @pytest.mark.parametrize("case", sorted(_BASELINE_CASES))
 def test_float32_runs_equal_the_recorded_float32_history(case):
-    """fitness_dtype="float32" runs bit for bit as before the float64 path: the fitness
-    history recorded with the code before it (kernels and reference, feed-forward and
-    recurrent; tests/neat/data/fitness_float32_baseline.json)."""
+    """fitness_dtype="float32" runs bit for bit as recorded (kernels and reference,
+    feed-forward and recurrent; tests/neat/data/fitness_float32_baseline.json, recorded
+    again only when the algorithm changes on purpose, e.g. the children's layout in
+    neat-python's genome-id order)."""
     problem, use_op, extra = _BASELINE_CASES[case]
     if use_op is None and not kernels.built("TfevoNeatForward"):
         pytest.skip("kernels not built")

@@ -351,3 +351,55 @@ def test_stagnation_protects_as_neat_python_with_tied_species(use_op):
         assert got == want, (got, want)
         checked += sum(want.values()) > 0
     assert checked >= 10
+
+
+@pytest.mark.parametrize("use_op", [False, True])
+def test_children_are_laid_out_in_neat_python_genome_id_order(use_op):
+    """The next population is in neat-python's genome-id order, which is the order its
+    speciation visits: the elites (they keep their ids) by id, then the new children
+    species by species in DefaultReproduction's order (species fitness ascending, then
+    key), each species' children in turn."""
+    from tfevo.neat import _speciate_op as so
+
+    S, sizes = 6, [5, 7, 4, 6]
+    P = sum(sizes)
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=P, elitism=2, species_elitism=4, max_species=S)
+    slots = np.array([4, 0, 3, 1])
+    keys = np.full(S, -1, np.int64)
+    keys[slots] = [7, 9, 2, 5]
+    sfit = [1.0, 3.0, 3.0, 0.5]  # species fitness (max of members): a tie between keys 9 and 2
+    rng = np.random.default_rng(1)
+    sp, ff = [], []
+    for j, n in enumerate(sizes):
+        f = rng.uniform(0.0, sfit[j], n)
+        f[0] = sfit[j]
+        sp += [slots[j]] * n
+        ff += list(f)
+    sp, ff = np.array(sp, np.int32), np.array(ff)
+    mkey = rng.permutation(100)[:P].astype(np.int64) + 1000  # genome ids, not in population order
+    alive = np.zeros(S, bool)
+    alive[slots] = True
+    out = so.plan(cfg, tf.constant(sp), tf.constant(alive), tf.constant(keys), tf.fill([S], -np.inf),
+                  tf.zeros([S], tf.int64), tf.constant(ff), tf.constant(mkey), tf.constant(1, tf.int64),
+                  tf.constant(rng.random((P, 5)).astype(np.float32)), use_op=use_op)
+    spawn, p1, el = out[6].numpy(), out[7].numpy(), out[9].numpy()
+    n_el = int(el.sum())
+    assert n_el == 2 * len(sizes) and el[:n_el].all() and not el[n_el:].any(), "elites first"
+    assert (np.diff(mkey[p1[:n_el]]) > 0).all(), "elites by genome id"
+    child_species = sp[p1[n_el:]]
+    want_order = [slots[j] for j in sorted(range(len(sizes)), key=lambda j: (sfit[j], keys[slots[j]]))]
+    want = np.concatenate([[s] * (spawn[s] - 2) for s in want_order])
+    np.testing.assert_array_equal(child_species, want)
+
+
+def test_population_order_is_genome_id_order_during_a_run():
+    """Across generations the population stays in ascending genome id (member_key) order."""
+    from tfevo.neat import Parity
+
+    prob = Parity(3)
+    cfg = prob.config(pop_size=60, max_nodes=16, max_conns=32, node_add_prob=0.5)
+    algo = NEAT(cfg, seed=2)
+    for _ in range(6):
+        pop = algo.ask()
+        algo.tell(pop, prob(pop, cfg))
+        assert (np.diff(algo.member_key.numpy()) > 0).all()

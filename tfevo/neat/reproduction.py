@@ -85,7 +85,9 @@ def plan_reference(cfg: NEATConfig, sp, alive, keys, best_f, last_imp, ff, membe
     allotment, then each child's species, elite flag and parents (members
     ranked by fitness, ties: newest genome first; parents drawn with the
     uniforms ``u [P, 5]`` from the best ``survival_threshold`` of the
-    species; parent 1 is the fitter).  ``seed_other`` draws the other
+    species; parent 1 is the fitter).  The children are laid out in
+    neat-python's genome-id order: the elites by genome id, then the new
+    children species by species (fitness ascending, then key).  ``seed_other`` draws the other
     species for ``interspecies_crossover_prob > 0``.
 
     Returns ``(size [S] int32, alive [S], species fitness [S], best fitness
@@ -135,6 +137,18 @@ def plan_reference(cfg: NEATConfig, sp, alive, keys, best_f, last_imp, ff, membe
     p2 = tf.where(is_elite, p1, p2)
     swap = tf.gather(ff, p2) > tf.gather(ff, p1)
     p1, p2 = tf.where(swap, p2, p1), tf.where(swap, p1, p2)
+    # neat-python's genome-id order of the new population: the elites (they keep
+    # their ids) by id, then the new children species by species in its species
+    # order (fitness ascending, then key); speciation visits the population in
+    # this order, as neat-python visits it by genome id
+    so = tf.argsort(tf.where(alive, keys, tf.int64.max), stable=True)
+    so = tf.gather(so, tf.argsort(tf.gather(tf.where(alive, fit_s, _INF), so), stable=True))
+    spos = tf.cast(tf.math.invert_permutation(so), tf.int64)
+    big = tf.constant(2**62, tf.int64)
+    lay = tf.where(is_elite, tf.gather(member_key, p1),
+                   big + tf.gather(spos, child_sp) * P + tf.range(P, dtype=tf.int64))
+    perm = tf.argsort(lay, stable=True)
+    p1, p2, is_elite = tf.gather(p1, perm), tf.gather(p2, perm), tf.gather(is_elite, perm)
     return size, alive, fit_s, best_f, last_imp, extinct, spawn, p1, p2, is_elite
 
 
