@@ -19,7 +19,7 @@ P = 32
 def _evolved(I, O, seed=0):
     """Genomes with large weights and biases (saturating sigmoids) and some hidden nodes."""
     cfg = NEATConfig(num_inputs=I, num_outputs=O, pop_size=P, max_nodes=24, max_conns=60, node_add_prob=0.5,
-                     conn_add_prob=0.7, weight_init_stdev=3.0, bias_init_stdev=3.0)
+                     conn_add_prob=0.7, weight_init_stdev=5.0, bias_init_stdev=5.0)
     algo = NEAT(cfg, seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(6):
@@ -77,7 +77,7 @@ def test_float64_rollouts_are_neat_python_episodes(tmp_path):
     return and the same last observation after up to 200 steps.  float32 networks end
     elsewhere for some of these saturated genomes."""
     gym = pytest.importorskip("gymnasium")
-    cfg, pop = _evolved(2, 3)
+    cfg, pop = _evolved(2, 3, seed=2)  # 6 of its 32 members end elsewhere with float32 networks
     seed = 5
     got = {}
     for name, kw in [("f64", dict(dtype="float64")), ("f64_xla", dict(dtype="float64", use_op=False)),
