@@ -88,6 +88,15 @@ def run_seed(fid, inst, rep):
     return 1000 * fid + inst + 100000 * rep
 
 
+def _tfevo_run_record(es):
+    """The start of the inner run the wrapper is in: popsize, sigma0, x0, regime."""
+    rec = {"popsize": int(es.current_popsize.numpy()), "sigma0": float(es.inner.sigma.numpy()),
+           "x0": [round(float(v), 6) for v in es.inner.mean.numpy()], "evals": 0, "iters": 0, "best": float("inf")}
+    if hasattr(es, "regime_small"):
+        rec["small"] = bool(es.regime_small.numpy())
+    return rec
+
+
 def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     import tensorflow as tf
 
@@ -97,20 +106,34 @@ def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     es = _strategy(kind, dim, run_seed(fid, inst, rep))
     evals, hit = 0, None
     consts, f_opt = p._consts, p._f_opt_t
+    runs = [_tfevo_run_record(es)]
     while evals < budget:
         x = es.ask()
         f, _, _ = p._cf(x, consts, f_opt)  # f(x) in float64 [P], f_opt included
         g = f.numpy() - p.f_opt  # f - f_opt in float64, as pycma's side computes it
         n = min(len(g), budget - evals)
+        run = runs[-1]
+        run["best"] = min(run["best"], float(np.min(g[:n])))
         ok = np.nonzero(g[:n] <= TARGET)[0]
         if len(ok):
             hit = evals + int(ok[0]) + 1
+            run["evals"] += int(ok[0]) + 1
+            run["iters"] += 1
+            run["stop"] = ["ftarget"]
             break
         evals += len(g)
+        run["evals"] += n
+        run["iters"] += 1
+        n_hist = len(es.history)
         es.tell(x, tf.constant(-g, tf.float64))  # float64, as pycma ranks (float32 ties near a local optimum)
+        if len(es.history) > n_hist:  # the run ended on a stop criterion; the wrapper restarted it
+            run["stop"] = list(es.last_stop_reasons)
+            runs.append(_tfevo_run_record(es))
+    if "stop" not in runs[-1]:
+        runs[-1]["stop"] = ["budget"]
     best = float(-es.best[1].numpy())
     return {"evals": hit, "spent": hit or evals, "best": min(best, TARGET) if hit else best,
-            "restarts": int(es.restarts.numpy())}
+            "restarts": int(es.restarts.numpy()), "runs": runs}
 
 
 def run_pycma(kind, fid, dim, inst, budget, rep=0):
@@ -138,14 +161,28 @@ def run_pycma(kind, fid, dim, inst, budget, rep=0):
 
     opts = {"ftarget": TARGET, "maxfevals": budget, "verbose": -9, "seed": run_seed(fid, inst, rep),
             "termination_callback": lambda es: state["n"] >= budget or state["hit"] is not None}
+    started = []  # (es, evaluations before its first iteration) of every run of cma.fmin
+
+    def on_start(es):
+        started.append((es, es.countevals, state["n"]))
+
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cma.fmin(f, x0, 2.0, opts, restarts={"maxrestarts": 9, "maxfevals": budget}, incpopsize=2,
-                 bipop=(kind == "bipop"))
+                 bipop=(kind == "bipop"), init_callback=on_start)
     hit = state["hit"] if state["hit"] is not None and state["hit"] <= budget else None
-    return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"], "restarts": None}
+    runs = []
+    ends = [n for _, _, n in started[1:]] + [min(state["n"], hit or budget)]
+    for (es, _, n0), n1 in zip(started, ends):
+        stop = es.stop(check=False)
+        runs.append({"popsize": int(es.sp.popsize), "sigma0": float(es.sigma0),
+                     "x0": [round(float(v), 6) for v in es.x0], "evals": int(n1 - n0), "iters": int(es.countiter),
+                     "best": float(es.best.f), "stop": sorted(k for k in stop if k != "termination_callback"),
+                     "small": kind == "bipop" and (not runs or float(es.sigma0) < 2.0)})
+    return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"],
+            "restarts": len(started) - 1, "runs": runs}
 
 
 def cmd_run(args):
