@@ -180,7 +180,9 @@ def run_pycma(kind, fid, dim, inst, budget, rep=0):
         runs.append({"popsize": int(es.sp.popsize), "sigma0": float(es.sigma0),
                      "x0": [round(float(v), 6) for v in es.x0], "evals": int(n1 - n0), "iters": int(es.countiter),
                      "best": float(es.best.f), "stop": sorted(k for k in stop if k != "termination_callback"),
-                     "small": kind == "bipop" and (not runs or float(es.sigma0) < 2.0)})
+                     "small": kind == "bipop" and (not runs or float(es.sigma0) < 2.0),
+                     # cma.fmin evaluates the final mean of every run (eval_final_mean): one more evaluation
+                     "mean_evals": int(n1 - n0) - int(es.countiter) * int(es.sp.popsize)})
     return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"],
             "restarts": len(started) - 1, "runs": runs}
 
@@ -218,13 +220,58 @@ def cmd_run(args):
                     print(json.dumps(r), flush=True)
 
 
-def cmd_report(args):
+def _fisher(a, b, n):
+    """Two-sided Fisher exact p of a/n against b/n successes."""
+    from scipy.stats import fisher_exact
+
+    return float(fisher_exact([[a, n - a], [b, n - b]])[1])
+
+
+def _load(files, reps):
     rows = []
-    for path in args.files:
+    for path in files:
         with open(path) as fh:
             rows += [json.loads(line) for line in fh]
-    tab = {(r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)): r for r in rows
-           if r.get("rep", 0) < args.reps}
+    return {(r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)): r for r in rows
+            if r.get("rep", 0) < reps}
+
+
+def cmd_restarts(args):
+    """Per (function, dimension) and algorithm: the runs of every restart sequence."""
+    tab = _load(args.files, args.reps)
+    rows = sorted({(k[2], k[1]) for k in tab})
+    for kind in ("ipop", "bipop"):
+        for dim, fid in rows:
+            print(f"\n#### f{fid} {dim}-D, {kind.upper()}: the runs of each sequence\n")
+            print("| side | sequences | runs per sequence (min/median/max) | solved in run 1 / 2 / 3 / later | "
+                  "evaluations per run by popsize (median, count) | stop reasons (runs that ended on a criterion) |")
+            print("|---|---|---|---|---|---|")
+            for lib in ("tfevo", "pycma"):
+                seqs = [r for k, r in sorted(tab.items()) if k[:3] == (f"{lib}_{kind}", fid, dim) and "runs" in r]
+                if not seqs:
+                    continue
+                nruns = [len(r["runs"]) for r in seqs]
+                solved = [len(r["runs"]) for r in seqs if r["evals"] is not None]
+                by_run = [sum(1 for v in solved if v == i) for i in (1, 2, 3)] + [sum(1 for v in solved if v > 3)]
+                per_pop = {}
+                reasons = {}
+                for r in seqs:
+                    for run in r["runs"]:
+                        if {"budget", "callback", "maxfevals", "ftarget"} & set(run["stop"]):
+                            continue  # (ended by the harness's budget or target, not by a criterion)
+                        key = (run["popsize"], "s" if run.get("small") and run["sigma0"] < 2.0 else "")
+                        per_pop.setdefault(key, []).append(run["evals"])
+                        for s in run["stop"]:
+                            reasons[s] = reasons.get(s, 0) + 1
+                pops = ", ".join(f"{p}{s}: {statistics.median(v):.0f} ({len(v)})" for (p, s), v in sorted(per_pop.items()))
+                why = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1]))
+                print(f"| {lib} | {len(seqs)} | {min(nruns)}/{statistics.median(nruns):g}/{max(nruns)} | "
+                      f"{' / '.join(map(str, by_run))} | {pops} | {why} |")
+
+
+def cmd_report(args):
+    tab = _load(args.files, args.reps)
+    rows = list(tab.values())
     keys = sorted({k[3:] for k in tab})
     dims = sorted({r["dim"] for r in rows})
     fids = sorted({r["fid"] for r in rows})
@@ -234,8 +281,9 @@ def cmd_report(args):
     for kind in ("ipop", "bipop"):
         a, b = f"tfevo_{kind}", f"pycma_{kind}"
         print(f"\n### {kind.upper()}-CMA-ES: tfevo vs pycma\n")
-        print("| f | D | tfevo succ | pycma succ | tfevo median evals | pycma median evals | ratio | success >= | evals <= 1.1x |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| f | D | tfevo succ | pycma succ | Fisher p | tfevo median evals | pycma median evals | ratio | success >= "
+              "| evals <= 1.1x |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         n_ok = n_all = 0
         for dim in dims:
             for fid in fids:
@@ -255,7 +303,9 @@ def cmd_report(args):
                 n_all += 1
                 n_ok += succ_ok and evals_ok is not False
                 fmt = (lambda v: "-" if v is None else f"{v:.0f}")
-                print(f"| f{fid} | {dim} | {len(sa)}/{len(pairs)} | {len(sb)}/{len(pairs)} | {fmt(ma)} | {fmt(mb)} | "
+                p_fisher = _fisher(len(sa), len(sb), len(pairs))
+                print(f"| f{fid} | {dim} | {len(sa)}/{len(pairs)} | {len(sb)}/{len(pairs)} | {p_fisher:.2f} | "
+                      f"{fmt(ma)} | {fmt(mb)} | "
                       f"{'-' if ratio is None else f'{ratio:.2f}'} | {'yes' if succ_ok else '**no**'} | "
                       f"{'-' if evals_ok is None else ('yes' if evals_ok else '**no**')} |")
         print(f"\nboth targets met on {n_ok} of {n_all} (function, dimension) pairs")
@@ -278,8 +328,11 @@ def main():
     rep = sub.add_parser("report")
     rep.add_argument("--reps", type=int, default=1, help="report repetitions 0..reps-1 per instance")
     rep.add_argument("files", nargs="+")
+    rs = sub.add_parser("restarts", help="the runs of every restart sequence (files written by run)")
+    rs.add_argument("--reps", type=int, default=1)
+    rs.add_argument("files", nargs="+")
     args = ap.parse_args()
-    cmd_run(args) if args.cmd == "run" else cmd_report(args)
+    {"run": cmd_run, "report": cmd_report, "restarts": cmd_restarts}[args.cmd](args)
 
 
 if __name__ == "__main__":
