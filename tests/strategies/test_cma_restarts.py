@@ -424,3 +424,17 @@ def test_noeffectaxis_checks_the_axis_pycma_checks_in_each_iteration():
         assert "noeffectcoord" not in ours.stop_reasons
     assert want == [False, False, True, False, False, True, False]
     assert got == want
+
+
+def test_bipop_budgets_count_the_final_mean_to_the_run_that_ended():
+    # cma.fmin adds a run's evaluations, its final mean's included, to that run's regime before
+    # it chooses the next one (n = 4: popsizes 8, then 16; a constant fitness ends each run in
+    # its first iteration)
+    es = BIPOP(4, sigma=1.0, seed=0)
+    seen = []
+    es.evaluate_final_mean = lambda m: seen.append(m) or -1.0
+    es.tell(es.ask(), tf.fill([es.popsize], tf.constant(-1.0, tf.float64)))
+    assert (int(es.evals_small.numpy()), int(es.evals_large.numpy()), es.popsize) == (8 + 1, 0, 16)
+    es.tell(es.ask(), tf.fill([es.popsize], tf.constant(-1.0, tf.float64)))
+    assert (int(es.evals_small.numpy()), int(es.evals_large.numpy())) == (9, 16 + 1)
+    assert int(es.evaluations.numpy()) == 26 and len(seen) == 2
