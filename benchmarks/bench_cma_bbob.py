@@ -16,7 +16,9 @@ reached it, counted solution by solution in both libraries).
 
 * ``tfevo_ipop``  -- ``tfevo.strategies.IPOP`` (CMAES inside, defaults: float64),
   fitness from ``tfevo.problems.bbob.make(fid, D, instance=i)``, ``f - f_opt`` told
-  in float64 (as pycma ranks it);
+  in float64 (as pycma ranks it); the final mean of every run that ends on a
+  criterion is evaluated once (``evaluate_final_mean``, as ``cma.fmin``'s
+  ``eval_final_mean``), counted in the budget and in BIPOP's regime budgets;
 * ``tfevo_bipop`` -- ``tfevo.strategies.BIPOP``, the same;
 * ``pycma_ipop``  -- ``cma.fmin(f, x0, 2, restarts=9, incpopsize=2)`` with ``x0``
   a callable (uniform in ``[-4, 4]^D``), ``ftarget``, the budget through a
@@ -25,6 +27,10 @@ reached it, counted solution by solution in both libraries).
 
 ``--reps R`` runs R seeds per instance (repetition r: seed ``1000 fid + instance + 100000 r``,
 both libraries; r = 0 are the seeds of one run per instance); ``report --reps R`` reads them.
+
+``restarts`` prints, per function, dimension and algorithm, the runs of every restart
+sequence: runs per sequence, which run solved, evaluations per run by popsize (``s``: a
+BIPOP small run) and the stop reasons of the runs that ended on a criterion.
 
 ``report`` prints per function and dimension: successes out of the instances
 (1e-8 reached within the budget) and the median evaluations of the successful
@@ -88,6 +94,15 @@ def run_seed(fid, inst, rep):
     return 1000 * fid + inst + 100000 * rep
 
 
+def _tfevo_run_record(es):
+    """The start of the inner run the wrapper is in: popsize, sigma0, x0, regime."""
+    rec = {"popsize": int(es.current_popsize.numpy()), "sigma0": float(es.inner.sigma.numpy()),
+           "x0": [round(float(v), 6) for v in es.inner.mean.numpy()], "evals": 0, "iters": 0, "best": float("inf")}
+    if hasattr(es, "regime_small"):
+        rec["small"] = bool(es.regime_small.numpy())
+    return rec
+
+
 def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     import tensorflow as tf
 
@@ -97,20 +112,49 @@ def run_tfevo(kind, fid, dim, inst, budget, rep=0):
     es = _strategy(kind, dim, run_seed(fid, inst, rep))
     evals, hit = 0, None
     consts, f_opt = p._consts, p._f_opt_t
-    while evals < budget:
+    runs = [_tfevo_run_record(es)]
+
+    def final_mean(m):  # cma.fmin's eval_final_mean: the mean of a run that ends, one evaluation
+        nonlocal evals, hit
+        fm, _, _ = p._cf(tf.constant(m[None, :], tf.float64), consts, f_opt)
+        v = float(fm.numpy()[0] - p.f_opt)
+        evals += 1
+        runs[-1]["evals"] += 1
+        runs[-1]["mean_evals"] = 1
+        runs[-1]["best"] = min(runs[-1]["best"], v)
+        if v <= TARGET and hit is None and evals <= budget:
+            hit = evals
+        return -v
+
+    es.evaluate_final_mean = final_mean
+    while evals < budget and hit is None:
         x = es.ask()
         f, _, _ = p._cf(x, consts, f_opt)  # f(x) in float64 [P], f_opt included
         g = f.numpy() - p.f_opt  # f - f_opt in float64, as pycma's side computes it
         n = min(len(g), budget - evals)
+        run = runs[-1]
+        run["best"] = min(run["best"], float(np.min(g[:n])))
         ok = np.nonzero(g[:n] <= TARGET)[0]
         if len(ok):
             hit = evals + int(ok[0]) + 1
+            run["evals"] += int(ok[0]) + 1
+            run["iters"] += 1
+            run["stop"] = ["ftarget"]
             break
         evals += len(g)
+        run["evals"] += n
+        run["iters"] += 1
+        n_hist = len(es.history)
         es.tell(x, tf.constant(-g, tf.float64))  # float64, as pycma ranks (float32 ties near a local optimum)
+        if len(es.history) > n_hist:  # the run ended on a stop criterion; the wrapper restarted it
+            run["stop"] = list(es.last_stop_reasons) + (["mean hit"] if hit else [])
+            runs.append(_tfevo_run_record(es))
+    if "stop" not in runs[-1]:
+        runs[-1]["stop"] = ["ftarget"] if hit else ["budget"]
+    es.evaluate_final_mean = None
     best = float(-es.best[1].numpy())
-    return {"evals": hit, "spent": hit or evals, "best": min(best, TARGET) if hit else best,
-            "restarts": int(es.restarts.numpy())}
+    return {"evals": hit, "spent": hit or min(evals, budget), "best": min(best, TARGET) if hit else best,
+            "restarts": int(es.restarts.numpy()), "runs": runs}
 
 
 def run_pycma(kind, fid, dim, inst, budget, rep=0):
@@ -138,14 +182,30 @@ def run_pycma(kind, fid, dim, inst, budget, rep=0):
 
     opts = {"ftarget": TARGET, "maxfevals": budget, "verbose": -9, "seed": run_seed(fid, inst, rep),
             "termination_callback": lambda es: state["n"] >= budget or state["hit"] is not None}
+    started = []  # (es, evaluations before its first iteration) of every run of cma.fmin
+
+    def on_start(es):
+        started.append((es, es.countevals, state["n"]))
+
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cma.fmin(f, x0, 2.0, opts, restarts={"maxrestarts": 9, "maxfevals": budget}, incpopsize=2,
-                 bipop=(kind == "bipop"))
+                 bipop=(kind == "bipop"), init_callback=on_start)
     hit = state["hit"] if state["hit"] is not None and state["hit"] <= budget else None
-    return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"], "restarts": None}
+    runs = []
+    ends = [n for _, _, n in started[1:]] + [min(state["n"], hit or budget)]
+    for (es, _, n0), n1 in zip(started, ends):
+        stop = es.stop(check=False)
+        runs.append({"popsize": int(es.sp.popsize), "sigma0": float(es.sigma0),
+                     "x0": [round(float(v), 6) for v in es.x0], "evals": int(n1 - n0), "iters": int(es.countiter),
+                     "best": float(es.best.f), "stop": sorted(k for k in stop if k != "termination_callback"),
+                     "small": kind == "bipop" and (not runs or float(es.sigma0) < 2.0),
+                     # cma.fmin evaluates the final mean of every run (eval_final_mean): one more evaluation
+                     "mean_evals": int(n1 - n0) - int(es.countiter) * int(es.sp.popsize)})
+    return {"evals": hit, "spent": min(state["n"], budget), "best": state["best"],
+            "restarts": len(started) - 1, "runs": runs}
 
 
 def cmd_run(args):
@@ -181,13 +241,58 @@ def cmd_run(args):
                     print(json.dumps(r), flush=True)
 
 
-def cmd_report(args):
+def _fisher(a, b, n):
+    """Two-sided Fisher exact p of a/n against b/n successes."""
+    from scipy.stats import fisher_exact
+
+    return float(fisher_exact([[a, n - a], [b, n - b]])[1])
+
+
+def _load(files, reps):
     rows = []
-    for path in args.files:
+    for path in files:
         with open(path) as fh:
             rows += [json.loads(line) for line in fh]
-    tab = {(r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)): r for r in rows
-           if r.get("rep", 0) < args.reps}
+    return {(r["algo"], r["fid"], r["dim"], r["instance"], r.get("rep", 0)): r for r in rows
+            if r.get("rep", 0) < reps}
+
+
+def cmd_restarts(args):
+    """Per (function, dimension) and algorithm: the runs of every restart sequence."""
+    tab = _load(args.files, args.reps)
+    rows = sorted({(k[2], k[1]) for k in tab})
+    for kind in ("ipop", "bipop"):
+        for dim, fid in rows:
+            print(f"\n#### f{fid} {dim}-D, {kind.upper()}: the runs of each sequence\n")
+            print("| side | sequences | runs per sequence (min/median/max) | solved in run 1 / 2 / 3 / later | "
+                  "evaluations per run by popsize (median, count) | stop reasons (runs that ended on a criterion) |")
+            print("|---|---|---|---|---|---|")
+            for lib in ("tfevo", "pycma"):
+                seqs = [r for k, r in sorted(tab.items()) if k[:3] == (f"{lib}_{kind}", fid, dim) and "runs" in r]
+                if not seqs:
+                    continue
+                nruns = [len(r["runs"]) for r in seqs]
+                solved = [len(r["runs"]) for r in seqs if r["evals"] is not None]
+                by_run = [sum(1 for v in solved if v == i) for i in (1, 2, 3)] + [sum(1 for v in solved if v > 3)]
+                per_pop = {}
+                reasons = {}
+                for r in seqs:
+                    for run in r["runs"]:
+                        if {"budget", "callback", "maxfevals", "ftarget"} & set(run["stop"]):
+                            continue  # (ended by the harness's budget or target, not by a criterion)
+                        key = (run["popsize"], "s" if run.get("small") and run["sigma0"] < 2.0 else "")
+                        per_pop.setdefault(key, []).append(run["evals"])
+                        for s in run["stop"]:
+                            reasons[s] = reasons.get(s, 0) + 1
+                pops = ", ".join(f"{p}{s}: {statistics.median(v):.0f} ({len(v)})" for (p, s), v in sorted(per_pop.items()))
+                why = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1]))
+                print(f"| {lib} | {len(seqs)} | {min(nruns)}/{statistics.median(nruns):g}/{max(nruns)} | "
+                      f"{' / '.join(map(str, by_run))} | {pops} | {why} |")
+
+
+def cmd_report(args):
+    tab = _load(args.files, args.reps)
+    rows = list(tab.values())
     keys = sorted({k[3:] for k in tab})
     dims = sorted({r["dim"] for r in rows})
     fids = sorted({r["fid"] for r in rows})
@@ -197,8 +302,9 @@ def cmd_report(args):
     for kind in ("ipop", "bipop"):
         a, b = f"tfevo_{kind}", f"pycma_{kind}"
         print(f"\n### {kind.upper()}-CMA-ES: tfevo vs pycma\n")
-        print("| f | D | tfevo succ | pycma succ | tfevo median evals | pycma median evals | ratio | success >= | evals <= 1.1x |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| f | D | tfevo succ | pycma succ | Fisher p | tfevo median evals | pycma median evals | ratio | success >= "
+              "| evals <= 1.1x |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         n_ok = n_all = 0
         for dim in dims:
             for fid in fids:
@@ -218,7 +324,9 @@ def cmd_report(args):
                 n_all += 1
                 n_ok += succ_ok and evals_ok is not False
                 fmt = (lambda v: "-" if v is None else f"{v:.0f}")
-                print(f"| f{fid} | {dim} | {len(sa)}/{len(pairs)} | {len(sb)}/{len(pairs)} | {fmt(ma)} | {fmt(mb)} | "
+                p_fisher = _fisher(len(sa), len(sb), len(pairs))
+                print(f"| f{fid} | {dim} | {len(sa)}/{len(pairs)} | {len(sb)}/{len(pairs)} | {p_fisher:.2f} | "
+                      f"{fmt(ma)} | {fmt(mb)} | "
                       f"{'-' if ratio is None else f'{ratio:.2f}'} | {'yes' if succ_ok else '**no**'} | "
                       f"{'-' if evals_ok is None else ('yes' if evals_ok else '**no**')} |")
         print(f"\nboth targets met on {n_ok} of {n_all} (function, dimension) pairs")
@@ -241,8 +349,11 @@ def main():
     rep = sub.add_parser("report")
     rep.add_argument("--reps", type=int, default=1, help="report repetitions 0..reps-1 per instance")
     rep.add_argument("files", nargs="+")
+    rs = sub.add_parser("restarts", help="the runs of every restart sequence (files written by run)")
+    rs.add_argument("--reps", type=int, default=1)
+    rs.add_argument("files", nargs="+")
     args = ap.parse_args()
-    cmd_run(args) if args.cmd == "run" else cmd_report(args)
+    {"run": cmd_run, "report": cmd_report, "restarts": cmd_restarts}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -390,3 +390,51 @@ def test_tolxstagnation_reference_point_moves_as_pycmas():
     assert [a for a, _ in stops] == [b for _, b in stops]
     assert 0 < theirs.count_x  # the reference point moved at least once
     del cma
+
+
+def test_noeffectaxis_checks_the_axis_pycma_checks_in_each_iteration():
+    # One principal axis (the shortest, index 0 in both libraries' ascending order) no longer
+    # moves the mean, no coordinate is still; pycma checks axis countiter mod n after the
+    # iteration's tell, so the criterion holds in iterations 3, 6 (n = 3), not 1, 4, 7.
+    cma = pytest.importorskip("cma")
+    from tfevo.strategies import cma_stop
+
+    n, sigma = 3, 1e-13
+    c, s = np.cos(0.3), np.sin(0.3)
+    b = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    d = np.array([1e-3, 1.0, 2.0])
+    m = np.ones(n)
+    ref = cma.CMAEvolutionStrategy(np.zeros(n), 1.0, {"verbose": -9, "seed": 1})
+    x = ref.ask()
+    ref.tell(x, [float(np.sum(np.square(v))) for v in x])
+    ref.mean, ref.sigma, ref.sm.B, ref.sm.D, ref.sm.C = m.copy(), sigma, b.copy(), d.copy(), (b * d**2) @ b.T
+    ours = CMAES(n, sigma=1.0, seed=0)
+    ours.tell(ours.ask(), -tf.reduce_sum(tf.square(ours.ask()), 1))
+    want, got = [], []
+    for it in range(1, 8):
+        ref.countiter = it
+        want.append("noeffectaxis" in ref.stop())
+        for v, val in ((ours._mean, m), (ours.sigma, sigma), (ours.B, b), (ours.D, d), (ours.C, (b * d**2) @ b.T)):
+            v.assign(val)
+        ours.generation.assign(it - 1)  # (the tell's count before its increment)
+        ours.restart_generation.assign(0)
+        f = -tf.range(1, ours.popsize + 1, dtype=tf.float64)
+        cma_stop.update_stop_flags(ours, f, tf.range(ours.popsize, dtype=tf.int32))
+        got.append("noeffectaxis" in ours.stop_reasons)
+        assert "noeffectcoord" not in ours.stop_reasons
+    assert want == [False, False, True, False, False, True, False]
+    assert got == want
+
+
+def test_bipop_budgets_count_the_final_mean_to_the_run_that_ended():
+    # cma.fmin adds a run's evaluations, its final mean's included, to that run's regime before
+    # it chooses the next one (n = 4: popsizes 8, then 16; a constant fitness ends each run in
+    # its first iteration)
+    es = BIPOP(4, sigma=1.0, seed=0)
+    seen = []
+    es.evaluate_final_mean = lambda m: seen.append(m) or -1.0
+    es.tell(es.ask(), tf.fill([es.popsize], tf.constant(-1.0, tf.float64)))
+    assert (int(es.evals_small.numpy()), int(es.evals_large.numpy()), es.popsize) == (8 + 1, 0, 16)
+    es.tell(es.ask(), tf.fill([es.popsize], tf.constant(-1.0, tf.float64)))
+    assert (int(es.evals_small.numpy()), int(es.evals_large.numpy())) == (9, 16 + 1)
+    assert int(es.evaluations.numpy()) == 26 and len(seen) == 2

@@ -106,3 +106,38 @@ def test_bad_arguments_are_named_before_any_evaluation(kw, err, match):
 def test_an_objective_returning_the_wrong_number_of_values_is_a_shape_error():
     with pytest.raises(ShapeError, match="parallel_objective must return 6 values"):
         fmin(None, np.zeros(3), 1.0, popsize=6, parallel_objective=lambda X: X.sum())
+
+
+@pytest.mark.parametrize("restarts", [None, "ipop"])
+def test_the_mean_of_every_run_is_evaluated_as_cma_fmins(restarts):
+    # a constant objective ends every run in its first iteration (tolfun); cma.fmin evaluates
+    # the final mean of each run (eval_final_mean): one more evaluation per run
+    import warnings
+
+    n, calls = 4, []
+
+    def f(x):
+        calls.append(np.array(x, np.float64))
+        return 1.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = cma.fmin(f, np.zeros(n), 1.0, {"verbose": -9, "seed": 1}, restarts=3 if restarts else 0,
+                       incpopsize=2)
+    theirs = res[3]  # (n = 4: popsizes floor(8.16 * 2^k) = 8, 16, 32, 65)
+    pops = [int((4 + 3 * np.log(n)) * 2**k) for k in range(4 if restarts else 1)]
+    assert theirs == sum(pops) + len(pops)  # (the pycma behaviour the test relies on)
+    r = fmin(f, np.zeros(n), 1.0, restarts=restarts, max_restarts=3, seed=0)
+    assert (r.evaluations, r.iterations) == (theirs, len(pops))
+    assert r.restarts == len(pops) - 1
+    r0 = fmin(f, np.zeros(n), 1.0, restarts=restarts, max_restarts=3, seed=0, eval_final_mean=False)
+    assert r0.evaluations == sum(pops)
+
+
+def test_a_final_mean_better_than_every_sample_is_the_result():
+    # on the sphere the mean of a converged run is better than its samples: fmin returns it
+    sphere = lambda x: float(np.sum(np.square(x - 0.3)))  # noqa: E731
+    for restarts in (None, "bipop"):
+        r = fmin(sphere, np.zeros(3), 0.5, restarts=restarts, max_restarts=1, seed=0, max_evals=400)
+        m = r.es.mean.numpy()
+        assert r.f == sphere(m) and np.array_equal(r.x, m) and r.evals_best == r.evaluations

@@ -222,9 +222,9 @@ class CholeskyCovariance(AdaptedCovariance):
         # (max/min)^2 is a lower bound of cond(C) (see the CholeskyCMAES docstring).
         return tf.concat([tf.sqrt(tf.maximum(self.es.c_diag, 0.0)), tf.abs(self.es.a_diag)], 0)
 
-    def no_effect_axis(self, g):
+    def no_effect_axis(self, it):
         es = self.es
-        i = tf.cast(tf.math.floormod(g, es.num_dims), tf.int32)
+        i = tf.cast(tf.math.floormod(it, es.num_dims), tf.int32)
         shift = 0.1 * es.sigma * tf.gather(es.A, i, axis=1)
         return tf.reduce_all(tf.equal(es._mean, es._mean + shift))
 

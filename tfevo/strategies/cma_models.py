@@ -118,10 +118,11 @@ class CovarianceModel(abc.ABC):
         """Unit vector of principal axis ``i``."""
         return tf.one_hot(i, self.es.num_dims, dtype=self.es.dtype)
 
-    def no_effect_axis(self, g):
-        """pycma's noeffectaxis for axis ``g mod n``: ``m == m + 0.1 sigma sqrt(lambda_i) b_i``."""
+    def no_effect_axis(self, it):
+        """pycma's noeffectaxis for axis ``it mod n`` (``it``: the run's iterations, this one
+        included, pycma's ``countiter``): ``m == m + 0.1 sigma sqrt(lambda_i) b_i``."""
         es = self.es
-        i = tf.cast(tf.math.floormod(g, es.num_dims), tf.int32)
+        i = tf.cast(tf.math.floormod(it, es.num_dims), tf.int32)
         shift = 0.1 * es.sigma * tf.gather(self.axis_scales(), i) * self.axis_vector(i)
         return tf.reduce_all(tf.equal(es._mean, es._mean + shift))
 

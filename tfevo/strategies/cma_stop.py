@@ -143,15 +143,15 @@ def update_stop_flags(es, f_sorted, order, cdiag=None) -> None:
         noeffectaxis = tf.constant(False)
         noeffectcoord = tf.reduce_any(coord_still) if dt == tf.float64 else tf.reduce_all(coord_still)
     elif dt == tf.float64:
-        # pycma's definitions: axis g mod n (0.1 sigma along it) or any coordinate
-        # (0.2 sigma sqrt(C_ii)) no longer moves the mean
-        noeffectaxis = model.no_effect_axis(g)
+        # pycma's definitions: axis countiter mod n (0.1 sigma along it; countiter counts
+        # this generation) or any coordinate (0.2 sigma sqrt(C_ii)) no longer moves the mean
+        noeffectaxis = model.no_effect_axis(it)
         noeffectcoord = tf.reduce_any(coord_still)
     else:
         # float32 resolution (eps 6e-8) is reached on the short axes of an
         # ill-conditioned C while the long ones still make progress: the
         # criteria fire only when *no* axis, *no* coordinate moves the mean
-        noeffectaxis = _no_effect_all_axes(es, g)
+        noeffectaxis = _no_effect_all_axes(es, it)
         noeffectcoord = tf.reduce_all(coord_still)
 
     # stagnation (pycma's tolstagnation T): the best and median of every 5th iteration are
@@ -199,10 +199,10 @@ def update_stop_flags(es, f_sorted, order, cdiag=None) -> None:
     es.stop_flags.assign(tf.add_n([tf.cast(f, tf.int32) * (1 << i) for i, f in enumerate(flags)]))
 
 
-def _no_effect_all_axes(es, g):
+def _no_effect_all_axes(es, it):
     """``m == m + 0.1 sigma e_i`` for every principal axis ``e_i`` (scaled).
 
-    Full C: one axis per generation, ``g mod n`` as pycma, and the criterion
+    Full C: one axis per generation, ``it mod n`` as pycma, and the criterion
     holds once ``n`` consecutive generations found no effect (a whole cycle of
     axes, O(n) per generation instead of O(n^2)).  Isotropic scales (LM-MA-ES):
     all at once.
@@ -210,6 +210,6 @@ def _no_effect_all_axes(es, g):
     model = es._model
     if not model.full_axes:
         return tf.reduce_all(tf.equal(es._mean, es._mean + 0.1 * es.sigma * model.axis_scales()))
-    run = tf.where(model.no_effect_axis(g), es.no_effect_run + 1, 0)
+    run = tf.where(model.no_effect_axis(it), es.no_effect_run + 1, 0)
     es.no_effect_run.assign(run)
     return run >= es.num_dims

@@ -110,7 +110,7 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
          strategy="cma_es", restarts: str | None = None, max_restarts: int = 9, popsize: int | None = None,
          ftarget: float | None = None, max_evals: int | None = None, max_iter: int | None = None,
          bounds=None, seed: int = 0, dtype="float64", callback: Callable | None = None,
-         **options) -> FminResult:
+         eval_final_mean: bool = True, **options) -> FminResult:
     """Minimizes ``objective`` from ``x0`` with initial step size ``sigma0``.
 
     Args:
@@ -133,6 +133,11 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         ``100 + 150 (D + 3)^2 / sqrt(popsize)``; with restarts each run has it).
       bounds, seed, dtype: as the strategy's (float64 by default).
       callback: ``callback(es)`` after every generation; returning ``True`` stops.
+      eval_final_mean: evaluate the mean of every run once when it ends (pycma's
+        ``eval_final_mean``, default ``True``): one more evaluation per run, counted in
+        ``evaluations`` (and in BIPOP's regime budgets); the mean is often better than
+        every sample. A mean that reaches ``ftarget`` stops ``fmin`` (``cma.fmin`` only
+        stops on a target its samples reach).
       **options: further strategy arguments (``tolfun``, ``tolx``, ``active``, ...).
 
     Returns:
@@ -167,6 +172,21 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
 
     best_x, best_f, evals, evals_best, iterations = x0.copy(), math.inf, 0, 0, 0
     stop: dict = {}
+
+    def evaluate_mean(m):
+        """One evaluation of a run's final mean; returns the fitness tell would get (maximized)."""
+        nonlocal best_x, best_f, evals, evals_best
+        if parallel_objective is not None:
+            v = float(_values(np.reshape(parallel_objective(m[None, :]), [-1]), 1, "parallel_objective")[0])
+        else:
+            v = float(objective(m.copy()))
+        evals += 1
+        if math.isfinite(v) and v < best_f:
+            best_x, best_f, evals_best = m.copy(), v, evals
+        return -v if math.isfinite(v) else -math.inf
+
+    if eval_final_mean and restarts is not None:
+        es.evaluate_final_mean = evaluate_mean
     while not stop:
         x = es.ask()
         xs = np.array(x.numpy(), dtype=np.float64)  # a copy the objective may keep or change
@@ -196,5 +216,11 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
             stop[reason] = True
         if callback is not None and callback(es) is True:
             stop["callback"] = True
+    if eval_final_mean:  # the last run's mean, as cma.fmin after every run (repaired into the bounds)
+        m = np.asarray(es.mean.numpy(), np.float64)
+        box = es.inner.bounds if restarts is not None else getattr(es, "bounds", None)
+        evaluate_mean(m if box is None else np.clip(m, *box))
+    if restarts is not None:
+        es.evaluate_final_mean = None  # (the objective is not kept beyond this call)
     return FminResult(x=best_x, f=best_f, evaluations=evals, evals_best=evals_best, iterations=iterations,
                       restarts=0 if restarts is None else int(es.restarts.numpy()), stop=stop, es=es)

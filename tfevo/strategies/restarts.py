@@ -99,6 +99,11 @@ class _Restarts(Algorithm):
                                                name="run_max_generations")
         self.last_stop_reasons: list[str] = []
         self._log = Untracked(history=[])
+        #: ``None`` or ``f(mean) -> fitness`` (higher is better) for a ``[D]`` float64 NumPy mean:
+        #: when set, the mean of every run that ends is evaluated once before the restart, as
+        #: ``cma.fmin`` does (``eval_final_mean``); the evaluation counts in :attr:`evaluations`
+        #: and in BIPOP's regime budgets, and may become :attr:`best`. ``minimize.fmin`` sets it.
+        self.evaluate_final_mean = None
 
     @classmethod
     def accepted_arguments(cls, resolved_only: bool = False):
@@ -171,9 +176,25 @@ class _Restarts(Algorithm):
         out_of_iterations = int(self.run_generations.numpy()) >= int(self.run_max_generations.numpy())
         if (int(self.inner.stop_flags.numpy()) != 0 or out_of_iterations) and self._can_restart():
             self.last_stop_reasons = self.inner.stop_reasons + (["maxiter"] if out_of_iterations else [])
+            self._final_mean()
             self._restart()
 
     # -- restart machinery ------------------------------------------------------
+    def _final_mean(self):
+        """``cma.fmin``'s evaluation of the ended run's mean (see :attr:`evaluate_final_mean`)."""
+        if self.evaluate_final_mean is None:
+            return
+        m = np.asarray(self.inner.mean.numpy(), np.float64)
+        if self.inner.bounds is not None:  # (pycma repairs the mean into the bounds before evaluating it)
+            m = np.clip(m, *self.inner.bounds)
+        f = float(self.evaluate_final_mean(m.copy()))
+        self.evaluations.assign_add(1)
+        self._account(1)  # (to the regime of the run that ended, before the next one is chosen)
+        inner = self.inner
+        if np.isfinite(f) and f > float(inner.best_fitness.numpy()):
+            inner.best_fitness.assign(tf.cast(f, inner.dtype))
+            inner.best_params.assign(tf.cast(m, inner.dtype))
+
     def _account(self, n):
         pass
 
