@@ -347,3 +347,14 @@ def test_orthogonal_members_are_orthogonal():
     assert not np.allclose(w[0], w[1])
     wide = nn.sample_population(keras.initializers.Orthogonal(gain=2.0), (3, 7), popsize=2, seed=3).numpy()
     np.testing.assert_allclose(wide[1] @ wide[1].T, 4 * np.eye(3), atol=1e-4)
+
+
+def test_identity_initializer_gives_every_member_the_keras_matrix():
+    """An IRNN template (SimpleRNN with recurrent_initializer='identity') initializes like Keras."""
+    template = keras.Sequential([keras.Input((5, 3)), keras.layers.SimpleRNN(4, recurrent_initializer=
+                                 keras.initializers.Identity(gain=0.5)), keras.layers.Dense(2)])
+    pm = nn.PopulationModel(template)
+    rec = pm.unflatten(pm.init_params(3, seed=0))[1].numpy()
+    np.testing.assert_array_equal(rec, np.broadcast_to(template.layers[0].get_weights()[1], rec.shape))
+    wide = nn.sample_population("identity", (2, 3), popsize=2, seed=0).numpy()
+    np.testing.assert_array_equal(wide[1], keras.initializers.Identity()((2, 3)))
