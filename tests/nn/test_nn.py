@@ -244,8 +244,12 @@ def test_unsupported_layers_raise_clear_errors():
     b = keras.Input((3,))
     with pytest.raises(ConfigError, match="no weights"):
         nn.PopulationModel(keras.Model([a, b], L.Add()([a, b])))
-    with pytest.raises(ConfigError, match="initializer Identity"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer="identity")])).init_params(2)
+    class Halves(keras.initializers.Initializer):
+        def __call__(self, shape, dtype=None):
+            return keras.ops.full(shape, 0.5, dtype=dtype)
+
+    with pytest.raises(ConfigError, match="initializer Halves has no stateless population sampler"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves())])).init_params(2)
 
 
 def test_bad_shapes_raise():
