@@ -136,3 +136,13 @@ def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     assert "algorithm.popsize: 8 in the run, 16 now" in err
     assert "algorithm.params.sigma: 0.1 in the run, 0.3 now" in err and "run.seed: 0 in the run, 5 now" in err
     assert "run.generations" not in err  # the budget may change
+
+
+def test_set_fills_a_table_the_config_leaves_out():
+    """--set archive.cells=... on a config without [archive] (to_dict writes it as null) builds the table."""
+    from tfevo.cli.train import _load
+
+    args = make_parser().parse_args(["train", "examples/configs/map_elites_rastrigin.toml", "--set", "archive=null",
+                                     "--set", "archive.cells=[8,8]", "--set", "archive.kind=grid"])
+    cfg = _load(args)
+    assert cfg.archive.cells == [8, 8] and cfg.archive.kind == "grid"

@@ -21,7 +21,9 @@ def _set_override(data: dict, assignment: str) -> None:
     node = data
     parts = key.strip().split(".")
     for p in parts[:-1]:
-        node = node.setdefault(p, {})
+        if node.get(p) is None:  # an optional table the config leaves out (to_dict writes it as null)
+            node[p] = {}
+        node = node[p]
         if not isinstance(node, dict):
             raise ConfigError(f"--set {key}: {p} is not a table")
     node[parts[-1]] = value
