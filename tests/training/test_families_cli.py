@@ -175,6 +175,8 @@ def test_family_config_errors_name_the_field_value_and_choices(data, msg):
      r"map_elites needs behaviour descriptors; CartPole-v1 provides none"),
     ({"policy": {"kind": "mlp", "activation": "tahn"}},
      r"policy\.activation: unknown activation 'tahn' \(did you mean 'tanh'\?\); Keras activations: .*relu"),
+    ({"algorithm": {"name": "neat"}, "policy": {"kind": "hyperneat", "activation": "tahn"}},
+     r"policy\.activation: unknown activation 'tahn'; known: sigmoid, tanh"),
     ({"policy": {"kind": "mlp", "params": {"settle_steps": 2}}},
      r"policy\.params\.settle_steps: the mlp policy takes no params"),
     ({"algorithm": {"name": "cma_es"}, "policy": {"kind": "linear", "params": {"foo": 1}}},
