@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfevo import registry
+from tfevo.core import ConfigError
 from tfevo.neat import NEAT, NEATConfig
 from tfevo.neat import network as net
 from tfevo.neat.export import to_keras, to_sympy, draw
@@ -44,6 +45,39 @@ def test_cppn_query_and_hyperneat_decode_match_reference():
         h = np.tanh(2.5 * (x[p] @ M[:2, 2:5]))
         o = np.tanh(2.5 * (h @ M[2:5, 5:6]))
         np.testing.assert_allclose(y[p], o, rtol=1e-3, atol=1e-4)
+
+
+def test_layered_substrate_exports_to_keras_that_loads_without_tfevo(tmp_path):
+    """HyperNEAT.to_keras: the member's substrate as plain Keras (Dense + built-in ops), equal to
+    forward, loading in a fresh interpreter that never imports tfevo."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    sub = Substrate.layered([[(-1.0, -1.0), (1.0, -1.0), (0.0, -1.0)], [(-1.0, 0.0), (0.0, 0.0), (1.0, 0.0)],
+                             [(-0.5, 1.0), (0.5, 1.0)]])
+    hn = HyperNEAT(sub, weight_threshold=0.1, activation="sin", output_activation="tanh")
+    cfg = hn.cppn_config(pop_size=5, num_hidden=2, initial_connection="full_direct")
+    decoded = hn.decode(_structured_pop(cfg), cfg)
+    assert np.count_nonzero(decoded.weights.numpy()) > 0
+    x = np.random.default_rng(0).uniform(-1, 1, (5, 7, 3)).astype(np.float32)
+    y = hn.forward(decoded, x).numpy()
+    for p in (0, 3):
+        model = hn.to_keras(decoded, p)
+        np.testing.assert_allclose(np.asarray(model(x[p])), y[p], rtol=1e-5, atol=1e-6)
+    model.save(tmp_path / "m.keras")
+    code = ("import sys, json, numpy as np, keras; m = keras.models.load_model(sys.argv[1]); "
+            "print(json.dumps(np.asarray(m(np.asarray(json.loads(sys.argv[2]), np.float32))).tolist())); "
+            "assert not any(k.startswith('tfevo') for k in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.keras"), json.dumps(x[3].tolist())],
+                         capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    np.testing.assert_allclose(np.array(json.loads(out.stdout.strip().splitlines()[-1])), y[3], rtol=1e-5, atol=1e-6)
+    full = HyperNEAT(Substrate.full([(-1.0, -1.0)], [(0.0, 0.0)], [(0.0, 1.0)]))
+    with pytest.raises(ConfigError, match="layered substrates"):
+        full.to_keras(full.decode(_structured_pop(full.cppn_config(pop_size=2)), full.cppn_config(pop_size=2)))
 
 
 def test_full_substrate_runs_as_recurrent_network():

@@ -244,8 +244,12 @@ def test_unsupported_layers_raise_clear_errors():
     b = keras.Input((3,))
     with pytest.raises(ConfigError, match="no weights"):
         nn.PopulationModel(keras.Model([a, b], L.Add()([a, b])))
-    with pytest.raises(ConfigError, match="initializer Identity"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer="identity")])).init_params(2)
+    class Halves(keras.initializers.Initializer):
+        def __call__(self, shape, dtype=None):
+            return keras.ops.full(shape, 0.5, dtype=dtype)
+
+    with pytest.raises(ConfigError, match="initializer Halves has no stateless population sampler"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves())])).init_params(2)
 
 
 def test_bad_shapes_raise():
@@ -347,3 +351,28 @@ def test_orthogonal_members_are_orthogonal():
     assert not np.allclose(w[0], w[1])
     wide = nn.sample_population(keras.initializers.Orthogonal(gain=2.0), (3, 7), popsize=2, seed=3).numpy()
     np.testing.assert_allclose(wide[1] @ wide[1].T, 4 * np.eye(3), atol=1e-4)
+
+
+def test_identity_initializer_gives_every_member_the_keras_matrix():
+    """An IRNN template (SimpleRNN with recurrent_initializer='identity') initializes like Keras."""
+    template = keras.Sequential([keras.Input((5, 3)), keras.layers.SimpleRNN(4, recurrent_initializer=
+                                 keras.initializers.Identity(gain=0.5)), keras.layers.Dense(2)])
+    pm = nn.PopulationModel(template)
+    rec = pm.unflatten(pm.init_params(3, seed=0))[1].numpy()
+    np.testing.assert_array_equal(rec, np.broadcast_to(template.layers[0].get_weights()[1], rec.shape))
+    wide = nn.sample_population("identity", (2, 3), popsize=2, seed=0).numpy()
+    np.testing.assert_array_equal(wide[1], keras.initializers.Identity()((2, 3)))
+
+
+@pytest.mark.parametrize("input_dtype", ["uint8", "int32", "float32"])
+def test_policy_does_not_scale_uint8_token_ids_read_by_an_embedding(input_dtype):
+    """obs_scale='auto' divides uint8 frames by 255, but uint8 observations an Embedding reads are
+    ids (e.g. Atari RAM bytes): the actions are those of the member's Keras model on the ids."""
+    template = keras.Sequential([keras.Input((6,), dtype=input_dtype), L.Embedding(256, 3), L.Flatten(), L.Dense(4)])
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(3, seed=0)
+    policy = nn.Policy(pm, ActionSpec(discrete=True, num_actions=4))
+    obs = tf.constant(np.random.default_rng(0).integers(0, 256, (3, 5, 6)), tf.uint8)
+    want = np.stack([np.argmax(pm.to_keras(params[p])(obs[p].numpy().astype(input_dtype)), -1) for p in range(3)])
+    np.testing.assert_array_equal(policy.forward(params, obs), want)
+    np.testing.assert_array_equal(policy.forward(params, obs[1:], indices=tf.constant([1, 2])), want[1:])

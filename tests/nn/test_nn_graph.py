@@ -160,3 +160,43 @@ def test_new_layer_takes_one_translator_as_in_the_docs():
             np.testing.assert_allclose(y[p], m(x[p]), atol=TOL)
     finally:
         base._REGISTRY.pop(Scale, None)
+
+
+def _nested_templates():
+    """Models used as layers: a Sequential in a Sequential, a functional block called twice (its
+    weights once in the flat vector), one with two inputs and two outputs, and a recurrent encoder."""
+    seq = keras.Sequential([keras.Input((4,)), keras.Sequential([keras.Input((4,)), L.Dense(3, activation="tanh")],
+                                                                name="block"), L.Dense(2)])
+    a = keras.Input((4,))
+    block = keras.Model(a, L.Dense(3, activation="relu")(L.Dense(5)(a)), name="shared_block")
+    b, c = keras.Input((4,)), keras.Input((4,))
+    twice = keras.Model([b, c], L.Dense(2)(L.Concatenate()([block(b), block(c)])))
+    u, v = keras.Input((3,)), keras.Input((2,))
+    two = keras.Model([u, v], [L.Dense(4)(u), L.Dense(5, activation="tanh")(v)])
+    p, q = keras.Input((3,)), keras.Input((2,))
+    h1, h2 = two([p, q])
+    multi = keras.Model([p, q], {"pi": L.Dense(2)(h1), "v": L.Dense(1)(L.Concatenate()([h1, h2]))})
+    enc = keras.Sequential([keras.Input((None, 3)), L.GRU(4)])
+    s = keras.Input((None, 3))
+    recurrent = keras.Model(s, L.Dense(2)(enc(s)))
+    return {"seq_in_seq": seq, "shared_twice": twice, "two_in_two_out": multi, "recurrent_encoder": recurrent}
+
+
+@pytest.mark.parametrize("name", ["seq_in_seq", "shared_twice", "two_in_two_out", "recurrent_encoder"])
+def test_nested_models_are_inlined_and_match_keras(name, tmp_path):
+    template = _nested_templates()[name]
+    pm = nn.PopulationModel(template)
+    assert pm.num_params == sum(int(np.prod(w.shape)) for w in template.weights)
+    P, B = 3, 2
+    params = _members(pm, P)
+    rng = np.random.default_rng(1)
+    shapes = [[P, B] + [d or 4 for d in t.shape[1:]] for t in template.inputs]
+    xs = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    y = pm(params, xs if len(xs) > 1 else xs[0])
+    for p in range(P):
+        member = pm.to_keras(params[p])
+        ref = member([x[p] for x in xs] if len(xs) > 1 else xs[0][p])
+        for key in (ref if isinstance(ref, dict) else [None]):
+            got, want = (y[key][p], ref[key]) if key else (y[p], ref)
+            np.testing.assert_allclose(got, want, atol=TOL)
+        np.testing.assert_array_equal(pm.from_keras(member), params[p])

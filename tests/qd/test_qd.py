@@ -129,6 +129,20 @@ def test_bad_inputs():
         me.tell(me.ask(), np.zeros(7), np.zeros((7, 2)))
 
 
+@pytest.mark.parametrize("make, msg", [
+    (lambda: GridArchive(3, [2.5, 4], [(0, 1), (0, 1)]), r"dims must be .*integer bin counts, got \[2\.5, 4\]"),
+    (lambda: GridArchive(3, 10, [(0, 1)]), r"dims must be a non-empty list"),
+    (lambda: GridArchive(3, [4, 4], [(0, 1), (0, 1)], qd_offset=float("nan")), r"qd_offset must be a finite number"),
+    (lambda: PolynomialMutationEmitter(3, 8, bounds=(0, 1), eta=-1.0), r"eta .* must be a finite number >= 0, got -1"),
+    (lambda: PolynomialMutationEmitter(3, 8, bounds=(0, 1), rate=2.0), r"rate .* must be in \[0, 1\], got 2"),
+])
+def test_impossible_archive_and_emitter_settings_are_config_errors(make, msg):
+    """Settings that would silently truncate (2.5 bins), poison every QD-score (NaN offset) or make
+    the mutation produce NaN (eta = -1) are refused with the value."""
+    with pytest.raises(ConfigError, match=msg):
+        make()
+
+
 def test_tasks_and_heatmap(tmp_path):
     x = tf.fill([2, 4], 0.5)  # maps to the origin
     f, d = rastrigin_qd(x)

@@ -118,3 +118,31 @@ def test_cli_unknown_env_and_strategy_param(tmp_path, capsys):
     assert "unknown environment id 'NoSuchEnv-v9'" in capsys.readouterr().err
     assert main(["train", "--run-dir", str(tmp_path / "b"), "--set", "algorithm.params.bogus=1"]) == 2
     assert "openai_es has no parameter 'bogus'" in capsys.readouterr().err
+
+
+def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
+    """The refusal says which fields differ from the saved run, with both values (before any work)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["run"].update(generations=2, dir=str(run))
+    data["algorithm"]["popsize"] = 8
+    saved = parse_config(data).to_dict()
+    (run / "config.json").write_text(json.dumps(saved))
+    args = ["train", "--run-dir", str(run), "--generations", "4", "--no-progress", "--set", "algorithm.popsize=16",
+            "--set", "algorithm.params.sigma=0.3", "--seed", "5"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "algorithm.popsize: 8 in the run, 16 now" in err
+    assert "algorithm.params.sigma: 0.1 in the run, 0.3 now" in err and "run.seed: 0 in the run, 5 now" in err
+    assert "run.generations" not in err  # the budget may change
+
+
+def test_set_fills_a_table_the_config_leaves_out():
+    """--set archive.cells=... on a config without [archive] (to_dict writes it as null) builds the table."""
+    from tfevo.cli.train import _load
+
+    args = make_parser().parse_args(["train", "examples/configs/map_elites_rastrigin.toml", "--set", "archive=null",
+                                     "--set", "archive.cells=[8,8]", "--set", "archive.kind=grid"])
+    cfg = _load(args)
+    assert cfg.archive.cells == [8, 8] and cfg.archive.kind == "grid"

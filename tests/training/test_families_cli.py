@@ -173,6 +173,14 @@ def test_family_config_errors_name_the_field_value_and_choices(data, msg):
                                             r"simulator \(evaluator\.kind 'pipelined', e\.g\. MuJoCo\); CartPole-v1"),
     ({"algorithm": {"name": "map_elites"}, "evaluator": {"kind": "pipelined"}},
      r"map_elites needs behaviour descriptors; CartPole-v1 provides none"),
+    ({"policy": {"kind": "mlp", "activation": "tahn"}},
+     r"policy\.activation: unknown activation 'tahn' \(did you mean 'tanh'\?\); Keras activations: .*relu"),
+    ({"algorithm": {"name": "neat"}, "policy": {"kind": "hyperneat", "activation": "tahn"}},
+     r"policy\.activation: unknown activation 'tahn'; known: sigmoid, tanh"),
+    ({"policy": {"kind": "mlp", "params": {"settle_steps": 2}}},
+     r"policy\.params\.settle_steps: the mlp policy takes no params"),
+    ({"algorithm": {"name": "cma_es"}, "policy": {"kind": "linear", "params": {"foo": 1}}},
+     r"policy\.params\.foo: the linear policy takes no params"),
 ])
 def test_family_builder_errors_come_before_any_work(data, msg):
     from tfevo.training.builders import build

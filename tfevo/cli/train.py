@@ -21,7 +21,9 @@ def _set_override(data: dict, assignment: str) -> None:
     node = data
     parts = key.strip().split(".")
     for p in parts[:-1]:
-        node = node.setdefault(p, {})
+        if node.get(p) is None:  # an optional table the config leaves out (to_dict writes it as null)
+            node[p] = {}
+        node = node[p]
         if not isinstance(node, dict):
             raise ConfigError(f"--set {key}: {p} is not a table")
     node[parts[-1]] = value
@@ -58,6 +60,18 @@ def _load(args):
     return C.parse_config(apply_tf_config(data), source)  # TF_CONFIG: one worker of a multi-machine job
 
 
+def _differences(old, new, prefix="") -> list:
+    """``[(dotted key, old value, new value)]`` of two config dicts, in key order."""
+    out = []
+    for k in sorted(set(old) | set(new), key=str):
+        a, b = old.get(k, "<unset>"), new.get(k, "<unset>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
+
+
 def cmd_train(args) -> int:
     from tfevo.core import ConfigError
     from tfevo.training import config as C
@@ -83,8 +97,10 @@ def cmd_train(args) -> int:
         strip = lambda d: {**d, "run": {k: v for k, v in d["run"].items() if k not in budget_keys},  # noqa: E731
                            "distribute": sharded(d)}
         if strip(old) != strip(new):
+            changed = _differences(strip(old), strip(new))
+            shown = "; ".join(f"{k}: {a!r} in the run, {b!r} now" for k, a, b in changed[:5])
             raise ConfigError(
-                f"{run_dir} holds a run with a different config; pass --run-dir to start a new run "
+                f"{run_dir} holds a run with a different config ({shown}); pass --run-dir to start a new run "
                 "(only the budget and distribute.devices/strategy may change when resuming)"
             )
     task = f"{cfg.problem.name} (D={cfg.problem.num_dims})" if cfg.problem is not None else cfg.env.id

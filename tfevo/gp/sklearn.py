@@ -234,7 +234,11 @@ class _BaseSymbolic(BaseEstimator):
         return to_sympy(self.program_, 0, self._k, simplify, var_names=self._var_names(), **kw)
 
     def to_keras(self, model=True):
-        """The best program as a Keras model (or layer) with the same outputs."""
+        """The best program as a Keras model (or layer): the regressor's
+        prediction ``[n, 1]``, the classifier's class scores
+        ``[n, n_classes]`` (argmax = ``predict``; not probabilities).  The
+        model holds a :class:`~tfevo.gp.export.GPExpression` layer, so loading
+        a saved ``.keras`` file needs ``import tfevo.gp`` first."""
         from tfevo.gp.export import to_keras
 
         check_is_fitted(self, "program_")

@@ -241,6 +241,40 @@ class HyperNEAT:
             v = tf.concat([x, y[..., I:]], -1)
         return v[..., M - O:]
 
+    def to_keras(self, decoded: SubstrateNetwork, index: int = 0):
+        """Member ``index`` of ``decoded`` as a Keras model ``[batch, num_inputs] -> [batch, num_outputs]``.
+
+        A layered substrate becomes bias-free ``Dense`` layers holding its weights, each followed by the
+        substrate's activation in built-in Keras ops, so a saved ``.keras`` file loads with plain
+        ``keras.models.load_model`` in a process that never imports tfevo; outputs equal
+        :meth:`forward` to float rounding.  Non-layered substrates (``full``, ``custom``) are refused.
+        """
+        import keras
+
+        from tfevo.neat.export import _KERAS_ACTS, _keras_act
+
+        s = self.substrate
+        if s.layers is None:
+            raise ConfigError("to_keras exports layered substrates (Substrate.layered); this one is full or custom")
+        for name in {self.activation, self.output_activation}:
+            if name not in _KERAS_ACTS:
+                raise ConfigError(f"to_keras: activation {name!r} has no built-in Keras form; built-in: "
+                                  + ", ".join(_KERAS_ACTS))
+        W = np.asarray(decoded.weights)
+        if W.ndim != 3 or not 0 <= int(index) < W.shape[0]:
+            raise ShapeError(f"to_keras takes decoded weights [P, M, M] and an index in [0, P), got shape "
+                             f"{list(W.shape)} and index {index}")
+        W = W[int(index)]
+        offs = np.cumsum([0] + list(s.layers))
+        inp = keras.Input((s.num_inputs,), name="inputs")
+        h, n = inp, len(s.layers) - 1
+        for k in range(n):
+            dense = keras.layers.Dense(int(s.layers[k + 1]), use_bias=False, name=f"substrate_{k}")
+            z = dense(h)
+            dense.set_weights([W[offs[k]:offs[k + 1], offs[k + 1]:offs[k + 2]]])
+            h = _keras_act(self.output_activation if k == n - 1 else self.activation, z)
+        return keras.Model(inp, h, name="hyperneat_substrate")
+
 
 @arguments_checked
 class HyperNEATProblem:

@@ -89,16 +89,13 @@ class TemplateParser:
             self._input_keys = None
             in_tensors = list(inputs)
         self._input_ids = [id(t) for t in in_tensors]
-        self._output_ids = [id(t) for t in outputs]
         # several outputs come back as the template returns them: a dict by key, else a list
         self._output_keys = list(out_struct) if len(outputs) > 1 and isinstance(out_struct, dict) else None
         if self._output_keys is not None:
-            self._output_ids = [id(out_struct[k]) for k in self._output_keys]
             outputs = [out_struct[k] for k in self._output_keys]
         self.input_shapes = [tuple(t.shape[1:]) for t in in_tensors]
         self.output_shapes = [tuple(t.shape[1:]) for t in outputs]
         self._input_id = self._input_ids[0]
-        self._output_id = self._output_ids[0]
         if len(in_tensors) == 1:
             self.input_shape = self.input_shapes[0]
         elif self._input_keys is not None:
@@ -117,13 +114,10 @@ class TemplateParser:
         used = set()
         steps = []
         self._initializers = [None] * len(all_weights)
-        nodes_by_depth = graph._nodes_by_depth
-        for depth in sorted(nodes_by_depth, reverse=True):
-            for node in nodes_by_depth[depth]:
-                op = node.operation
-                if op is None or node.is_input or isinstance(op, L.InputLayer):
-                    continue
-                steps.append(self._step_for(op, node, index_of, used))
+        alias = {}  # the output key of a nested model's call -> the key of the inner tensor computing it
+        self._add_steps(graph, (), {}, alias, steps, index_of, used)
+        self._output_ids = [alias.get(id(t), id(t)) for t in outputs]
+        self._output_id = self._output_ids[0]
         if len(used) != len(all_weights):
             missing = [all_weights[i].path for i in range(len(all_weights)) if i not in used]
             raise ConfigError(f"template weights not used by any supported layer: {missing}")
@@ -145,7 +139,51 @@ class TemplateParser:
             raise ConfigError("the template has no weights to evolve")
         self._mlp_plan = self._make_mlp_plan()
 
-    def _step_for(self, op, node, index_of, used):
+    def _add_steps(self, graph, prefix, bound, alias, steps, index_of, used):
+        """Appends the steps of ``graph``'s nodes in dependency order.
+
+        A tensor's key is ``id(tensor)`` in the template's own graph and ``(prefix, id(tensor))``
+        inside a nested model (``prefix`` names the call, so a nested model called twice gets two
+        sets of keys and one set of weights); ``bound`` maps a nested model's input keys to the
+        keys of the tensors it was called on, and ``alias`` maps the keys of a nested call's
+        outputs to the keys of the inner tensors that compute them."""
+
+        def key(t):
+            k = id(t) if not prefix else (prefix, id(t))
+            k = bound.get(k, k)
+            return alias.get(k, k)
+
+        nodes_by_depth = graph._nodes_by_depth
+        for depth in sorted(nodes_by_depth, reverse=True):
+            for node in nodes_by_depth[depth]:
+                op = node.operation
+                if op is None or node.is_input or isinstance(op, L.InputLayer):
+                    continue
+                ins, outs = [key(t) for t in node.input_tensors], [key(t) for t in node.outputs]
+                if isinstance(op, keras.Model):
+                    self._add_nested(op, node, prefix, ins, outs, alias, steps, index_of, used)
+                    continue
+                steps.append(self._step_for(op, node, index_of, used, ins, outs))
+
+    def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
+        """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
+        name = f"{model.name!r} ({type(model).__name__})"
+        inner = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
+        if inner is None or not hasattr(inner, "_nodes_by_depth"):
+            raise ConfigError(f"nested model {name} in the template: only built Sequential and functional models "
+                              "can be nested (start a Sequential with keras.Input(shape))")
+        inner_in, inner_out = list(inner.inputs), list(inner.outputs)
+        if len(inner_in) != len(ins) or len(inner_out) != len(outs):
+            raise ConfigError(f"nested model {name}: called on {len(ins)} tensor(s) for {len(inner_in)} input(s), "
+                              f"gives {len(outs)} output(s) for {len(inner_out)}")
+        call = prefix + (id(node),)
+        bound = {(call, id(t)): k for t, k in zip(inner_in, ins)}
+        self._add_steps(inner, call, bound, alias, steps, index_of, used)
+        for t, k in zip(inner_out, outs):
+            ik = (call, id(t))
+            alias[k] = alias.get(bound.get(ik, ik), bound.get(ik, ik))
+
+    def _step_for(self, op, node, index_of, used, ins_keys, outs_keys):
         from tfevo.nn.translators import translator_for
 
         name = f"{op.name!r} ({type(op).__name__})"
@@ -162,5 +200,5 @@ class TemplateParser:
             used.add(i)  # a shared layer's calls all read the same weights
             widx.append(i)
             self._initializers[i] = tr.initializer(v)
-        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(id(t) for t in ins),
-                     outputs=tuple(id(t) for t in node.outputs), layer=op)
+        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(ins_keys), outputs=tuple(outs_keys),
+                     layer=op)

@@ -3,7 +3,7 @@
 ``sample_population(initializer, shape, popsize, seed)`` draws ``popsize``
 independent tensors of ``shape`` from the *family* of a Keras initializer
 (Glorot/He/LeCun variance scaling, normal, truncated normal, uniform,
-orthogonal, constants) with ``tf.random.stateless_*`` ops, so the same seed
+orthogonal, identity, constants) with ``tf.random.stateless_*`` ops, so the same seed
 always gives the same population.  Fans are computed per member exactly as
 Keras does, so each member is distributed like a freshly built Keras layer.
 """
@@ -120,8 +120,12 @@ def sample_population(initializer, shape, popsize: int, seed) -> tf.Tensor:
         return tf.random.stateless_uniform(full, seed, minval=init.minval, maxval=init.maxval)
     if isinstance(init, I.Orthogonal):
         return _orthogonal(shape, int(popsize), seed, float(init.gain))
+    if isinstance(init, I.Identity):
+        if len(shape) != 2:
+            raise ConfigError(f"Identity initializer needs a weight of rank 2, got shape {shape}")
+        return tf.broadcast_to(float(init.gain) * tf.eye(*shape, dtype=tf.float32), full)
     raise ConfigError(
         f"initializer {type(init).__name__} has no stateless population sampler; supported: "
-        "Zeros, Ones, Constant, VarianceScaling (Glorot*/He*/Lecun*), RandomNormal, "
+        "Zeros, Ones, Constant, Identity, VarianceScaling (Glorot*/He*/Lecun*), RandomNormal, "
         "TruncatedNormal, RandomUniform, Orthogonal"
     )

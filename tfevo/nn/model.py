@@ -137,6 +137,11 @@ class PopulationModel(TemplateParser, KernelPaths):
         if row.shape.as_list() != [self.num_params]:
             raise ShapeError(f"to_keras expects one parameter row of shape [{self.num_params}], got {row.shape.as_list()}")
         model = keras.models.clone_model(self.template)
+        if len(model.weights) != len(self.weight_shapes):
+            raise ConfigError(
+                f"to_keras: keras.models.clone_model gives {len(model.weights)} weights for the template's "
+                f"{len(self.weight_shapes)} (a nested model shared inside another nested model is cloned once per "
+                "use); copy the parameters with template.set_weights([w[0] for w in pm.unflatten(row[None])])")
         ws = self.unflatten(row[None])
         model.set_weights([w[0].numpy() for w in ws])
         return model

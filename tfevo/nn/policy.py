@@ -141,7 +141,10 @@ class Policy:
         bounds; no bounds means [-1, 1]); ``"clip"`` clips ``y`` to
         ``[low, high]`` (identity when the spec has no bounds).
       obs_scale: ``"auto"`` (default) divides uint8 observations (Atari
-        frames) by 255 and leaves float observations as they are; a number
+        frames) by 255 and leaves float observations as they are, and
+        leaves uint8 alone too when the template's input is integer-typed
+        (``keras.Input(..., dtype="int32")``) or feeds an ``Embedding``
+        (token ids, e.g. Atari RAM bytes); a number
         multiplies every observation by it; ``None`` disables scaling.
       weight_dtype: ``"float32"`` (default) or ``"float16"``: the precision
         of the weights the rollouts compute with.  With ``"float16"``,
@@ -194,6 +197,11 @@ class Policy:
             raise ConfigError(f"Policy needs a template with one input and one output, got inputs "
                               f"{model.input_shape} and outputs {model.output_shape}")
         out_shape = model.output_shape
+        # "auto" scales uint8 frames, never token ids: not for an integer template input, nor one an
+        # Embedding reads directly
+        in_dtype = tf.as_dtype(getattr(model.template.inputs[0], "dtype", "float32") or "float32")
+        self._scale_uint8 = in_dtype.is_floating and not any(
+            type(s.layer).__name__ == "Embedding" and model._input_id in s.inputs for s in model._steps)
         #: per-sample observation shape the policy takes
         self.obs_shape = tuple(model.input_shape)
         #: recurrent templates: shape of the state carried per episode (all layers' states concatenated)
@@ -298,7 +306,7 @@ class Policy:
         obs = tf.convert_to_tensor(obs)
         scale = self.obs_scale
         if scale == "auto":
-            scale = 1.0 / 255.0 if obs.dtype == tf.uint8 else None
+            scale = 1.0 / 255.0 if obs.dtype == tf.uint8 and self._scale_uint8 else None
         x = tf.cast(obs, tf.float32)
         return x * scale if scale is not None else x
 
@@ -336,7 +344,7 @@ class Policy:
             if obs.dtype == tf.uint8:
                 # uint8 frames go to the model as they are, with the scale: a first Conv2D layer of the
                 # in-place path converts them itself (same values as preprocess, no float copies)
-                scale = 1.0 / 255.0 if self.obs_scale == "auto" else self.obs_scale
+                scale = (1.0 / 255.0 if self._scale_uint8 else None) if self.obs_scale == "auto" else self.obs_scale
                 return self.model.forward_graph(params, obs, indices, input_scale=1.0 if scale is None else scale)
             return self.model.forward_graph(params, self.preprocess(obs), indices)
         x = self.preprocess(obs)[:, :, None]  # one time step

@@ -57,6 +57,8 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         self.num_cells = int(num_cells)
         self.descriptor_dim = int(descriptor_dim)
         self.qd_offset = float(qd_offset)
+        if not np.isfinite(self.qd_offset):
+            raise ConfigError(f"qd_offset must be a finite number, got {qd_offset}")
         # One extra "trash" row absorbs the writes of candidates that do not enter.
         self.solutions = tf.Variable(tf.zeros([self.num_cells + 1, self.solution_dim]), trainable=False,
                                      name="solutions")

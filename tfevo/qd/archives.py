@@ -56,6 +56,9 @@ class GridArchive(Archive):
 
     def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None,
                  use_op: bool | None = None):
+        if isinstance(dims, (int, np.integer)) or not all(
+                isinstance(d, (int, np.integer)) or (isinstance(d, float) and d.is_integer()) for d in dims):
+            raise ConfigError(f"dims must be a non-empty list of positive integer bin counts, got {dims!r}")
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive bin counts, got {dims}")

@@ -100,6 +100,10 @@ class PolynomialMutationEmitter(Emitter):
         super().__init__(solution_dim, batch_size, bounds, name)
         self.eta = float(eta)
         self.rate = float(rate) if rate is not None else 1.0 / self.solution_dim
+        if not self.eta >= 0.0 or self.eta == float("inf"):
+            raise ConfigError(f"eta (the distribution index) must be a finite number >= 0, got {eta}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise ConfigError(f"rate (each gene's mutation probability) must be in [0, 1], got {rate}")
 
     def emit(self, archive, seed):
         s = tf.random.experimental.stateless_split(seed, 3)

@@ -169,6 +169,9 @@ class NEATFamily(Family):
 
             check_params("policy.params", "the hyperneat policy", pp,
                          ["weight_threshold", "max_weight", "output_activation"])
+            from tfevo.neat.functions import activation_id
+
+            _prefixed("policy.activation", activation_id, cfg.policy.activation)
             sub = layered_substrate(obs_dim, cfg.policy.hidden, out)
             hn = _prefixed("policy", HyperNEAT, sub, activation=cfg.policy.activation, **pp)
             ncfg = _prefixed("algorithm.params", hn.cppn_config, pop_size=cfg.algorithm.popsize, **params)

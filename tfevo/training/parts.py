@@ -78,10 +78,30 @@ def qd_layout(cfg) -> QDLayout:
     return QDLayout(tuple(a.descriptors), ranges, [available.index(n) for n in a.descriptors], None)
 
 
+def _check_activation(name: str) -> None:
+    """:class:`ConfigError` naming ``policy.activation`` when Keras does not know ``name``."""
+    import keras
+
+    try:
+        keras.activations.get(name)
+    except ValueError:
+        known = sorted(n for n in dir(keras.activations) if not n.startswith("_") and n not in ("get", "serialize",
+                                                                                                "deserialize"))
+        close = suggest_argument(name, known)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"policy.activation: unknown activation {name!r}{hint}; Keras activations: "
+                          + ", ".join(known)) from None
+
+
 def make_policy(cfg, obs_shape, action_spec):
     from tfevo import nn
 
     p = cfg.policy
+    if p.params:
+        raise ConfigError(f"policy.params.{next(iter(p.params))}: the {p.kind} policy takes no params (policy.params "
+                          "is for neat, hyperneat and gp_tree)")
+    if p.kind != "nature_dqn":
+        _check_activation(p.activation)
     out = action_spec.policy_output_size
     if p.kind == "nature_dqn":
         if len(obs_shape) != 3:
