@@ -40,10 +40,11 @@ class GPConfig:
         draws ``randint(min, max + 1)``); default ``(2, 6)``, gplearn's.
       init_method: ``"half_and_half"``, ``"full"`` or ``"grow"``.
       grow_p_func: grow's probability of a function at an internal node
-        (initial trees and subtree-mutation donors): ``"gplearn"``
-        (``min(1, (n_functions + 1) / (n_functions + num_vars))``),
-        ``"deap"`` (``n_functions / (n_functions + n_terminals)``) or a
-        number (:func:`~tfevo.gp.generation.grow_probability`).
+        (initial trees and subtree-mutation donors): ``"deap"`` (the
+        default, ``n_functions / (n_functions + n_terminals)``), ``"gplearn"``
+        (``min(1, (n_functions + 1) / (n_functions + num_vars))``: grow =
+        full with one input) or a number
+        (:func:`~tfevo.gp.generation.grow_probability`).
       selection: ``"tournament"``, ``"truncation"``, ``"roulette"``, ``"rank"``.
       tournament_size, truncation_ratio, rank_pressure: their parameters.
       survival_rate: fraction of the best trees allowed to be parents.
@@ -80,7 +81,7 @@ class GPConfig:
     constants: Sequence[float] = ()
     init_depth: tuple = DEFAULT_DEPTH
     init_method: str = "half_and_half"
-    grow_p_func: float | str = "gplearn"
+    grow_p_func: float | str = "deap"
     selection: str = "tournament"
     tournament_size: int = 20
     truncation_ratio: float = 0.2

@@ -231,7 +231,7 @@ def grow_probability(rule, functions, terminals: TerminalSet, name: str = "p_fun
 
 def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet,
              depth: tuple = DEFAULT_DEPTH, method: str = "half_and_half", num_outputs: int = 1,
-             p_func: float | str | None = "gplearn") -> Trees:
+             p_func: float | str | None = "deap") -> Trees:
     """Generates ``popsize`` random trees of at most ``max_len`` nodes.
 
     Args:
@@ -250,10 +250,10 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
         ``add(out0(t0), add(out1(t1), ... out{K-1}(t{K-1})))`` with one
         random subtree per output.
       p_func: grow's probability of a function at an internal node: a
-        number, or a rule of :func:`grow_probability`; default ``"gplearn"``
-        (``min(1, (n_functions + 1) / (n_functions + n_variables))``, so
-        grow trees are full when there is one variable); ``"deap"`` is
-        ``n_functions / (n_functions + n_terminals)``.  None is the default.
+        number, or a rule of :func:`grow_probability`; default ``"deap"``
+        (``n_functions / (n_functions + n_terminals)``); ``"gplearn"`` is
+        ``min(1, (n_functions + 1) / (n_functions + n_variables))``, so its
+        grow trees are full when there is one variable.  None is the default.
 
     Returns:
       :class:`Trees` with consistent sizes.
@@ -276,7 +276,7 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
     Lsub = L if K == 1 else (L - (2 * K - 1)) // K
     if Lsub < 1:
         raise ConfigError(f"max_len={L} is too small for {K} outputs (need >= {3 * K - 1})")
-    p_func = grow_probability("gplearn" if p_func is None else p_func, fset, terminals)
+    p_func = grow_probability("deap" if p_func is None else p_func, fset, terminals)
     seed = tf.convert_to_tensor(seed, tf.int32)
     s = tf.random.experimental.stateless_split(seed, 3)
     n = P * K

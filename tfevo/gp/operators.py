@@ -203,7 +203,7 @@ def leaf_biased_crossover(seed, trees: Trees, donors: Trees, p_leaf: float = 0.1
 def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: TerminalSet,
                      depth: tuple = DEFAULT_DEPTH, max_subtree_len: int | None = None,
                      method: str = "half_and_half", p_func: float | None = 0.9,
-                     grow_p_func: float | str = "gplearn"):
+                     grow_p_func: float | str = "deap"):
     """Headless-chicken subtree mutation: a crossover with a freshly
     generated random tree as the donor.
 

@@ -78,7 +78,7 @@ class _BaseSymbolic(BaseEstimator):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="gplearn",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
@@ -267,8 +267,10 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
       init_depth, init_method, grow_p_func: initial trees (``init_depth``
         includes both ends, as gplearn's: ``(2, 6)`` draws depths 2..6;
         ``grow_p_func`` is grow's probability of a function
-        node, default ``"gplearn"``: ``min(1, (n_functions + 1) /
-        (n_functions + n_features))``, or ``"deap"`` or a number).
+        node, default ``"deap"``: ``n_functions / (n_functions +
+        n_terminals)``; gplearn's rule ``"gplearn"``, ``min(1, (n_functions
+        + 1) / (n_functions + n_features))``, recovers fewer Nguyen-1
+        targets, see docs/gp.md; or a number).
       selection, tournament_size, truncation_ratio, rank_pressure,
       survival_rate, elite, parsimony_coefficient: selection
         (``parsimony_coefficient`` a number, default 0.001 as gplearn's, or
@@ -315,7 +317,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="gplearn",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
@@ -382,7 +384,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="gplearn",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
