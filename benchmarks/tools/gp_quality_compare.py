@@ -10,7 +10,7 @@ KEY is the record field compared: ``test_mse`` (lower is better), or
 B are comma-separated record files, each side one library or variant (the
 ``lib`` field is ignored).  Per problem it prints the medians, the exact
 recoveries (``test_mse`` only), how often A is better / worse / tied on the
-seeds both have, and two p-values: the Wilcoxon signed-rank test paired by
+seeds both have (gplearn's ``test_auc_scorer`` is its ``test_auc``), and two p-values: the Wilcoxon signed-rank test paired by
 seed and the Mann-Whitney U test (unpaired).  A missing value (a
 non-finite score) counts as the worst.
 """
@@ -35,6 +35,13 @@ def load(paths):
     return by
 
 
+def value(rec, key, bad):
+    if key == "test_auc_scorer" and key not in rec:  # gplearn has no decision_function: its AUC is predict_proba's
+        key = "test_auc"
+    v = rec.get(key)
+    return bad if v is None else v
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("key")
@@ -55,8 +62,8 @@ def main():
         seeds = sorted(set(A[pr]) & set(B[pr]))
         if not seeds:
             continue
-        va = np.array([A[pr][s].get(args.key) if A[pr][s].get(args.key) is not None else bad for s in seeds], float)
-        vb = np.array([B[pr][s].get(args.key) if B[pr][s].get(args.key) is not None else bad for s in seeds], float)
+        va = np.array([value(A[pr][s], args.key, bad) for s in seeds], float)
+        vb = np.array([value(B[pr][s], args.key, bad) for s in seeds], float)
         if exact:  # below the exactness threshold the differences are float round-off
             va, vb = np.where(va <= 1e-8, 0.0, va), np.where(vb <= 1e-8, 0.0, vb)
         sign = -1.0 if lower else 1.0
@@ -66,7 +73,8 @@ def main():
         fa, fb = np.nan_to_num(va, posinf=1e300, neginf=-1e300), np.nan_to_num(vb, posinf=1e300, neginf=-1e300)
         pw = wilcoxon(fa, fb).pvalue if better + worse > 0 else 1.0
         pm = mannwhitneyu(fa, fb).pvalue if np.any(fa != fb) else 1.0
-        row = f"| {pr} | {len(seeds)} | {np.median(va):.3g} | {np.median(vb):.3g} |"
+        fmt = ".3g" if exact else ".4f"
+        row = f"| {pr} | {len(seeds)} | {np.median(va):{fmt}} | {np.median(vb):{fmt}} |"
         if exact:
             row += f" {int(np.sum(va == 0))} | {int(np.sum(vb == 0))} |"
         print(row + f" {better} / {worse} / {tie} | {pw:.2g} | {pm:.2g} |")
