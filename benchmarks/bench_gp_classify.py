@@ -15,8 +15,9 @@ stratified, by the run's seed; test accuracy and ROC AUC (from
 
 Both libraries get the same settings: population, generations, functions
 {add, sub, mul, div}, constants in [-1, 1], tournament 20, ramped
-half-and-half with ``init_depth=(2, 6)`` (depths 2..6 on both sides:
-gplearn's ``_Program`` draws ``randint(2, 6 + 1)``), p_crossover
+half-and-half with each library's default depth range (gplearn's
+``init_depth=(2, 6)``: depths 2..6, its ``_Program`` draws ``randint(2, 6 +
+1)``; tfevo's default ``(2, 5)``, both ends included), p_crossover
 0.9, subtree / hoist / point mutation 0.01 each, p_point_replace 0.05,
 parsimony 0.001.  Each library keeps its own classifier model: gplearn one
 tree through a sigmoid, trained on log loss; tfevo one output per class
@@ -84,7 +85,7 @@ def make(lib, pop, gens, seed, overrides=None):
     from tfevo.gp import SymbolicClassifier
 
     fitness = "crossentropy" if lib == "tfevo_ce" else "accuracy"
-    kw = dict(init_depth=(2, 6), max_len=128, fitness=fitness, **common(pop, gens, seed))
+    kw = dict(max_len=128, fitness=fitness, **common(pop, gens, seed))  # tfevo's default init_depth
     kw.update(overrides or {})
     return SymbolicClassifier(**kw)
 

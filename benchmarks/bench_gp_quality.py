@@ -10,8 +10,9 @@ Both libraries get the same settings: population, generations, function set
 {add, sub, mul, div, sin, cos, exp, log} (Nguyen; gplearn's exp is a
 make_function with the same clamp at 80) or {add, sub, mul, div} with
 constants in [-1, 1] (data sets), no constants on Nguyen, tournament 20,
-ramped half-and-half with init_depth=(2, 6) (depth limits 2..6 on both
-sides: gplearn's _Program draws randint(2, 6 + 1)), p_crossover 0.9, subtree / hoist / point
+ramped half-and-half with each library's default depth range (gplearn's
+init_depth=(2, 6): depths 2..6, its _Program draws randint(2, 6 + 1);
+tfevo's default (2, 5), both ends included), p_crossover 0.9, subtree / hoist / point
 mutation 0.01 each, p_point_replace 0.05, parsimony 0.001.  Nguyen data:
 the standard sampling of :mod:`tfevo.problems.regression` (training points
 drawn with the run's seed; the test set is 1000 fresh points of the same
@@ -88,6 +89,7 @@ def make_tfevo(pop, gens, funcs, const_range, seed, overrides=None):
 
     kw = common(pop, gens, funcs, const_range)
     kw["random_state"] = seed
+    del kw["init_depth"]  # tfevo's default depth range
     kw.update(overrides or {})
     return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05, metric="mse",
                              p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01,

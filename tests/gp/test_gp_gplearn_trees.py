@@ -1,7 +1,7 @@
-"""Random trees and mutations with the default settings (and gplearn's grow
-rule, ``grow_p_func="gplearn"``, which is not the default: docs/gp.md),
-compared with gplearn 0.4.3's own generator and operators on the same
-settings.
+"""Random trees and mutations with the default leaf rule and gplearn's
+depth range and grow rule (``init_depth=(2, 6)``, ``grow_p_func="gplearn"``:
+not the defaults, docs/gp.md says why), compared with gplearn 0.4.3's own
+generator and operators on the same settings.
 
 Each comparison draws a few thousand trees on both sides and checks that
 the means of tree statistics (node count, depth, share of functions,
@@ -116,14 +116,14 @@ def test_default_random_trees_match_gplearns_generator(n_features, method):
     theirs = _gplearn_stats(make() for _ in range(N))
     fs, ts = FunctionSet(NAMES), TerminalSet(n_features, const_range=(-1.0, 1.0))
     ours_method = method.replace(" ", "_")
-    ours = _tfevo_stats(generate(tf.constant([3, n_features]), N, 128, fs, ts, method=ours_method, p_func="gplearn"))
+    ours = _tfevo_stats(generate(tf.constant([3, n_features]), N, 128, fs, ts, (2, 6), ours_method, p_func="gplearn"))
     assert not _mismatches(ours, theirs), _mismatches(ours, theirs)
     # the former rules (depths 2..5, a constant leaf w.p. 0.3) fail the comparison
     old = _tfevo_stats(generate(tf.constant([3, n_features]), N, 128, fs, TerminalSet(n_features, 0.3, (-1.0, 1.0)),
                                 (2, 5), ours_method, p_func="gplearn"))
     assert _mismatches(old, theirs)
     if method == "full":  # grow's rule plays no part
-        deap = _tfevo_stats(generate(tf.constant([3, n_features]), N, 128, fs, ts, method=ours_method))
+        deap = _tfevo_stats(generate(tf.constant([3, n_features]), N, 128, fs, ts, (2, 6), ours_method))
         assert not _mismatches(deap, theirs), _mismatches(deap, theirs)
 
 
@@ -188,8 +188,8 @@ def test_point_mutation_leaves_like_gplearns():
 
 
 def test_subtree_mutation_children_like_gplearns():
-    """Headless chicken with the default donors (half and half, depths
-    2..6) and gplearn's grow rule on one parent; no length cap on either side."""
+    """Headless chicken with half-and-half donors of depths 2..6 and
+    gplearn's grow rule on one parent; no length cap on either side."""
     nf = 2
     make, rs = _gplearn(NAMES, nf, "half and half")
     parent = make()
@@ -200,7 +200,7 @@ def test_subtree_mutation_children_like_gplearns():
               (f"x{n}" if isinstance(n, int) else float(n)) for n in parent.program]
     trees = from_prefix([prefix] * N, 256)
     fs = FunctionSet(NAMES)
-    child, ok = O.subtree_mutation(tf.constant([5, 1]), trees, fs, TerminalSet(nf), grow_p_func="gplearn")
+    child, ok = O.subtree_mutation(tf.constant([5, 1]), trees, fs, TerminalSet(nf), (2, 6), grow_p_func="gplearn")
     assert ok.numpy().all()
     assert not _mismatches(_tfevo_stats(child), theirs), _mismatches(_tfevo_stats(child), theirs)
     old, _ = O.subtree_mutation(tf.constant([5, 1]), trees, fs, TerminalSet(nf, 0.3), (2, 5), grow_p_func="gplearn")

@@ -275,7 +275,10 @@ def test_make_fitness_matches_gplearn_and_survives_clone_and_pickle():
 
 # Constructor defaults that differ from gplearn 0.4.3's on purpose (docs/gp.md, "Coming from gplearn"),
 # each as the relation that holds between the two values:
-DELIBERATE_DEFAULTS = {}
+DELIBERATE_DEFAULTS = {
+    # the same meaning (both ends included), one level shallower by default
+    "init_depth": lambda ours, theirs: tuple(ours) == (theirs[0], theirs[1] - 1),
+}
 CLASSIFIER_DELIBERATE = {
     # gplearn's 0.0 never stops its log loss (clipped above 0); tfevo's float32 cross-entropy reaches
     # exactly 0.0 once the training data are separated, and with fitness="accuracy" 0.0 would stop at

@@ -105,28 +105,29 @@ def test_random_state_default_is_fresh_and_an_int_fixes_the_run():
 
 def test_one_default_depth_range_for_initial_and_mutation_trees():
     """generate(), subtree_mutation(), GPConfig and both estimators share
-    DEFAULT_DEPTH = (2, 6), gplearn's, both ends included: full binary trees
-    of depth 2..6 (7..127 nodes), as gplearn's own init_depth=(2, 6) makes."""
+    DEFAULT_DEPTH = (2, 5), both ends included (as gplearn's init_depth):
+    full binary trees of depth 2..5 (7..63 nodes), never depth 6 (127
+    nodes, which fit in 128)."""
     import inspect
 
     from tfevo.gp import SymbolicClassifier
     from tfevo.gp.generation import DEFAULT_DEPTH
 
-    assert DEFAULT_DEPTH == (2, 6)
+    assert DEFAULT_DEPTH == (2, 5)
     assert inspect.signature(generate).parameters["depth"].default == DEFAULT_DEPTH
     assert inspect.signature(O.subtree_mutation).parameters["depth"].default == DEFAULT_DEPTH
     assert GPConfig().init_depth == DEFAULT_DEPTH
     assert SymbolicRegressor().init_depth == DEFAULT_DEPTH == SymbolicClassifier().init_depth
     ts = TerminalSet(1, 0.0, None)
     n = generate(SEED, 2000, 128, FS, ts, method="full").sizes.numpy()[:, 0]
-    assert set(np.unique(n)) == {7, 15, 31, 63, 127}
+    assert set(np.unique(n)) == {7, 15, 31, 63}
     # headless-chicken donors: the same depths, and by default as long as the trees
-    # allow (no 32-node cap): a whole depth-6 donor (127 nodes) replaces a leaf
+    # allow (no 32-node cap): a whole depth-5 donor (63 nodes) replaces a leaf
     leaves = from_prefix([["x0"]] * 3000, 128)
     child, ok = O.subtree_mutation(SEED, leaves, FS, ts, method="full")
     m = child.sizes.numpy()[:, 0]
     assert ok.numpy().all() and validate(child, num_vars=1).all()
-    assert m.max() == 127 and set(np.unique(m)) <= {1, 3, 7, 15, 31, 63, 127}
+    assert m.max() == 63 and set(np.unique(m)) <= {1, 3, 7, 15, 31, 63}
 
 
 def test_auto_parsimony_is_gplearns_covariant_coefficient():

@@ -37,7 +37,8 @@ class GPConfig:
         ``p_const="auto"`` is gplearn's ``1 / (num_vars + 1)``).
       init_depth: ``(min, max)`` depth of the initial trees, both ends
         included (the root is depth 0), as in gplearn (its ``_Program``
-        draws ``randint(min, max + 1)``); default ``(2, 6)``, gplearn's.
+        draws ``randint(min, max + 1)``); default ``(2, 5)``, one level
+        shallower than gplearn's ``(2, 6)`` (docs/gp.md says why).
       init_method: ``"half_and_half"``, ``"full"`` or ``"grow"``.
       grow_p_func: grow's probability of a function at an internal node
         (initial trees and subtree-mutation donors): ``"deap"`` (the

@@ -25,10 +25,11 @@ METHODS = ("full", "grow", "half_and_half")
 
 #: ``(min, max)`` depth limits of random trees, both ends included: the
 #: default of :func:`generate`, of subtree mutation's donor trees and of
-#: ``GPConfig.init_depth`` / the estimators' ``init_depth``: gplearn
-#: 0.4's default ``init_depth=(2, 6)``, whose ``_Program`` draws
-#: ``randint(2, 6 + 1)``, i.e. 2..6 (full binary trees of 7..127 nodes).
-DEFAULT_DEPTH = (2, 6)
+#: ``GPConfig.init_depth`` / the estimators' ``init_depth``.  The range
+#: means what gplearn 0.4's ``init_depth`` means (its ``_Program`` draws
+#: ``randint(min, max + 1)``); gplearn's default ``(2, 6)`` is one level
+#: deeper, which recovered fewer Nguyen targets here (docs/gp.md).
+DEFAULT_DEPTH = (2, 5)
 
 #: named rules for grow's probability of a function at an internal node
 #: (see :func:`grow_probability`).

@@ -265,7 +265,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         probability of a constant leaf, default ``"auto"``: gplearn's
         ``1 / (n_features + 1)``).
       init_depth, init_method, grow_p_func: initial trees (``init_depth``
-        includes both ends, as gplearn's: ``(2, 6)`` draws depths 2..6;
+        includes both ends, as gplearn's; the default ``(2, 5)`` is one
+        level shallower than gplearn's ``(2, 6)``, see docs/gp.md;
         ``grow_p_func`` is grow's probability of a function
         node, default ``"deap"``: ``n_functions / (n_functions +
         n_terminals)``; gplearn's rule ``"gplearn"``, ``min(1, (n_functions
