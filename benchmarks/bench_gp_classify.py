@@ -15,8 +15,9 @@ stratified, by the run's seed; test accuracy and ROC AUC (from
 
 Both libraries get the same settings: population, generations, functions
 {add, sub, mul, div}, constants in [-1, 1], tournament 20, ramped
-half-and-half with depths 2..5 (gplearn's ``init_depth=(2, 6)`` draws from
-[2, 6); tfevo's range includes both ends, so it gets (2, 5)), p_crossover
+half-and-half with each library's default depth range (gplearn's
+``init_depth=(2, 6)``: depths 2..6, its ``_Program`` draws ``randint(2, 6 +
+1)``; tfevo's default ``(2, 5)``, both ends included), p_crossover
 0.9, subtree / hoist / point mutation 0.01 each, p_point_replace 0.05,
 parsimony 0.001.  Each library keeps its own classifier model: gplearn one
 tree through a sigmoid, trained on log loss; tfevo one output per class
@@ -76,7 +77,7 @@ def common(pop, gens, seed):
                 p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, random_state=seed)
 
 
-def make(lib, pop, gens, seed):
+def make(lib, pop, gens, seed, overrides=None):
     if lib == "gplearn":
         from gplearn.genetic import SymbolicClassifier
 
@@ -84,7 +85,9 @@ def make(lib, pop, gens, seed):
     from tfevo.gp import SymbolicClassifier
 
     fitness = "crossentropy" if lib == "tfevo_ce" else "accuracy"
-    return SymbolicClassifier(init_depth=(2, 5), max_len=128, fitness=fitness, **common(pop, gens, seed))
+    kw = dict(max_len=128, fitness=fitness, **common(pop, gens, seed))  # tfevo's default init_depth
+    kw.update(overrides or {})
+    return SymbolicClassifier(**kw)
 
 
 def program_len(lib, est):
@@ -94,10 +97,14 @@ def program_len(lib, est):
 def run(args):
     from sklearn.metrics import accuracy_score, roc_auc_score
 
+    overrides = json.loads(args.tfevo_set) if args.tfevo_set else {}
+    if overrides and args.lib == "gplearn":
+        raise SystemExit("--tfevo-set is for the tfevo libs")
+
     for s in _range(args.seeds):
         for name in [d for d in args.datasets.split(",") if d]:
             x, xt, y, yt = dataset(name, s)
-            est = make(args.lib, args.pop, args.gens, s)
+            est = make(args.lib, args.pop, args.gens, s, overrides)
             c0, t0 = time.process_time(), time.perf_counter()
             est.fit(x, y)
             cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -114,6 +121,8 @@ def run(args):
                        test_auc=auc, test_auc_scorer=auc_scorer, proba_ties=ties, train_acc=train_acc, length=program_len(args.lib, est),
                        program=str(est._program) if args.lib == "gplearn" else str(est),
                        cpu_s=round(cpu, 2), wall_s=round(wall, 2))
+            if overrides:
+                rec["tfevo_set"] = overrides
             with open(args.out, "a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(name, s, args.lib, f"acc={acc:.4f} auc={auc:.4f} auc(scorer)={auc_scorer:.4f} ties={ties} train={train_acc:.4f} len={rec['length']} "
@@ -166,6 +175,7 @@ def main():
     r.add_argument("--datasets", default=",".join(DATASETS))
     r.add_argument("--pop", type=int, default=1000)
     r.add_argument("--gens", type=int, default=50)
+    r.add_argument("--tfevo-set", default="", help="JSON dict of SymbolicClassifier arguments for tfevo runs")
     r.add_argument("--out", required=True)
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")

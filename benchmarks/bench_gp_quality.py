@@ -3,16 +3,16 @@
 Usage:
   python benchmarks/bench_gp_quality.py run --lib tfevo|gplearn [--seeds 0-9] [--problems 1-12]
          [--pop 1000] [--gens 50] [--data-seeds 0-9] [--datasets diabetes,linnerud_weight,...]
-         --out results.jsonl
+         [--tfevo-set '{"grow_p_func": "deap"}'] --out results.jsonl
   python benchmarks/bench_gp_quality.py table results.jsonl [more.jsonl ...]
 
 Both libraries get the same settings: population, generations, function set
 {add, sub, mul, div, sin, cos, exp, log} (Nguyen; gplearn's exp is a
 make_function with the same clamp at 80) or {add, sub, mul, div} with
 constants in [-1, 1] (data sets), no constants on Nguyen, tournament 20,
-ramped half-and-half with depth limits 2..5 (gplearn's init_depth=(2, 6)
-draws from [2, 6); tfevo's range includes both ends, so it gets (2, 5)),
-p_crossover 0.9, subtree / hoist / point
+ramped half-and-half with each library's default depth range (gplearn's
+init_depth=(2, 6): depths 2..6, its _Program draws randint(2, 6 + 1);
+tfevo's default (2, 5), both ends included), p_crossover 0.9, subtree / hoist / point
 mutation 0.01 each, p_point_replace 0.05, parsimony 0.001.  Nguyen data:
 the standard sampling of :mod:`tfevo.problems.regression` (training points
 drawn with the run's seed; the test set is 1000 fresh points of the same
@@ -84,18 +84,19 @@ def common(pop, gens, funcs, const_range):
                 const_range=const_range, parsimony_coefficient=0.001, random_state=0)
 
 
-def make_tfevo(pop, gens, funcs, const_range, seed):
+def make_tfevo(pop, gens, funcs, const_range, seed, overrides=None):
     from tfevo.gp import SymbolicRegressor
 
     kw = common(pop, gens, funcs, const_range)
     kw["random_state"] = seed
-    kw["init_depth"] = (2, 5)  # both ends included: the depths gplearn's (2, 6) draws (randint's [2, 6))
+    del kw["init_depth"]  # tfevo's default depth range
+    kw.update(overrides or {})
     return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05, metric="mse",
                              p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01,
                              **kw)
 
 
-def make_gplearn(pop, gens, funcs, const_range, seed):
+def make_gplearn(pop, gens, funcs, const_range, seed, overrides=None):
     from gplearn.functions import make_function
     from gplearn.genetic import SymbolicRegressor
 
@@ -120,6 +121,9 @@ def program_len(lib, est):
 
 def run(args):
     make = make_tfevo if args.lib == "tfevo" else make_gplearn
+    overrides = json.loads(args.tfevo_set) if args.tfevo_set else {}
+    if overrides and args.lib != "tfevo":
+        raise SystemExit("--tfevo-set is for --lib tfevo")
     jobs = []
     datasets = [d for d in args.datasets.split(",") if d]
     for s in _range(args.seeds):
@@ -129,10 +133,10 @@ def run(args):
     for name, s in jobs:
         if not name.startswith("nguyen"):
             x, xt, y, yt = dataset(name, s)
-            est = make(args.pop, args.gens, ("add", "sub", "mul", "div"), (-1.0, 1.0), s)
+            est = make(args.pop, args.gens, ("add", "sub", "mul", "div"), (-1.0, 1.0), s, overrides)
         else:
             x, y, xt, yt = nguyen_data(int(name[6:]), s)
-            est = make(args.pop, args.gens, NGUYEN_FUNCS, None, s)
+            est = make(args.pop, args.gens, NGUYEN_FUNCS, None, s, overrides)
         c0, t0 = time.process_time(), time.perf_counter()
         est.fit(x, y)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -144,6 +148,8 @@ def run(args):
                    test_mse=test_mse if np.isfinite(test_mse) else None, test_r2=r2 if np.isfinite(r2) else None,
                    exact=bool(np.isfinite(test_mse) and test_mse <= EXACT), length=program_len(args.lib, est),
                    program=program_str(args.lib, est), cpu_s=round(cpu, 2), wall_s=round(wall, 2))
+        if overrides:
+            rec["tfevo_set"] = overrides
         with open(args.out, "a") as f:
             f.write(json.dumps(rec) + "\n")
         print(name, s, args.lib, f"mse={test_mse:.3g} r2={r2:.4f} cpu={cpu:.1f}s", flush=True)
@@ -201,6 +207,7 @@ def main():
     r.add_argument("--datasets", default=",".join(DATASETS))
     r.add_argument("--pop", type=int, default=1000)
     r.add_argument("--gens", type=int, default=50)
+    r.add_argument("--tfevo-set", default="", help="JSON dict of SymbolicRegressor arguments for tfevo runs")
     r.add_argument("--out", required=True)
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")

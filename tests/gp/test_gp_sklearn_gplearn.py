@@ -276,7 +276,7 @@ def test_make_fitness_matches_gplearn_and_survives_clone_and_pickle():
 # Constructor defaults that differ from gplearn 0.4.3's on purpose (docs/gp.md, "Coming from gplearn"),
 # each as the relation that holds between the two values:
 DELIBERATE_DEFAULTS = {
-    # tfevo's depth range includes both ends; gplearn's (2, 6) draws randint(2, 6), i.e. 2..5
+    # the same meaning (both ends included), one level shallower by default
     "init_depth": lambda ours, theirs: tuple(ours) == (theirs[0], theirs[1] - 1),
 }
 CLASSIFIER_DELIBERATE = {

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, SeedStream, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.gp import operators as ops
-from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate
+from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate, grow_probability
 from tfevo.gp.selection import SELECTIONS, demote_duplicates, parsimony, select
 from tfevo.gp.trees import FunctionSet, Trees, check_trees, get_function
 from tfevo.registry import register
@@ -33,11 +33,19 @@ class GPConfig:
       num_vars: number of input variables.
       num_outputs: ``K``; ``K > 1`` evolves multi-output trees.
       functions: function names (see :func:`tfevo.gp.trees.builtin_functions`).
-      p_const, const_range, constants: leaf settings (:class:`TerminalSet`).
+      p_const, const_range, constants: leaf settings (:class:`TerminalSet`;
+        ``p_const="auto"`` is gplearn's ``1 / (num_vars + 1)``).
       init_depth: ``(min, max)`` depth of the initial trees, both ends
-        included (the root is depth 0).  gplearn draws from ``[min, max)``,
-        so its default ``(2, 6)`` is this default ``(2, 5)``.
+        included (the root is depth 0), as in gplearn (its ``_Program``
+        draws ``randint(min, max + 1)``); default ``(2, 5)``, one level
+        shallower than gplearn's ``(2, 6)`` (docs/gp.md says why).
       init_method: ``"half_and_half"``, ``"full"`` or ``"grow"``.
+      grow_p_func: grow's probability of a function at an internal node
+        (initial trees and subtree-mutation donors): ``"deap"`` (the
+        default, ``n_functions / (n_functions + n_terminals)``), ``"gplearn"``
+        (``min(1, (n_functions + 1) / (n_functions + num_vars))``: grow =
+        full with one input) or a number
+        (:func:`~tfevo.gp.generation.grow_probability`).
       selection: ``"tournament"``, ``"truncation"``, ``"roulette"``, ``"rank"``.
       tournament_size, truncation_ratio, rank_pressure: their parameters.
       survival_rate: fraction of the best trees allowed to be parents.
@@ -69,11 +77,12 @@ class GPConfig:
     num_vars: int = 1
     num_outputs: int = 1
     functions: Sequence[str] = ("add", "sub", "mul", "div")
-    p_const: float = 0.3
+    p_const: float | str = "auto"
     const_range: tuple | None = (-1.0, 1.0)
     constants: Sequence[float] = ()
     init_depth: tuple = DEFAULT_DEPTH
     init_method: str = "half_and_half"
+    grow_p_func: float | str = "deap"
     selection: str = "tournament"
     tournament_size: int = 20
     truncation_ratio: float = 0.2
@@ -114,6 +123,7 @@ class GPConfig:
             if not (0 <= int(s0) <= int(s1)):
                 raise ConfigError(f"subtree_depth must be None or (min, max) with 0 <= min <= max, "
                                   f"got {self.subtree_depth}")
+        grow_probability(self.grow_p_func, FunctionSet(self.functions), self.terminals(), "grow_p_func")
         if self.selection not in SELECTIONS:
             raise ConfigError(f"unknown selection {self.selection!r}; known: {', '.join(SELECTIONS)}")
         if int(self.tournament_size) < 1:
@@ -156,7 +166,8 @@ class GPConfig:
 
     def terminals(self) -> TerminalSet:
         """The :class:`TerminalSet` of these settings."""
-        return TerminalSet(int(self.num_vars), float(self.p_const), self.const_range, tuple(self.constants))
+        p = self.p_const if isinstance(self.p_const, str) else float(self.p_const)
+        return TerminalSet(int(self.num_vars), p, self.const_range, tuple(self.constants))
 
 
 @register("strategy", "gp")
@@ -335,7 +346,7 @@ class _Step:
         if name == "subtree":
             depth = c.init_depth if c.subtree_depth is None else c.subtree_depth
             return ops.subtree_mutation(sk, parents, self.functions, self.terminals, depth, self.max_len,
-                                        c.init_method, float(c.crossover_p_func))
+                                        c.init_method, float(c.crossover_p_func), c.grow_p_func)
         if name == "hoist":
             return ops.hoist_mutation(sk, parents, c.hoist_root_only, float(c.crossover_p_func))
         if name == "point":
@@ -363,7 +374,7 @@ class _Step:
         try:
             c = self.config
             return generate(seed, self.popsize, self.max_len, self.functions, self.terminals, c.init_depth,
-                            c.init_method, self.num_outputs)
+                            c.init_method, self.num_outputs, c.grow_p_func)
         finally:
             self.terminals.runtime_num_vars = None
 

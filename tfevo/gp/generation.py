@@ -19,15 +19,21 @@ import tensorflow as tf
 from tfevo.core import ConfigError
 from tfevo.gp.trees import CONST, FUNC, OUT, PAD, VAR, FunctionSet, Trees, compute_sizes
 
-__all__ = ["TerminalSet", "generate", "METHODS", "DEFAULT_DEPTH"]
+__all__ = ["TerminalSet", "generate", "grow_probability", "METHODS", "DEFAULT_DEPTH", "GROW_RULES"]
 
 METHODS = ("full", "grow", "half_and_half")
 
 #: ``(min, max)`` depth limits of random trees, both ends included: the
 #: default of :func:`generate`, of subtree mutation's donor trees and of
-#: ``GPConfig.init_depth`` / the estimators' ``init_depth``.  gplearn's
-#: ``init_depth=(2, 6)`` draws from ``randint(2, 6)``, i.e. the same 2..5.
+#: ``GPConfig.init_depth`` / the estimators' ``init_depth``.  The range
+#: means what gplearn 0.4's ``init_depth`` means (its ``_Program`` draws
+#: ``randint(min, max + 1)``); gplearn's default ``(2, 6)`` is one level
+#: deeper, which recovered fewer Nguyen targets here (docs/gp.md).
 DEFAULT_DEPTH = (2, 5)
+
+#: named rules for grow's probability of a function at an internal node
+#: (see :func:`grow_probability`).
+GROW_RULES = ("gplearn", "deap")
 
 
 @dataclasses.dataclass
@@ -36,22 +42,27 @@ class TerminalSet:
 
     Attributes:
       num_vars: number of input variables ``x0..x{num_vars-1}``.
-      p_const: probability that a new leaf is a constant (else a variable).
+      p_const: probability that a new leaf is a constant (else a variable),
+        or ``"auto"`` (the default): ``1 / (num_vars + 1)``, gplearn's
+        uniform draw among the ``num_vars`` variables and "a constant".
       const_range: ``(low, high)`` of ephemeral random constants, or None.
       constants: fixed constants drawn uniformly (used when
         ``const_range`` is None), e.g. ``(1.0, 2.0, 3.14159)``.
     """
 
     num_vars: int
-    p_const: float = 0.3
+    p_const: float | str = "auto"
     const_range: tuple | None = (-1.0, 1.0)
     constants: Sequence[float] = ()
 
     def __post_init__(self):
         if int(self.num_vars) < 0:
             raise ConfigError(f"num_vars must be >= 0, got {self.num_vars}")
-        if not (0.0 <= float(self.p_const) <= 1.0):
-            raise ConfigError(f"p_const must be in [0, 1], got {self.p_const}")
+        if isinstance(self.p_const, str):
+            if self.p_const != "auto":
+                raise ConfigError(f"p_const must be a number in [0, 1] or 'auto', got {self.p_const!r}")
+        elif not (0.0 <= float(self.p_const) <= 1.0):
+            raise ConfigError(f"p_const must be a number in [0, 1] or 'auto', got {self.p_const}")
         has_const = self.const_range is not None or len(self.constants) > 0
         if self.const_range is not None:
             lo, hi = self.const_range
@@ -74,11 +85,24 @@ class TerminalSet:
             return tf.maximum(self.runtime_num_vars, 1)
         return max(int(self.num_vars), 1)
 
+    def has_constants(self) -> bool:
+        """True when a leaf can be a constant."""
+        return self.p_const == "auto" or float(self.p_const) > 0
+
+    def const_prob(self):
+        """The probability of a constant leaf: a float, or a float32 tensor
+        while ``runtime_num_vars`` is set and ``p_const`` is ``"auto"``."""
+        if self.p_const != "auto":
+            return float(self.p_const)
+        if self.runtime_num_vars is not None:
+            return 1.0 / (tf.cast(self.n_vars(), tf.float32) + 1.0)
+        return 1.0 / (self.n_vars() + 1.0)
+
     def sample(self, seed, shape) -> tuple[tf.Tensor, tf.Tensor]:
         """Random leaves: (types int32, values float32) of ``shape``."""
         seeds = tf.random.experimental.stateless_split(seed, 3)
         u = tf.random.stateless_uniform(shape, seeds[0])
-        is_const = u < self.p_const
+        is_const = u < self.const_prob()
         var = tf.random.stateless_uniform(shape, seeds[1], 0, self.n_vars(), dtype=tf.int32)
         if self.const_range is not None:
             lo, hi = self.const_range
@@ -170,9 +194,45 @@ def _assemble_outputs(types, values, P, K, glue_fid):
     return tf.where(inside, ot, PAD), tf.where(inside, ov, 0.0)
 
 
+def grow_probability(rule, functions, terminals: TerminalSet, name: str = "p_func"):
+    """grow's probability of a function at an internal node below the root.
+
+    ``rule``:
+
+    * ``"gplearn"`` (gplearn 0.4's ``randint(n_features + n_functions) <=
+      n_functions``): ``min(1, (n_f + 1) / (n_f + n_vars))``; constants do
+      not count, and with one variable grow makes full trees;
+    * ``"deap"``: ``n_f / (n_f + n_terminals)``, the chance of drawing a
+      function from the union of functions and terminals (the variables,
+      plus one for "a constant" when constants are on);
+    * a number in ``[0, 1]``: itself.
+
+    Returns a float, or a float32 tensor while ``terminals.runtime_num_vars``
+    is set (the width is then a runtime input).
+    """
+    if not isinstance(rule, str):
+        try:
+            p = float(rule)
+        except (TypeError, ValueError):
+            p = None
+        if p is None or not 0.0 <= p <= 1.0:
+            raise ConfigError(f"{name} must be a number in [0, 1] or one of {GROW_RULES}, got {rule!r}")
+        return p
+    if rule not in GROW_RULES:
+        raise ConfigError(f"{name} must be a number in [0, 1] or one of {GROW_RULES}, got {rule!r}")
+    nf = float(len(functions))
+    runtime = terminals.runtime_num_vars is not None
+    nv = tf.cast(terminals.n_vars(), tf.float32) if runtime else float(max(int(terminals.num_vars), 0))
+    if rule == "gplearn":
+        p = (nf + 1.0) / (nf + nv)
+        return tf.minimum(p, 1.0) if runtime else min(p, 1.0)
+    nt = nv + (1.0 if terminals.has_constants() else 0.0)
+    return nf / (nf + (tf.maximum(nt, 1.0) if runtime else max(nt, 1.0)))
+
+
 def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet,
              depth: tuple = DEFAULT_DEPTH, method: str = "half_and_half", num_outputs: int = 1,
-             p_func: float | None = None) -> Trees:
+             p_func: float | str | None = "deap") -> Trees:
     """Generates ``popsize`` random trees of at most ``max_len`` nodes.
 
     Args:
@@ -190,10 +250,11 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
       num_outputs: ``K > 1`` builds trees
         ``add(out0(t0), add(out1(t1), ... out{K-1}(t{K-1})))`` with one
         random subtree per output.
-      p_func: grow's probability of a function at an internal node; default
-        ``n_functions / (n_functions + n_terminals)`` as in DEAP (gplearn
-        uses ``(n_functions + 1) / (n_functions + n_variables)``, capped at
-        1, so its grow trees are full when there is one variable).
+      p_func: grow's probability of a function at an internal node: a
+        number, or a rule of :func:`grow_probability`; default ``"deap"``
+        (``n_functions / (n_functions + n_terminals)``); ``"gplearn"`` is
+        ``min(1, (n_functions + 1) / (n_functions + n_variables))``, so its
+        grow trees are full when there is one variable.  None is the default.
 
     Returns:
       :class:`Trees` with consistent sizes.
@@ -216,13 +277,7 @@ def generate(seed, popsize: int, max_len: int, functions, terminals: TerminalSet
     Lsub = L if K == 1 else (L - (2 * K - 1)) // K
     if Lsub < 1:
         raise ConfigError(f"max_len={L} is too small for {K} outputs (need >= {3 * K - 1})")
-    if p_func is None:
-        if terminals.runtime_num_vars is not None:
-            nt = tf.cast(terminals.n_vars(), tf.float32) + (1.0 if terminals.p_const > 0 else 0.0)
-            p_func = len(fset) / (len(fset) + nt)
-        else:
-            nt = max(terminals.num_vars, 0) + (1 if terminals.p_const > 0 else 0)
-            p_func = len(fset) / (len(fset) + max(nt, 1))
+    p_func = grow_probability("deap" if p_func is None else p_func, fset, terminals)
     seed = tf.convert_to_tensor(seed, tf.int32)
     s = tf.random.experimental.stateless_split(seed, 3)
     n = P * K

@@ -202,7 +202,8 @@ def leaf_biased_crossover(seed, trees: Trees, donors: Trees, p_leaf: float = 0.1
 
 def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: TerminalSet,
                      depth: tuple = DEFAULT_DEPTH, max_subtree_len: int | None = None,
-                     method: str = "half_and_half", p_func: float | None = 0.9):
+                     method: str = "half_and_half", p_func: float | None = 0.9,
+                     grow_p_func: float | str = "deap"):
     """Headless-chicken subtree mutation: a crossover with a freshly
     generated random tree as the donor.
 
@@ -211,12 +212,14 @@ def subtree_mutation(seed, trees: Trees, functions: FunctionSet, terminals: Term
     as for the initial trees; at most ``max_subtree_len`` nodes, default
     the trees' ``L_max``); the replaced subtree and the
     inserted one are drawn as in :func:`one_point_crossover` (``p_func``
-    weighting, ``None`` for uniform).  With ``method="grow"`` and
-    ``p_func=None`` this is the classic "replace a random node by a random
-    subtree"."""
+    weighting, ``None`` for uniform; ``grow_p_func`` is the donor's
+    :func:`~tfevo.gp.generation.generate` ``p_func``).  With
+    ``method="grow"`` and ``p_func=None`` this is the classic "replace a
+    random node by a random subtree"."""
     s = tf.random.experimental.stateless_split(seed, 3)
     P, L = trees.types.shape
-    new = generate(s[0], P, L if max_subtree_len is None else max_subtree_len, functions, terminals, depth, method)
+    new = generate(s[0], P, L if max_subtree_len is None else max_subtree_len, functions, terminals, depth, method,
+                   p_func=grow_p_func)
     return _exchange_at_drawn_points(s[1], s[2], trees, new, p_func)
 
 
@@ -224,10 +227,11 @@ def hoist_mutation(seed, trees: Trees, root_only: bool = True, p_func: float | N
     """Hoist mutation.
 
     With ``root_only`` (Koza/DEAP semantics) the child *is* a random proper
-    subtree of the parent.  Otherwise (gplearn) a random subtree is replaced
-    by one of its own proper subtrees.  Both points are drawn with the
-    :func:`weighted_node` bias ``p_func`` (``None``: uniform).  A single-node
-    tree or subtree is returned unchanged (``ok`` False).
+    subtree of the parent (a single-node tree is returned unchanged, ``ok``
+    False).  Otherwise (gplearn) a random subtree is replaced by a random
+    subtree of itself, which may be that subtree itself (the child is then
+    a copy, as in gplearn, ``ok`` True).  Both points are drawn with the
+    :func:`weighted_node` bias ``p_func`` (``None``: uniform).
     """
     s = tf.random.experimental.stateless_split(seed, 2)
     t, _, sz = trees
@@ -240,7 +244,8 @@ def hoist_mutation(seed, trees: Trees, root_only: bool = True, p_func: float | N
         i = weighted_node(s[0], trees, p_func)
     si = tf.gather(sz, i, batch_dims=1)
     q = tf.range(L)[None, :]
-    inside = (q > i[:, None]) & (q < (i + si)[:, None])
+    first = i + 1 if root_only else i  # gplearn's inner point may be the subtree's own root
+    inside = (q >= first[:, None]) & (q < (i + si)[:, None])
     if p_func is None:
         j, found = random_node(s[1], trees, inside)
     else:

@@ -78,7 +78,8 @@ class _BaseSymbolic(BaseEstimator):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
+                 selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
@@ -95,6 +96,7 @@ class _BaseSymbolic(BaseEstimator):
         self.p_const = p_const
         self.init_depth = init_depth
         self.init_method = init_method
+        self.grow_p_func = grow_p_func
         self.selection = selection
         self.tournament_size = tournament_size
         self.truncation_ratio = truncation_ratio
@@ -162,7 +164,7 @@ class _BaseSymbolic(BaseEstimator):
                   num_outputs=num_outputs, functions=tuple(names), p_const=self.p_const,
                   const_range=None if self.const_range is None else tuple(self.const_range),
                   constants=tuple(self.constants or ()), init_depth=tuple(self.init_depth),
-                  init_method=init_method, selection=self.selection,
+                  init_method=init_method, grow_p_func=self.grow_p_func, selection=self.selection,
                   tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
                   rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
                   parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
@@ -264,9 +266,16 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (``"add,sub,mul"``).
       const_range, constants, p_const: leaves (ephemeral constants from
         ``const_range``, or the fixed ``constants``; ``p_const`` the
-        probability of a constant leaf).
-      init_depth, init_method: initial trees (``init_depth`` includes both
-        ends; gplearn's ``(2, 6)`` draws depths 2..5, which is ``(2, 5)`` here).
+        probability of a constant leaf, default ``"auto"``: gplearn's
+        ``1 / (n_features + 1)``).
+      init_depth, init_method, grow_p_func: initial trees (``init_depth``
+        includes both ends, as gplearn's; the default ``(2, 5)`` is one
+        level shallower than gplearn's ``(2, 6)``, see docs/gp.md;
+        ``grow_p_func`` is grow's probability of a function
+        node, default ``"deap"``: ``n_functions / (n_functions +
+        n_terminals)``; gplearn's rule ``"gplearn"``, ``min(1, (n_functions
+        + 1) / (n_functions + n_features))``, recovers fewer Nguyen-1
+        targets, see docs/gp.md; or a number).
       selection, tournament_size, truncation_ratio, rank_pressure,
       survival_rate, elite, parsimony_coefficient: selection
         (``parsimony_coefficient`` a number, default 0.001 as gplearn's, or
@@ -313,7 +322,8 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
+                 selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
@@ -379,7 +389,8 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
                  function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
-                 p_const=0.3, init_depth=DEFAULT_DEPTH, init_method="half and half", selection="tournament",
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
+                 selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
                  elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
