@@ -287,7 +287,7 @@ CLASSIFIER_DELIBERATE = {
 }
 # gplearn arguments tfevo does not take (reasons in docs/gp.md)
 NOT_TAKEN = {"n_jobs", "low_memory"}
-NOT_TAKEN_CLASSIFIER = {"transformer", "class_weight", "metric"}
+NOT_TAKEN_CLASSIFIER = {"transformer", "metric"}
 
 
 @pytest.mark.parametrize("name", ["SymbolicRegressor", "SymbolicClassifier"])

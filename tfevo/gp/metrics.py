@@ -172,13 +172,28 @@ def _finite(loss):
     return tf.where(tf.math.is_finite(loss), loss, tf.constant(np.inf, loss.dtype))
 
 
+def row_weights(mask, sample_weight):
+    """The weight of every (tree, row) pair: the rows of ``mask`` (``bool
+    [P, N]`` or None = all) times ``sample_weight`` (``[N]`` or None = 1),
+    None when both are None (plain means)."""
+    if sample_weight is None:
+        return mask
+    w = tf.convert_to_tensor(sample_weight)[None, :]
+    return w if mask is None else tf.where(mask, w, tf.zeros_like(w))
+
+
 def _masked_mean(per, mask):
-    """Mean of ``per [C, N]`` over the rows of ``mask`` (all rows if None);
-    values outside the mask never reach the sum (an inf there is ignored)."""
+    """Mean of ``per [C, N]`` over the rows of ``mask`` (all rows if None), or
+    its weighted mean when ``mask`` is a float weight ``[C or 1, N]``; rows of
+    mask False or weight 0 never reach the sum (an inf there is ignored)."""
     if mask is None:
         return tf.reduce_mean(per, axis=1)
-    w = tf.cast(mask, per.dtype)
-    return tf.reduce_sum(tf.where(mask, per, 0.0), axis=1) / tf.reduce_sum(w, axis=1)
+    if mask.dtype == tf.bool:
+        w = tf.cast(mask, per.dtype)
+        return tf.reduce_sum(tf.where(mask, per, 0.0), axis=1) / tf.reduce_sum(w, axis=1)
+    w = tf.broadcast_to(tf.cast(mask, tf.float64), tf.shape(per))
+    wp = tf.where(w > 0, w * tf.cast(per, tf.float64), 0.0)
+    return tf.cast(tf.reduce_sum(wp, axis=1) / tf.reduce_sum(w, axis=1), per.dtype)
 
 
 def _average_ranks(a):
@@ -220,7 +235,7 @@ def _custom(metric: Fitness, pred, y, w):
         return np.array([float(metric.function(yv, p[i], wv[i])) for i in range(p.shape[0])], np.float64)
 
 
-def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=None) -> tf.Tensor:
+def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=None, sample_weight=None) -> tf.Tensor:
     """Raw fitness ``[P]`` of every tree under ``metric``: an error (lower is
     better, ``inf`` when not finite) or, for ``"pearson"``, ``"spearman"`` and
     ``make_fitness(..., greater_is_better=True)``, a score (higher is better;
@@ -231,8 +246,11 @@ def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=Non
       metric: a name of :data:`REGRESSION_METRICS` or a :class:`Fitness`.
       functions, use_op: as for :func:`tfevo.gp.evaluate.evaluate`.
       mask: None (all rows) or ``bool [P, N]``, the rows each tree is scored on.
+      sample_weight: None or float64 ``[N]``, non-negative row weights: the
+        error is the weighted mean over the tree's rows (gplearn's
+        ``np.average(..., weights=w)``), the correlations weighted likewise.
     """
-    if mask is None and metric in ("mse", "rmse"):
+    if mask is None and sample_weight is None and metric in ("mse", "rmse"):
         loss = mse(trees, x, y, functions, use_op)
         return tf.sqrt(loss) if metric == "rmse" else loss
     t, v, s = (tf.convert_to_tensor(a) for a in trees)
@@ -244,9 +262,10 @@ def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=Non
     for a in range(0, P, per_chunk):
         b = min(P, a + per_chunk)
         pred = evaluate(Trees(t[a:b], v[a:b], s[a:b]), x, 1, functions, use_op)  # [C, N]
-        sub = None if mask is None else mask[a:b]
+        sub = row_weights(None if mask is None else mask[a:b], sample_weight)
         if isinstance(metric, Fitness) or metric in _GREATER:
-            w = tf.ones(tf.shape(pred), tf.float64) if sub is None else tf.cast(sub, tf.float64)
+            w = tf.ones(tf.shape(pred), tf.float64) if sub is None else \
+                tf.broadcast_to(tf.cast(sub, tf.float64), tf.shape(pred))
             if isinstance(metric, Fitness):
                 out.append(tf.constant(_custom(metric, pred, y, w)))
             elif metric == "pearson":
@@ -268,11 +287,13 @@ def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=Non
     return _finite(loss)
 
 
-def classification_raw(scores, labels, kind: str, mask=None) -> tf.Tensor:
+def classification_raw(scores, labels, kind: str, mask=None, sample_weight=None) -> tf.Tensor:
     """Raw fitness ``[P]`` from class scores ``[P, K, N]``: training accuracy
     (``kind="accuracy"``, higher is better) or mean softmax cross-entropy
     (``"crossentropy"``, lower is better, ``inf`` when not finite), over the
-    rows of ``mask`` (``bool [P, N]``) or all rows."""
+    rows of ``mask`` (``bool [P, N]``) or all rows, weighted by
+    ``sample_weight`` (``[N]``) if given."""
+    mask = row_weights(mask, sample_weight)
     if kind == "accuracy":
         pred = tf.argmax(tf.where(tf.math.is_nan(scores), -np.inf, scores), axis=1, output_type=tf.int32)
         return _masked_mean(tf.cast(tf.equal(pred, labels[None, :]), tf.float32), mask)

@@ -20,8 +20,9 @@ import warnings
 import numpy as np
 import tensorflow as tf
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from tfevo.core import ConfigError
 from tfevo.gp.algorithm import GeneticProgramming, GPConfig
@@ -63,6 +64,16 @@ def _finite32(a, what):
     if not np.all(np.isfinite(a)):
         raise ValueError(f"Input {what} contains infinity or a value too large for dtype('float32').")
     return a
+
+
+def _weights(sample_weight, X):
+    """``sample_weight`` checked as scikit-learn checks it (length, finite,
+    non-negative, not all zero) as a float64 tensor, or None when there are
+    none or all are equal (then the run is the unweighted one, bit for bit)."""
+    if sample_weight is None:
+        return None
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    return None if np.all(w == w[0]) else tf.constant(w, tf.float64)
 
 
 def _base_arguments(args: dict) -> dict:
@@ -334,12 +345,15 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         super().__init__(**_base_arguments(locals()))
         self.metric = metric
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Evolves programs for ``generations`` generations (or, with
-        ``warm_start``, continues the stored run up to ``generations``)."""
+        ``warm_start``, continues the stored run up to ``generations``).
+        ``sample_weight`` (``[n_samples]``, non-negative) weights every row's
+        error, as gplearn's."""
         X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)
         _finite32(X, "X")
         y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
+        sw = _weights(sample_weight, X)
         metric = check_metric(self.metric)
         lower = not greater_is_better(metric)
         cfg = self._config(X.shape[1], 1)
@@ -354,7 +368,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         worst = tf.constant(np.inf if lower else -np.inf, tf.float32)
 
         def score(trees, mask):
-            raw = tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask), tf.float32)
+            raw = tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask, sw), tf.float32)
             return tf.where(tf.math.is_finite(raw), raw, worst)  # a custom score beyond float32 is no winner
 
         gp = evolve(self, cfg, score, len(y), lower_is_better=lower)
@@ -385,6 +399,9 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     arguments are those of :class:`SymbolicRegressor` (``stopping_criteria``
     compares with the accuracy, ``>=``, or the cross-entropy, ``<=``; default
     None).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
+    ``class_weight`` (None, ``"balanced"`` or ``{label: weight}``, as
+    gplearn's) multiplies the weight of every row of a class, and with it
+    any ``sample_weight`` given to ``fit``.
     """
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
@@ -397,17 +414,25 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, fitness="crossentropy"):
+                 verbose=0, fitness="crossentropy", class_weight=None):
         super().__init__(**_base_arguments(locals()))
         self.fitness = fitness
+        self.class_weight = class_weight
 
-    def fit(self, X, y):
-        """Evolves multi-output programs for ``generations`` generations."""
+    def fit(self, X, y, sample_weight=None):
+        """Evolves multi-output programs for ``generations`` generations;
+        ``sample_weight`` (``[n_samples]``, non-negative) weights every row's
+        loss or hit."""
         from tfevo.problems.classification import Classification
 
         X, y = validate_data(self, X, y, dtype=np.float32)
         _finite32(X, "X")
         check_classification_targets(y)
+        if self.class_weight is not None:  # gplearn's rule: the class weight multiplies the sample weight
+            cw = compute_sample_weight(self.class_weight, y)
+            sample_weight = cw if sample_weight is None else \
+                cw * _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sw = _weights(sample_weight, X)
         classes, lab = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
@@ -424,7 +449,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                               use_op=self.use_op)
 
         def score(trees, mask):
-            return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask)
+            return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask, sw)
 
         gp = evolve(self, cfg, score, len(lab), lower_is_better=self.fitness == "crossentropy")
         self.classes_ = classes
