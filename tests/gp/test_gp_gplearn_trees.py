@@ -53,13 +53,13 @@ def _gplearn_stats(programs):
     return np.array(rows, np.float64)
 
 
-def _gplearn_depth(prog):
+def _prefix_depth(arities):
+    """Depth of a tree in prefix order given each node's arity (0 = terminal)."""
     depth, stack = 0, []
-    for node in prog:
-        d = len(stack)
-        depth = max(depth, d)
-        if isinstance(node, gplearn_functions._Function):
-            stack.append(node.arity)
+    for a in arities:
+        depth = max(depth, len(stack))
+        if a:
+            stack.append(a)
         else:
             while stack:
                 stack[-1] -= 1
@@ -69,23 +69,17 @@ def _gplearn_depth(prog):
     return depth
 
 
+def _gplearn_depth(prog):
+    return _prefix_depth([node.arity if isinstance(node, gplearn_functions._Function) else 0 for node in prog])
+
+
 def _tfevo_stats(trees):
     t, v = trees.types.numpy(), trees.values.numpy()
     ar = node_arity(trees.types, trees.values).numpy()
     rows = []
     for ti, ai in zip(t, ar):
         n = int(np.sum(ti != 0))
-        depth, stack = 0, []
-        for k in range(n):
-            depth = max(depth, len(stack))
-            if ti[k] == FUNC:
-                stack.append(int(ai[k]))
-            else:
-                while stack:
-                    stack[-1] -= 1
-                    if stack[-1]:
-                        break
-                    stack.pop()
+        depth = _prefix_depth([int(ai[k]) if ti[k] == FUNC else 0 for k in range(n)])
         rows.append((n, depth, np.sum(ti == FUNC), np.sum(ti == VAR), np.sum(ti == CONST)))
     return np.array(rows, np.float64)
 
