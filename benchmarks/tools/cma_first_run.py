@@ -14,40 +14,19 @@ warnings.simplefilter("ignore")
 fid, dim, n, side, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 import bench_cma_bbob as B
 from tfevo.problems import bbob
-done = set()
-if os.path.exists(out):
-    done = {(json.loads(l)["side"], json.loads(l)["seed"]) for l in open(out)}
-fh = open(out, "a")
-for s in range(n):
-    if (side, s) in done:
-        continue
+from cma_runs import gap_of, pending, pycma_until_stop, tfevo_until
+fh, seeds = pending(out, side, n)
+for s in seeds:
     inst = 1 + s % 5
     seed = 7000000 + 1000 * fid + s
     p = bbob.make(fid, dim, instance=inst)
     t0 = time.process_time()
     if side == "pycma":
-        import cma, cocoex
-        prob = cocoex.BareProblem("bbob", fid, dim, inst)
+        import cma
         x0 = -4.0 + 8.0 * np.random.default_rng(seed).random(dim)
         es = cma.CMAEvolutionStrategy(x0, 2.0, {"verbose": -9, "seed": seed, "ftarget": 1e-8})
-        while not es.stop():
-            X = es.ask()
-            es.tell(X, [float(prob(np.asarray(x))) - p.f_opt for x in X])
-        r = {"best": float(es.best.f), "iters": es.countiter, "stop": sorted(es.stop())}
+        r = pycma_until_stop(es, fid, dim, inst, p.f_opt)
     else:
-        import tensorflow as tf
-        es = B._strategy("ipop", dim, seed)
-        best, it = np.inf, 0
-        while True:
-            x = es.ask()
-            f, _, _ = p._cf(x, p._consts, p._f_opt_t)
-            g = f.numpy() - p.f_opt
-            best = min(best, float(g.min())); it += 1
-            if best <= 1e-8:
-                stop = ["ftarget"]; break
-            es.tell(x, tf.constant(-g, tf.float64))
-            if es.history:
-                stop = es.history[0][2]; break
-        r = {"best": best, "iters": it, "stop": stop}
+        r = tfevo_until(B._strategy("ipop", dim, seed), gap_of(p), lambda es: es.history and es.history[0][2])
     r.update(side=side, seed=s, inst=inst, cpu=round(time.process_time() - t0, 2))
     fh.write(json.dumps(r) + "\n"); fh.flush()

@@ -10,47 +10,25 @@ import numpy as np
 warnings.simplefilter("ignore")
 fid, dim, lam, n, side, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 from tfevo.problems import bbob
-done = set()
-if os.path.exists(out):
-    done = {(json.loads(l)["side"], json.loads(l)["seed"]) for l in open(out)}
-fh = open(out, "a")
+from cma_runs import gap_of, pending, pycma_until_stop, tfevo_until
+fh, seeds = pending(out, side, n)
 es = None
-for s in range(n):
-    if (side, s) in done:
-        continue
+for s in seeds:
     inst = 1 + s % 5
     seed = 9000000 + 1000 * fid + s
     p = bbob.make(fid, dim, instance=inst)
     x0 = -4.0 + 8.0 * np.random.default_rng(seed).random(dim)
     t0 = time.process_time()
     if side == "pycma":
-        import cma, cocoex
-        prob = cocoex.BareProblem("bbob", fid, dim, inst)
+        import cma
         e = cma.CMAEvolutionStrategy(x0, 2.0, {"verbose": -9, "seed": seed, "ftarget": 1e-8, "popsize": lam})
-        while not e.stop():
-            X = e.ask()
-            e.tell(X, [float(prob(np.asarray(x))) - p.f_opt for x in X])
-        r = {"best": float(e.best.f), "iters": e.countiter, "stop": sorted(e.stop())}
+        r = pycma_until_stop(e, fid, dim, inst, p.f_opt)
     else:
-        import tensorflow as tf
         from tfevo.strategies import CMAES
         if es is None:
             es = CMAES(dim, popsize=lam, sigma=2.0, init_params=x0, seed=seed)
         es.seeds.seed.assign(seed)
         es.reset(mean=x0, sigma=2.0)
-        best, it = np.inf, 0
-        while True:
-            x = es.ask()
-            f, _, _ = p._cf(x, p._consts, p._f_opt_t)
-            g = f.numpy() - p.f_opt
-            best = min(best, float(g.min())); it += 1
-            if best <= 1e-8:
-                stop = ["ftarget"]; break
-            es.tell(x, tf.constant(-g, tf.float64))
-            if es.stop_reasons:
-                stop = es.stop_reasons; break
-            if it > 5000:
-                stop = ["maxiter"]; break
-        r = {"best": best, "iters": it, "stop": stop}
+        r = tfevo_until(es, gap_of(p), lambda es: es.stop_reasons, maxiter=5000)
     r.update(side=side, seed=s, inst=inst, cpu=round(time.process_time() - t0, 2))
     fh.write(json.dumps(r) + "\n"); fh.flush()

@@ -9,6 +9,7 @@ import json, sys, os, warnings
 sys.path.insert(0, os.environ["TREE"]); sys.path.insert(0, os.path.join(os.environ["TREE"], "benchmarks"))
 import numpy as np, tensorflow as tf
 import bench_cma_bbob as B
+from cma_runs import gap_of, tfevo_until
 from tfevo.problems import bbob
 variant, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 fh = open(out, "a")
@@ -16,20 +17,14 @@ for s in range(n):
     inst = 1 + s % 5
     p = bbob.make(7, 10, instance=inst)
     es = B._strategy("ipop", 10, 5000000 + s)
-    def fit(x):
-        f, _, _ = p._cf(x, p._consts, p._f_opt_t)
-        return f.numpy() - p.f_opt
+    fit = gap_of(p)
     # first run
     while not es.history:
         x = es.ask()
         g = np.zeros(es.popsize) if variant == "short" else fit(x)
         es.tell(x, tf.constant(-g, tf.float64))
     first_iters = int(es.inner.restart_generation.numpy())
-    best, it, stop = np.inf, 0, None
-    while True:
-        x = es.ask(); g = fit(x); best = min(best, float(g.min())); it += 1
-        if best <= 1e-8: stop = ["ftarget"]; break
-        es.tell(x, tf.constant(-g, tf.float64))
-        if len(es.history) > 1: stop = es.history[1][2]; break
+    r = tfevo_until(es, fit, lambda es: len(es.history) > 1 and es.history[1][2])
+    best, it, stop = r["best"], r["iters"], r["stop"]
     fh.write(json.dumps({"variant": variant, "seed": s, "inst": inst, "popsize": es.popsize if stop == ["ftarget"] else None,
                          "best": best, "iters": it, "stop": stop, "first_iters": first_iters}) + "\n"); fh.flush()
