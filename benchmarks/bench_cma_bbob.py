@@ -77,10 +77,12 @@ def _strategy(kind, dim, seed):
     es, init = _ES[key]
     for v, val in zip(es.variables, init):
         v.assign(val)
+    # the constructor's seeding: both streams get the seed; the wrapper's stream (its own keys) is
+    # rewound and draws the first start point from init_range, as the constructor does
     es.seeds.seed.assign(seed)
+    es.seeds.counter.assign(0)
     es.inner.seeds.seed.assign(seed)
-    u = np.random.default_rng(int(seed)).random(dim)
-    x0 = -4.0 + 8.0 * u  # as the constructor draws it from init_range
+    x0 = es._draw_mean()
     es.inner.init_params = x0
     es.inner._mean.assign(x0)
     es.history.clear()

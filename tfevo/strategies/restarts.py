@@ -22,6 +22,14 @@ small runs have a tighter one).  A restart draws
 a new mean uniformly in ``init_range`` (if given; else reuses ``init_params``) and
 resets sigma, C and the paths; the best-so-far is kept.
 
+Randomness: the inner strategy samples from its own :class:`~tfevo.core.SeedStream`
+(``seed``: the first run is that of ``CMAES(..., seed=seed)`` from the same start
+point).  The wrapper draws every start point (the first one included, when
+``init_range`` is given) and BIPOP's regime uniforms from a second stream of the same
+seed whose keys are ``[-1 - seed, counter]`` (:class:`RestartSeedStream`).  Every
+``SeedStream`` key has a first word in ``[0, 2**31)``, so the two streams never share
+a key: the start points are independent of the samples of every run.
+
 Checkpointing: the whole state (inner strategy, restart counters, regime
 budgets, current popsize) is in ``tf.Variable``s; after
 ``tf.train.Checkpoint.restore`` the wrapper re-selects the restored popsize on
@@ -36,11 +44,27 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import Algorithm, ConfigError, _argument_error, check_fitness
+from tfevo.core import Algorithm, ConfigError, SeedStream, _argument_error, check_fitness
 from tfevo.registry import register
 from tfevo.strategies.cma_es import CMAES, cma_default_popsize
 
 __all__ = ["IPOP", "BIPOP"]
+
+
+class RestartSeedStream(SeedStream):
+    """The restart wrappers' stream: ``next()`` returns ``[-1 - seed, counter]``.
+
+    A :class:`~tfevo.core.SeedStream` of the same seed returns ``[seed, counter]``
+    with ``seed`` in ``[0, 2**31)``: the first words differ in sign, so no key of
+    this stream is a key of any ``SeedStream`` (of this seed or another one).
+    Stateless random ops hash their key, so the two streams are independent.
+    """
+
+    def next(self) -> tf.Tensor:
+        c = self.counter.assign_add(1)
+        hi = tf.bitwise.invert(tf.cast(self.seed, tf.int32))  # -1 - seed: negative
+        lo = tf.cast(tf.math.floormod(c, 2**31 - 1), tf.int32)
+        return tf.stack([hi, lo])
 
 
 class _Restarts(Algorithm):
@@ -61,6 +85,7 @@ class _Restarts(Algorithm):
         popsize0 = float(popsize) if popsize is not None else 4.0 + 3.0 * math.log(int(num_dims))
         base = int(popsize) if popsize is not None else cma_default_popsize(int(num_dims))
         super().__init__(num_dims, base, seed=seed, name=name, dtype=dtype)
+        self.seeds = RestartSeedStream(seed)  # start points and BIPOP's draws; the inner strategy has its own
         if int(max_restarts) < 0:
             raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         if inc_popsize <= 1:
@@ -79,8 +104,7 @@ class _Restarts(Algorithm):
                 raise ConfigError("init_range must satisfy lower < upper")
             self.init_range = (lo, hi)
         if init_params is None and self.init_range is not None:
-            u = np.random.default_rng(int(seed)).random(self.num_dims)
-            init_params = self.init_range[0] + u * (self.init_range[1] - self.init_range[0])
+            init_params = self._draw_mean()  # the first draw of the wrapper's stream
         self.inner = strategy(num_dims, popsize=base, sigma=sigma, init_params=init_params, seed=seed,
                               bounds=bounds, dtype=dtype, **strategy_kwargs)
         self.inner._nonfinite_warned = True  # the wrapper warns about non-finite fitness, under its own name
@@ -201,12 +225,16 @@ class _Restarts(Algorithm):
     def _can_restart(self):
         return int(self.restarts.numpy()) < self.max_restarts
 
-    def _new_mean(self):
-        if self.init_range is None:
-            return self.inner.init_params
+    def _draw_mean(self):
+        """A start point uniform in ``init_range`` (float64 NumPy ``[D]``), from the wrapper's stream."""
         lo, hi = self.init_range
         u = tf.random.stateless_uniform([self.num_dims], seed=self.seeds.next(), dtype=tf.float64).numpy()
         return lo + u * (hi - lo)
+
+    def _new_mean(self):
+        if self.init_range is None:
+            return self.inner.init_params
+        return self._draw_mean()
 
     def _restart_with(self, popsize, sigma, max_generations=None):
         self.restarts.assign_add(1)
