@@ -129,10 +129,13 @@ def test_bipop_schedule_follows_pycma_budgets():
     assert bool(es.regime_small.numpy()) is False
     assert es.popsize == 43 and float(es.sigma.numpy()) == 2.0
     assert len(sizes) >= 2
-    # popsize and sigma come from independent draws: the sigma is not a function of the popsize
-    u_pop = [math.sqrt(max(0.0, math.log2(p / (4 + 3 * math.log(n))))) for p in sizes]
-    u_sigma = [math.log(s / 2.0) / math.log(0.01) for s in sigmas]
-    assert not all(p0 <= u <= p0 + 0.2 for p0, u in zip(u_pop, u_sigma))
+    # popsize and sigma come from two draws of the wrapper's stream (keys [-1 - seed, k]): k = 1 the
+    # first start point, 2 that of the large run, then per small run U_sigma, U_pop and its start point
+    for i, (p, sigma0) in enumerate(zip(sizes, sigmas)):
+        u_sigma, u_pop = (float(tf.random.stateless_uniform([], seed=[-1 - seed, k], dtype=tf.float64))
+                          for k in (3 + 3 * i, 4 + 3 * i))
+        assert p == max(2, math.floor((4 + 3 * math.log(n)) * 2.0 ** (u_pop * u_pop)))
+        assert sigma0 == pytest.approx(2.0 * 0.01**u_sigma, rel=1e-12)
 
 
 @pytest.mark.parametrize("small, large, want_small", [(70, 0, False), (3000, 8000, True), (8000, 8000, False)])
@@ -438,3 +441,84 @@ def test_bipop_budgets_count_the_final_mean_to_the_run_that_ended():
     es.tell(es.ask(), tf.fill([es.popsize], tf.constant(-1.0, tf.float64)))
     assert (int(es.evals_small.numpy()), int(es.evals_large.numpy())) == (9, 16 + 1)
     assert int(es.evaluations.numpy()) == 26 and len(seen) == 2
+
+
+def _issued(stream):
+    """The keys a seed stream has handed out so far (replayed eagerly from counter 0)."""
+    count = int(stream.counter.numpy())
+    stream.counter.assign(0)
+    keys = {tuple(int(v) for v in stream.next().numpy()) for _ in range(count)}
+    assert int(stream.counter.numpy()) == count
+    return keys
+
+
+def _restarted(es, runs, rng):
+    """Random fitness for three generations, then flat fitness until a restart, ``runs`` times."""
+    for _ in range(runs):
+        before, gens = int(es.restarts.numpy()) + int(getattr(es, "n_large", es.restarts).numpy()), 0
+        while int(es.restarts.numpy()) + int(getattr(es, "n_large", es.restarts).numpy()) == before:
+            es.tell(es.ask(), _random(es, rng) if gens < 3 else _flat(es))
+            gens += 1
+
+
+@pytest.mark.parametrize("cls", [IPOP, BIPOP])
+def test_the_wrapper_and_the_inner_strategy_never_share_a_key(cls):
+    # the wrapper's draws (start points, BIPOP's uniforms) use keys no SeedStream uses, so a
+    # restart's start point is independent of the samples of every run
+    seed = 5
+    es = cls(4, sigma=1.0, init_range=(-2, 2), seed=seed)
+    _restarted(es, 3, np.random.default_rng(0))
+    assert int(es.restarts.numpy()) == 3
+    wrapper, inner = _issued(es.seeds), _issued(es.inner.seeds)
+    assert not wrapper & inner
+    assert len(wrapper) >= 3 and len(inner) > 10
+    # whatever the seed of any SeedStream: its keys' first word is the seed, in [0, 2**31)
+    assert all(hi < 0 for hi, _ in wrapper) and all(hi >= 0 for hi, _ in inner)
+
+
+@pytest.mark.parametrize("cls", [IPOP, BIPOP])
+def test_every_start_point_is_a_draw_of_the_wrapper_stream(cls):
+    # the first start point too (one source for all of them); the inner strategy's samples are
+    # those of the same CMAES built with the same seed at that start point
+    seed, lo, hi = 7, -2.0, 3.0
+
+    def start(k):
+        u = tf.random.stateless_uniform([4], seed=[-1 - seed, k], dtype=tf.float64).numpy()
+        return lo + u * (hi - lo)
+
+    es = cls(4, sigma=1.0, init_range=(lo, hi), seed=seed)
+    np.testing.assert_array_equal(es.mean.numpy(), start(1))
+    alone = CMAES(4, sigma=1.0, init_params=start(1), seed=seed, dtype="float64")
+    np.testing.assert_array_equal(es.ask().numpy(), alone.ask().numpy())
+    _restarted(es, 1, np.random.default_rng(1))
+    assert int(es.seeds.counter.numpy()) == 2  # (BIPOP's first restart is a large run: no uniforms drawn)
+    np.testing.assert_array_equal(es.mean.numpy(), start(2))
+
+
+def test_restored_restart_wrapper_continues_the_uninterrupted_run(tmp_path):
+    # restored between two restarts: the wrapper's later draws (start points; BIPOP's uniforms come
+    # from the same stream) and the inner samples continue as in the uninterrupted run
+    rng = np.random.default_rng(2)
+    fits = [rng.standard_normal(64) for _ in range(20)]
+
+    def drive(es, start, stop):
+        xs = []
+        for g in range(start, stop):
+            x = es.ask()
+            xs.append(x.numpy())
+            es.tell(x, fits[g][: es.popsize] if g % 9 < 4 else np.zeros(es.popsize))
+        return xs
+
+    make = lambda: IPOP(4, sigma=1.0, init_range=(-2, 2), seed=3, max_restarts=2)  # noqa: E731
+    a = make()
+    drive(a, 0, 6)
+    assert int(a.restarts.numpy()) == 1
+    path = tf.train.Checkpoint(es=a).write(str(tmp_path / "ckpt"))
+    counter = int(a.seeds.counter.numpy())
+    whole = drive(a, 6, 20)
+    b = make()
+    tf.train.Checkpoint(es=b).restore(path)
+    rest = drive(b, 6, 20)
+    assert int(b.restarts.numpy()) >= 2 and int(b.seeds.counter.numpy()) > counter
+    for got, want in zip(rest, whole):
+        np.testing.assert_array_equal(got, want)
