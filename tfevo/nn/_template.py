@@ -192,6 +192,12 @@ class TemplateParser:
             raise _unsupported(name)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
+        if not op.trainable and tr.weight_order():
+            raise ConfigError(
+                f"layer {name} is frozen (trainable=False), but every weight of a template is an evolved "
+                "parameter (init_params draws it fresh, the strategy mutates it), so its weights would not stay "
+                "fixed; set trainable=True (from_keras(template) gives a population start with its current "
+                "weights), or compute the frozen part outside the template and feed its output as the input")
         widx = []
         for v in tr.weight_order():
             if id(v) not in index_of:
