@@ -122,8 +122,18 @@ def test_bad_inputs():
         a.add(np.zeros((5, 3)), np.zeros(5), np.zeros((5, 3)))
     with pytest.raises(ConfigError, match="high > low"):
         GridArchive(3, [4], [(1, 0)])
+    for bad in ((0, np.inf), (-np.inf, 1), (0, np.nan)):  # an infinite range would put every descriptor in bin 0
+        with pytest.raises(ConfigError, match=r"ranges: .*finite"):
+            GridArchive(3, [4], [bad])
+        with pytest.raises(ConfigError, match=r"ranges: .*finite"):
+            CVTArchive(3, 4, [bad, (0, 1)], num_samples=100, iterations=1, cache=False)
     with pytest.raises(ConfigError, match="solution_dim"):
         MAPElites(a, [GaussianEmitter(4, 8)], init_bounds=(0, 1))
+    for bad in ((1, 0), (0, np.inf), (0, [1, 2]), 5):
+        with pytest.raises(ConfigError, match="init_bounds"):
+            MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=bad)
+    me = MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=(0, [1, 2, 3]))
+    assert np.all(me.ask().numpy() <= [1, 2, 3])
     me = MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=(0, 1))
     with pytest.raises(ShapeError, match="fitness"):
         me.tell(me.ask(), np.zeros(7), np.zeros((7, 2)))

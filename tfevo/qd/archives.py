@@ -72,8 +72,8 @@ class GridArchive(Archive):
         if len(ranges) != len(dims):
             raise ConfigError(f"ranges has {len(ranges)} entries but dims has {len(dims)}")
         for lo, hi in ranges:
-            if not hi > lo:
-                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(epsilon) or epsilon < 0:
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")

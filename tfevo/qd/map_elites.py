@@ -78,10 +78,18 @@ class MAPElites(tf.Module):
             self._init = init
             self._init_bounds = None
         else:
-            lo, hi = init_bounds
+            try:
+                lo, hi = init_bounds
+                lo = np.broadcast_to(np.asarray(lo, np.float32), [self.num_dims]).astype(np.float32)
+                hi = np.broadcast_to(np.asarray(hi, np.float32), [self.num_dims]).astype(np.float32)
+            except (TypeError, ValueError):
+                raise ConfigError(f"init_bounds must be (low, high), scalars or [{self.num_dims}] arrays, "
+                                  f"got {init_bounds!r}") from None
+            if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)):
+                raise ConfigError(f"init_bounds needs finite values with high > low in every dimension, got "
+                                  f"{init_bounds!r}")
             self._init = None
-            self._init_bounds = (np.broadcast_to(np.float32(lo), [self.num_dims]).astype(np.float32),
-                                 np.broadcast_to(np.float32(hi), [self.num_dims]).astype(np.float32))
+            self._init_bounds = (lo, hi)
         # Emitters whose update relies on what they emitted (CMA-ME's searches): then tell accepts only the
         # batch the last ask returned, once (pyribs' scheduler tells its stored batch).
         self.tell_needs_last_ask = any(getattr(e, "tell_needs_last_ask", False) for e in self.emitters)
