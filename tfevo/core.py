@@ -95,7 +95,14 @@ class SeedStream(tf.Module):
 
     def __init__(self, seed: int, name: str | None = None):
         super().__init__(name=name)
-        seed = int(seed)
+        given = seed
+        try:  # an integer (also a NumPy one or an integral float); 1.5 or "1" would silently be another seed
+            if isinstance(seed, (bool, str, bytes)) or (isinstance(seed, (float, np.floating))
+                                                      and not float(seed).is_integer()):
+                raise TypeError
+            seed = int(seed)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(f"seed must be an integer in [0, 2**31), got {given!r}") from None
         if not (0 <= seed < 2**31):
             raise ConfigError(f"seed must be an integer in [0, 2**31), got {seed}")
         self.seed = tf.Variable(seed, dtype=tf.int64, trainable=False, name="seed")
