@@ -129,6 +129,9 @@ def test_bad_inputs():
             CVTArchive(3, 4, [bad, (0, 1)], num_samples=100, iterations=1, cache=False)
     with pytest.raises(ConfigError, match="solution_dim"):
         MAPElites(a, [GaussianEmitter(4, 8)], init_bounds=(0, 1))
+    for bad in ((0, [1, 2]), 5, (0, np.nan), (1, 1)):
+        with pytest.raises(ConfigError, match=r"bounds"):
+            IsoLineEmitter(3, 8, bounds=bad)
     for bad in ((1, 0), (0, np.inf), (0, [1, 2]), 5):
         with pytest.raises(ConfigError, match="init_bounds"):
             MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=bad)
