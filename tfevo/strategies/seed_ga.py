@@ -59,6 +59,7 @@ class SeedGA(Algorithm):
       init_fn: alternatively ``seed int32 [2] -> [D]``, the initial parameters of a member
         (e.g. ``lambda s: model.init_params(1, s)[0]``).
       init_sigma: scale of the default initializer.
+      seed: random seed.
       dtype: ``"float32"`` (default) or ``"float64"``: the decoded parameters
         (:meth:`decode`, :attr:`best`, :attr:`mean`), their noise and initial
         draws, the fitness ``tell`` takes and the evaluation statistics.  The
@@ -68,7 +69,6 @@ class SeedGA(Algorithm):
     ``tell`` must receive the genomes ``ask`` returned, in the same order (rows
     are matched with their evaluation history); any other raises
     :class:`~tfevo.core.AskTellError`.
-      seed: random seed.
 
     Example:
 
