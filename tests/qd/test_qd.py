@@ -129,6 +129,17 @@ def test_bad_inputs():
             CVTArchive(3, 4, [bad, (0, 1)], num_samples=100, iterations=1, cache=False)
     with pytest.raises(ConfigError, match="solution_dim"):
         MAPElites(a, [GaussianEmitter(4, 8)], init_bounds=(0, 1))
+    for bad in (0.0, -1.0, np.nan, np.inf, [0.1, 0.2], [0.1, 0.0, 0.1], "0.1"):  # NaN used to emit NaN batches
+        with pytest.raises(ConfigError, match=r"sigma must be a finite number > 0"):
+            GaussianEmitter(3, 8, sigma=bad)
+    for kw in ({"iso_sigma": np.nan}, {"line_sigma": -0.1}, {"iso_sigma": "0.1"}):
+        with pytest.raises(ConfigError, match=next(iter(kw))):
+            IsoLineEmitter(3, 8, **kw)
+    # a per-dimension sigma (as pyribs' GaussianEmitter takes): dimension 1 does not move
+    one = GridArchive(3, [2], [(0, 1)])
+    one.add(np.full((1, 3), 0.5, np.float32), np.zeros(1, np.float32), np.full((1, 1), 0.5, np.float32))
+    step = GaussianEmitter(3, 4000, sigma=[0.1, 1e-9, 2.0]).emit(one, tf.constant([1, 2])).numpy() - 0.5
+    np.testing.assert_allclose(step.std(0), [0.1, 0.0, 2.0], rtol=0.05, atol=1e-7)  # (0.5 + 1e-9 == 0.5)
     for bad in ((0, [1, 2]), 5, (0, np.nan), (1, 1)):
         with pytest.raises(ConfigError, match=r"bounds"):
             IsoLineEmitter(3, 8, bounds=bad)
