@@ -264,6 +264,9 @@ def test_es_emitter_rejects_bad_settings():
         em.tell(x, f, d, res)
     with pytest.raises(ShapeError, match="fitness"):
         em.tell(x, f[:5], d, res, incumbent=inc)
+    for bad in (1.5, -1, "3", 2**31):  # 1.5 used to run as seed 1
+        with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
+            ESEmitter(4, 4, seed=bad)
 
 
 def test_es_emitter_bounds_resample_then_clip():

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tfevo._holder import Untracked
 from tfevo._tf_private import is_eager_tensor
-from tfevo.core import AskTellError, ConfigError, ShapeError
+from tfevo.core import AskTellError, ConfigError, ShapeError, check_seed
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
@@ -143,9 +143,7 @@ class ESEmitter(Emitter):
             raise ConfigError(f"restart_rule must be 'no_improvement', 'basic' or a positive int, got {restart_rule!r}")
         if dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-        seed = 0 if seed is None else int(seed)
-        if not 0 <= seed < 2**31:
-            raise ConfigError(f"seed must be an integer in [0, 2**31), got {seed}")
+        seed = 0 if seed is None else check_seed(seed)
         if int(resample_rounds) < 0:
             raise ConfigError(f"resample_rounds must be >= 0, got {resample_rounds}")
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
