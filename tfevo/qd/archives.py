@@ -6,7 +6,7 @@ An archive holds, for each of its ``cells``, one elite: its solution
 archive is checkpointable and every operation is one tensor program.
 
 Insertion of a batch (:meth:`Archive.add`) resolves collisions in one pass:
-candidates with a non-finite fitness (NaN/-inf: "dead") are dropped; among
+candidates with a non-finite fitness (NaN, +inf, -inf: "dead") are dropped; among
 candidates landing in the same cell only the best survives (ties: the first in
 the batch); it enters only if the cell is empty or its fitness is strictly
 higher than the incumbent's.  The returned status per candidate is
