@@ -508,6 +508,8 @@ def test_keras_model_export_loads_with_plain_keras_in_a_fresh_process(tmp_path):
                          capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert out.returncode == 0, out.stderr[-2000:]
+    with pytest.raises(ShapeError, match="tree 0 reads x2, so it needs at least 3 inputs"):
+        to_keras(tr, 0, num_inputs=2, model=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     for i in range(len(progs)):
         np.testing.assert_array_equal(np.array(got[str(i)], dtype=np.float32), want[i])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfevo.core import ShapeError
 from tfevo.gp.trees import CONST, FUNC, OUT, VAR, get_function, to_infix
 
 __all__ = ["to_infix", "to_sympy", "GPExpression", "to_keras"]
@@ -361,8 +362,11 @@ def to_keras(trees, index: int = 0, num_outputs: int = 1, num_inputs: int | None
     ``import tfevo.gp`` (and the function registered) first."""
     t, v, s = _one(trees, index)
     n = int(s[0])
+    used = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 0
     if num_inputs is None:
-        num_inputs = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 1
+        num_inputs = max(used, 1)
+    elif int(num_inputs) < used:
+        raise ShapeError(f"num_inputs={num_inputs}: tree {index} reads x{used - 1}, so it needs at least {used} inputs")
     table = _keras_ops_table()
     fids = [int(v[i]) for i in range(n) if t[i] not in (CONST, VAR, OUT)]
     if not model or not all(get_function(f).name in table and get_function(f).builtin for f in fids):
