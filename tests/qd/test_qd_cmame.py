@@ -264,6 +264,10 @@ def test_es_emitter_rejects_bad_settings():
         em.tell(x, f, d, res)
     with pytest.raises(ShapeError, match="fitness"):
         em.tell(x, f[:5], d, res, incumbent=inc)
+    with pytest.raises(ConfigError, match="x0 must be finite"):
+        ESEmitter(4, 4, x0=[0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ConfigError, match="centroids must be finite"):
+        CVTArchive(4, 3, [(0, 1), (0, 1)], centroids=[[0.1, 0.1], [np.nan, 0.5], [0.9, 0.9]])
     for bad in (1.5, -1, "3", 2**31):  # 1.5 used to run as seed 1
         with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
             ESEmitter(4, 4, seed=bad)

@@ -175,6 +175,8 @@ class ESEmitter(Emitter):
             x0 = np.asarray(x0, np.float64)
             if x0.shape != (d,):
                 raise ShapeError(f"x0 must have shape [{d}], got {list(x0.shape)}")
+            if not np.all(np.isfinite(x0)):
+                raise ConfigError(f"x0 must be finite, got {x0.tolist()}")
         self.x0 = x0
         self.mean = var(np.zeros([e, d]) if x0 is None else np.broadcast_to(x0, [e, d]), "mean")
         self.sigma = var(np.full([e], self.sigma0), "sigma")

@@ -86,6 +86,9 @@ class CVTArchive(Archive):
         centroids = np.asarray(centroids, np.float32)
         if centroids.shape != (int(cells), k):
             raise ShapeError(f"centroids must have shape [{cells}, {k}], got {list(centroids.shape)}")
+        if not np.all(np.isfinite(centroids)):
+            raise ConfigError("centroids must be finite (a NaN centroid is never the nearest: its cell stays "
+                              "empty)")
         super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op)
         self.ranges = ranges
         self.centroids = tf.constant(centroids)
