@@ -238,6 +238,8 @@ def test_unsupported_layers_raise_clear_errors():
         nn.PopulationModel(keras.Sequential([keras.Input((3, 4)), L.GroupNormalization(2, name="gn")]))
     with pytest.raises(ConfigError, match="dilation_rate"):
         nn.PopulationModel(keras.Sequential([keras.Input((8, 8, 1)), L.Conv2D(2, 3, dilation_rate=2)]))
+    with pytest.raises(ConfigError, match=r"'mask' \(Masking\) is not supported"):  # not "'not_equal' (NotEqual)"
+        nn.PopulationModel(keras.Sequential([keras.Input((6, 3)), L.Masking(0.0, name="mask"), L.GRU(3)]))
     with pytest.raises(ConfigError, match="not built"):
         nn.PopulationModel(keras.Sequential([L.Dense(3)]))
     a = keras.Input((3,))

@@ -68,6 +68,17 @@ class TemplateParser:
     def _parse_graph(self, model, graph):
         import tfevo.nn.translators  # noqa: F401  (registers the built-in translators)
 
+        def masking_layers(m):
+            for layer in getattr(m, "layers", []):
+                if isinstance(layer, L.Masking):
+                    yield layer
+                elif isinstance(layer, keras.Model):
+                    yield from masking_layers(layer)
+
+        for layer in masking_layers(model):  # (its mask ops would be reported as unsupported NotEqual/Any ops)
+            raise ConfigError(f"layer {layer.name!r} (Masking) is not supported (masks are not propagated); pad "
+                              "with values the network can read, or give sequences of the real length")
+
         try:
             inputs, outputs = graph.inputs, graph.outputs
         except (AttributeError, ValueError):
