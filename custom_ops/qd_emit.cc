@@ -367,9 +367,12 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmit
 //                                        [cells + 1, k], [cells + 1] bool)
 //   solutions float [B, D], fitness float [B], descriptors float [B, k]
 //   cell      int32 [B]   each candidate's cell (in [0, cells)), or [0] to
-//                         compute grid cells here from grid_lo/hi/bins [k]
-//                         (GridArchive.index_of, float for float, with a
-//                         non-finite descriptor replaced by 0 as the reference)
+//                         compute grid cells here from grid_lo/hi (double) and
+//                         grid_bins [k] and grid_eps (double scalar): pyribs'
+//                         rule floor((bins (d - lo) + eps) / (hi - lo)) in
+//                         double, clipped to [0, bins) (GridArchive.index_of,
+//                         with a non-finite descriptor replaced by 0 as the
+//                         reference)
 //   status    int32 [B]   0 not added, 1 improved, 2 filled a new cell
 //   value     float [B]   improvement (new cell: fitness - qd_offset)
 //   cell_out  int32 [B]   the cells used
@@ -391,9 +394,10 @@ REGISTER_OP("TfevoArchiveInsert")
     .Input("fitness: float")
     .Input("descriptors: float")
     .Input("cell: int32")
-    .Input("grid_lo: float")
-    .Input("grid_hi: float")
+    .Input("grid_lo: double")
+    .Input("grid_hi: double")
     .Input("grid_bins: int32")
+    .Input("grid_eps: double")
     .Attr("qd_offset: float")
     .Output("status: int32")
     .Output("value: float")
@@ -460,24 +464,26 @@ class ArchiveInsertOp : public OpKernel {
       const Tensor& lo_t = ctx->input(8);
       const Tensor& hi_t = ctx->input(9);
       const Tensor& bins_t = ctx->input(10);
+      const Tensor& eps_t = ctx->input(11);
       OP_REQUIRES(ctx, c_t.NumElements() == 0 && lo_t.NumElements() == Kd && hi_t.NumElements() == Kd &&
-                           bins_t.NumElements() == Kd,
-                  tensorflow::errors::InvalidArgument("TfevoArchiveInsert: give cell [B] or grid_lo/hi/bins [k]"));
-      const float* glo = lo_t.flat<float>().data();
-      const float* ghi = hi_t.flat<float>().data();
+                           bins_t.NumElements() == Kd && eps_t.NumElements() == 1,
+                  tensorflow::errors::InvalidArgument(
+                      "TfevoArchiveInsert: give cell [B] or grid_lo/hi/bins [k] and grid_eps []"));
+      const double* glo = lo_t.flat<double>().data();
+      const double* ghi = hi_t.flat<double>().data();
       const int32_t* gb = bins_t.flat<int32_t>().data();
+      const double geps = eps_t.flat<double>()(0);
       const float* dd = d_t.flat<float>().data();
       for (int64_t i = 0; i < B; ++i) {
         bool finite = true;
         for (int64_t a = 0; a < Kd; ++a) finite = finite && std::isfinite(dd[i * Kd + a]);
         int64_t c = 0;
         for (int64_t a = 0; a < Kd; ++a) {
-          const float v = finite ? dd[i * Kd + a] : 0.0f;
-          const float span = ghi[a] - glo[a];
-          const float x = std::floor(((v - glo[a]) / span) * static_cast<float>(gb[a]));
-          // TF's float->int32 cast on x86: out of range or NaN gives INT_MIN; then clipped to [0, bins)
-          int32_t b = (x >= -2147483648.0f && x < 2147483648.0f) ? static_cast<int32_t>(x) : INT32_MIN;
-          b = std::min(std::max(b, 0), gb[a] - 1);
+          const double v = finite ? static_cast<double>(dd[i * Kd + a]) : 0.0;
+          const double nb = static_cast<double>(gb[a]);
+          double x = std::floor((nb * (v - glo[a]) + geps) / (ghi[a] - glo[a]));
+          x = std::isnan(x) ? 0.0 : std::min(std::max(x, 0.0), nb - 1.0);  // as the reference's clip in double
+          const int32_t b = static_cast<int32_t>(x);
           c = c * gb[a] + b;
         }
         cell[i] = static_cast<int32_t>(c);

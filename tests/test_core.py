@@ -24,6 +24,11 @@ def test_seed_stream_reproducible_and_checkpointed(tmp_path):
 def test_bad_seed():
     with pytest.raises(ConfigError, match="seed"):
         SeedStream(-1)
+    for bad in (1.5, "1", None, True, 2**31, np.float32(0.25)):  # 1.5 used to run silently as seed 1
+        with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
+            SeedStream(bad)
+    for ok in (3, np.int64(3), 3.0):
+        assert SeedStream(ok).next().numpy().tolist() == SeedStream(3).next().numpy().tolist()
 
 
 def test_fitness_sanitizing():

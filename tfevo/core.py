@@ -42,6 +42,7 @@ __all__ = [
     "NonFiniteFitnessWarning",
     "note_nonfinite",
     "SeedStream",
+    "check_seed",
     "Algorithm",
     "sanitize_fitness",
     "worst_to_finite",
@@ -80,6 +81,23 @@ class NonFiniteFitnessWarning(RuntimeWarning):
     """
 
 
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """``seed`` as an int in ``[0, 2**31)``; anything else is a :class:`ConfigError` naming it.
+
+    Integers (also NumPy ones) and integral floats are accepted; ``1.5`` or ``"1"`` would otherwise
+    silently become another run's seed."""
+    try:
+        if isinstance(seed, (bool, str, bytes)) or (isinstance(seed, (float, np.floating))
+                                                  and not float(seed).is_integer()):
+            raise TypeError
+        value = int(seed)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name} must be an integer in [0, 2**31), got {seed!r}") from None
+    if not (0 <= value < 2**31):
+        raise ConfigError(f"{name} must be an integer in [0, 2**31), got {value}")
+    return value
+
+
 class SeedStream(tf.Module):
     """A checkpointable stream of seeds for stateless random ops.
 
@@ -95,9 +113,7 @@ class SeedStream(tf.Module):
 
     def __init__(self, seed: int, name: str | None = None):
         super().__init__(name=name)
-        seed = int(seed)
-        if not (0 <= seed < 2**31):
-            raise ConfigError(f"seed must be an integer in [0, 2**31), got {seed}")
+        seed = check_seed(seed)
         self.seed = tf.Variable(seed, dtype=tf.int64, trainable=False, name="seed")
         self.counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="counter")
 

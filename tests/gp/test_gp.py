@@ -467,3 +467,49 @@ def test_policy_forward_shapes_and_values():
     cont = GPPolicy(num_outputs=2, low=-2.0, high=2.0)
     c = cont.forward(tr, obs).numpy()
     assert c.shape == (2, 2, 2) and np.all(np.abs(c) <= 2.0)
+
+
+def test_keras_model_export_loads_with_plain_keras_in_a_fresh_process(tmp_path):
+    """to_keras(model=True) is built from keras.ops: the saved file loads in an interpreter that imports only
+    Keras, and computes what the GPExpression layer (the TensorFlow functions) computes, bit for bit."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tfevo.gp import to_keras
+    from tfevo.gp.evaluate import evaluate
+
+    progs = [["add", "mul", "x0", "x1", "div", "x2", "sub", "x0", "x0"],
+             ["iflt", "x0", "x1", "pow", "x0", 0.5, "log", "x2"],
+             ["max", "sin", "x0", "min", "exp", "x1", "inv", "x2"],
+             ["sigmoid", "tanh", "cube", "square", "sqrt", "abs", "neg", "tan", "cos", "x1"],
+             ["add", "out0", "sub", "x2", -1.25, "out1", "mul", "x0", 3.0]]
+    tr = from_prefix(progs, 32)
+    x = (3 * np.random.default_rng(0).normal(size=(40, 3))).astype(np.float32)
+    x[0], x[1], x[2] = [0, 0, 0], [np.nan, 1, 2], [1, np.nan, 5e-4]
+    want = {}
+    for i in range(len(progs)):
+        k = 2 if i == 4 else 1
+        model = to_keras(tr, i, num_outputs=k, num_inputs=3, model=True)
+        assert not any("GPExpression" in type(layer).__name__ for layer in model.layers)
+        y = np.asarray(model(x))
+        np.testing.assert_array_equal(y, np.asarray(to_keras(tr, i, num_outputs=k)(x)))
+        ref = evaluate(tr, x, k).numpy()[i]
+        np.testing.assert_allclose(y, ref.T if k > 1 else ref, rtol=1e-6, atol=1e-6)
+        model.save(tmp_path / f"p{i}.keras")
+        want[i] = y
+    code = ("import sys, json, numpy as np, keras\n"
+            "x = np.asarray(json.loads(sys.argv[2]), np.float32)\n"
+            "out = {i: np.asarray(keras.models.load_model(f'{sys.argv[1]}/p{i}.keras')(x)).tolist() for i in range(5)}\n"
+            "assert not any(k.startswith('tfevo') for k in sys.modules)\n"
+            "print(json.dumps(out))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), json.dumps(x.tolist())],  # (NaN as JSON NaN)
+                         capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    with pytest.raises(ShapeError, match="tree 0 reads x2, so it needs at least 3 inputs"):
+        to_keras(tr, 0, num_inputs=2, model=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    for i in range(len(progs)):
+        np.testing.assert_array_equal(np.array(got[str(i)], dtype=np.float32), want[i])

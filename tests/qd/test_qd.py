@@ -122,8 +122,32 @@ def test_bad_inputs():
         a.add(np.zeros((5, 3)), np.zeros(5), np.zeros((5, 3)))
     with pytest.raises(ConfigError, match="high > low"):
         GridArchive(3, [4], [(1, 0)])
+    for bad in ((0, np.inf), (-np.inf, 1), (0, np.nan)):  # an infinite range would put every descriptor in bin 0
+        with pytest.raises(ConfigError, match=r"ranges: .*finite"):
+            GridArchive(3, [4], [bad])
+        with pytest.raises(ConfigError, match=r"ranges: .*finite"):
+            CVTArchive(3, 4, [bad, (0, 1)], num_samples=100, iterations=1, cache=False)
     with pytest.raises(ConfigError, match="solution_dim"):
         MAPElites(a, [GaussianEmitter(4, 8)], init_bounds=(0, 1))
+    for bad in (0.0, -1.0, np.nan, np.inf, [0.1, 0.2], [0.1, 0.0, 0.1], "0.1"):  # NaN used to emit NaN batches
+        with pytest.raises(ConfigError, match=r"sigma must be a finite number > 0"):
+            GaussianEmitter(3, 8, sigma=bad)
+    for kw in ({"iso_sigma": np.nan}, {"line_sigma": -0.1}, {"iso_sigma": "0.1"}):
+        with pytest.raises(ConfigError, match=next(iter(kw))):
+            IsoLineEmitter(3, 8, **kw)
+    # a per-dimension sigma (as pyribs' GaussianEmitter takes): dimension 1 does not move
+    one = GridArchive(3, [2], [(0, 1)])
+    one.add(np.full((1, 3), 0.5, np.float32), np.zeros(1, np.float32), np.full((1, 1), 0.5, np.float32))
+    step = GaussianEmitter(3, 4000, sigma=[0.1, 1e-9, 2.0]).emit(one, tf.constant([1, 2])).numpy() - 0.5
+    np.testing.assert_allclose(step.std(0), [0.1, 0.0, 2.0], rtol=0.05, atol=1e-7)  # (0.5 + 1e-9 == 0.5)
+    for bad in ((0, [1, 2]), 5, (0, np.nan), (1, 1)):
+        with pytest.raises(ConfigError, match=r"bounds"):
+            IsoLineEmitter(3, 8, bounds=bad)
+    for bad in ((1, 0), (0, np.inf), (0, [1, 2]), 5):
+        with pytest.raises(ConfigError, match="init_bounds"):
+            MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=bad)
+    me = MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=(0, [1, 2, 3]))
+    assert np.all(me.ask().numpy() <= [1, 2, 3])
     me = MAPElites(a, [GaussianEmitter(3, 8)], init_bounds=(0, 1))
     with pytest.raises(ShapeError, match="fitness"):
         me.tell(me.ask(), np.zeros(7), np.zeros((7, 2)))
@@ -249,3 +273,33 @@ def test_rastrigin_qd_equals_qdax_formula():
     np.testing.assert_allclose(f.numpy(), ref, rtol=2e-6, atol=2e-4)
     np.testing.assert_array_equal(d.numpy(), x[:, :2])
     assert float(rastrigin_qd(np.full((1, 37), 0.5, np.float32))[0][0]) == pytest.approx(0.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("use_op", [None, False])  # C++ kernel (when built) and the TF reference
+def test_grid_cells_match_pyribs_on_edges_bounds_and_out_of_range(use_op):
+    """Interior bin edges go to the upper bin, the upper bound to the last bin, values outside are clipped:
+    the cells of ``index_of`` and of the insertion (kernel or reference) are pyribs' GridArchive's."""
+    ribs = pytest.importorskip("ribs.archives")
+    rng = np.random.default_rng(3)
+    for dims, ranges in (([10, 7], [(0.0, 1.0), (-1.0, 0.3)]), ([20, 3], [(-2.5, 4.0), (0.1, 0.2)]),
+                         ([64, 5], [(-1.0, 1.0), (-4.0, 4.0)])):
+        edges = [np.linspace(lo, hi, n + 1) for n, (lo, hi) in zip(dims, ranges)]
+        cols = [np.concatenate([e, e + (e[1] - e[0]) * 1e-7, e - (e[1] - e[0]) * 1e-7,
+                                [lo - 3 * (hi - lo), hi + 3 * (hi - lo)], rng.uniform(lo, hi, 40)])
+                for e, (lo, hi) in zip(edges, ranges)]
+        n = max(len(c) for c in cols)
+        desc = np.stack([np.resize(c, n) for c in cols], 1).astype(np.float32)
+        theirs = ribs.GridArchive(solution_dim=2, dims=dims, ranges=ranges).index_of(desc)
+        ours = GridArchive(2, dims, ranges, use_op=use_op)
+        np.testing.assert_array_equal(ours.index_of(desc).numpy(), theirs)
+        res = ours.add(np.zeros((n, 2), np.float32), np.arange(n, dtype=np.float32), desc)
+        np.testing.assert_array_equal(res.cell.numpy(), theirs)
+    # descriptors on the edges k/10 (as float32, some just below) open bin k; 1.0 is in the last bin
+    on_edge = (np.arange(11) / 10).astype(np.float32)
+    np.testing.assert_array_equal(GridArchive(2, [10], [(0, 1)], use_op=use_op).index_of(on_edge[:, None]).numpy(),
+                                  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9])
+
+
+def test_grid_archive_epsilon_is_checked():
+    with pytest.raises(ConfigError, match="epsilon"):
+        GridArchive(2, [4], [(0, 1)], epsilon=-1.0)

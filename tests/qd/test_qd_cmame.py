@@ -264,6 +264,13 @@ def test_es_emitter_rejects_bad_settings():
         em.tell(x, f, d, res)
     with pytest.raises(ShapeError, match="fitness"):
         em.tell(x, f[:5], d, res, incumbent=inc)
+    with pytest.raises(ConfigError, match="x0 must be finite"):
+        ESEmitter(4, 4, x0=[0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ConfigError, match="centroids must be finite"):
+        CVTArchive(4, 3, [(0, 1), (0, 1)], centroids=[[0.1, 0.1], [np.nan, 0.5], [0.9, 0.9]])
+    for bad in (1.5, -1, "3", 2**31):  # 1.5 used to run as seed 1
+        with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
+            ESEmitter(4, 4, seed=bad)
 
 
 def test_es_emitter_bounds_resample_then_clip():
@@ -418,6 +425,8 @@ def test_mu_update_matches_the_cma_es_equations():
     x = (m0[:, None] + sig0[:, None, None] * rng.normal(size=(e, lam, d))).astype(np.float32)
     f = rng.normal(size=(e, lam)).astype(np.float32)
     b = e * lam
+    em.last_emitted.assign(x.reshape(b, d))  # as if emit had drawn these samples
+    em.emitted.assign(True)
     em.tell(x.reshape(b, d), f.reshape(b), np.full([b, 2], 0.5, np.float32), (np.zeros(b, np.int32),
             np.zeros(b, np.float32), np.zeros(b, np.int32)), incumbent=(np.zeros(b, bool), np.zeros(b, np.float32)))
     w, mueff, cc, cs, c1, cmu, damps = (np.asarray(t, np.float64) for t in em._mu_rates)
@@ -451,3 +460,41 @@ def test_a_non_finite_covariance_counts_as_a_failed_factorization():
     assert em.extremes.numpy()[0, 1] > 0
     assert em.extremes.numpy()[1, 1] == 0.0 and em.extremes.numpy()[2, 1] == 0.0
     np.testing.assert_array_equal(em.transform.numpy()[1:], np.broadcast_to(np.eye(d), (2, d, d)))  # kept
+
+
+def test_tell_accepts_only_the_batch_the_last_ask_returned_once():
+    """The searches' update treats the told solutions as their samples: another batch, a reordered one or a
+    second tell of the same batch is an AskTellError and changes nothing (pyribs tells its stored batch)."""
+    from tfevo.core import AskTellError
+
+    d = 4
+    for compiled in (True, False):
+        es = ESEmitter(d, batch_size=6, num_emitters=2, sigma=0.2, seed=1)
+        if not compiled:
+            es.graph_safe = False  # the eager ask/tell path of MAPElites
+        me = MAPElites(GridArchive(d, [6, 6], [(-2, 2), (-2, 2)]), [es], init_bounds=(-1, 1), seed=3)
+        for _ in range(2):
+            x = me.ask()
+            me.tell(x, *sphere_qd(x))
+        x = me.ask()
+        f, desc = sphere_qd(x)
+        before = [v.numpy().copy() for v in (es.mean, es.sigma, es.cov, me.archive.fitness)]
+        for bad in (x + 0.01, x[::-1]):
+            with pytest.raises(AskTellError, match="last ask"):
+                me.tell(bad, f, desc)
+        for v, b in zip((es.mean, es.sigma, es.cov, me.archive.fitness), before):
+            np.testing.assert_array_equal(v.numpy(), b)
+        me.tell(x, f, desc)
+        with pytest.raises(AskTellError, match="already told"):
+            me.tell(x, f, desc)
+    # the emitter on its own (pyribs' EvolutionStrategyEmitter.tell uses its stored samples)
+    a = _filled_archive(np.random.default_rng(0), d=d)
+    es = ESEmitter(d, batch_size=6, sigma=0.2, seed=1)
+    x = es.emit(a, tf.constant([1, 2]))
+    f, desc = sphere_qd(x)
+    inc = a.incumbents(desc)
+    with pytest.raises(AskTellError, match="last emit"):
+        es.tell(x * 2.0, f, desc, a.add(x, f, desc), incumbent=inc)
+    es.tell(x, f, desc, a.add(x, f, desc), incumbent=inc)
+    with pytest.raises(AskTellError, match="already told"):
+        es.tell(x, f, desc, a.add(x, f, desc), incumbent=inc)

@@ -177,3 +177,10 @@ def test_registered_and_errors(population):
         ev.evaluate(population)
     with pytest.raises(ShapeError, match=r"\[P, D\]"):
         ev.evaluate(tf.zeros([3]))
+
+
+@pytest.mark.parametrize("bad", [1.5, -1, "2", 2**31])
+def test_a_non_integer_seed_is_refused(bad):
+    """seed=1.5 used to run silently as seed 1 (int())."""
+    with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
+        PipelinedEvaluator("CartPole-v1", LinearPolicy(), num_envs=2, seed=bad)

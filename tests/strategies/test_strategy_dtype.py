@@ -12,7 +12,7 @@ def _flat_vector_algorithms():
     names = []
     for name in registry.names("strategy"):
         cls = registry.get("strategy", name)
-        # SeedGA's population is int32 seed lists (decoded to float32 parameters), not vectors
+        # SeedGA's population is int32 seed lists, not vectors (its dtype: test_seed_ga_dtype_end_to_end)
         if cls.__module__.startswith("tfevo.strategies.") and name != "seed_ga":
             names.append(name)
     return names
@@ -79,3 +79,38 @@ def test_float64_fitness_resolves_differences_below_float32_spacing(name):
     assert fit.dtype == tf.float64
     assert -float(fit) - 1000.0 < 1e-10, -float(fit) - 1000.0
     assert np.max(np.abs(params.numpy() - target)) < 1e-5
+
+
+def test_seed_ga_dtype_end_to_end():
+    """SeedGA's genomes stay int32 seed lists; dtype is that of everything decoded from them, of the fitness
+    it takes and of its statistics.  float64 parameters are the seed formula in float64 exactly: the cached
+    fast path equals a from-scratch rebuild and the formula written out with TensorFlow's float64 normals."""
+    from tfevo.strategies import SeedGA
+
+    for bad in ("float16", 3):
+        with pytest.raises(ConfigError, match="dtype"):
+            SeedGA(num_dims=5, popsize=8, dtype=bad)
+    ga = SeedGA(num_dims=5, popsize=8, truncation=3, sigma=0.1, init_sigma=0.5, seed=2, dtype="float64")
+    assert ga.dtype == tf.float64
+    target = np.linspace(-1, 1, 5)
+    for _ in range(4):
+        g = ga.ask()
+        assert g.dtype == tf.int32
+        x = ga.decode(g)
+        assert x.dtype == tf.float64
+        ga.tell(g, -tf.reduce_sum(tf.square(x - target), axis=1))
+    params, fit = ga.best
+    assert params.dtype == tf.float64 and fit.dtype == tf.float64 and ga.mean.dtype == tf.float64
+    assert all(v.dtype in (tf.float64, tf.int32, tf.int64) for v in ga.variables)
+    g = ga.ask()
+    cached = ga.decode(g).numpy()
+    fresh = SeedGA(num_dims=5, popsize=8, truncation=3, sigma=0.1, init_sigma=0.5, seed=2, dtype="float64")
+    np.testing.assert_array_equal(fresh.decode(g).numpy(), cached)  # no cache: every genome rebuilt
+    for row, genome in zip(cached, g.numpy()):
+        n = genome[0]
+        want = 0.5 * tf.random.stateless_normal([5], seed=[genome[1], 0], dtype=tf.float64)
+        for s in genome[2:n + 1]:
+            want = want + 0.1 * tf.random.stateless_normal([5], seed=[s, 0x5EED], dtype=tf.float64)
+        np.testing.assert_array_equal(row, want.numpy())
+    # float32 stays the default
+    assert SeedGA(num_dims=5, popsize=8).decode(g).dtype == tf.float32

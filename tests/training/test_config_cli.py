@@ -146,3 +146,27 @@ def test_set_fills_a_table_the_config_leaves_out():
                                      "--set", "archive.cells=[8,8]", "--set", "archive.kind=grid"])
     cfg = _load(args)
     assert cfg.archive.cells == [8, 8] and cfg.archive.kind == "grid"
+
+
+@pytest.mark.parametrize("policy, msg", [
+    ({"kind": "linear", "hidden": [64]}, r"policy\.hidden=\[64\] is not used by policy\.kind 'linear'"),
+    ({"kind": "linear", "activation": "relu"}, r"policy\.activation='relu' is not used by policy\.kind 'linear'"),
+    ({"kind": "nature_dqn", "hidden": [256]}, r"policy\.hidden=\[256\] is not used by policy\.kind 'nature_dqn'"),
+    ({"kind": "nature_dqn", "activation": "elu"}, r"policy\.activation='elu' is not used by .*'nature_dqn'"),
+    ({"kind": "neat", "hidden": [8]}, r"policy\.hidden=\[8\] is not used by policy\.kind 'neat'"),
+    ({"kind": "gp_tree", "activation": "relu"}, r"policy\.activation='relu' is not used by .*'gp_tree'"),
+])
+def test_policy_settings_the_network_does_not_read_are_errors(policy, msg):
+    algo = {"neat": "neat", "gp_tree": "gp"}.get(policy["kind"], "openai_es")
+    with pytest.raises(ConfigError, match=msg):
+        parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": policy})
+
+
+def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
+    for kind, algo in (("linear", "openai_es"), ("nature_dqn", "openai_es"), ("neat", "neat"), ("gp_tree", "gp")):
+        cfg = parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": {"kind": kind}})
+        assert parse_config(cfg.to_dict()).policy.kind == kind  # the dump carries hidden/activation defaults
+    assert parse_config({"run": {"generations": 5}, "policy": {"kind": "linear", "hidden": []}}).policy.hidden == []
+    with pytest.raises(ConfigError, match="policy is not used with problem"):
+        parse_config({"run": {"generations": 5}, "algorithm": {"name": "map_elites"}, "policy": {"hidden": [8]},
+                      "problem": {"name": "sphere_qd", "num_dims": 4}})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfevo.core import ShapeError
 from tfevo.gp.trees import CONST, FUNC, OUT, VAR, get_function, to_infix
 
 __all__ = ["to_infix", "to_sympy", "GPExpression", "to_keras"]
@@ -293,17 +294,113 @@ def GPExpression(*args, **kw):  # noqa: N802 - class factory (keras imported laz
     return _CLS(*args, **kw)
 
 
+def _keras_ops_table():
+    """The built-in functions in Keras' own operations, operation for operation as their ``tf_fn``."""
+    from keras import ops
+
+    from tfevo.gp.functions import EXP_CLIP, PROTECT_EPS
+
+    eps = float(PROTECT_EPS)
+
+    def nan_if(cond, x):
+        return ops.where(cond, float("nan"), x)
+
+    def div(a, b):
+        near0 = ops.abs(b) <= eps
+        return nan_if(ops.isnan(a), ops.where(near0, 1.0, a / ops.where(near0, 1.0, b)))
+
+    def pw(a, b):
+        x = ops.abs(a)
+        near0 = x <= eps
+        return nan_if(ops.isnan(a) | ops.isnan(b), ops.where(near0, 0.0, ops.power(ops.where(near0, 1.0, x), b)))
+
+    def log(a):
+        x = ops.abs(a)
+        near0 = x <= eps
+        return ops.where(near0, 0.0, ops.log(ops.where(near0, 1.0, x)))
+
+    def inv(a):
+        near0 = ops.abs(a) <= eps
+        return ops.where(near0, 0.0, 1.0 / ops.where(near0, 1.0, a))
+
+    return {
+        "add": lambda a, b: a + b,
+        "sub": lambda a, b: a - b,
+        "mul": lambda a, b: a * b,
+        "div": div,
+        "pow": pw,
+        "max": lambda a, b: nan_if(ops.isnan(a) | ops.isnan(b), ops.where(a > b, a, b)),
+        "min": lambda a, b: nan_if(ops.isnan(a) | ops.isnan(b), ops.where(a < b, a, b)),
+        "neg": lambda a: -a,
+        "abs": ops.abs,
+        "sqrt": lambda a: ops.sqrt(ops.abs(a)),
+        "log": log,
+        "exp": lambda a: ops.exp(ops.where(a > float(EXP_CLIP), float(EXP_CLIP), a)),
+        "sin": ops.sin,
+        "cos": ops.cos,
+        "tan": ops.tan,
+        "tanh": ops.tanh,
+        "sigmoid": lambda a: 1.0 / (1.0 + ops.exp(-a)),
+        "inv": inv,
+        "iflt": lambda a, b, c, d: nan_if(ops.isnan(a) | ops.isnan(b), ops.where(a < b, c, d)),
+        "square": lambda a: a * a,
+        "cube": lambda a: a * a * a,
+    }
+
+
 def to_keras(trees, index: int = 0, num_outputs: int = 1, num_inputs: int | None = None, model: bool = False):
     """A Keras layer (or, with ``model=True``, a ``keras.Model`` taking
-    ``[batch, num_inputs]``) that computes tree ``index``."""
+    ``[batch, num_inputs]``) that computes tree ``index``: ``[batch]`` for one
+    output, else ``[batch, num_outputs]``.
+
+    The model is built from Keras' own operations (``keras.ops``), node by
+    node, so a saved ``.keras`` file loads with plain
+    ``keras.models.load_model`` in a process that has never imported tfevo,
+    and computes what the TensorFlow evaluator computes.  A tree using a
+    user-registered function is exported around a :class:`GPExpression`
+    layer instead, as is the layer of ``model=False``: loading those needs
+    ``import tfevo.gp`` (and the function registered) first."""
     t, v, s = _one(trees, index)
     n = int(s[0])
-    layer = GPExpression(t[:n].tolist(), v[:n].tolist(), s[:n].tolist(), num_outputs)
-    if not model:
-        return layer
-    import keras
-
+    used = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 0
     if num_inputs is None:
-        num_inputs = int(v[:n][t[:n] == VAR].max()) + 1 if np.any(t[:n] == VAR) else 1
-    inp = keras.Input((int(num_inputs),))
-    return keras.Model(inp, layer(inp))
+        num_inputs = max(used, 1)
+    elif int(num_inputs) < used:
+        raise ShapeError(f"num_inputs={num_inputs}: tree {index} reads x{used - 1}, so it needs at least {used} inputs")
+    table = _keras_ops_table()
+    fids = [int(v[i]) for i in range(n) if t[i] not in (CONST, VAR, OUT)]
+    if not model or not all(get_function(f).name in table and get_function(f).builtin for f in fids):
+        layer = GPExpression(t[:n].tolist(), v[:n].tolist(), s[:n].tolist(), num_outputs)
+        if not model:
+            return layer
+        import keras
+
+        inp = keras.Input((int(num_inputs),))
+        return keras.Model(inp, layer(inp))
+    import keras
+    from keras import ops
+
+    inp = keras.Input((int(num_inputs),), name="inputs")
+    zeros = ops.zeros_like(inp[:, 0])
+    outs = [None] * int(num_outputs)
+
+    def rec(i):
+        if t[i] == CONST:
+            return zeros + float(np.float32(v[i]))
+        if t[i] == VAR:
+            return inp[:, int(v[i])]
+        if t[i] == OUT:
+            val = rec(i + 1)
+            k = int(v[i])
+            outs[k] = val if outs[k] is None else outs[k] + val
+            return val
+        f = get_function(int(v[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(s[c])
+        return table[f.name](*args)
+
+    root = rec(0)
+    out = root if num_outputs == 1 else ops.stack([zeros if o is None else o for o in outs], axis=1)
+    return keras.Model(inp, out, name="gp_program")

@@ -248,10 +248,11 @@ class _BaseSymbolic(BaseEstimator):
 
     def to_keras(self, model=True):
         """The best program as a Keras model (or layer): the regressor's
-        prediction ``[n, 1]``, the classifier's class scores
+        prediction ``[n]``, the classifier's class scores
         ``[n, n_classes]`` (argmax = ``predict``; not probabilities).  The
-        model holds a :class:`~tfevo.gp.export.GPExpression` layer, so loading
-        a saved ``.keras`` file needs ``import tfevo.gp`` first."""
+        model is made of Keras' own operations, so a saved ``.keras`` file
+        loads with plain Keras (see :func:`tfevo.gp.export.to_keras`); the
+        layer of ``model=False`` needs ``import tfevo.gp`` first."""
         from tfevo.gp.export import to_keras
 
         check_is_fitted(self, "program_")

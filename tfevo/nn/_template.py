@@ -68,6 +68,17 @@ class TemplateParser:
     def _parse_graph(self, model, graph):
         import tfevo.nn.translators  # noqa: F401  (registers the built-in translators)
 
+        def masking_layers(m):
+            for layer in getattr(m, "layers", []):
+                if isinstance(layer, L.Masking):
+                    yield layer
+                elif isinstance(layer, keras.Model):
+                    yield from masking_layers(layer)
+
+        for layer in masking_layers(model):  # (its mask ops would be reported as unsupported NotEqual/Any ops)
+            raise ConfigError(f"layer {layer.name!r} (Masking) is not supported (masks are not propagated); pad "
+                              "with values the network can read, or give sequences of the real length")
+
         try:
             inputs, outputs = graph.inputs, graph.outputs
         except (AttributeError, ValueError):
@@ -192,6 +203,12 @@ class TemplateParser:
             raise _unsupported(name)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
+        if not op.trainable and tr.weight_order():
+            raise ConfigError(
+                f"layer {name} is frozen (trainable=False), but every weight of a template is an evolved "
+                "parameter (init_params draws it fresh, the strategy mutates it), so its weights would not stay "
+                "fixed; set trainable=True (from_keras(template) gives a population start with its current "
+                "weights), or compute the frozen part outside the template and feed its output as the input")
         widx = []
         for v in tr.weight_order():
             if id(v) not in index_of:

@@ -121,7 +121,8 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
             if grid is None:
                 finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
                 cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
-                grid = (tf.zeros([0]), tf.zeros([0]), tf.zeros([0], tf.int32))
+                grid = (tf.zeros([0], tf.float64), tf.zeros([0], tf.float64), tf.zeros([0], tf.int32),
+                        tf.zeros([], tf.float64))
             else:  # the kernel computes the grid cells itself (one op for the whole insertion)
                 cell = tf.zeros([0], tf.int32)
             status, value, cell = _emit_op().tfevo_archive_insert(
@@ -132,7 +133,7 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         return self._add_reference(solutions, fitness, descriptors)
 
     def _kernel_grid(self):
-        """``(lo, hi, bins)`` when the insertion kernel can compute the cells itself (grids), else ``None``."""
+        """``(lo, hi, bins, epsilon)`` (float64, float64, int32, float64) when the insertion kernel can compute the cells itself (grids), else ``None``."""
         return None
 
     def _add_reference(self, solutions, fitness, descriptors):

@@ -6,7 +6,7 @@ An archive holds, for each of its ``cells``, one elite: its solution
 archive is checkpointable and every operation is one tensor program.
 
 Insertion of a batch (:meth:`Archive.add`) resolves collisions in one pass:
-candidates with a non-finite fitness (NaN/-inf: "dead") are dropped; among
+candidates with a non-finite fitness (NaN, +inf, -inf: "dead") are dropped; among
 candidates landing in the same cell only the best survives (ties: the first in
 the batch); it enters only if the cell is empty or its fitness is strictly
 higher than the incumbent's.  The returned status per candidate is
@@ -40,6 +40,12 @@ class GridArchive(Archive):
       ranges: ``[(low, high), ...]`` per descriptor dimension.  Descriptors
         outside are clipped into the border cells (as pyribs does).
       qd_offset: see :class:`Archive`.
+      epsilon: pyribs' rounding guard: the bin along each axis is
+        ``floor((bins * (d - low) + epsilon) / (high - low))``, computed in
+        float64 and clipped to ``[0, bins - 1]``, so a descriptor on an interior
+        bin edge goes to the upper bin and ``high`` to the last one, exactly as
+        pyribs' ``GridArchive.index_of`` with the same ``epsilon`` (default
+        ``1e-6``, as pyribs).
 
     Example:
 
@@ -55,7 +61,7 @@ class GridArchive(Archive):
     _xla_insert_pref = True
 
     def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None,
-                 use_op: bool | None = None):
+                 use_op: bool | None = None, epsilon: float = 1e-6):
         if isinstance(dims, (int, np.integer)) or not all(
                 isinstance(d, (int, np.integer)) or (isinstance(d, float) and d.is_integer()) for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive integer bin counts, got {dims!r}")
@@ -66,26 +72,32 @@ class GridArchive(Archive):
         if len(ranges) != len(dims):
             raise ConfigError(f"ranges has {len(ranges)} entries but dims has {len(dims)}")
         for lo, hi in ranges:
-            if not hi > lo:
-                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(epsilon) or epsilon < 0:
+            raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name, use_op=use_op)
         self.dims = dims
         self.ranges = ranges
-        self._lo = tf.constant([r[0] for r in ranges], tf.float32)
-        self._hi = tf.constant([r[1] for r in ranges], tf.float32)
+        self.epsilon = float(epsilon)
+        self._lo = tf.constant([r[0] for r in ranges], tf.float64)
+        self._hi = tf.constant([r[1] for r in ranges], tf.float64)
+        self._eps = tf.constant(self.epsilon, tf.float64)
         self._bins = tf.constant(dims, tf.int32)
         strides = np.cumprod([1] + dims[::-1])[:-1][::-1].copy()  # row-major
         self._strides = tf.constant(strides, tf.int32)
 
     def _kernel_grid(self):
-        return self._lo, self._hi, self._bins
+        return self._lo, self._hi, self._bins, self._eps
 
     def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
-        """Per-dimension bin ``int32 [B, k]``."""
-        d = self._descriptor_tensor(descriptors)
-        frac = (d - self._lo) / (self._hi - self._lo)
-        b = tf.cast(tf.floor(frac * tf.cast(self._bins, tf.float32)), tf.int32)
-        return tf.clip_by_value(b, 0, self._bins - 1)
+        """Per-dimension bin ``int32 [B, k]`` (pyribs' rule, see ``epsilon``; NaN goes to bin 0)."""
+        d = tf.cast(self._descriptor_tensor(descriptors), tf.float64)
+        bins = tf.cast(self._bins, tf.float64)
+        x = tf.floor((bins * (d - self._lo) + self._eps) / (self._hi - self._lo))
+        x = tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
+        return tf.cast(tf.clip_by_value(x, tf.zeros_like(bins), bins - 1.0), tf.int32)
 
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(self.grid_index(descriptors) * self._strides, axis=1)

@@ -9,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import ConfigError, ShapeError
+from tfevo._tf_private import is_eager_tensor
+from tfevo.core import AskTellError, ConfigError, ShapeError, check_seed
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
@@ -108,6 +109,9 @@ class ESEmitter(Emitter):
     xla_ask = False
     #: ``tell`` receives ``incumbent=(occupied, fitness)`` of each candidate's cell before the batch
     wants_incumbent = True
+    #: the update treats the told solutions as samples of the search distributions at the last ``emit``,
+    #: so only the batch that ``emit`` returned may be told (as pyribs' CMA optimizer uses its stored samples)
+    tell_needs_last_ask = True
 
     def __init__(self, solution_dim, batch_size=None, num_emitters: int = 1, sigma: float = 0.1, x0=None,
                  ranker: str = "2imp", selection_rule: str = "filter", restart_rule="no_improvement", bounds=None,
@@ -139,9 +143,7 @@ class ESEmitter(Emitter):
             raise ConfigError(f"restart_rule must be 'no_improvement', 'basic' or a positive int, got {restart_rule!r}")
         if dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-        seed = 0 if seed is None else int(seed)
-        if not 0 <= seed < 2**31:
-            raise ConfigError(f"seed must be an integer in [0, 2**31), got {seed}")
+        seed = 0 if seed is None else check_seed(seed)
         if int(resample_rounds) < 0:
             raise ConfigError(f"resample_rounds must be >= 0, got {resample_rounds}")
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
@@ -173,6 +175,8 @@ class ESEmitter(Emitter):
             x0 = np.asarray(x0, np.float64)
             if x0.shape != (d,):
                 raise ShapeError(f"x0 must have shape [{d}], got {list(x0.shape)}")
+            if not np.all(np.isfinite(x0)):
+                raise ConfigError(f"x0 must be finite, got {x0.tolist()}")
         self.x0 = x0
         self.mean = var(np.zeros([e, d]) if x0 is None else np.broadcast_to(x0, [e, d]), "mean")
         self.sigma = var(np.full([e], self.sigma0), "sigma")
@@ -192,6 +196,9 @@ class ESEmitter(Emitter):
         self.emits = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="emits")
         # True: the search (re)starts from an archive elite at the next emit.
         self.pending = tf.Variable(tf.fill([e], x0 is None), trainable=False, name="pending")
+        # The batch the last emit returned and whether it is still to be told (checked by tell).
+        self.last_emitted = tf.Variable(tf.zeros([e * lam, d], tf.float32), trainable=False, name="last_emitted")
+        self.emitted = tf.Variable(False, trainable=False, name="emitted")
 
     def _rates(self, k):
         """CMA-ES weights and rates for ``k`` parents per search (``k [E]`` float, may be 0).
@@ -286,7 +293,10 @@ class ESEmitter(Emitter):
         tf.cond(due, self._decompose, lambda: tf.constant(False))
         self.emits.assign_add(1)
         # Not XLA: its stateless normals measured ~15x slower on CPU than TensorFlow's kernels.
-        return self._draw(s[1], s[2])
+        x = self._draw(s[1], s[2])
+        self.last_emitted.assign(x)
+        self.emitted.assign(True)
+        return tf.identity(x)
 
     def _draw(self, seed, resample_seed):
         """All searches' candidates ``[E * L, D]`` float32 (resampled/clipped into the bounds)."""
@@ -375,6 +385,13 @@ class ESEmitter(Emitter):
                     want is not None and g is not None and g != want for g, want in zip(got, shape)):
                 raise ShapeError(f"ESEmitter.tell: {name} must have shape {shape} (num_emitters * batch_size "
                                  f"= {b} rows), got {got}")
+        if is_eager_tensor(args[0]):  # (MAPElites checks its whole batch itself before inserting it)
+            if not (bool(self.emitted.numpy()) and np.array_equal(args[0].numpy(), self.last_emitted.numpy())):
+                raise AskTellError(
+                    "ESEmitter.tell: the solutions are not the batch the last emit() returned (in the same order)"
+                    + ("" if bool(self.emitted.numpy()) else ", or that batch was already told") +
+                    "; the CMA-ES update treats them as samples of the searches' distributions at that emit, so "
+                    "tell exactly that batch.  Nothing was updated.")
         if not self.jit_compile:
             return self._tell(*args)
         fn = self._fns.fns.get("tell")
@@ -433,6 +450,7 @@ class ESEmitter(Emitter):
             self.cov.assign(tf.where(m2, cov, self.cov))
             self.sigma.assign(tf.where(move, new_sigma, sigma))
         self.tells.assign_add(1)
+        self.emitted.assign(False)
         # Restart rules (pyribs): CMA-ES stop criteria, then the emitter's rule.
         lmax, lmin = self.extremes[:, 0], self.extremes[:, 1]
         cond = lmax / lmin  # inf (stop) when the Cholesky factorization failed

@@ -77,8 +77,8 @@ class CVTArchive(Archive):
             raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
         ranges = [tuple(float(v) for v in r) for r in ranges]
         for lo, hi in ranges:
-            if not hi > lo:
-                raise ConfigError(f"each range needs high > low, got ({lo}, {hi})")
+            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
         k = len(ranges)
         if centroids is None:
             centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
@@ -86,6 +86,9 @@ class CVTArchive(Archive):
         centroids = np.asarray(centroids, np.float32)
         if centroids.shape != (int(cells), k):
             raise ShapeError(f"centroids must have shape [{cells}, {k}], got {list(centroids.shape)}")
+        if not np.all(np.isfinite(centroids)):
+            raise ConfigError("centroids must be finite (a NaN centroid is never the nearest: its cell stays "
+                              "empty)")
         super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op)
         self.ranges = ranges
         self.centroids = tf.constant(centroids)

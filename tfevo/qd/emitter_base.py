@@ -21,11 +21,15 @@ __all__ = ["standard_normal", "Emitter"]
 def _bounds(bounds, dim):
     if bounds is None:
         return None
-    lo, hi = bounds
-    lo = np.broadcast_to(np.asarray(lo, np.float32), [dim]).copy()
-    hi = np.broadcast_to(np.asarray(hi, np.float32), [dim]).copy()
-    if np.any(hi <= lo):
-        raise ConfigError("bounds need high > low in every dimension")
+    try:
+        lo, hi = bounds
+        lo = np.broadcast_to(np.asarray(lo, np.float32), [dim]).copy()
+        hi = np.broadcast_to(np.asarray(hi, np.float32), [dim]).copy()
+    except (TypeError, ValueError):
+        raise ConfigError(f"bounds must be (low, high), scalars or [{dim}] arrays (solution_dim={dim}), "
+                          f"got {bounds!r}") from None
+    if not np.all(hi > lo):  # (also False for NaN)
+        raise ConfigError(f"bounds need high > low in every dimension, got {bounds!r}")
     return tf.constant(lo), tf.constant(hi)
 
 

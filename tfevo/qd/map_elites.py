@@ -21,7 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo.core import ConfigError, SeedStream, ShapeError, arguments_checked, check_fitness, note_nonfinite
+from tfevo._tf_private import is_eager_tensor
+from tfevo.core import AskTellError, ConfigError, SeedStream, ShapeError, arguments_checked, check_fitness, note_nonfinite
 from tfevo.qd import _shared_step
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
@@ -77,10 +78,25 @@ class MAPElites(tf.Module):
             self._init = init
             self._init_bounds = None
         else:
-            lo, hi = init_bounds
+            try:
+                lo, hi = init_bounds
+                lo = np.broadcast_to(np.asarray(lo, np.float32), [self.num_dims]).astype(np.float32)
+                hi = np.broadcast_to(np.asarray(hi, np.float32), [self.num_dims]).astype(np.float32)
+            except (TypeError, ValueError):
+                raise ConfigError(f"init_bounds must be (low, high), scalars or [{self.num_dims}] arrays, "
+                                  f"got {init_bounds!r}") from None
+            if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)):
+                raise ConfigError(f"init_bounds needs finite values with high > low in every dimension, got "
+                                  f"{init_bounds!r}")
             self._init = None
-            self._init_bounds = (np.broadcast_to(np.float32(lo), [self.num_dims]).astype(np.float32),
-                                 np.broadcast_to(np.float32(hi), [self.num_dims]).astype(np.float32))
+            self._init_bounds = (lo, hi)
+        # Emitters whose update relies on what they emitted (CMA-ME's searches): then tell accepts only the
+        # batch the last ask returned, once (pyribs' scheduler tells its stored batch).
+        self.tell_needs_last_ask = any(getattr(e, "tell_needs_last_ask", False) for e in self.emitters)
+        if self.tell_needs_last_ask:
+            self.last_ask = tf.Variable(tf.zeros([self.batch_size, self.num_dims]), trainable=False,
+                                        name="last_ask")
+            self.asked = tf.Variable(False, trainable=False, name="asked")
         self.jit_compile = jit_compile
         self._ask_fn = None
         self._tell_fn = None
@@ -105,12 +121,36 @@ class MAPElites(tf.Module):
         archive._trace.xla = xla
         try:
             empty = tf.logical_not(tf.reduce_any(archive.occupied[: archive.num_cells]))
-            return tf.cond(empty, lambda: self._initial(seed), lambda: self._emit_all(seed))
+            return self._remember(tf.cond(empty, lambda: self._initial(seed), lambda: self._emit_all(seed)))
         finally:
             archive._share_running_count(False)
             archive._trace.xla = False
 
+    def _remember(self, x):
+        if not self.tell_needs_last_ask:
+            return x
+        self.last_ask.assign(x)
+        self.asked.assign(True)
+        return tf.identity(x)
+
+    def _check_last_ask(self, solutions):
+        """AskTellError unless ``solutions`` is the batch the last ``ask`` returned and it was not told yet."""
+        if not self.tell_needs_last_ask:
+            return
+        ok = self.asked & tf.reduce_all(tf.equal(solutions, self.last_ask))
+        msg = ("MAPElites.tell: the solutions are not the batch the last ask() returned (in the same order), or "
+               "that batch was already told; an emitter ("
+               + ", ".join(type(e).__name__ for e in self.emitters if getattr(e, "tell_needs_last_ask", False))
+               + ") updates its search from what it emitted, so tell exactly that batch, once.  Nothing was updated.")
+        if is_eager_tensor(ok):
+            if not bool(ok):
+                raise AskTellError(msg)
+        else:
+            tf.debugging.Assert(ok, [tf.constant(msg)])
+
     def _tell_graph(self, solutions, fitness, descriptors, xla: bool = False):
+        if self.tell_needs_last_ask:
+            self.asked.assign(False)
         archive = self.archive
         archive._trace.xla = xla  # the C++ insertion kernel cannot be compiled by XLA
         try:
@@ -174,14 +214,15 @@ class MAPElites(tf.Module):
             return self._ask_fn()
         seed = self.seeds.next()
         if int(self.archive.size.numpy()) == 0:
-            return self._initial(seed)
-        return self._emit_all(seed)
+            return self._remember(self._initial(seed))
+        return self._remember(self._emit_all(seed))
 
     def tell(self, solutions, fitness, descriptors):
         """Inserts the evaluated batch, informs the emitters, returns the :class:`AddResult`."""
         fitness = check_fitness(fitness, self.batch_size)
-        note_nonfinite(self, fitness)
         solutions, fitness, descriptors = self.archive._check(solutions, fitness, descriptors)
+        self._check_last_ask(solutions)
+        note_nonfinite(self, fitness)
         if self._compiled:
             if self._tell_fn is None:
                 xla = self._jit_tell
@@ -192,6 +233,8 @@ class MAPElites(tf.Module):
                     jit_compile=xla, autograph=False)
             return self._tell_fn(solutions, fitness, descriptors)
         was_empty = int(self.archive.size.numpy()) == 0
+        if self.tell_needs_last_ask:
+            self.asked.assign(False)
         if any(getattr(e, "wants_incumbent", False) for e in self.emitters):
             incumbent = self.archive.incumbents(descriptors)
         result = self.archive.add(solutions, fitness, descriptors)

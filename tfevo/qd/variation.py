@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, arguments_checked
@@ -12,13 +13,23 @@ __all__ = ["GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter"]
 
 @arguments_checked
 class GaussianEmitter(Emitter):
-    """Parent + ``sigma`` * N(0, I), parents uniform among filled cells (Mouret & Clune 2015)."""
+    """Parent + ``sigma`` * N(0, I), parents uniform among filled cells (Mouret & Clune 2015).
+
+    ``sigma``: a number or, as in pyribs, one per dimension (``[D]``), finite and > 0."""
 
     def __init__(self, solution_dim, batch_size, sigma: float = 0.1, bounds=None, name=None):
         super().__init__(solution_dim, batch_size, bounds, name)
-        if sigma <= 0:
-            raise ConfigError(f"sigma must be > 0, got {sigma}")
-        self.sigma = float(sigma)
+        try:
+            if isinstance(sigma, (str, bytes, bool)):
+                raise TypeError
+            arr = np.asarray(sigma, np.float64)
+        except (TypeError, ValueError):
+            arr = np.array(np.nan)
+        if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != self.solution_dim) or not (
+                np.all(np.isfinite(arr)) and np.all(arr > 0)):
+            raise ConfigError(f"sigma must be a finite number > 0 or [{self.solution_dim}] of them "
+                              f"(solution_dim={self.solution_dim}), got {sigma!r}")
+        self.sigma = float(arr) if arr.ndim == 0 else arr.astype(np.float32)
 
     def emit(self, archive, seed):
         s = tf.random.experimental.stateless_split(seed, 2)
@@ -48,8 +59,10 @@ class IsoLineEmitter(Emitter):
     def __init__(self, solution_dim, batch_size, iso_sigma: float = 0.005, line_sigma: float = 0.05,
                  bounds=None, use_op: bool | None = None, name=None):
         super().__init__(solution_dim, batch_size, bounds, name)
-        if iso_sigma < 0 or line_sigma < 0:
-            raise ConfigError("iso_sigma and line_sigma must be >= 0")
+        for field, v in (("iso_sigma", iso_sigma), ("line_sigma", line_sigma)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not (np.isfinite(v) and v >= 0):
+                raise ConfigError(f"{field} must be a finite number >= 0, got {v!r}")
         self.iso_sigma = float(iso_sigma)
         self.line_sigma = float(line_sigma)
         from tfevo import kernels

@@ -52,7 +52,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo import registry
-from tfevo.core import ConfigError, ShapeError, sanitize_fitness
+from tfevo.core import ConfigError, ShapeError, check_seed, sanitize_fitness
 from tfevo.envs.base import HostVectorEnv
 from tfevo.rollout._inference import InferenceStep, _bucket_sizes
 from tfevo.rollout.ingraph import check_policy_inputs
@@ -182,8 +182,7 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
             raise ConfigError(f"max_steps must be >= 1 or None, got {max_steps}")
         if bucket not in ("pow2", "full", "none"):
             raise ConfigError(f"bucket must be 'pow2', 'full' or 'none', got {bucket!r}")
-        if not 0 <= int(seed) < 2**31:
-            raise ConfigError(f"seed must be in [0, 2**31), got {seed}")
+        seed = check_seed(seed)
         self.policy = policy
         self.num_subsets = num_subsets
         self.episodes = episodes

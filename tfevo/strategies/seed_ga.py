@@ -59,11 +59,16 @@ class SeedGA(Algorithm):
       init_fn: alternatively ``seed int32 [2] -> [D]``, the initial parameters of a member
         (e.g. ``lambda s: model.init_params(1, s)[0]``).
       init_sigma: scale of the default initializer.
+      seed: random seed.
+      dtype: ``"float32"`` (default) or ``"float64"``: the decoded parameters
+        (:meth:`decode`, :attr:`best`, :attr:`mean`), their noise and initial
+        draws, the fitness ``tell`` takes and the evaluation statistics.  The
+        genomes stay ``int32`` seed lists; a float64 run draws its normals in
+        float64, so it is a different run from the float32 one of the same seed.
 
     ``tell`` must receive the genomes ``ask`` returned, in the same order (rows
     are matched with their evaluation history); any other raises
     :class:`~tfevo.core.AskTellError`.
-      seed: random seed.
 
     Example:
 
@@ -77,12 +82,12 @@ class SeedGA(Algorithm):
 
     def __init__(self, num_dims: int, popsize: int | None = None, truncation: int | None = None, sigma: float = 0.002,
                  num_elite_candidates: int | None = None, max_generations: int = 1000, init_params=None, init_fn=None,
-                 init_sigma: float = 0.05, seed: int = 0, name: str | None = None):
+                 init_sigma: float = 0.05, seed: int = 0, name: str | None = None, dtype="float32"):
         popsize, truncation, num_elite_candidates = _ga_sizes(popsize, truncation, num_elite_candidates)
-        super().__init__(num_dims, popsize, seed=seed, name=name)
+        super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if init_params is not None and init_fn is not None:
             raise ConfigError("give either init_params or init_fn, not both")
-        self._init_center = None if init_params is None else tf.constant(_center(init_params, self.num_dims))
+        self._init_center = None if init_params is None else tf.constant(_center(init_params, self.num_dims, dtype=self.dtype))
         p = self.popsize
         self.truncation = int(truncation)
         if not 1 <= self.truncation <= p:
@@ -104,12 +109,12 @@ class SeedGA(Algorithm):
         s0 = tf.random.stateless_uniform([p], seed=[int(seed), 1], minval=0, maxval=2**31 - 1, dtype=tf.int32)
         genomes = tf.concat([tf.ones([p, 1], tf.int32), s0[:, None], -tf.ones([p, L - 2], tf.int32)], axis=1)
         self.population = tf.Variable(genomes, trainable=False, name="population")
-        self.eval_sum = tf.Variable(tf.zeros([p]), trainable=False, name="eval_sum")
-        self.eval_count = tf.Variable(tf.zeros([p]), trainable=False, name="eval_count")
+        self.eval_sum = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_sum")
+        self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         c = self.truncation + 1 + self.num_elite_candidates
         self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
         self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
-        self.best_fitness = tf.Variable(-np.inf, dtype=tf.float32, trainable=False, name="best_fitness")
+        self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
         self._cache = Untracked(params=None, lineage=None)  # parent cache, never checkpointed
         self._decode_fn = None
 
@@ -144,7 +149,7 @@ class SeedGA(Algorithm):
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
                 input_signature=[tf.TensorSpec([self.popsize, self.genome_length], tf.int32),
-                                 tf.TensorSpec([self.popsize], tf.float32)],
+                                 tf.TensorSpec([self.popsize], self.dtype)],
             )
         ok = self._tell_fn(genomes, fitness)
         self._raise_if_not_last_ask(ok)
@@ -171,7 +176,7 @@ class SeedGA(Algorithm):
         children = tf.where(tf.equal(cols, (n + 1)[:, None]), new_seeds[:, None], child_parent)
         children = tf.where(tf.equal(cols, 0), (n + 1)[:, None], children)
         self.population.assign(tf.concat([tf.gather(g, keep), children], axis=0))
-        zeros = tf.zeros([n_child])
+        zeros = tf.zeros([n_child], self.dtype)
         self.eval_sum.assign(tf.concat([tf.gather(total, keep), zeros], axis=0))
         self.eval_count.assign(tf.concat([tf.gather(count, keep), zeros], axis=0))
         self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
@@ -182,12 +187,13 @@ class SeedGA(Algorithm):
     def _init_params(self, seed_word):
         seed = tf.stack([seed_word, tf.constant(0, tf.int32)])
         if self._init_fn is None:
-            theta = self.init_sigma * tf.random.stateless_normal([self.num_dims], seed=seed)
+            theta = self.init_sigma * tf.random.stateless_normal([self.num_dims], seed=seed, dtype=self.dtype)
             return theta if self._init_center is None else self._init_center + theta
-        return tf.reshape(tf.cast(self._init_fn(seed), tf.float32), [self.num_dims])
+        return tf.reshape(tf.cast(self._init_fn(seed), self.dtype), [self.num_dims])
 
     def _eps(self, seed_word):
-        return tf.random.stateless_normal([self.num_dims], seed=tf.stack([seed_word, tf.constant(_SALT, tf.int32)]))
+        return tf.random.stateless_normal([self.num_dims], seed=tf.stack([seed_word, tf.constant(_SALT, tf.int32)]),
+                                          dtype=self.dtype)
 
     def _rebuild(self, genome):
         """Full reconstruction of one genome from its seed list."""
@@ -222,16 +228,16 @@ class SeedGA(Algorithm):
 
         # fast path: cached parent (+ one mutation); rare path: rebuild from all seeds.
         # Written to keep few [n, D] temporaries alive (n x 16 MB for a Nature-DQN).
-        eps = tf.map_fn(self._eps, last_seed, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32),
+        eps = tf.map_fn(self._eps, last_seed, fn_output_signature=tf.TensorSpec([self.num_dims], self.dtype),
                         parallel_iterations=4)
         parent = tf.where(has_exact, ex_i, pre_i)
-        scale = tf.where(has_exact, 0.0, self.sigma)  # an exact match is its cached parent, unchanged
+        scale = tf.where(has_exact, tf.constant(0.0, self.dtype), tf.constant(self.sigma, self.dtype))  # an exact match is its cached parent, unchanged
         fast = tf.gather(cache_params, parent) + scale[:, None] * eps
         need = ~(has_exact | has_prefix)
         return tf.cond(
             tf.reduce_any(need),
             lambda: tf.where(need[:, None], tf.map_fn(
-                self._rebuild, genomes, fn_output_signature=tf.TensorSpec([self.num_dims], tf.float32)), fast),
+                self._rebuild, genomes, fn_output_signature=tf.TensorSpec([self.num_dims], self.dtype)), fast),
             lambda: fast,
         )
 
@@ -242,7 +248,7 @@ class SeedGA(Algorithm):
         if self._cache.lineage is not None and np.array_equal(self._cache.lineage, lineage.numpy()):
             return
         # decode the new parents with the old cache (children of old parents: one draw each)
-        old_p = self._cache.params if self._cache.params is not None else tf.zeros([1, self.num_dims])
+        old_p = self._cache.params if self._cache.params is not None else tf.zeros([1, self.num_dims], self.dtype)
         old_l = self._cache.lineage if self._cache.lineage is not None else -np.ones([1, self.genome_length], np.int32)
         params = self._decode(tf.convert_to_tensor(lineage), old_p, tf.constant(old_l))
         self._cache.params = params
@@ -253,13 +259,13 @@ class SeedGA(Algorithm):
             self._decode_fn = tf.function(
                 self._decode_graph,
                 input_signature=[tf.TensorSpec([None, self.genome_length], tf.int32),
-                                 tf.TensorSpec([None, self.num_dims], tf.float32),
+                                 tf.TensorSpec([None, self.num_dims], self.dtype),
                                  tf.TensorSpec([None, self.genome_length], tf.int32)],
             )
         return self._decode_fn(genomes, cache_params, cache_lineage)
 
     def decode(self, genomes) -> tf.Tensor:
-        """Parameters ``float32 [n, D]`` of seed-list genomes ``int32 [n, L]``."""
+        """Parameters ``[n, D]`` (in :attr:`dtype`) of seed-list genomes ``int32 [n, L]``."""
         genomes = tf.convert_to_tensor(genomes)
         if genomes.dtype != tf.int32 or genomes.shape.rank != 2 or genomes.shape[1] != self.genome_length:
             raise ShapeError(f"genomes must be int32 [n, {self.genome_length}], "
@@ -267,7 +273,7 @@ class SeedGA(Algorithm):
         if int(self.generation.numpy()) > 0:
             self._refresh_cache()
         if self._cache.params is None:
-            return self._decode(genomes, tf.zeros([1, self.num_dims]), -tf.ones([1, self.genome_length], tf.int32))
+            return self._decode(genomes, tf.zeros([1, self.num_dims], self.dtype), -tf.ones([1, self.genome_length], tf.int32))
         return self._decode(genomes, self._cache.params, tf.constant(self._cache.lineage))
 
     @property

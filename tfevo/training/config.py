@@ -115,7 +115,32 @@ class PolicyConfig(_Strict):
     def _sizes(self):
         if any(h < 1 for h in self.hidden):
             raise ValueError(f"policy.hidden sizes must be >= 1, got {self.hidden}")
+        # A setting the network family does not read is an error, not silently dropped (a dumped config
+        # carries the defaults, which are accepted).
+        unused = _UNUSED_POLICY_FIELDS.get(self.kind, ())
+        if "hidden" in unused and self.hidden != _DEFAULT_HIDDEN and not (self.kind == "linear" and not self.hidden):
+            raise ValueError(f"policy.hidden={self.hidden} is not used by policy.kind {self.kind!r} "
+                             f"({_UNUSED_POLICY_WHY[self.kind]}); leave policy.hidden out"
+                             + (" (or give [])" if self.kind == "linear" else "")
+                             + ", or use policy.kind 'mlp' (hidden layers of any sizes)")
+        if "activation" in unused and self.activation != _DEFAULT_ACTIVATION:
+            raise ValueError(f"policy.activation={self.activation!r} is not used by policy.kind {self.kind!r} "
+                             f"({_UNUSED_POLICY_WHY[self.kind]}); leave policy.activation out, or use policy.kind "
+                             "'mlp' (its hidden layers take any Keras activation)")
         return self
+
+
+_DEFAULT_HIDDEN = PolicyConfig.model_fields["hidden"].default_factory()
+_DEFAULT_ACTIVATION = PolicyConfig.model_fields["activation"].default
+#: the policy settings each kind does not read
+_UNUSED_POLICY_FIELDS = {"linear": ("hidden", "activation"), "nature_dqn": ("hidden", "activation"),
+                         "neat": ("hidden", "activation"), "gp_tree": ("hidden", "activation")}
+_UNUSED_POLICY_WHY = {
+    "linear": "a linear policy has no hidden layer",
+    "nature_dqn": "its layers are fixed: 3 ReLU convolutions, Dense 512 ReLU",
+    "neat": "NEAT evolves the topology; activations are algorithm.params activation_default/activation_options",
+    "gp_tree": "a GP policy is a program tree; its functions are algorithm.params functions",
+}
 
 
 class ProblemConfig(_Strict):
@@ -236,6 +261,9 @@ class Config(_Strict):
                 raise ValueError(f"problem is for algorithm.name 'map_elites' (quality-diversity tasks), got {name!r}")
             if self.env != EnvConfig():  # (a dumped config carries the default env table)
                 raise ValueError("give either env (a control task) or problem (a QD task), not both")
+            if self.policy != PolicyConfig():
+                raise ValueError("policy is not used with problem (a QD task evolves its solution vectors "
+                                 "directly, problem.num_dims of them); leave the policy table out")
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
         if self.family == "map_elites" and self.distribute.enabled:
