@@ -178,3 +178,48 @@ def test_shared_frozen_layer_and_all_frozen_template():
     flat = L.Flatten()
     flat.trainable = False  # a weightless frozen layer changes nothing
     assert nn.PopulationModel(keras.Sequential([keras.Input((3, 1)), flat, L.Dense(2)])).num_params == 8
+
+
+def test_frozen_lstm_with_and_without_states():
+    """A frozen recurrent layer: the whole-sequence forward runs the layer copy, a forward from given states
+    runs the translator on the broadcast constants; both equal Keras."""
+    m = keras.Sequential([keras.Input((5, 3)), L.LSTM(4, return_sequences=True, name="lstm"), L.Dense(2)])
+    _pretrained(m, 7)
+    m.get_layer("lstm").trainable = False
+    pm = nn.PopulationModel(m)
+    assert pm.num_params == 10 and pm.num_frozen == 4 * (3 * 4 + 4 * 4 + 4)
+    P = 3
+    params = pm.init_params(P, seed=2)
+    x = tf.random.stateless_normal([P, 2, 5, 3], [3, 3])
+    ref = np.stack([keras_reference(m, pm, params[p], x[p]) for p in range(P)])
+    np.testing.assert_allclose(pm(params, x).numpy(), ref, atol=2e-5)
+    y, new = pm(params, x, states=pm.zero_states(P, 2))
+    np.testing.assert_allclose(y.numpy(), ref, atol=2e-5)
+    assert [s.shape for s in new] == [(P, 2, 4), (P, 2, 4)]
+
+
+def test_layer_copy_and_translator_on_constants_agree():
+    """Where the frozen layer cannot be copied, its translator runs on the broadcast constants: same result."""
+    template = conv_template()
+    x = tf.random.stateless_normal([4, 2, 6, 6, 2], [8, 8])
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(4, seed=5)
+    a, sub_a = pm(params, x).numpy(), pm(params, x[:3], indices=tf.constant([3, 0, 2])).numpy()
+    pm2 = nn.PopulationModel(template)
+    frozen_steps = [s for s in pm2._steps if s.frozen]
+    assert len(frozen_steps) == 2 and all(s.frozen_layer is not None for s in frozen_steps)
+    for s in frozen_steps:
+        s.frozen_layer = None
+    np.testing.assert_allclose(pm2(params, x).numpy(), a, atol=2e-5)
+    np.testing.assert_allclose(pm2(params, x[:3], indices=tf.constant([3, 0, 2])).numpy(), sub_a, atol=2e-5)
+
+
+def test_policy_rows_in_place_with_a_frozen_encoder():
+    """One row per member (a rollout step): the in-place path reads the evolved weights from params."""
+    template = dense_template()
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(5, seed=9)
+    x = tf.random.stateless_normal([5, 1, 6], [6, 6])
+    ref = np.stack([keras_reference(template, pm, params[p], x[p]) for p in range(5)])
+    np.testing.assert_allclose(pm(params, x).numpy(), ref, atol=2e-5)
+    np.testing.assert_allclose(pm.forward_graph(params, x).numpy(), ref, atol=2e-5)
