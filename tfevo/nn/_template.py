@@ -34,7 +34,7 @@ class _Step:
 
     name: str
     tr: Any  # the layer's Translator
-    weights: tuple  # indices into the template weight list
+    weights: tuple  # indices into the flat layout's weight list (None: a frozen weight)
     inputs: tuple  # ids of the input symbolic tensors
     outputs: tuple  # ids of the output symbolic tensors
     layer: Any = None  # the template layer
