@@ -122,6 +122,7 @@ def test_non_trainable_variable_of_a_trainable_layer_is_frozen():
     for kw in ({}, {"use_op": False}):
         pm, _ = _check_forwards(m, x, **kw)
         assert pm.num_params == 4 + 10 and pm.num_frozen == 12
+        assert "'d' (Dense): weights [(3, 4), (4,)] (frozen [True, False])" in pm.summary()
 
 
 def test_frozen_weights_are_read_once_and_never_change_through_evolution(tmp_path):
