@@ -224,3 +224,26 @@ def test_policy_rows_in_place_with_a_frozen_encoder():
     ref = np.stack([keras_reference(template, pm, params[p], x[p]) for p in range(5)])
     np.testing.assert_allclose(pm(params, x).numpy(), ref, atol=2e-5)
     np.testing.assert_allclose(pm.forward_graph(params, x).numpy(), ref, atol=2e-5)
+
+
+def test_policy_on_uint8_frames_with_a_frozen_first_conv():
+    """A frozen first Conv2D does not read raw frames itself (that is the in-place kernel's shortcut): the
+    frames are scaled first; actions equal the argmax of Keras on the scaled frames, also inside an outer
+    tf.function with unknown sizes (how the rollout evaluators call it)."""
+    from tfevo.envs.base import ActionSpec
+
+    template = conv_template()
+    pm = nn.PopulationModel(template)
+    policy = nn.Policy(pm, ActionSpec(discrete=True, num_actions=3))
+    params = pm.init_params(4, seed=4)
+    frames = tf.constant(np.random.default_rng(1).integers(0, 256, (4, 1, 6, 6, 2)), tf.uint8)
+    scaled = tf.cast(frames, tf.float32) / 255.0
+    ref = np.stack([keras_reference(template, pm, params[p], scaled[p]) for p in range(4)]).argmax(-1)
+    np.testing.assert_array_equal(policy.forward(params, frames).numpy(), ref)
+    idx = tf.constant([3, 1])
+    np.testing.assert_array_equal(policy.forward(policy.prepare(params), tf.gather(frames, idx), idx).numpy(),
+                                  ref[[3, 1]])
+    outer = tf.function(lambda p, f, i: policy.forward(policy.prepare(p), f, i),
+                        input_signature=[tf.TensorSpec([None, pm.num_params]), tf.TensorSpec([None, 1, 6, 6, 2], tf.uint8),
+                                         tf.TensorSpec([None], tf.int32)])
+    np.testing.assert_array_equal(outer(params, tf.gather(frames, idx), idx).numpy(), ref[[3, 1]])
