@@ -247,3 +247,21 @@ def test_policy_on_uint8_frames_with_a_frozen_first_conv():
                         input_signature=[tf.TensorSpec([None, pm.num_params]), tf.TensorSpec([None, 1, 6, 6, 2], tf.uint8),
                                          tf.TensorSpec([None], tf.int32)])
     np.testing.assert_array_equal(outer(params, tf.gather(frames, idx), idx).numpy(), ref[[3, 1]])
+
+
+def test_gradient_reaches_only_the_evolved_weights_as_in_keras():
+    """d loss / d params of one member equals Keras's gradient for the template's trainable weights."""
+    template = dense_template()
+    pm = nn.PopulationModel(template)
+    params = tf.Variable(pm.init_params(3, seed=6))
+    x = tf.random.stateless_normal([3, 4, 6], [2, 9])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(pm(params, x)[1]))
+    g = tape.gradient(loss, params).numpy()
+    assert np.all(g[[0, 2]] == 0)
+    for v, w in zip(template.trainable_weights, pm.unflatten(params[1:2])):
+        v.assign(w[0])
+    with tf.GradientTape() as tape:
+        ref_loss = tf.reduce_sum(tf.square(template(x[1])))
+    ref = tape.gradient(ref_loss, template.trainable_weights)
+    np.testing.assert_allclose(g[1], np.concatenate([np.ravel(r) for r in ref]), rtol=1e-4, atol=1e-5)
