@@ -254,26 +254,6 @@ def test_unsupported_layers_raise_clear_errors():
         nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves())])).init_params(2)
 
 
-def test_frozen_layers_are_refused_not_evolved():
-    """A layer with trainable=False (e.g. a pretrained encoder) would be re-initialized and mutated like every
-    other weight: refused, naming the layer; weightless frozen layers and unfrozen copies are accepted."""
-    enc = L.Dense(4, activation="tanh", name="encoder")
-    m = keras.Sequential([keras.Input((3,)), enc, L.Dense(2, name="head")])
-    enc.trainable = False
-    with pytest.raises(ConfigError, match=r"'encoder' \(Dense\) is frozen \(trainable=False\)"):
-        nn.PopulationModel(m)
-    inner = keras.Sequential([keras.Input((3,)), L.Dense(4, name="inner_dense")])
-    inner.trainable = False
-    i = keras.Input((3,))
-    with pytest.raises(ConfigError, match="'inner_dense'.*frozen"):
-        nn.PopulationModel(keras.Model(i, L.Dense(2)(inner(i))))
-    flat = L.Flatten()
-    flat.trainable = False
-    enc.trainable = True
-    assert nn.PopulationModel(keras.Sequential([keras.Input((3, 1)), flat, L.Dense(2)])).num_params == 8
-    assert nn.PopulationModel(m).num_params == 26
-
-
 def test_bad_shapes_raise():
     pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=(8,)))
     params = pm.init_params(3)

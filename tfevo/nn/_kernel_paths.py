@@ -48,8 +48,8 @@ class KernelPaths:
         """
         from tfevo.nn.fused_mlp import MlpPlan, activation_name
 
-        if len(self._input_ids) != 1 or len(self._output_ids) != 1 or self.state_sizes:
-            return None
+        if len(self._input_ids) != 1 or len(self._output_ids) != 1 or self.state_sizes or self.num_frozen:
+            return None  # (frozen weights are not in params: the layer-by-layer path runs them)
         prev, flatten = self._input_id, False
         units, w_offs, b_offs, acts = [], [], [], []
         k = int(self.input_shape[-1]) if self.input_shape else 1
@@ -137,20 +137,27 @@ class KernelPaths:
         if input_scale is not None:
             first = [s for s in self._steps if self._input_id in s.inputs]
             if (len(xs) == 1 and len(first) == 1 and first[0].flat_fn is not None
-                    and first[0].tr.takes_input_scale):
+                    and first[0].tr.takes_input_scale and not first[0].consts):
                 fused = first[0]
             else:
                 xs = [tf.cast(t, tf.float32) * input_scale for t in xs]
 
+        def weight(i):
+            o = self._offsets[i]
+            return tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
+
         def call(step, ins, st):
+            if step.consts:  # frozen weights: not in params
+                if step.frozen_layer is not None and st is None:
+                    return step.run_frozen(ins), ()
+                w, idx = step.weights_for(weight, ins, indices)
+                return self._apply(step, ins, w, idx, st)
             offs = [self._offsets[i] for i in step.weights]
             if step is fused:
                 return step.flat_fn(ins, params, offs, indices, input_scale=input_scale), ()
             if step.flat_fn is not None:
                 return step.flat_fn(ins, params, offs, indices), ()
-            w = [tf.reshape(tf.cast(params[:, o:o + self._sizes[i]], tf.float32), (-1,) + self.weight_shapes[i])
-                 for o, i in zip(offs, step.weights)]
-            return self._apply(step, ins, w, indices, st)
+            return self._apply(step, ins, [weight(i) for i in step.weights], indices, st)
 
         y, new = self._walk(xs, call, states)
         return y if states is None else (y, new)

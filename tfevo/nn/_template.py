@@ -4,6 +4,14 @@ The functional graph (a Sequential's inner one) is walked node by node in
 dependency order; each layer call becomes one ``_Step`` with the translator of
 its Keras class (:mod:`tfevo.nn.translators`), the indices of its weights in
 the flat layout and the ids of its input and output tensors.
+
+Frozen weights (a layer with ``trainable=False``, or a variable Keras marks
+non-trainable other than BatchNormalization's moving statistics) are not in the
+flat layout: their values are read from the template once, here, and every
+member shares them.  A step whose weights are all frozen runs a copy of its
+Keras layer holding those values on the members' merged batch (one weight set,
+broadcast by construction); a step with some frozen weights gives its
+translator the constants broadcast to the members' rows.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tfevo.core import ConfigError
 
@@ -25,10 +34,42 @@ class _Step:
 
     name: str
     tr: Any  # the layer's Translator
-    weights: tuple  # indices into the template weight list
+    weights: tuple  # indices into the flat layout's weight list (None: a frozen weight)
     inputs: tuple  # ids of the input symbolic tensors
     outputs: tuple  # ids of the output symbolic tensors
     layer: Any = None  # the template layer
+    template_weights: tuple = ()  # indices into the template's weight list (``weights``: into the flat layout)
+    consts: tuple = ()  # per weight of the step: None (evolved) or the frozen constant; () if none is frozen
+    frozen_layer: Any = None  # all weights frozen: a copy of the Keras layer holding the constants (or None)
+
+    @property
+    def frozen(self) -> bool:
+        """All of the step's weights are frozen constants (and it has some)."""
+        return bool(self.consts) and all(c is not None for c in self.consts)
+
+    def run_frozen(self, inputs):
+        """The frozen layer on the members' inputs ``[n, B, ...]`` merged into one Keras batch."""
+        from tfevo.nn.translators.base import merge_leading, split_leading
+
+        merged = [merge_leading(x) for x in inputs]
+        y = self.frozen_layer(merged[0] if len(merged) == 1 else merged)
+        if isinstance(y, (list, tuple)):
+            return [split_leading(t, inputs[0]) for t in y]
+        return split_leading(y, inputs[0])
+
+    def weights_for(self, get, inputs, indices):
+        """``(weights, indices)`` for the translator: evolved weight ``i`` is ``get(i)``, a frozen one its
+        constant broadcast to the rows of the evolved ones (to the ``n`` input rows, without
+        ``indices``, when every weight is frozen)."""
+        if not self.consts:
+            return [get(i) for i in self.weights], indices
+        ev = [get(i) for i in self.weights if i is not None]
+        rows = tf.shape(ev[0])[0] if ev else tf.shape(inputs[0])[0]
+        if not ev:
+            indices = None
+        it = iter(ev)
+        return [next(it) if c is None else tf.broadcast_to(c[None], tf.concat([[rows], tf.shape(c)], 0))
+                for c in self.consts], indices
 
     @property
     def inp(self) -> int:
@@ -125,6 +166,8 @@ class TemplateParser:
         used = set()
         steps = []
         self._initializers = [None] * len(all_weights)
+        self._frozen_values = {}  # template weight index -> its value (numpy), for frozen weights
+        self._frozen_copies = {}  # id(template layer) -> its frozen copy (shared layers share it)
         alias = {}  # the output key of a nested model's call -> the key of the inner tensor computing it
         self._add_steps(graph, (), {}, alias, steps, index_of, used)
         self._output_ids = [alias.get(id(t), id(t)) for t in outputs]
@@ -141,8 +184,24 @@ class TemplateParser:
             if None in shape and not open_ok:
                 raise ConfigError(f"the template's input shape must be fully known, got {shape}"
                                   + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
-        self.weight_shapes = [tuple(int(d) for d in v.shape) for v in all_weights]
-        self.weight_names = [v.path for v in all_weights]
+        self._num_template_weights = len(all_weights)
+        evolved = [i for i in range(len(all_weights)) if i not in self._frozen_values]
+        if self._frozen_values and not evolved:
+            raise ConfigError(
+                f"every weight of the template is frozen (trainable=False, {len(all_weights)} weights): nothing "
+                "to evolve; set trainable=True on the layers to evolve")
+        self._evolved_index = evolved  # flat-layout weight j is template weight evolved[j]
+        pos = {i: j for j, i in enumerate(evolved)}
+        for st in steps:
+            st.weights = tuple(pos.get(i) for i in st.weights)
+            if st.consts:
+                st.consts = tuple(None if i in pos else tf.constant(self._frozen_values[i])
+                                  for i in st.template_weights)
+        self._initializers = [self._initializers[i] for i in evolved]
+        self.weight_shapes = [tuple(int(d) for d in all_weights[i].shape) for i in evolved]
+        self.weight_names = [all_weights[i].path for i in evolved]
+        self.frozen_weight_names = [all_weights[i].path for i in sorted(self._frozen_values)]
+        self.num_frozen = int(sum(np.size(v) for v in self._frozen_values.values()))
         self._sizes = [int(np.prod(s)) if s else 1 for s in self.weight_shapes]
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(int).tolist()
         self.num_params = int(self._offsets[-1])
@@ -203,19 +262,44 @@ class TemplateParser:
             raise _unsupported(name)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
-        if not op.trainable and tr.weight_order():
-            raise ConfigError(
-                f"layer {name} is frozen (trainable=False), but every weight of a template is an evolved "
-                "parameter (init_params draws it fresh, the strategy mutates it), so its weights would not stay "
-                "fixed; set trainable=True (from_keras(template) gives a population start with its current "
-                "weights), or compute the frozen part outside the template and feed its output as the input")
-        widx = []
+        widx, frozen = [], []
         for v in tr.weight_order():
             if id(v) not in index_of:
                 raise ConfigError(f"layer {name}: weight {v.path} is not among the model's weights")
             i = index_of[id(v)]
             used.add(i)  # a shared layer's calls all read the same weights
             widx.append(i)
-            self._initializers[i] = tr.initializer(v)
-        return _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(ins_keys), outputs=tuple(outs_keys),
-                     layer=op)
+            if not op.trainable or (not v.trainable and v.name not in tr.evolved_statistics):
+                frozen.append(True)
+                self._frozen_values[i] = np.array(keras.ops.convert_to_numpy(v), np.float32)
+            else:
+                frozen.append(False)
+                self._initializers[i] = tr.initializer(v)
+        step = _Step(name=name, tr=tr, weights=tuple(widx), inputs=tuple(ins_keys), outputs=tuple(outs_keys),
+                     layer=op, template_weights=tuple(widx))
+        if any(frozen):
+            step.consts = tuple(frozen)  # placeholders: the constants are made once the layout is known
+            if all(frozen):
+                if id(op) not in self._frozen_copies:
+                    self._frozen_copies[id(op)] = _frozen_copy(op, tr)
+                step.frozen_layer = self._frozen_copies[id(op)]
+        return step
+
+
+def _frozen_copy(layer, tr):
+    """A copy of a frozen one-input Keras layer holding its current weights (constants from now on, whatever
+    later happens to the template), or ``None`` where it cannot be rebuilt from its config (the step then
+    runs its translator on the constants)."""
+    if len(tr.input_shapes) != 1:
+        return None
+    try:
+        copy = type(layer).from_config(layer.get_config())
+        copy.build(tr.input_shapes[0])
+        values = layer.get_weights()
+        if len(copy.weights) != len(values):
+            return None
+        copy.set_weights(values)
+    except (TypeError, ValueError, NotImplementedError, AttributeError):
+        return None
+    copy.trainable = False
+    return copy

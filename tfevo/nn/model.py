@@ -12,8 +12,10 @@ layers that have a translator (:mod:`tfevo.nn.translators`, one module per
 layer type, registered by Keras class); anything else raises
 :class:`tfevo.core.ConfigError` naming the layer and listing the supported ones.
 
-Flat layout: the template's weights in ``template.weights`` order (the order of
-``template.get_weights()``), each flattened row-major and concatenated.
+Flat layout: the template's evolved weights in ``template.weights`` order (the
+order of ``template.get_weights()``), each flattened row-major and
+concatenated.  Frozen weights (``trainable=False``) are left out: they are
+constants read from the template at construction and shared by every member.
 """
 
 from __future__ import annotations
@@ -67,7 +69,12 @@ class PopulationModel(TemplateParser, KernelPaths):
         outputs (``output_shapes``: always the list).
       state_sizes: per-sample sizes of the recurrent states the template
         carries (``()`` without recurrent layers; LSTM: h and c).
-      weight_shapes: shapes of the template weights, in flat-layout order.
+      weight_shapes: shapes of the evolved template weights, in flat-layout order.
+      weight_names: their Keras paths.
+      frozen_weight_names: paths of the frozen weights (layers with
+        ``trainable=False``, other non-trainable variables): not in the flat
+        vector; every member uses the template's values, read at construction.
+      num_frozen: how many scalars those hold.
       traces: ``{name: count}`` of ``tf.function`` traces of the forward pass.
 
     Example:
@@ -99,10 +106,17 @@ class PopulationModel(TemplateParser, KernelPaths):
     # ------------------------------------------------------------------ parse
     # -------------------------------------------------------------- reshaper
     def flatten(self, weights: Sequence) -> tf.Tensor:
-        """One member's weights (``template.get_weights()`` order) -> ``[D]``."""
+        """One member's weights -> ``[D]``.
+
+        ``weights``: the evolved weights in flat-layout order (:attr:`weight_shapes`), or all of a
+        template-shaped model's weights (``template.get_weights()`` order), whose frozen ones are
+        left out (the population always uses the template's own frozen values)."""
         weights = list(weights)
+        if self.num_frozen and len(weights) == self._num_template_weights:
+            weights = [weights[i] for i in self._evolved_index]
         if len(weights) != len(self.weight_shapes):
-            raise ShapeError(f"expected {len(self.weight_shapes)} weight arrays, got {len(weights)}")
+            extra = f" (or all {self._num_template_weights} of the template)" if self.num_frozen else ""
+            raise ShapeError(f"expected {len(self.weight_shapes)} weight arrays{extra}, got {len(weights)}")
         flat = []
         for i, (w, s) in enumerate(zip(weights, self.weight_shapes)):
             w = tf.convert_to_tensor(w, tf.float32)
@@ -128,7 +142,8 @@ class PopulationModel(TemplateParser, KernelPaths):
         return [tf.TensorSpec((popsize,) + s, tf.float32) for s in self.weight_shapes]
 
     def from_keras(self, model: keras.Model) -> tf.Tensor:
-        """A Keras model with the template's architecture -> its ``[D]`` vector."""
+        """A Keras model with the template's architecture -> its ``[D]`` vector (its evolved weights;
+        frozen weights stay the template's)."""
         return self.flatten(model.get_weights())
 
     def to_keras(self, params_row) -> keras.Model:
@@ -137,14 +152,33 @@ class PopulationModel(TemplateParser, KernelPaths):
         if row.shape.as_list() != [self.num_params]:
             raise ShapeError(f"to_keras expects one parameter row of shape [{self.num_params}], got {row.shape.as_list()}")
         model = keras.models.clone_model(self.template)
-        if len(model.weights) != len(self.weight_shapes):
+        n = self._num_template_weights
+        if len(model.weights) != n:
             raise ConfigError(
                 f"to_keras: keras.models.clone_model gives {len(model.weights)} weights for the template's "
-                f"{len(self.weight_shapes)} (a nested model shared inside another nested model is cloned once per "
-                "use); copy the parameters with template.set_weights([w[0] for w in pm.unflatten(row[None])])")
-        ws = self.unflatten(row[None])
-        model.set_weights([w[0].numpy() for w in ws])
+                f"{n} (a nested model shared inside another nested model is cloned once per use); copy the "
+                "parameters with template.set_weights(pm.template_weights(row))")
+        model.set_weights(self.template_weights(row))
+        if self.num_frozen:
+            # clone_model does not carry trainable flags: copy them, layers outermost first (a model's
+            # setter sets its sublayers), then the variables' own
+            mine, theirs = list(self.template._flatten_layers()), list(model._flatten_layers())
+            if [type(a) for a in mine] == [type(b) for b in theirs]:
+                for a, b in zip(mine, theirs):
+                    b.trainable = a.trainable
+            for a, b in zip(self.template.weights, model.weights):
+                b.trainable = a.trainable
         return model
+
+    def template_weights(self, params_row) -> list:
+        """``[D]`` -> the list of all template weights (``template.get_weights()`` order, numpy): the
+        row's evolved weights with the template's frozen values in their places."""
+        row = tf.convert_to_tensor(params_row, tf.float32)
+        if row.shape.as_list() != [self.num_params]:
+            raise ShapeError(f"expected one parameter row of shape [{self.num_params}], got {row.shape.as_list()}")
+        ev = iter(w[0].numpy() for w in self.unflatten(row[None]))
+        return [self._frozen_values[i] if i in self._frozen_values else next(ev)
+                for i in range(self._num_template_weights)]
 
     def init_params(self, popsize: int, seed=0) -> tf.Tensor:
         """``[popsize, D]`` fresh members, each initialized like the template's layers.
@@ -247,7 +281,10 @@ class PopulationModel(TemplateParser, KernelPaths):
         xs = x if isinstance(x, list) else self._inputs_list(x)
 
         def call(step, ins, st):
-            return self._apply(step, ins, [weights[i] for i in step.weights], indices, st)
+            if step.frozen_layer is not None and st is None:
+                return step.run_frozen(ins), ()
+            w, idx = step.weights_for(weights.__getitem__, ins, indices)
+            return self._apply(step, ins, w, idx, st)
 
         y, new = self._walk(xs, call, states)
         return y if states is None else (y, new)
@@ -429,7 +466,14 @@ class PopulationModel(TemplateParser, KernelPaths):
 
     def summary(self) -> str:
         """A one-line-per-layer description of the population program."""
-        lines = [f"PopulationModel: input {self.input_shape} -> output {self.output_shape}, D={self.num_params}"]
+        frozen = f" (+{self.num_frozen} frozen)" if self.num_frozen else ""
+        lines = [f"PopulationModel: input {self.input_shape} -> output {self.output_shape}, D={self.num_params}"
+                 + frozen]
         for s in self._steps:
-            lines.append(f"  {s.name}: weights {[self.weight_shapes[i] for i in s.weights]}")
+            if s.consts:
+                shapes = [tuple(c.shape) if c is not None else self.weight_shapes[i] for i, c in zip(s.weights, s.consts)]
+                which = "frozen" if s.frozen else f"frozen {[c is not None for c in s.consts]}"
+                lines.append(f"  {s.name}: weights {shapes} ({which})")
+            else:
+                lines.append(f"  {s.name}: weights {[self.weight_shapes[i] for i in s.weights]}")
         return "\n".join(lines)

@@ -108,6 +108,10 @@ class Translator(abc.ABC):
     state_sizes: tuple = ()
     #: number of inputs the layer call takes (``None``: any number, e.g. merge layers).
     num_inputs: int | None = 1
+    #: names of variables Keras marks non-trainable that are evolved all the same while the layer is
+    #: trainable (BatchNormalization's moving statistics); any other non-trainable variable, and every
+    #: variable of a layer with ``trainable=False``, is a frozen constant of the template.
+    evolved_statistics: Sequence[str] = ()
 
     def __init__(self, layer, input_shapes, output_shapes, conv_method: str = "auto"):
         self.layer = layer

@@ -3,7 +3,8 @@
 The moving statistics are *evolvable parameters*: ``moving_mean`` and
 ``moving_variance`` sit in the flat vector next to ``gamma`` and ``beta``
 (the template's ``get_weights()`` order), start from the layer's initializers
-(zeros and ones) and are what ``to_keras`` writes back.  The forward is Keras's
+(zeros and ones) and are what ``to_keras`` writes back -- unless the layer is
+frozen (``trainable=False``): then all four are the template's constants.  The forward is Keras's
 inference formula ``(x - mean) * rsqrt(var + epsilon) * gamma + beta`` with
 each member's own four vectors; a member whose ``var + epsilon`` goes negative
 gives NaN, exactly as the Keras layer would.
@@ -21,6 +22,7 @@ from tfevo.nn.translators.base import Translator, per_member, register_translato
 @register_translator(keras.layers.BatchNormalization)
 class BatchNormTranslator(Translator):
     weight_names = ("gamma", "beta", "moving_mean", "moving_variance")
+    evolved_statistics = ("moving_mean", "moving_variance")
 
     def check(self):
         rank = len(self.input_shapes[0])
