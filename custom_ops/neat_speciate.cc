@@ -607,13 +607,14 @@ class NeatSpeciateOp : public OpKernel {
     used_t->flat<int32_t>()(1) = used_c;
     timer.Mark(wn < N || wc < C ? "pack+old_reps(bred widths)" : "pack+old_reps");
 
-    // 2) closest new representative of every genome (ties: lowest slot)
+    // 2) closest new representative of every genome (ties: the lowest species
+    // key, as neat-python's min over its species in key order; a species'
+    // slot says nothing about its age)
     std::vector<int32_t> ids, reps;
     for (int64_t s = 0; s < S; ++s)
-      if (alive[s]) {
-        ids.push_back(static_cast<int32_t>(s));
-        reps.push_back(rep_idx[s]);
-      }
+      if (alive[s]) ids.push_back(static_cast<int32_t>(s));
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+    for (int32_t s : ids) reps.push_back(rep_idx[s]);
     const int64_t A = ids.size();
     std::vector<float> best_d(P, kInf);
     std::vector<int32_t> best_s(P, -1);

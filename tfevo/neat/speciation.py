@@ -145,7 +145,9 @@ def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, cr
        to its old representative (and not yet taken) as its new one.
     2) The other genomes, in population order, join the closest species
        (representatives of step 1 and of species founded by EARLIER genomes)
-       nearer than the threshold, else found a new species.  Step 2 is exact
+       nearer than the threshold, else found a new species.  Among species at
+       the same distance the one with the lowest key wins (neat-python takes
+       the first of its species in key order).  Step 2 is exact
        without a loop over genomes: a running minimum distance per genome is
        kept, and each new species (one ``[P]`` distance pass) only updates
        the genomes after its founder.
@@ -180,6 +182,7 @@ def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, cr
                                       (0, tf.zeros([P], tf.bool), tf.fill([S], -1)))
     alive = rep_idx >= 0
     ids = tf.cast(tf.where(alive)[:, 0], tf.int32)
+    ids = tf.gather(ids, tf.argsort(tf.gather(keys, ids), stable=True))  # ties: the lowest key (neat-python)
     rep = tf.gather(rep_idx, ids)
     D = distance_matrix(cfg, tf.gather(nodes, rep), tf.gather(conns, rep), nodes, conns)
     D = tf.concat([D, tf.fill([1, P], _INF)], 0)  # a row for "no species"
