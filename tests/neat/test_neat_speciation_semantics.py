@@ -139,3 +139,42 @@ def test_speciation_equals_neat_python_on_small_genomes_with_many_ties(use_op):
             np.testing.assert_array_equal(got_keys[sp], want, err_msg=f"trial {trial}")
             checked += 1
     assert checked >= 4
+
+
+def _weights_genome(N, C, rng):
+    """Output 2 and hidden node 10, five connections, random float32 values."""
+    pairs = [(0, 2), (1, 2), (0, 10), (1, 10), (10, 2)]
+    return _genome(N, C, float(np.float32(rng.normal())), hidden=[(10, float(np.float32(rng.normal())))],
+                   conns=[(a, b, float(np.float32(rng.normal()))) for a, b in pairs])
+
+
+@pytest.mark.parametrize("use_op", _USE_SP)
+def test_double_distances_decide_the_threshold_as_neat_python(use_op):
+    """With ``distance_dtype="float64"`` a genome within float32 rounding of
+    the threshold lands where neat-python (double distances of the same
+    values) puts it; float32 distances put it on the other side for the pair
+    picked here (the first of a seeded search where they differ)."""
+    N, C, S, P = 6, 6, 4, 2
+    rng = np.random.default_rng(5)
+    none = (np.full((S, N, 5), np.nan, np.float32), np.full((S, C, 5), np.nan, np.float32), np.zeros(S, bool),
+            np.full(S, -1, np.int64))
+    for _ in range(200):
+        pop = [_weights_genome(N, C, rng), _weights_genome(N, C, rng)]
+        nodes, conns = np.stack([g[0] for g in pop]), np.stack([g[1] for g in pop])
+        d64 = _np_genome(*pop[0], 1).distance(_np_genome(*pop[1], 2), types.SimpleNamespace(
+            compatibility_disjoint_coefficient=1.0, compatibility_weight_coefficient=0.5))
+        thr = float(np.nextafter(d64, np.inf))  # genome 2 joins genome 1's species in double
+        species = {}
+        for dtype in ("float32", "float64"):
+            cfg = NEATConfig(num_inputs=I, num_outputs=O, pop_size=P, max_nodes=N, max_conns=C, max_species=S,
+                             compatibility_threshold=thr, distance_dtype=dtype)
+            out = so.speciate(cfg, nodes, conns, *none, np.zeros(S, np.int64), np.zeros(S, np.float64),
+                              np.zeros(S, np.int64), np.int64(0), np.int64(0), use_op=use_op)
+            species[dtype] = out[2].numpy()[out[0].numpy()]
+        if species["float32"][0] != species["float32"][1]:
+            break
+    else:
+        pytest.fail("no pair found where float32 distances cross the threshold")
+    want = _neat_python_species(cfg, nodes, conns, *none, 0)
+    assert want[0] == want[1]
+    np.testing.assert_array_equal(species["float64"], want)
