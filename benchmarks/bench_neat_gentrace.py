@@ -21,7 +21,9 @@ so the per-child counts are measured alike:
 Per generation (columns ``COLS``): best / mean fitness, live species, hidden
 nodes, enabled connections (means over the population), elites, the largest
 species and species of size <= 2 (after speciation), the per-child rates
-above, and (tfevo) ``sp_diff``: genomes that neat-python's speciate, run on
+above, ``stagnant``: species removed as stagnant after the evaluation,
+``founded``: species founded by the speciation after it (tfevo: of this
+population in ``tell``, not counting the first; neat-python: of the next population), and (tfevo) ``sp_diff``: genomes that neat-python's speciate, run on
 tfevo's genomes copied into neat-python genomes (double distances of the
 float32 values) with tfevo's old representatives, puts in another species than
 tfevo, and ``thr_flip``: genome/representative pairs whose float32 distance
@@ -52,7 +54,7 @@ import bench_neat_tasks as B  # noqa: E402
 
 COLS = ["best", "mean", "species", "hidden", "enabled", "elites", "largest", "small_species", "clone", "add_node",
         "del_node", "add_conn", "del_conn", "reenable", "w_changed", "w_step", "b_changed", "en_changed",
-        "sp_diff", "thr_flip"]
+        "sp_diff", "thr_flip", "stagnant", "founded"]
 CHILD = ["clone", "add_node", "del_node", "add_conn", "del_conn", "reenable", "w_changed", "w_step", "b_changed",
          "en_changed"]
 
@@ -105,13 +107,15 @@ def child_stats(children, parents):
     return out
 
 
-def gen_row(fit, genomes, species_sizes, elites, children, parents, sp_diff=np.nan, thr_flip=np.nan):
+def gen_row(fit, genomes, species_sizes, elites, children, parents, sp_diff=np.nan, thr_flip=np.nan, stagnant=np.nan,
+            founded=np.nan):
     fit = np.asarray(fit, float)
     hidden = [len(g["hidden"]) for g in genomes]
     enabled = [sum(e for _, e in g["conns"].values()) for g in genomes]
     r = dict(best=fit.max(), mean=fit.mean(), species=len(species_sizes), hidden=np.mean(hidden),
              enabled=np.mean(enabled), elites=elites, largest=max(species_sizes),
-             small_species=sum(s <= 2 for s in species_sizes), sp_diff=sp_diff, thr_flip=thr_flip)
+             small_species=sum(s <= 2 for s in species_sizes), sp_diff=sp_diff, thr_flip=thr_flip,
+             stagnant=stagnant, founded=founded)
     r.update(child_stats(children, parents))
     return [r[c] for c in COLS]
 
@@ -133,6 +137,16 @@ def run_np(task, seed, gens):
     cfg.no_fitness_termination = True
     evaluate = _np_evaluator(task, seed)
     p = neat.Population(cfg)
+    stag = {}
+    update = p.reproduction.stagnation.update
+
+    def counted_update(species_set, generation):
+        out = update(species_set, generation)
+        stag["n"] = sum(bool(st) for _, _, st in out)
+        stag["kept"] = {sid for sid, _, st in out if not st}
+        return out
+
+    p.reproduction.stagnation.update = counted_update
     rows = []
     prev = None  # previous generation's genomes by id (parents of this one)
     for g in range(gens):
@@ -161,7 +175,9 @@ def run_np(task, seed, gens):
                 p1, p2 = (ga, gb) if ga.fitness > gb.fitness else (gb, ga)
                 children.append(genomes[ids.index(i)])
                 parents.append((np_dict(p1, nout), np_dict(p2, nout), a == b))
-        rows.append(gen_row(fit, genomes, sizes, elites, children, parents))
+        # species removed after this evaluation, species founded in the speciation that follows
+        founded = len(set(p.species.species) - stag["kept"])
+        rows.append(gen_row(fit, genomes, sizes, elites, children, parents, stagnant=stag["n"], founded=founded))
         prev = pop
     return rows
 
@@ -274,7 +290,7 @@ def run_tfevo(task, seed, gens, check_species=True):
     import neat
     import tensorflow as tf
 
-    from tfevo.neat import NEAT, NEATConfig, SupervisedProblem, generation
+    from tfevo.neat import NEAT, NEATConfig, SupervisedProblem, _speciate_op, generation
     from tfevo.neat.policy import ControlProblem
 
     nin, nout, thr, cap, mn, mc = B.TASKS[task]
@@ -296,13 +312,22 @@ def run_tfevo(task, seed, gens, check_species=True):
         return orig_breed(cfg_, jit, nodes, conns, p1, p2, is_elite, *a, **k)
 
     def speciate(cfg_, s, nodes, conns):
+        before = set(s.species_key.numpy()[s.species_active.numpy()])
         out = orig_spec(cfg_, s, nodes, conns)
-        captured.update(sp=out[0].numpy(), keys=out[2].numpy())
+        captured.update(sp=out[0].numpy(), keys=out[2].numpy(), alive=out[1].numpy(),
+                        founded=len(set(out[2].numpy()[out[1].numpy()]) - before) if before else 0)
+        return out
+
+    orig_plan = _speciate_op.plan
+
+    def plan(*a, **k):
+        out = orig_plan(*a, **k)
+        captured.update(stagnant=int(captured["alive"].sum() - out[1].numpy().sum()))
         return out
 
     rows = []
     prev = None
-    generation.breed, generation.speciate = breed, speciate
+    generation.breed, generation.speciate, _speciate_op.plan = breed, speciate, plan
     try:
         for g in range(gens):
             pop = algo.ask()
@@ -326,7 +351,6 @@ def run_tfevo(task, seed, gens, check_species=True):
             sp_diff = flips = np.nan
             if check_species:
                 # speciation alone, on the state before tell (tell changes the representatives)
-                from tfevo.neat import _speciate_op
                 out = _speciate_op.speciate(cfg, nodes, conns, algo.species_rep_nodes, algo.species_rep_conns,
                                             algo.species_active, algo.species_key, algo.species_created,
                                             algo.species_best_fitness, algo.species_last_improved,
@@ -336,10 +360,11 @@ def run_tfevo(task, seed, gens, check_species=True):
             generation.tell(cfg, False, state, seeds, tf.convert_to_tensor(nodes), tf.convert_to_tensor(conns), fit)
             sizes = np.bincount(captured["sp"], minlength=cfg.max_species)
             sizes = [int(s) for s in sizes if s > 0]
-            rows.append(gen_row(np.asarray(f, float), genomes, sizes, elites, children, parents, sp_diff, flips))
+            rows.append(gen_row(np.asarray(f, float), genomes, sizes, elites, children, parents, sp_diff, flips,
+                                captured["stagnant"], captured["founded"]))
             prev = (nodes, conns, np.asarray(f), captured["p1"], captured["p2"], captured["is_elite"])
     finally:
-        generation.breed, generation.speciate = orig_breed, orig_spec
+        generation.breed, generation.speciate, _speciate_op.plan = orig_breed, orig_spec, orig_plan
     return rows
 
 
