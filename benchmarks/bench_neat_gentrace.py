@@ -19,7 +19,7 @@ so the per-child counts are measured alike:
   ``en_changed``: connections whose enabled flag differs from both parents'.
 
 Per generation (columns ``COLS``): best / mean fitness, live species, hidden
-nodes, enabled connections (means over the population), elites, the largest
+nodes, enabled connections, all connections (``conns_all``; means over the population), elites, the largest
 species and species of size <= 2 (after speciation), the per-child rates
 above, ``stagnant``: species removed as stagnant after the evaluation,
 ``founded``: species founded by the speciation after it (tfevo: of this
@@ -54,7 +54,7 @@ import bench_neat_tasks as B  # noqa: E402
 
 COLS = ["best", "mean", "species", "hidden", "enabled", "elites", "largest", "small_species", "clone", "add_node",
         "del_node", "add_conn", "del_conn", "reenable", "w_changed", "w_step", "b_changed", "en_changed",
-        "sp_diff", "thr_flip", "stagnant", "founded"]
+        "sp_diff", "thr_flip", "stagnant", "founded", "conns_all"]
 CHILD = ["clone", "add_node", "del_node", "add_conn", "del_conn", "reenable", "w_changed", "w_step", "b_changed",
          "en_changed"]
 
@@ -115,7 +115,7 @@ def gen_row(fit, genomes, species_sizes, elites, children, parents, sp_diff=np.n
     r = dict(best=fit.max(), mean=fit.mean(), species=len(species_sizes), hidden=np.mean(hidden),
              enabled=np.mean(enabled), elites=elites, largest=max(species_sizes),
              small_species=sum(s <= 2 for s in species_sizes), sp_diff=sp_diff, thr_flip=thr_flip,
-             stagnant=stagnant, founded=founded)
+             stagnant=stagnant, founded=founded, conns_all=np.mean([len(g["conns"]) for g in genomes]))
     r.update(child_stats(children, parents))
     return [r[c] for c in COLS]
 
