@@ -84,6 +84,12 @@ REGISTER_OP("TfevoNeatSpeciate")
     .Attr("threshold: float")
     .Attr("disjoint_coefficient: float")
     .Attr("weight_coefficient: float")
+    // distances in double (neat-python's arithmetic) from the genomes' float values; the
+    // threshold and coefficients are then the float64 values whose bits these attrs hold
+    .Attr("double_distances: bool = false")
+    .Attr("threshold_bits: int = 0")
+    .Attr("disjoint_coefficient_bits: int = 0")
+    .Attr("weight_coefficient_bits: int = 0")
     .Attr("T: {float, double} = DT_FLOAT")  // the fitness type (fitness_dtype)
     .Output("species: int32")        // [P]
     .Output("alive: bool")           // [S]
@@ -399,35 +405,38 @@ struct RepTable {
   }
 };
 
+template <typename D>
 struct Coeffs {
-  float dc, wc;
+  D dc, wc;
 };
 
-// Distances of genome g of `pk` to all R representatives of `t` -> out[R].
-// acc: scratch of 4 R floats.
-inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coeffs& k, float* acc, float* out) {
+// Distances of genome g of `pk` to all R representatives of `t` -> out[R],
+// computed in D (float, or double from the float gene values).
+// acc: scratch of 4 R values.
+template <typename D>
+inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coeffs<D>& k, D* acc, D* out) {
   const int64_t R = t.R;
-  float* hn = acc;
-  float* mn = acc + R;
-  float* hc = acc + 2 * R;
-  float* mc = acc + 3 * R;
-  std::fill(acc, acc + 4 * R, 0.f);
+  D* hn = acc;
+  D* mn = acc + R;
+  D* hc = acc + 2 * R;
+  D* mc = acc + 3 * R;
+  std::fill(acc, acc + 4 * R, D(0));
   const float* n = pk.Node(g);
   for (int32_t q = 0; q < pk.nn[g]; ++q) {
     const float* x = n + 5 * q;
     const int32_t row = t.nid.Find(NodeId(x));
     if (row < 0) continue;
-    const float b = x[1], r = x[2], ag = x[3], ac = x[4];
+    const D b = x[1], r = x[2], ag = x[3], ac = x[4];
     const float* tb = t.nb.data() + row * R;
     const float* tr = t.nr.data() + row * R;
     const float* tg = t.nagg.data() + row * R;
     const float* ta = t.nact.data() + row * R;
     const float* tp = t.npres.data() + row * R;
     for (int64_t s = 0; s < R; ++s) {
-      const float d = ((std::fabs(b - tb[s]) + std::fabs(r - tr[s])) + (std::fabs(ag - tg[s]) > 0.f ? 1.f : 0.f)) +
-                      (std::fabs(ac - ta[s]) > 0.f ? 1.f : 0.f);
-      hn[s] += tp[s] != 0.f ? d : 0.f;
-      mn[s] += tp[s];
+      const D d = ((std::fabs(b - D(tb[s])) + std::fabs(r - D(tr[s]))) + (std::fabs(ag - D(tg[s])) > D(0) ? D(1) : D(0))) +
+                  (std::fabs(ac - D(ta[s])) > D(0) ? D(1) : D(0));
+      hn[s] += tp[s] != 0.f ? d : D(0);
+      mn[s] += D(tp[s]);
     }
   }
   const float* c = pk.Conn(g);
@@ -435,24 +444,24 @@ inline void Distances(const Packed& pk, int64_t g, const RepTable& t, const Coef
     const float* x = c + 4 * q;
     const int32_t row = t.cid.Find(PairId(x));
     if (row < 0) continue;
-    const float en = x[2], w = x[3];
+    const D en = x[2], w = x[3];
     const float* te = t.cen.data() + row * R;
     const float* tw = t.cw.data() + row * R;
     const float* tp = t.cpres.data() + row * R;
     for (int64_t s = 0; s < R; ++s) {
-      const float d = std::fabs(w - tw[s]) + (std::fabs(en - te[s]) > 0.5f ? 1.f : 0.f);
-      hc[s] += tp[s] != 0.f ? d : 0.f;
-      mc[s] += tp[s];
+      const D d = std::fabs(w - D(tw[s])) + (std::fabs(en - D(te[s])) > D(0.5) ? D(1) : D(0));
+      hc[s] += tp[s] != 0.f ? d : D(0);
+      mc[s] += D(tp[s]);
     }
   }
-  const float na = pk.na[g], ca = pk.ca[g];
+  const D na = pk.na[g], ca = pk.ca[g];
   for (int64_t s = 0; s < R; ++s) {
-    const float nb = t.na[s], cb = t.ca[s];
-    const float nd = (Rounded(k.wc * hn[s]) + Rounded(k.dc * ((na + nb) - Rounded(2.f * mn[s])))) /
-                     std::max(std::max(na, nb), 1.f);
-    float cd = (Rounded(k.wc * hc[s]) + Rounded(k.dc * ((ca + cb) - Rounded(2.f * mc[s])))) /
-               std::max(std::max(ca, cb), 1.f);
-    if (!((ca + cb) > 0.f)) cd = 0.f;
+    const D nb = t.na[s], cb = t.ca[s];
+    const D nd = (Rounded(k.wc * hn[s]) + Rounded(k.dc * ((na + nb) - Rounded(D(2) * mn[s])))) /
+                 std::max(std::max(na, nb), D(1));
+    D cd = (Rounded(k.wc * hc[s]) + Rounded(k.dc * ((ca + cb) - Rounded(D(2) * mc[s])))) /
+           std::max(std::max(ca, cb), D(1));
+    if (!((ca + cb) > D(0))) cd = D(0);
     out[s] = nd + cd;
   }
 }
@@ -464,6 +473,15 @@ class NeatSpeciateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("threshold", &threshold_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("disjoint_coefficient", &coeffs_.dc));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_coefficient", &coeffs_.wc));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("double_distances", &double_));
+    int64_t bits[3];
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("threshold_bits", &bits[0]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("disjoint_coefficient_bits", &bits[1]));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_coefficient_bits", &bits[2]));
+    double v[3];
+    std::memcpy(v, bits, sizeof(v));
+    threshold64_ = v[0];
+    coeffs64_ = {v[1], v[2]};
     record_ = tfevo_neat_record::Lookup(ctx);
   }
 
@@ -533,169 +551,179 @@ class NeatSpeciateOp : public OpKernel {
       tensorflow::Shard(pool->num_threads, pool->workers, total, cost, fn);
     };
 
+    // the distance type: float, or double with the float64 threshold and coefficients
     // 1) live species in key order take the closest free genome.  The old
     // representatives' table is built first, so one parallel sweep packs
     // each genome (genes in slot order, into the kept buffers) and computes
     // its distances to the old representatives while its genes are in cache.
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<int32_t> live;
-    for (int64_t s = 0; s < S; ++s)
-      if (active[s]) live.push_back(static_cast<int32_t>(s));
-    std::stable_sort(live.begin(), live.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
-    const int64_t L = live.size();
-    for (int64_t s = 0; s < S; ++s) rep_idx[s] = -1;
-    std::vector<char> taken(P, 0);
-    RepTable old_t;
-    Packed old;
-    if (L > 0) {
-      old.Init(L, std::max<int64_t>(Nr - I, 0), Cr);
-      const float* rn = rn_t.flat<float>().data();
-      const float* rc = rc_t.flat<float>().data();
-      int64_t no = 0, co = 0;  // packed one after the other (Init sized for L genomes)
-      for (int64_t i = 0; i < L; ++i) PackOne(rn, Nr, rc, Cr, I, live[i], i, &old, &no, &co);
-      std::vector<int32_t> idx(L);
-      for (int64_t i = 0; i < L; ++i) idx[i] = static_cast<int32_t>(i);
-      old_t.Build(old, idx.data(), L);  // the old representatives; the population is the query side
-    }
-    Packed& pop = pop_;
-    pop.Init(P, std::max<int64_t>(N - I, 0), C);
-    const float* nodes = nodes_t.flat<float>().data();
-    const float* conns = conns_t.flat<float>().data();
-    const int64_t nblocks = (P + kBlock - 1) / kBlock;
-    // a population the breed kernel made: its rows past the bred widths are NaN (neat_bred_record.h)
-    const int64_t wn = record_ != nullptr ? record_->Width(nodes_t) : N;
-    const int64_t wc = record_ != nullptr ? record_->Width(conns_t) : C;
-    std::vector<float> D(L * P);  // [L, P]
-    std::vector<int32_t> used(2 * P);  // per genome (max over genomes below: independent of the split)
-    shard(nblocks, kBlock * (20 * (N + C) + 40 * L * 8), [&](int64_t bb, int64_t be) {
-      std::vector<float> acc(4 * L), out(L);
-      for (int64_t blk = bb; blk < be; ++blk) {
-        int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
-        for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
-          if (g + kPackAhead < std::min(P, be * kBlock)) PrefetchRows(nodes, N, conns, C, g + kPackAhead, wn, wc);
-          PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g, wn, wc);
-          if (L == 0) continue;
-          Distances(pop, g, old_t, coeffs_, acc.data(), out.data());
-          for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
+    auto run = [&](auto zero, const auto& coeffs, const auto thr) {
+      using DT = decltype(zero);
+      constexpr DT inf = std::numeric_limits<DT>::infinity();
+      constexpr DT highest = std::numeric_limits<DT>::max();
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<int32_t> live;
+      for (int64_t s = 0; s < S; ++s)
+        if (active[s]) live.push_back(static_cast<int32_t>(s));
+      std::stable_sort(live.begin(), live.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+      const int64_t L = live.size();
+      for (int64_t s = 0; s < S; ++s) rep_idx[s] = -1;
+      std::vector<char> taken(P, 0);
+      RepTable old_t;
+      Packed old;
+      if (L > 0) {
+        old.Init(L, std::max<int64_t>(Nr - I, 0), Cr);
+        const float* rn = rn_t.flat<float>().data();
+        const float* rc = rc_t.flat<float>().data();
+        int64_t no = 0, co = 0;  // packed one after the other (Init sized for L genomes)
+        for (int64_t i = 0; i < L; ++i) PackOne(rn, Nr, rc, Cr, I, live[i], i, &old, &no, &co);
+        std::vector<int32_t> idx(L);
+        for (int64_t i = 0; i < L; ++i) idx[i] = static_cast<int32_t>(i);
+        old_t.Build(old, idx.data(), L);  // the old representatives; the population is the query side
+      }
+      Packed& pop = pop_;
+      pop.Init(P, std::max<int64_t>(N - I, 0), C);
+      const float* nodes = nodes_t.flat<float>().data();
+      const float* conns = conns_t.flat<float>().data();
+      const int64_t nblocks = (P + kBlock - 1) / kBlock;
+      // a population the breed kernel made: its rows past the bred widths are NaN (neat_bred_record.h)
+      const int64_t wn = record_ != nullptr ? record_->Width(nodes_t) : N;
+      const int64_t wc = record_ != nullptr ? record_->Width(conns_t) : C;
+      std::vector<DT> D(L * P);  // [L, P]
+      std::vector<int32_t> used(2 * P);  // per genome (max over genomes below: independent of the split)
+      shard(nblocks, kBlock * (20 * (N + C) + 40 * L * 8), [&](int64_t bb, int64_t be) {
+        std::vector<DT> acc(4 * L), out(L);
+        for (int64_t blk = bb; blk < be; ++blk) {
+          int64_t no = pop.NodeBase(blk), co = pop.ConnBase(blk);
+          for (int64_t g = blk * kBlock; g < std::min(P, (blk + 1) * kBlock); ++g) {
+            if (g + kPackAhead < std::min(P, be * kBlock)) PrefetchRows(nodes, N, conns, C, g + kPackAhead, wn, wc);
+            PackOne(nodes, N, conns, C, I, g, g, &pop, &no, &co, used.data() + 2 * g, wn, wc);
+            if (L == 0) continue;
+            Distances(pop, g, old_t, coeffs, acc.data(), out.data());
+            for (int64_t i = 0; i < L; ++i) D[i * P + g] = out[i];
+          }
+        }
+      });
+      for (int64_t i = 0; i < L; ++i) {
+        const DT* d = D.data() + i * P;
+        int64_t j = 0;
+        DT m = highest;
+        for (int64_t p = 0; p < P; ++p) {
+          const DT v = taken[p] ? inf : d[p];
+          if (v < m) {
+            m = v;
+            j = p;
+          }
+        }
+        const DT dj = taken[j] ? inf : d[j];
+        if (dj < inf) {
+          rep_idx[live[i]] = static_cast<int32_t>(j);
+          taken[j] = 1;
         }
       }
-    });
-    for (int64_t i = 0; i < L; ++i) {
-      const float* d = D.data() + i * P;
-      int64_t j = 0;
-      float m = kHighest;
-      for (int64_t p = 0; p < P; ++p) {
-        const float v = taken[p] ? kInf : d[p];
-        if (v < m) {
-          m = v;
-          j = p;
-        }
+      for (int64_t s = 0; s < S; ++s) alive[s] = rep_idx[s] >= 0;
+      int32_t used_n = 0, used_c = 0;
+      for (int64_t g = 0; g < P; ++g) {
+        used_n = std::max(used_n, used[2 * g]);
+        used_c = std::max(used_c, used[2 * g + 1]);
       }
-      const float dj = taken[j] ? kInf : d[j];
-      if (dj < kInf) {
-        rep_idx[live[i]] = static_cast<int32_t>(j);
-        taken[j] = 1;
-      }
-    }
-    for (int64_t s = 0; s < S; ++s) alive[s] = rep_idx[s] >= 0;
-    int32_t used_n = 0, used_c = 0;
-    for (int64_t g = 0; g < P; ++g) {
-      used_n = std::max(used_n, used[2 * g]);
-      used_c = std::max(used_c, used[2 * g + 1]);
-    }
-    used_t->flat<int32_t>()(0) = used_n;
-    used_t->flat<int32_t>()(1) = used_c;
-    timer.Mark(wn < N || wc < C ? "pack+old_reps(bred widths)" : "pack+old_reps");
+      used_t->flat<int32_t>()(0) = used_n;
+      used_t->flat<int32_t>()(1) = used_c;
+      timer.Mark(wn < N || wc < C ? "pack+old_reps(bred widths)" : "pack+old_reps");
 
-    // 2) closest new representative of every genome (ties: lowest slot)
-    std::vector<int32_t> ids, reps;
-    for (int64_t s = 0; s < S; ++s)
-      if (alive[s]) {
-        ids.push_back(static_cast<int32_t>(s));
-        reps.push_back(rep_idx[s]);
+      // 2) closest new representative of every genome (ties: the lowest species
+      // key, as neat-python's min over its species in key order; a species'
+      // slot says nothing about its age)
+      std::vector<int32_t> ids, reps;
+      for (int64_t s = 0; s < S; ++s)
+        if (alive[s]) ids.push_back(static_cast<int32_t>(s));
+      std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+      for (int32_t s : ids) reps.push_back(rep_idx[s]);
+      const int64_t A = ids.size();
+      std::vector<DT> best_d(P, inf);
+      std::vector<int32_t> best_s(P, -1);
+      if (A > 0) {
+        RepTable t;
+        t.Build(pop, reps.data(), A);
+        shard(P, 40 * A * (N + C), [&](int64_t b, int64_t e) {
+          std::vector<DT> acc(4 * A), out(A);
+          for (int64_t g = b; g < e; ++g) {
+            Distances(pop, g, t, coeffs, acc.data(), out.data());
+            DT m = inf, am = highest;
+            int64_t k = 0;
+            for (int64_t i = 0; i < A; ++i) {
+              m = std::min(m, out[i]);
+              if (out[i] < am) {
+                am = out[i];
+                k = i;
+              }
+            }
+            best_d[g] = m;
+            best_s[g] = ids[k];
+          }
+        });
       }
-    const int64_t A = ids.size();
-    std::vector<float> best_d(P, kInf);
-    std::vector<int32_t> best_s(P, -1);
-    if (A > 0) {
-      RepTable t;
-      t.Build(pop, reps.data(), A);
-      shard(P, 40 * A * (N + C), [&](int64_t b, int64_t e) {
-        std::vector<float> acc(4 * A), out(A);
-        for (int64_t g = b; g < e; ++g) {
-          Distances(pop, g, t, coeffs_, acc.data(), out.data());
-          float m = kInf, am = kHighest;
-          int64_t k = 0;
-          for (int64_t i = 0; i < A; ++i) {
-            m = std::min(m, out[i]);
-            if (out[i] < am) {
-              am = out[i];
-              k = i;
+
+      timer.Mark("closest");
+      // 3) founders in population order
+      int64_t last = -1;
+      for (;;) {
+        int64_t f = -1;
+        for (int64_t p = last + 1; p < P; ++p)
+          if (!taken[p] && best_d[p] >= thr) {
+            f = p;
+            break;
+          }
+        int64_t s = -1;
+        for (int64_t q = 0; q < S; ++q)
+          if (!alive[q]) {
+            s = q;
+            break;
+          }
+        if (f < 0 || s < 0) break;
+        RepTable t;
+        const int32_t fr = static_cast<int32_t>(f);
+        t.Build(pop, &fr, 1);
+        const int32_t s32 = static_cast<int32_t>(s);
+        shard(P - f - 1, 40 * (N + C), [&](int64_t b, int64_t e) {
+          DT acc[4], out[1];
+          for (int64_t g = f + 1 + b; g < f + 1 + e; ++g) {
+            Distances(pop, g, t, coeffs, acc, out);
+            if (out[0] < best_d[g]) {
+              best_d[g] = out[0];
+              best_s[g] = s32;
             }
           }
-          best_d[g] = m;
-          best_s[g] = ids[k];
-        }
-      });
-    }
+        });
+        best_s[f] = s32;
+        taken[f] = 1;
+        alive[s] = true;
+        rep_idx[s] = fr;
+        keys[s] = nkey;
+        created[s] = gen;
+        set_worst(s);
+        last_imp[s] = gen;
+        ++nkey;
+        last = f;
+      }
 
-    timer.Mark("closest");
-    // 3) founders in population order
-    const float thr = threshold_;
-    int64_t last = -1;
-    std::vector<float> dist(P);
-    for (;;) {
-      int64_t f = -1;
-      for (int64_t p = last + 1; p < P; ++p)
-        if (!taken[p] && best_d[p] >= thr) {
-          f = p;
-          break;
-        }
-      int64_t s = -1;
-      for (int64_t q = 0; q < S; ++q)
-        if (!alive[q]) {
-          s = q;
-          break;
-        }
-      if (f < 0 || s < 0) break;
-      RepTable t;
-      const int32_t fr = static_cast<int32_t>(f);
-      t.Build(pop, &fr, 1);
-      const int32_t s32 = static_cast<int32_t>(s);
-      shard(P - f - 1, 40 * (N + C), [&](int64_t b, int64_t e) {
-        float acc[4], out[1];
-        for (int64_t g = f + 1 + b; g < f + 1 + e; ++g) {
-          Distances(pop, g, t, coeffs_, acc, out);
-          if (out[0] < best_d[g]) {
-            best_d[g] = out[0];
-            best_s[g] = s32;
-          }
-        }
-      });
-      best_s[f] = s32;
-      taken[f] = 1;
-      alive[s] = true;
-      rep_idx[s] = fr;
-      keys[s] = nkey;
-      created[s] = gen;
-      set_worst(s);
-      last_imp[s] = gen;
-      ++nkey;
-      last = f;
-    }
-
-    timer.Mark("founders");
-    // members: own species for representatives, else the closest
-    for (int64_t p = 0; p < P; ++p) sp[p] = std::max(best_s[p], 0);
-    for (int64_t s = 0; s < S; ++s)
-      if (alive[s]) sp[rep_idx[s]] = static_cast<int32_t>(s);
-    nkey_t->scalar<int64_t>()() = nkey;
+      timer.Mark("founders");
+      // members: own species for representatives, else the closest
+      for (int64_t p = 0; p < P; ++p) sp[p] = std::max(best_s[p], 0);
+      for (int64_t s = 0; s < S; ++s)
+        if (alive[s]) sp[rep_idx[s]] = static_cast<int32_t>(s);
+      nkey_t->scalar<int64_t>()() = nkey;
+    };
+    if (double_) run(double(0), coeffs64_, threshold64_);
+    else run(float(0), coeffs_, threshold_);
   }
 
  private:
   int64_t num_inputs_;
   float threshold_;
-  Coeffs coeffs_;
+  Coeffs<float> coeffs_;
+  bool double_ = false;
+  double threshold64_ = 0;
+  Coeffs<double> coeffs64_{0, 0};
   std::mutex mu_;  // guards pop_ (concurrent calls of this kernel run one at a time)
   Packed pop_;
   tfevo_neat_record::BredRecord* record_ = nullptr;

@@ -66,11 +66,13 @@ def _xor_cfg(**kw):
 
 
 @needs_op
-def test_xor_runs_identical():
+@pytest.mark.parametrize("distance_dtype", ["float32", "float64"])
+def test_xor_runs_identical(distance_dtype):
     """XOR config, pop 1000, 6 generations: every generation's speciation
-    is identical (several species, founders after generation 0)."""
+    is identical (several species, founders after generation 0), with float32
+    and with double distances."""
     prob = XOR()
-    cfg = _xor_cfg()
+    cfg = _xor_cfg(distance_dtype=distance_dtype)
     counts = _run_and_compare(cfg, lambda p: prob(p, cfg), 6, seed=2)
     assert max(counts) >= 3, counts
 
@@ -120,12 +122,13 @@ def _genomes(P, N, C, I, rng, n_hidden=3, n_conn=8, keys_pool=12, marker_pool=30
 
 
 @needs_op
+@pytest.mark.parametrize("distance_dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", ["fresh", "live", "dying", "ties", "few_slots", "empty_conns"])
-def test_edge_cases_identical(case):
+def test_edge_cases_identical(case, distance_dtype):
     rng = np.random.default_rng(hash(case) % 2**32)
     I, N, C, S, P = 3, 10, 12, 8, 60
     cfg = NEATConfig(num_inputs=I, num_outputs=2, pop_size=P, max_nodes=N, max_conns=C, max_species=S,
-                     compatibility_threshold=1.5 if case != "few_slots" else 0.1)
+                     compatibility_threshold=1.5 if case != "few_slots" else 0.1, distance_dtype=distance_dtype)
     nodes, conns = _genomes(P, N, C, I, rng)
     rn, rc = _genomes(S, N, C, I, rng)
     active = np.zeros(S, bool)
@@ -134,7 +137,8 @@ def test_edge_cases_identical(case):
         active[[1, 4, 6]] = True
         keys[[1, 4, 6]] = [7, 2, 5]  # key order differs from slot order
     if case == "dying":  # more live species than genomes: the last ones in key order die
-        cfg = NEATConfig(num_inputs=I, num_outputs=2, pop_size=4, max_nodes=N, max_conns=C, max_species=S)
+        cfg = NEATConfig(num_inputs=I, num_outputs=2, pop_size=4, max_nodes=N, max_conns=C, max_species=S,
+                         distance_dtype=distance_dtype)
         nodes, conns = nodes[:4], conns[:4]
         active[:] = True
         keys = rng.permutation(S).astype(np.int64)

@@ -62,10 +62,15 @@ def speciate_used(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, created
     op = kernels.kernel("TfevoNeatSpeciate", use_op, args[:2])
     if op is None:
         return speciate_reference(cfg, *args), None
+    bits = lambda x: int(np.float64(x).view(np.int64))  # noqa: E731
     out = op(*args, num_inputs=int(cfg.num_inputs),
              threshold=float(cfg.compatibility_threshold),
              disjoint_coefficient=float(cfg.compatibility_disjoint_coefficient),
-             weight_coefficient=float(cfg.compatibility_weight_coefficient))
+             weight_coefficient=float(cfg.compatibility_weight_coefficient),
+             double_distances=cfg.distance_dtype == "float64",
+             threshold_bits=bits(cfg.compatibility_threshold),
+             disjoint_coefficient_bits=bits(cfg.compatibility_disjoint_coefficient),
+             weight_coefficient_bits=bits(cfg.compatibility_weight_coefficient))
     return tuple(out[:8]), out[8]
 
 

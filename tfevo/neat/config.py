@@ -163,6 +163,13 @@ class NEATConfig:
         In float32, networks whose outputs saturate the sigmoid tie exactly
         (e.g. at 6.0 on 3-bit parity) where double still orders them by
         their margins.  Genomes are stored in float32 either way.
+      distance_dtype: ``"float64"`` (default) or ``"float32"``: the type of
+        the compatibility distances of speciation.  ``"float64"`` computes them
+        in double from the genomes' float32 values and compares them with the
+        double threshold, as neat-python's Python floats do; float32 can put a
+        genome whose distance is within float32 rounding of
+        ``compatibility_threshold`` (or of another species' distance) on the
+        other side.  Either way about the same cost.
     """
 
     num_inputs: int = 2
@@ -243,6 +250,7 @@ class NEATConfig:
     no_fitness_termination: bool = False
 
     fitness_dtype: str = "float64"
+    distance_dtype: str = "float64"
 
     def __post_init__(self):
         self.activation_options = tuple(_as_names(self.activation_options))
@@ -277,6 +285,9 @@ class NEATConfig:
             raise ConfigError(f"fitness_criterion must be 'max', 'min' or 'mean', got {self.fitness_criterion!r}")
         if self.species_fitness_func not in ("max", "mean", "min", "median"):
             raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
+        if self.distance_dtype not in FITNESS_DTYPES:
+            raise ConfigError(f"distance_dtype must be one of {', '.join(repr(d) for d in FITNESS_DTYPES)}, "
+                              f"got {self.distance_dtype!r}")
         if self.fitness_dtype not in FITNESS_DTYPES:
             raise ConfigError(f"fitness_dtype must be one of {', '.join(repr(d) for d in FITNESS_DTYPES)}, "
                               f"got {self.fitness_dtype!r}")

@@ -109,31 +109,34 @@ def distance_matrix(cfg: NEATConfig, rep_nodes, rep_conns, nodes, conns) -> tf.T
     connections are aligned by their (in, out) key pair as neat-python's
     ``DefaultGenome.distance`` does, not by innovation marker (see
     :func:`_rep_tables`).
-    Homologous-gene distances are summed in slot order (:func:`_ordered_sum`)."""
+    Homologous-gene distances are summed in slot order (:func:`_ordered_sum`),
+    in the config's ``distance_dtype`` (float32, or double from the float32
+    gene values)."""
     I = cfg.num_inputs
+    dt = tf.float64 if getattr(cfg, "distance_dtype", "float32") == "float64" else tf.float32
     dc, wc = cfg.compatibility_disjoint_coefficient, cfg.compatibility_weight_coefficient
     gn = nodes[:, I:]
     rn = rep_nodes[:, I:]
     other = _rep_tables(gn[..., NODE_KEY], rn[..., NODE_KEY], rn[..., 1:])  # [P, Nh, S, 4]
     found = ~tf.math.is_nan(other[..., 0])
-    diff = tf.abs(gn[:, :, None, 1:] - other)
-    d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, tf.float32) + tf.cast(diff[..., 3] > 0, tf.float32)
-    hom = _ordered_sum(tf.where(found, d, 0.0))  # [P, S]
-    nm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
-    na = tf.reduce_sum(tf.cast(node_valid(gn), tf.float32), -1)[:, None]
-    nb = tf.reduce_sum(tf.cast(node_valid(rn), tf.float32), -1)[None, :]
+    diff = tf.abs(tf.cast(gn[:, :, None, 1:], dt) - tf.cast(other, dt))
+    d = diff[..., 0] + diff[..., 1] + tf.cast(diff[..., 2] > 0, dt) + tf.cast(diff[..., 3] > 0, dt)
+    hom = _ordered_sum(tf.where(found, d, tf.zeros([], dt)))  # [P, S]
+    nm = tf.reduce_sum(tf.cast(found, dt), 1)
+    na = tf.reduce_sum(tf.cast(node_valid(gn), dt), -1)[:, None]
+    nb = tf.reduce_sum(tf.cast(node_valid(rn), dt), -1)[None, :]
     nd = (wc * hom + dc * (na + nb - 2.0 * nm)) / tf.maximum(tf.maximum(na, nb), 1.0)
     other = _rep_tables(_pair_id(conns), _pair_id(rep_conns),
                         rep_conns[..., CONN_ENABLED:CONN_WEIGHT + 1])  # [P, C, S, 2]
     found = ~tf.math.is_nan(other[..., 1])
-    diff = tf.abs(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1] - other)
-    d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, tf.float32)
-    hom = _ordered_sum(tf.where(found, d, 0.0))
-    cm = tf.reduce_sum(tf.cast(found, tf.float32), 1)
-    ca = tf.reduce_sum(tf.cast(conn_valid(conns), tf.float32), -1)[:, None]
-    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), tf.float32), -1)[None, :]
+    diff = tf.abs(tf.cast(conns[:, :, None, CONN_ENABLED:CONN_WEIGHT + 1], dt) - tf.cast(other, dt))
+    d = diff[..., 1] + tf.cast(diff[..., 0] > 0.5, dt)
+    hom = _ordered_sum(tf.where(found, d, tf.zeros([], dt)))
+    cm = tf.reduce_sum(tf.cast(found, dt), 1)
+    ca = tf.reduce_sum(tf.cast(conn_valid(conns), dt), -1)[:, None]
+    cb = tf.reduce_sum(tf.cast(conn_valid(rep_conns), dt), -1)[None, :]
     cd = (wc * hom + dc * (ca + cb - 2.0 * cm)) / tf.maximum(tf.maximum(ca, cb), 1.0)
-    cd = tf.where((ca + cb) > 0, cd, 0.0)
+    cd = tf.where((ca + cb) > 0, cd, tf.zeros([], dt))
     return tf.transpose(nd + cd)
 
 
@@ -145,7 +148,9 @@ def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, cr
        to its old representative (and not yet taken) as its new one.
     2) The other genomes, in population order, join the closest species
        (representatives of step 1 and of species founded by EARLIER genomes)
-       nearer than the threshold, else found a new species.  Step 2 is exact
+       nearer than the threshold, else found a new species.  Among species at
+       the same distance the one with the lowest key wins (neat-python takes
+       the first of its species in key order).  Step 2 is exact
        without a loop over genomes: a running minimum distance per genome is
        kept, and each new species (one ``[P]`` distance pass) only updates
        the genomes after its founder.
@@ -169,7 +174,7 @@ def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, cr
     D = distance_matrix(cfg, tf.gather(rep_n, live), tf.gather(rep_c, live), nodes, conns)  # [n_live, P]
 
     def pick(i, taken, rep_idx):
-        d = tf.where(taken, _INF, D[i])
+        d = tf.where(taken, tf.constant(_INF, D.dtype), D[i])
         j = tf.argmin(d, output_type=tf.int32)
         ok = d[j] < _INF
         rep_idx = tf.tensor_scatter_nd_update(rep_idx, [[live[i]]], [tf.where(ok, j, -1)])
@@ -180,9 +185,10 @@ def speciate_reference(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, cr
                                       (0, tf.zeros([P], tf.bool), tf.fill([S], -1)))
     alive = rep_idx >= 0
     ids = tf.cast(tf.where(alive)[:, 0], tf.int32)
+    ids = tf.gather(ids, tf.argsort(tf.gather(keys, ids), stable=True))  # ties: the lowest key (neat-python)
     rep = tf.gather(rep_idx, ids)
     D = distance_matrix(cfg, tf.gather(nodes, rep), tf.gather(conns, rep), nodes, conns)
-    D = tf.concat([D, tf.fill([1, P], _INF)], 0)  # a row for "no species"
+    D = tf.concat([D, tf.fill([1, P], tf.constant(_INF, D.dtype))], 0)  # a row for "no species"
     best_d = tf.reduce_min(D, 0)
     best_s = tf.gather(tf.concat([ids, [-1]], 0), tf.argmin(D, 0, output_type=tf.int32))
     idx = tf.range(P)
