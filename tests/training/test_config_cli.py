@@ -162,6 +162,25 @@ def test_policy_settings_the_network_does_not_read_are_errors(policy, msg):
         parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": policy})
 
 
+def test_set_policy_kind_drops_the_former_kinds_settings(tmp_path):
+    """--set policy.kind=linear on a config written for an MLP (the built-in default's hidden [16], a
+    file's hidden and activation) switches the family; those settings given on the command line too
+    are refused as in a file."""
+    from tfevo.cli.train import _load
+
+    cfg = _load(make_parser().parse_args(["train", "--set", "policy.kind=linear"]))
+    assert cfg.policy.kind == "linear" and cfg.policy.hidden != DEFAULT_CONFIG["policy"]["hidden"]
+    f = tmp_path / "mlp.toml"
+    f.write_text('[run]\ngenerations = 5\n[policy]\nkind = "mlp"\nhidden = [64]\nactivation = "relu"\n')
+    cfg = _load(make_parser().parse_args(["train", str(f), "--set", "policy.kind=nature_dqn"]))
+    assert cfg.policy.kind == "nature_dqn"
+    with pytest.raises(ConfigError, match=r"policy\.hidden=\[8\] is not used by policy\.kind 'linear'"):
+        _load(make_parser().parse_args(["train", "--set", "policy.kind=linear", "--set", "policy.hidden=[8]"]))
+    with pytest.raises(ConfigError, match=r"policy\.hidden=\[64\] is not used by policy\.kind 'linear'"):
+        f.write_text('[run]\ngenerations = 5\n[policy]\nkind = "linear"\nhidden = [64]\n')
+        _load(make_parser().parse_args(["train", str(f)]))
+
+
 def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
     for kind, algo in (("linear", "openai_es"), ("nature_dqn", "openai_es"), ("neat", "neat"), ("gp_tree", "gp")):
         cfg = parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": {"kind": kind}})

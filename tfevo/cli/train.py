@@ -29,6 +29,21 @@ def _set_override(data: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
+def _drop_unread_policy_fields(data: dict, assignments) -> None:
+    """``--set policy.kind=K`` switches the network family: the config's policy settings that K does
+    not read (e.g. the default's ``hidden`` under ``linear``) belonged to the former kind and are
+    dropped. The same settings given on the command line too stay, and are refused as in a file."""
+    from tfevo.training.config import _UNUSED_POLICY_FIELDS
+
+    keys = {a.split("=", 1)[0].strip() for a in assignments}
+    policy = data.get("policy")
+    if "policy.kind" not in keys or not isinstance(policy, dict):
+        return
+    for field in _UNUSED_POLICY_FIELDS.get(policy.get("kind"), ()):
+        if f"policy.{field}" not in keys:
+            policy.pop(field, None)
+
+
 def _load(args):
     import copy
 
@@ -44,6 +59,7 @@ def _load(args):
         source = str(path)
     for s in args.set or []:
         _set_override(data, s)
+    _drop_unread_policy_fields(data, args.set or [])
     if args.run_dir:
         data.setdefault("run", {})["dir"] = args.run_dir
     # budgets given on the command line set those fields; 0 or less is refused by the config's
