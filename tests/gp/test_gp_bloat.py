@@ -47,10 +47,10 @@ def _elite_after_one_generation(**kw):
 
 
 def test_elite_is_the_tree_gplearns_tournament_ranks_first():
-    best, same = _elite_after_one_generation()
+    best, same = _elite_after_one_generation(elite_fitness="selection")
     assert same[best] and not same[0]
-    _, same_raw = _elite_after_one_generation(elite_fitness="raw")  # tfevo's former elite: the raw best
-    assert same_raw[0]
+    _, same_raw = _elite_after_one_generation()  # the default elite: the raw best
+    assert same_raw[0] and not same_raw[best]
     with pytest.raises(ConfigError, match="elite_fitness"):
         GPConfig(elite_fitness="best").validate()
 

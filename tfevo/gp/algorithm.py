@@ -50,12 +50,12 @@ class GPConfig:
       tournament_size, truncation_ratio, rank_pressure: their parameters.
       survival_rate: fraction of the best trees allowed to be parents.
       elite: number of best trees copied unchanged (int) or a fraction (<1).
-      elite_fitness: what "best" means for the elite: ``"selection"`` (the
-        default: the fitness the tournaments see, i.e. with the parsimony
-        penalty and duplicate demotion) or ``"raw"`` (the fitness given to
-        ``tell``: the elite then keeps the longest-lived most accurate tree
-        whatever its length, a pull towards long trees that parsimony
-        cannot act on).
+      elite_fitness: what "best" means for the elite: ``"raw"`` (the
+        default: the fitness given to ``tell``, so the most accurate tree
+        met so far is never lost, whatever its length) or ``"selection"``
+        (the fitness the tournaments see, with the parsimony penalty and
+        duplicate demotion: the tree gplearn's tournaments rank first,
+        which keeps returned programs shorter on small data sets).
       parsimony: coefficient ``c``: selection uses ``fitness - c * length``;
         ``"auto"`` recomputes ``c`` every generation from the population
         (gplearn's covariant parsimony, :func:`~tfevo.gp.selection.covariant_parsimony`).
@@ -98,7 +98,7 @@ class GPConfig:
     rank_pressure: float = 1.5
     survival_rate: float = 1.0
     elite: float = 1
-    elite_fitness: str = "selection"
+    elite_fitness: str = "raw"
     parsimony: float | str = 0.0
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})

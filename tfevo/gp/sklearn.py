@@ -92,7 +92,7 @@ class _BaseSymbolic(BaseEstimator):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, elite_fitness="selection", parsimony_coefficient=0.001, p_crossover=0.9,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
@@ -306,9 +306,9 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (``point``, ``insert``, ``delete``, ``constant``, ...).
       crossover_p_func, subtree_depth, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
-      elite_fitness: the elite's ranking: ``"selection"`` (default: the
-        fitness gplearn's tournaments compare, with the parsimony penalty)
-        or ``"raw"`` (the most accurate tree, whatever its length).
+      elite_fitness: the elite's ranking: ``"raw"`` (default: the most
+        accurate tree, whatever its length) or ``"selection"`` (the fitness
+        gplearn's tournaments compare, with the parsimony penalty).
       demote_duplicates: parent selection ranks a program of the same raw
         fitness as a better one, or as an equally good shorter one, below
         every distinct program (default True; ``"error_and_length"``: equal
@@ -350,7 +350,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, elite_fitness="selection", parsimony_coefficient=0.001, p_crossover=0.9,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
@@ -425,7 +425,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, elite_fitness="selection", parsimony_coefficient=0.001, p_crossover=0.9,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
