@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, SeedStream, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.gp import operators as ops
 from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate, grow_probability
-from tfevo.gp.selection import SELECTIONS, demote_duplicates, parsimony, select
+from tfevo.gp.selection import DEMOTE_RULES, SELECTIONS, demote_duplicates, parsimony, select
 from tfevo.gp.trees import FunctionSet, Trees, check_trees, get_function
 from tfevo.registry import register
 
@@ -50,6 +50,12 @@ class GPConfig:
       tournament_size, truncation_ratio, rank_pressure: their parameters.
       survival_rate: fraction of the best trees allowed to be parents.
       elite: number of best trees copied unchanged (int) or a fraction (<1).
+      elite_fitness: what "best" means for the elite: ``"raw"`` (the
+        default: the fitness given to ``tell``, so the most accurate tree
+        met so far is never lost, whatever its length) or ``"selection"``
+        (the fitness the tournaments see, with the parsimony penalty and
+        duplicate demotion: the tree gplearn's tournaments rank first,
+        which keeps returned programs shorter on small data sets).
       parsimony: coefficient ``c``: selection uses ``fitness - c * length``;
         ``"auto"`` recomputes ``c`` every generation from the population
         (gplearn's covariant parsimony, :func:`~tfevo.gp.selection.covariant_parsimony`).
@@ -65,10 +71,13 @@ class GPConfig:
       const_sigma, p_multi_constant: constant mutation settings.
       hoist_root_only: Koza/DEAP hoist (child = subtree of parent) if True,
         gplearn hoist otherwise (its points weighted by ``crossover_p_func``).
-      demote_duplicates: parent selection ranks a tree whose (selection)
-        fitness and length equal a better-ranked tree's below every distinct
-        tree (:func:`~tfevo.gp.selection.demote_duplicates`), so tournaments
-        keep drawing on distinct programs after the population converges.
+      demote_duplicates: parent selection ranks a tree whose raw fitness
+        equals a better or equally good but shorter tree's below every
+        distinct tree (True or ``"error"``; :func:`~tfevo.gp.selection.demote_duplicates`),
+        so tournaments keep drawing on distinct programs after the population
+        converges and a longer equal-error spelling never outranks the
+        shortest one; ``"error_and_length"``: only trees of equal raw fitness
+        and equal length are duplicates; False: off (gplearn).
       jit_compile: XLA-compile ``tell``.
     """
 
@@ -89,6 +98,7 @@ class GPConfig:
     rank_pressure: float = 1.5
     survival_rate: float = 1.0
     elite: float = 1
+    elite_fitness: str = "raw"
     parsimony: float | str = 0.0
     operators: Mapping[str, float] = dataclasses.field(
         default_factory=lambda: {"crossover": 0.9, "subtree": 0.01, "hoist": 0.01, "multi_point": 0.01})
@@ -153,8 +163,12 @@ class GPConfig:
         for name in ("p_point", "p_leaf", "p_multi_constant", "crossover_p_func"):
             if not (0.0 <= float(getattr(self, name)) <= 1.0):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if not isinstance(self.demote_duplicates, (bool, np.bool_)):
-            raise ConfigError(f"demote_duplicates must be True or False, got {self.demote_duplicates!r}")
+        if not any(self.demote_duplicates is r or (isinstance(r, str) and self.demote_duplicates == r)
+                   for r in DEMOTE_RULES) and not isinstance(self.demote_duplicates, np.bool_):
+            raise ConfigError(f"demote_duplicates must be True, False, 'error' or 'error_and_length', "
+                              f"got {self.demote_duplicates!r}")
+        if self.elite_fitness not in ("selection", "raw"):
+            raise ConfigError(f"elite_fitness must be 'selection' or 'raw', got {self.elite_fitness!r}")
         if float(self.const_sigma) < 0:
             raise ConfigError(f"const_sigma must be >= 0, got {self.const_sigma}")
         self.terminals()
@@ -390,8 +404,10 @@ class _Step:
                 tf.where(better, sizes[i], best_s), tf.where(better, fitness[i], best_f))
         use_parsimony = c.parsimony == "auto" or float(c.parsimony) > 0
         sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if use_parsimony else fitness
-        if c.demote_duplicates:
-            sel_fit = demote_duplicates(sel_fit, sizes[:, 0])
+        if c.demote_duplicates is not False and not (isinstance(c.demote_duplicates, np.bool_)
+                                                        and not c.demote_duplicates):
+            rule = "error_and_length" if c.demote_duplicates == "error_and_length" else "error"
+            sel_fit = demote_duplicates(sel_fit, sizes[:, 0], fitness, rule)
         s = tf.random.experimental.stateless_split(seed, 3)
         kw = dict(tournament_size=c.tournament_size, truncation_ratio=c.truncation_ratio,
                   rank_pressure=c.rank_pressure)
@@ -401,7 +417,8 @@ class _Step:
         donors = Trees(*(tf.gather(a, pb) for a in trees))
         children, rejected = self._vary(s[2], parents, donors)
         if E > 0:
-            elite = tf.argsort(fitness, direction="DESCENDING", stable=True)[:E]
+            rank_fit = fitness if c.elite_fitness == "raw" else sel_fit
+            elite = tf.argsort(rank_fit, direction="DESCENDING", stable=True)[:E]
             children = Trees(*(tf.concat([tf.gather(a, elite), b[: P - E]], 0) for a, b in zip(trees, children)))
         return (children.types, children.values, children.sizes) + best + (rejected,)
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, sanitize_fitness
 
 __all__ = ["SELECTIONS", "select", "tournament", "truncation", "roulette", "rank_selection",
-           "survivors_mask", "parsimony", "covariant_parsimony", "demote_duplicates"]
+           "survivors_mask", "parsimony", "covariant_parsimony", "demote_duplicates", "DEMOTE_RULES"]
 
 SELECTIONS = ("tournament", "truncation", "roulette", "rank")
 
@@ -68,30 +68,65 @@ def parsimony(fitness, lengths, coefficient) -> tf.Tensor:
     return f - c * tf.cast(lengths, tf.float32)
 
 
-#: the selection fitness given to a demoted duplicate: below every finite
-#: fitness a tree can have in practice, above the -inf of an invalid tree
+#: the selection fitness of the best demoted duplicate: below every finite
+#: fitness a tree can have in practice; the others follow in their order,
+#: down to ``1.1 * DUPLICATE_FITNESS``, above the -inf of an invalid tree
 DUPLICATE_FITNESS = -3.0e38
 
 
-def demote_duplicates(fitness, lengths) -> tf.Tensor:
-    """``fitness`` with every duplicate set to :data:`DUPLICATE_FITNESS`.
+#: ``demote_duplicates`` settings: True / ``"error"`` (equal raw fitness is a
+#: duplicate, the shortest of a group stays), ``"error_and_length"`` (equal
+#: raw fitness and equal length), False (off)
+DEMOTE_RULES = (True, False, "error", "error_and_length")
 
-    A duplicate is a member of finite fitness whose fitness and length are
-    both equal to those of a member ranked before it (the ranking is a
-    stable sort on fitness, so the first of each group, by index, keeps its
-    value).  Equal error and equal size almost always means the same
-    program, or the same function in another spelling; ranking the copies
-    last keeps tournaments drawing on distinct programs once a population
-    has converged on a few, instead of on hundreds of copies of them.
+
+def demote_duplicates(fitness, lengths, raw=None, rule="error") -> tf.Tensor:
+    """``fitness`` (the selection fitness) with every duplicate set to
+    :data:`DUPLICATE_FITNESS`.
+
+    Members are ranked by raw fitness ``raw`` (``fitness`` when None),
+    best first, equal raw fitness by length, shortest first (then by index).
+    ``rule="error"``: a member of finite raw fitness equal to that of a
+    member ranked before it is a duplicate, so of each group of equal error
+    only the shortest keeps its selection fitness.  Equal error almost always
+    means the same program, a longer spelling of it (a neutral addition such
+    as ``+ (x - x)``) or the same function; demoting the copies keeps
+    tournaments drawing on distinct programs once a population has converged,
+    and demoting the longer spellings keeps parsimony's order (a shorter
+    program beats a longer one of equal error, as in gplearn's tournaments)
+    instead of letting a lone longer variant outrank the demoted copies of
+    the shorter one.  The demoted members keep their order among themselves
+    (their values run from :data:`DUPLICATE_FITNESS` down in the order of
+    ``fitness``), so a tournament of duplicates only is won by the one of
+    best selection fitness, as without demotion.
+
+    ``rule="error_and_length"`` (tfevo's former rule, kept as it was): in
+    the order of ``fitness``, a member whose ``fitness`` and length equal
+    those of the member before it is a duplicate, and every duplicate gets
+    :data:`DUPLICATE_FITNESS` (longer equal-error variants keep their
+    fitness and outrank the demoted copies of the shorter one).
     """
     f = sanitize_fitness(fitness)
     n = f.shape[0]
-    order = tf.argsort(f, direction="DESCENDING", stable=True)
-    fs = tf.gather(f, order)
-    ls = tf.gather(tf.cast(lengths, tf.int32), order)
-    same = (fs[1:] == fs[:-1]) & (ls[1:] == ls[:-1]) & tf.math.is_finite(fs[1:])
+    ln = tf.cast(lengths, tf.int32)
+    if rule == "error_and_length":  # adjacent in the order of ``fitness``, all demoted to one value
+        order = tf.argsort(f, direction="DESCENDING", stable=True)
+        fs, ls = tf.gather(f, order), tf.gather(ln, order)
+        same = (fs[1:] == fs[:-1]) & (ls[1:] == ls[:-1]) & tf.math.is_finite(fs[1:])
+        dup = tf.scatter_nd(order[:, None], tf.concat([[False], same], 0), [n])
+        return tf.where(dup, tf.constant(DUPLICATE_FITNESS, f.dtype), f)
+    if rule not in (True, "error"):
+        raise ConfigError(f"demote_duplicates must be one of {DEMOTE_RULES}, got {rule!r}")
+    r = f if raw is None else sanitize_fitness(raw)
+    by_len = tf.argsort(ln, stable=True)
+    order = tf.gather(by_len, tf.argsort(tf.gather(r, by_len), direction="DESCENDING", stable=True))
+    rs = tf.gather(r, order)
+    same = (rs[1:] == rs[:-1]) & tf.math.is_finite(rs[1:])
     dup = tf.scatter_nd(order[:, None], tf.concat([[False], same], 0), [n])
-    return tf.where(dup, tf.constant(DUPLICATE_FITNESS, f.dtype), f)
+    by_f = tf.argsort(f, direction="DESCENDING", stable=True)
+    pos = tf.cast(tf.scatter_nd(by_f[:, None], tf.range(n), [n]), tf.float32)
+    low = DUPLICATE_FITNESS * (1.0 + 0.1 * pos / max(n, 1))
+    return tf.where(dup, low, f)
 
 
 def tournament(seed, fitness, n: int, size: int = 7) -> tf.Tensor:

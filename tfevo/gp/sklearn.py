@@ -30,7 +30,7 @@ from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
 from tfevo.gp.metrics import check_metric, classification_raw, greater_is_better, regression_loss
-from tfevo.gp.sklearn_run import evolve, operator_mix, point_replace, run_state
+from tfevo.gp.sklearn_run import check_best_program, evolve, final_program, operator_mix, point_replace, run_state
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier"]
@@ -92,10 +92,12 @@ class _BaseSymbolic(BaseEstimator):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
+                 stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0):
         self.population_size = population_size
@@ -114,6 +116,7 @@ class _BaseSymbolic(BaseEstimator):
         self.rank_pressure = rank_pressure
         self.survival_rate = survival_rate
         self.elite = elite
+        self.elite_fitness = elite_fitness
         self.parsimony_coefficient = parsimony_coefficient
         self.p_crossover = p_crossover
         self.p_subtree_mutation = p_subtree_mutation
@@ -129,6 +132,7 @@ class _BaseSymbolic(BaseEstimator):
         self.p_multi_constant = p_multi_constant
         self.hoist_root_only = hoist_root_only
         self.demote_duplicates = demote_duplicates
+        self.best_program = best_program
         self.stopping_criteria = stopping_criteria
         self.max_samples = max_samples
         self.warm_start = warm_start
@@ -156,6 +160,7 @@ class _BaseSymbolic(BaseEstimator):
         _as_int("population_size", self.population_size, 2)
         _as_int("max_len", self.max_len, 3)
         kernels.check_use_op(self.use_op)
+        check_best_program(self.best_program)
         names = _function_names(self.function_set)
         mix = operator_mix(self)
         p_point = point_replace(self)
@@ -178,6 +183,7 @@ class _BaseSymbolic(BaseEstimator):
                   init_method=init_method, grow_p_func=self.grow_p_func, selection=self.selection,
                   tournament_size=self.tournament_size, truncation_ratio=self.truncation_ratio,
                   rank_pressure=self.rank_pressure, survival_rate=self.survival_rate, elite=self.elite,
+                  elite_fitness=self.elite_fitness,
                   parsimony=self.parsimony_coefficient, crossover_p_func=self.crossover_p_func,
                   subtree_depth=None if self.subtree_depth is None else tuple(self.subtree_depth),
                   operators=mix, p_point=p_point, p_leaf=self.p_leaf, const_sigma=self.const_sigma,
@@ -194,8 +200,7 @@ class _BaseSymbolic(BaseEstimator):
         return cfg
 
     def _store(self, gp: GeneticProgramming):
-        best, fit = gp.best
-        self.program_ = Trees(*(np.array(a) for a in best))
+        self.program_, fit = final_program(self, gp)
         self.engine_ = gp
         self._run_state = None
         self._eval_names = list(gp.eval_functions.names)
@@ -301,8 +306,16 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (``point``, ``insert``, ``delete``, ``constant``, ...).
       crossover_p_func, subtree_depth, p_leaf, const_sigma, p_multi_constant,
       hoist_root_only: operator parameters.
-      demote_duplicates: parent selection ranks a program equal to a better-ranked
-        one (same fitness and length) below every distinct program (default True).
+      elite_fitness: the elite's ranking: ``"raw"`` (default: the most
+        accurate tree, whatever its length) or ``"selection"`` (the fitness
+        gplearn's tournaments compare, with the parsimony penalty).
+      demote_duplicates: parent selection ranks a program of the same raw
+        fitness as a better one, or as an equally good shorter one, below
+        every distinct program (default True; ``"error_and_length"``: equal
+        fitness and length only; False: off, as gplearn).
+      best_program: the fitted ``program_``: ``"last_generation"``
+        (default, gplearn's: the best raw fitness of the last generation) or
+        ``"all_time"`` (the best raw fitness of any generation).
       stopping_criteria: stop after the first generation whose best raw
         fitness reaches it (``<=`` for errors; None: never).
       max_samples: fraction of rows each tree is scored on per generation
@@ -337,10 +350,12 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=0.0, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
+                 stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, metric="mean absolute error"):
         super().__init__(**_base_arguments(locals()))
@@ -410,10 +425,12 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, parsimony_coefficient=0.001, p_crossover=0.9, p_subtree_mutation=0.01,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, stopping_criteria=None, max_samples=1.0,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
+                 stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, fitness="crossentropy", class_weight=None):
         super().__init__(**_base_arguments(locals()))

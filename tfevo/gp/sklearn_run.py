@@ -127,6 +127,26 @@ def run_state(gp) -> dict:
                 variables=[v.numpy() for v in gp.variables])
 
 
+BEST_PROGRAM = ("last_generation", "all_time")
+
+
+def final_program(est, gp):
+    """The fitted program and its fitness (higher is better): the best raw
+    fitness of the last generation (``best_program="last_generation"``,
+    gplearn's ``_program``) or the best raw fitness seen in any generation
+    (``"all_time"``, the engine's ``best``)."""
+    last = getattr(est, "_last_best", None)
+    if est.best_program == "all_time" or last is None:
+        best, fit = gp.best
+        return type(best)(*(np.array(a) for a in best)), float(fit)
+    return last
+
+
+def check_best_program(value):
+    if not isinstance(value, str) or value not in BEST_PROGRAM:
+        raise ConfigError(f"best_program must be one of {BEST_PROGRAM}, got {value!r}")
+
+
 def evolve(est, cfg, score, n_rows: int, lower_is_better: bool):
     """Runs (or continues) the generations of ``est``; returns the engine.
 
@@ -183,4 +203,6 @@ def evolve(est, cfg, score, n_rows: int, lower_is_better: bool):
                   f"avg length {lengths.mean():.4g}{extra}")
         if crit is not None and (raw_np[i] <= crit if lower_is_better else raw_np[i] >= crit):
             break
+    if total > done:  # gplearn's final program: the best raw fitness of the last generation
+        est._last_best = (type(trees)(*(np.array(a[i:i + 1]) for a in trees)), float(fit[i]))
     return gp
