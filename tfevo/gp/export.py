@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfevo.core import ShapeError
-from tfevo.gp.trees import CONST, FUNC, OUT, VAR, get_function, to_infix
+from tfevo.gp.trees import CONST, FUNC, OUT, VAR, fold_prefix, get_function, to_infix
 
 __all__ = ["to_infix", "to_sympy", "GPExpression", "to_keras"]
 
@@ -248,28 +248,13 @@ def _keras_layer_cls():
             import tensorflow as tf
 
             x = tf.convert_to_tensor(x, tf.float32)
-            t, v, s = self.tree_types, self.tree_values, self.tree_sizes
-            outs = [None] * self.num_outputs
             zeros = tf.zeros_like(x[:, 0])
 
-            def rec(i):
-                if t[i] == CONST:
-                    return zeros + v[i]
-                if t[i] == VAR:
-                    return x[:, int(v[i])]
-                if t[i] == OUT:
-                    val = rec(i + 1)
-                    k = int(v[i])
-                    outs[k] = val if outs[k] is None else outs[k] + val
-                    return val
-                f = get_function(int(v[i]))
-                args, c = [], i + 1
-                for _ in range(f.arity):
-                    args.append(rec(c))
-                    c += s[c]
-                return f.tf_fn(*args)
+            def leaf(ty, value):
+                return zeros + value if ty == CONST else x[:, int(value)]
 
-            root = rec(0)
+            root, outs = fold_prefix(self.tree_types, self.tree_values, self.tree_sizes, self.num_outputs, leaf,
+                                     lambda f, args: f.tf_fn(*args), lambda a, b: a + b)
             if self.num_outputs == 1:
                 return root
             return tf.stack([zeros if o is None else o for o in outs], axis=1)
@@ -382,25 +367,10 @@ def to_keras(trees, index: int = 0, num_outputs: int = 1, num_inputs: int | None
 
     inp = keras.Input((int(num_inputs),), name="inputs")
     zeros = ops.zeros_like(inp[:, 0])
-    outs = [None] * int(num_outputs)
 
-    def rec(i):
-        if t[i] == CONST:
-            return zeros + float(np.float32(v[i]))
-        if t[i] == VAR:
-            return inp[:, int(v[i])]
-        if t[i] == OUT:
-            val = rec(i + 1)
-            k = int(v[i])
-            outs[k] = val if outs[k] is None else outs[k] + val
-            return val
-        f = get_function(int(v[i]))
-        args, c = [], i + 1
-        for _ in range(f.arity):
-            args.append(rec(c))
-            c += int(s[c])
-        return table[f.name](*args)
+    def leaf(ty, value):
+        return zeros + float(np.float32(value)) if ty == CONST else inp[:, int(value)]
 
-    root = rec(0)
+    root, outs = fold_prefix(t, v, s, num_outputs, leaf, lambda f, args: table[f.name](*args), lambda a, b: a + b)
     out = root if num_outputs == 1 else ops.stack([zeros if o is None else o for o in outs], axis=1)
     return keras.Model(inp, out, name="gp_program")

@@ -34,7 +34,7 @@ from tfevo.gp.functions import (  # noqa: F401  (the function table is part of t
     _BY_ID, _TABLE, EXP_CLIP, MAX_ARITY, PROTECT_EPS, FunctionSet, GPFunction, _f32, _sympy_table, arity_table,
     builtin_functions, get_function, register_function)
 
-__all__ = [
+__all__ = ["fold_prefix", 
     "PAD", "CONST", "VAR", "FUNC", "OUT",
     "Trees", "GPFunction", "FunctionSet", "register_function", "get_function",
     "builtin_functions", "validate", "check_trees", "tree_lengths",
@@ -296,6 +296,36 @@ def to_infix(trees, index: int = 0, var_names: Sequence[str] | None = None,
     return rec(0)
 
 
+def fold_prefix(types, values, sizes, num_outputs: int, leaf, call, add):
+    """Evaluates one prefix-order tree with the caller's arithmetic.
+
+    ``leaf(type, value)`` gives a constant's or a variable's value, ``call(f, args)``
+    applies function ``f`` (a :class:`~tfevo.gp.functions.Function`) and ``add(a, b)``
+    sums the subtrees under one output node. Returns ``(root, outs)``: the root's value and
+    the ``num_outputs`` per-output sums (``None`` where no output node writes). The NumPy
+    oracle, the Keras layer and the ``keras.ops`` export all walk trees through it.
+    """
+    outs = [None] * int(num_outputs)
+
+    def rec(i):
+        ty = types[i]
+        if ty == CONST or ty == VAR:
+            return leaf(ty, values[i])
+        if ty == OUT:
+            val = rec(i + 1)
+            k = int(values[i])
+            outs[k] = val if outs[k] is None else add(outs[k], val)
+            return val
+        f = get_function(int(values[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(sizes[c])
+        return call(f, args)
+
+    return rec(0), outs
+
+
 def interpret(trees, x, index: int, num_outputs: int = 1) -> np.ndarray:
     """Straightforward recursive NumPy interpreter of one tree (test oracle).
 
@@ -305,25 +335,12 @@ def interpret(trees, x, index: int, num_outputs: int = 1) -> np.ndarray:
     t, v, s = (np.asarray(a)[index] for a in trees)
     x = np.asarray(x, np.float32)
     N = x.shape[0]
-    outs = np.zeros((num_outputs, N), np.float32)
 
-    def rec(i):
-        ty = t[i]
-        if ty == CONST:
-            return np.full(N, v[i], np.float32)
-        if ty == VAR:
-            return x[:, int(v[i])].astype(np.float32)
-        if ty == OUT:
-            val = rec(i + 1)
-            k = int(v[i])
-            outs[k] = (outs[k] + val).astype(np.float32)
-            return val
-        f = get_function(int(v[i]))
-        args, c = [], i + 1
-        for _ in range(f.arity):
-            args.append(rec(c))
-            c += int(s[c])
-        return _f32(f.np_fn(*args))
+    def leaf(ty, value):
+        return np.full(N, value, np.float32) if ty == CONST else x[:, int(value)].astype(np.float32)
 
-    root = rec(0)
-    return root if num_outputs == 1 else outs
+    root, outs = fold_prefix(t, v, s, num_outputs, leaf, lambda f, args: _f32(f.np_fn(*args)),
+                             lambda a, b: (a + b).astype(np.float32))
+    if num_outputs == 1:
+        return root
+    return np.stack([np.zeros(N, np.float32) if o is None else o for o in outs])
