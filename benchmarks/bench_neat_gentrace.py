@@ -224,27 +224,9 @@ def tf_dict(nodes, conns, nin, nout):
 
 def neat_python_genome(nodes, conns, nin, nout, key):
     """tfevo genome rows as a neat-python DefaultGenome (values as doubles)."""
-    import neat
+    from tfevo.neat import NEATConfig, to_neat_python
 
-    def kmap(k):
-        k = int(k)
-        return -(k + 1) if k < nin else k - nin
-
-    g = neat.DefaultGenome(key)
-    for n in nodes:
-        if np.isnan(n[0]) or n[0] < nin:
-            continue
-        ng = neat.genes.DefaultNodeGene(kmap(n[0]))
-        ng.bias, ng.response, ng.time_constant = float(n[1]), float(n[2]), 1.0
-        ng.aggregation, ng.activation = str(int(n[3])), str(int(n[4]))
-        g.nodes[ng.key] = ng
-    for i, c in enumerate(conns):
-        if np.isnan(c[0]):
-            continue
-        cg = neat.genes.DefaultConnectionGene((kmap(c[0]), kmap(c[1])), innovation=i)
-        cg.weight, cg.enabled = float(c[3]), bool(c[2] > 0.5)
-        g.connections[cg.key] = cg
-    return g
+    return to_neat_python(nodes, conns, NEATConfig(num_inputs=nin, num_outputs=nout), key)
 
 
 def speciation_check(cfg, ncfg, algo, nodes, conns, sp, keys_after, rep_idx):

@@ -33,7 +33,7 @@
 // functions.apply_activation / aggregate do.
 //
 // Values: node = act(bias + response * agg(w_i * x_i)) over the node's
-// edges; no edge: agg = 0.  Sums run in source-slot order (the reference's
+// edges; no edge: agg = 0 (product: 1, the empty product, as neat-python).  Sums run in source-slot order (the reference's
 // matmul has its own order), and sigmoid/tanh/exp/... are the C library's
 // float functions where TensorFlow uses Eigen's: results agree to float
 // rounding (a few ulp per node), not bit for bit.  One documented difference:
@@ -312,11 +312,11 @@ inline double Activate(int id, double z) {
   }
 }
 
-// agg over w_e * v[src_e] for e in [e0, e1); 0 without edges.
+// agg over w_e * v[src_e] for e in [e0, e1); without edges 0 (product: 1, as neat-python).
 template <typename T>
 inline T Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, const T* v, T* scratch) {
   const int k = e1 - e0;
-  if (k <= 0) return T(0);
+  if (k <= 0) return id == kProduct ? T(1) : T(0);
   switch (id) {
     case kSum: case kMean: {
       T s = 0;
@@ -362,7 +362,7 @@ inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, in
                           T* acc, T* scratch) {
   const int k = e1 - e0;
   if (k <= 0 || id < 0 || id >= kNumAgg) {
-    std::fill(acc, acc + B, T(0));
+    std::fill(acc, acc + B, k <= 0 && id == kProduct ? T(1) : T(0));
     return;
   }
   switch (id) {

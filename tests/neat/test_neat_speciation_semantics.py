@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tfevo import kernels
-from tfevo.neat import NEATConfig
+from tfevo.neat import NEATConfig, to_neat_python
 from tfevo.neat import _speciate_op as so
 
 neat = pytest.importorskip("neat")
@@ -19,23 +19,8 @@ I, O = 2, 1
 
 
 def _np_genome(nodes, conns, key):
-    """Rows of one tfevo genome as a neat-python DefaultGenome (input keys
-    0..I-1 -> -1..-I, outputs I.. -> 0.., hidden keys shifted alike)."""
-    kmap = lambda k: -(int(k) + 1) if k < I else int(k) - I  # noqa: E731
-    g = neat.DefaultGenome(key)
-    for n in nodes:
-        if np.isnan(n[0]) or n[0] < I:
-            continue
-        ng = neat.genes.DefaultNodeGene(kmap(n[0]))
-        ng.bias, ng.response, ng.time_constant = float(n[1]), float(n[2]), 1.0
-        ng.aggregation, ng.activation = str(int(n[3])), str(int(n[4]))
-        g.nodes[ng.key] = ng
-    for i, c in enumerate(conns):
-        if not np.isnan(c[0]):
-            cg = neat.genes.DefaultConnectionGene((kmap(c[0]), kmap(c[1])), innovation=i)
-            cg.weight, cg.enabled = float(c[3]), bool(c[2] > 0.5)
-            g.connections[cg.key] = cg
-    return g
+    """Rows of one tfevo genome as a neat-python DefaultGenome."""
+    return to_neat_python(nodes, conns, NEATConfig(num_inputs=I, num_outputs=O), key)
 
 
 def _neat_python_species(cfg, nodes, conns, rep_nodes, rep_conns, active, keys, next_key):

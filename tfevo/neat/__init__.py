@@ -16,10 +16,10 @@ from tfevo.neat.network import Network, forward, recurrent_step, transform, init
 from tfevo.neat.problems import XOR, XOR3, FunctionFit, Multiplexer, Parity, SupervisedProblem  # noqa: E402
 from tfevo.neat.policy import ControlProblem, NEATPolicy  # noqa: E402
 from tfevo.neat.hyperneat import HyperNEAT, HyperNEATProblem, Substrate, cppn_config, query_cppn  # noqa: E402
-from tfevo.neat.export import NEATNetworkLayer, draw, to_keras, to_sympy  # noqa: E402
+from tfevo.neat.export import NEATNetworkLayer, draw, to_keras, to_neat_python, to_sympy  # noqa: E402
 
 __all__ = ["NEATConfig", "TENSORNEAT_ALIASES", "NEAT", "Population", "Network", "transform", "forward",
            "recurrent_step", "initial_state", "register_activation", "register_aggregation",
            "XOR", "XOR3", "Parity", "Multiplexer", "FunctionFit", "SupervisedProblem", "ControlProblem", "NEATPolicy",
            "HyperNEAT", "HyperNEATProblem", "Substrate", "cppn_config", "query_cppn", "NEATNetworkLayer",
-           "draw", "to_keras", "to_sympy"]
+           "draw", "to_keras", "to_neat_python", "to_sympy"]

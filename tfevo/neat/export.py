@@ -1,4 +1,5 @@
-"""Export of one NEAT genome: Keras model, sympy expression, graph picture.
+"""Export of one NEAT genome: Keras model, sympy expression, graph picture,
+neat-python genome.
 
 All three take a single genome ``nodes [N, 5]``, ``conns [C, 5]`` (e.g.
 ``algo.best[:2]``) and the :class:`~tfevo.neat.config.NEATConfig`.
@@ -9,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 
-__all__ = ["NEATNetworkLayer", "to_keras", "to_sympy", "draw"]
+__all__ = ["NEATNetworkLayer", "to_keras", "to_sympy", "draw", "to_neat_python"]
 
 try:
     import keras
@@ -207,8 +208,10 @@ def to_keras(nodes, conns, config: NEATConfig) -> "keras.Model":
         terms = [node(a, stack + (k,)) * float(w) for a, w in incoming.get(k, [])]
         if terms:
             z = float(bias) + float(resp) * _keras_agg(agg, terms)
-        else:  # no enabled input: the aggregation is 0
+        else:  # no enabled input: the aggregation is 0 (product: 1, as neat-python)
             z = ops.zeros_like(inp[:, 0]) + float(bias)
+            if agg == "product":
+                z = z + float(resp)
         values[k] = _keras_act(act, z)
         return values[k]
 
@@ -349,7 +352,7 @@ def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
         # products and sums unevaluated: sympy would distribute a number over a
         # sum, copying a shared subexpression once per use (exponential in depth)
         terms = [sp.Mul(f(w), node(a, stack + (k,)), evaluate=False) for a, w in incoming.get(k, [])]
-        s = _sympy_agg(agg, terms) if terms else sp.Integer(0)
+        s = _sympy_agg(agg, terms) if terms else sp.Integer(1 if agg == "product" else 0)
         expr[k] = _sympy_act(act, sp.Add(f(bias), sp.Mul(f(resp), s, evaluate=False), evaluate=False))
         return expr[k]
 
@@ -428,3 +431,60 @@ def draw(nodes, conns, config: NEATConfig, path: str | None = None, show_disable
     if path:
         fig.savefig(path, bbox_inches="tight")
     return fig
+
+
+def to_neat_python(nodes, conns, config: NEATConfig, key: int = 0):
+    """One genome as a neat-python ``DefaultGenome`` (needs ``neat-python`` installed).
+
+    Node keys follow neat-python's numbering: input ``i`` is ``-(i + 1)``, node ``k >= I``
+    (outputs first, then hidden nodes) is ``k - I``.  Biases, responses and weights are the
+    genome's float32 values as doubles; activation and aggregation carry their names;
+    disabled connections stay, with ``enabled=False``; a connection's innovation marker is
+    its tfevo marker (a pair held twice, under two markers, becomes one gene carrying the
+    sum of its enabled weights, which is what both networks compute).  Works for feed-forward and recurrent genomes, e.g.
+    ``neat.nn.FeedForwardNetwork.create(to_neat_python(*algo.best[:2], cfg), neat_config)``
+    computes the network with neat-python, and neat-python's ``distance``,
+    ``visualize`` helpers or pickles take it as any of their own genomes.
+    """
+    try:
+        import neat
+    except ImportError as e:  # pragma: no cover - neat-python is a test extra
+        raise ConfigError("to_neat_python needs neat-python (pip install neat-python)") from e
+    from tfevo.neat import functions as F
+    from tfevo.neat.genome import (CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT, NODE_ACT, NODE_AGG,
+                                   NODE_BIAS, NODE_KEY, NODE_RESPONSE)
+
+    nodes = np.asarray(nodes, np.float32)
+    conns = np.asarray(conns, np.float32)
+    if nodes.ndim != 2 or conns.ndim != 2:
+        raise ShapeError(f"to_neat_python takes ONE genome: nodes [N, 5] and conns [C, 5], got shapes "
+                         f"{list(nodes.shape)} and {list(conns.shape)}")
+    I = int(config.num_inputs)
+
+    def nkey(k):
+        k = int(k)
+        return -(k + 1) if k < I else k - I
+
+    g = neat.DefaultGenome(int(key))
+    for row in nodes:
+        if np.isnan(row[NODE_KEY]) or row[NODE_KEY] < I:
+            continue
+        ng = neat.genes.DefaultNodeGene(nkey(row[NODE_KEY]))
+        ng.bias, ng.response = float(row[NODE_BIAS]), float(row[NODE_RESPONSE])
+        ng.aggregation = F.aggregation_name(int(row[NODE_AGG]))
+        ng.activation = F.activation_name(int(row[NODE_ACT]))
+        ng.time_constant = 1.0  # (neat-python 2.0's CTRNN field; unused by its feed-forward and recurrent nets)
+        g.nodes[ng.key] = ng
+    for row in conns:
+        if np.isnan(row[CONN_IN]):
+            continue
+        pair = (nkey(row[CONN_IN]), nkey(row[CONN_OUT]))
+        enabled, w = bool(row[CONN_ENABLED] > 0.5), float(row[CONN_WEIGHT])
+        cg = g.connections.get(pair)
+        if cg is None:
+            cg = neat.genes.DefaultConnectionGene(pair, innovation=int(row[CONN_MARKER]))
+            cg.weight, cg.enabled = w, enabled
+            g.connections[pair] = cg
+        elif enabled:  # one pair twice (two markers): one gene whose weight is the enabled ones' sum
+            cg.weight, cg.enabled = (cg.weight + w if cg.enabled else w), True
+    return g

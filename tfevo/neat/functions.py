@@ -248,8 +248,8 @@ def _agg_median(x, mask):
 
 
 # name -> f(x [..., K, N], mask [..., K, N]) -> [..., N], reducing over axis -2
-# (the K incoming values of each of N nodes).  Empty inputs are handled by the
-# caller (an empty aggregation is 0 for every function).
+# (the K incoming values of each of N nodes).  Empty inputs are handled by
+# :func:`aggregate` (0, and 1 for product, as neat-python).
 AGGREGATIONS: dict[str, Callable] = {
     "sum": _agg_sum,
     "product": _agg_product,
@@ -347,7 +347,8 @@ def apply_activation(z: tf.Tensor, act_ids: tf.Tensor, options: tuple[str, ...])
 
 def aggregate(x: tf.Tensor, mask: tf.Tensor, agg_ids: tf.Tensor, options: tuple[str, ...]) -> tf.Tensor:
     """Aggregates incoming values ``x [..., K, N]`` (``mask`` marks real inputs)
-    per node with ``agg_ids [..., N]``; a node without inputs gets 0."""
+    per node with ``agg_ids [..., N]``; a node without inputs gets 0, or 1 with
+    ``product`` (the empty product, as neat-python's ``product_aggregation([])``)."""
     if len(options) == 1:
         out = AGGREGATIONS[options[0]](x, mask)
     else:
@@ -355,4 +356,7 @@ def aggregate(x: tf.Tensor, mask: tf.Tensor, agg_ids: tf.Tensor, options: tuple[
         for name in options:
             out = tf.where(tf.equal(agg_ids, aggregation_id(name)), AGGREGATIONS[name](x, mask), out)
     has = tf.reduce_any(mask, axis=-2)
-    return tf.where(has, out, tf.zeros_like(out))
+    if "product" not in options:
+        return tf.where(has, out, tf.zeros_like(out))
+    empty = tf.cast(tf.equal(agg_ids, aggregation_id("product")), out.dtype) + tf.zeros_like(out)
+    return tf.where(has, out, empty)
