@@ -110,3 +110,18 @@ def test_a_pair_held_twice_is_one_gene_with_the_summed_weight():
     assert c.key == (-1, 0) and c.enabled and c.weight == 0.75 and c.innovation == 0
     with pytest.raises(ShapeError, match="ONE genome"):
         to_neat_python(nodes[None], conns[None], cfg)
+
+
+def test_the_keras_export_computes_neat_pythons_networks(tmp_path):
+    from tfevo.neat import to_keras
+
+    path = _config_file(tmp_path)
+    cfg, nodes, conns = _evolved(path)
+    npc = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet, neat.DefaultStagnation,
+                      path)
+    x = np.random.default_rng(2).normal(size=(8, I)).astype(np.float32)
+    for p in range(len(nodes)):
+        ffn = neat.nn.FeedForwardNetwork.create(to_neat_python(nodes[p], conns[p], cfg), npc)
+        want = np.array([ffn.activate([float(v) for v in row]) for row in x])
+        got = np.asarray(to_keras(nodes[p], conns[p], cfg)(x))
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"member {p}")
