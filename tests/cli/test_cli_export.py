@@ -30,6 +30,9 @@ RUNS = {
                 "--set", "policy.kind=gp_tree", "--set", "algorithm.popsize=4"],
     "gp_tree_pendulum": ["--set", "env.id=Pendulum-v1", "--set", "algorithm.name=gp", "--set", "algorithm.params={}",
                          "--set", "policy.kind=gp_tree", "--set", "algorithm.popsize=4"],
+    # 2-dim continuous actions, clipped to the bounds
+    "mujoco_mlp_clip": ["--set", "env.id=Swimmer-v5", "--set", "policy.kind=mlp", "--set", "algorithm.popsize=2",
+                        "--set", "policy.continuous=clip", "--set", "evaluator.kind=auto"],
     # uint8 frames: the 1/255 scaling folded into the model as a Rescaling layer
     "atari_linear": ["--set", "env.id=ALE/Pong-v5", "--set", "policy.kind=linear", "--set", "algorithm.popsize=2",
                      "--set", 'env.kwargs={"stack_num": 2, "img_height": 42, "img_width": 42}',
@@ -56,6 +59,8 @@ np.savez(sys.argv[3], y=y, a=np.asarray(ns["a"]))
 def toy_run(request, tmp_path_factory):
     if request.param.startswith("atari"):
         pytest.importorskip("ale_py")
+    if request.param.startswith("mujoco"):
+        pytest.importorskip("mujoco")
     run = tmp_path_factory.mktemp(request.param) / "run"
     assert main(["train", "--run-dir", str(run), *BASE, *RUNS[request.param]]) == 0
     return request.param, run
@@ -104,7 +109,7 @@ def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(to
     if meta["obs_dtype"] == "uint8":
         obs = rng.integers(0, 256, size=(B, *meta["obs_shape"])).astype(np.uint8)
     else:
-        obs = (rng.normal(size=(B, *meta["obs_shape"])) * (2.0 if "pendulum" in name else 0.5)).astype(np.float32)
+        obs = (rng.normal(size=(B, *meta["obs_shape"])) * (0.5 if "CartPole" in meta["env_id"] else 2.0)).astype(np.float32)
     np.save(tmp_path / "obs.npy", obs)
     got = tmp_path / "got.npz"
     proc = subprocess.run([sys.executable, "-c", _LOADER, str(model), str(tmp_path / "obs.npy"), str(got)],
@@ -118,7 +123,8 @@ def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(to
     if meta["action"]["type"] == "discrete":
         np.testing.assert_array_equal(res["a"], a_ref)
     else:
-        np.testing.assert_allclose(res["a"], a_ref.reshape(res["a"].shape), rtol=1e-5, atol=1e-5)
+        assert res["a"].shape == a_ref.shape == (B, *meta["action"]["shape"])
+        np.testing.assert_allclose(res["a"], a_ref, rtol=1e-5, atol=1e-5)
     assert meta["env_id"] == cfg.env.id and meta["policy_kind"] == cfg.policy.kind
     assert ("normalization" in meta["preprocessing"]) == bool(cfg.evaluator.obs_norm)
     assert ("rescaling 1/255" in meta["preprocessing"]) == (meta["obs_dtype"] == "uint8")

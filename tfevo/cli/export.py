@@ -15,15 +15,15 @@ from pathlib import Path
 
 from tfevo.cli.evaluate import _restore_setup
 
-#: each action rule in NumPy: ``y [B, K]`` the model's outputs, the other names from the metadata's ``action``
+#: each action rule as a NumPy expression: ``y [B, K]`` the model's outputs, the other names from the metadata's ``action``
 RULES = {
-    "argmax": "a = y.argmax(-1)",
-    "greater": "a = (y[:, 0] > threshold).astype(np.int32)",
-    "tanh": "a = low + (np.tanh(y) + 1) / 2 * (high - low)",
-    "clip": "a = np.clip(y, low, high)",
-    "rescale_clip": "a = np.clip(low + (y - output_range[0]) / (output_range[1] - output_range[0]) * (high - low), "
+    "argmax": "y.argmax(-1)",
+    "greater": "(y[:, 0] > threshold).astype(np.int32)",
+    "tanh": "low + (np.tanh(y) + 1) / 2 * (high - low)",
+    "clip": "np.clip(y, low, high)",
+    "rescale_clip": "np.clip(low + (y - output_range[0]) / (output_range[1] - output_range[0]) * (high - low), "
                     "low, high)",
-    "identity": "a = y",
+    "identity": "y",
 }
 
 
@@ -42,19 +42,21 @@ def _probe(cfg):
             env.close()
 
 
-def _continuous(spec, rule: str, **extra) -> dict:
+def _continuous(spec, rule: str, low=None, high=None, **extra) -> dict:
+    """A continuous action rule; ``low``/``high`` default to the action spec's bounds."""
     import numpy as np
 
     shape = [int(d) for d in spec.shape]
-    d = {"type": "continuous", "rule": rule, "numpy": RULES[rule] + ".reshape(-1, *shape)", "shape": shape}
+    d = {"type": "continuous", "rule": rule, "numpy": f"a = ({RULES[rule]}).reshape(-1, *shape)", "shape": shape}
     if rule != "identity":
-        d["low"] = np.broadcast_to(np.asarray(spec.low, np.float64), shape).tolist()
-        d["high"] = np.broadcast_to(np.asarray(spec.high, np.float64), shape).tolist()
+        low, high = (spec.low, spec.high) if low is None else (low, high)
+        d["low"] = np.broadcast_to(np.asarray(low, np.float64), shape).tolist()
+        d["high"] = np.broadcast_to(np.asarray(high, np.float64), shape).tolist()
     return {**d, **extra}
 
 
 def _discrete(rule: str = "argmax", **extra) -> dict:
-    return {"type": "discrete", "rule": rule, "numpy": RULES[rule], **extra}
+    return {"type": "discrete", "rule": rule, "numpy": "a = " + RULES[rule], **extra}
 
 
 def _vector_core(cfg, parts, params, spec):
@@ -75,7 +77,7 @@ def _vector_core(cfg, parts, params, spec):
     elif policy._low is None:
         action = _continuous(spec, "identity")
     else:
-        action = _continuous(spec, policy.continuous)  # "tanh" or "clip"
+        action = _continuous(spec, policy.continuous, policy._low, policy._high)  # "tanh" or "clip"
     return core, action, policy._scale_uint8
 
 
