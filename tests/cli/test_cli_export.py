@@ -109,7 +109,8 @@ def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(to
     if meta["obs_dtype"] == "uint8":
         obs = rng.integers(0, 256, size=(B, *meta["obs_shape"])).astype(np.uint8)
     else:
-        obs = (rng.normal(size=(B, *meta["obs_shape"])) * (0.5 if "CartPole" in meta["env_id"] else 2.0)).astype(np.float32)
+        scale = 0.5 if "CartPole" in meta["env_id"] else 2.0
+        obs = (rng.normal(size=(B, *meta["obs_shape"])) * scale).astype(np.float32)
     np.save(tmp_path / "obs.npy", obs)
     got = tmp_path / "got.npz"
     proc = subprocess.run([sys.executable, "-c", _LOADER, str(model), str(tmp_path / "obs.npy"), str(got)],
@@ -161,8 +162,8 @@ def test_export_refuses_qd_task_runs_and_recurrent_neat(tmp_path):
                          "problem": {"name": "rastrigin_qd", "num_dims": 4}}, "test")
     with pytest.raises(ConfigError, match="QD task"):
         build_export(qd, np.zeros(4, np.float32), tmp_path)
-    rec = C.parse_config({"name": "rec", "run": {"generations": 1}, "env": {"id": "CartPole-v1"}, "algorithm": {"name": "neat", "popsize": 4,
-                                                                    "params": {"feed_forward": False}},
+    rec = C.parse_config({"name": "rec", "run": {"generations": 1}, "env": {"id": "CartPole-v1"},
+                          "algorithm": {"name": "neat", "popsize": 4, "params": {"feed_forward": False}},
                           "policy": {"kind": "neat"}}, "test")
     with pytest.raises(ConfigError, match="recurrent NEAT"):
         build_export(rec, np.zeros(1, np.float32), tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tfevo.cli.evaluate import _restore_setup
 
-#: each action rule as a NumPy expression: ``y [B, K]`` the model's outputs, the other names from the metadata's ``action``
+#: each action rule as a NumPy expression of the model's outputs ``y [B, K]`` and the metadata's ``action``
 RULES = {
     "argmax": "y.argmax(-1)",
     "greater": "(y[:, 0] > threshold).astype(np.int32)",
@@ -35,8 +35,8 @@ def _probe(cfg):
 
     env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
     try:
-        return (tuple(int(d) for d in env.observation_shape), np.dtype(getattr(env, "observation_dtype", np.float32)).name,
-                env.action_spec)
+        dtype = np.dtype(getattr(env, "observation_dtype", np.float32)).name
+        return tuple(int(d) for d in env.observation_shape), dtype, env.action_spec
     finally:
         if hasattr(env, "close"):
             env.close()
