@@ -18,6 +18,9 @@ BASE = ["--generations", "1", "--no-progress", "--set", "env.episodes=1", "--set
         "--set", "env.max_steps=8"]
 RUNS = {
     "mlp": ["--set", "env.id=CartPole-v1", "--set", "policy.kind=mlp", "--set", "algorithm.popsize=2"],
+    # the rollouts ran float16-rounded weights: the file holds those
+    "mlp_float16": ["--set", "env.id=CartPole-v1", "--set", "policy.kind=mlp", "--set", "algorithm.popsize=2",
+                    "--set", "policy.weight_dtype=float16"],
     "linear": ["--set", "env.id=CartPole-v1", "--set", "policy.kind=linear", "--set", "algorithm.popsize=2"],
     # observation normalization folded into the model; continuous actions squashed by tanh to the bounds
     "mlp_norm_pendulum": ["--set", "env.id=Pendulum-v1", "--set", "policy.kind=mlp", "--set", "algorithm.popsize=2",
@@ -92,6 +95,7 @@ def _reference(run, obs):
     elif kind == "gp_tree":
         y = policy._outputs(p, x)
     else:
+        p = policy.prepare(p)  # what the rollouts run (float16-rounded with policy.weight_dtype float16)
         y = policy.outputs(p, x)
     return np.asarray(y[0]), np.asarray(policy.forward(p, x)[0]), cfg
 
