@@ -1,4 +1,4 @@
-"""The ``tfevo`` command line (one module per command: train, evaluate, play, info).
+"""The ``tfevo`` command line (one module per command: train, evaluate, play, export, info).
 
     tfevo train [CONFIG]            train (no CONFIG: a ~1 minute CartPole OpenAI-ES run)
     tfevo eval RUN_DIR              score the best individual over N episodes
