@@ -1,8 +1,9 @@
-"""The ``tfevo`` command line (one module per command: train, evaluate, play, info).
+"""The ``tfevo`` command line (one module per command: train, evaluate, play, export, info).
 
     tfevo train [CONFIG]            train (no CONFIG: a ~1 minute CartPole OpenAI-ES run)
     tfevo eval RUN_DIR              score the best individual over N episodes
     tfevo play RUN_DIR --video F    render the best agent to a video
+    tfevo export RUN_DIR            the best agent as a .keras file (loads without tfevo)
     tfevo plot RUN_DIR              fitness curves and the family's picture as PNG
     tfevo list [KIND]               algorithms, environments, problems, policies
 """
@@ -14,6 +15,7 @@ import os
 import sys
 
 from tfevo.cli.evaluate import cmd_eval
+from tfevo.cli.export import cmd_export
 from tfevo.cli.info import cmd_build_ops, cmd_list, cmd_plot
 from tfevo.cli.play import cmd_play
 from tfevo.cli.train import cmd_train
@@ -83,6 +85,14 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--fps", type=int, default=30)
     p.add_argument("--max-steps", type=int, default=None)
     p.set_defaults(fn=cmd_play)
+
+    p = sub.add_parser("export", help="write the best agent of a run as a .keras model (loads without tfevo)",
+                       description="Write the best member of a run as a Keras model mapping observations "
+                                   "[B, *obs_shape] to the policy's raw outputs (the run's observation "
+                                   "preprocessing built in), plus FILE.keras.json with the action mapping.")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="output .keras file (default RUN_DIR/best.keras)")
+    p.set_defaults(fn=cmd_export)
 
     p = sub.add_parser("plot", help="fitness curves of a run as PNG")
     p.add_argument("run_dir")
