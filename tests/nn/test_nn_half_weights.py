@@ -179,3 +179,19 @@ def test_to_half_op_bit_identical_to_tf_cast():
     np.testing.assert_array_equal(h.numpy().view(np.uint16)[~nan], h_ref.numpy().view(np.uint16)[~nan])
     assert float(big) == float(big_ref) == np.float32(1e30)
     assert float(to_half(np.zeros((2, 0), np.float32), use_op=True)[1]) == 0.0
+
+
+def test_direct_calls_compute_what_the_rollouts_compute():
+    """Policy.forward / outputs on float32 [P, D] params round them as prepare() does for the
+    rollouts (tfevo play and user calls act as in training), and differ from float32 weights."""
+    from tfevo.nn.policy import mlp
+
+    pm = PopulationModel(mlp((4,), 3, hidden=(16,)))
+    spec = ActionSpec(discrete=True, num_actions=3)
+    half, full = Policy(pm, spec, weight_dtype="float16"), Policy(pm, spec)
+    params = pm.init_params(32, seed=1) * 3.0 + 1e-3
+    obs = tf.constant(np.random.default_rng(0).normal(size=(32, 64, 4)).astype(np.float32))
+    np.testing.assert_array_equal(half.outputs(params, obs).numpy(), full.outputs(_rounded(params), obs).numpy())
+    np.testing.assert_array_equal(half.forward(params, obs).numpy(), full.forward(_rounded(params), obs).numpy())
+    np.testing.assert_array_equal(half.forward(params, obs).numpy(), half.forward(half.prepare(params), obs).numpy())
+    assert not np.array_equal(half.outputs(params, obs).numpy(), full.outputs(params, obs).numpy())

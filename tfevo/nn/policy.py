@@ -284,6 +284,13 @@ class Policy:
             return params
         return self.model.unflatten(params)
 
+    def _rounded(self, params):
+        """float32 ``params [P, D]`` through float16 with ``weight_dtype="float16"`` (what
+        :meth:`prepare` gives the rollouts), so the direct calls compute what training did."""
+        if self.weight_dtype == tf.float16 and params.dtype == tf.float32:
+            return tf.cast(self._to_half(params), tf.float32)
+        return params
+
     def _to_half(self, params):
         from tfevo.nn.indexed import to_half
 
@@ -384,7 +391,10 @@ class Policy:
 
     def outputs(self, params, obs, indices=None) -> tf.Tensor:
         """Raw network outputs ``[P or n, B, *output_shape]`` (after obs preprocessing; a recurrent
-        template runs one step from the zero state)."""
+        template runs one step from the zero state; float32 ``params [P, D]`` rounded through
+        float16 first with ``weight_dtype="float16"``, as the rollouts compute)."""
+        if not isinstance(params, (list, tuple)):
+            params = self._rounded(self.model._check_params(params))
         if self.state_shape is not None:
             y = self.model(params, self.preprocess(obs)[:, :, None], indices)
             return y[:, :, 0] if self._time_out else y
@@ -394,7 +404,9 @@ class Policy:
         """Actions of every member (or of members ``indices``).
 
         Args:
-          params: float32 ``[P, D]`` or the list from :meth:`prepare`.
+          params: float32 ``[P, D]`` (rounded through float16 first with
+            ``weight_dtype="float16"``, as the rollouts compute) or the list
+            from :meth:`prepare`.
           obs: ``[P, B, *obs_shape]`` (``[n, B, ...]`` with ``indices``), float
             or uint8.
           indices: optional int32 ``[n]``, the members to run.
@@ -406,7 +418,7 @@ class Policy:
         if split:
             params = self.model._check_weights(params)
         else:
-            params = self.model._check_params(params)
+            params = self._rounded(self.model._check_params(params))
         obs = tf.convert_to_tensor(obs)
         want = self.obs_shape
         if obs.shape.rank != 2 + len(want) or tuple(obs.shape[2:]) != want:
