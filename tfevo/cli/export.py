@@ -61,7 +61,7 @@ def _discrete(rule: str = "argmax", **extra) -> dict:
 
 def _vector_core(cfg, parts, params, spec):
     """mlp / linear / nature_dqn: the template with the best member's weights."""
-    import numpy as np
+    import tensorflow as tf
 
     from tfevo.core import ConfigError
 
@@ -69,8 +69,7 @@ def _vector_core(cfg, parts, params, spec):
     if policy.state_shape is not None:
         raise ConfigError(f"policy.kind {cfg.policy.kind!r}: a recurrent template carries a state between steps; "
                           "the exported model would only be its first step, so export refuses it")
-    if str(policy.weight_dtype.name) == "float16":  # the rollouts ran the float16-rounded weights
-        params = params.astype(np.float16).astype(np.float32)
+    params = policy._rounded(tf.constant(params[None]))[0].numpy()  # float16 runs: the rollouts' weights
     core = parts.model.to_keras(params)
     if spec.discrete:
         action = _discrete()
@@ -86,6 +85,7 @@ def _neat_core(cfg, parts, params, spec):
 
     from tfevo.core import ConfigError
     from tfevo.neat.export import to_keras
+    from tfevo.neat.functions import output_low
 
     policy, ncfg = parts.policy, parts.genome_config
     if not ncfg.feed_forward:
@@ -100,8 +100,7 @@ def _neat_core(cfg, parts, params, spec):
     if spec.discrete:
         action = _discrete("greater", threshold=0.5) if ncfg.num_outputs == 1 else _discrete()
     elif policy.scale_outputs:
-        lo_a = 0.0 if ncfg.activation_default in ("sigmoid", "gauss", "hat") else -1.0
-        action = _continuous(spec, "rescale_clip", output_range=[lo_a, 1.0])
+        action = _continuous(spec, "rescale_clip", output_range=[output_low(ncfg.activation_default), 1.0])
     else:
         action = _continuous(spec, "clip")
     return core, action
@@ -110,13 +109,14 @@ def _neat_core(cfg, parts, params, spec):
 def _hyperneat_core(cfg, parts, params, spec):
     import tensorflow as tf
 
+    from tfevo.neat.functions import output_low
+
     policy = parts.policy
     core = policy.hyperneat.to_keras(policy.unflatten_graph(tf.constant(params[None])), 0)
     if spec.discrete:
         action = _discrete()
     else:
-        lo_a = 0.0 if policy.hyperneat.output_activation in ("sigmoid", "gauss", "hat") else -1.0
-        action = _continuous(spec, "rescale_clip", output_range=[lo_a, 1.0])
+        action = _continuous(spec, "rescale_clip", output_range=[output_low(policy.hyperneat.output_activation), 1.0])
     return core, action
 
 

@@ -324,6 +324,12 @@ def aggregation_id(name: str) -> int:
     return names.index(name)
 
 
+def output_low(name: str) -> float:
+    """Lower end of an output activation's range, for rescaling outputs to action bounds: 0 for
+    sigmoid, gauss and hat (range [0, 1]), else -1 (the range taken as [-1, 1])."""
+    return 0.0 if name in ("sigmoid", "gauss", "hat") else -1.0
+
+
 def activation_name(i: int) -> str:
     """Name of an activation id."""
     return list(ACTIVATIONS)[int(i)]

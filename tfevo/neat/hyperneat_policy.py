@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
+from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 from tfevo.neat.hyperneat import HyperNEAT, Substrate, SubstrateNetwork
@@ -89,7 +90,7 @@ class HyperNEATPolicy:
             return tf.argmax(y, axis=-1, output_type=tf.int32)
         low = tf.constant(np.broadcast_to(spec.low, spec.shape), tf.float32)
         high = tf.constant(np.broadcast_to(spec.high, spec.shape), tf.float32)
-        lo_a = 0.0 if self.hyperneat.output_activation in ("sigmoid", "gauss", "hat") else -1.0
+        lo_a = F.output_low(self.hyperneat.output_activation)
         return tf.clip_by_value(low + (y - lo_a) / (1.0 - lo_a) * (high - low), low, high)
 
     def forward_graph(self, decoded: SubstrateNetwork, obs, indices=None):

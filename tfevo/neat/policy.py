@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import _forward_op as _fo
+from tfevo.neat import functions as F
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
@@ -112,7 +113,7 @@ class NEATPolicy:
         low = tf.constant(np.broadcast_to(spec.low, spec.shape), y.dtype)
         high = tf.constant(np.broadcast_to(spec.high, spec.shape), y.dtype)
         if self.scale_outputs:
-            lo_a = 0.0 if self.config.activation_default in ("sigmoid", "gauss", "hat") else -1.0
+            lo_a = F.output_low(self.config.activation_default)
             y = low + (y - lo_a) / (1.0 - lo_a) * (high - low)
         return tf.clip_by_value(y, low, high)
 
