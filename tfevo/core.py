@@ -39,6 +39,7 @@ __all__ = [
     "ConfigError",
     "ShapeError",
     "AskTellError",
+    "check_last_ask",
     "NonFiniteFitnessWarning",
     "note_nonfinite",
     "SeedStream",
@@ -71,6 +72,16 @@ class ShapeError(TfevoError, ValueError):
 class AskTellError(ShapeError):
     """``tell`` got a population that is not the one the last ``ask`` returned,
     for an algorithm whose update relies on what it stored at ``ask`` time."""
+
+
+def check_last_ask(ok, message: str, graph_message: str | None = None) -> None:
+    """``AskTellError(message)`` unless ``ok`` (a bool tensor: the told batch is the one the last
+    ask returned); inside a ``tf.function`` an assertion that fails when the graph runs."""
+    if is_eager_tensor(ok):
+        if not bool(ok):
+            raise AskTellError(message)
+    else:
+        tf.debugging.Assert(ok, [tf.constant(graph_message or message)])
 
 
 class NonFiniteFitnessWarning(RuntimeWarning):
@@ -516,15 +527,11 @@ class Algorithm(tf.Module):
         raise AskTellError(f"{type(self).__name__} sets tell_needs_last_ask but does not keep the last ask")
 
     def _raise_if_not_last_ask(self, ok) -> None:
-        if is_eager_tensor(ok):
-            if not bool(ok):
-                raise AskTellError(
-                    f"{_public_name(type(self))}.tell: the population is not the one the last ask() returned "
-                    "(in the same order); this algorithm's update uses what ask() stored, so tell it exactly "
-                    "that population.  Nothing was updated.")
-        else:  # inside a tf.function: fail when the graph runs
-            tf.debugging.Assert(ok, [tf.constant(f"{_public_name(type(self))}.tell: the population is not "
-                                                 "the one the last ask() returned; nothing was updated")])
+        name = _public_name(type(self))
+        check_last_ask(ok, f"{name}.tell: the population is not the one the last ask() returned (in the same "
+                           "order); this algorithm's update uses what ask() stored, so tell it exactly that "
+                           "population.  Nothing was updated.",
+                       f"{name}.tell: the population is not the one the last ask() returned; nothing was updated")
 
     def _note_nonfinite(self, fitness) -> None:
         """Counts members with non-finite fitness (eager calls) and warns once per object."""

@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._holder import Untracked
-from tfevo._tf_private import is_eager_tensor
-from tfevo.core import AskTellError, ConfigError, SeedStream, ShapeError, arguments_checked, check_fitness, note_nonfinite
+from tfevo.core import (ConfigError, SeedStream, ShapeError, arguments_checked, check_fitness, check_last_ask,
+                        note_nonfinite)
 from tfevo.qd import _shared_step
 from tfevo.qd.archives import Archive
 from tfevo.qd.emitters import Emitter
@@ -142,11 +142,7 @@ class MAPElites(tf.Module):
                "that batch was already told; an emitter ("
                + ", ".join(type(e).__name__ for e in self.emitters if getattr(e, "tell_needs_last_ask", False))
                + ") updates its search from what it emitted, so tell exactly that batch, once.  Nothing was updated.")
-        if is_eager_tensor(ok):
-            if not bool(ok):
-                raise AskTellError(msg)
-        else:
-            tf.debugging.Assert(ok, [tf.constant(msg)])
+        check_last_ask(ok, msg)
 
     def _tell_graph(self, solutions, fitness, descriptors, xla: bool = False):
         if self.tell_needs_last_ask:
