@@ -72,11 +72,11 @@ def toy_run(request, tmp_path_factory):
 def _reference(run, obs):
     """Raw outputs [B, K] and actions of the run's own policy for the best member."""
     from tfevo.cli.evaluate import _restore_setup
-    from tfevo.training.builders import _env_spec, make_obs_norm
+    from tfevo.training.builders import env_spec, make_obs_norm
     from tfevo.training.families import family_of
 
     cfg, params = _restore_setup(run)
-    obs_shape, spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+    obs_shape, _, spec, _ = env_spec(cfg.env.id, cfg.env.kwargs)
     policy = family_of(cfg).policy(cfg, obs_shape, spec).policy
     norm = make_obs_norm(cfg, obs_shape, run)
     x = tf.constant(obs[None])

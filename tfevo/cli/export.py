@@ -27,21 +27,6 @@ RULES = {
 }
 
 
-def _probe(cfg):
-    """``(obs_shape, obs_dtype name, action_spec)`` of the run's environment (1 slot)."""
-    import numpy as np
-
-    from tfevo import envs
-
-    env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
-    try:
-        dtype = np.dtype(getattr(env, "observation_dtype", np.float32)).name
-        return tuple(int(d) for d in env.observation_shape), dtype, env.action_spec
-    finally:
-        if hasattr(env, "close"):
-            env.close()
-
-
 def _continuous(spec, rule: str, low=None, high=None, **extra) -> dict:
     """A continuous action rule; ``low``/``high`` default to the action spec's bounds."""
     import numpy as np
@@ -156,13 +141,13 @@ def build_export(cfg, params, run_dir):
     from keras import ops
 
     from tfevo.core import ConfigError
-    from tfevo.training.builders import make_obs_norm
+    from tfevo.training.builders import env_spec, make_obs_norm
     from tfevo.training.families import family_of
 
     if cfg.problem is not None:
         raise ConfigError(f"{run_dir} evolved solutions of the QD task {cfg.problem.name}, not a policy network: "
                           "there is no model to export; `tfevo eval` prints its best solution")
-    obs_shape, obs_dtype, spec = _probe(cfg)
+    obs_shape, obs_dtype, spec, _ = env_spec(cfg.env.id, cfg.env.kwargs)
     parts = family_of(cfg).policy(cfg, obs_shape, spec)
     params = np.asarray(params, np.float32)
     kind = cfg.policy.kind

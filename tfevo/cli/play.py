@@ -110,7 +110,7 @@ def cmd_play(args) -> int:
     import tensorflow as tf
 
     from tfevo.core import ConfigError, TfevoError
-    from tfevo.training.builders import _env_spec, make_obs_norm
+    from tfevo.training.builders import env_spec, make_obs_norm
     from tfevo.training.families import family_of
 
     if args.max_steps is not None and args.max_steps < 1:
@@ -125,7 +125,7 @@ def cmd_play(args) -> int:
     if cfg.problem is not None:
         raise ConfigError(f"{run_dir} evolved solutions of the QD task {cfg.problem.name}, not an agent: there is "
                           "nothing to play; `tfevo plot` draws its archive, `tfevo eval` scores its best solution")
-    obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+    obs_shape, _, action_spec, _ = env_spec(cfg.env.id, cfg.env.kwargs)
     policy = family_of(cfg).policy(cfg, obs_shape, action_spec).policy
     norm = make_obs_norm(cfg, obs_shape, run_dir)
     p = tf.convert_to_tensor(params[None], tf.float32)

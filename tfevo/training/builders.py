@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -75,13 +75,25 @@ class TaskEvaluator:
         return fitness, desc
 
 
-def _env_spec(env_id: str, kwargs: dict):
-    """Probes an environment for its observation shape and action spec (1 slot)."""
+class EnvSpec(NamedTuple):
+    """What a run needs to know of its environment before building the policy."""
+    obs_shape: tuple
+    obs_dtype: str  # NumPy dtype name of an observation
+    action_spec: object
+    in_graph: bool  # a TFEnv (the rollout runs inside one graph)
+
+
+def env_spec(env_id: str, kwargs: dict) -> EnvSpec:
+    """Probes an environment (one slot) for its observation shape and dtype and its action spec."""
+    import numpy as np
+
     from tfevo import envs
 
     env = envs.make(env_id, 1, **kwargs)
     try:
-        return tuple(env.observation_shape), env.action_spec, isinstance(env, envs.TFEnv)
+        return EnvSpec(tuple(int(d) for d in env.observation_shape),
+                       np.dtype(getattr(env, "observation_dtype", np.float32)).name,
+                       env.action_spec, isinstance(env, envs.TFEnv))
     finally:
         if hasattr(env, "close"):
             env.close()
@@ -155,7 +167,7 @@ def build(cfg) -> Setup:
         algorithm = family.algorithm(cfg, parts)
         evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
         return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
-    obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
+    obs_shape, _, action_spec, in_graph = env_spec(cfg.env.id, cfg.env.kwargs)
     parts = family.policy(cfg, obs_shape, action_spec)
     policy, model = parts.policy, parts.model
     kind = cfg.evaluator.kind
@@ -225,7 +237,7 @@ def load_run(run_dir, cfg=None):
     if cfg.problem is not None:
         parts = family.policy(cfg, None, None)
     else:
-        obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+        obs_shape, _, action_spec, _ = env_spec(cfg.env.id, cfg.env.kwargs)
         parts = family.policy(cfg, obs_shape, action_spec)
     algorithm = family.algorithm(cfg, parts)
     path = tf.train.latest_checkpoint(str(run_dir) + "/checkpoints")
@@ -284,7 +296,7 @@ def make_eval_evaluator(cfg, episodes: int, seed: int, run_dir=None):
     from tfevo import rollout
     from tfevo.training.families import family_of
 
-    obs_shape, action_spec, in_graph = _env_spec(cfg.env.id, cfg.env.kwargs)
+    obs_shape, _, action_spec, in_graph = env_spec(cfg.env.id, cfg.env.kwargs)
     parts = family_of(cfg).policy(cfg, obs_shape, action_spec)
     policy, model = parts.policy, parts.model
     if in_graph:
@@ -317,7 +329,7 @@ def best_params(run_dir, cfg=None) -> np.ndarray:
         raise ConfigError(f"{run_dir}: checkpoint has no best individual yet")
     best = reader.get_tensor(sorted(keys)[0])
     if best.dtype.kind in "iu" and cfg is not None:  # a genome: decode it
-        obs_shape, action_spec, _ = _env_spec(cfg.env.id, cfg.env.kwargs)
+        obs_shape, _, action_spec, _ = env_spec(cfg.env.id, cfg.env.kwargs)
         _, model = make_policy(cfg, obs_shape, action_spec)
         algo = make_algorithm(cfg.algorithm.name, model.num_params, cfg.algorithm.popsize, cfg.run.seed,
                               cfg.algorithm.params, init_fn=_member_init_fn(model, cfg.algorithm.name))
