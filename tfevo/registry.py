@@ -98,8 +98,12 @@ def get(kind: str, name: str) -> Any:
     if table is None:
         raise ConfigError(f"unknown registry kind {kind!r}; known: {', '.join(KINDS)}")
     if name not in table:
+        import difflib
+
         known = ", ".join(sorted(table, key=natural_key)) or "(none)"
-        raise ConfigError(f"unknown {kind} {name!r}; known: {known}")
+        close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown {kind} {name!r}{hint}; known: {known}")
     return table[name]
 
 

@@ -181,6 +181,40 @@ def test_set_policy_kind_drops_the_former_kinds_settings(tmp_path):
         _load(make_parser().parse_args(["train", str(f)]))
 
 
+@pytest.mark.parametrize("name, kind, kept", [
+    ("cma_es", "mlp", {"sigma": 0.1}), ("ga", "mlp", {"sigma": 0.1}), ("pso", "mlp", {}),
+    ("neat", "neat", {}), ("gp", "gp_tree", {})])
+def test_set_algorithm_name_switches_the_family(name, kind, kept, capsys):
+    """--set algorithm.name=A on the built-in default (OpenAI-ES params sigma and learning_rate, an MLP
+    policy): the params A does not read are left out, the policy kind becomes A's when A cannot evolve
+    an MLP, and the result builds the algorithm; a line says what was left out."""
+    from tfevo.cli.train import _load
+    from tfevo.training.families import family_of
+
+    cfg = _load(make_parser().parse_args(["train", "--set", f"algorithm.name={name}"]))
+    assert cfg.algorithm.name == name and cfg.policy.kind == kind and cfg.algorithm.params == kept
+    assert "learning_rate (not read by " + name in capsys.readouterr().out
+    accepted = family_of(cfg).param_names(name)
+    assert set(cfg.algorithm.params) <= set(accepted)
+
+
+def test_set_algorithm_name_keeps_what_the_command_line_gives():
+    from tfevo.cli.train import _load
+
+    # a param given on the command line stays and is refused as in a file, naming the algorithm
+    with pytest.raises(ConfigError, match=r"algorithm\.params\.learning_rate: cma_es has no parameter"):
+        from tfevo.training.builders import build
+
+        build(_load(make_parser().parse_args(["train", "--set", "algorithm.name=cma_es",
+                                               "--set", "algorithm.params.learning_rate=0.1"])))
+    # an explicit policy.kind stays (and an impossible pair is refused as in a file)
+    with pytest.raises(ConfigError, match="policy.kind 'mlp' cannot be evolved by algorithm.name 'neat'"):
+        _load(make_parser().parse_args(["train", "--set", "algorithm.name=neat", "--set", "policy.kind=mlp"]))
+    # an unknown name: the closest one, before any work
+    with pytest.raises(ConfigError, match=r"unknown strategy 'cmaes' \(did you mean 'cma_es'\?\)"):
+        _load(make_parser().parse_args(["train", "--set", "algorithm.name=cmaes"]))
+
+
 def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
     for kind, algo in (("linear", "openai_es"), ("nature_dqn", "openai_es"), ("neat", "neat"), ("gp_tree", "gp")):
         cfg = parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": {"kind": kind}})

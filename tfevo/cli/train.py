@@ -29,19 +29,41 @@ def _set_override(data: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
-def _drop_unread_policy_fields(data: dict, assignments) -> None:
-    """``--set policy.kind=K`` switches the network family: the config's policy settings that K does
-    not read (e.g. the default's ``hidden`` under ``linear``) belonged to the former kind and are
-    dropped. The same settings given on the command line too stay, and are refused as in a file."""
-    from tfevo.training.config import _UNUSED_POLICY_FIELDS
+def _switch_family(data: dict, assignments) -> list[str]:
+    """What ``--set algorithm.name=A`` / ``--set policy.kind=K`` leave behind of the config they change.
+
+    The config's ``algorithm.params`` that A does not read, its ``policy.kind`` when A cannot
+    evolve it (it becomes A's first policy kind), and the policy settings the new kind does not
+    read (e.g. the default's ``hidden`` under ``linear``) belonged to the former choice and are
+    dropped. Settings given on the command line too stay, and are refused as in a file. Returns
+    what was dropped or changed, for one line of output."""
+    from tfevo.training.config import _UNUSED_POLICY_FIELDS, FAMILY_POLICIES, VECTOR_POLICIES
+    from tfevo.training.families import family_named
 
     keys = {a.split("=", 1)[0].strip() for a in assignments}
-    policy = data.get("policy")
-    if "policy.kind" not in keys or not isinstance(policy, dict):
-        return
-    for field in _UNUSED_POLICY_FIELDS.get(policy.get("kind"), ()):
-        if f"policy.{field}" not in keys:
-            policy.pop(field, None)
+    notes = []
+    algo, policy = data.get("algorithm"), data.get("policy")
+    if "algorithm.name" in keys and isinstance(algo, dict):
+        name = algo.get("name")
+        accepted = family_named(name).param_names(name)  # ConfigError (closest name) if unknown
+        params = algo.get("params")
+        if accepted is not None and isinstance(params, dict):
+            for k in [k for k in params if k not in accepted and f"algorithm.params.{k}" not in keys]:
+                params.pop(k)
+                notes.append(f"algorithm.params.{k} (not read by {name})")
+        kinds = FAMILY_POLICIES.get(name, VECTOR_POLICIES)
+        if (isinstance(policy, dict) and "policy.kind" not in keys and data.get("problem") is None
+                and policy.get("kind", "mlp") not in kinds):
+            notes.append(f"policy.kind {policy.get('kind', 'mlp')!r} (now {kinds[0]!r}: {name} takes "
+                         f"{' | '.join(kinds)})")
+            policy["kind"] = kinds[0]
+            keys.add("policy.kind")
+    if "policy.kind" in keys and isinstance(policy, dict):
+        for field in _UNUSED_POLICY_FIELDS.get(policy.get("kind"), ()):
+            if f"policy.{field}" not in keys and field in policy:
+                policy.pop(field)
+                notes.append(f"policy.{field} (not read by policy.kind {policy.get('kind')})")
+    return notes
 
 
 def _load(args):
@@ -59,7 +81,9 @@ def _load(args):
         source = str(path)
     for s in args.set or []:
         _set_override(data, s)
-    _drop_unread_policy_fields(data, args.set or [])
+    notes = _switch_family(data, args.set or [])
+    if notes:
+        print(f"tfevo: --set replaced the config's {'; '.join(notes)}")
     if args.run_dir:
         data.setdefault("run", {})["dir"] = args.run_dir
     # budgets given on the command line set those fields; 0 or less is refused by the config's

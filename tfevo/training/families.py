@@ -100,6 +100,13 @@ class Family:
     #: XLA for the in-graph rollout when the config does not ask for it: "auto" tries it
     ingraph_jit: Any = "auto"
 
+    def param_names(self, name: str) -> list[str] | None:
+        """The ``algorithm.params`` keys algorithm ``name`` of this family reads (``None``: it
+        depends on other params). Raises :class:`ConfigError` for an unknown name."""
+        from tfevo.training.parts import strategy_arguments
+
+        return strategy_arguments(name)
+
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         """The policy over flat members and ``D`` (the algorithm is not built)."""
         from tfevo.training.parts import make_policy
@@ -146,16 +153,19 @@ class NEATFamily(Family):
     CPPNs painting a layered substrate (policy.kind hyperneat)."""
 
     name = "neat"
+    RESERVED = {"num_inputs": "the environment's observation size", "pop_size": "algorithm.popsize",
+                "num_outputs": "the environment's action space"}
+
+    def param_names(self, name: str) -> list[str]:
+        from tfevo.neat import NEATConfig
+
+        return [f.name for f in dataclasses.fields(NEATConfig) if f.name not in self.RESERVED] + ["jit_compile"]
 
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         from tfevo.neat import NEATConfig, NEATPolicy
 
         params = {k: v for k, v in cfg.algorithm.params.items() if k != "jit_compile"}
-        fields = [f.name for f in dataclasses.fields(NEATConfig)]
-        reserved = {"num_inputs": "the environment's observation size", "pop_size": "algorithm.popsize",
-                    "num_outputs": "the environment's action space"}
-        check_params("algorithm.params", "neat", params, [f for f in fields if f not in reserved] + ["jit_compile"],
-                     reserved)
+        check_params("algorithm.params", "neat", params, self.param_names("neat"), self.RESERVED)
         obs_dim, out = int(np.prod(obs_shape)), int(action_spec.policy_output_size)
         pp = dict(cfg.policy.params)
         if cfg.policy.kind == "neat":
@@ -206,14 +216,19 @@ class GPFamily(Family):
     name = "gp"
     ingraph_jit = False  # the tree evaluation kernel (custom_ops/gp_eval.cc) has no XLA form
 
+    RESERVED = {"num_vars": "the environment's observation size", "popsize": "algorithm.popsize",
+                "num_outputs": "the environment's action space"}
+
+    def param_names(self, name: str) -> list[str]:
+        from tfevo.gp import GPConfig
+
+        return [f.name for f in dataclasses.fields(GPConfig) if f.name not in self.RESERVED]
+
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         from tfevo.gp import GPConfig, GPPolicy
 
         params = dict(cfg.algorithm.params)
-        fields = [f.name for f in dataclasses.fields(GPConfig)]
-        reserved = {"num_vars": "the environment's observation size", "popsize": "algorithm.popsize",
-                    "num_outputs": "the environment's action space"}
-        check_params("algorithm.params", "gp", params, [f for f in fields if f not in reserved], reserved)
+        check_params("algorithm.params", "gp", params, self.param_names("gp"), self.RESERVED)
         obs_dim, out = int(np.prod(obs_shape)), int(action_spec.policy_output_size)
         gcfg = GPConfig(popsize=cfg.algorithm.popsize, num_vars=obs_dim, num_outputs=out, **params)
         _prefixed("algorithm.params", gcfg.validate)
@@ -275,6 +290,9 @@ class MAPElitesFamily(Family):
         parts = super().policy(cfg, obs_shape, action_spec)
         parts.init = parts.model.init_params(cfg.algorithm.popsize, cfg.run.seed)
         return parts
+
+    def param_names(self, name: str) -> None:
+        return None  # the emitter's own arguments: they depend on algorithm.params.emitter
 
     def emitter(self, cfg, dim: int, bounds):
         """The configured emitter, emitting ``algorithm.popsize`` candidates per iteration.
@@ -347,3 +365,8 @@ _FAMILIES = {"vector": Family(), "neat": NEATFamily(), "gp": GPFamily(), "map_el
 def family_of(cfg) -> Family:
     """The :class:`Family` of a validated config (by ``algorithm.name``)."""
     return _FAMILIES[cfg.family]
+
+
+def family_named(name: str) -> Family:
+    """The :class:`Family` that runs ``algorithm.name`` ``name``."""
+    return _FAMILIES.get(name, _FAMILIES["vector"])

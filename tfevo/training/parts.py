@@ -116,6 +116,18 @@ def make_policy(cfg, obs_shape, action_spec):
     return policy, model
 
 
+def _all_arguments(cls) -> list[str]:
+    return cls.accepted_arguments() if hasattr(cls, "accepted_arguments") else [
+        k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+
+
+def strategy_arguments(name: str) -> list[str]:
+    """The ``algorithm.params`` keys of the registered strategy ``name`` (its constructor's
+    arguments but those set outside params); :class:`ConfigError` for an unknown name."""
+    return [a for a in _all_arguments(registry.get("strategy", name))
+            if a not in ("num_dims", "popsize", "seed", "name")]
+
+
 def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, params: dict, init=None,
                    init_fn=None):
     """Builds the registered algorithm ``name`` with ``algorithm.params``.
@@ -126,8 +138,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
     naming the algorithm, what it accepts and the closest match.
     """
     cls = registry.get("strategy", name)
-    accepted = cls.accepted_arguments() if hasattr(cls, "accepted_arguments") else [
-        k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+    accepted = _all_arguments(cls)
     for k in params:
         if k in ("num_dims", "popsize", "seed"):
             raise ConfigError(f"algorithm.params.{k}: set it outside params (algorithm.popsize, run.seed)")
@@ -136,7 +147,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
                 f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
-                + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
+                + ", ".join(strategy_arguments(name))
             )
     kwargs = dict(params)
     if "dtype" in accepted and "dtype" not in kwargs:
