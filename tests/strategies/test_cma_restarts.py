@@ -522,3 +522,29 @@ def test_restored_restart_wrapper_continues_the_uninterrupted_run(tmp_path):
     assert int(b.restarts.numpy()) >= 2 and int(b.seeds.counter.numpy()) > counter
     for got, want in zip(rest, whole):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_whole_run_on_pycmas_samples_stops_in_pycmas_generation():
+    # tfevo told pycma's samples of a whole sphere run from x0 in [-4, 4]^n with sigma0 2 (the BBOB
+    # harness's start): the mean stays pycma's and the first stop criterion holds in the same
+    # generation, for the same reason. (pycma's C starts 1e-5 anisotropic: the states agree to
+    # about 1e-3 relative.)
+    cma = pytest.importorskip("cma")
+    n, lam, s0 = 10, 21, 2.0  # (the harness's first large restart at 10-D)
+    m0 = np.random.default_rng(10_000).uniform(-4, 4, n)
+    es = CMAES(n, popsize=lam, sigma=s0, init_params=m0, seed=3)
+    ref = cma.CMAEvolutionStrategy(m0, s0, {"popsize": lam, "verbose": -9, "seed": 5})
+    g, stopped_at = 0, None
+    while not ref.stop() and g < 400:
+        x = np.asarray(ref.ask())
+        f = (x**2).sum(1)
+        es.ask()
+        es.tell(tf.constant(x), tf.constant(-f, tf.float64))
+        ref.tell(list(x), list(f))
+        g += 1
+        if stopped_at is None and int(es.stop_flags.numpy()):
+            stopped_at = g
+        np.testing.assert_allclose(es.mean.numpy(), ref.mean, rtol=1e-6, atol=1e-12)
+    assert 100 < g < 400 and sorted(ref.stop()) == ["tolfun"]
+    assert (stopped_at, es.stop_reasons) == (g, ["tolfun"])
+    np.testing.assert_allclose(float(es.sigma.numpy()), ref.sigma, rtol=1e-2)
