@@ -58,3 +58,34 @@ def test_classifier_fitness_values():
     assert a.best_fitness_ > 0
     with pytest.raises(ConfigError, match="crossentropy_unclipped"):
         SymbolicClassifier(fitness="logloss", **kw).fit(x, y)
+
+
+def _gplearn_penalised(est, trees, x, y):
+    """gplearn's ``_Program.fitness()`` of every tree (log loss of the sigmoid
+    of the score difference, clipped as gplearn clips it, plus c * length)."""
+    from gplearn.fitness import _fitness_map
+
+    from tfevo.gp.evaluate import evaluate
+
+    s = evaluate(trees, x.astype(np.float32), 2, ["add", "sub", "mul", "div"]).numpy().astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = 1.0 / (1.0 + np.exp(-(s[:, 1] - s[:, 0])))
+        raw = np.array([_fitness_map["log loss"](y.astype(np.float64), p[i], np.ones(len(y))) for i in range(len(p))])
+    raw = np.where(np.isfinite(raw), raw, np.inf)
+    return raw + est.parsimony_coefficient * trees.sizes.numpy()[:, 0], raw
+
+
+def test_classifier_elite_is_the_tree_gplearns_tournaments_rank_first():
+    from tfevo.gp import GeneticProgramming
+
+    x = RNG.normal(size=(60, 3))
+    y = (x[:, 0] + 0.5 * x[:, 1] * x[:, 2] > 0).astype(int)
+    est = SymbolicClassifier(population_size=300, generations=1, max_len=64, parsimony_coefficient=0.05,
+                             random_state=4).fit(x, y)
+    gen0 = GeneticProgramming(est.engine_.config, seed=4).ask()  # the population the one generation ranked
+    pen, raw = _gplearn_penalised(est, gen0, x, y)
+    assert np.argmin(pen) != np.argmin(raw)  # the rule matters here: the most accurate tree is not gplearn's first
+    elite = est.engine_.ask()
+    e = [i for i in range(300) if np.array_equal(gen0.types.numpy()[i], elite.types.numpy()[0])
+         and np.array_equal(gen0.values.numpy()[i], elite.values.numpy()[0])]
+    assert e and np.isclose(pen[e[0]], pen.min(), rtol=1e-5)

@@ -417,7 +417,10 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     otherwise.  A NaN output counts as the lowest score.  The other
     arguments are those of :class:`SymbolicRegressor` (``stopping_criteria``
     compares with the accuracy, ``>=``, or the cross-entropy, ``<=``; default
-    None).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
+    None; ``elite_fitness`` defaults to ``"selection"``: the elite is the tree
+    gplearn's tournaments rank first, log loss plus the parsimony penalty,
+    which keeps the returned programs shorter on small data sets; ``"raw"``
+    keeps the most accurate tree whatever its length).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     ``class_weight`` (None, ``"balanced"`` or ``{label: weight}``, as
     gplearn's) multiplies the weight of every row of a class, and with it
     any ``sample_weight`` given to ``fit``.
@@ -428,7 +431,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 elite=1, elite_fitness="selection", parsimony_coefficient=0.001, p_crossover=0.9,
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
