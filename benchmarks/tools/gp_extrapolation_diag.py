@@ -115,6 +115,7 @@ def diagnose(tok, x, y, xt, yt):
     te, _, _, _ = evaluate(tok, xt)
     p, pt = tr[0], te[0]
     err = (pt - yt) ** 2
+    wy = y.max() - y.min()
     j = int(np.nanargmax(np.where(np.isfinite(err), err, np.inf)))
     lo = np.array([np.nanmin(v) for v in tr])
     hi = np.array([np.nanmax(v) for v in tr])
@@ -130,7 +131,7 @@ def diagnose(tok, x, y, xt, yt):
                test_r2=float(1 - np.sum(err) / np.sum((yt - yt.mean()) ** 2)),
                length=len(tok), depth=int(dep), worst_index=j, worst_pred=float(pt[j]), worst_true=float(yt[j]),
                train_pred_range=[float(p.min()), float(p.max())], y_train_range=[float(y.min()), float(y.max())],
-               n_test_outside_y_range=int(np.sum((pt < y.min() - (y.max() - y.min())) | (pt > y.max() + (y.max() - y.min())))),
+               n_test_outside_y_range=int(np.sum((pt < y.min() - wy) | (pt > y.max() + wy))),
                n_div=sum(1 for k, a in tok if k == "f" and a == "div"))
     if origin is not None:
         kind, name = tok[origin]
