@@ -90,10 +90,10 @@ def make_tfevo(pop, gens, funcs, const_range, seed, overrides=None):
     kw = common(pop, gens, funcs, const_range)
     kw["random_state"] = seed
     del kw["init_depth"]  # tfevo's default depth range
+    kw.update(function_set=funcs, max_len=128, p_point=0.05, metric="mse", p_crossover=0.9,
+              p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01)
     kw.update(overrides or {})
-    return SymbolicRegressor(function_set=funcs, max_len=128, p_point=0.05, metric="mse",
-                             p_crossover=0.9, p_subtree_mutation=0.01, p_hoist_mutation=0.01, p_point_mutation=0.01,
-                             **kw)
+    return SymbolicRegressor(**kw)
 
 
 def make_gplearn(pop, gens, funcs, const_range, seed, overrides=None):

@@ -23,7 +23,8 @@ from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.trees import Trees
 
 __all__ = ["REGRESSION_METRICS", "Fitness", "make_fitness", "check_metric", "greater_is_better",
-           "regression_loss", "subsample_mask", "classification_raw"]
+           "regression_loss", "subsample_mask", "classification_raw", "CLASSIFICATION_FITNESS",
+           "LOG_LOSS_EPS", "LOG_LOSS_MIN", "LOG_LOSS_MAX"]
 
 #: gplearn's regression metric names accepted by ``SymbolicRegressor(metric=...)``.
 REGRESSION_METRICS = ("mean absolute error", "mse", "rmse", "pearson", "spearman")
@@ -287,12 +288,28 @@ def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=Non
     return _finite(loss)
 
 
+#: gplearn's ``_log_loss`` clips probabilities to ``[eps, 1 - eps]``: every
+#: row's log loss lies in ``[-log(1 - eps), -log(eps)]``.
+LOG_LOSS_EPS = 1e-15
+LOG_LOSS_MIN = float(-np.log1p(-LOG_LOSS_EPS))
+LOG_LOSS_MAX = float(-np.log(LOG_LOSS_EPS))
+#: ``kind`` values of :func:`classification_raw`.
+CLASSIFICATION_FITNESS = ("accuracy", "crossentropy", "crossentropy_unclipped")
+
+
 def classification_raw(scores, labels, kind: str, mask=None, sample_weight=None) -> tf.Tensor:
     """Raw fitness ``[P]`` from class scores ``[P, K, N]``: training accuracy
     (``kind="accuracy"``, higher is better) or mean softmax cross-entropy
-    (``"crossentropy"``, lower is better, ``inf`` when not finite), over the
-    rows of ``mask`` (``bool [P, N]``) or all rows, weighted by
-    ``sample_weight`` (``[N]``) if given."""
+    (lower is better, ``inf`` when not finite), over the rows of ``mask``
+    (``bool [P, N]``) or all rows, weighted by ``sample_weight`` (``[N]``)
+    if given.
+
+    ``"crossentropy"`` is gplearn's log loss: each row's cross-entropy is
+    clipped to ``[LOG_LOSS_MIN, LOG_LOSS_MAX]`` (the probability of the true
+    class to ``[1e-15, 1 - 1e-15]``), so one confidently wrong row costs at
+    most 34.5; with two classes it is gplearn's ``_log_loss`` of the sigmoid
+    of the score difference.  ``"crossentropy_unclipped"`` leaves every row's
+    cross-entropy as it is (a confidently wrong row costs its full margin)."""
     mask = row_weights(mask, sample_weight)
     if kind == "accuracy":
         pred = tf.argmax(tf.where(tf.math.is_nan(scores), -np.inf, scores), axis=1, output_type=tf.int32)
@@ -300,4 +317,6 @@ def classification_raw(scores, labels, kind: str, mask=None, sample_weight=None)
     logits = tf.transpose(scores, [0, 2, 1])  # [P, N, K]
     lab = tf.broadcast_to(labels[None, :], tf.shape(logits)[:2])
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(lab, logits)
+    if kind == "crossentropy":  # clip_by_value keeps NaN: a NaN row stays the worst fitness
+        ce = tf.clip_by_value(ce, LOG_LOSS_MIN, LOG_LOSS_MAX)
     return _finite(_masked_mean(ce, mask))

@@ -29,7 +29,8 @@ from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
-from tfevo.gp.metrics import check_metric, classification_raw, greater_is_better, regression_loss
+from tfevo.gp.metrics import (CLASSIFICATION_FITNESS, check_metric, classification_raw, greater_is_better,
+                              regression_loss)
 from tfevo.gp.sklearn_run import check_best_program, evolve, final_program, operator_mix, point_replace, run_state
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
@@ -403,9 +404,11 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     """Classification with multi-output GP trees (one output per class).
 
     ``fit(X, y)`` minimises the softmax cross-entropy of the outputs (the
-    default ``fitness="crossentropy"``, the counterpart of gplearn's log
-    loss: it trains the outputs as logits, so ``predict_proba`` and ROC AUC
-    are meaningful); ``fitness="accuracy"`` maximises training accuracy
+    default ``fitness="crossentropy"``: gplearn's log loss, each row's loss
+    clipped at ``-log(1e-15)`` as gplearn clips the probabilities; it trains
+    the outputs as logits, so ``predict_proba`` and ROC AUC are meaningful;
+    ``"crossentropy_unclipped"`` does not clip, so a confidently wrong row
+    costs its whole margin); ``fitness="accuracy"`` maximises training accuracy
     instead, which leaves the scale of the outputs untrained (their
     probabilities often saturate at exactly 0 or 1).  ``predict`` returns the
     arg-max class label, ``predict_proba`` the softmax of the outputs,
@@ -414,7 +417,10 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     otherwise.  A NaN output counts as the lowest score.  The other
     arguments are those of :class:`SymbolicRegressor` (``stopping_criteria``
     compares with the accuracy, ``>=``, or the cross-entropy, ``<=``; default
-    None).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
+    None; ``elite_fitness`` defaults to ``"selection"``: the elite is the tree
+    gplearn's tournaments rank first, log loss plus the parsimony penalty,
+    which keeps the returned programs shorter on small data sets; ``"raw"``
+    keeps the most accurate tree whatever its length).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     ``class_weight`` (None, ``"balanced"`` or ``{label: weight}``, as
     gplearn's) multiplies the weight of every row of a class, and with it
     any ``sample_weight`` given to ``fit``.
@@ -425,7 +431,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
                  selection="tournament",
                  tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
-                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 elite=1, elite_fitness="selection", parsimony_coefficient=0.001, p_crossover=0.9,
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
@@ -455,26 +461,28 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         if len(classes) < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
                              f"but the data contains only one class: {classes[0]!r}")
-        if self.fitness not in ("accuracy", "crossentropy"):
-            raise ConfigError(f"fitness must be 'accuracy' or 'crossentropy', got {self.fitness!r}")
+        if self.fitness not in CLASSIFICATION_FITNESS:
+            raise ConfigError(f"fitness must be one of {', '.join(map(repr, CLASSIFICATION_FITNESS))}, "
+                              f"got {self.fitness!r}")
         k = len(classes)
         cfg = self._config(X.shape[1], k)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_) \
                 and getattr(self, "program_", None) is not None:
             raise ValueError(f"warm_start cannot continue the stored run on other classes "
                              f"({list(self.classes_)!r} -> {list(classes)!r}); set warm_start=False")
-        prob = Classification(X, lab.astype(np.int32), k, self.fitness, functions=tuple(cfg.functions),
-                              use_op=self.use_op)
+        kind = "accuracy" if self.fitness == "accuracy" else "crossentropy"
+        prob = Classification(X, lab.astype(np.int32), k, kind, functions=tuple(cfg.functions), use_op=self.use_op)
 
         def score(trees, mask):
             return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask, sw)
 
-        gp = evolve(self, cfg, score, len(lab), lower_is_better=self.fitness == "crossentropy")
+        lower = self.fitness != "accuracy"
+        gp = evolve(self, cfg, score, len(lab), lower_is_better=lower)
         self.classes_ = classes
         self._k = k
         self.history_ = list(self.run_details_["best_fitness"])
         fit = self._store(gp)
-        self.best_fitness_ = -fit if self.fitness == "crossentropy" else fit
+        self.best_fitness_ = -fit if lower else fit
         return self
 
     def _scores(self, X):
