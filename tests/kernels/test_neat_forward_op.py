@@ -392,13 +392,13 @@ def test_fused_cartpole_rollout_op_checks_inputs():
     nodes, conns = random_genomes(4, 8, 8, 4, 2, feed_forward=True, seed=0,
                                   act_ids=[F.activation_id("sigmoid")], agg_ids=[F.aggregation_id("sum")])
     prog = fo.prepare(nodes, conns, 4, True, use_op=True)
-    mod = fo._module()
+    rollout = kernels.kernel("TfevoNeatCartPoleRollout", True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="physics must be"):
-        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([6, 4], tf.float64), tf.ones([10], tf.float64),
-                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+        rollout(*prog, tf.zeros([6, 4], tf.float64), tf.ones([10], tf.float64), num_inputs=4, num_outputs=2,
+                max_steps=10, max_episode_steps=500)
     with pytest.raises(tf.errors.InvalidArgumentError, match="10 values"):
-        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64),
-                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+        rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64), num_inputs=4, num_outputs=2,
+                max_steps=10, max_episode_steps=500)
 
 
 @needs_op
