@@ -444,3 +444,23 @@ def test_nan_inputs_give_nan_on_both_paths(dtype):
                              dtype=dtype).numpy()
             assert np.isnan(ref[0, :5]).all() and np.isfinite(ref[0, 5]).all(), (agg, act, ref)
             np.testing.assert_allclose(got, ref, rtol=1e-6, err_msg=f"{agg} {act}")  # NaN where NaN
+
+
+def test_problems_with_use_op_true_require_the_kernels():
+    """use_op=True on a supervised problem or a ControlProblem means the kernels or a
+    KernelUnavailableError naming why not (here: an assumed GPU), never a silent reference."""
+    from tfevo.neat import NEAT, ControlProblem
+
+    prob = XOR()
+    cfg = prob.config(pop_size=8, max_nodes=8, max_conns=12)
+    pop = NEAT(cfg, seed=0).ask()
+    prob.use_op = True
+    with kernels.assume_gpu():
+        with pytest.raises(kernels.KernelUnavailableError, match="GPU"):
+            prob.evaluate(pop, cfg)
+        with pytest.raises(kernels.KernelUnavailableError, match="GPU"):
+            ControlProblem("CartPole-v1", NEATConfig(num_inputs=4, num_outputs=2, pop_size=8), max_steps=5,
+                           use_op=True)
+    prob.use_op = None
+    with kernels.assume_gpu():
+        assert np.isfinite(prob.evaluate(pop, cfg).numpy()).all()  # automatic: the reference
