@@ -79,7 +79,8 @@ def neat():
             infm = int((np.isinf(g) != np.isinf(r)).sum())
             fin = np.isfinite(g) & np.isfinite(r)
             far = int((~np.isclose(g[fin], r[fin], rtol=1e-5, atol=1e-5)).sum())
-            row(f"TfevoNeatForward P={P} N={N} B={B}, {kind} inputs: NaN / inf / far", g.size, f"{nanm} / {infm} / {far}")
+            row(f"TfevoNeatForward P={P} N={N} B={B}, {kind} inputs: NaN / inf / far", g.size,
+                f"{nanm} / {infm} / {far}")
 
 
 def qd():
@@ -94,7 +95,8 @@ def qd():
         i1, i2 = a.index_of(d).numpy(), b.index_of(d).numpy()
         true = ((d.astype(np.float64)[:, None] - cent.astype(np.float64)[None]) ** 2).sum(-1).argmin(1)
         row(f"TfevoNearestCentroid, descriptors in [-{scale:g}, {scale:g}]^2 (range [0, 1]^2)", len(d),
-            int((i1 != i2).sum()), f"kernel / reference != float64 nearest: {(i1 != true).sum()} / {(i2 != true).sum()}")
+            int((i1 != i2).sum()),
+            f"kernel / reference != float64 nearest: {(i1 != true).sum()} / {(i2 != true).sum()}")
 
 
 def misc():

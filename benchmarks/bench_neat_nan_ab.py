@@ -3,8 +3,9 @@
 Builds ``custom_ops/neat_forward.cc`` at git revision ``--rev`` beside the working tree's kernels
 (ops renamed ``...Old``; ``bench_neat._kernel_at``), then on the same random genomes
 (``tests/kernels/test_neat_forward_op.random_genomes``, every activation and aggregation, or one
-aggregation) runs ``TfevoNeatEvaluate`` of both (each op function called directly) in alternating rounds: it checks the outputs are
-bit-identical on finite inputs and reports the median ms per call of each and the ratio new/old.
+aggregation) runs ``TfevoNeatEvaluate`` of both (each op function called directly) in alternating
+rounds: it checks the outputs are bit-identical on finite inputs and reports the median ms per
+call of each and the ratio new/old.
 
     PYTHONPATH=$PWD python benchmarks/bench_neat_nan_ab.py --rev 5d2791b --pop 1000 --rows 4,16
 """
@@ -27,7 +28,7 @@ def main():
     ap.add_argument("--calls", type=int, default=10)
     a = ap.parse_args()
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    sys.path[:0] = [os.path.join(root, "benchmarks"), os.path.join(root, "tests"), os.path.join(root, "tests", "kernels")]
+    sys.path[:0] = [os.path.join(root, d) for d in ("benchmarks", "tests", os.path.join("tests", "kernels"))]
     import tensorflow as tf
 
     from bench_neat import _kernel_at
@@ -52,15 +53,16 @@ def main():
             same = np.array_equal(new_fn().numpy(), old_fn().numpy(), equal_nan=True)
             t = {"new": [], "old": []}
             for r in range(a.rounds):
-                for name, fn in (("new", new_fn), ("old", old_fn)) if r % 2 == 0 else (("old", old_fn), ("new", new_fn)):
+                order = (("new", new_fn), ("old", old_fn))
+                for name, fn in order if r % 2 == 0 else order[::-1]:
                     fn()
                     t0 = time.perf_counter()
                     for _ in range(a.calls):
                         fn()
                     t[name].append((time.perf_counter() - t0) / a.calls * 1e3)
             mn, mo = float(np.median(t["new"])), float(np.median(t["old"]))
-            print(f"| {'all' if len(aggs) > 1 else aggs[0]} | {a.pop} | {B} | {mo:.3f} | {mn:.3f} | {mn / mo:.3f} | {same} |",
-                  flush=True)
+            label = "all" if len(aggs) > 1 else aggs[0]
+            print(f"| {label} | {a.pop} | {B} | {mo:.3f} | {mn:.3f} | {mn / mo:.3f} | {same} |", flush=True)
 
 
 if __name__ == "__main__":
