@@ -33,8 +33,9 @@
 // functions.apply_activation / aggregate do.
 //
 // Values: node = act(bias + response * agg(w_i * x_i)) over the node's
-// edges; no edge: agg = 0 (product: 1, the empty product, as neat-python).  Sums run in source-slot order (the reference's
-// matmul has its own order), and sigmoid/tanh/exp/... are the C library's
+// edges; no edge: agg = 0 (product: 1, the empty product, as neat-python); a NaN input makes
+// every aggregation NaN (max/min/maxabs/median too, as the reference), and hat(NaN) is NaN.
+// Sums run in source-slot order (the reference's matmul has its own order), and sigmoid/tanh/exp/... are the C library's
 // float functions where TensorFlow uses Eigen's: results agree to float
 // rounding (a few ulp per node), not bit for bit.  One documented difference:
 // the reference's dense matmul multiplies every slot's value by a 0 weight,
@@ -269,7 +270,7 @@ inline float Activate(int id, float z) {
     case kLog: return std::log(std::max(z, 1e-7f));
     case kExp: return std::exp(Clip(z, -60.0f, 60.0f));
     case kAbs: return std::fabs(z);
-    case kHat: return std::max(0.0f, 1.0f - std::fabs(z));
+    case kHat: return std::max(1.0f - std::fabs(z), 0.0f);  // NaN stays NaN (std::max keeps its first argument)
     case kSquare: return z * z;
     case kCube: return z * z * z;
     default: return 0.0f;  // id not among the options
@@ -305,7 +306,7 @@ inline double Activate(int id, double z) {
     case kLog: return std::log(std::max(z, 1e-7));
     case kExp: return std::exp(Clip(z, -60.0, 60.0));
     case kAbs: return std::fabs(z);
-    case kHat: return std::max(0.0, 1.0 - std::fabs(z));
+    case kHat: return std::max(1.0 - std::fabs(z), 0.0);
     case kSquare: return z * z;
     case kCube: return z * z * z;
     default: return 0.0;
@@ -313,6 +314,13 @@ inline double Activate(int id, double z) {
 }
 
 // agg over w_e * v[src_e] for e in [e0, e1); without edges 0 (product: 1, as neat-python).
+// max / min that keep a NaN from either side (std::max drops a NaN second argument), as
+// TensorFlow's reduce_max / reduce_min in the reference do; otherwise std::max / std::min exactly.
+template <typename T>
+inline T MaxNaN(T s, T x) { return (s < x || std::isnan(x)) ? x : s; }
+template <typename T>
+inline T MinNaN(T s, T x) { return (x < s || std::isnan(x)) ? x : s; }
+
 template <typename T>
 inline T Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, const T* v, T* scratch) {
   const int k = e1 - e0;
@@ -330,24 +338,26 @@ inline T Aggregate(int id, const int32_t* src, const float* w, int e0, int e1, c
     }
     case kMax: {
       T s = -std::numeric_limits<T>::infinity();
-      for (int e = e0; e < e1; ++e) s = std::max(s, v[src[e]] * w[e]);
+      for (int e = e0; e < e1; ++e) s = MaxNaN(s, v[src[e]] * w[e]);
       return s;
     }
     case kMin: {
       T s = std::numeric_limits<T>::infinity();
-      for (int e = e0; e < e1; ++e) s = std::min(s, v[src[e]] * w[e]);
+      for (int e = e0; e < e1; ++e) s = MinNaN(s, v[src[e]] * w[e]);
       return s;
     }
-    case kMaxAbs: {  // first largest |x| in source-slot order (argmax semantics)
+    case kMaxAbs: {  // first largest |x| in source-slot order (argmax semantics); NaN wins
       T best = v[src[e0]] * w[e0], ba = std::fabs(best);
       for (int e = e0 + 1; e < e1; ++e) {
         const T c = v[src[e]] * w[e];
-        if (std::fabs(c) > ba) { best = c; ba = std::fabs(c); }
+        if (std::fabs(c) > ba || (std::isnan(c) && !std::isnan(best))) { best = c; ba = std::fabs(c); }
       }
       return best;
     }
     case kMedian: {
       for (int e = e0; e < e1; ++e) scratch[e - e0] = v[src[e]] * w[e];
+      if (std::any_of(scratch, scratch + k, [](T a) { return std::isnan(a); }))
+        return std::numeric_limits<T>::quiet_NaN();
       std::sort(scratch, scratch + k);
       return T(0.5) * (scratch[(k - 1) / 2] + scratch[k / 2]);
     }
@@ -393,9 +403,9 @@ inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, in
         const T* vs = v + static_cast<int64_t>(src[e]) * B;
         const float we = w[e];
         if (id == kMax) {
-          for (int64_t b = 0; b < B; ++b) acc[b] = std::max(acc[b], vs[b] * we);
+          for (int64_t b = 0; b < B; ++b) acc[b] = MaxNaN(acc[b], vs[b] * we);
         } else {
-          for (int64_t b = 0; b < B; ++b) acc[b] = std::min(acc[b], vs[b] * we);
+          for (int64_t b = 0; b < B; ++b) acc[b] = MinNaN(acc[b], vs[b] * we);
         }
       }
       return;
@@ -406,11 +416,15 @@ inline void AggregateRows(int id, const int32_t* src, const float* w, int e0, in
           T best = v[static_cast<int64_t>(src[e0]) * B + b] * w[e0], ba = std::fabs(best);
           for (int e = e0 + 1; e < e1; ++e) {
             const T c = v[static_cast<int64_t>(src[e]) * B + b] * w[e];
-            if (std::fabs(c) > ba) { best = c; ba = std::fabs(c); }
+            if (std::fabs(c) > ba || (std::isnan(c) && !std::isnan(best))) { best = c; ba = std::fabs(c); }
           }
           acc[b] = best;
         } else {
           for (int e = e0; e < e1; ++e) scratch[e - e0] = v[static_cast<int64_t>(src[e]) * B + b] * w[e];
+          if (std::any_of(scratch, scratch + k, [](T a) { return std::isnan(a); })) {
+            acc[b] = std::numeric_limits<T>::quiet_NaN();
+            continue;
+          }
           std::sort(scratch, scratch + k);
           acc[b] = T(0.5) * (scratch[(k - 1) / 2] + scratch[k / 2]);
         }

@@ -656,10 +656,13 @@ class SymEigOp : public OpKernel {
     OP_REQUIRES(ctx, !lib_->ilp64 ? n <= INT32_MAX / 4 : true,
                 tensorflow::errors::InvalidArgument("TfevoSymEig: n = ", n, " too large for a 32-bit LAPACK"));
     const T* xp = x.flat<T>().data();
-    for (int64_t k = 0; k < x.NumElements(); ++k) {
-      OP_REQUIRES(ctx, std::isfinite(xp[k]),
-                  tensorflow::errors::InvalidArgument("TfevoSymEig: the input has a non-finite entry (NaN or inf); "
-                                                      "self-adjoint eigen decomposition needs finite matrices"));
+    for (int64_t b = 0; b < batch; ++b) {  // the lower triangle only: the upper one is never read
+      for (int64_t i = 0; i < n; ++i) {
+        OP_REQUIRES(ctx, AllFinite(xp + (b * n + i) * n, i + 1),
+                    tensorflow::errors::InvalidArgument("TfevoSymEig: the input has a non-finite entry (NaN or inf) "
+                                                        "in its lower triangle; self-adjoint eigen decomposition "
+                                                        "needs finite matrices"));
+      }
     }
     T* ep = e_t->flat<T>().data();
     T* vp = v_t->flat<T>().data();

@@ -125,3 +125,46 @@ def test_the_graph_reader_finds_a_cycle(tmp_path, where):
     graph = import_graph(modules(str(pkg)))
     assert graph["pkg.c"] == {"pkg.a"}
     assert cycles(graph) == [["pkg.a", "pkg.b"]]
+
+
+def private_tensorflow_uses(path):
+    """``[(line, what)]``: TensorFlow's private API used in the module at ``path`` -- imports of
+    ``tensorflow.<submodule>``, ``tf._x`` / ``tf.__x__`` attributes, and a distribution
+    strategy's private ``extended._x`` members (by attribute or by ``getattr``)."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("tensorflow.")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow."):
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and node.attr != "__version__":
+            chain, v = [node.attr], node.value
+            while isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            if (isinstance(v, ast.Name) and v.id == "tf") or chain[1:2] == ["extended"]:
+                found.append((node.lineno, ".".join(reversed(chain))))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "extended"
+              and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")):
+            found.append((node.lineno, f"extended.{node.args[1].value}"))
+    return sorted(found)
+
+
+def test_private_tensorflow_api_lives_in_one_module():
+    """Only ``tfevo/_tf_private.py`` touches TensorFlow's private API (when a release moves it, that
+    module is the one to change, and its helpers fall back to public equivalents)."""
+    bad = {name: uses for name, path in modules().items() if name != "tfevo._tf_private"
+           for uses in [private_tensorflow_uses(path)] if uses}
+    assert not bad, f"private TensorFlow API outside tfevo._tf_private: {bad}"
+    assert private_tensorflow_uses(modules()["tfevo._tf_private"])  # the reader sees what is there
+
+
+def test_the_private_api_reader_finds_each_kind(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("import tensorflow as tf\nfrom tensorflow.python.framework import ops\nimport tensorflow.core.util\n"
+                 "x = tf.__internal__.tracking.Trackable\ny = s.extended._in_multi_worker_mode()\n"
+                 "z = getattr(s.extended, '_in_multi_worker_mode', None)\nok = tf.compat.v1.Event\n")
+    assert [line for line, _ in private_tensorflow_uses(str(p))] == [2, 3, 4, 5, 6]

@@ -15,7 +15,8 @@ active, with ``TFEVO_DISABLE_TF_PRIVATE=1`` and inside :func:`fast_paths`
 ``(False)``; then every caller takes TensorFlow's ordinary call, with the same
 results.  The introspection helpers (:func:`in_xla_context`,
 :func:`registered_kernel_devices`, :func:`graph_building_seconds`,
-:func:`is_eager_tensor`) change no computation and stay on.
+:func:`is_eager_tensor`, :func:`is_trackable`, :func:`in_multi_worker_mode`)
+change no computation and stay on.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import tensorflow as tf
 __all__ = [
     "fast_paths_enabled", "fast_paths", "FastCall", "eager_op_runner", "flat_caller", "inline_caller",
     "in_xla_context", "registered_kernel_devices", "graph_building_seconds", "is_eager_tensor",
-    "eager_matches", "EagerTensor", "function_names", "function_def",
+    "eager_matches", "EagerTensor", "function_names", "function_def", "is_trackable", "in_multi_worker_mode",
 ]
 
 try:  # the type of eager tensors (tf.Tensor's concrete eager subclass)
@@ -87,6 +88,22 @@ def in_xla_context() -> bool:
 
         return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
     except Exception:  # noqa: BLE001 - private API moved: assume no XLA  # pragma: no cover
+        return False
+
+
+def is_trackable(obj) -> bool:
+    """Whether ``tf.train.Checkpoint`` can track ``obj`` (TensorFlow's base class of trackable
+    objects; if it moved, the public ones: a ``tf.Module`` or a ``tf.Variable``)."""
+    base = getattr(getattr(getattr(tf, "__internal__", None), "tracking", None), "Trackable", None)
+    return isinstance(obj, base if base is not None else (tf.Module, tf.Variable))
+
+
+def in_multi_worker_mode(strategy) -> bool:
+    """Whether the ``tf.distribute`` strategy spans several workers (its own private test; if that
+    moved, ``False``, as for every single-worker strategy)."""
+    try:
+        return bool(strategy.extended._in_multi_worker_mode())
+    except Exception:  # noqa: BLE001 - private API moved  # pragma: no cover
         return False
 
 

@@ -104,6 +104,63 @@ def test_gp_evaluate():
     _check_functions(names)
 
 
+def test_gp_regression_fitness():
+    """The symbolic-regression fitness (``mse``: the fused GpMse kernel's reference path)."""
+    from tfevo.gp import GPConfig, GeneticProgramming, Trees, mse
+
+    trees = GeneticProgramming(GPConfig(popsize=16, max_len=16, num_vars=2), seed=0).ask()
+    with kernels.assume_gpu(), readiness.record_functions() as names:
+        f = tf.function(lambda t, v, s, x, y: mse(Trees(t, v, s), x, y), autograph=False)
+        f(*trees, tf.zeros([5, 2]), tf.zeros([5]))
+    _check_functions(names)
+
+
+def test_gp_policy_forward():
+    """GP trees acting as a policy (what the rollouts of the gp_tree family run per step)."""
+    from tfevo.gp import GPConfig, GeneticProgramming, GPPolicy
+
+    trees = GeneticProgramming(GPConfig(popsize=8, max_len=16, num_vars=4, num_outputs=2), seed=0).ask()
+    with kernels.assume_gpu(), readiness.record_functions() as names:
+        pol = GPPolicy(num_outputs=2, num_actions=2)
+        f = tf.function(lambda p, o: pol.forward(p, o), autograph=False)
+        f(GPPolicy.pack(trees), tf.zeros([8, 3, 4]))
+    _check_functions(names)
+
+
+def test_neat_supervised_fitness():
+    """A NEAT problem's fitness (XOR: the networks on the data set and the loss)."""
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import problems
+
+    prob = XOR()
+    cfg = prob.config(pop_size=8, max_nodes=10, max_conns=16)
+    pop = NEAT(cfg, seed=0).ask()
+    problems._COMPILED.clear()  # a fitness compiled by an earlier test would not run again here
+    try:
+        with kernels.assume_gpu(), readiness.record_functions() as names:
+            prob.evaluate(pop, cfg)
+    finally:
+        problems._COMPILED.clear()
+    _check_functions(names)
+
+
+@pytest.mark.parametrize("emitter", ["iso_line", "cma_me"])
+def test_map_elites_on_a_cvt_archive(emitter):
+    """MAP-Elites ask/tell on a CVT archive (its bucket lookup of the nearest centroid, used from
+    64 cells on, in the insertion), with the Iso+LineDD emitter and with CMA-ME's ES emitters
+    (their own tell)."""
+    from tfevo.qd import CVTArchive, ESEmitter, IsoLineEmitter, MAPElites
+
+    cent = np.random.default_rng(0).uniform(size=(64, 2)).astype(np.float32)
+    with kernels.assume_gpu(), readiness.record_functions() as names:
+        archive = CVTArchive(4, 64, [(0, 1), (0, 1)], centroids=cent, lookup="buckets")
+        em = IsoLineEmitter(4, 8, bounds=(0, 1)) if emitter == "iso_line" else ESEmitter(4, 4, num_emitters=2, seed=0)
+        me = MAPElites(archive, [em], init_bounds=(0, 1), seed=0)
+        for _ in range(2):
+            one_generation(me, "map_elites")
+    _check_functions(names)
+
+
 def _policy():
     from tfevo.envs import make
     from tfevo.nn import Policy, PopulationModel

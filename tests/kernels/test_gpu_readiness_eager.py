@@ -99,3 +99,33 @@ def test_the_recorder_sees_a_kernel_that_runs(recorder):
     algo.tell(algo.ask(), np.zeros([8], np.float32))
     algo.ask()
     assert "tfevo_gaussian_population" in recorder.calls
+
+
+def test_no_kernel_runs_in_fitness_evaluations_and_archives_with_a_gpu(recorder):
+    """The fitness paths a run takes eagerly (GP mse and a SymbolicRegressor fit, a NEAT problem)
+    and MAP-Elites on a CVT archive with Iso+LineDD and CMA-ME emitters call no kernel either."""
+    from tfevo.gp import GPConfig, GeneticProgramming, SymbolicRegressor, Trees, mse
+    from tfevo.neat import NEAT, XOR
+    from tfevo.neat import problems
+    from tfevo.qd import CVTArchive, ESEmitter, IsoLineEmitter, MAPElites
+
+    x = np.random.default_rng(0).uniform(-1, 1, (20, 2)).astype(np.float32)
+    y = x[:, 0] * x[:, 1]
+    problems._COMPILED.clear()
+    try:
+        with kernels.assume_gpu():
+            trees = GeneticProgramming(GPConfig(popsize=8, max_len=16, num_vars=2), seed=0).ask()
+            mse(Trees(*trees), x, y)
+            SymbolicRegressor(population_size=16, generations=2, random_state=0).fit(x, y)
+            prob = XOR()
+            cfg = prob.config(pop_size=8, max_nodes=8, max_conns=12)
+            prob.evaluate(NEAT(cfg, seed=0).ask(), cfg)
+            cent = np.random.default_rng(0).uniform(size=(64, 2)).astype(np.float32)
+            for em in (IsoLineEmitter(4, 8, bounds=(0, 1)), ESEmitter(4, 4, num_emitters=2, seed=0)):
+                me = MAPElites(CVTArchive(4, 64, [(0, 1), (0, 1)], centroids=cent, lookup="buckets"), [em],
+                               init_bounds=(0, 1), seed=0)
+                for _ in range(2):
+                    one_generation(me, "map_elites")
+    finally:
+        problems._COMPILED.clear()
+    assert recorder.calls == [], f"C++ kernels ran although a GPU is assumed: {sorted(set(recorder.calls))}"

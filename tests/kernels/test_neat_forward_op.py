@@ -392,13 +392,13 @@ def test_fused_cartpole_rollout_op_checks_inputs():
     nodes, conns = random_genomes(4, 8, 8, 4, 2, feed_forward=True, seed=0,
                                   act_ids=[F.activation_id("sigmoid")], agg_ids=[F.aggregation_id("sum")])
     prog = fo.prepare(nodes, conns, 4, True, use_op=True)
-    mod = fo._module()
+    rollout = kernels.kernel("TfevoNeatCartPoleRollout", True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="physics must be"):
-        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([6, 4], tf.float64), tf.ones([10], tf.float64),
-                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+        rollout(*prog, tf.zeros([6, 4], tf.float64), tf.ones([10], tf.float64), num_inputs=4, num_outputs=2,
+                max_steps=10, max_episode_steps=500)
     with pytest.raises(tf.errors.InvalidArgumentError, match="10 values"):
-        mod.tfevo_neat_cart_pole_rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64),
-                                         num_inputs=4, num_outputs=2, max_steps=10, max_episode_steps=500)
+        rollout(*prog, tf.zeros([4, 4], tf.float64), tf.ones([3], tf.float64), num_inputs=4, num_outputs=2,
+                max_steps=10, max_episode_steps=500)
 
 
 @needs_op
@@ -422,3 +422,45 @@ def test_bred_population_compiled_to_its_bred_widths():
     np.testing.assert_allclose(bred, fo.evaluate(nodes, conns, x, 2, 1, use_op=False).numpy(), rtol=RTOL, atol=ATOL)
     for a, b in zip(fo.compile_programs(nodes, conns, 2), fo.compile_programs(*copy, 2)):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@needs_op
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_nan_inputs_give_nan_on_both_paths(dtype):
+    """A NaN among a node's inputs makes every aggregation NaN (max, min, maxabs and median as sum,
+    product and mean), in the kernels and the reference alike, and hat(NaN) is NaN; an all-NaN
+    input is NaN too (not max's -inf start value)."""
+    I, O = 3, 1
+    rows = [[np.nan, 1, 2], [1, np.nan, 2], [1, 2, np.nan], [-np.inf, np.nan, 5], [np.nan] * 3, [1, -4, 2]]
+    x = np.array(rows, np.float32)[None]  # [P=1, B, I]
+    for agg in ALL_AGG:
+        for act in ("identity", "hat"):
+            nodes = np.full([1, 4, 5], np.nan, np.float32)
+            for k in range(4):
+                nodes[0, k] = [k, 0.0, 1.0, F.aggregation_id(agg), F.activation_id(act)]
+            conns = np.array([[[0, 3, 1, 1.0, 0], [1, 3, 1, 1.0, 1], [2, 3, 1, 1.0, 2]]], np.float32)
+            ref = fo.forward(net.transform(nodes, conns, I, True), x, I, O, (act,), (agg,), dtype=dtype).numpy()
+            got = fo.forward(fo.prepare(nodes, conns, I, True, (act,), (agg,), use_op=True), x, I, O,
+                             dtype=dtype).numpy()
+            assert np.isnan(ref[0, :5]).all() and np.isfinite(ref[0, 5]).all(), (agg, act, ref)
+            np.testing.assert_allclose(got, ref, rtol=1e-6, err_msg=f"{agg} {act}")  # NaN where NaN
+
+
+def test_problems_with_use_op_true_require_the_kernels():
+    """use_op=True on a supervised problem or a ControlProblem means the kernels or a
+    KernelUnavailableError naming why not (here: an assumed GPU), never a silent reference."""
+    from tfevo.neat import NEAT, ControlProblem
+
+    prob = XOR()
+    cfg = prob.config(pop_size=8, max_nodes=8, max_conns=12)
+    pop = NEAT(cfg, seed=0).ask()
+    prob.use_op = True
+    with kernels.assume_gpu():
+        with pytest.raises(kernels.KernelUnavailableError, match="GPU"):
+            prob.evaluate(pop, cfg)
+        with pytest.raises(kernels.KernelUnavailableError, match="GPU"):
+            ControlProblem("CartPole-v1", NEATConfig(num_inputs=4, num_outputs=2, pop_size=8), max_steps=5,
+                           use_op=True)
+    prob.use_op = None
+    with kernels.assume_gpu():
+        assert np.isfinite(prob.evaluate(pop, cfg).numpy()).all()  # automatic: the reference

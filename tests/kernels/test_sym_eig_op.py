@@ -445,3 +445,17 @@ def test_in_place_ops_leave_gpu_variables_to_the_reference():
     with kernels.assume_gpu():  # an assumed GPU: every tensor is where it would be on a GPU machine
         c, b, d = tf.Variable(tf.eye(3)), tf.Variable(tf.eye(3)), tf.Variable(tf.ones([3]))
         assert kernels.kernel("TfevoEigenRefresh", None, [c, b, d]) is None
+
+
+def test_eigh_reads_only_the_lower_triangle_on_both_paths():
+    """A NaN or inf above the diagonal is never read (as tf.linalg.eigh): both paths decompose the
+    lower triangle's symmetric matrix; below the diagonal it raises."""
+    x = np.array([[2.0, np.nan, np.inf], [1.0, 3.0, -np.inf], [0.5, -1.0, 4.0]], np.float32)
+    sym = np.tril(x) + np.tril(x, -1).T
+    want = np.linalg.eigvalsh(sym.astype(np.float64))
+    paths = [True, False] if (kernels.built("TfevoSymEig") and linalg.lapack_library() is not None) else [False]
+    for use_op in paths:
+        e, v = eigh(x, use_op=use_op)
+        np.testing.assert_allclose(e.numpy(), want, rtol=1e-5, err_msg=f"use_op={use_op}")
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            eigh(x.T, use_op=use_op)

@@ -50,6 +50,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from tfevo._tf_private import in_multi_worker_mode
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter
 
 __all__ = ["DistributedEvaluator", "member_seeds", "shard_layout"]
@@ -198,7 +199,7 @@ class DistributedEvaluator(tf.Module):
         self.last_frames = None
         self.bytes_gathered = 0
         self._trace_counter = TraceCounter()
-        self._multi_worker = bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+        self._multi_worker = in_multi_worker_mode(strategy)
         object.__setattr__(self, "_steps", {})
 
     @property

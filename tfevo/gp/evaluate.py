@@ -186,10 +186,15 @@ def _finite_loss(loss):
 
 
 def mse_reference(trees, x, y, functions=None) -> tf.Tensor:
-    """Mean squared error per tree ``[P]`` (pure TF); non-finite => ``inf``."""
+    """Mean squared error per tree ``[P]`` (pure TF); non-finite => ``inf``.
+
+    The errors are squared and averaged in float64, as the GpMse kernel does: a
+    float32 square overflows from |error| ~1.8e19 on, which would make a finite
+    mean ``inf`` on this path only."""
     pred = evaluate_reference(trees, x, 1, functions)
     y = tf.convert_to_tensor(y, tf.float32)
-    return _finite_loss(tf.reduce_mean(tf.square(pred - y[None, :]), axis=1))
+    err = tf.cast(pred, tf.float64) - tf.cast(y, tf.float64)[None, :]
+    return _finite_loss(tf.cast(tf.reduce_mean(tf.square(err), axis=1), tf.float32))
 
 
 def mse(trees, x, y, functions=None, use_op: bool | None = None) -> tf.Tensor:

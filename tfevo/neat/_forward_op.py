@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tfevo import kernels, ops
+from tfevo import kernels
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
 
@@ -67,12 +67,6 @@ class Program(NamedTuple):
     def num_slots(self) -> int:
         """N, the node slots (the recurrent state width)."""
         return self.prog.shape[1]
-
-
-@tf.autograph.experimental.do_not_convert  # may build the library while a tf.function traces
-def _module():
-    """The loaded library (``custom_ops/neat_forward.cc``); its callers decide with :func:`op_enabled` first."""
-    return ops.op_module("neat_forward", "tfevo_neat_forward")
 
 
 def _tensors(*xs):

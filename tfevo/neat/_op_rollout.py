@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo.core import ConfigError
 from tfevo.neat import _forward_op as _fo
 from tfevo.rollout.ingraph import InGraphEvaluator
@@ -137,7 +138,8 @@ class KernelRolloutEvaluator(InGraphEvaluator):
                               4.0 / 3.0, env.masspole, env.tau, env.x_threshold, env.theta_threshold_radians],
                              tf.float64)
         cfg = self.policy.config
-        return _fo._module().tfevo_neat_cart_pole_rollout(
+        rollout = kernels.kernel("TfevoNeatCartPoleRollout", True, [prog.prog])
+        return rollout(
             *prog, tf.convert_to_tensor(state.physics, tf.float64), consts, num_inputs=cfg.num_inputs,
             num_outputs=cfg.num_outputs, max_steps=self.max_steps, max_episode_steps=max(0, env.max_episode_steps),
             sutton_barto_reward=env.sutton_barto_reward)

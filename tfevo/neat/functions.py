@@ -219,10 +219,16 @@ def _agg_min(x, mask):
     return tf.reduce_min(_masked(x, mask, float("inf")), axis=-2)
 
 
+def _nan_if_any(x, mask, y):
+    """``y``, NaN where a real input in ``x`` is NaN (as sum, product, max and min give)."""
+    bad = tf.reduce_any(mask & tf.math.is_nan(x), axis=-2)
+    return tf.where(bad, tf.constant(float("nan"), y.dtype), y)
+
+
 def _agg_maxabs(x, mask):
     a = _masked(tf.abs(x), mask, -1.0)
     i = tf.argmax(a, axis=-2, output_type=tf.int32)
-    return _take(x, i)
+    return _nan_if_any(x, mask, _take(x, i))
 
 
 def _take(x, i):
@@ -244,7 +250,7 @@ def _agg_median(x, mask):
     k = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-2)
     lo = tf.maximum((k - 1) // 2, 0)
     hi = tf.maximum(k // 2, 0)
-    return 0.5 * (_take(s, lo) + _take(s, hi))
+    return _nan_if_any(x, mask, 0.5 * (_take(s, lo) + _take(s, hi)))
 
 
 # name -> f(x [..., K, N], mask [..., K, N]) -> [..., N], reducing over axis -2

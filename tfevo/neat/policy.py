@@ -256,7 +256,8 @@ class ControlProblem(tf.Module):
         when they can run (:class:`tfevo.neat._op_rollout.KernelRolloutEvaluator`:
         graph loop, XLA environment step, finished members skipped); False
         keeps the XLA-compiled :class:`~tfevo.rollout.InGraphEvaluator` with
-        the dense reference networks.
+        the dense reference networks; True requires the kernels
+        (:class:`~tfevo.kernels.KernelUnavailableError` naming why not).
       dtype: the networks' value type (see :class:`NEATPolicy`):
         ``"float32"`` (default) or ``"float64"``, which is what neat-python
         computes with (its networks run on Python floats).  Where sigmoids
@@ -319,7 +320,7 @@ class ControlProblem(tf.Module):
     def _make_evaluator(self, policy, seed):
         """The kernels' rollout where they run, else the XLA :class:`~tfevo.rollout.InGraphEvaluator`."""
         cfg = policy.config
-        if self.use_op is not False and _fo.op_enabled(cfg.activation_options, cfg.aggregation_options):
+        if self.use_op is not False and _fo.op_enabled(cfg.activation_options, cfg.aggregation_options, self.use_op):
             from tfevo.neat._op_rollout import KernelRolloutEvaluator
 
             return KernelRolloutEvaluator(self.env, policy, episodes=self.episodes, max_steps=self._max_steps_arg,

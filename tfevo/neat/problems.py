@@ -45,7 +45,7 @@ class SupervisedProblem:
     """
 
     jit_compile: bool = True
-    use_op: bool | None = None  # None: the kernels when available; False: always the reference
+    use_op: bool | None = None  # None: the kernels when available; False: the reference; True: the kernels or an error
 
     def __init__(self, inputs, targets, loss: str = "sse", max_fitness: float | None = None):
         self.inputs64 = np.asarray(inputs, np.float64)
@@ -127,7 +127,7 @@ class SupervisedProblem:
         nodes, conns = self.check(population, config)
         N0, C0 = nodes.shape[1], conns.shape[1]
         acts, aggs = tuple(config.activation_options), tuple(config.aggregation_options)
-        use_op = self.use_op is not False and _fo.op_enabled(acts, aggs)
+        use_op = self.use_op is not False and _fo.op_enabled(acts, aggs, self.use_op)
         if use_op:  # the kernels' program depends on these only: a cheap key, a concrete function
             key = (nodes.shape[0], N0, C0, config.num_inputs, config.num_outputs, config.feed_forward, acts, aggs,
                    self.loss, self.max_fitness, self.inputs.tobytes(), self.targets.tobytes(), self.inputs.shape,

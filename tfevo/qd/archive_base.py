@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tfevo import kernels
 from tfevo._holder import Untracked
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 
@@ -42,12 +43,8 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
     def __init__(self, solution_dim: int, num_cells: int, descriptor_dim: int, qd_offset: float = 0.0,
                  name: str | None = None, use_op: bool | None = None):
         super().__init__(name=name)
-        if use_op:
-            from tfevo.qd.emitter_base import _emit_op
-
-            if _emit_op() is None:
-                raise ConfigError("use_op=True but the qd_emit kernels could not be built or loaded "
-                                  "(see the tfevo.ops warning)")
+        if kernels.check_use_op(use_op):
+            kernels.kernel("TfevoArchiveInsert", True)  # KernelUnavailableError (a ConfigError) naming why not
         self.use_op = use_op
         if int(solution_dim) < 1:
             raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
@@ -99,14 +96,17 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
                 f"descriptors must have shape [{b}, {self.descriptor_dim}], got {descriptors.shape.as_list()}")
         return solutions, fitness, descriptors
 
+    def _kernel(self, op: str):
+        """The C++ kernel ``op`` (``custom_ops/qd_emit.cc``) when :func:`tfevo.kernels.kernel` lets it
+        run here on this archive's storage (never with ``use_op=False``), else ``None``."""
+        if self.use_op is False:
+            return None
+        return kernels.kernel(op, None, [self.solutions])
+
     @property
     def insert_op_enabled(self) -> bool:
         """Whether :meth:`add` runs the C++ kernel ``TfevoArchiveInsert`` (``custom_ops/qd_emit.cc``)."""
-        if self.use_op is False:
-            return False
-        from tfevo.qd.emitter_base import _emit_op
-
-        return _emit_op() is not None
+        return self._kernel("TfevoArchiveInsert") is not None
 
     @property
     def xla_insert(self) -> bool:
@@ -114,9 +114,8 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         return self._xla_insert_pref and not self.insert_op_enabled
 
     def _add(self, solutions, fitness, descriptors):
-        if self.insert_op_enabled and not self._trace.xla:
-            from tfevo.qd.emitter_base import _emit_op
-
+        insert = None if self._trace.xla else self._kernel("TfevoArchiveInsert")
+        if insert is not None:
             grid = self._kernel_grid()
             if grid is None:
                 finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
@@ -125,7 +124,7 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
                         tf.zeros([], tf.float64))
             else:  # the kernel computes the grid cells itself (one op for the whole insertion)
                 cell = tf.zeros([0], tf.int32)
-            status, value, cell = _emit_op().tfevo_archive_insert(
+            status, value, cell = insert(
                 self.solutions.handle, self.fitness.handle, self.descriptors.handle, self.occupied.handle,
                 solutions, fitness, descriptors, cell, *grid, qd_offset=self.qd_offset)
             # The kernel reports in-batch losers' gain over the old elite; a candidate that did not enter has 0.

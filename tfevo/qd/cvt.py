@@ -167,11 +167,10 @@ class CVTArchive(Archive):
         t = self._buckets
         if t is None:
             return self._brute(d)
-        if self.insert_op_enabled and not self._trace.xla:
-            from tfevo.qd.emitter_base import _emit_op
-
-            return _emit_op().tfevo_nearest_centroid(d, self.centroids, t["table"], t["nbr"], t["lo"], t["w"],
-                                                     t["strides"], g=t["g"], wmin2=t["wmin2"])
+        nearest = None if self._trace.xla else self._kernel("TfevoNearestCentroid")
+        if nearest is not None:
+            return nearest(d, self.centroids, t["table"], t["nbr"], t["lo"], t["w"], t["strides"], g=t["g"],
+                           wmin2=t["wmin2"])
         return self._index_of_reference(d)
 
     def _index_of_reference(self, d):

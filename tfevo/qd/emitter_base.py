@@ -33,14 +33,6 @@ def _bounds(bounds, dim):
     return tf.constant(lo), tf.constant(hi)
 
 
-def _emit_op():
-    """The ``qd_emit`` library when its kernels may run here (:func:`tfevo.kernels.kernel`:
-    built, not inside XLA, no GPU present), else ``None``."""
-    from tfevo import kernels, ops
-
-    return ops.op_module("qd_emit", "tfevo_iso_line_emit") if kernels.kernel("TfevoIsoLineEmit") else None
-
-
 def standard_normal(shape, seed) -> tf.Tensor:
     """Standard normal samples ``[n, d]`` from one stateless uniform draw (Box-Muller).
 

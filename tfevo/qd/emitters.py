@@ -18,7 +18,7 @@ the variation emitters in :mod:`tfevo.qd.variation` and CMA-ME's
 """
 
 from tfevo.qd.cma_me import AddResultLike, ESEmitter  # noqa: F401
-from tfevo.qd.emitter_base import Emitter, _emit_op, standard_normal  # noqa: F401
+from tfevo.qd.emitter_base import Emitter, standard_normal  # noqa: F401
 from tfevo.qd.variation import GaussianEmitter, IsoLineEmitter, PolynomialMutationEmitter
 
 __all__ = ["standard_normal", "Emitter", "GaussianEmitter", "IsoLineEmitter", "PolynomialMutationEmitter",

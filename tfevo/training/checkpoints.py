@@ -63,8 +63,6 @@ def drop_events_after(tb_dir: Path, generation: int) -> int:
     Returns how many events were dropped.  A file cut short by a kill is read up
     to its last complete record.
     """
-    from tensorflow.core.util import event_pb2
-
     dropped = 0
     for path in sorted(tb_dir.glob("events.out.tfevents.*")):
         records, cut = [], False
@@ -75,7 +73,7 @@ def drop_events_after(tb_dir: Path, generation: int) -> int:
             cut = True
         kept = []
         for raw in records:
-            ev = event_pb2.Event.FromString(raw)
+            ev = tf.compat.v1.Event.FromString(raw)
             if ev.HasField("summary") and ev.step > generation:
                 continue
             kept.append(raw)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from tfevo._tf_private import in_multi_worker_mode, is_trackable
 from tfevo.core import ConfigError, TfevoError
 from tfevo.training.checkpoints import CheckpointMixin
 from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
@@ -100,15 +101,11 @@ def _distribute(strategy, algorithm, evaluator, seconds):
     else:
         decode = getattr(algorithm, "decode", None)
         evaluator = DistributedEvaluator(strategy, evaluator, decode_fn=decode if callable(decode) else None)
-    multi_worker = bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+    multi_worker = in_multi_worker_mode(strategy)
     if multi_worker and seconds is not None:
         raise ConfigError("a seconds budget is not allowed with a multi-worker strategy (workers would stop "
                           "at different generations and wait forever); use generations or frames")
     return evaluator, multi_worker
-
-
-def _is_trackable(obj) -> bool:
-    return isinstance(obj, tf.__internal__.tracking.Trackable) if hasattr(tf, "__internal__") else isinstance(obj, tf.Module)
 
 
 class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
@@ -219,7 +216,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         self.best = None  # created on the first generation (structure of one member)
 
         objects = {"trainer": self, "algorithm": algorithm}
-        if _is_trackable(evaluator):
+        if is_trackable(evaluator):
             objects["evaluator"] = evaluator
         elif hasattr(evaluator, "__dict__"):
             # Plain-Python evaluators: checkpoint their variables/modules (seed
