@@ -378,3 +378,20 @@ def test_policy_does_not_scale_uint8_token_ids_read_by_an_embedding(input_dtype)
     want = np.stack([np.argmax(pm.to_keras(params[p])(obs[p].numpy().astype(input_dtype)), -1) for p in range(3)])
     np.testing.assert_array_equal(policy.forward(params, obs), want)
     np.testing.assert_array_equal(policy.forward(params, obs[1:], indices=tf.constant([1, 2])), want[1:])
+
+
+def test_subclassed_template_is_refused_as_such():
+    """A built subclassed model gets the error saying what it is and what is supported (not 'not built')."""
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.d(x)
+
+    model = Net()
+    model(np.zeros((1, 5), np.float32))
+    with pytest.raises(ConfigError, match=r"'net' \(Net\) is a subclassed keras.Model.*Sequential and functional"):
+        nn.PopulationModel(model)
