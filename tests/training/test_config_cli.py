@@ -76,6 +76,23 @@ def test_cli_help_everywhere(capsys):
         assert "usage: tfevo" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("field, value, accepted", [
+    ("env.episodes", True, "int"), ("run.generations", True, r"Optional\[int\]"), ("run.seed", False, "int"),
+    ("evaluator.num_envs", True, r"Optional\[int\]"), ("policy.hidden", [True, 4], r"list\[int\]"),
+    ("policy.activation", True, "str"),
+])
+def test_a_boolean_is_not_a_number(field, value, accepted):
+    """TOML's true/false where a number (or name) belongs is refused, not read as 1/0."""
+    section, name = field.split(".")
+    data = {"run": {"generations": 5}}
+    data.setdefault(section, {})[name] = value
+    with pytest.raises(ConfigError, match=rf"{field}: a boolean is not accepted here \(got .*(true|false).*accepted: "
+                                          rf"{accepted}"):
+        parse_config(data)
+    parse_config({"run": {"generations": 5}, "evaluator": {"obs_norm": True, "jit_compile": False},
+                  "env": {"kwargs": {"sutton_barto_reward": True}}})  # boolean fields and free tables keep them
+
+
 def test_cli_reports_config_errors(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[run]\ngenerations = 2\n[algorithm]\nname = 'openai_es'\nfoo = 1\n")
     assert main(["train", str(tmp_path / "bad.toml")]) == 2
