@@ -206,3 +206,14 @@ def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
     with pytest.raises(ConfigError, match="policy is not used with problem"):
         parse_config({"run": {"generations": 5}, "algorithm": {"name": "map_elites"}, "policy": {"hidden": [8]},
                       "problem": {"name": "sphere_qd", "num_dims": 4}})
+
+
+@pytest.mark.parametrize("params, msg", [
+    ({"sigma": -1.0}, r"^algorithm\.params\.sigma: sigma must be > 0, got -1"),
+    ({"learning_rate": float("inf")}, r"^algorithm\.params\.learning_rate: learning_rate must be > 0, got inf"),
+])
+def test_a_strategy_constructor_error_names_the_config_field(params, msg):
+    from tfevo.training.parts import make_algorithm
+
+    with pytest.raises(ConfigError, match=msg):
+        make_algorithm("openai_es", 4, 8, 0, params)

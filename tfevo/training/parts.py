@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from typing import Any
 
 from tfevo import registry
@@ -151,6 +152,9 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         return cls(num_dims=num_dims, seed=seed, **kwargs)
     except TypeError as e:  # a registered class that does not check its own arguments
         raise ConfigError(f"algorithm {name}: {e}") from None
+    except ConfigError as e:  # the constructor's own check: say which config field it was about
+        key = next((k for k in params if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
 
 
 def _member_init_fn(model, name):
