@@ -155,6 +155,29 @@ def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     assert "run.generations" not in err  # the budget may change
 
 
+def test_a_moved_run_directory_resumes_exactly(tmp_path, capsys):
+    """run.dir is where the run is found: a copied directory, given with another spelling, resumes (it was
+    refused as a different config) and continues as the uninterrupted run."""
+    import shutil
+
+    import numpy as np
+    import tensorflow as tf
+
+    toy = ["--no-progress", "--set", "algorithm.popsize=8", "--set", "policy.hidden=[4]", "--set", "env.episodes=1",
+           "--set", "env.max_steps=20", "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4"]
+    assert main(["train", "--run-dir", str(tmp_path / "a"), "--generations", "1", *toy]) == 0
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    assert main(["train", "--run-dir", str(tmp_path / "moved") + "/", "--generations", "2", *toy]) == 0
+    assert "resumed" in capsys.readouterr().out
+    assert main(["train", "--run-dir", str(tmp_path / "a"), "--generations", "2", *toy]) == 0
+    logs = [[json.loads(x)["best"] for x in (tmp_path / r / "progress.jsonl").read_text().splitlines()]
+            for r in ("a", "moved")]
+    assert len(logs[0]) == 2 and logs[0] == logs[1]
+    ck = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / r / "checkpoints"))) for r in ("a", "moved")]
+    names = [k for k in ck[0].get_variable_to_shape_map() if k.startswith("algorithm/")]
+    assert names and all(np.array_equal(ck[0].get_tensor(k), ck[1].get_tensor(k)) for k in names)
+
+
 def test_set_fills_a_table_the_config_leaves_out():
     """--set archive.cells=... on a config without [archive] (to_dict writes it as null) builds the table."""
     from tfevo.cli.train import _load
