@@ -234,6 +234,13 @@ def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
 @pytest.mark.parametrize("params, msg", [
     ({"sigma": -1.0}, r"^algorithm\.params\.sigma: sigma must be > 0, got -1"),
     ({"learning_rate": float("inf")}, r"^algorithm\.params\.learning_rate: learning_rate must be > 0, got inf"),
+    # --set values that are no JSON stay strings; a boolean is not a number (both were passed on: a traceback
+    # from float('abc'), sigma=true ran as 1.0)
+    ({"sigma": "abc"}, r"^algorithm\.params\.sigma: openai_es takes a number \(default 0\.02\), got 'abc'"),
+    ({"sigma": "0.1,0.2"}, r"^algorithm\.params\.sigma: openai_es takes a number .*got '0\.1,0\.2'"),
+    ({"sigma": True}, r"^algorithm\.params\.sigma: openai_es takes a number .*got True"),
+    ({"sigma": "nan"}, r"^algorithm\.params\.sigma: sigma must be > 0, got nan"),  # inf/nan spelled as words
+    ({"sigma": [0.1]}, r"^algorithm openai_es: .*list"),
 ])
 def test_a_strategy_constructor_error_names_the_config_field(params, msg):
     from tfevo.training.parts import make_algorithm

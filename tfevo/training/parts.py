@@ -139,6 +139,12 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
                 f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
+    defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items()}
+    for k, v in params.items():
+        d = defaults.get(k)
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and (isinstance(v, bool) or (
+                isinstance(v, str) and v.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan"))):
+            raise ConfigError(f"algorithm.params.{k}: {name} takes a number (default {d!r}), got {v!r}")
     kwargs = dict(params)
     if "dtype" in accepted and "dtype" not in kwargs:
         kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
@@ -150,11 +156,11 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         kwargs["popsize"] = popsize
     try:
         return cls(num_dims=num_dims, seed=seed, **kwargs)
-    except TypeError as e:  # a registered class that does not check its own arguments
-        raise ConfigError(f"algorithm {name}: {e}") from None
     except ConfigError as e:  # the constructor's own check: say which config field it was about
         key = next((k for k in params if re.match(rf"{re.escape(k)}\b", str(e))), None)
         raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
+    except (TypeError, ValueError) as e:  # a registered class that does not check its own arguments
+        raise ConfigError(f"algorithm {name}: {e} (algorithm.params: {params})") from None
 
 
 def _member_init_fn(model, name):
