@@ -247,3 +247,18 @@ def test_a_strategy_constructor_error_names_the_config_field(params, msg):
 
     with pytest.raises(ConfigError, match=msg):
         make_algorithm("openai_es", 4, 8, 0, params)
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    ({"max_episode_steps": "abc"}, r"^env\.kwargs: CartPole-v1 could not take .*'abc'.*invalid literal"),
+    ({"max_episode_steps": -1}, r"^env\.kwargs\.max_episode_steps: max_episode_steps must be >= 0, got -1"),
+    ({"nosuch": 1}, r"CartPole-v1: unknown option\(s\) \['nosuch'\]"),
+])
+def test_env_kwargs_errors_name_the_field(kwargs, msg):
+    """A value the environment cannot read is a ConfigError naming env.kwargs (it was a ValueError traceback)."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["env"]["kwargs"] = kwargs
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))

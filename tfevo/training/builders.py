@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tfevo import registry
 from tfevo.core import ConfigError
-from tfevo.training.parts import QDLayout, _member_init_fn, make_algorithm, make_policy, qd_layout  # noqa: F401
+from tfevo.training.parts import (QDLayout, _member_init_fn, make_algorithm, make_env, make_policy,  # noqa: F401
+                                  qd_layout)
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
            "write_picture"]
@@ -77,9 +78,7 @@ class TaskEvaluator:
 
 def _env_spec(env_id: str, kwargs: dict):
     """Probes an environment for its observation shape and action spec (1 slot)."""
-    from tfevo import envs
-
-    env = envs.make(env_id, 1, **kwargs)
+    env = make_env(env_id, 1, kwargs)
     try:
         return tuple(env.observation_shape), env.action_spec, isinstance(env, envs.TFEnv)
     finally:

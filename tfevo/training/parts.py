@@ -30,6 +30,22 @@ class QDLayout:
     init_bounds: Any = None
 
 
+def make_env(env_id: str, num_envs: int, kwargs: dict):
+    """``envs.make`` for a config: an error about an option names ``env.kwargs.<option>`` (the environment's
+    own ConfigError, or a TypeError/ValueError of a value it could not read, e.g. ``int('abc')``)."""
+    from tfevo import envs
+
+    try:
+        return envs.make(env_id, num_envs, **kwargs)
+    except ConfigError as e:
+        key = next((k for k in kwargs if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        if key is None:
+            raise
+        raise ConfigError(f"env.kwargs.{key}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"env.kwargs: {env_id} could not take {kwargs}: {e}") from None
+
+
 def qd_layout(cfg) -> QDLayout:
     """Descriptors of a ``map_elites`` config: a QD task's two, or the named columns of the
     environment's behaviour descriptors (MuJoCo: ``x``, ``y``, ``contact:<foot geom>``)."""
@@ -49,9 +65,7 @@ def qd_layout(cfg) -> QDLayout:
         if a is not None and a.descriptors is not None:
             raise ConfigError(f"archive.descriptors names environment columns; {name} has fixed descriptors {names}")
         return QDLayout(names, list(ranges), None, tuple(cfg.problem.init_bounds or box))
-    from tfevo import envs
-
-    env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
+    env = make_env(cfg.env.id, 1, cfg.env.kwargs)
     try:
         available = tuple(getattr(env, "descriptor_names", ()) or ())
     finally:
