@@ -78,6 +78,8 @@ class TaskEvaluator:
 
 def _env_spec(env_id: str, kwargs: dict):
     """Probes an environment for its observation shape and action spec (1 slot)."""
+    from tfevo import envs
+
     env = make_env(env_id, 1, kwargs)
     try:
         return tuple(env.observation_shape), env.action_spec, isinstance(env, envs.TFEnv)
