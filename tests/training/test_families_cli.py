@@ -315,3 +315,22 @@ def test_flat_form_gives_the_algorithm_back_its_population_bit_for_bit():
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         if algo["name"] == "neat":
             assert np.isnan(flat.numpy()).any()  # the padding is carried, not zeroed
+
+
+@pytest.mark.parametrize("pp, msg", [
+    ({"use_op": False}, None),
+    ({"use_op": "abc"}, r"policy\.params\.use_op: true .* or false .*got 'abc'"),
+    ({"backend": "op"}, r"policy\.params\.backend: the gp_tree policy has no parameter 'backend'.*takes: use_op"),
+])
+def test_gp_tree_policy_params(pp, msg):
+    """The gp_tree policy takes GPPolicy's use_op (a 'backend' in policy.params reached GPPolicy, which no longer
+    has it: a TypeError traceback, and use_op was refused)."""
+    from tfevo.training.builders import build
+
+    data = load_config(CONFIGS / "gp_cartpole.toml").to_dict()
+    data["policy"]["params"] = pp
+    if msg is None:
+        assert build(parse_config(data)).policy.use_op is False
+    else:
+        with pytest.raises(ConfigError, match=msg):
+            build(parse_config(data))

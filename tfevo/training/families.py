@@ -218,7 +218,10 @@ class GPFamily(Family):
         gcfg = GPConfig(popsize=cfg.algorithm.popsize, num_vars=obs_dim, num_outputs=out, **params)
         _prefixed("algorithm.params", gcfg.validate)
         pp = dict(cfg.policy.params)
-        check_params("policy.params", "the gp_tree policy", pp, ["backend"])
+        check_params("policy.params", "the gp_tree policy", pp, ["use_op"])
+        if not isinstance(pp.get("use_op", False), bool):
+            raise ConfigError(f"policy.params.use_op: true (the C++ kernel) or false (the TensorFlow reference), or "
+                              f"leave it out (the kernel where it can run); got {pp['use_op']!r}")
         functions = list(gcfg.functions) + (["add"] if out > 1 and "add" not in gcfg.functions else [])
         discrete = bool(action_spec.discrete)
         policy = _prefixed("policy", GPPolicy, out, num_actions=action_spec.num_actions if discrete else 0,
