@@ -30,6 +30,18 @@ class QDLayout:
     init_bounds: Any = None
 
 
+def check_numbers(where: str, owner: str, fn, params: dict) -> None:
+    """:class:`ConfigError` for a string or a boolean given for an argument of ``fn`` whose default is a
+    number: ``--set`` leaves values that are no JSON as strings, and Python reads ``true`` as 1
+    (``inf``/``nan`` spelled as words pass, for the callee's own check)."""
+    defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
+    for k, v in params.items():
+        d = defaults.get(k)
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and (isinstance(v, bool) or (
+                isinstance(v, str) and v.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan"))):
+            raise ConfigError(f"{where}.{k}: {owner} takes a number (default {d!r}), got {v!r}")
+
+
 def make_env(env_id: str, num_envs: int, kwargs: dict):
     """``envs.make`` for a config: an error about an option names ``env.kwargs.<option>`` (the environment's
     own ConfigError, or a TypeError/ValueError of a value it could not read, e.g. ``int('abc')``)."""
@@ -153,12 +165,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
                 f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
                 + ", ".join(a for a in accepted if a not in ("num_dims", "popsize", "seed", "name"))
             )
-    defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items()}
-    for k, v in params.items():
-        d = defaults.get(k)
-        if isinstance(d, (int, float)) and not isinstance(d, bool) and (isinstance(v, bool) or (
-                isinstance(v, str) and v.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan"))):
-            raise ConfigError(f"algorithm.params.{k}: {name} takes a number (default {d!r}), got {v!r}")
+    check_numbers("algorithm.params", name, cls, params)
     kwargs = dict(params)
     if "dtype" in accepted and "dtype" not in kwargs:
         kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
