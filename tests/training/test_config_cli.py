@@ -247,6 +247,8 @@ def test_a_strategy_constructor_error_names_the_config_field(params, msg):
 
     with pytest.raises(ConfigError, match=msg):
         make_algorithm("openai_es", 4, 8, 0, params)
+    with pytest.raises(ConfigError, match=r"^algorithm\.popsize: openai_es: popsize must be even"):
+        make_algorithm("openai_es", 4, 7, 0, {})
 
 
 @pytest.mark.parametrize("kwargs, msg", [

@@ -179,6 +179,8 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         return cls(num_dims=num_dims, seed=seed, **kwargs)
     except ConfigError as e:  # the constructor's own check: say which config field it was about
         key = next((k for k in params if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        if key is None and popsize is not None and re.match(r"popsize\b", str(e)):
+            raise ConfigError(f"algorithm.popsize: {name}: {e}") from None
         raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
     except (TypeError, ValueError) as e:  # a registered class that does not check its own arguments
         raise ConfigError(f"algorithm {name}: {e} (algorithm.params: {params})") from None
