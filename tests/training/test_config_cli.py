@@ -173,7 +173,8 @@ def test_a_moved_run_directory_resumes_exactly(tmp_path, capsys):
     logs = [[json.loads(x)["best"] for x in (tmp_path / r / "progress.jsonl").read_text().splitlines()]
             for r in ("a", "moved")]
     assert len(logs[0]) == 2 and logs[0] == logs[1]
-    ck = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / r / "checkpoints"))) for r in ("a", "moved")]
+    ck = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / r / "checkpoints")))
+          for r in ("a", "moved")]
     names = [k for k in ck[0].get_variable_to_shape_map() if k.startswith("algorithm/")]
     assert names and all(np.array_equal(ck[0].get_tensor(k), ck[1].get_tensor(k)) for k in names)
 
