@@ -378,3 +378,35 @@ def test_policy_does_not_scale_uint8_token_ids_read_by_an_embedding(input_dtype)
     want = np.stack([np.argmax(pm.to_keras(params[p])(obs[p].numpy().astype(input_dtype)), -1) for p in range(3)])
     np.testing.assert_array_equal(policy.forward(params, obs), want)
     np.testing.assert_array_equal(policy.forward(params, obs[1:], indices=tf.constant([1, 2])), want[1:])
+
+
+def test_subclassed_template_is_refused_as_such():
+    """A built subclassed model gets the error saying what it is and what is supported (not 'not built')."""
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.d(x)
+
+    model = Net()
+    model(np.zeros((1, 5), np.float32))
+    with pytest.raises(ConfigError, match=r"'net' \(Net\) is a subclassed keras.Model.*Sequential and functional"):
+        nn.PopulationModel(model)
+
+
+@pytest.mark.parametrize("use_op", [True, False])
+def test_policy_forward_refuses_obs_of_another_population_size(use_op):
+    """obs [n, B, ...] with n != P and no indices: a ShapeError naming both sizes on every path (TensorFlow's
+    own matmul broadcast n=1 to all members, the C++ ops failed inside the graph)."""
+    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=(5,)), use_op=use_op)
+    policy = nn.Policy(pm, ActionSpec(discrete=True, num_actions=2))
+    params = pm.init_params(3, seed=0)
+    for n in (1, 2):
+        with pytest.raises(ShapeError, match=rf"obs have {n} members on axis 0 but params have 3"):
+            policy.forward(params, tf.zeros([n, 1, 4]))
+        with pytest.raises(ShapeError, match=rf"obs have {n} members on axis 0 but params have 3"):
+            policy.forward(pm.unflatten(params), tf.zeros([n, 1, 4]))
+    assert policy.forward(params, tf.zeros([3, 1, 4])).shape == (3, 1)

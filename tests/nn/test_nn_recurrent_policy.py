@@ -46,6 +46,23 @@ def test_policy_state_shape_and_errors():
     assert ok.state_shape == (13,)
 
 
+def test_user_activation_before_the_recurrent_layer_is_refused():
+    """A user activation sees Keras's [batch, time, ...]: softmax over axis 1 mixes the time steps, which one
+    observation per step cannot reproduce (stepping gave actions 1.2 away from the whole sequence)."""
+    env = make("CartPole-v1", 1)
+
+    def over_time(x):
+        return keras.activations.softmax(x, axis=1)
+
+    for layer in (L.Dense(4, activation=over_time, name="mix"), L.Activation(over_time, name="mix")):
+        with pytest.raises(ConfigError, match="'mix' .*time steps one by one"):
+            nn.Policy(nn.PopulationModel(keras.Sequential([keras.Input((None, 4)), layer, L.SimpleRNN(3),
+                                                           L.Dense(2)])), env.action_spec)
+    # after the recurrent layer the time axis is gone: fine
+    nn.Policy(nn.PopulationModel(keras.Sequential([keras.Input((None, 4)), L.SimpleRNN(3),
+                                                   L.Dense(2, activation=over_time)])), env.action_spec)
+
+
 def test_ingraph_rollout_carries_state_like_rerunning_the_history():
     """Reference: at each step, the whole observation history from the zero state (no carried state)."""
     P, B, T = 5, 2, 25

@@ -179,3 +179,39 @@ def test_translator_agrees_with_keras(cls, tmp_path):
 @pytest.mark.parametrize("name", list(EXTRA))
 def test_translator_variants_agree_with_keras(name, tmp_path):
     _check_template(EXTRA[name](), tmp_path)
+
+
+def _softmax_over_axis1(x):
+    return keras.activations.softmax(x, axis=1)  # axis 1 of Keras's [batch, ...]: a sample axis
+
+
+AXIS1_CASES = {
+    "Dense": lambda: chain((3, 5), L.Dense(4, activation=_softmax_over_axis1)),
+    "Activation": lambda: chain((3, 5), L.Dense(4), L.Activation(_softmax_over_axis1)),
+    "layer_as_activation": lambda: chain((3, 5), L.Dense(4, activation=L.Softmax(axis=1))),
+    "Conv1D": lambda: chain(S1, L.Conv1D(3, 2, activation=_softmax_over_axis1)),
+    "Conv2D": lambda: chain((4, 4, 2), L.Conv2D(3, 2, activation=_softmax_over_axis1)),
+    "Conv3D": lambda: chain(S3, L.Conv3D(2, 2, activation=_softmax_over_axis1)),
+    "DepthwiseConv2D": lambda: chain((4, 4, 2), L.DepthwiseConv2D(2, activation=_softmax_over_axis1)),
+    "SeparableConv2D": lambda: chain((4, 4, 2), L.SeparableConv2D(3, 2, activation=_softmax_over_axis1)),
+    "LSTM": lambda: keras.Sequential([keras.Input((5, 3)), L.LSTM(4, activation=_softmax_over_axis1), L.Dense(2)]),
+    "GRU": lambda: keras.Sequential([keras.Input((5, 3)), L.GRU(4, recurrent_activation=_softmax_over_axis1),
+                                     L.Dense(2)]),
+}
+
+
+@pytest.mark.parametrize("name", list(AXIS1_CASES))
+def test_user_activation_sees_keras_sample_axes(name):
+    """A user activation (or a layer given as one) gets Keras's ``[batch, ...]`` view: axis 1 is a sample
+    axis, not the members' batch axis of the population tensor ``[n, B, ...]``."""
+    template = AXIS1_CASES[name]()
+    pm = nn.PopulationModel(template)
+    params = _params(pm)
+    x = _inputs(pm, 1)[0]
+    y = np.asarray(pm(params, x))
+    idx = tf.constant([2, 0], tf.int32)
+    np.testing.assert_allclose(np.asarray(pm(params, x[[2, 0]], indices=idx)), y[[2, 0]], atol=TOL, rtol=0)
+    np.testing.assert_allclose(np.asarray(pm(pm.unflatten(params), x)), y, atol=TOL, rtol=0)
+    for p in range(P):
+        template.set_weights(pm.template_weights(params[p]))
+        np.testing.assert_allclose(y[p], np.asarray(template(x[p])), atol=TOL, rtol=0)

@@ -76,6 +76,23 @@ def test_cli_help_everywhere(capsys):
         assert "usage: tfevo" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("field, value, accepted", [
+    ("env.episodes", True, "int"), ("run.generations", True, r"Optional\[int\]"), ("run.seed", False, "int"),
+    ("evaluator.num_envs", True, r"Optional\[int\]"), ("policy.hidden", [True, 4], r"list\[int\]"),
+    ("policy.activation", True, "str"),
+])
+def test_a_boolean_is_not_a_number(field, value, accepted):
+    """TOML's true/false where a number (or name) belongs is refused, not read as 1/0."""
+    section, name = field.split(".")
+    data = {"run": {"generations": 5}}
+    data.setdefault(section, {})[name] = value
+    with pytest.raises(ConfigError, match=rf"{field}: a boolean is not accepted here \(got .*(true|false).*accepted: "
+                                          rf"{accepted}"):
+        parse_config(data)
+    parse_config({"run": {"generations": 5}, "evaluator": {"obs_norm": True, "jit_compile": False},
+                  "env": {"kwargs": {"sutton_barto_reward": True}}})  # boolean fields and free tables keep them
+
+
 def test_cli_reports_config_errors(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[run]\ngenerations = 2\n[algorithm]\nname = 'openai_es'\nfoo = 1\n")
     assert main(["train", str(tmp_path / "bad.toml")]) == 2
@@ -136,6 +153,30 @@ def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     assert "algorithm.popsize: 8 in the run, 16 now" in err
     assert "algorithm.params.sigma: 0.1 in the run, 0.3 now" in err and "run.seed: 0 in the run, 5 now" in err
     assert "run.generations" not in err  # the budget may change
+
+
+def test_a_moved_run_directory_resumes_exactly(tmp_path, capsys):
+    """run.dir is where the run is found: a copied directory, given with another spelling, resumes (it was
+    refused as a different config) and continues as the uninterrupted run."""
+    import shutil
+
+    import numpy as np
+    import tensorflow as tf
+
+    toy = ["--no-progress", "--set", "algorithm.popsize=8", "--set", "policy.hidden=[4]", "--set", "env.episodes=1",
+           "--set", "env.max_steps=20", "--set", "evaluator.kind=pipelined", "--set", "evaluator.num_envs=4"]
+    assert main(["train", "--run-dir", str(tmp_path / "a"), "--generations", "1", *toy]) == 0
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    assert main(["train", "--run-dir", str(tmp_path / "moved") + "/", "--generations", "2", *toy]) == 0
+    assert "resumed" in capsys.readouterr().out
+    assert main(["train", "--run-dir", str(tmp_path / "a"), "--generations", "2", *toy]) == 0
+    logs = [[json.loads(x)["best"] for x in (tmp_path / r / "progress.jsonl").read_text().splitlines()]
+            for r in ("a", "moved")]
+    assert len(logs[0]) == 2 and logs[0] == logs[1]
+    ck = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / r / "checkpoints")))
+          for r in ("a", "moved")]
+    names = [k for k in ck[0].get_variable_to_shape_map() if k.startswith("algorithm/")]
+    assert names and all(np.array_equal(ck[0].get_tensor(k), ck[1].get_tensor(k)) for k in names)
 
 
 def test_set_fills_a_table_the_config_leaves_out():
@@ -223,3 +264,38 @@ def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
     with pytest.raises(ConfigError, match="policy is not used with problem"):
         parse_config({"run": {"generations": 5}, "algorithm": {"name": "map_elites"}, "policy": {"hidden": [8]},
                       "problem": {"name": "sphere_qd", "num_dims": 4}})
+
+
+@pytest.mark.parametrize("params, msg", [
+    ({"sigma": -1.0}, r"^algorithm\.params\.sigma: sigma must be > 0, got -1"),
+    ({"learning_rate": float("inf")}, r"^algorithm\.params\.learning_rate: learning_rate must be > 0, got inf"),
+    # --set values that are no JSON stay strings; a boolean is not a number (both were passed on: a traceback
+    # from float('abc'), sigma=true ran as 1.0)
+    ({"sigma": "abc"}, r"^algorithm\.params\.sigma: openai_es takes a number \(default 0\.02\), got 'abc'"),
+    ({"sigma": "0.1,0.2"}, r"^algorithm\.params\.sigma: openai_es takes a number .*got '0\.1,0\.2'"),
+    ({"sigma": True}, r"^algorithm\.params\.sigma: openai_es takes a number .*got True"),
+    ({"sigma": "nan"}, r"^algorithm\.params\.sigma: sigma must be > 0, got nan"),  # inf/nan spelled as words
+    ({"sigma": [0.1]}, r"^algorithm openai_es: .*list"),
+])
+def test_a_strategy_constructor_error_names_the_config_field(params, msg):
+    from tfevo.training.parts import make_algorithm
+
+    with pytest.raises(ConfigError, match=msg):
+        make_algorithm("openai_es", 4, 8, 0, params)
+    with pytest.raises(ConfigError, match=r"^algorithm\.popsize: openai_es: popsize must be even"):
+        make_algorithm("openai_es", 4, 7, 0, {})
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    ({"max_episode_steps": "abc"}, r"^env\.kwargs: CartPole-v1 could not take .*'abc'.*invalid literal"),
+    ({"max_episode_steps": -1}, r"^env\.kwargs\.max_episode_steps: max_episode_steps must be >= 0, got -1"),
+    ({"nosuch": 1}, r"CartPole-v1: unknown option\(s\) \['nosuch'\]"),
+])
+def test_env_kwargs_errors_name_the_field(kwargs, msg):
+    """A value the environment cannot read is a ConfigError naming env.kwargs (it was a ValueError traceback)."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["env"]["kwargs"] = kwargs
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))

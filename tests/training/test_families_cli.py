@@ -177,6 +177,22 @@ def test_family_config_errors_name_the_field_value_and_choices(data, msg):
      r"policy\.activation: unknown activation 'tahn' \(did you mean 'tanh'\?\); Keras activations: .*relu"),
     ({"algorithm": {"name": "neat"}, "policy": {"kind": "hyperneat", "activation": "tahn"}},
      r"policy\.activation: unknown activation 'tahn'; known: sigmoid, tanh"),
+    # values a family's callee could not read, or a boolean for a number: TypeError/ValueError tracebacks or
+    # silently 1.0 before
+    ({"algorithm": {"name": "neat"}, "policy": {"kind": "neat", "params": {"settle_steps": "abc"}}},
+     r"policy\.params\.settle_steps: the neat policy takes a number \(default 1\), got 'abc'"),
+    ({"algorithm": {"name": "neat"}, "policy": {"kind": "hyperneat", "params": {"weight_threshold": "abc"}}},
+     r"policy\.params\.weight_threshold: the hyperneat policy takes a number \(default 0\.2\), got 'abc'"),
+    ({"algorithm": {"name": "neat"}, "policy": {"kind": "hyperneat", "params": {"max_weight": True}}},
+     r"policy\.params\.max_weight: the hyperneat policy takes a number \(default 5\.0\), got True"),
+    ({"algorithm": {"name": "gp", "params": {"max_len": "abc"}}, "policy": {"kind": "gp_tree"}},
+     r"algorithm\.params: invalid literal for int\(\)"),
+    ({"algorithm": {"name": "map_elites", "params": {"emitter": "cma_me", "sigma": "abc"}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}},
+     r"algorithm\.params\.sigma: the cma_me emitter takes a number \(default 0\.1\), got 'abc'"),
+    ({"algorithm": {"name": "map_elites", "params": {"emitter": "cma_me", "sigma": True}},
+      "problem": {"name": "sphere_qd", "num_dims": 4}},
+     r"algorithm\.params\.sigma: the cma_me emitter takes a number \(default 0\.1\), got True"),
     ({"policy": {"kind": "mlp", "params": {"settle_steps": 2}}},
      r"policy\.params\.settle_steps: the mlp policy takes no params"),
     ({"algorithm": {"name": "cma_es"}, "policy": {"kind": "linear", "params": {"foo": 1}}},
@@ -315,3 +331,22 @@ def test_flat_form_gives_the_algorithm_back_its_population_bit_for_bit():
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         if algo["name"] == "neat":
             assert np.isnan(flat.numpy()).any()  # the padding is carried, not zeroed
+
+
+@pytest.mark.parametrize("pp, msg", [
+    ({"use_op": False}, None),
+    ({"use_op": "abc"}, r"policy\.params\.use_op: true .* or false .*got 'abc'"),
+    ({"backend": "op"}, r"policy\.params\.backend: the gp_tree policy has no parameter 'backend'.*takes: use_op"),
+])
+def test_gp_tree_policy_params(pp, msg):
+    """The gp_tree policy takes GPPolicy's use_op (a 'backend' in policy.params reached GPPolicy, which no longer
+    has it: a TypeError traceback, and use_op was refused)."""
+    from tfevo.training.builders import build
+
+    data = load_config(CONFIGS / "gp_cartpole.toml").to_dict()
+    data["policy"]["params"] = pp
+    if msg is None:
+        assert build(parse_config(data)).policy.use_op is False
+    else:
+        with pytest.raises(ConfigError, match=msg):
+            build(parse_config(data))

@@ -130,7 +130,9 @@ def cmd_train(args) -> int:
         # through the schema, so fields added since the run started compare as their defaults
         old = C.parse_config(json.loads(saved.read_text()), str(saved)).to_dict()
         new = cfg.to_dict()
-        budget_keys = ("generations", "frames", "seconds")
+        # run.dir says where the run lives, and it is found here: a moved or copied run directory, or the
+        # same one spelled another way (./runs/x, an absolute path), is the same run
+        budget_keys = ("generations", "frames", "seconds", "dir")
         # the budget and the device layout may change (results do not depend on the replica count),
         # but not whether the population is sharded (that picks the evaluator)
         sharded = lambda d: C.DistributeConfig(**d.get("distribute", {})).enabled  # noqa: E731

@@ -103,6 +103,11 @@ class TemplateParser:
                     "or call model.build((None, *input_shape))"
                 )
             self._parse_graph(model, graph)
+        elif isinstance(model, keras.Model) and not hasattr(model, "_nodes_by_depth"):
+            raise ConfigError(
+                f"template {model.name!r} ({type(model).__name__}) is a subclassed keras.Model, whose call() "
+                "cannot be read layer by layer; supported: keras.Sequential and functional keras.Model "
+                "(keras.Model(inputs, outputs))")
         else:
             self._parse_graph(model, model)
 

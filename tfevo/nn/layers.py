@@ -35,7 +35,27 @@ __all__ = [
 
 
 def _activation(activation):
-    return keras.activations.get(activation) if activation is not None else None
+    return sample_activation(keras.activations.get(activation)) if activation is not None else None
+
+
+def sample_activation(act):
+    """``act`` as applied to population tensors ``[n, B, ...]`` with Keras's meaning.
+
+    The built-in Keras activations act elementwise or over the last axis, so they run on the population
+    tensor as it is.  Anything else (a user function, a layer) may reduce over or index sample axes
+    counted from Keras's batch axis (``softmax(x, axis=1)``), so it runs on the members' batches merged
+    into one Keras batch ``[n*B, ...]`` and is split back.
+    """
+    if act is None or getattr(act, "__module__", "").startswith("keras.src.activations"):
+        return act
+
+    def per_sample(x):
+        y = act(tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)))
+        out = tf.reshape(y, tf.concat([tf.shape(x)[:2], tf.shape(y)[1:]], 0))
+        out.set_shape(x.shape[:2].concatenate(y.shape[1:]))
+        return out
+
+    return per_sample
 
 
 def _dim(x, i):

@@ -99,6 +99,7 @@ def _check_stepwise(model) -> None:
     if every layer that sees the time axis (before a recurrent layer consumes it) treats the time
     steps one by one: raise :class:`ConfigError` for a layer that mixes them (e.g. Conv1D or pooling
     over time, Flatten)."""
+    from tfevo.nn.layers import sample_activation
     from tfevo.nn.translators.recurrent import _RecurrentBase
 
     L = keras.layers
@@ -116,6 +117,9 @@ def _check_stepwise(model) -> None:
             continue
         rank = len(step.tr.input_shapes[0])
         ok = type(layer) in elementwise
+        act = getattr(layer, "activation", None)
+        if act is not None and sample_activation(act) is not act:
+            ok = False  # a user activation sees Keras's [batch, time, ...] and may reduce over time
         if type(layer) in (L.Softmax, L.Concatenate):
             ok = int(layer.axis) % rank != 1
         elif type(layer) in (L.LayerNormalization, L.BatchNormalization):
@@ -423,14 +427,17 @@ class Policy:
         want = self.obs_shape
         if obs.shape.rank != 2 + len(want) or tuple(obs.shape[2:]) != want:
             raise ShapeError(f"obs must have shape [P, B, {', '.join(map(str, want))}], got {obs.shape.as_list()}")
+        popsize = params[0].shape[0] if split else params.shape[0]
         if indices is None:
+            if obs.shape[0] is not None and popsize is not None and obs.shape[0] != popsize:
+                raise ShapeError(f"obs have {obs.shape[0]} members on axis 0 but params have {popsize} "
+                                 "(pass indices to run some of the members)")
             return self._fn(split, False)(params, obs)
         idx = tf.cast(tf.convert_to_tensor(indices), tf.int32)
         if idx.shape.rank != 1:
             raise ShapeError(f"indices must be an int32 vector [n], got shape {idx.shape.as_list()}")
         if obs.shape[0] is not None and idx.shape[0] is not None and obs.shape[0] != idx.shape[0]:
             raise ShapeError(f"with indices, obs must have n={idx.shape[0]} rows on axis 0, got {obs.shape[0]}")
-        popsize = params[0].shape[0] if split else params.shape[0]
         if tf.executing_eagerly() and idx.shape[0] and popsize is not None:
             iv = idx.numpy()
             if iv.min() < 0 or iv.max() >= popsize:

@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tfevo import registry
 from tfevo.core import ConfigError
-from tfevo.training.parts import QDLayout, _member_init_fn, make_algorithm, make_policy, qd_layout  # noqa: F401
+from tfevo.training.parts import (QDLayout, _member_init_fn, make_algorithm, make_env, make_policy,  # noqa: F401
+                                  qd_layout)
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
            "write_picture"]
@@ -89,7 +90,7 @@ def env_spec(env_id: str, kwargs: dict) -> EnvSpec:
 
     from tfevo import envs
 
-    env = envs.make(env_id, 1, **kwargs)
+    env = make_env(env_id, 1, kwargs)
     try:
         return EnvSpec(tuple(int(d) for d in env.observation_shape),
                        np.dtype(getattr(env, "observation_dtype", np.float32)).name,

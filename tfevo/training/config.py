@@ -57,8 +57,33 @@ __all__ = ["Config", "RunConfig", "EnvConfig", "PolicyConfig", "AlgorithmConfig"
            "DistributeConfig", "ProblemConfig", "ArchiveConfig", "FAMILY_POLICIES", "VECTOR_POLICIES", "load_config", "parse_config", "DEFAULT_CONFIG"]
 
 
+def _takes_bool(annotation) -> bool:
+    """Whether a field's annotation accepts a boolean (``bool``, ``Any``, a free-form table)."""
+    import typing
+
+    if annotation is bool or annotation is Any or annotation is dict or typing.get_origin(annotation) is dict:
+        return True
+    return any(a is True or a is False or (not isinstance(a, (str, int, float)) and _takes_bool(a))
+               for a in typing.get_args(annotation))
+
+
+def _holds_bool(value) -> bool:
+    return isinstance(value, bool) or (isinstance(value, (list, tuple)) and any(_holds_bool(v) for v in value))
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value, info):
+        # pydantic reads true/false as 1/0 for a number; in a config that is a slip, not a count
+        if _holds_bool(value) and not _takes_bool(cls.model_fields[info.field_name].annotation):
+            ann = cls.model_fields[info.field_name].annotation
+            accepted = getattr(ann, "__name__", None) if isinstance(ann, type) else None
+            accepted = accepted or str(ann).replace("typing.", "")
+            raise ValueError(f"a boolean is not accepted here (got {json.dumps(value)}); accepted: {accepted}")
+        return value
 
 
 class RunConfig(_Strict):

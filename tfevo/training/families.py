@@ -69,11 +69,20 @@ def check_params(where: str, owner: str, given: dict, accepted, reserved: dict |
                               + ", ".join(accepted))
 
 
+def check_numbers(where: str, owner: str, fn, params: dict) -> None:
+    """:func:`tfevo.training.parts.check_numbers` (imported when called, as the family builders import parts)."""
+    from tfevo.training.parts import check_numbers as check
+
+    check(where, owner, fn, params)
+
+
 def _prefixed(where: str, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` with a ConfigError's message prefixed by the config table it came from."""
     try:
         return fn(*args, **kwargs)
     except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    except (TypeError, ValueError) as e:  # a value the callee could not read (int('abc'), 0.5 <= 'abc')
         raise ConfigError(f"{where}: {e}") from None
 
 
@@ -170,9 +179,10 @@ class NEATFamily(Family):
         pp = dict(cfg.policy.params)
         if cfg.policy.kind == "neat":
             check_params("policy.params", "the neat policy", pp, ["settle_steps"])
+            check_numbers("policy.params", "the neat policy", NEATPolicy.__init__, pp)
             ncfg = _prefixed("algorithm.params", NEATConfig, num_inputs=obs_dim, num_outputs=out,
                              pop_size=cfg.algorithm.popsize, **params)
-            policy = NEATPolicy(ncfg, action_spec, **pp)
+            policy = _prefixed("policy.params", NEATPolicy, ncfg, action_spec, **pp)
         else:
             from tfevo.neat.hyperneat import HyperNEAT
             from tfevo.neat.hyperneat_policy import HyperNEATPolicy, layered_substrate
@@ -183,6 +193,7 @@ class NEATFamily(Family):
 
             _prefixed("policy.activation", activation_id, cfg.policy.activation)
             sub = layered_substrate(obs_dim, cfg.policy.hidden, out)
+            check_numbers("policy.params", "the hyperneat policy", HyperNEAT.__init__, pp)
             hn = _prefixed("policy", HyperNEAT, sub, activation=cfg.policy.activation, **pp)
             ncfg = _prefixed("algorithm.params", hn.cppn_config, pop_size=cfg.algorithm.popsize, **params)
             policy = HyperNEATPolicy(hn, ncfg, action_spec)
@@ -233,7 +244,10 @@ class GPFamily(Family):
         gcfg = GPConfig(popsize=cfg.algorithm.popsize, num_vars=obs_dim, num_outputs=out, **params)
         _prefixed("algorithm.params", gcfg.validate)
         pp = dict(cfg.policy.params)
-        check_params("policy.params", "the gp_tree policy", pp, ["backend"])
+        check_params("policy.params", "the gp_tree policy", pp, ["use_op"])
+        if not isinstance(pp.get("use_op", False), bool):
+            raise ConfigError(f"policy.params.use_op: true (the C++ kernel) or false (the TensorFlow reference), or "
+                              f"leave it out (the kernel where it can run); got {pp['use_op']!r}")
         functions = list(gcfg.functions) + (["add"] if out > 1 and "add" not in gcfg.functions else [])
         discrete = bool(action_spec.discrete)
         policy = _prefixed("policy", GPPolicy, out, num_actions=action_spec.num_actions if discrete else 0,
@@ -321,6 +335,7 @@ class MAPElitesFamily(Family):
                                   f"num_emitters={n} CMA-ES searches of at least 2 each; use a multiple of {n} "
                                   f"that is >= {2 * n}")
             batch //= n
+        check_numbers("algorithm.params", f"the {kind} emitter", cls.__init__, params)
         return _prefixed("algorithm.params", cls, dim, batch, bounds=bounds, **params)
 
     def algorithm(self, cfg, parts: Parts):

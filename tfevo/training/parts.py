@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from typing import Any
 
 from tfevo import registry
@@ -27,6 +28,34 @@ class QDLayout:
     ranges: list
     columns: Any = None
     init_bounds: Any = None
+
+
+def check_numbers(where: str, owner: str, fn, params: dict) -> None:
+    """:class:`ConfigError` for a string or a boolean given for an argument of ``fn`` whose default is a
+    number: ``--set`` leaves values that are no JSON as strings, and Python reads ``true`` as 1
+    (``inf``/``nan`` spelled as words pass, for the callee's own check)."""
+    defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
+    for k, v in params.items():
+        d = defaults.get(k)
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and (isinstance(v, bool) or (
+                isinstance(v, str) and v.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan"))):
+            raise ConfigError(f"{where}.{k}: {owner} takes a number (default {d!r}), got {v!r}")
+
+
+def make_env(env_id: str, num_envs: int, kwargs: dict):
+    """``envs.make`` for a config: an error about an option names ``env.kwargs.<option>`` (the environment's
+    own ConfigError, or a TypeError/ValueError of a value it could not read, e.g. ``int('abc')``)."""
+    from tfevo import envs
+
+    try:
+        return envs.make(env_id, num_envs, **kwargs)
+    except ConfigError as e:
+        key = next((k for k in kwargs if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        if key is None:
+            raise
+        raise ConfigError(f"env.kwargs.{key}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"env.kwargs: {env_id} could not take {kwargs}: {e}") from None
 
 
 def qd_layout(cfg) -> QDLayout:
@@ -48,9 +77,7 @@ def qd_layout(cfg) -> QDLayout:
         if a is not None and a.descriptors is not None:
             raise ConfigError(f"archive.descriptors names environment columns; {name} has fixed descriptors {names}")
         return QDLayout(names, list(ranges), None, tuple(cfg.problem.init_bounds or box))
-    from tfevo import envs
-
-    env = envs.make(cfg.env.id, 1, **cfg.env.kwargs)
+    env = make_env(cfg.env.id, 1, cfg.env.kwargs)
     try:
         available = tuple(getattr(env, "descriptor_names", ()) or ())
     finally:
@@ -149,6 +176,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
                 f"algorithm.params.{k}: {name} has no parameter {k!r}{hint}; {name} ({cls.__name__}) takes: "
                 + ", ".join(strategy_arguments(name))
             )
+    check_numbers("algorithm.params", name, cls, params)
     kwargs = dict(params)
     if "dtype" in accepted and "dtype" not in kwargs:
         kwargs["dtype"] = "float32"  # network weights are float32 (CMA-ES alone defaults to float64)
@@ -160,8 +188,13 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         kwargs["popsize"] = popsize
     try:
         return cls(num_dims=num_dims, seed=seed, **kwargs)
-    except TypeError as e:  # a registered class that does not check its own arguments
-        raise ConfigError(f"algorithm {name}: {e}") from None
+    except ConfigError as e:  # the constructor's own check: say which config field it was about
+        key = next((k for k in params if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        if key is None and popsize is not None and re.match(r"popsize\b", str(e)):
+            raise ConfigError(f"algorithm.popsize: {name}: {e}") from None
+        raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
+    except (TypeError, ValueError) as e:  # a registered class that does not check its own arguments
+        raise ConfigError(f"algorithm {name}: {e} (algorithm.params: {params})") from None
 
 
 def _member_init_fn(model, name):

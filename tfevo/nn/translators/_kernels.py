@@ -26,4 +26,6 @@ def fused_activation(act):
         return "none", None
     if act is keras.activations.relu:
         return "relu", None
-    return "none", act
+    from tfevo.nn.layers import sample_activation
+
+    return "none", sample_activation(act)

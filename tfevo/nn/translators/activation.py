@@ -1,4 +1,4 @@
-"""Activation layers: ``Activation`` with any built-in (or custom elementwise/last-axis) function,
+"""Activation layers: ``Activation`` with any built-in or user function (see ``sample_activation``),
 ``ReLU``, ``LeakyReLU``, ``ELU``, ``Softmax`` and ``PReLU`` (per-member slopes)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tfevo.nn.layers import sample_activation
 from tfevo.nn.translators.base import PerSampleTranslator, Translator, register_translator, select
 
 L = keras.layers
@@ -15,7 +16,7 @@ L = keras.layers
 class ActivationTranslator(Translator):
     def forward(self, inputs, weights, indices):
         if isinstance(self.layer, L.Activation):
-            return self.layer.activation(inputs[0])
+            return sample_activation(self.layer.activation)(inputs[0])
         return self.layer(inputs[0])
 
 

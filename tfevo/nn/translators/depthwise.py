@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from tfevo.core import ConfigError
-from tfevo.nn.layers import population_dense
+from tfevo.nn.layers import population_dense, sample_activation
 from tfevo.nn.translators.base import Translator, register_translator, select
 
 
@@ -52,7 +52,7 @@ class DepthwiseConv2DTranslator(_DepthwiseBase):
         y = self._depthwise(inputs[0], weights[0], indices)
         if len(weights) > 1:
             y = y + tf.reshape(select(weights[1], indices), [-1, 1, 1, 1, y.shape[-1]])
-        act = self.layer.activation
+        act = sample_activation(self.layer.activation)
         return act(y) if act is not None else y
 
 

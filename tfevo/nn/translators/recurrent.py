@@ -18,14 +18,14 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.nn.init import as_seed, sample_population
-from tfevo.nn.layers import population_dense
+from tfevo.nn.layers import population_dense, sample_activation
 from tfevo.nn.translators.base import PopulationInit, Translator, register_translator, select
 
 L = keras.layers
 
 
 def _act(fn):
-    return fn if fn is not None else (lambda v: v)
+    return sample_activation(fn) if fn is not None else (lambda v: v)
 
 
 class _RecurrentBase(Translator):
