@@ -28,7 +28,6 @@ counterpart of gplearn's log loss).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -38,20 +37,11 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gp_quality import _range, read_records, run_table_cli  # noqa: E402
 
 DATASETS = ("breast_cancer", "iris_vv", "wine_01")
 FUNCS = ("add", "sub", "mul", "div")
-
-
-def _range(s):
-    out = []
-    for part in s.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out += list(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return out
 
 
 def dataset(name, seed):
@@ -132,10 +122,7 @@ def run(args):
 def table(args):
     from scipy.stats import mannwhitneyu
 
-    recs = []
-    for p in args.files:
-        with open(p) as f:
-            recs += [json.loads(line) for line in f if line.strip()]
+    recs = read_records(args.files)
     by = {}
     for r in recs:
         by.setdefault((r["problem"], r["lib"]), {})[r["seed"]] = r
@@ -167,22 +154,10 @@ def table(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--lib", choices=("tfevo", "tfevo_ce", "gplearn"), required=True)
-    r.add_argument("--seeds", default="0-9")
-    r.add_argument("--datasets", default=",".join(DATASETS))
-    r.add_argument("--pop", type=int, default=1000)
-    r.add_argument("--gens", type=int, default=50)
-    r.add_argument("--tfevo-set", default="", help="JSON dict of SymbolicClassifier arguments for tfevo runs")
-    r.add_argument("--out", required=True)
-    t = sub.add_parser("table")
-    t.add_argument("files", nargs="+")
-    t.add_argument("--auc", default="test_auc", choices=("test_auc", "test_auc_scorer"),
-                   help="AUC from predict_proba (default) or from what scoring='roc_auc' uses")
-    args = ap.parse_args()
-    run(args) if args.cmd == "run" else table(args)
+    run_table_cli(__doc__, run, table, libs=("tfevo", "tfevo_ce", "gplearn"), estimator="SymbolicClassifier",
+                  run_args=[(("--seeds",), dict(default="0-9")), (("--datasets",), dict(default=",".join(DATASETS)))],
+                  table_args=[(("--auc",), dict(default="test_auc", choices=("test_auc", "test_auc_scorer"),
+                               help="AUC from predict_proba (default) or from what scoring='roc_auc' uses"))])
 
 
 if __name__ == "__main__":

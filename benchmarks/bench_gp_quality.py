@@ -41,6 +41,38 @@ NGUYEN_FUNCS = ("add", "sub", "mul", "div", "sin", "cos", "exp", "log")
 EXACT = 1e-8
 
 
+def read_records(paths) -> list:
+    """The JSON-lines records of the given files, in order."""
+    recs = []
+    for p in paths:
+        with open(p) as f:
+            recs += [json.loads(line) for line in f if line.strip()]
+    return recs
+
+
+def run_table_cli(doc, run, table, libs=("tfevo", "gplearn"), estimator="SymbolicRegressor", run_args=(),
+                  table_args=()):
+    """The ``run`` / ``table`` command line the GP quality scripts share: ``run --lib L --pop --gens
+    --tfevo-set --out`` plus ``run_args``, ``table FILES...`` plus ``table_args`` (each a pair of
+    ``add_argument``'s positional and keyword arguments)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--lib", choices=libs, required=True)
+    for a, k in run_args:
+        r.add_argument(*a, **k)
+    r.add_argument("--pop", type=int, default=1000)
+    r.add_argument("--gens", type=int, default=50)
+    r.add_argument("--tfevo-set", default="", help=f"JSON dict of {estimator} arguments for tfevo runs")
+    r.add_argument("--out", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    for a, k in table_args:
+        t.add_argument(*a, **k)
+    args = ap.parse_args()
+    run(args) if args.cmd == "run" else table(args)
+
+
 def _range(s):
     out = []
     for part in s.split(","):
@@ -157,10 +189,7 @@ def run(args):
 
 
 def table(args):
-    recs = []
-    for p in args.files:
-        with open(p) as f:
-            recs += [json.loads(line) for line in f if line.strip()]
+    recs = read_records(args.files)
     by = {}
     for r in recs:
         by.setdefault((r["problem"], r["lib"]), {})[r["seed"]] = r
@@ -197,22 +226,9 @@ def table(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--lib", choices=("tfevo", "gplearn"), required=True)
-    r.add_argument("--seeds", default="0-9")
-    r.add_argument("--problems", default="1-12")
-    r.add_argument("--data-seeds", default="0-9")
-    r.add_argument("--datasets", default=",".join(DATASETS))
-    r.add_argument("--pop", type=int, default=1000)
-    r.add_argument("--gens", type=int, default=50)
-    r.add_argument("--tfevo-set", default="", help="JSON dict of SymbolicRegressor arguments for tfevo runs")
-    r.add_argument("--out", required=True)
-    t = sub.add_parser("table")
-    t.add_argument("files", nargs="+")
-    args = ap.parse_args()
-    run(args) if args.cmd == "run" else table(args)
+    run_table_cli(__doc__, run, table, run_args=[
+        (("--seeds",), dict(default="0-9")), (("--problems",), dict(default="1-12")),
+        (("--data-seeds",), dict(default="0-9")), (("--datasets",), dict(default=",".join(DATASETS)))])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ whether the divisor came closer to 0 than on any training row.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from bench_gp_quality import _range, dataset, make_gplearn, make_tfevo  # noqa: E402
+from bench_gp_quality import _range, dataset, make_gplearn, make_tfevo, read_records, run_table_cli  # noqa: E402
 
 ARITY = {"add": 2, "sub": 2, "mul": 2, "div": 2, "log": 1, "sqrt": 1, "inv": 1, "neg": 1, "abs": 1,
          "sin": 1, "cos": 1, "exp": 1}
@@ -168,10 +167,7 @@ def run(args):
 
 
 def table(args):
-    recs = []
-    for p in args.files:
-        with open(p) as f:
-            recs += [json.loads(line) for line in f if line.strip()]
+    recs = read_records(args.files)
     groups = {}
     for r in recs:
         groups.setdefault((r["problem"], r["lib"] + (" " + json.dumps(r["tfevo_set"]) if "tfevo_set" in r else "")),
@@ -194,20 +190,8 @@ def table(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--lib", choices=("tfevo", "gplearn"), required=True)
-    r.add_argument("--datasets", default="linnerud_waist,linnerud_weight")
-    r.add_argument("--seeds", default="0-9")
-    r.add_argument("--pop", type=int, default=1000)
-    r.add_argument("--gens", type=int, default=50)
-    r.add_argument("--tfevo-set", default="")
-    r.add_argument("--out", required=True)
-    t = sub.add_parser("table")
-    t.add_argument("files", nargs="+")
-    args = ap.parse_args()
-    run(args) if args.cmd == "run" else table(args)
+    run_table_cli(__doc__, run, table, run_args=[
+        (("--datasets",), dict(default="linnerud_waist,linnerud_weight")), (("--seeds",), dict(default="0-9"))])
 
 
 if __name__ == "__main__":
