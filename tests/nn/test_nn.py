@@ -380,6 +380,34 @@ def test_policy_does_not_scale_uint8_token_ids_read_by_an_embedding(input_dtype)
     np.testing.assert_array_equal(policy.forward(params, obs[1:], indices=tf.constant([1, 2])), want[1:])
 
 
+@pytest.mark.parametrize("first", ["rescaling", "normalization"])
+def test_policy_leaves_uint8_frames_to_a_template_that_scales_them(first):
+    """obs_scale='auto' divides uint8 frames by 255 unless the template's own Rescaling / Normalization
+    reads the observation: it gets the frames as they are, so the actions are those of the member's
+    Keras model on the raw frames (not scaled twice)."""
+    frames = np.random.default_rng(0).integers(0, 256, (3, 5, 4, 4, 1)).astype(np.uint8)
+    if first == "rescaling":
+        pre = L.Rescaling(1 / 255.0)
+    else:
+        pre = L.Normalization()
+        pre.adapt(frames.reshape(-1, 4, 4, 1).astype(np.float32))
+    template = keras.Sequential([keras.Input((4, 4, 1)), pre, L.Flatten(), L.Dense(4)])
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(3, seed=0)
+    policy = nn.Policy(pm, ActionSpec(discrete=True, num_actions=4))
+    obs = tf.constant(frames)
+    want = np.stack([np.argmax(pm.to_keras(params[p])(frames[p].astype(np.float32)), -1) for p in range(3)])
+    np.testing.assert_array_equal(policy.forward(params, obs), want)
+    np.testing.assert_array_equal(policy.forward(params, obs[1:], indices=tf.constant([1, 2])), want[1:])
+    assert pm.num_params == 16 * 4 + 4  # the preprocessing statistics are not evolved
+
+
+def test_inverted_normalization_is_refused():
+    with pytest.raises(ConfigError, match=r"invert=True"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Normalization(mean=0.0, variance=1.0, invert=True),
+                                             L.Dense(2)]))
+
+
 def test_subclassed_template_is_refused_as_such():
     """A built subclassed model gets the error saying what it is and what is supported (not 'not built')."""
 

@@ -112,7 +112,19 @@ CASES = {
     L.SimpleRNN: lambda: rnn(L.SimpleRNN),
     L.GRU: lambda: rnn(L.GRU),
     L.LSTM: lambda: rnn(L.LSTM),
+    L.Rescaling: lambda: chain((4, 3), L.Rescaling([0.5, 2.0, -1.0], offset=0.25), L.Dense(4)),
+    L.Normalization: lambda: _adapted_normalization((1, 2)),
+    L.Identity: lambda: chain((5,), L.Identity()),
 }
+
+
+def _adapted_normalization(axis):
+    """Statistics from ``adapt`` live in the layer's variables and in tensors Keras derives from them."""
+    layer = L.Normalization(axis=axis)
+    layer.adapt(np.random.default_rng(5).normal(3.0, 2.0, (64, 4, 3)).astype(np.float32))
+    return chain((4, 3), layer, L.Dense(4))
+
+
 EXTRA = {  # further configurations of the same translators
     "gru_reset_before": lambda: rnn(L.GRU, reset_after=False),
     "lstm_no_forget_bias": lambda: rnn(L.LSTM, unit_forget_bias=False, activation="relu"),
@@ -122,6 +134,8 @@ EXTRA = {  # further configurations of the same translators
     "depthwise_same_nobias": lambda: chain(S2, L.DepthwiseConv2D(3, padding="same", use_bias=False)),
     "batchnorm_no_center_scale": lambda: chain((5,), L.Dense(4), L.BatchNormalization(center=False, scale=False)),
     "dense_rank4": lambda: chain((2, 3, 4), L.Dense(5, activation="swish")),
+    "normalization_adapted_last_axis": lambda: _adapted_normalization(-1),
+    "normalization_given": lambda: chain((4, 3), L.Normalization(mean=[1.0, -2.0, 0.5], variance=[4.0, 0.25, 1.0])),
 }
 
 

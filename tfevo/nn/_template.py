@@ -304,6 +304,8 @@ def _frozen_copy(layer, tr):
         if len(copy.weights) != len(values):
             return None
         copy.set_weights(values)
+        if hasattr(copy, "finalize_state"):  # derived from its weights: an adapted Normalization's statistics
+            copy.finalize_state()
     except (TypeError, ValueError, NotImplementedError, AttributeError):
         return None
     copy.trainable = False

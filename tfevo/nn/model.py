@@ -39,6 +39,16 @@ L = keras.layers
 
 
 
+def finalize_states(layer) -> None:
+    """Lets every layer of ``layer`` (nested models included) recompute what it derives from its
+    weights after ``set_weights`` (Keras's ``finalize_state``, e.g. an adapted ``Normalization``'s
+    mean and variance), as loading a saved model does."""
+    for sub in getattr(layer, "layers", ()):
+        finalize_states(sub)
+    if hasattr(layer, "finalize_state"):  # (not an InputLayer)
+        layer.finalize_state()
+
+
 class PopulationModel(TemplateParser, KernelPaths):
     """P copies of a Keras template network with different weights, run at once.
 
@@ -159,6 +169,7 @@ class PopulationModel(TemplateParser, KernelPaths):
                 f"{n} (a nested model shared inside another nested model is cloned once per use); copy the "
                 "parameters with template.set_weights(pm.template_weights(row))")
         model.set_weights(self.template_weights(row))
+        finalize_states(model)
         if self.num_frozen:
             # clone_model does not carry trainable flags: copy them, layers outermost first (a model's
             # setter sets its sublayers), then the variables' own

@@ -148,7 +148,8 @@ class Policy:
         frames) by 255 and leaves float observations as they are, and
         leaves uint8 alone too when the template's input is integer-typed
         (``keras.Input(..., dtype="int32")``) or feeds an ``Embedding``
-        (token ids, e.g. Atari RAM bytes); a number
+        (token ids, e.g. Atari RAM bytes), a ``Rescaling`` or a
+        ``Normalization`` (the template scales the frames itself); a number
         multiplies every observation by it; ``None`` disables scaling.
       weight_dtype: ``"float32"`` (default) or ``"float16"``: the precision
         of the weights the rollouts compute with.  With ``"float16"``,
@@ -201,11 +202,12 @@ class Policy:
             raise ConfigError(f"Policy needs a template with one input and one output, got inputs "
                               f"{model.input_shape} and outputs {model.output_shape}")
         out_shape = model.output_shape
-        # "auto" scales uint8 frames, never token ids: not for an integer template input, nor one an
-        # Embedding reads directly
+        # "auto" scales uint8 frames, never token ids, nor what the template scales itself: not for an
+        # integer template input, nor one an Embedding, Rescaling or Normalization reads directly
         in_dtype = tf.as_dtype(getattr(model.template.inputs[0], "dtype", "float32") or "float32")
         self._scale_uint8 = in_dtype.is_floating and not any(
-            type(s.layer).__name__ == "Embedding" and model._input_id in s.inputs for s in model._steps)
+            type(s.layer).__name__ in ("Embedding", "Rescaling", "Normalization") and model._input_id in s.inputs
+            for s in model._steps)
         #: per-sample observation shape the policy takes
         self.obs_shape = tuple(model.input_shape)
         #: recurrent templates: shape of the state carried per episode (all layers' states concatenated)

@@ -11,7 +11,7 @@ from tfevo.nn.translators.base import (  # noqa: F401
 )
 from tfevo.nn.translators import (  # noqa: F401  (registration happens on import)
     activation, batchnorm, conv1d, conv2d, conv3d, dense, depthwise, embedding, identity, layernorm, merge,
-    pooling, recurrent, reshape, shape_ops,
+    pooling, preprocessing, recurrent, reshape, shape_ops,
 )
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",

@@ -1,4 +1,5 @@
-"""Layers that are the identity at inference: dropout and noise of every kind, activity regularization."""
+"""Layers that are the identity at inference: dropout and noise of every kind, activity regularization,
+Identity."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ L = keras.layers
 
 
 @register_translator(L.Dropout, L.SpatialDropout1D, L.SpatialDropout2D, L.SpatialDropout3D, L.GaussianNoise,
-                     L.GaussianDropout, L.AlphaDropout, L.ActivityRegularization)
+                     L.GaussianDropout, L.AlphaDropout, L.ActivityRegularization, L.Identity)
 class IdentityTranslator(Translator):
     def forward(self, inputs, weights, indices):
         return inputs[0]
