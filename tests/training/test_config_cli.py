@@ -256,6 +256,18 @@ def test_set_algorithm_name_keeps_what_the_command_line_gives():
         _load(make_parser().parse_args(["train", "--set", "algorithm.name=cmaes"]))
 
 
+@pytest.mark.parametrize("name", ["openai_es", "map_elites", "neat"])
+def test_a_population_larger_than_memory_is_refused_before_any_work(name):
+    from tfevo.cli.train import _load
+    from tfevo.training.builders import build
+
+    cfg = _load(make_parser().parse_args(["train", "--set", f"algorithm.name={name}",
+                                          "--set", "algorithm.popsize=100000000000"]))
+    with pytest.raises(ConfigError, match=r"algorithm\.popsize=100000000000: one population of 100000000000 x \d+ "
+                                          r"float32 parameters needs [\d.]+ GiB, more than this machine's"):
+        build(cfg)
+
+
 def test_policy_defaults_and_a_dumped_config_stay_valid_for_every_kind():
     for kind, algo in (("linear", "openai_es"), ("nature_dqn", "openai_es"), ("neat", "neat"), ("gp_tree", "gp")):
         cfg = parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": {"kind": kind}})

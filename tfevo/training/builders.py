@@ -12,6 +12,7 @@ here, before any training work.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,8 +21,8 @@ import tensorflow as tf
 
 from tfevo import registry
 from tfevo.core import ConfigError
-from tfevo.training.parts import (QDLayout, _member_init_fn, make_algorithm, make_env, make_policy,  # noqa: F401
-                                  qd_layout)
+from tfevo.training.parts import (QDLayout, _member_init_fn, check_population_fits, make_algorithm,  # noqa: F401
+                                  make_env, make_policy, qd_layout)
 
 __all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
            "write_picture"]
@@ -165,11 +166,13 @@ def build(cfg) -> Setup:
     family = family_of(cfg)
     if cfg.problem is not None:  # a QD task: members are the solutions themselves
         parts = family.policy(cfg, None, None)
+        check_population_fits(cfg, parts.num_params)
         algorithm = family.algorithm(cfg, parts)
         evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
         return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
     obs_shape, _, action_spec, in_graph = env_spec(cfg.env.id, cfg.env.kwargs)
     parts = family.policy(cfg, obs_shape, action_spec)
+    check_population_fits(cfg, parts.num_params)
     policy, model = parts.policy, parts.model
     kind = cfg.evaluator.kind
     if kind == "auto":

@@ -301,7 +301,10 @@ class MAPElitesFamily(Family):
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         if cfg.problem is not None:
             return Parts(None, int(cfg.problem.num_dims))
+        from tfevo.training.parts import check_population_fits
+
         parts = super().policy(cfg, obs_shape, action_spec)
+        check_population_fits(cfg, parts.num_params)  # before the initial population is drawn
         parts.init = parts.model.init_params(cfg.algorithm.popsize, cfg.run.seed)
         return parts
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import re
 from typing import Any
 
@@ -141,6 +142,24 @@ def make_policy(cfg, obs_shape, action_spec):
     model = nn.PopulationModel(template)
     policy = nn.Policy(model, action_spec, continuous=p.continuous, weight_dtype=p.weight_dtype)
     return policy, model
+
+
+def check_population_fits(cfg, num_params: int) -> None:
+    """:class:`ConfigError` before any work when one float32 population ``[popsize, D]`` alone is
+    larger than the machine's physical memory (a mistyped popsize would otherwise fail much later,
+    out of memory). Seed-GA decoding in chunks never holds the whole population."""
+    if cfg.algorithm.name == "seed_ga" and cfg.evaluator.decode_chunk > 0:
+        return
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): nothing to compare with
+        return
+    need = 4 * int(cfg.algorithm.popsize) * int(num_params)
+    if need > ram:
+        raise ConfigError(f"algorithm.popsize={cfg.algorithm.popsize}: one population of {cfg.algorithm.popsize} x "
+                          f"{num_params} float32 parameters needs {need / 2**30:.1f} GiB, more than this machine's "
+                          f"{ram / 2**30:.1f} GiB of memory; use a smaller popsize (or, for seed_ga, "
+                          "evaluator.decode_chunk)")
 
 
 def _all_arguments(cls) -> list[str]:
