@@ -127,10 +127,15 @@ def test_the_graph_reader_finds_a_cycle(tmp_path, where):
     assert cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
+#: Keras model internals tfevo reads (a built model's layer graph); only tfevo._tf_private may use them
+KERAS_PRIVATE = {"_functional", "_nodes_by_depth", "_inputs_struct", "_outputs_struct", "_flatten_layers"}
+
+
 def private_tensorflow_uses(path):
     """``[(line, what)]``: TensorFlow's private API used in the module at ``path`` -- imports of
-    ``tensorflow.<submodule>``, ``tf._x`` / ``tf.__x__`` attributes, and a distribution
-    strategy's private ``extended._x`` members (by attribute or by ``getattr``)."""
+    ``tensorflow.<submodule>``, ``tf._x`` / ``tf.__x__`` attributes, a distribution
+    strategy's private ``extended._x`` members (by attribute or by ``getattr``), and the Keras
+    model internals of :data:`KERAS_PRIVATE` (by attribute, ``getattr`` or ``hasattr``)."""
     with open(path) as f:
         tree = ast.parse(f.read())
     found = []
@@ -144,8 +149,11 @@ def private_tensorflow_uses(path):
             while isinstance(v, ast.Attribute):
                 chain.append(v.attr)
                 v = v.value
-            if (isinstance(v, ast.Name) and v.id == "tf") or chain[1:2] == ["extended"]:
+            if (isinstance(v, ast.Name) and v.id == "tf") or chain[1:2] == ["extended"] or node.attr in KERAS_PRIVATE:
                 found.append((node.lineno, ".".join(reversed(chain))))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in KERAS_PRIVATE):
+            found.append((node.lineno, f"{node.func.id}(..., {node.args[1].value!r})"))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
               and len(node.args) >= 2 and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "extended"
               and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")):
@@ -166,5 +174,7 @@ def test_the_private_api_reader_finds_each_kind(tmp_path):
     p = tmp_path / "m.py"
     p.write_text("import tensorflow as tf\nfrom tensorflow.python.framework import ops\nimport tensorflow.core.util\n"
                  "x = tf.__internal__.tracking.Trackable\ny = s.extended._in_multi_worker_mode()\n"
-                 "z = getattr(s.extended, '_in_multi_worker_mode', None)\nok = tf.compat.v1.Event\n")
-    assert [line for line, _ in private_tensorflow_uses(str(p))] == [2, 3, 4, 5, 6]
+                 "z = getattr(s.extended, '_in_multi_worker_mode', None)\nok = tf.compat.v1.Event\n"
+                 "g = model._nodes_by_depth\nh = hasattr(m, '_functional')\nk = getattr(m, '_inputs_struct', None)\n"
+                 "fine = getattr(m, 'layers', [])\n")
+    assert [line for line, _ in private_tensorflow_uses(str(p))] == [2, 3, 4, 5, 6, 8, 9, 10]

@@ -17,6 +17,10 @@ results.  The introspection helpers (:func:`in_xla_context`,
 :func:`registered_kernel_devices`, :func:`graph_building_seconds`,
 :func:`is_eager_tensor`, :func:`is_trackable`, :func:`in_multi_worker_mode`)
 change no computation and stay on.
+
+Keras has no public API to read a built model's layer graph either: the
+functional-graph readers (:func:`keras_functional_graph`, :func:`keras_nodes_by_depth`,
+:func:`keras_io_structure`, :func:`keras_all_layers`) are here too.
 """
 
 from __future__ import annotations
@@ -379,3 +383,30 @@ def inline_caller(concrete):
         return out[0] if single else tuple(out)
 
     return call
+
+
+# -- Keras's functional graph (how a template is read layer by layer) -----------------------------------
+def keras_functional_graph(model):
+    """The functional graph of a Keras model: a built Sequential's inner functional model, a functional
+    model itself; ``None`` for a Sequential that is not built or a subclassed model (no graph)."""
+    import keras
+
+    if isinstance(model, keras.Sequential):
+        return getattr(model, "_functional", None)
+    return model if hasattr(model, "_nodes_by_depth") else None
+
+
+def keras_nodes_by_depth(graph) -> dict:
+    """``{depth: [node, ...]}`` of a functional graph (depth 0: the output nodes)."""
+    return graph._nodes_by_depth
+
+
+def keras_io_structure(graph):
+    """``(inputs, outputs)`` as the functional model was built: a tensor, a list or a dict of them
+    (``None`` where Keras keeps no structure)."""
+    return getattr(graph, "_inputs_struct", None), getattr(graph, "_outputs_struct", None)
+
+
+def keras_all_layers(model) -> list:
+    """Every layer of ``model``, itself and nested models included, outermost first."""
+    return list(model._flatten_layers())

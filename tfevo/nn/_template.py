@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfevo._tf_private import keras_functional_graph, keras_io_structure, keras_nodes_by_depth
 from tfevo.core import ConfigError
 
 L = keras.layers
@@ -95,15 +96,15 @@ class TemplateParser:
     """The template-reading half of :class:`tfevo.nn.PopulationModel` (a mixin)."""
 
     def _parse(self, model):
+        graph = keras_functional_graph(model)
         if isinstance(model, keras.Sequential):
-            graph = getattr(model, "_functional", None)
             if graph is None:
                 raise ConfigError(
                     f"the Sequential template {model.name!r} is not built: start it with keras.Input(shape) "
                     "or call model.build((None, *input_shape))"
                 )
             self._parse_graph(model, graph)
-        elif isinstance(model, keras.Model) and not hasattr(model, "_nodes_by_depth"):
+        elif isinstance(model, keras.Model) and graph is None:
             raise ConfigError(
                 f"template {model.name!r} ({type(model).__name__}) is a subclassed keras.Model, whose call() "
                 "cannot be read layer by layer; supported: keras.Sequential and functional keras.Model "
@@ -134,11 +135,10 @@ class TemplateParser:
                 "the template model must be built with a known input shape "
                 "(start a Sequential with keras.Input(shape) or use the functional API)"
             )
-        if not hasattr(graph, "_nodes_by_depth"):
+        if keras_functional_graph(graph) is None:
             raise ConfigError(f"template {model.name!r}: subclassed models are not supported (use Sequential or functional)")
         # inputs and outputs: a single tensor, a list, or a dict (by key) as the template was built
-        in_struct = getattr(graph, "_inputs_struct", None)
-        out_struct = getattr(graph, "_outputs_struct", None)
+        in_struct, out_struct = keras_io_structure(graph)
         if isinstance(in_struct, dict):
             self._input_keys = list(in_struct)
             in_tensors = [in_struct[k] for k in self._input_keys]
@@ -228,7 +228,7 @@ class TemplateParser:
             k = bound.get(k, k)
             return alias.get(k, k)
 
-        nodes_by_depth = graph._nodes_by_depth
+        nodes_by_depth = keras_nodes_by_depth(graph)
         for depth in sorted(nodes_by_depth, reverse=True):
             for node in nodes_by_depth[depth]:
                 op = node.operation
@@ -243,8 +243,8 @@ class TemplateParser:
     def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
         """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
         name = f"{model.name!r} ({type(model).__name__})"
-        inner = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) else model
-        if inner is None or not hasattr(inner, "_nodes_by_depth"):
+        inner = keras_functional_graph(model)
+        if inner is None:
             raise ConfigError(f"nested model {name} in the template: only built Sequential and functional models "
                               "can be nested (start a Sequential with keras.Input(shape))")
         inner_in, inner_out = list(inner.inputs), list(inner.outputs)

@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from tfevo import kernels
+from tfevo._tf_private import keras_all_layers
 from tfevo.core import ConfigError, ShapeError, TraceCounter
 from tfevo.nn._kernel_paths import _FUSED_MAX_ROWS, KernelPaths
 from tfevo.nn._template import TemplateParser
@@ -173,7 +174,7 @@ class PopulationModel(TemplateParser, KernelPaths):
         if self.num_frozen:
             # clone_model does not carry trainable flags: copy them, layers outermost first (a model's
             # setter sets its sublayers), then the variables' own
-            mine, theirs = list(self.template._flatten_layers()), list(model._flatten_layers())
+            mine, theirs = keras_all_layers(self.template), keras_all_layers(model)
             if [type(a) for a in mine] == [type(b) for b in theirs]:
                 for a, b in zip(mine, theirs):
                     b.trainable = a.trainable
