@@ -109,7 +109,9 @@ def eigh(x, use_op=None) -> tuple[tf.Tensor, tf.Tensor]:
 
     ``x = v @ diag(e) @ v^T`` with orthonormal ``v``; only the lower triangle of
     ``x`` is read.  Eigenvectors carry the canonical sign (see the module
-    docstring).  Non-finite input raises ``InvalidArgumentError`` on both paths.
+    docstring).  Non-finite input raises ``InvalidArgumentError`` on both paths,
+    except a 1x1 matrix on the reference path: ``tf.linalg.eigh`` returns it as is
+    (NaN or inf eigenvalue, eigenvector 1) where the op raises.
     ``use_op``: ``None`` = automatic, ``False`` = reference, ``True`` = op or error.
     """
     x = _check(x)
