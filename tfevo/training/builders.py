@@ -87,8 +87,6 @@ class EnvSpec(NamedTuple):
 
 def env_spec(env_id: str, kwargs: dict) -> EnvSpec:
     """Probes an environment (one slot) for its observation shape and dtype and its action spec."""
-    import numpy as np
-
     from tfevo import envs
 
     env = make_env(env_id, 1, kwargs)

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, suggest_argument
+from tfevo.training.parts import check_numbers
 
 __all__ = ["FlatAlgorithm", "Family", "Parts", "family_of", "check_params"]
 
@@ -69,13 +70,6 @@ def check_params(where: str, owner: str, given: dict, accepted, reserved: dict |
                               + ", ".join(accepted))
 
 
-def check_numbers(where: str, owner: str, fn, params: dict) -> None:
-    """:func:`tfevo.training.parts.check_numbers` (imported when called, as the family builders import parts)."""
-    from tfevo.training.parts import check_numbers as check
-
-    check(where, owner, fn, params)
-
-
 def _prefixed(where: str, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` with a ConfigError's message prefixed by the config table it came from."""
     try:
@@ -94,7 +88,6 @@ class Parts:
     policy: Any
     num_params: int
     model: Any = None
-    init: Any = None  # [P, D] first population (MAP-Elites over policies)
     genome_config: Any = None  # NEATConfig / GPConfig of structured families
 
 
@@ -301,12 +294,7 @@ class MAPElitesFamily(Family):
     def policy(self, cfg, obs_shape, action_spec) -> Parts:
         if cfg.problem is not None:
             return Parts(None, int(cfg.problem.num_dims))
-        from tfevo.training.parts import check_population_fits
-
-        parts = super().policy(cfg, obs_shape, action_spec)
-        check_population_fits(cfg, parts.num_params)  # before the initial population is drawn
-        parts.init = parts.model.init_params(cfg.algorithm.popsize, cfg.run.seed)
-        return parts
+        return super().policy(cfg, obs_shape, action_spec)
 
     def param_names(self, name: str) -> None:
         return None  # the emitter's own arguments: they depend on algorithm.params.emitter
@@ -360,8 +348,9 @@ class MAPElitesFamily(Family):
                                 seed=cfg.run.seed)
         bounds = layout.init_bounds
         emitter = self.emitter(cfg, D, bounds)
-        if parts.init is not None:
-            return qd.MAPElites(archive, [emitter], init_solutions=parts.init, seed=cfg.run.seed)
+        if parts.model is not None:  # over policies: the template's initializers draw the first population
+            init = parts.model.init_params(cfg.algorithm.popsize, cfg.run.seed)
+            return qd.MAPElites(archive, [emitter], init_solutions=init, seed=cfg.run.seed)
         return qd.MAPElites(archive, [emitter], init_bounds=bounds, seed=cfg.run.seed)
 
     def picture(self, cfg, parts, algorithm, best, run_dir):

@@ -43,6 +43,11 @@ def check_numbers(where: str, owner: str, fn, params: dict) -> None:
             raise ConfigError(f"{where}.{k}: {owner} takes a number (default {d!r}), got {v!r}")
 
 
+def _key_named(keys, error) -> str | None:
+    """The first of ``keys`` an error message starts with (``"sigma must be > 0"`` names ``sigma``)."""
+    return next((k for k in keys if re.match(rf"{re.escape(k)}\b", str(error))), None)
+
+
 def make_env(env_id: str, num_envs: int, kwargs: dict):
     """``envs.make`` for a config: an error about an option names ``env.kwargs.<option>`` (the environment's
     own ConfigError, or a TypeError/ValueError of a value it could not read, e.g. ``int('abc')``)."""
@@ -51,7 +56,7 @@ def make_env(env_id: str, num_envs: int, kwargs: dict):
     try:
         return envs.make(env_id, num_envs, **kwargs)
     except ConfigError as e:
-        key = next((k for k in kwargs if re.match(rf"{re.escape(k)}\b", str(e))), None)
+        key = _key_named(kwargs, e)
         if key is None:
             raise
         raise ConfigError(f"env.kwargs.{key}: {e}") from None
@@ -208,8 +213,8 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
     try:
         return cls(num_dims=num_dims, seed=seed, **kwargs)
     except ConfigError as e:  # the constructor's own check: say which config field it was about
-        key = next((k for k in params if re.match(rf"{re.escape(k)}\b", str(e))), None)
-        if key is None and popsize is not None and re.match(r"popsize\b", str(e)):
+        key = _key_named(params, e)
+        if key is None and popsize is not None and _key_named(["popsize"], e):
             raise ConfigError(f"algorithm.popsize: {name}: {e}") from None
         raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
     except (TypeError, ValueError) as e:  # a registered class that does not check its own arguments
