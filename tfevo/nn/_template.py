@@ -291,6 +291,16 @@ class TemplateParser:
         return step
 
 
+def finalize_states(layer) -> None:
+    """Lets every layer of ``layer`` (nested models included) recompute what it derives from its
+    weights after ``set_weights`` (Keras's ``finalize_state``, e.g. an adapted ``Normalization``'s
+    mean and variance), as loading a saved model does."""
+    for sub in getattr(layer, "layers", ()):
+        finalize_states(sub)
+    if hasattr(layer, "finalize_state"):  # (not an InputLayer)
+        layer.finalize_state()
+
+
 def _frozen_copy(layer, tr):
     """A copy of a frozen one-input Keras layer holding its current weights (constants from now on, whatever
     later happens to the template), or ``None`` where it cannot be rebuilt from its config (the step then
@@ -304,8 +314,7 @@ def _frozen_copy(layer, tr):
         if len(copy.weights) != len(values):
             return None
         copy.set_weights(values)
-        if hasattr(copy, "finalize_state"):  # derived from its weights: an adapted Normalization's statistics
-            copy.finalize_state()
+        finalize_states(copy)
     except (TypeError, ValueError, NotImplementedError, AttributeError):
         return None
     copy.trainable = False

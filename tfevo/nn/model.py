@@ -29,7 +29,7 @@ from tfevo import kernels
 from tfevo._tf_private import keras_all_layers
 from tfevo.core import ConfigError, ShapeError, TraceCounter
 from tfevo.nn._kernel_paths import _FUSED_MAX_ROWS, KernelPaths
-from tfevo.nn._template import TemplateParser
+from tfevo.nn._template import TemplateParser, finalize_states
 from tfevo.nn.init import as_seed, sample_population
 from tfevo.nn.layers import CONV_METHODS
 
@@ -38,16 +38,6 @@ __all__ = ["PopulationModel"]
 
 L = keras.layers
 
-
-
-def finalize_states(layer) -> None:
-    """Lets every layer of ``layer`` (nested models included) recompute what it derives from its
-    weights after ``set_weights`` (Keras's ``finalize_state``, e.g. an adapted ``Normalization``'s
-    mean and variance), as loading a saved model does."""
-    for sub in getattr(layer, "layers", ()):
-        finalize_states(sub)
-    if hasattr(layer, "finalize_state"):  # (not an InputLayer)
-        layer.finalize_state()
 
 
 class PopulationModel(TemplateParser, KernelPaths):
