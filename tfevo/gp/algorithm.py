@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, SeedStream, check_fitness, note_nonfinite, sanitize_fitness
 from tfevo.gp import operators as ops
 from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate, grow_probability
-from tfevo.gp.selection import DEMOTE_RULES, SELECTIONS, demote_duplicates, parsimony, select
+from tfevo.gp.selection import SELECTIONS, demote_duplicates, demote_rule, parsimony, select
 from tfevo.gp.trees import FunctionSet, Trees, check_trees, get_function
 from tfevo.registry import register
 
@@ -163,10 +163,7 @@ class GPConfig:
         for name in ("p_point", "p_leaf", "p_multi_constant", "crossover_p_func"):
             if not (0.0 <= float(getattr(self, name)) <= 1.0):
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if not any(self.demote_duplicates is r or (isinstance(r, str) and self.demote_duplicates == r)
-                   for r in DEMOTE_RULES) and not isinstance(self.demote_duplicates, np.bool_):
-            raise ConfigError(f"demote_duplicates must be True, False, 'error' or 'error_and_length', "
-                              f"got {self.demote_duplicates!r}")
+        demote_rule(self.demote_duplicates)
         if self.elite_fitness not in ("selection", "raw"):
             raise ConfigError(f"elite_fitness must be 'selection' or 'raw', got {self.elite_fitness!r}")
         if float(self.const_sigma) < 0:
@@ -404,9 +401,8 @@ class _Step:
                 tf.where(better, sizes[i], best_s), tf.where(better, fitness[i], best_f))
         use_parsimony = c.parsimony == "auto" or float(c.parsimony) > 0
         sel_fit = parsimony(fitness, sizes[:, 0], c.parsimony) if use_parsimony else fitness
-        if c.demote_duplicates is not False and not (isinstance(c.demote_duplicates, np.bool_)
-                                                        and not c.demote_duplicates):
-            rule = "error_and_length" if c.demote_duplicates == "error_and_length" else "error"
+        rule = demote_rule(c.demote_duplicates)
+        if rule is not None:
             sel_fit = demote_duplicates(sel_fit, sizes[:, 0], fitness, rule)
         s = tf.random.experimental.stateless_split(seed, 3)
         kw = dict(tournament_size=c.tournament_size, truncation_ratio=c.truncation_ratio,

@@ -15,7 +15,8 @@ import tensorflow as tf
 from tfevo.core import ConfigError, sanitize_fitness
 
 __all__ = ["SELECTIONS", "select", "tournament", "truncation", "roulette", "rank_selection",
-           "survivors_mask", "parsimony", "covariant_parsimony", "demote_duplicates", "DEMOTE_RULES"]
+           "survivors_mask", "parsimony", "covariant_parsimony", "demote_duplicates", "DEMOTE_RULES",
+           "demote_rule"]
 
 SELECTIONS = ("tournament", "truncation", "roulette", "rank")
 
@@ -78,6 +79,16 @@ DUPLICATE_FITNESS = -3.0e38
 #: duplicate, the shortest of a group stays), ``"error_and_length"`` (equal
 #: raw fitness and equal length), False (off)
 DEMOTE_RULES = (True, False, "error", "error_and_length")
+
+
+def demote_rule(setting) -> str | None:
+    """The rule a ``demote_duplicates`` setting names: ``"error"`` (True or ``"error"``),
+    ``"error_and_length"``, or None (False: off); anything else is a :class:`ConfigError`."""
+    if isinstance(setting, (bool, np.bool_)):
+        return "error" if setting else None
+    if isinstance(setting, str) and setting in ("error", "error_and_length"):
+        return setting
+    raise ConfigError(f"demote_duplicates must be True, False, 'error' or 'error_and_length', got {setting!r}")
 
 
 def demote_duplicates(fitness, lengths, raw=None, rule="error") -> tf.Tensor:

@@ -34,8 +34,8 @@ from tfevo.gp.functions import (  # noqa: F401  (the function table is part of t
     _BY_ID, _TABLE, EXP_CLIP, MAX_ARITY, PROTECT_EPS, FunctionSet, GPFunction, _f32, _sympy_table, arity_table,
     builtin_functions, get_function, register_function)
 
-__all__ = ["fold_prefix", 
-    "PAD", "CONST", "VAR", "FUNC", "OUT",
+__all__ = [
+    "PAD", "CONST", "VAR", "FUNC", "OUT", "fold_prefix",
     "Trees", "GPFunction", "FunctionSet", "register_function", "get_function",
     "builtin_functions", "validate", "check_trees", "tree_lengths",
     "compute_sizes", "from_prefix", "to_prefix", "to_infix",
