@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
+from tfevo.neat import functions as F
 from tfevo.neat import network as net
 from tfevo.neat.config import NEATConfig
 
@@ -208,10 +209,10 @@ def to_keras(nodes, conns, config: NEATConfig) -> "keras.Model":
         terms = [node(a, stack + (k,)) * float(w) for a, w in incoming.get(k, [])]
         if terms:
             z = float(bias) + float(resp) * _keras_agg(agg, terms)
-        else:  # no enabled input: the aggregation is 0 (product: 1, as neat-python)
+        else:  # no enabled input: the empty aggregation (functions.empty_aggregation)
             z = ops.zeros_like(inp[:, 0]) + float(bias)
-            if agg == "product":
-                z = z + float(resp)
+            if F.empty_aggregation(agg):
+                z = z + float(resp) * F.empty_aggregation(agg)
         values[k] = _keras_act(act, z)
         return values[k]
 
@@ -266,8 +267,6 @@ def _implemented(name, kind):
     (its Python definition, ``py_fn`` of ``register_activation``/``register_aggregation``)."""
     from sympy.utilities.lambdify import implemented_function
     import sympy as sp
-
-    from tfevo.neat import functions as F
 
     py = (F.PY_ACTIVATIONS if kind == "activation" else F.PY_AGGREGATIONS).get(name)
     if py is None:
@@ -352,7 +351,7 @@ def to_sympy(nodes, conns, config: NEATConfig, precision: int = 6):
         # products and sums unevaluated: sympy would distribute a number over a
         # sum, copying a shared subexpression once per use (exponential in depth)
         terms = [sp.Mul(f(w), node(a, stack + (k,)), evaluate=False) for a, w in incoming.get(k, [])]
-        s = _sympy_agg(agg, terms) if terms else sp.Integer(1 if agg == "product" else 0)
+        s = _sympy_agg(agg, terms) if terms else sp.Integer(int(F.empty_aggregation(agg)))
         expr[k] = _sympy_act(act, sp.Add(f(bias), sp.Mul(f(resp), s, evaluate=False), evaluate=False))
         return expr[k]
 
@@ -450,7 +449,6 @@ def to_neat_python(nodes, conns, config: NEATConfig, key: int = 0):
         import neat
     except ImportError as e:  # pragma: no cover - neat-python is a test extra
         raise ConfigError("to_neat_python needs neat-python (pip install neat-python)") from e
-    from tfevo.neat import functions as F
     from tfevo.neat.genome import (CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT, NODE_ACT, NODE_AGG,
                                    NODE_BIAS, NODE_KEY, NODE_RESPONSE)
 

@@ -357,6 +357,13 @@ def apply_activation(z: tf.Tensor, act_ids: tf.Tensor, options: tuple[str, ...])
     return out
 
 
+def empty_aggregation(name: str) -> float:
+    """An aggregation over no inputs: 1 for ``product`` (the empty product, as neat-python's
+    ``product_aggregation([])``), else 0. Every forward and export of a node without enabled
+    inputs uses this value."""
+    return 1.0 if name == "product" else 0.0
+
+
 def aggregate(x: tf.Tensor, mask: tf.Tensor, agg_ids: tf.Tensor, options: tuple[str, ...]) -> tf.Tensor:
     """Aggregates incoming values ``x [..., K, N]`` (``mask`` marks real inputs)
     per node with ``agg_ids [..., N]``; a node without inputs gets 0, or 1 with
@@ -368,7 +375,9 @@ def aggregate(x: tf.Tensor, mask: tf.Tensor, agg_ids: tf.Tensor, options: tuple[
         for name in options:
             out = tf.where(tf.equal(agg_ids, aggregation_id(name)), AGGREGATIONS[name](x, mask), out)
     has = tf.reduce_any(mask, axis=-2)
-    if "product" not in options:
-        return tf.where(has, out, tf.zeros_like(out))
-    empty = tf.cast(tf.equal(agg_ids, aggregation_id("product")), out.dtype) + tf.zeros_like(out)
+    empty = tf.zeros_like(out)
+    for name in options:
+        if empty_aggregation(name):
+            empty = tf.where(tf.equal(agg_ids, aggregation_id(name)), tf.constant(empty_aggregation(name), out.dtype),
+                             empty)
     return tf.where(has, out, empty)

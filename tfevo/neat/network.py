@@ -179,14 +179,14 @@ def _eval_node(k, nd, incoming, values, float32: bool = True):
     bias, resp, agg, act = nd[k]
     if not float32:
         ins = [values[a] * w for a, w in incoming.get(k, [])]
-        s = F.PY_AGGREGATIONS[agg](ins) if ins else (1.0 if agg == "product" else 0.0)
+        s = F.PY_AGGREGATIONS[agg](ins) if ins else F.empty_aggregation(agg)
         return F.PY_ACTIVATIONS[act](bias + resp * s)
     # float32 arithmetic, operation by operation, as in the networks: the
     # reference then ties where they tie (e.g. two sigmoids saturated at 1.0)
     f = np.float32
     ins = [f(values[a]) * f(w) for a, w in incoming.get(k, [])]
     if not ins:
-        s = f(1) if agg == "product" else f(0)  # (the empty product is 1, as in neat-python)
+        s = f(F.empty_aggregation(agg))
     elif agg in ("sum", "mean"):
         s = f(0)
         for v in ins:
