@@ -403,3 +403,29 @@ def test_population_order_is_genome_id_order_during_a_run():
         pop = algo.ask()
         algo.tell(pop, prob(pop, cfg))
         assert (np.diff(algo.member_key.numpy()) > 0).all()
+
+
+@pytest.mark.parametrize("use_op", [False, True])
+@pytest.mark.parametrize("func", ["max", "min", "mean", "median", "median2"])
+def test_species_fitness_func_is_neat_python_stat_function(use_op, func):
+    """A species' fitness is neat-python's ``stat_functions[species_fitness_func]``
+    of its members' fitness: ``median`` the upper middle value of an even-sized
+    species (math_util.median), ``median2`` the mean of the two middle ones, in
+    the reference and the plan kernel."""
+    pytest.importorskip("neat")
+    from neat.math_util import stat_functions
+
+    from tfevo.neat import _speciate_op as so
+
+    rng = np.random.default_rng(1)
+    S, sizes = 4, [1, 2, 4, 5]
+    P = sum(sizes)
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=P, elitism=0, min_species_size=1, species_elitism=4,
+                     max_species=S, species_fitness_func=func)
+    sp = np.repeat(np.arange(S), sizes).astype(np.int32)
+    ff = rng.permutation(P).astype(np.float64) * 1.5
+    out = so.plan(cfg, tf.constant(sp), tf.ones([S], tf.bool), tf.range(S, dtype=tf.int64), tf.fill([S], -np.inf),
+                  tf.zeros([S], tf.int64), tf.constant(ff), tf.range(P, dtype=tf.int64), tf.constant(1, tf.int64),
+                  tf.constant(rng.random((P, 5)).astype(np.float32)), use_op=use_op)
+    want = [stat_functions[func](list(ff[sp == s])) for s in range(S)]
+    np.testing.assert_array_equal(out[2].numpy(), want)

@@ -11,10 +11,11 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "FITNESS_DTYPES", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
 # NEATConfig.fitness_dtype values
 FITNESS_DTYPES = ("float64", "float32")
+SPECIES_FITNESS_FUNCS = ("max", "min", "mean", "median", "median2")
 INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs_neat_hidden", "full_nodirect", "full",
                        "full_direct", "partial_nodirect", "partial", "partial_direct")
 
@@ -95,8 +96,10 @@ class NEATConfig:
       max_species: species slots; when full, genomes join the closest species.
 
     Stagnation and reproduction:
-      species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``,
-        a species' fitness for stagnation and ranking.
+      species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``
+        | ``"median2"``, a species' fitness for stagnation and ranking, as
+        neat-python's ``stat_functions``: ``median`` is the upper middle
+        value of an even-sized species, ``median2`` the mean of the two.
       max_stagnation: a species is removed after this many generations without improvement.
       species_elitism: the best this-many species are never removed.
       elitism: best genomes of each species copied unchanged (TensorNEAT
@@ -283,8 +286,9 @@ class NEATConfig:
             )
         if self.fitness_criterion not in ("max", "min", "mean"):
             raise ConfigError(f"fitness_criterion must be 'max', 'min' or 'mean', got {self.fitness_criterion!r}")
-        if self.species_fitness_func not in ("max", "mean", "min", "median"):
-            raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
+        if self.species_fitness_func not in SPECIES_FITNESS_FUNCS:
+            raise ConfigError(f"species_fitness_func must be one of {', '.join(SPECIES_FITNESS_FUNCS)}, "
+                              f"got {self.species_fitness_func!r}")
         if self.distance_dtype not in FITNESS_DTYPES:
             raise ConfigError(f"distance_dtype must be one of {', '.join(repr(d) for d in FITNESS_DTYPES)}, "
                               f"got {self.distance_dtype!r}")
