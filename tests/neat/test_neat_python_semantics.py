@@ -83,38 +83,198 @@ def test_unknown_initial_connection_is_refused():
         NEATConfig(initial_connection="fully")
 
 
-def _write(tmp_path, text):
+# a neat-python 2.0 config file with only its required keys (and every section)
+REQUIRED = """[NEAT]
+pop_size = 20
+fitness_criterion = max
+fitness_threshold = 3.9
+reset_on_extinction = False
+no_fitness_termination = False
+[DefaultGenome]
+num_inputs = 2
+num_outputs = 1
+num_hidden = 0
+feed_forward = True
+compatibility_disjoint_coefficient = 1.0
+compatibility_weight_coefficient = 0.5
+conn_add_prob = 0.5
+conn_delete_prob = 0.5
+node_add_prob = 0.2
+node_delete_prob = 0.2
+activation_options = sigmoid
+activation_mutate_rate = 0.0
+aggregation_options = sum
+aggregation_mutate_rate = 0.0
+enabled_default = True
+enabled_mutate_rate = 0.01
+""" + "".join(f"{a}_{k} = {v}\n" for a, (m, sd, pw, mr, rr) in
+              (("bias", (0.0, 1.0, 0.5, 0.7, 0.1)), ("response", (1.0, 0.0, 0.0, 0.0, 0.0)),
+               ("weight", (0.0, 1.0, 0.5, 0.8, 0.1)))
+              for k, v in (("init_mean", m), ("init_stdev", sd), ("mutate_power", pw), ("mutate_rate", mr),
+                           ("replace_rate", rr), ("max_value", 30.0), ("min_value", -30.0))) + """
+[DefaultSpeciesSet]
+compatibility_threshold = 3.0
+[DefaultStagnation]
+[DefaultReproduction]
+"""
+
+
+def _write(tmp_path, text=REQUIRED, **keys):
+    """``text`` with each of ``keys`` set (None: removed) in the section
+    neat-python reads it from ([DefaultGenome] for tfevo's own fields)."""
+    import configparser
+
+    from tfevo.neat.config import NEAT_PYTHON_KEYS
+
+    cp = configparser.ConfigParser()
+    cp.read_string(text)
+    home = {k: sec for sec, ks in NEAT_PYTHON_KEYS.items() for k in ks}
+    for k, v in keys.items():
+        sec = home.get(k, "DefaultGenome")
+        if v is None:
+            cp.remove_option(sec, k)
+        else:
+            cp.set(sec, k, str(v))
     path = tmp_path / "neat.cfg"
-    path.write_text(text)
+    with open(path, "w") as f:
+        cp.write(f)
     return str(path)
 
 
-BASE = "[NEAT]\npop_size = 20\n[DefaultGenome]\nnum_inputs = 2\nnum_outputs = 1\n"
+def _neat_python_reads(path):
+    """neat-python's own reading of the file: its Config after it built a first
+    population from it, or the exception it raised doing so."""
+    neat = pytest.importorskip("neat")
+    try:
+        config = neat.Config(neat.DefaultGenome, neat.DefaultReproduction, neat.DefaultSpeciesSet,
+                             neat.DefaultStagnation, path)
+        neat.Population(config)
+        return config
+    except Exception as e:  # noqa: BLE001 - neat-python raises plain Exceptions
+        return e
 
 
 def test_omitted_optional_keys_take_neat_python_defaults(tmp_path):
-    c = NEATConfig.from_neat_python(_write(tmp_path, BASE))
+    c = NEATConfig.from_neat_python(_write(tmp_path))
     assert (c.elitism, c.species_elitism, c.min_species_size, c.max_stagnation, c.species_fitness_func,
             c.survival_threshold, c.initial_connection) == (0, 0, 1, 15, "mean", 0.2, "unconnected")
-    c = NEATConfig.from_neat_python(_write(tmp_path, BASE + "initial_connection = partial_direct 0.25\n"
-                                           "structural_mutation_surer = on\n[DefaultReproduction]\nelitism = 3\n"))
+    # an omitted activation_default/aggregation_default is neat-python's 'random': the only option here
+    assert (c.activation_default, c.aggregation_default) == ("sigmoid", "sum")
+    c = NEATConfig.from_neat_python(_write(tmp_path, initial_connection="partial_direct 0.25",
+                                           structural_mutation_surer="on", elitism=3))
     assert (c.initial_connection, c.connection_fraction, c.structural_mutation_surer, c.elitism) == \
         ("partial_direct", 0.25, True, 3)
 
 
-@pytest.mark.parametrize("line", ["enabled_rate_to_true_add = 0.1",
-                                  "enabled_rate_to_false_add = 0.2", "activation_default = random"])
-def test_neat_python_keys_tfevo_does_not_model_are_refused_not_ignored(tmp_path, line):
-    with pytest.raises(ConfigError, match=line.split()[0]):
-        NEATConfig.from_neat_python(_write(tmp_path, BASE + line + "\n"))
+@pytest.mark.parametrize("key, value", [("enabled_rate_to_true_add", 0.1), ("enabled_rate_to_false_add", 0.2),
+                                        ("activation_default", "random"), ("enabled_default", "none"),
+                                        ("time_constant_init_stdev", 0.5)])
+def test_neat_python_keys_tfevo_does_not_model_are_refused_not_ignored(tmp_path, key, value):
+    path = _write(tmp_path, **{key: value})
+    assert not isinstance(_neat_python_reads(path), Exception), "a file neat-python reads"
+    with pytest.raises(ConfigError, match=key):
+        NEATConfig.from_neat_python(path)
     # their "off" value is fine
-    if "rate_to" in line:
-        NEATConfig.from_neat_python(_write(tmp_path, BASE + line.split("=")[0] + "= 0.0\n"))
+    if "rate_to" in key or "time_constant" in key:
+        NEATConfig.from_neat_python(_write(tmp_path, **{key: 0.0}))
+
+
+def test_a_file_with_every_key_reads_as_neat_python_reads_it(tmp_path):
+    from tfevo.neat.config import NEAT_PYTHON_KEYS
+
+    path = _write(tmp_path, elitism=1, species_elitism=1, max_stagnation=7, survival_threshold=0.3,
+                  min_species_size=2, species_fitness_func="median", num_hidden=2,
+                  initial_connection="partial_nodirect 0.5", activation_default="tanh", aggregation_default="sum",
+                  activation_options="sigmoid tanh", bias_init_type="Uniform", feed_forward="FALSE",
+                  reset_on_extinction="yes", seed=3)
+    ref = _neat_python_reads(path)
+    c = NEATConfig.from_neat_python(path)
+    parts = [ref, ref.genome_config, ref.species_set_config, ref.stagnation_config, ref.reproduction_config]
+    for sec, part in zip(NEAT_PYTHON_KEYS, parts):
+        for k in NEAT_PYTHON_KEYS[sec]:
+            if not hasattr(c, k) or k in ("single_structural_mutation", "structural_mutation_surer"):
+                continue  # not a NEATConfig field (seed, time_constant_*), or read as neat-python 2.0 runs it
+            want = getattr(part, k)
+            got = getattr(c, k)
+            if k == "bias_init_type":
+                want = want.lower()
+            elif k == "enabled_default":
+                want = want.lower() in ("1", "on", "yes", "true")  # BoolAttribute.init_value's words
+            elif k.endswith("_options"):
+                want, got = list(want), list(got)
+            assert got == want, (sec, k, got, want)
+    assert (c.connection_fraction, c.feed_forward, c.reset_on_extinction) == (0.5, False, True)
+
+
+def _required_keys():
+    from tfevo.neat.config import NEAT_PYTHON_KEYS
+
+    return [(sec, k) for sec, ks in NEAT_PYTHON_KEYS.items() for k, required in ks.items() if required]
+
+
+@pytest.mark.parametrize("sec, key", _required_keys())
+def test_a_missing_required_key_is_refused_as_neat_python_does(tmp_path, sec, key):
+    path = _write(tmp_path, **{key: None})
+    assert isinstance(_neat_python_reads(path), Exception), "neat-python refuses the file"
+    with pytest.raises(ConfigError, match=rf"\[{sec}\] {key} is missing"):
+        NEATConfig.from_neat_python(path)
+    # a required key given as an override is not missing
+    if key == "compatibility_threshold":
+        assert NEATConfig.from_neat_python(path, compatibility_threshold=2.5).compatibility_threshold == 2.5
+
+
+@pytest.mark.parametrize("sec, key, value, match", [
+    ("NEAT", "pop_sizes", "20", r"\[NEAT\] pop_sizes is not a key .*did you mean 'pop_size'"),
+    ("DefaultReproduction", "elitsm", "2", r"\[DefaultReproduction\] elitsm is not a key .*'elitism'"),
+    ("DefaultStagnation", "compatibility_threshold", "2",
+     r"\[DefaultStagnation\] compatibility_threshold: neat-python reads .* in \[DefaultSpeciesSet\]"),
+    ("DefaultSpeciesSet", "max_stagnation", "2", r"reads max_stagnation in \[DefaultStagnation\]"),
+    ("NEAT", "reset_on_extinction", "maybe", r"\[NEAT\] reset_on_extinction = 'maybe' is not accepted; use one of 1"),
+    ("NEAT", "no_fitness_termination", "nope", r"\[NEAT\] no_fitness_termination = 'nope'"),
+    ("DefaultGenome", "feed_forward", "yes", r"\[DefaultGenome\] feed_forward = 'yes' is not accepted; use one of "
+                                             r"true, false"),
+    ("DefaultGenome", "enabled_default", "flase", r"\[DefaultGenome\] enabled_default = 'flase'"),
+    ("DefaultGenome", "num_inputs", "two", r"\[DefaultGenome\] num_inputs must be an integer, got 'two'"),
+    ("DefaultSpeciesSet", "compatibility_threshold", "-1",
+     r"\[DefaultSpeciesSet\] compatibility_threshold must be > 0.0, got -1.0"),
+])
+def test_unknown_keys_and_bad_values_are_refused_as_neat_python_does(tmp_path, sec, key, value, match):
+    import configparser
+
+    cp = configparser.ConfigParser()
+    cp.read_string(REQUIRED)
+    cp.set(sec, key, value)
+    path = tmp_path / "neat.cfg"
+    with open(path, "w") as f:
+        cp.write(f)
+    if key != "compatibility_threshold" or sec != "DefaultSpeciesSet":  # neat-python takes a negative threshold
+        assert isinstance(_neat_python_reads(str(path)), Exception), "neat-python refuses the file"
+    with pytest.raises(ConfigError, match=match):
+        NEATConfig.from_neat_python(str(path))
+
+
+def test_missing_sections_and_unknown_genome_keys_are_refused(tmp_path):
+    path = tmp_path / "neat.cfg"
+    path.write_text(REQUIRED.replace("[DefaultStagnation]\n", ""))
+    assert isinstance(_neat_python_reads(str(path)), Exception)
+    with pytest.raises(ConfigError, match=r"no \[DefaultStagnation\] section"):
+        NEATConfig.from_neat_python(str(path))
+    # neat-python ignores a key [DefaultGenome] does not read (a misspelt optional key
+    # then silently keeps its default); tfevo names it
+    path = _write(tmp_path, initial_conection="full")
+    assert not isinstance(_neat_python_reads(path), Exception)
+    with pytest.raises(ConfigError, match=r"\[DefaultGenome\] initial_conection .*'initial_connection'"):
+        NEATConfig.from_neat_python(path)
+    # several activation options and no activation_default: neat-python draws one per node
+    with pytest.raises(ConfigError, match=r"activation_default is missing, which neat-python reads as 'random'"):
+        NEATConfig.from_neat_python(_write(tmp_path, activation_options="sigmoid tanh"))
+    # tfevo's own fields may stand in any section
+    assert NEATConfig.from_neat_python(_write(tmp_path, max_nodes=40)).max_nodes == 40
 
 
 def test_partial_without_fraction_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="needs a fraction"):
-        NEATConfig.from_neat_python(_write(tmp_path, BASE + "initial_connection = partial\n"))
+        NEATConfig.from_neat_python(_write(tmp_path, initial_connection="partial"))
 
 
 @pytest.mark.parametrize("attr", ["bias", "response", "weight"])
@@ -160,21 +320,22 @@ def test_crossover_disables_a_homologous_gene_disabled_in_a_parent_three_times_i
     assert (cc.numpy()[:, :2, 2] == 1).all(), "genes enabled in both parents stay enabled"
 
 
-@pytest.mark.parametrize("lines, single, surer", [
-    ("", True, True),  # neat-python 2.0 keeps the default string 'false', which its mutation code tests as true
-    ("single_structural_mutation = false\n", False, False),
-    ("single_structural_mutation = True\n", True, True),
-    ("single_structural_mutation = false\nstructural_mutation_surer = true\n", False, True),
-    ("structural_mutation_surer = false\n", True, False),
+@pytest.mark.parametrize("keys, single, surer", [
+    ({}, True, True),  # neat-python 2.0 keeps the default string 'false', which its mutation code tests as true
+    ({"single_structural_mutation": "false"}, False, False),
+    ({"single_structural_mutation": "True"}, True, True),
+    ({"single_structural_mutation": "false", "structural_mutation_surer": "true"}, False, True),
+    ({"structural_mutation_surer": "false"}, True, False),
 ])
-def test_single_structural_mutation_and_surer_as_neat_python_runs_them(tmp_path, lines, single, surer):
-    c = NEATConfig.from_neat_python(_write(tmp_path, BASE + lines))
+def test_single_structural_mutation_and_surer_as_neat_python_runs_them(tmp_path, keys, single, surer):
+    c = NEATConfig.from_neat_python(_write(tmp_path, **keys))
     assert (c.single_structural_mutation, c.structural_mutation_surer) == (single, surer)
 
 
 def test_single_structural_mutation_must_be_a_bool(tmp_path):
-    with pytest.raises(ConfigError, match="single_structural_mutation must be true or false, got 'maybe'"):
-        NEATConfig.from_neat_python(_write(tmp_path, BASE + "single_structural_mutation = maybe\n"))
+    with pytest.raises(ConfigError, match=r"\[DefaultGenome\] single_structural_mutation = 'maybe' is not "
+                                          r"accepted; use one of true, false"):
+        NEATConfig.from_neat_python(_write(tmp_path, single_structural_mutation="maybe"))
 
 
 def _mutated(cfg, steps=1, seed=0):

@@ -11,7 +11,7 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "NEAT_PYTHON_KEYS", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
 # NEATConfig.fitness_dtype values
 FITNESS_DTYPES = ("float64", "float32")
@@ -20,12 +20,46 @@ INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs
                        "full_direct", "partial_nodirect", "partial", "partial_direct")
 
 # What neat-python 2.x uses for the optional keys a config file leaves out
-# (its other keys are required; a file without them gets NEATConfig's defaults).
+# (the required ones are marked in NEAT_PYTHON_KEYS).
 NEAT_PYTHON_DEFAULTS = {
     "initial_connection": "unconnected", "elitism": 0, "survival_threshold": 0.2, "min_species_size": 1,
-    "species_fitness_func": "mean", "max_stagnation": 15, "species_elitism": 0, "no_fitness_termination": False,
+    "species_fitness_func": "mean", "max_stagnation": 15, "species_elitism": 0,
     "bias_init_type": "gaussian", "response_init_type": "gaussian", "weight_init_type": "gaussian",
 }
+_R, _O = True, False
+_ATTR = {"init_mean": _R, "init_stdev": _R, "init_type": _O, "replace_rate": _R, "mutate_rate": _R,
+         "mutate_power": _R, "max_value": _R, "min_value": _R}
+# Every key neat-python 2.0 reads, by section: key -> required (neat-python
+# refuses a file without it; the optional ones take NEAT_PYTHON_DEFAULTS)
+NEAT_PYTHON_KEYS = {
+    "NEAT": {"pop_size": _R, "fitness_criterion": _R, "fitness_threshold": _R, "reset_on_extinction": _R,
+             "no_fitness_termination": _R, "seed": _O},
+    "DefaultGenome": {
+        **{k: _R for k in ("num_inputs", "num_outputs", "num_hidden", "feed_forward",
+                           "compatibility_disjoint_coefficient", "compatibility_weight_coefficient",
+                           "conn_add_prob", "conn_delete_prob", "node_add_prob", "node_delete_prob")},
+        "single_structural_mutation": _O, "structural_mutation_surer": _O, "initial_connection": _O,
+        **{f"{a}_{k}": r for a in ("bias", "response", "weight") for k, r in _ATTR.items()},
+        **{f"{a}_{k}": r for a in ("activation", "aggregation")
+           for k, r in (("default", _O), ("options", _R), ("mutate_rate", _R))},
+        **{f"time_constant_{k}": _O for k in _ATTR},
+        "enabled_default": _R, "enabled_mutate_rate": _R, "enabled_rate_to_true_add": _O,
+        "enabled_rate_to_false_add": _O},
+    "DefaultSpeciesSet": {"compatibility_threshold": _R},
+    "DefaultStagnation": {"species_fitness_func": _O, "max_stagnation": _O, "species_elitism": _O},
+    "DefaultReproduction": {"elitism": _O, "survival_threshold": _O, "min_species_size": _O},
+}
+# the values neat-python accepts for its boolean keys: configparser's words in
+# [NEAT], only true/false (any case) in [DefaultGenome], and BoolAttribute's
+# words for enabled_default
+_CP_BOOL = ("1", "yes", "true", "on", "0", "no", "false", "off")
+_NEAT_PYTHON_BOOLS = {"reset_on_extinction": _CP_BOOL, "no_fitness_termination": _CP_BOOL,
+                      "feed_forward": ("true", "false"), "single_structural_mutation": ("true", "false"),
+                      "enabled_default": _CP_BOOL + ("random", "none")}
+# neat-python's defaults of the node time constant (CTRNN only; the
+# compatibility distance reads it, so tfevo requires equal time constants)
+_TIME_CONSTANT = {"init_mean": "1.0", "init_stdev": "0.0", "init_type": "gaussian", "replace_rate": "0.0",
+                  "mutate_rate": "0.0", "mutate_power": "0.0", "max_value": "10.0", "min_value": "0.01"}
 # neat-python keys with a meaning tfevo does not model: accepted only at the value
 # that means "off" (anything else would be silently ignored otherwise)
 _NEAT_PYTHON_OFF = {"enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
@@ -349,37 +383,91 @@ class NEATConfig:
 
     @classmethod
     def from_neat_python(cls, path: str, **overrides) -> "NEATConfig":
-        """Reads a neat-python config file with neat-python's meaning: the keys
-        NEATConfig models, neat-python's defaults for the optional keys the
-        file leaves out (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
-        ``species_fitness_func = mean``, ``initial_connection = unconnected``),
-        ``single_structural_mutation`` and ``structural_mutation_surer =
-        default`` as neat-python 2.0 runs them: a file without
-        ``single_structural_mutation`` runs single structural mutations with
-        the surer add-connection (neat-python's default for that key is the
-        string ``'false'``, which its mutation code tests as true), so write
-        ``single_structural_mutation = false`` for independent mutations.
-        Keys of neat-python's that tfevo does not model
-        (``enabled_rate_to_*_add``) raise
-        :class:`ConfigError` unless they are off; keys tfevo has no use for
-        (e.g. ``seed``) are ignored."""
+        """Reads a neat-python 2.0 config file with neat-python's meaning.
+
+        Every key is read from its own section (:data:`NEAT_PYTHON_KEYS`), as
+        neat-python parses it: a required key that is missing, a section that
+        is missing, a key a section does not read (neat-python refuses those
+        in ``[NEAT]``, ``[DefaultSpeciesSet]``, ``[DefaultStagnation]`` and
+        ``[DefaultReproduction]`` and ignores them in ``[DefaultGenome]``;
+        tfevo refuses them there too, since a misspelt optional key would be
+        silently left out), and a value neat-python would not accept (a
+        boolean other than ``true``/``false`` in ``[DefaultGenome]``, or
+        than ``configparser``'s words in ``[NEAT]``; an unknown
+        ``*_init_type``) are :class:`ConfigError` naming the section, key,
+        value and what is accepted.  NEATConfig's own fields (``max_nodes``,
+        ``max_conns``, ...) may stand in any section; ``overrides`` set
+        fields after the file (and may supply a required key it lacks).
+
+        Optional keys the file leaves out take neat-python's defaults
+        (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
+        ``species_fitness_func = mean``, ``initial_connection =
+        unconnected``); ``single_structural_mutation`` and
+        ``structural_mutation_surer = default`` are read as neat-python 2.0
+        runs them: a file without ``single_structural_mutation`` runs single
+        structural mutations with the surer add-connection (neat-python's
+        default for that key is the string ``'false'``, which its mutation
+        code tests as true), so write ``single_structural_mutation = false``
+        for independent mutations.  neat-python settings tfevo does not
+        model raise :class:`ConfigError` unless they are off:
+        ``enabled_rate_to_*_add`` other than 0, a ``random``/``none``
+        default (activation, aggregation or enabled; an omitted
+        ``activation_default``/``aggregation_default`` is neat-python's
+        ``random`` and is read as the only option when there is one), and
+        ``time_constant_*`` values that give genomes different time
+        constants.  ``seed`` is read by neat-python only: pass
+        ``NEAT(config, seed=...)``."""
         cp = configparser.ConfigParser()
-        if not cp.read(path):
+        try:
+            found = cp.read(path)
+        except configparser.Error as e:
+            raise ConfigError(f"{path}: not a valid config file ({e})") from None
+        if not found:
             raise ConfigError(f"cannot read neat-python config {path!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        home = {k: sec for sec, keys in NEAT_PYTHON_KEYS.items() for k in keys}
         raw: dict[str, str] = {}
-        for sec in cp.sections():
+        where: dict[str, str] = {}
+        for sec in NEAT_PYTHON_KEYS:
+            if not cp.has_section(sec):
+                raise ConfigError(f"{path}: no [{sec}] section (neat-python requires it, even if empty)")
             for k, v in cp.items(sec):
-                raw[k] = v.strip()
+                if k in NEAT_PYTHON_KEYS[sec] or (k in fields and k not in home):
+                    raw[k], where[k] = v.strip(), sec
+                elif k in home:
+                    raise ConfigError(f"{path}: [{sec}] {k}: neat-python reads {k} in [{home[k]}], not in [{sec}]")
+                else:
+                    known = set(NEAT_PYTHON_KEYS[sec]) | (set(fields) - set(home))
+                    raise ConfigError(f"{path}: [{sec}] {k} is not a key neat-python reads in [{sec}]"
+                                      f"{_suggestion(k, known)}")
+        for sec, keys in NEAT_PYTHON_KEYS.items():
+            for k, required in keys.items():
+                if required and k not in raw and k not in overrides:
+                    raise ConfigError(f"{path}: [{sec}] {k} is missing (neat-python requires it)")
+
+        def bad(k, v, accepted):
+            return ConfigError(f"{path}: [{where[k]}] {k} = {v!r} is not accepted; {accepted}")
+
+        for k, words in _NEAT_PYTHON_BOOLS.items():
+            if k in raw and raw[k].lower() not in words:
+                raise bad(k, raw[k], "use one of " + ", ".join(words))
         for k, off in _NEAT_PYTHON_OFF.items():
             v = raw.get(k)
             if v is not None and not _is_off(v, off):
-                raise ConfigError(f"{path}: {k} = {v} is not supported by tfevo.neat (only the neat-python value "
-                                  f"that turns it off: {off[0]})")
-        single = raw.get("single_structural_mutation", "true")  # omitted: neat-python's 'false' string, true
-        if single.lower() not in ("true", "false"):  # neat-python's bool parser takes only these
-            raise ConfigError(f"{path}: single_structural_mutation must be true or false, got {single!r}")
-        raw["single_structural_mutation"] = single.lower()
+                raise ConfigError(f"{path}: [{where[k]}] {k} = {v} is not supported by tfevo.neat (only the "
+                                  f"neat-python value that turns it off: {off[0]})")
+        tc = {n: raw.get(f"time_constant_{n}", d) for n, d in _TIME_CONSTANT.items()}
+        try:
+            tcv = {n: float(v) for n, v in tc.items() if n != "init_type"}
+        except ValueError:
+            raise ConfigError(f"{path}: [DefaultGenome] time_constant_* must be numbers, got {tc}") from None
+        if tcv["init_stdev"] != 0.0 or (tcv["mutate_rate"] > 0 and tcv["mutate_power"] != 0.0):
+            raise ConfigError(f"{path}: [DefaultGenome] time_constant_init_stdev = {tc['init_stdev']}, "
+                              f"time_constant_mutate_rate = {tc['mutate_rate']}, time_constant_mutate_power = "
+                              f"{tc['mutate_power']}: genomes with different time constants (which neat-python's "
+                              "compatibility distance reads) are not supported by tfevo.neat; leave the "
+                              "time_constant_* keys out")
+        raw["single_structural_mutation"] = raw.get("single_structural_mutation", "true").lower()
         surer = raw.pop("structural_mutation_surer", "default").lower()
         if surer in ("1", "yes", "true", "on"):
             raw["structural_mutation_surer"] = "true"
@@ -388,25 +476,47 @@ class NEATConfig:
         elif surer == "default":  # neat-python: the value of single_structural_mutation
             raw["structural_mutation_surer"] = raw["single_structural_mutation"]
         else:
-            raise ConfigError(f"{path}: structural_mutation_surer must be true, false or default, got {surer!r}")
+            raise ConfigError(f"{path}: [DefaultGenome] structural_mutation_surer must be true, false or default "
+                              f"(or 1/yes/on, 0/no/off), got {surer!r}")
         for k in ("activation_default", "aggregation_default", "enabled_default"):
             if raw.get(k, "").lower() in ("random", "none"):
-                raise ConfigError(f"{path}: {k} = {raw[k]} (a random initial value per gene) is not supported by "
-                                  "tfevo.neat; name one value")
+                raise ConfigError(f"{path}: [DefaultGenome] {k} = {raw[k]} (a random initial value per gene) is "
+                                  "not supported by tfevo.neat; name one value")
+        for a in ("activation", "aggregation"):
+            if f"{a}_default" not in raw and f"{a}_default" not in overrides and f"{a}_options" in raw:
+                opts = raw[f"{a}_options"].split()
+                if len(set(opts)) != 1:
+                    raise ConfigError(f"{path}: [DefaultGenome] {a}_default is missing, which neat-python reads "
+                                      f"as 'random' (a random option per node among {' '.join(opts)}); tfevo.neat "
+                                      f"needs one value: add {a}_default = <one of {a}_options>")
+                raw[f"{a}_default"] = opts[0]
+        for a in ("bias", "response", "weight"):
+            k = f"{a}_init_type"
+            if k in raw:
+                t = raw[k].lower()  # neat-python: 'gauss' or 'normal' in it, else 'uniform' in it
+                if "gauss" in t or "normal" in t:
+                    raw[k] = "gaussian"
+                elif "uniform" in t:
+                    raw[k] = "uniform"
+                else:
+                    raise bad(k, raw[k], "use gaussian (or normal) or uniform")
         vals: dict[str, Any] = {k: v for k, v in NEAT_PYTHON_DEFAULTS.items() if k not in raw}
         for k, v in raw.items():
             if k not in fields:
                 continue
             default = fields[k].default
             if isinstance(default, bool):
+                if v.lower() not in _CP_BOOL:
+                    raise bad(k, v, "use one of " + ", ".join(_CP_BOOL))
                 vals[k] = v.lower() in ("true", "1", "yes", "on")
             elif isinstance(default, int):
-                vals[k] = _parse_int(k, v, path)
+                vals[k] = _parse_int(k, v, f"{path}: [{where.get(k, 'DefaultGenome')}]")
             elif isinstance(default, float):
                 try:
                     vals[k] = float(v)
                 except ValueError:
-                    raise ConfigError(f"{path}: {k} must be a number, got {v!r}") from None
+                    raise ConfigError(f"{path}: [{where.get(k, 'DefaultGenome')}] {k} must be a number, "
+                                      f"got {v!r}") from None
             elif isinstance(default, tuple):
                 vals[k] = tuple(v.split())
             else:
@@ -422,7 +532,12 @@ class NEATConfig:
                         raise ConfigError(f"{path}: the fraction of initial_connection must be a number, "
                                           f"got {parts[1]!r}") from None
         vals.update(overrides)
-        return cls(**vals)
+        try:
+            return cls(**vals)
+        except ConfigError as e:  # a value out of range: name the file and the key's section
+            msg = str(e)
+            sec = where.get(msg.split(" ", 1)[0]) if msg.split(" ", 1)[0] not in overrides else None
+            raise ConfigError(f"{path}: [{sec}] {msg}" if sec else f"{path}: {msg}") from None
 
 
 def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
@@ -522,13 +637,13 @@ def _check_fields(cfg) -> None:
         setattr(cfg, f.name, v)
 
 
-def _parse_int(key: str, text: str, path: str) -> int:
+def _parse_int(key: str, text: str, where: str) -> int:
     try:
         x = float(text)
     except ValueError:
-        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}") from None
+        raise ConfigError(f"{where} {key} must be an integer, got {text!r}") from None
     if not x.is_integer():
-        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}")
+        raise ConfigError(f"{where} {key} must be an integer, got {text!r}")
     return int(x)
 
 
