@@ -177,7 +177,9 @@ class NEATConfig:
         False: nothing happens).
 
     Attribute mutation (per gene; ``*_mutate_rate`` perturbs by
-    ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value;
+    ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value,
+    one uniform deciding as in neat-python, so a gene is replaced with
+    probability ``min(replace_rate, 1 - mutate_rate)``;
     values are clipped to ``[*_min_value, *_max_value]``; ``*_init_type`` is
     ``"gaussian"`` or ``"uniform"``):
       bias_*, response_*, weight_* as neat-python.
@@ -332,10 +334,6 @@ class NEATConfig:
         if self.allotment not in ("fitness", "rank"):
             raise ConfigError(f"allotment must be 'fitness' or 'rank', got {self.allotment!r}")
         for a in ("bias", "response", "weight"):
-            m, r = getattr(self, f"{a}_mutate_rate"), getattr(self, f"{a}_replace_rate")
-            if m + r > 1.0 + 1e-9:
-                raise ConfigError(f"{a}_mutate_rate + {a}_replace_rate must be <= 1 (one draw picks perturb, "
-                                  f"replace or keep), got {m} + {r}")
             lo, hi = getattr(self, f"{a}_min_value"), getattr(self, f"{a}_max_value")
             if lo > hi:
                 raise ConfigError(f"{a}_min_value must be <= {a}_max_value, got {lo} > {hi}")

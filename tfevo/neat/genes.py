@@ -14,7 +14,7 @@ from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import (CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT, NODE_ACT, NODE_AGG,
                                NODE_BIAS, NODE_KEY, NODE_RESPONSE, conn_valid, node_valid)
 
-__all__ = ["attr_columns", "fresh_float", "mutate_attributes", "mutate_attributes_given"]
+__all__ = ["attr_columns", "fresh_float", "mutate_attributes", "mutate_attributes_given", "replace_width"]
 
 _TWO_PI = 6.283185307179586
 _ONE_MINUS = 1.0 - 2.0 ** -24
@@ -37,6 +37,12 @@ def fresh_float(cfg, name, v01, u2):
     return tf.clip_by_value(mean + std * _gauss(v01, u2), lo, hi)
 
 
+def replace_width(rate: float, rep: float) -> float:
+    """Length of the replace interval ``[rate, rate + rep)`` of the decision
+    uniform within ``[0, 1)``: ``min(rep, 1 - rate)``."""
+    return min(rep, 1.0 - rate)
+
+
 def _mutate_float(cfg, name, v, mask, r, u2):
     """Perturb (prob ``rate``) by N(0, power) or replace (prob ``replace``)
     with a fresh value.  ``r`` decides; given the decision, ``r`` rescaled to
@@ -49,7 +55,8 @@ def _mutate_float(cfg, name, v, mask, r, u2):
         return v
     pert_hit = r < rate
     rep_hit = (r >= rate) & (r < rate + rep)
-    v01 = tf.where(pert_hit, r / max(rate, 1e-30), (r - rate) / max(rep, 1e-30))
+    # the replace interval is [rate, min(rate + rep, 1)) (neat-python accepts rate + rep > 1)
+    v01 = tf.where(pert_hit, r / max(rate, 1e-30), (r - rate) / max(replace_width(rate, rep), 1e-30))
     pert = tf.clip_by_value(v + power * _gauss(v01, u2), lo, hi)
     fresh = fresh_float(cfg, name, v01, u2)
     out = tf.where(pert_hit, pert, tf.where(rep_hit, fresh, v))
