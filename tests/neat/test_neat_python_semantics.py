@@ -621,3 +621,53 @@ def test_species_fitness_func_is_neat_python_stat_function(use_op, func):
                   tf.constant(rng.random((P, 5)).astype(np.float32)), use_op=use_op)
     want = [stat_functions[func](list(ff[sp == s])) for s in range(S)]
     np.testing.assert_array_equal(out[2].numpy(), want)
+
+
+def test_initial_values_and_choice_mutations_are_distributed_as_neat_python():
+    """Initial bias/weight values (gaussian clamped, uniform within mean +- 2
+    stdev and the bounds) against neat-python's FloatAttribute.init_value (KS),
+    and how often one mutation changes an activation, an aggregation and an
+    enabled flag against StringAttribute/BoolAttribute.mutate_value (20000
+    genes each, 4.5 standard errors)."""
+    pytest.importorskip("neat")
+    import random
+
+    from neat.attributes import BoolAttribute, FloatAttribute, StringAttribute
+    from scipy.stats import ks_2samp
+
+    from tfevo.neat.genes import mutate_attributes
+
+    kw = dict(bias_init_mean=1.0, bias_init_stdev=2.0, bias_init_type="gaussian", bias_min_value=-1.5,
+              bias_max_value=2.5, weight_init_mean=-0.5, weight_init_stdev=1.0, weight_init_type="uniform",
+              weight_min_value=-2.0, weight_max_value=0.8, activation_options=("sigmoid", "tanh", "relu"),
+              activation_default="sigmoid", activation_mutate_rate=0.3, aggregation_options=("sum", "max"),
+              aggregation_default="sum", aggregation_mutate_rate=0.45, enabled_mutate_rate=0.2)
+    n = 20000
+    cfg = NEATConfig(num_inputs=1, num_outputs=1, pop_size=n, max_nodes=2, max_conns=1, num_hidden=0,
+                     initial_connection="full", bias_mutate_rate=0.0, bias_replace_rate=0.0,
+                     weight_mutate_rate=0.0, weight_replace_rate=0.0, **kw)
+    nodes, conns, _, _ = initial_population(cfg, tf.constant([1, 2], tf.int64))
+    random.seed(0)
+    ns = types.SimpleNamespace(**{k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
+                               enabled_default="True", enabled_rate_to_true_add=0.0, enabled_rate_to_false_add=0.0)
+    for name, ours in (("bias", nodes.numpy()[:, 1, 1]), ("weight", conns.numpy()[:, 0, 3])):
+        ref = np.array([FloatAttribute(name).init_value(ns) for _ in range(n)], np.float32)
+        assert ks_2samp(ours, ref).pvalue > 1e-3, name
+        lo, hi = kw[f"{name}_min_value"], kw[f"{name}_max_value"]
+        for edge in (lo, hi):  # the clamped masses (gaussian) / none (uniform)
+            p_ref, p_ours = (ref == np.float32(edge)).mean(), (ours == np.float32(edge)).mean()
+            assert abs(p_ref - p_ours) < 4.5 * np.sqrt(max(p_ref * (1 - p_ref), 1e-4) * 2 / n), (name, edge)
+    out_n, out_c = mutate_attributes(cfg, nodes, conns, tf.ones([n], tf.bool), tf.constant([3, 4], tf.int64))
+    from tfevo.neat import functions as F
+
+    changed = {"activation": (out_n.numpy()[:, 1, 4] != F.activation_id("sigmoid")).mean(),
+               "aggregation": (out_n.numpy()[:, 1, 3] != F.aggregation_id("sum")).mean(),
+               "enabled": (out_c.numpy()[:, 0, 2] != 1.0).mean()}
+    ref = {"activation": np.mean([StringAttribute("activation").mutate_value("sigmoid", ns) != "sigmoid"
+                                  for _ in range(n)]),
+           "aggregation": np.mean([StringAttribute("aggregation").mutate_value("sum", ns) != "sum"
+                                   for _ in range(n)]),
+           "enabled": np.mean([BoolAttribute("enabled").mutate_value(True, ns) is not True for _ in range(n)])}
+    for k in ref:
+        p = ref[k]
+        assert abs(changed[k] - p) < 4.5 * np.sqrt(p * (1 - p) * 2 / n), (k, changed[k], p)
