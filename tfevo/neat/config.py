@@ -340,10 +340,13 @@ class NEATConfig:
             t = getattr(self, f"{a}_init_type")
             if t not in ("gaussian", "normal", "uniform"):
                 raise ConfigError(f"{a}_init_type must be 'gaussian' or 'uniform', got {t!r}")
-        for n in self.activation_options + (self.activation_default,):
-            F.activation_id(n)
-        for n in self.aggregation_options + (self.aggregation_default,):
-            F.aggregation_id(n)
+        for field, lookup in (("activation", F.activation_id), ("aggregation", F.aggregation_id)):
+            for k in (f"{field}_options", f"{field}_default"):
+                for n in _as_names(getattr(self, k)):
+                    try:
+                        lookup(n)
+                    except ConfigError as e:
+                        raise ConfigError(f"{k}: {e}") from None
         if self.activation_default not in self.activation_options:
             raise ConfigError(f"activation_default {self.activation_default!r} is not in activation_options")
         if self.aggregation_default not in self.aggregation_options:
@@ -534,7 +537,10 @@ class NEATConfig:
             return cls(**vals)
         except ConfigError as e:  # a value out of range: name the file and the key's section
             msg = str(e)
-            sec = where.get(msg.split(" ", 1)[0]) if msg.split(" ", 1)[0] not in overrides else None
+            field = msg.split(" ", 1)[0].rstrip(":")
+            if field == "connection_fraction" and "connection_fraction" in vals and field not in overrides:
+                field, msg = "initial_connection", f"initial_connection = {raw['initial_connection']}: {msg}"
+            sec = where.get(field) if field not in overrides else None
             raise ConfigError(f"{path}: [{sec}] {msg}" if sec else f"{path}: {msg}") from None
 
 
