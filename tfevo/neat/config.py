@@ -60,9 +60,6 @@ _NEAT_PYTHON_BOOLS = {"reset_on_extinction": _CP_BOOL, "no_fitness_termination":
 # compatibility distance reads it, so tfevo requires equal time constants)
 _TIME_CONSTANT = {"init_mean": "1.0", "init_stdev": "0.0", "init_type": "gaussian", "replace_rate": "0.0",
                   "mutate_rate": "0.0", "mutate_power": "0.0", "max_value": "10.0", "min_value": "0.01"}
-# neat-python keys with a meaning tfevo does not model: accepted only at the value
-# that means "off" (anything else would be silently ignored otherwise)
-_NEAT_PYTHON_OFF = {"enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
 
 # TensorNEAT hyperparameter name -> NEATConfig field (same meaning).
 TENSORNEAT_ALIASES = {
@@ -183,7 +180,10 @@ class NEATConfig:
     values are clipped to ``[*_min_value, *_max_value]``; ``*_init_type`` is
     ``"gaussian"`` or ``"uniform"``):
       bias_*, response_*, weight_* as neat-python.
-      enabled_default, enabled_mutate_rate (a hit sets a random state).
+      enabled_default, enabled_mutate_rate (a hit sets a random state),
+        enabled_rate_to_true_add / enabled_rate_to_false_add (added to the
+        rate of a disabled / enabled connection, as neat-python's
+        BoolAttribute; a rate of 1 or more always hits).
       activation_default, activation_options, activation_mutate_rate
         (TensorNEAT ``activation_replace_rate``).
       aggregation_default, aggregation_options, aggregation_mutate_rate.
@@ -276,6 +276,8 @@ class NEATConfig:
 
     enabled_default: bool = True
     enabled_mutate_rate: float = 0.01
+    enabled_rate_to_true_add: float = 0.0
+    enabled_rate_to_false_add: float = 0.0
 
     activation_default: str = "sigmoid"
     activation_options: tuple = ("sigmoid",)
@@ -410,8 +412,7 @@ class NEATConfig:
         default for that key is the string ``'false'``, which its mutation
         code tests as true), so write ``single_structural_mutation = false``
         for independent mutations.  neat-python settings tfevo does not
-        model raise :class:`ConfigError` unless they are off:
-        ``enabled_rate_to_*_add`` other than 0, a ``random``/``none``
+        model raise :class:`ConfigError` unless they are off: a ``random``/``none``
         default (activation, aggregation or enabled; an omitted
         ``activation_default``/``aggregation_default`` is neat-python's
         ``random`` and is read as the only option when there is one), and
@@ -452,11 +453,6 @@ class NEATConfig:
         for k, words in _NEAT_PYTHON_BOOLS.items():
             if k in raw and raw[k].lower() not in words:
                 raise bad(k, raw[k], "use one of " + ", ".join(words))
-        for k, off in _NEAT_PYTHON_OFF.items():
-            v = raw.get(k)
-            if v is not None and not _is_off(v, off):
-                raise ConfigError(f"{path}: [{where[k]}] {k} = {v} is not supported by tfevo.neat (only the "
-                                  f"neat-python value that turns it off: {off[0]})")
         tc = {n: raw.get(f"time_constant_{n}", d) for n, d in _TIME_CONSTANT.items()}
         try:
             tcv = {n: float(v) for n, v in tc.items() if n != "init_type"}
@@ -565,12 +561,6 @@ def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
     return ih + ho + (io if direct else []) + selfs
 
 
-def _is_off(text: str, off) -> bool:
-    try:
-        return float(text) == 0.0
-    except ValueError:
-        return text.lower() in off
-
 
 _INF = float("inf")
 _PROB = (0.0, 1.0, False, False)
@@ -588,7 +578,8 @@ _RANGES = {
     "min_species_size": (1, _INF, False, True), "spawn_number_change_rate": _PROB,
     "interspecies_crossover_prob": _PROB, "crossover_prob": _PROB,
     "node_add_prob": _PROB, "node_delete_prob": _PROB, "conn_add_prob": _PROB, "conn_delete_prob": _PROB,
-    "enabled_mutate_rate": _PROB, "activation_mutate_rate": _PROB, "aggregation_mutate_rate": _PROB,
+    "enabled_mutate_rate": _PROB, "enabled_rate_to_true_add": (0.0, _INF, False, True),
+    "enabled_rate_to_false_add": (0.0, _INF, False, True), "activation_mutate_rate": _PROB, "aggregation_mutate_rate": _PROB,
     "fitness_threshold": (-_INF, _INF, False, False),
 }
 for _a in ("bias", "response", "weight"):
