@@ -26,7 +26,9 @@ def _genomes(mode, fraction=1.0, hidden=H, feed_forward=True, pop=16):
         v = ~np.isnan(c[p, :, 0])
         assert v[:v.sum()].all(), "the initial connections fill the first slots"
         assert (c[p, v, 2] == 1.0).all(), "enabled_default = True"
-        out.append({(int(a), int(b)) for a, b in c[p, v, :2]})
+        # genome p's hidden nodes have keys of its own (I+O+p*hidden+j): named here by j, as slot I+O+j
+        own = lambda k: int(k) - p * hidden if k >= I + O else int(k)  # noqa: E731
+        out.append({(own(a), own(b)) for a, b in c[p, v, :2]})
     return out
 
 
@@ -718,3 +720,34 @@ def test_enabled_flag_mutation_with_rate_to_adds_as_neat_python(tmp_path, use_op
         ours = (en[rows] != float(start)).mean()
         p = np.mean([attr.mutate_value(start, ns) != start for _ in range(n)])
         assert abs(ours - p) < 4.5 * np.sqrt(max(p * (1 - p), 1e-4) / n * 2), (start, ours, p)
+
+
+@pytest.mark.parametrize("hidden, mode", [(2, "full_direct"), (1, "partial_nodirect 0.5"), (3, "fs_neat_hidden")])
+def test_initial_hidden_nodes_are_each_genomes_own_as_in_neat_python(tmp_path, hidden, mode):
+    """neat-python's node counter is shared by the genomes it creates, so with
+    num_hidden > 0 no two initial genomes share a hidden node key (nor a
+    connection to or from one): the initial genomes are far apart (distance
+    above 2.8 here) and, at compatibility_threshold 2.5, each founds its own
+    species in both libraries (with shared hidden keys they were close)."""
+    neat = pytest.importorskip("neat")
+    path = _write(tmp_path, num_hidden=hidden, initial_connection=mode, pop_size=24, max_species=32,
+                  compatibility_threshold=2.5)
+    ref = _neat_python_reads(path)
+    p = neat.Population(ref)
+    keys = [set(g.nodes) - set(range(ref.genome_config.num_outputs)) for g in p.population.values()]
+    assert sum(len(k) for k in keys) == len(set().union(*keys)) == 24 * hidden
+    cfg = NEATConfig.from_neat_python(path)
+    algo = NEAT(cfg, seed=0)
+    nodes, conns = (x.numpy() for x in algo.ask())
+    hid = nodes[:, cfg.num_inputs + cfg.num_outputs:, 0]
+    hid = hid[~np.isnan(hid)]
+    assert len(hid) == len(set(hid.tolist())) == 24 * hidden
+    c = conns.reshape(-1, 5)
+    c = c[~np.isnan(c[:, 0])]
+    seen = {}
+    for a, b, m in c[:, [0, 1, 4]]:
+        seen.setdefault(m, set()).add((a, b))
+    assert all(len(v) == 1 for v in seen.values()), "one pair per marker"
+    algo.tell(algo.ask(), np.random.default_rng(0).normal(size=24))
+    assert algo.num_species == len(p.species.species) == 24
+    assert int(algo.next_node_key.numpy()) > hid.max()
