@@ -728,26 +728,28 @@ def test_initial_hidden_nodes_are_each_genomes_own_as_in_neat_python(tmp_path, h
     num_hidden > 0 no two initial genomes share a hidden node key (nor a
     connection to or from one): the initial genomes are far apart (distance
     above 2.8 here) and, at compatibility_threshold 2.5, each founds its own
-    species in both libraries (with shared hidden keys they were close)."""
+    species in both libraries (with shared hidden keys they were close), 40 of
+    them: more than NEATConfig's default 32 species slots."""
     neat = pytest.importorskip("neat")
-    path = _write(tmp_path, num_hidden=hidden, initial_connection=mode, pop_size=24, max_species=32,
-                  compatibility_threshold=2.5)
+    path = _write(tmp_path, num_hidden=hidden, initial_connection=mode, pop_size=40, compatibility_threshold=2.5)
     ref = _neat_python_reads(path)
     p = neat.Population(ref)
     keys = [set(g.nodes) - set(range(ref.genome_config.num_outputs)) for g in p.population.values()]
-    assert sum(len(k) for k in keys) == len(set().union(*keys)) == 24 * hidden
+    assert sum(len(k) for k in keys) == len(set().union(*keys)) == 40 * hidden
     cfg = NEATConfig.from_neat_python(path)
     algo = NEAT(cfg, seed=0)
     nodes, conns = (x.numpy() for x in algo.ask())
     hid = nodes[:, cfg.num_inputs + cfg.num_outputs:, 0]
     hid = hid[~np.isnan(hid)]
-    assert len(hid) == len(set(hid.tolist())) == 24 * hidden
+    assert len(hid) == len(set(hid.tolist())) == 40 * hidden
     c = conns.reshape(-1, 5)
     c = c[~np.isnan(c[:, 0])]
     seen = {}
     for a, b, m in c[:, [0, 1, 4]]:
         seen.setdefault(m, set()).add((a, b))
     assert all(len(v) == 1 for v in seen.values()), "one pair per marker"
-    algo.tell(algo.ask(), np.random.default_rng(0).normal(size=24))
-    assert algo.num_species == len(p.species.species) == 24
+    # more species than NEATConfig's 32 slots: from_neat_python gives max_species = pop_size
+    assert cfg.max_species == 40
+    algo.tell(algo.ask(), np.random.default_rng(0).normal(size=40))
+    assert algo.num_species == len(p.species.species) == 40
     assert int(algo.next_node_key.numpy()) > hid.max()

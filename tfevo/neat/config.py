@@ -401,6 +401,9 @@ class NEATConfig:
         value and what is accepted.  NEATConfig's own fields (``max_nodes``,
         ``max_conns``, ...) may stand in any section; ``overrides`` set
         fields after the file (and may supply a required key it lacks).
+        ``max_species`` defaults to ``pop_size`` (neat-python has no cap on
+        the species; NEATConfig's default 32 would make genomes join the
+        closest species once 32 exist).
 
         Optional keys the file leaves out take neat-python's defaults
         (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
@@ -529,6 +532,8 @@ class NEATConfig:
                         raise ConfigError(f"{path}: the fraction of initial_connection must be a number, "
                                           f"got {parts[1]!r}") from None
         vals.update(overrides)
+        if "max_species" not in vals and "pop_size" in vals:  # neat-python has no cap on the species
+            vals["max_species"] = vals["pop_size"]
         try:
             return cls(**vals)
         except ConfigError as e:  # a value out of range: name the file and the key's section
