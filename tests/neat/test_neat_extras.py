@@ -226,7 +226,8 @@ def test_problems_and_custom_activation_match_reference(tmp_path):
     # neat-python config files are read with their meaning
     path = tmp_path / "np.cfg"
     text = (Path(__file__).parents[2] / "benchmarks" / "configs" / "neat_parity3.cfg").read_text()
-    for old, new in (("pop_size              = 150", "pop_size = 77"), ("num_inputs              = 3", "num_inputs = 2"),
+    for old, new in (("pop_size              = 150", "pop_size = 77"),
+                     ("num_inputs              = 3", "num_inputs = 2"),
                      ("conn_add_prob           = 0.5", "conn_add_prob = 0.3"),
                      ("initial_connection      = full", "initial_connection = partial 0.5"),
                      ("activation_options      = sigmoid", "activation_options = sigmoid tanh"),

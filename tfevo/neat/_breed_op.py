@@ -68,7 +68,8 @@ def _float_params(cfg: NEATConfig, name: str) -> list[float]:
         c0, c1 = a, b - a
     else:  # clip(mean + std * gauss, lo, hi)
         c0, c1 = mean, std
-    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _inv32(max(rate, 1e-30)), _inv32(max(replace_width(rate, rep), 1e-30)),
+    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _inv32(max(rate, 1e-30)),
+            _inv32(max(replace_width(rate, rep), 1e-30)),
             _f32(getattr(cfg, f"{name}_mutate_power")), _f32(lo), _f32(hi), float(uniform), _f32(c0), _f32(c1), 0.0]
 
 

@@ -11,7 +11,8 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "NEAT_PYTHON_KEYS", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "NEAT_PYTHON_KEYS", "TENSORNEAT_ALIASES",
+           "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
 # NEATConfig.fitness_dtype values
 FITNESS_DTYPES = ("float64", "float32")
@@ -584,7 +585,8 @@ _RANGES = {
     "interspecies_crossover_prob": _PROB, "crossover_prob": _PROB,
     "node_add_prob": _PROB, "node_delete_prob": _PROB, "conn_add_prob": _PROB, "conn_delete_prob": _PROB,
     "enabled_mutate_rate": _PROB, "enabled_rate_to_true_add": (0.0, _INF, False, True),
-    "enabled_rate_to_false_add": (0.0, _INF, False, True), "activation_mutate_rate": _PROB, "aggregation_mutate_rate": _PROB,
+    "enabled_rate_to_false_add": (0.0, _INF, False, True), "activation_mutate_rate": _PROB,
+    "aggregation_mutate_rate": _PROB,
     "fitness_threshold": (-_INF, _INF, False, False),
 }
 for _a in ("bias", "response", "weight"):
