@@ -142,7 +142,8 @@ REGISTER_OP("TfevoNeatBreed")
     .Attr("weight_params: list(float)")
     .Attr("activation_ids: list(float)")
     .Attr("aggregation_ids: list(float)")
-    // [activation rate, aggregation rate, enabled rate, enabled rate / 2, 1 / activation rate, 1 / aggregation rate]
+    // [activation rate, aggregation rate, enabled rate of an enabled connection, min(it, 1) / 2,
+    //  1 / activation rate, 1 / aggregation rate, enabled rate of a disabled connection, min(it, 1) / 2]
     .Attr("rates: list(float)")
     // [kn, bias col, response col, activation col, aggregation col, kc, weight col, enabled col] (-1 = absent)
     .Attr("columns: list(int)")
@@ -513,7 +514,7 @@ class NeatBreedOp : public OpKernel {
     std::vector<int64_t> cols;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("columns", &cols));
     OP_REQUIRES(ctx, probs.size() == 4 && defaults.size() == 3 && b.size() == 12 && r.size() == 12 &&
-                         w.size() == 12 && rates.size() == 6 && cols.size() == 8,
+                         w.size() == 12 && rates.size() == 8 && cols.size() == 8,
                 tensorflow::errors::InvalidArgument("TfevoNeatBreed: malformed attrs"));
     p_add_node_ = probs[0];
     p_del_node_ = probs[1];
@@ -535,6 +536,8 @@ class NeatBreedOp : public OpKernel {
     en_half_ = rates[3];
     act_inv_ = rates[4];
     agg_inv_ = rates[5];
+    en_rate_off_ = rates[6];
+    en_half_off_ = rates[7];
     kn_ = static_cast<int>(cols[0]);
     col_bias_ = static_cast<int>(cols[1]);
     col_resp_ = static_cast<int>(cols[2]);
@@ -1272,7 +1275,12 @@ class NeatBreedOp : public OpKernel {
         if (!Valid(r)) continue;
         const float* q = uc + int64_t{s} * kc_;
         if (col_w_ >= 0) r[CONN_WEIGHT] = apply(weight_, r[CONN_WEIGHT], 2 * wn + s);
-        if (col_en_ >= 0 && q[col_en_] < en_rate_) r[CONN_ENABLED] = q[col_en_] < en_half_ ? 1.0f : 0.0f;
+        if (col_en_ >= 0) {  // the rate of the current state (neat-python's rate_to_*_add)
+          const bool on = r[CONN_ENABLED] != 0.f;
+          if (q[col_en_] < (on ? en_rate_ : en_rate_off_)) {
+            r[CONN_ENABLED] = q[col_en_] < (on ? en_half_ : en_half_off_) ? 1.0f : 0.0f;
+          }
+        }
       }
     }
     g.count_n = Compact(cn, wn, c.fill_n);
@@ -1342,7 +1350,7 @@ class NeatBreedOp : public OpKernel {
   float agg_default_, act_default_, en_default_;
   FloatParams bias_, resp_, weight_;
   std::vector<float> act_ids_, agg_ids_;
-  float act_rate_, agg_rate_, en_rate_, en_half_, act_inv_, agg_inv_;
+  float act_rate_, agg_rate_, en_rate_, en_half_, act_inv_, agg_inv_, en_rate_off_, en_half_off_;
   int kn_, col_bias_, col_resp_, col_act_, col_agg_, kc_, col_w_, col_en_;
 };
 

@@ -130,7 +130,7 @@ REGISTER_OP("TfevoNeatPlan")
     .Input("member_key: int64")      // [P] genome ids (newer = larger)
     .Input("generation: int64")      // []
     .Input("uniforms: float")        // [P, 5] parent-choice uniforms
-    .Attr("species_fitness: {'max', 'min', 'mean', 'median'}")
+    .Attr("species_fitness: {'max', 'min', 'mean', 'median', 'median2'}")
     .Attr("max_stagnation: int")
     .Attr("species_elitism: int")
     .Attr("reset_on_extinction: bool")
@@ -813,7 +813,7 @@ class NeatPlanOp : public OpKernel {
   explicit NeatPlanOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string f;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("species_fitness", &f));
-    fitness_func_ = f == "max" ? 0 : f == "min" ? 1 : f == "mean" ? 2 : 3;
+    fitness_func_ = f == "max" ? 0 : f == "min" ? 1 : f == "mean" ? 2 : f == "median" ? 3 : 4;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_stagnation", &max_stagnation_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("species_elitism", &species_elitism_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reset_on_extinction", &reset_));
@@ -912,12 +912,16 @@ class NeatPlanOp : public OpKernel {
         case 0: f = mx[s]; break;
         case 1: f = mn[s]; break;
         case 2: f = mean[s]; break;
-        default: {  // median: members' fitness ascending = reversed order
+        default: {  // members' fitness ascending = reversed order
           const int32_t n = size[s];
           if (n == 0) { f = T(0); break; }
           const int32_t lo = (n - 1) / 2, hi = n / 2;  // ascending positions
-          const T a = ff[order[start[s] + n - 1 - lo]], b = ff[order[start[s] + n - 1 - hi]];
-          f = T(0.5) * (a + b);
+          const T b = ff[order[start[s] + n - 1 - hi]];
+          if (fitness_func_ == 3) {  // median: the upper middle value (neat-python's math_util.median)
+            f = b;
+          } else {  // median2: the mean of the two middle values
+            f = T(0.5) * (ff[order[start[s] + n - 1 - lo]] + b);
+          }
         }
       }
       fit[s] = alive[s] ? f : -kInf;

@@ -101,6 +101,10 @@ def _assert_consistent_markers(conns):
     ("single_structural_surer", dict(single_structural_mutation=True, structural_mutation_surer=True,
                                      conn_delete_prob=0.7)),
     ("population_wide_markers", dict(per_generation_innovations=False, conn_delete_prob=0.7)),
+    ("mutate_plus_replace_above_one", dict(weight_mutate_rate=0.8, weight_replace_rate=0.5, bias_mutate_rate=0.7,
+                                           bias_replace_rate=0.9, bias_init_type="uniform")),
+    ("enabled_rate_to_adds", dict(enabled_mutate_rate=0.05, enabled_rate_to_true_add=0.3,
+                                  enabled_rate_to_false_add=1.2)),
 ])
 def test_op_equals_reference_on_evolved_populations(name, kw):
     cfg = NEATConfig(**{**BASE, **kw})

@@ -197,6 +197,7 @@ def test_whole_run_same_with_reference_speciation(monkeypatch):
 
 _PLAN_VARIANTS = [dict(), dict(species_fitness_func="mean", max_stagnation=1, species_elitism=0),
                   dict(species_fitness_func="median", allotment="rank", crossover_prob=0.6, elitism=0),
+                  dict(species_fitness_func="median2", elitism=0),
                   dict(species_fitness_func="min", max_stagnation=1, species_elitism=0, reset_on_extinction=True),
                   dict(max_stagnation=2, species_elitism=1, survival_threshold=0.5, min_species_size=3, elitism=3,
                        spawn_number_change_rate=1.0)]

@@ -6,6 +6,7 @@ import functools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,11 +76,12 @@ def test_good_values_are_normalised_and_neat_python_files_checked(tmp_path):
     assert type(c.pop_size) is int and c.pop_size == 150 and type(c.elitism) is int
     assert NEATConfig(fitness_threshold=float("-inf")).fitness_threshold == float("-inf")
     path = tmp_path / "neat.cfg"
-    path.write_text("[NEAT]\npop_size = 2.5\n[DefaultGenome]\nnum_inputs = 2\nnum_outputs = 1\n")
-    with pytest.raises(ConfigError, match=r"pop_size must be an integer, got '2.5'"):
+    text = (Path(__file__).parents[2] / "benchmarks" / "configs" / "neat_parity3.cfg").read_text()
+    path.write_text(text.replace("pop_size              = 150", "pop_size = 2.5"))
+    with pytest.raises(ConfigError, match=r"\[NEAT\] pop_size must be an integer, got '2.5'"):
         NEATConfig.from_neat_python(str(path))
-    path.write_text("[NEAT]\npop_size = 20\n[DefaultGenome]\nweight_mutate_power = -1\n")
-    with pytest.raises(ConfigError, match=r"weight_mutate_power must be >= 0.0, got -1.0"):
+    path.write_text(text.replace("weight_mutate_power     = 0.5", "weight_mutate_power = -1"))
+    with pytest.raises(ConfigError, match=r"\[DefaultGenome\] weight_mutate_power must be >= 0.0, got -1.0"):
         NEATConfig.from_neat_python(str(path))
 
 

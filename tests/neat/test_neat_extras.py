@@ -1,5 +1,7 @@
 """CPPN/HyperNEAT decoding, policy seam, export, control and HyperNEAT runs."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -223,9 +225,16 @@ def test_problems_and_custom_activation_match_reference(tmp_path):
         assert abs(f[p] + ((y - fit.targets) ** 2).mean()) < 1e-4
     # neat-python config files are read with their meaning
     path = tmp_path / "np.cfg"
-    path.write_text("[NEAT]\npop_size = 77\nfitness_threshold = 3.9\n[DefaultGenome]\nnum_inputs = 2\n"
-                    "num_outputs = 1\nconn_add_prob = 0.3\ninitial_connection = partial 0.5\n"
-                    "activation_options = sigmoid tanh\n[DefaultSpeciesSet]\ncompatibility_threshold = 2.5\n")
+    text = (Path(__file__).parents[2] / "benchmarks" / "configs" / "neat_parity3.cfg").read_text()
+    for old, new in (("pop_size              = 150", "pop_size = 77"),
+                     ("num_inputs              = 3", "num_inputs = 2"),
+                     ("conn_add_prob           = 0.5", "conn_add_prob = 0.3"),
+                     ("initial_connection      = full", "initial_connection = partial 0.5"),
+                     ("activation_options      = sigmoid", "activation_options = sigmoid tanh"),
+                     ("compatibility_threshold = 3.0", "compatibility_threshold = 2.5")):
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
     c = NEATConfig.from_neat_python(str(path))
     assert (c.pop_size, c.conn_add_prob, c.initial_connection, c.connection_fraction, c.compatibility_threshold,
             c.activation_options) == (77, 0.3, "partial", 0.5, 2.5, ("sigmoid", "tanh"))

@@ -31,7 +31,7 @@ from tfevo import kernels
 from tfevo import random_ops as _random_ops
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
-from tfevo.neat.genes import attr_columns
+from tfevo.neat.genes import attr_columns, enabled_rates, replace_width
 from tfevo.neat.mutation import structural_cuts
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
 from tfevo.neat.reproduction import breed_reference
@@ -68,7 +68,8 @@ def _float_params(cfg: NEATConfig, name: str) -> list[float]:
         c0, c1 = a, b - a
     else:  # clip(mean + std * gauss, lo, hi)
         c0, c1 = mean, std
-    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _inv32(max(rate, 1e-30)), _inv32(max(rep, 1e-30)),
+    return [float(rate > 0 or rep > 0), _f32(rate), _f32(rate + rep), _inv32(max(rate, 1e-30)),
+            _inv32(max(replace_width(rate, rep), 1e-30)),
             _f32(getattr(cfg, f"{name}_mutate_power")), _f32(lo), _f32(hi), float(uniform), _f32(c0), _f32(c1), 0.0]
 
 
@@ -79,6 +80,7 @@ def op_attrs(cfg: NEATConfig) -> dict:
     if key not in _ATTRS:
         ncols, kn, ccols, kc = attr_columns(cfg)
         col = lambda d, a: d[a][0] if a in d else -1  # noqa: E731
+        en_on, en_off = enabled_rates(cfg)  # the enabled flag's rate for an enabled / disabled connection
         _ATTRS[key] = dict(
             max_nodes=cfg.max_nodes, max_conns=cfg.max_conns, num_inputs=cfg.num_inputs,
             num_outputs=cfg.num_outputs, feed_forward=bool(cfg.feed_forward),
@@ -95,9 +97,9 @@ def op_attrs(cfg: NEATConfig) -> dict:
             weight_params=_float_params(cfg, "weight"),
             activation_ids=[float(F.activation_id(n)) for n in cfg.activation_options],
             aggregation_ids=[float(F.aggregation_id(n)) for n in cfg.aggregation_options],
-            rates=[_f32(cfg.activation_mutate_rate), _f32(cfg.aggregation_mutate_rate), _f32(cfg.enabled_mutate_rate),
-                   _f32(0.5 * cfg.enabled_mutate_rate), _inv32(max(cfg.activation_mutate_rate, 1e-30)),
-                   _inv32(max(cfg.aggregation_mutate_rate, 1e-30))],
+            rates=[_f32(cfg.activation_mutate_rate), _f32(cfg.aggregation_mutate_rate), _f32(en_on),
+                   _f32(0.5 * min(en_on, 1.0)), _inv32(max(cfg.activation_mutate_rate, 1e-30)),
+                   _inv32(max(cfg.aggregation_mutate_rate, 1e-30)), _f32(en_off), _f32(0.5 * min(en_off, 1.0))],
             columns=[kn, col(ncols, "bias"), col(ncols, "response"), col(ncols, "activation"),
                      col(ncols, "aggregation"), kc, col(ccols, "weight"), col(ccols, "enabled")])
     return _ATTRS[key]

@@ -11,23 +11,56 @@ import numpy as np
 from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 
-__all__ = ["NEATConfig", "FITNESS_DTYPES", "TENSORNEAT_ALIASES", "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
+__all__ = ["NEATConfig", "FITNESS_DTYPES", "SPECIES_FITNESS_FUNCS", "NEAT_PYTHON_KEYS", "TENSORNEAT_ALIASES",
+           "INITIAL_CONNECTIONS", "NEAT_PYTHON_DEFAULTS", "initial_pairs"]
 
 # NEATConfig.fitness_dtype values
 FITNESS_DTYPES = ("float64", "float32")
+SPECIES_FITNESS_FUNCS = ("max", "min", "mean", "median", "median2")
 INITIAL_CONNECTIONS = ("unconnected", "none", "fs_neat_nohidden", "fs_neat", "fs_neat_hidden", "full_nodirect", "full",
                        "full_direct", "partial_nodirect", "partial", "partial_direct")
 
 # What neat-python 2.x uses for the optional keys a config file leaves out
-# (its other keys are required; a file without them gets NEATConfig's defaults).
+# (the required ones are marked in NEAT_PYTHON_KEYS).
 NEAT_PYTHON_DEFAULTS = {
     "initial_connection": "unconnected", "elitism": 0, "survival_threshold": 0.2, "min_species_size": 1,
-    "species_fitness_func": "mean", "max_stagnation": 15, "species_elitism": 0, "no_fitness_termination": False,
+    "species_fitness_func": "mean", "max_stagnation": 15, "species_elitism": 0,
     "bias_init_type": "gaussian", "response_init_type": "gaussian", "weight_init_type": "gaussian",
 }
-# neat-python keys with a meaning tfevo does not model: accepted only at the value
-# that means "off" (anything else would be silently ignored otherwise)
-_NEAT_PYTHON_OFF = {"enabled_rate_to_true_add": ("0", "0.0"), "enabled_rate_to_false_add": ("0", "0.0")}
+_R, _O = True, False
+_ATTR = {"init_mean": _R, "init_stdev": _R, "init_type": _O, "replace_rate": _R, "mutate_rate": _R,
+         "mutate_power": _R, "max_value": _R, "min_value": _R}
+# Every key neat-python 2.0 reads, by section: key -> required (neat-python
+# refuses a file without it; the optional ones take NEAT_PYTHON_DEFAULTS)
+NEAT_PYTHON_KEYS = {
+    "NEAT": {"pop_size": _R, "fitness_criterion": _R, "fitness_threshold": _R, "reset_on_extinction": _R,
+             "no_fitness_termination": _R, "seed": _O},
+    "DefaultGenome": {
+        **{k: _R for k in ("num_inputs", "num_outputs", "num_hidden", "feed_forward",
+                           "compatibility_disjoint_coefficient", "compatibility_weight_coefficient",
+                           "conn_add_prob", "conn_delete_prob", "node_add_prob", "node_delete_prob")},
+        "single_structural_mutation": _O, "structural_mutation_surer": _O, "initial_connection": _O,
+        **{f"{a}_{k}": r for a in ("bias", "response", "weight") for k, r in _ATTR.items()},
+        **{f"{a}_{k}": r for a in ("activation", "aggregation")
+           for k, r in (("default", _O), ("options", _R), ("mutate_rate", _R))},
+        **{f"time_constant_{k}": _O for k in _ATTR},
+        "enabled_default": _R, "enabled_mutate_rate": _R, "enabled_rate_to_true_add": _O,
+        "enabled_rate_to_false_add": _O},
+    "DefaultSpeciesSet": {"compatibility_threshold": _R},
+    "DefaultStagnation": {"species_fitness_func": _O, "max_stagnation": _O, "species_elitism": _O},
+    "DefaultReproduction": {"elitism": _O, "survival_threshold": _O, "min_species_size": _O},
+}
+# the values neat-python accepts for its boolean keys: configparser's words in
+# [NEAT], only true/false (any case) in [DefaultGenome], and BoolAttribute's
+# words for enabled_default
+_CP_BOOL = ("1", "yes", "true", "on", "0", "no", "false", "off")
+_NEAT_PYTHON_BOOLS = {"reset_on_extinction": _CP_BOOL, "no_fitness_termination": _CP_BOOL,
+                      "feed_forward": ("true", "false"), "single_structural_mutation": ("true", "false"),
+                      "enabled_default": _CP_BOOL + ("random", "none")}
+# neat-python's defaults of the node time constant (CTRNN only; the
+# compatibility distance reads it, so tfevo requires equal time constants)
+_TIME_CONSTANT = {"init_mean": "1.0", "init_stdev": "0.0", "init_type": "gaussian", "replace_rate": "0.0",
+                  "mutate_rate": "0.0", "mutate_power": "0.0", "max_value": "10.0", "min_value": "0.01"}
 
 # TensorNEAT hyperparameter name -> NEATConfig field (same meaning).
 TENSORNEAT_ALIASES = {
@@ -95,8 +128,10 @@ class NEATConfig:
       max_species: species slots; when full, genomes join the closest species.
 
     Stagnation and reproduction:
-      species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``,
-        a species' fitness for stagnation and ranking.
+      species_fitness_func: ``"max"`` | ``"mean"`` | ``"min"`` | ``"median"``
+        | ``"median2"``, a species' fitness for stagnation and ranking, as
+        neat-python's ``stat_functions``: ``median`` is the upper middle
+        value of an even-sized species, ``median2`` the mean of the two.
       max_stagnation: a species is removed after this many generations without improvement.
       species_elitism: the best this-many species are never removed.
       elitism: best genomes of each species copied unchanged (TensorNEAT
@@ -140,11 +175,16 @@ class NEATConfig:
         False: nothing happens).
 
     Attribute mutation (per gene; ``*_mutate_rate`` perturbs by
-    ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value;
+    ``N(0, *_mutate_power)``, ``*_replace_rate`` draws a fresh initial value,
+    one uniform deciding as in neat-python, so a gene is replaced with
+    probability ``min(replace_rate, 1 - mutate_rate)``;
     values are clipped to ``[*_min_value, *_max_value]``; ``*_init_type`` is
     ``"gaussian"`` or ``"uniform"``):
       bias_*, response_*, weight_* as neat-python.
-      enabled_default, enabled_mutate_rate (a hit sets a random state).
+      enabled_default, enabled_mutate_rate (a hit sets a random state),
+        enabled_rate_to_true_add / enabled_rate_to_false_add (added to the
+        rate of a disabled / enabled connection, as neat-python's
+        BoolAttribute; a rate of 1 or more always hits).
       activation_default, activation_options, activation_mutate_rate
         (TensorNEAT ``activation_replace_rate``).
       aggregation_default, aggregation_options, aggregation_mutate_rate.
@@ -237,6 +277,8 @@ class NEATConfig:
 
     enabled_default: bool = True
     enabled_mutate_rate: float = 0.01
+    enabled_rate_to_true_add: float = 0.0
+    enabled_rate_to_false_add: float = 0.0
 
     activation_default: str = "sigmoid"
     activation_options: tuple = ("sigmoid",)
@@ -283,8 +325,9 @@ class NEATConfig:
             )
         if self.fitness_criterion not in ("max", "min", "mean"):
             raise ConfigError(f"fitness_criterion must be 'max', 'min' or 'mean', got {self.fitness_criterion!r}")
-        if self.species_fitness_func not in ("max", "mean", "min", "median"):
-            raise ConfigError(f"species_fitness_func must be max/mean/min/median, got {self.species_fitness_func!r}")
+        if self.species_fitness_func not in SPECIES_FITNESS_FUNCS:
+            raise ConfigError(f"species_fitness_func must be one of {', '.join(SPECIES_FITNESS_FUNCS)}, "
+                              f"got {self.species_fitness_func!r}")
         if self.distance_dtype not in FITNESS_DTYPES:
             raise ConfigError(f"distance_dtype must be one of {', '.join(repr(d) for d in FITNESS_DTYPES)}, "
                               f"got {self.distance_dtype!r}")
@@ -294,20 +337,19 @@ class NEATConfig:
         if self.allotment not in ("fitness", "rank"):
             raise ConfigError(f"allotment must be 'fitness' or 'rank', got {self.allotment!r}")
         for a in ("bias", "response", "weight"):
-            m, r = getattr(self, f"{a}_mutate_rate"), getattr(self, f"{a}_replace_rate")
-            if m + r > 1.0 + 1e-9:
-                raise ConfigError(f"{a}_mutate_rate + {a}_replace_rate must be <= 1 (one draw picks perturb, "
-                                  f"replace or keep), got {m} + {r}")
             lo, hi = getattr(self, f"{a}_min_value"), getattr(self, f"{a}_max_value")
             if lo > hi:
                 raise ConfigError(f"{a}_min_value must be <= {a}_max_value, got {lo} > {hi}")
             t = getattr(self, f"{a}_init_type")
             if t not in ("gaussian", "normal", "uniform"):
                 raise ConfigError(f"{a}_init_type must be 'gaussian' or 'uniform', got {t!r}")
-        for n in self.activation_options + (self.activation_default,):
-            F.activation_id(n)
-        for n in self.aggregation_options + (self.aggregation_default,):
-            F.aggregation_id(n)
+        for field, lookup in (("activation", F.activation_id), ("aggregation", F.aggregation_id)):
+            for k in (f"{field}_options", f"{field}_default"):
+                for n in _as_names(getattr(self, k)):
+                    try:
+                        lookup(n)
+                    except ConfigError as e:
+                        raise ConfigError(f"{k}: {e}") from None
         if self.activation_default not in self.activation_options:
             raise ConfigError(f"activation_default {self.activation_default!r} is not in activation_options")
         if self.aggregation_default not in self.aggregation_options:
@@ -345,37 +387,88 @@ class NEATConfig:
 
     @classmethod
     def from_neat_python(cls, path: str, **overrides) -> "NEATConfig":
-        """Reads a neat-python config file with neat-python's meaning: the keys
-        NEATConfig models, neat-python's defaults for the optional keys the
-        file leaves out (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
-        ``species_fitness_func = mean``, ``initial_connection = unconnected``),
-        ``single_structural_mutation`` and ``structural_mutation_surer =
-        default`` as neat-python 2.0 runs them: a file without
-        ``single_structural_mutation`` runs single structural mutations with
-        the surer add-connection (neat-python's default for that key is the
-        string ``'false'``, which its mutation code tests as true), so write
-        ``single_structural_mutation = false`` for independent mutations.
-        Keys of neat-python's that tfevo does not model
-        (``enabled_rate_to_*_add``) raise
-        :class:`ConfigError` unless they are off; keys tfevo has no use for
-        (e.g. ``seed``) are ignored."""
+        """Reads a neat-python 2.0 config file with neat-python's meaning.
+
+        Every key is read from its own section (:data:`NEAT_PYTHON_KEYS`), as
+        neat-python parses it: a required key that is missing, a section that
+        is missing, a key a section does not read (neat-python refuses those
+        in ``[NEAT]``, ``[DefaultSpeciesSet]``, ``[DefaultStagnation]`` and
+        ``[DefaultReproduction]`` and ignores them in ``[DefaultGenome]``;
+        tfevo refuses them there too, since a misspelt optional key would be
+        silently left out), and a value neat-python would not accept (a
+        boolean other than ``true``/``false`` in ``[DefaultGenome]``, or
+        than ``configparser``'s words in ``[NEAT]``; an unknown
+        ``*_init_type``) are :class:`ConfigError` naming the section, key,
+        value and what is accepted.  NEATConfig's own fields (``max_nodes``,
+        ``max_conns``, ...) may stand in any section; ``overrides`` set
+        fields after the file (and may supply a required key it lacks).
+        ``max_species`` defaults to ``pop_size`` (neat-python has no cap on
+        the species; NEATConfig's default 32 would make genomes join the
+        closest species once 32 exist).
+
+        Optional keys the file leaves out take neat-python's defaults
+        (:data:`NEAT_PYTHON_DEFAULTS`: e.g. ``elitism = 0``,
+        ``species_fitness_func = mean``, ``initial_connection =
+        unconnected``); ``single_structural_mutation`` and
+        ``structural_mutation_surer = default`` are read as neat-python 2.0
+        runs them: a file without ``single_structural_mutation`` runs single
+        structural mutations with the surer add-connection (neat-python's
+        default for that key is the string ``'false'``, which its mutation
+        code tests as true), so write ``single_structural_mutation = false``
+        for independent mutations.  neat-python settings tfevo does not
+        model raise :class:`ConfigError` unless they are off: a ``random``/``none``
+        default (activation, aggregation or enabled; an omitted
+        ``activation_default``/``aggregation_default`` is neat-python's
+        ``random`` and is read as the only option when there is one), and
+        ``time_constant_*`` values that give genomes different time
+        constants.  ``seed`` is read by neat-python only: pass
+        ``NEAT(config, seed=...)``."""
         cp = configparser.ConfigParser()
-        if not cp.read(path):
+        try:
+            found = cp.read(path)
+        except configparser.Error as e:
+            raise ConfigError(f"{path}: not a valid config file ({e})") from None
+        if not found:
             raise ConfigError(f"cannot read neat-python config {path!r}")
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        home = {k: sec for sec, keys in NEAT_PYTHON_KEYS.items() for k in keys}
         raw: dict[str, str] = {}
-        for sec in cp.sections():
+        where: dict[str, str] = {}
+        for sec in NEAT_PYTHON_KEYS:
+            if not cp.has_section(sec):
+                raise ConfigError(f"{path}: no [{sec}] section (neat-python requires it, even if empty)")
             for k, v in cp.items(sec):
-                raw[k] = v.strip()
-        for k, off in _NEAT_PYTHON_OFF.items():
-            v = raw.get(k)
-            if v is not None and not _is_off(v, off):
-                raise ConfigError(f"{path}: {k} = {v} is not supported by tfevo.neat (only the neat-python value "
-                                  f"that turns it off: {off[0]})")
-        single = raw.get("single_structural_mutation", "true")  # omitted: neat-python's 'false' string, true
-        if single.lower() not in ("true", "false"):  # neat-python's bool parser takes only these
-            raise ConfigError(f"{path}: single_structural_mutation must be true or false, got {single!r}")
-        raw["single_structural_mutation"] = single.lower()
+                if k in NEAT_PYTHON_KEYS[sec] or (k in fields and k not in home):
+                    raw[k], where[k] = v.strip(), sec
+                elif k in home:
+                    raise ConfigError(f"{path}: [{sec}] {k}: neat-python reads {k} in [{home[k]}], not in [{sec}]")
+                else:
+                    known = set(NEAT_PYTHON_KEYS[sec]) | (set(fields) - set(home))
+                    raise ConfigError(f"{path}: [{sec}] {k} is not a key neat-python reads in [{sec}]"
+                                      f"{_suggestion(k, known)}")
+        for sec, keys in NEAT_PYTHON_KEYS.items():
+            for k, required in keys.items():
+                if required and k not in raw and k not in overrides:
+                    raise ConfigError(f"{path}: [{sec}] {k} is missing (neat-python requires it)")
+
+        def bad(k, v, accepted):
+            return ConfigError(f"{path}: [{where[k]}] {k} = {v!r} is not accepted; {accepted}")
+
+        for k, words in _NEAT_PYTHON_BOOLS.items():
+            if k in raw and raw[k].lower() not in words:
+                raise bad(k, raw[k], "use one of " + ", ".join(words))
+        tc = {n: raw.get(f"time_constant_{n}", d) for n, d in _TIME_CONSTANT.items()}
+        try:
+            tcv = {n: float(v) for n, v in tc.items() if n != "init_type"}
+        except ValueError:
+            raise ConfigError(f"{path}: [DefaultGenome] time_constant_* must be numbers, got {tc}") from None
+        if tcv["init_stdev"] != 0.0 or (tcv["mutate_rate"] > 0 and tcv["mutate_power"] != 0.0):
+            raise ConfigError(f"{path}: [DefaultGenome] time_constant_init_stdev = {tc['init_stdev']}, "
+                              f"time_constant_mutate_rate = {tc['mutate_rate']}, time_constant_mutate_power = "
+                              f"{tc['mutate_power']}: genomes with different time constants (which neat-python's "
+                              "compatibility distance reads) are not supported by tfevo.neat; leave the "
+                              "time_constant_* keys out")
+        raw["single_structural_mutation"] = raw.get("single_structural_mutation", "true").lower()
         surer = raw.pop("structural_mutation_surer", "default").lower()
         if surer in ("1", "yes", "true", "on"):
             raw["structural_mutation_surer"] = "true"
@@ -384,25 +477,47 @@ class NEATConfig:
         elif surer == "default":  # neat-python: the value of single_structural_mutation
             raw["structural_mutation_surer"] = raw["single_structural_mutation"]
         else:
-            raise ConfigError(f"{path}: structural_mutation_surer must be true, false or default, got {surer!r}")
+            raise ConfigError(f"{path}: [DefaultGenome] structural_mutation_surer must be true, false or default "
+                              f"(or 1/yes/on, 0/no/off), got {surer!r}")
         for k in ("activation_default", "aggregation_default", "enabled_default"):
             if raw.get(k, "").lower() in ("random", "none"):
-                raise ConfigError(f"{path}: {k} = {raw[k]} (a random initial value per gene) is not supported by "
-                                  "tfevo.neat; name one value")
+                raise ConfigError(f"{path}: [DefaultGenome] {k} = {raw[k]} (a random initial value per gene) is "
+                                  "not supported by tfevo.neat; name one value")
+        for a in ("activation", "aggregation"):
+            if f"{a}_default" not in raw and f"{a}_default" not in overrides and f"{a}_options" in raw:
+                opts = raw[f"{a}_options"].split()
+                if len(set(opts)) != 1:
+                    raise ConfigError(f"{path}: [DefaultGenome] {a}_default is missing, which neat-python reads "
+                                      f"as 'random' (a random option per node among {' '.join(opts)}); tfevo.neat "
+                                      f"needs one value: add {a}_default = <one of {a}_options>")
+                raw[f"{a}_default"] = opts[0]
+        for a in ("bias", "response", "weight"):
+            k = f"{a}_init_type"
+            if k in raw:
+                t = raw[k].lower()  # neat-python: 'gauss' or 'normal' in it, else 'uniform' in it
+                if "gauss" in t or "normal" in t:
+                    raw[k] = "gaussian"
+                elif "uniform" in t:
+                    raw[k] = "uniform"
+                else:
+                    raise bad(k, raw[k], "use gaussian (or normal) or uniform")
         vals: dict[str, Any] = {k: v for k, v in NEAT_PYTHON_DEFAULTS.items() if k not in raw}
         for k, v in raw.items():
             if k not in fields:
                 continue
             default = fields[k].default
             if isinstance(default, bool):
+                if v.lower() not in _CP_BOOL:
+                    raise bad(k, v, "use one of " + ", ".join(_CP_BOOL))
                 vals[k] = v.lower() in ("true", "1", "yes", "on")
             elif isinstance(default, int):
-                vals[k] = _parse_int(k, v, path)
+                vals[k] = _parse_int(k, v, f"{path}: [{where.get(k, 'DefaultGenome')}]")
             elif isinstance(default, float):
                 try:
                     vals[k] = float(v)
                 except ValueError:
-                    raise ConfigError(f"{path}: {k} must be a number, got {v!r}") from None
+                    raise ConfigError(f"{path}: [{where.get(k, 'DefaultGenome')}] {k} must be a number, "
+                                      f"got {v!r}") from None
             elif isinstance(default, tuple):
                 vals[k] = tuple(v.split())
             else:
@@ -418,7 +533,17 @@ class NEATConfig:
                         raise ConfigError(f"{path}: the fraction of initial_connection must be a number, "
                                           f"got {parts[1]!r}") from None
         vals.update(overrides)
-        return cls(**vals)
+        if "max_species" not in vals and "pop_size" in vals:  # neat-python has no cap on the species
+            vals["max_species"] = vals["pop_size"]
+        try:
+            return cls(**vals)
+        except ConfigError as e:  # a value out of range: name the file and the key's section
+            msg = str(e)
+            field = msg.split(" ", 1)[0].rstrip(":")
+            if field == "connection_fraction" and "connection_fraction" in vals and field not in overrides:
+                field, msg = "initial_connection", f"initial_connection = {raw['initial_connection']}: {msg}"
+            sec = where.get(field) if field not in overrides else None
+            raise ConfigError(f"{path}: [{sec}] {msg}" if sec else f"{path}: {msg}") from None
 
 
 def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
@@ -442,12 +567,6 @@ def initial_pairs(cfg: NEATConfig) -> list[tuple[int, int]]:
     return ih + ho + (io if direct else []) + selfs
 
 
-def _is_off(text: str, off) -> bool:
-    try:
-        return float(text) == 0.0
-    except ValueError:
-        return text.lower() in off
-
 
 _INF = float("inf")
 _PROB = (0.0, 1.0, False, False)
@@ -465,7 +584,9 @@ _RANGES = {
     "min_species_size": (1, _INF, False, True), "spawn_number_change_rate": _PROB,
     "interspecies_crossover_prob": _PROB, "crossover_prob": _PROB,
     "node_add_prob": _PROB, "node_delete_prob": _PROB, "conn_add_prob": _PROB, "conn_delete_prob": _PROB,
-    "enabled_mutate_rate": _PROB, "activation_mutate_rate": _PROB, "aggregation_mutate_rate": _PROB,
+    "enabled_mutate_rate": _PROB, "enabled_rate_to_true_add": (0.0, _INF, False, True),
+    "enabled_rate_to_false_add": (0.0, _INF, False, True), "activation_mutate_rate": _PROB,
+    "aggregation_mutate_rate": _PROB,
     "fitness_threshold": (-_INF, _INF, False, False),
 }
 for _a in ("bias", "response", "weight"):
@@ -518,13 +639,13 @@ def _check_fields(cfg) -> None:
         setattr(cfg, f.name, v)
 
 
-def _parse_int(key: str, text: str, path: str) -> int:
+def _parse_int(key: str, text: str, where: str) -> int:
     try:
         x = float(text)
     except ValueError:
-        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}") from None
+        raise ConfigError(f"{where} {key} must be an integer, got {text!r}") from None
     if not x.is_integer():
-        raise ConfigError(f"{path}: {key} must be an integer, got {text!r}")
+        raise ConfigError(f"{where} {key} must be an integer, got {text!r}")
     return int(x)
 
 

@@ -14,7 +14,7 @@ from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import (CONN_ENABLED, CONN_IN, CONN_MARKER, CONN_OUT, CONN_WEIGHT, NODE_ACT, NODE_AGG,
                                NODE_BIAS, NODE_KEY, NODE_RESPONSE, conn_valid, node_valid)
 
-__all__ = ["attr_columns", "fresh_float", "mutate_attributes", "mutate_attributes_given"]
+__all__ = ["attr_columns", "enabled_rates", "fresh_float", "mutate_attributes", "mutate_attributes_given", "replace_width"]
 
 _TWO_PI = 6.283185307179586
 _ONE_MINUS = 1.0 - 2.0 ** -24
@@ -37,6 +37,12 @@ def fresh_float(cfg, name, v01, u2):
     return tf.clip_by_value(mean + std * _gauss(v01, u2), lo, hi)
 
 
+def replace_width(rate: float, rep: float) -> float:
+    """Length of the replace interval ``[rate, rate + rep)`` of the decision
+    uniform within ``[0, 1)``: ``min(rep, 1 - rate)``."""
+    return min(rep, 1.0 - rate)
+
+
 def _mutate_float(cfg, name, v, mask, r, u2):
     """Perturb (prob ``rate``) by N(0, power) or replace (prob ``replace``)
     with a fresh value.  ``r`` decides; given the decision, ``r`` rescaled to
@@ -49,7 +55,8 @@ def _mutate_float(cfg, name, v, mask, r, u2):
         return v
     pert_hit = r < rate
     rep_hit = (r >= rate) & (r < rate + rep)
-    v01 = tf.where(pert_hit, r / max(rate, 1e-30), (r - rate) / max(rep, 1e-30))
+    # the replace interval is [rate, min(rate + rep, 1)) (neat-python accepts rate + rep > 1)
+    v01 = tf.where(pert_hit, r / max(rate, 1e-30), (r - rate) / max(replace_width(rate, rep), 1e-30))
     pert = tf.clip_by_value(v + power * _gauss(v01, u2), lo, hi)
     fresh = fresh_float(cfg, name, v01, u2)
     out = tf.where(pert_hit, pert, tf.where(rep_hit, fresh, v))
@@ -65,6 +72,14 @@ def _mutate_choice(v, options_ids, rate, mask, r):
     pick = tf.minimum(tf.cast(r / rate * k, tf.int32), k - 1)
     new = tf.gather(tf.constant(options_ids, tf.float32), pick)
     return tf.where(mask & (r < rate), new, v)
+
+
+def enabled_rates(cfg: NEATConfig) -> tuple[float, float]:
+    """The enabled flag's mutation rate for an enabled and for a disabled
+    connection: ``enabled_mutate_rate`` plus ``enabled_rate_to_false_add``
+    or ``enabled_rate_to_true_add`` (neat-python's BoolAttribute)."""
+    rate = cfg.enabled_mutate_rate
+    return rate + cfg.enabled_rate_to_false_add, rate + cfg.enabled_rate_to_true_add
 
 
 def attr_columns(cfg: NEATConfig):
@@ -85,7 +100,7 @@ def attr_columns(cfg: NEATConfig):
     if cfg.weight_mutate_rate > 0 or cfg.weight_replace_rate > 0:
         ccols["weight"] = (0, 1)
         j = 2
-    if cfg.enabled_mutate_rate > 0:
+    if max(enabled_rates(cfg)) > 0:
         ccols["enabled"] = (j,)
         j += 1
     return ncols, k, ccols, j
@@ -117,9 +132,12 @@ def mutate_attributes_given(cfg, nodes, conns, active, un, uc, ncols, ccols):
     en = conns[..., CONN_ENABLED]
     if "enabled" in ccols:
         r = uc[..., ccols["enabled"][0]]
-        rate = cfg.enabled_mutate_rate
-        # a hit sets a random state: given r < rate, r < rate / 2 is a fair coin
-        en = tf.where(cgene & (r < rate), tf.cast(r < 0.5 * rate, tf.float32), en)
+        on, off = enabled_rates(cfg)
+        on_now = tf.not_equal(en, 0.0)
+        rate = tf.where(on_now, on, off)
+        # a hit sets a random state: given r < min(rate, 1), r < min(rate, 1) / 2 is a fair coin
+        half = tf.where(on_now, 0.5 * min(on, 1.0), 0.5 * min(off, 1.0))
+        en = tf.where(cgene & (r < rate), tf.cast(r < half, tf.float32), en)
     if len(ccols):
         conns = tf.stack([conns[..., CONN_IN], conns[..., CONN_OUT], en, w, conns[..., CONN_MARKER]], -1)
     return nodes, conns

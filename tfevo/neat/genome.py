@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tfevo.core import ConfigError
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig, initial_pairs
 
@@ -127,17 +128,34 @@ def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
 
     Returns ``(nodes, conns, next_node_key, next_marker)``: input, output and
     ``num_hidden`` hidden nodes, the connections :func:`initial_connections`
-    picks (first slots of each genome), fresh random attributes; the
-    possible initial connections carry markers ``0..n-1``
-    (:func:`initial_pairs`).
+    picks (first slots of each genome), fresh random attributes.  As in
+    neat-python, whose node counter is shared by the genomes it creates, every
+    genome's hidden nodes get their own keys (genome ``p``'s are
+    ``I+O+p*H .. I+O+p*H+H-1``), so no initial hidden node (or connection to
+    or from one) is homologous to another genome's; a possible initial
+    connection at position ``m`` of :func:`initial_pairs` carries marker
+    ``m`` when it joins inputs and outputs only, and a marker of its genome's
+    own otherwise.
     """
     P, N, C = cfg.pop_size, cfg.max_nodes, cfg.max_conns
     I, O, H = cfg.num_inputs, cfg.num_outputs, cfg.num_hidden
     seeds = tf.random.experimental.stateless_split(seed, 6)
     n_real = I + O + H
-    keys = np.full([N], np.nan, np.float32)
-    keys[:n_real] = np.arange(n_real)
-    keys = tf.broadcast_to(tf.constant(keys), [P, N])
+    # hidden node keys as neat-python's shared node counter gives them: genome
+    # p's hidden nodes are I+O+p*H .. I+O+p*H+H-1 (no two genomes share one)
+    next_key = I + O + P * H
+    pairs = initial_pairs(cfg)
+    n = len(pairs)
+    hid_pair = np.array([a >= I + O or b >= I + O for a, b in pairs], bool)
+    n_hid = int(hid_pair.sum())
+    next_marker = n + P * n_hid  # a pair with a hidden node: one marker per genome, as its keys differ
+    if max(next_key, next_marker) >= 2**24:
+        raise ConfigError(f"pop_size * num_hidden = {P * H} initial hidden nodes ({P * n_hid} initial connections "
+                          "to or from them) exceed the 2**24 node keys / innovation markers a genome tensor holds "
+                          "exactly; use fewer hidden nodes or a smaller population")
+    slot = tf.range(N, dtype=tf.float32)[None, :]
+    row = tf.range(P, dtype=tf.float32)[:, None]
+    keys = slot + tf.where(slot >= I + O, row * H, 0.0)  # [P, N]; slots past n_real become NaN below
     bias = init_attribute(cfg, "bias", [P, N], seeds[0])
     resp = init_attribute(cfg, "response", [P, N], seeds[1])
     is_input = tf.range(N) < I
@@ -148,24 +166,26 @@ def initial_population(cfg: NEATConfig, seed: tf.Tensor) -> tuple[tf.Tensor, tf.
     nodes = tf.stack([keys, bias, resp, agg, act], axis=-1)
     nodes = tf.where((tf.range(N) < n_real)[None, :, None], nodes, np.nan)
 
-    pairs = initial_pairs(cfg)
-    n = len(pairs)
     w = init_attribute(cfg, "weight", [P, C], seeds[2])
     en = tf.fill([P, C], 1.0 if cfg.enabled_default else 0.0)
     if n == 0:
-        return nodes, tf.fill([P, C, 5], np.nan), n_real, 0
+        return nodes, tf.fill([P, C, 5], np.nan), next_key, 0
     keep = initial_connections(cfg, seeds[3])  # [P, n]
     # the kept pairs of each genome move to its first slots, in pair order
     dest = tf.where(keep, tf.cumsum(tf.cast(keep, tf.int32), axis=-1) - 1, C)  # C = dropped
-    cand = tf.constant([[a, b, m] for m, (a, b) in enumerate(pairs)], tf.float32)  # [n, 3]
-    rows = tf.broadcast_to(cand[None], [P, n, 3])
+    ends = tf.constant(pairs, tf.float32)  # [n, 2]
+    ends = ends[None] + tf.where(ends[None] >= I + O, row[..., None] * H, 0.0)  # the genome's own hidden keys
+    hid_rank = np.cumsum(hid_pair) - 1  # position among the pairs with a hidden node
+    marker = tf.where(tf.constant(hid_pair)[None, :], n + row * n_hid + tf.constant(hid_rank, tf.float32)[None, :],
+                      tf.range(n, dtype=tf.float32)[None, :])  # [P, n]
+    rows = tf.concat([ends, marker[..., None]], -1)  # [P, n, 3]
     ij = tf.stack([tf.broadcast_to(tf.range(P)[:, None], [P, n]), dest], -1)
     ij = tf.boolean_mask(ij, keep)
     placed = tf.scatter_nd(ij, tf.boolean_mask(rows, keep), [P, C, 3])
     held = tf.scatter_nd(ij, tf.ones([tf.shape(ij)[0]], tf.bool), [P, C])
     conns = tf.stack([placed[..., 0], placed[..., 1], en, w, placed[..., 2]], axis=-1)
     conns = tf.where(held[..., None], conns, np.nan)
-    return nodes, conns, n_real, n
+    return nodes, conns, next_key, next_marker
 
 
 # ---------------------------------------------------------------------------

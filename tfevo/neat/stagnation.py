@@ -14,8 +14,10 @@ __all__ = ["update"]
 _INF = float("inf")
 
 
-def _segment_median(x, seg, size):
-    """Median of ``x [P]`` within each segment ``seg [P]`` of sizes ``size [S]``."""
+def _segment_median(x, seg, size, upper=False):
+    """Median of ``x [P]`` within each segment ``seg [P]`` of sizes ``size [S]``:
+    the mean of the two middle values (neat-python's ``median2``), or with
+    ``upper`` the upper middle value (neat-python's ``median``)."""
     o1 = tf.argsort(x, stable=True)
     o2 = tf.argsort(tf.gather(seg, o1), stable=True)
     xs = tf.gather(x, tf.gather(o1, o2))
@@ -23,6 +25,8 @@ def _segment_median(x, seg, size):
     lo = start + tf.maximum(size - 1, 0) // 2
     hi = start + size // 2
     n = tf.shape(x)[0] - 1
+    if upper:
+        return tf.gather(xs, tf.minimum(hi, n))
     return 0.5 * (tf.gather(xs, tf.minimum(lo, n)) + tf.gather(xs, tf.minimum(hi, n)))
 
 
@@ -47,8 +51,8 @@ def update(cfg: NEATConfig, sp, alive, best_f, last_imp, ff, gen, keys=None):
         fit_s = tf.math.unsorted_segment_min(ff, sp, S)
     elif cfg.species_fitness_func == "mean":
         fit_s = tf.math.unsorted_segment_mean(ff, sp, S)
-    else:  # median via sorted order
-        fit_s = _segment_median(ff, sp, size)
+    else:  # median / median2 via sorted order
+        fit_s = _segment_median(ff, sp, size, upper=cfg.species_fitness_func == "median")
     fit_s = tf.where(alive, fit_s, -_INF)
     improved = alive & (fit_s > best_f)
     last_imp = tf.where(improved, gen, last_imp)
