@@ -179,7 +179,13 @@ def test_exports_name_features_and_compute_the_transform():
         val = np.broadcast_to(np.asarray(f(*X.astype(np.float32).T.astype(np.float64)), np.float64), (150,))
         np.testing.assert_allclose(val, Z[:, k], rtol=1e-4, atol=1e-4)
     assert st.to_sympy(component=1, simplify=False, exact=True) == exprs[1]
-    assert [to.types.shape for to in st] == [(1, 32)] * 3 and st[-1].types.tolist() == st[2].types.tolist()
+    comps = list(st)  # gplearn's est[i] / iteration over the components
+    assert len(comps) == len(st) == 3 and text == "[" + ",\n ".join(str(c) for c in comps) + "]"
+    for k, c in enumerate(comps):
+        np.testing.assert_array_equal(c.execute(X), Z[:, k])
+        assert c.raw_fitness_ == st.fitness_[k] and c.length_ == int(st.programs_.sizes[k, 0])
+        assert c.to_sympy(simplify=False, exact=True) == exprs[k]
+    assert str(st[-1]) == str(st[2])
     with pytest.raises(IndexError):
         st[3]
     np.testing.assert_allclose(st.to_keras(component=2).predict(X.astype(np.float32), verbose=0).reshape(-1),
@@ -206,6 +212,19 @@ def test_unfitted_and_bad_settings_refused():
     st = SymbolicTransformer(**SMALL, random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match="features"):
         st.transform(X[:, :2])
+
+
+def test_sample_weight_weights_the_fitness_as_gplearn():
+    from gplearn.fitness import _fitness_map
+
+    w = np.random.RandomState(9).uniform(0, 2, 150)
+    w[:20] = 0.0
+    st = SymbolicTransformer(**SMALL, random_state=3).fit(X, Y, sample_weight=w)
+    Z = st.transform(X)
+    want = [_fitness_map["pearson"](Y.astype(np.float32).astype(np.float64), z, w) for z in Z.T]
+    np.testing.assert_allclose(st.fitness_, want, rtol=2e-5)
+    ones = SymbolicTransformer(**SMALL, random_state=3).fit(X, Y, sample_weight=np.full(150, 2.0))
+    np.testing.assert_array_equal(ones.transform(X), SymbolicTransformer(**SMALL, random_state=3).fit_transform(X, Y))
 
 
 def test_none_sizes_and_make_fitness_metric():

@@ -35,7 +35,7 @@ from tfevo.gp.sklearn_run import (check_best_program, evolve, final_program, hal
                                   operator_mix, point_replace, run_state)
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
-__all__ = ["SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer"]
+__all__ = ["SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer", "SymbolicComponent"]
 
 
 def _function_names(function_set) -> list:
@@ -549,6 +549,40 @@ def _count(name, value, lo, hi, hi_name):
     return int(value)
 
 
+class SymbolicComponent:
+    """One fitted component of a :class:`SymbolicTransformer` (``est[i]``),
+    the counterpart of a gplearn ``_Program``: ``str()`` is its formula
+    (with the transformer's feature names), ``execute(X)`` its output
+    ``[n]`` (float64), ``to_sympy()`` its sympy expression, ``raw_fitness_``
+    and ``length_`` as gplearn's, ``program`` the one-row ``Trees``."""
+
+    def __init__(self, program, raw_fitness, var_names, eval_names, use_op):
+        self.program = program
+        self.raw_fitness_ = float(raw_fitness)
+        self.length_ = int(program.sizes[0, 0])
+        self._var_names = var_names
+        self._eval_names = eval_names
+        self._use_op = use_op
+
+    def __str__(self):
+        return to_infix(self.program, var_names=self._var_names)
+
+    def __repr__(self):
+        return f"SymbolicComponent({self}, raw_fitness_={self.raw_fitness_:.6g})"
+
+    def execute(self, X):
+        """The component's output on ``X`` ``[n, n_features]`` (no input
+        checks: the transformer's ``transform`` checks its input)."""
+        x = tf.constant(np.asarray(X, np.float32))
+        return np.asarray(evaluate(self.program, x, 1, self._eval_names, self._use_op).numpy()[0], np.float64)
+
+    def to_sympy(self, simplify=True, **kw):
+        """The formula as a sympy expression (see :meth:`SymbolicRegressor.to_sympy`)."""
+        from tfevo.gp.export import to_sympy
+
+        return to_sympy(self.program, 0, 1, simplify, var_names=self._var_names, **kw)
+
+
 class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _BaseSymbolic):
     """Genetic feature construction (gplearn's ``SymbolicTransformer``).
 
@@ -589,8 +623,10 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         fitness reaches it (default 1.0, gplearn's; None: never).
 
     After ``fit``: ``programs_`` (the components, a ``Trees`` of NumPy
-    arrays with ``n_components`` rows, best fitness first; ``est[i]`` is the
-    one-row ``Trees`` of component ``i``, ``len(est)`` their number),
+    arrays with ``n_components`` rows, best fitness first; ``est[i]`` is
+    component ``i`` as a :class:`SymbolicComponent`, gplearn's ``_Program``
+    counterpart with ``str``, ``execute``, ``to_sympy``, ``raw_fitness_``;
+    ``len(est)`` their number),
     ``fitness_`` (their raw fitness), ``run_details_``, ``history_``,
     ``n_features_in_``, ``feature_names_in_`` (when X had column names),
     ``engine_``.  ``str(est)`` lists the components' formulas,
@@ -674,11 +710,9 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         return int(self.programs_.types.shape[0]) if hasattr(self, "programs_") else 0
 
     def __getitem__(self, i):
-        n = len(self)
-        if not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
-            raise IndexError(f"component index {i!r} out of range for {n} components")
-        i = int(i) % n
-        return type(self.programs_)(*(a[i:i + 1] for a in self.programs_))
+        i = self._index(i)
+        program = type(self.programs_)(*(a[i:i + 1] for a in self.programs_))
+        return SymbolicComponent(program, self.fitness_[i], self._var_names(), self._eval_names, self.use_op)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -687,7 +721,7 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         if not hasattr(self, "programs_"):
             return super().__repr__()
         names = self._var_names()
-        return "[" + ",\n ".join(to_infix(p, var_names=names) for p in self) + "]"
+        return "[" + ",\n ".join(to_infix(self.programs_, i, var_names=names) for i in range(len(self))) + "]"
 
     def to_sympy(self, simplify=True, component=None, **kw):
         """The components as a list of sympy expressions (one expression with
@@ -710,5 +744,7 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         return to_keras(self.programs_, self._index(component), 1, self.n_features_in_, model=model)
 
     def _index(self, i):
-        self[i]  # IndexError when out of range
-        return int(i) % len(self)
+        n = len(self)
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
+            raise IndexError(f"component index {i!r} out of range for {n} components")
+        return int(i) % n
