@@ -6,6 +6,7 @@ are compared, seed by seed (each seed: its own train/test split, shared by
 both libraries, and the transformers' random_state).
 
 Usage: PYTHONPATH=$PWD python benchmarks/bench_gp_transformer.py [--seeds 0-11] [--threads 1] [--out f.jsonl]
+       [--libs tfevo --tfevo-kw '{"init_depth": [2, 6]}']   (a tfevo variant alone)
 """
 
 import argparse
@@ -39,10 +40,10 @@ def ridge_r2(Xtr, ytr, Xte, yte, ftr=None, fte=None):
     return float(Ridge().fit(Xtr, ytr).score(Xte, yte))
 
 
-def run(lib, seed, data):
+def run(lib, seed, data, tfevo_kw=None):
     if lib == "tfevo":
         from tfevo.gp import SymbolicTransformer
-        est = SymbolicTransformer(**SETTINGS, random_state=seed)
+        est = SymbolicTransformer(**SETTINGS, **(tfevo_kw or {}), random_state=seed)
     else:
         from gplearn.genetic import SymbolicTransformer
         est = SymbolicTransformer(**{**SETTINGS, "function_set": list(SETTINGS["function_set"])}, random_state=seed)
@@ -59,6 +60,8 @@ def main():
     ap.add_argument("--seeds", default="0-11")
     ap.add_argument("--threads", type=int, default=0, help="TensorFlow intra/inter-op threads (0: TF's default)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--tfevo-kw", default="{}", help="JSON of extra tfevo arguments (a diagnostic variant)")
+    ap.add_argument("--libs", default="tfevo,gplearn")
     a = ap.parse_args()
     lo, hi = (int(v) for v in a.seeds.split("-"))
     if a.threads:
@@ -67,20 +70,27 @@ def main():
         tf.config.threading.set_inter_op_parallelism_threads(a.threads)
     print(f"load {os.getloadavg()}  settings {SETTINGS}  threads {a.threads or 'default'}", flush=True)
     warm = split(999)
-    run("tfevo", 999, warm)  # traces the generation step once; not counted
+    kw = json.loads(a.tfevo_kw)
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+    libs = a.libs.split(",")
+    run("tfevo", 999, warm, kw)  # traces the generation step once; not counted
     rows = []
     out = open(a.out, "a") if a.out else None
     for seed in range(lo, hi + 1):
         data = split(seed)
         base = ridge_r2(*data)
-        for lib in ("tfevo", "gplearn"):  # interleaved: both see the same load
-            r = run(lib, seed, data)
-            r.update(ridge_only=base, load=os.getloadavg()[0])
+        for lib in libs:  # interleaved: both see the same load
+            r = run(lib, seed, data, kw)
+            r.update(ridge_only=base, load=os.getloadavg()[0], **({"tfevo_kw": a.tfevo_kw} if kw and lib == "tfevo" else {}))
             rows.append(r)
             print(json.dumps(r), flush=True)
             if out:
                 out.write(json.dumps(r) + "\n")
                 out.flush()
+    if len(libs) < 2:
+        r2 = np.array([r["r2"] for r in rows])
+        print(f"{libs[0]} {a.tfevo_kw}: median R^2 {np.median(r2):.4f} mean {r2.mean():.4f}")
+        return
     from scipy.stats import wilcoxon
 
     tf_r2 = np.array([r["r2"] for r in rows if r["lib"] == "tfevo"])
