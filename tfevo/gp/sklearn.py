@@ -620,7 +620,10 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         components are also compared by the correlation of their ranks, as
         gplearn does.
       stopping_criteria: stop after the first generation whose best raw
-        fitness reaches it (default 1.0, gplearn's; None: never).
+        fitness reaches it (default 1.0, gplearn's; None: never).  A
+        lower-is-better make_fitness metric stops once its error is ``<=``
+        it, as in gplearn, so the default 1.0 may stop such a run early:
+        pass None or a reachable error.
 
     After ``fit``: ``programs_`` (the components, a ``Trees`` of NumPy
     arrays with ``n_components`` rows, best fitness first; ``est[i]`` is
