@@ -290,7 +290,7 @@ NOT_TAKEN = {"n_jobs", "low_memory"}
 NOT_TAKEN_CLASSIFIER = {"transformer", "metric"}
 
 
-@pytest.mark.parametrize("name", ["SymbolicRegressor", "SymbolicClassifier"])
+@pytest.mark.parametrize("name", ["SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer"])
 def test_defaults_equal_gplearns(name):
     genetic = pytest.importorskip("gplearn.genetic")
     import tfevo.gp

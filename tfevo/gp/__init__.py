@@ -8,8 +8,8 @@ programs.  Evaluation uses the C++ op ``custom_ops/gp_eval.cc`` when it is
 built and a pure-TensorFlow reference otherwise.
 
 Main entry points: :class:`GeneticProgramming` (ask/tell),
-:class:`SymbolicRegressor` / :class:`SymbolicClassifier` (scikit-learn
-style), :class:`GPPolicy` (control), :func:`evaluate`, :func:`mse`.
+:class:`SymbolicRegressor` / :class:`SymbolicClassifier` /
+:class:`SymbolicTransformer` (scikit-learn style), :class:`GPPolicy` (control), :func:`evaluate`, :func:`mse`.
 """
 
 from tfevo.gp.trees import (  # noqa: F401
@@ -28,7 +28,7 @@ from tfevo.gp.selection import rank_selection, roulette, select, tournament, tru
 from tfevo.gp.algorithm import OPERATORS, GeneticProgramming, GPConfig  # noqa: F401
 from tfevo.gp.export import GPExpression, to_keras, to_sympy  # noqa: F401
 from tfevo.gp.metrics import Fitness, make_fitness  # noqa: F401
-from tfevo.gp.sklearn import SymbolicClassifier, SymbolicRegressor  # noqa: F401
+from tfevo.gp.sklearn import SymbolicClassifier, SymbolicRegressor, SymbolicTransformer  # noqa: F401
 from tfevo.gp.policy import GPPolicy  # noqa: F401
 
 __all__ = [
@@ -40,6 +40,6 @@ __all__ = [
     "multi_point_mutation", "insert_mutation", "delete_mutation", "constant_mutation",
     "multi_constant_mutation", "select", "tournament", "truncation", "roulette", "rank_selection",
     "GeneticProgramming", "GPConfig", "OPERATORS", "to_sympy", "to_keras", "GPExpression",
-    "SymbolicRegressor", "SymbolicClassifier", "GPPolicy", "make_fitness", "Fitness",
+    "SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer", "GPPolicy", "make_fitness", "Fitness",
     "PAD", "CONST", "VAR", "FUNC", "OUT",
 ]

@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 import tensorflow as tf
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -29,12 +29,13 @@ from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
-from tfevo.gp.metrics import (CLASSIFICATION_FITNESS, check_metric, classification_raw, greater_is_better,
+from tfevo.gp.metrics import (CLASSIFICATION_FITNESS, Fitness, check_metric, classification_raw, greater_is_better,
                               regression_loss)
-from tfevo.gp.sklearn_run import check_best_program, evolve, final_program, operator_mix, point_replace, run_state
+from tfevo.gp.sklearn_run import (check_best_program, evolve, final_program, hall_of_fame, least_correlated,
+                                  operator_mix, point_replace, run_state)
 from tfevo.gp.trees import FunctionSet, Trees, to_infix
 
-__all__ = ["SymbolicRegressor", "SymbolicClassifier"]
+__all__ = ["SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer", "SymbolicComponent"]
 
 
 def _function_names(function_set) -> list:
@@ -97,7 +98,7 @@ class _BaseSymbolic(BaseEstimator):
                  p_subtree_mutation=0.01,
                  p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
                  crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
-                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True,
                  stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0):
@@ -133,7 +134,6 @@ class _BaseSymbolic(BaseEstimator):
         self.p_multi_constant = p_multi_constant
         self.hoist_root_only = hoist_root_only
         self.demote_duplicates = demote_duplicates
-        self.best_program = best_program
         self.stopping_criteria = stopping_criteria
         self.max_samples = max_samples
         self.warm_start = warm_start
@@ -161,7 +161,8 @@ class _BaseSymbolic(BaseEstimator):
         _as_int("population_size", self.population_size, 2)
         _as_int("max_len", self.max_len, 3)
         kernels.check_use_op(self.use_op)
-        check_best_program(self.best_program)
+        if not isinstance(self, TransformerMixin):  # the transformer keeps components, not one program
+            check_best_program(self.best_program)
         names = _function_names(self.function_set)
         mix = operator_mix(self)
         p_point = point_replace(self)
@@ -199,6 +200,35 @@ class _BaseSymbolic(BaseEstimator):
                 raise
             raise ConfigError(f"invalid setting: {e}") from e
         return cfg
+
+    def _evolve_regression(self, X, y, sample_weight, metric, keep_population=False):
+        """The regressor's and the transformer's run: validates ``X``, ``y``
+        and ``sample_weight``, evolves programs under the regression
+        ``metric`` (a checked name or :class:`~tfevo.gp.Fitness`) and returns
+        ``(engine, X tensor, y tensor, lower_is_better)``."""
+        X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)
+        _finite32(X, "X")
+        y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
+        sw = _weights(sample_weight, X)
+        lower = not greater_is_better(metric)
+        cfg = self._config(X.shape[1], 1)
+        xt, yt = tf.constant(X), tf.constant(y)
+        fs = FunctionSet(cfg.functions)
+        crit = self.stopping_criteria
+        if not lower and isinstance(crit, numbers.Real) and not isinstance(crit, bool) and crit <= 0.0:
+            warnings.warn(f"stopping_criteria={crit!r} with the greater-is-better metric {metric!r} stops after "
+                          f"the first generation (gplearn's rule: stop once the best score is >= it); pass "
+                          f"stopping_criteria=None or a reachable score such as 1.0 for pearson/spearman")
+
+        worst = tf.constant(np.inf if lower else -np.inf, tf.float32)
+
+        def score(trees, mask):
+            raw = tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask, sw), tf.float32)
+            return tf.where(tf.math.is_finite(raw), raw, worst)  # a custom score beyond float32 is no winner
+
+        gp = evolve(self, cfg, score, len(y), lower_is_better=lower, keep_population=keep_population)
+        self.history_ = list(self.run_details_["best_fitness"])
+        return gp, xt, yt, lower
 
     def _store(self, gp: GeneticProgramming):
         self.program_, fit = final_program(self, gp)
@@ -360,6 +390,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, metric="mean absolute error"):
         super().__init__(**_base_arguments(locals()))
+        self.best_program = best_program
         self.metric = metric
 
     def fit(self, X, y, sample_weight=None):
@@ -367,29 +398,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         ``warm_start``, continues the stored run up to ``generations``).
         ``sample_weight`` (``[n_samples]``, non-negative) weights every row's
         error, as gplearn's."""
-        X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)
-        _finite32(X, "X")
-        y = _finite32(np.asarray(y, np.float32).reshape(-1), "y")
-        sw = _weights(sample_weight, X)
-        metric = check_metric(self.metric)
-        lower = not greater_is_better(metric)
-        cfg = self._config(X.shape[1], 1)
-        xt, yt = tf.constant(X), tf.constant(y)
-        fs = FunctionSet(cfg.functions)
-        crit = self.stopping_criteria
-        if not lower and isinstance(crit, numbers.Real) and not isinstance(crit, bool) and crit <= 0.0:
-            warnings.warn(f"stopping_criteria={crit!r} with the greater-is-better metric {metric!r} stops after "
-                          f"the first generation (gplearn's rule: stop once the best score is >= it); pass "
-                          f"stopping_criteria=None or a reachable score such as 1.0 for pearson/spearman")
-
-        worst = tf.constant(np.inf if lower else -np.inf, tf.float32)
-
-        def score(trees, mask):
-            raw = tf.cast(regression_loss(trees, xt, yt, metric, fs, self.use_op, mask, sw), tf.float32)
-            return tf.where(tf.math.is_finite(raw), raw, worst)  # a custom score beyond float32 is no winner
-
-        gp = evolve(self, cfg, score, len(y), lower_is_better=lower)
-        self.history_ = list(self.run_details_["best_fitness"])
+        gp, xt, yt, lower = self._evolve_regression(X, y, sample_weight, check_metric(self.metric))
         fit = self._store(gp)
         self.best_fitness_ = -fit if lower else fit
         self.best_mse_ = float(mse(self.program_, xt, yt, gp.eval_functions, self.use_op).numpy()[0])
@@ -440,6 +449,7 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
                  verbose=0, fitness="crossentropy", class_weight=None):
         super().__init__(**_base_arguments(locals()))
+        self.best_program = best_program
         self.fitness = fitness
         self.class_weight = class_weight
 
@@ -524,3 +534,220 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         if s.shape[1] == 2:
             return self.classes_[(self._binary(s) > 0).astype(int)]
         return self.classes_[np.argmax(s, axis=1)]
+
+
+#: the metrics of :class:`SymbolicTransformer` besides a make_fitness one.
+TRANSFORMER_METRICS = ("pearson", "spearman")
+
+
+def _count(name, value, lo, hi, hi_name):
+    """``value`` (None = ``hi``) as an int in ``[lo, hi]``, or a ConfigError."""
+    if value is None:
+        return hi
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= int(value) <= hi:
+        raise ConfigError(f"{name} must be None or an integer in [{lo}, {hi}] ({hi_name}={hi}), got {value!r}")
+    return int(value)
+
+
+class SymbolicComponent:
+    """One fitted component of a :class:`SymbolicTransformer` (``est[i]``),
+    the counterpart of a gplearn ``_Program``: ``str()`` is its formula
+    (with the transformer's feature names), ``execute(X)`` its output
+    ``[n]`` (float64), ``to_sympy()`` its sympy expression, ``raw_fitness_``
+    and ``length_`` as gplearn's, ``program`` the one-row ``Trees``."""
+
+    def __init__(self, program, raw_fitness, var_names, eval_names, use_op):
+        self.program = program
+        self.raw_fitness_ = float(raw_fitness)
+        self.length_ = int(program.sizes[0, 0])
+        self._var_names = var_names
+        self._eval_names = eval_names
+        self._use_op = use_op
+
+    def __str__(self):
+        return to_infix(self.program, var_names=self._var_names)
+
+    def __repr__(self):
+        return f"SymbolicComponent({self}, raw_fitness_={self.raw_fitness_:.6g})"
+
+    def execute(self, X):
+        """The component's output on ``X`` ``[n, n_features]`` (no input
+        checks: the transformer's ``transform`` checks its input)."""
+        x = tf.constant(np.asarray(X, np.float32))
+        return np.asarray(evaluate(self.program, x, 1, self._eval_names, self._use_op).numpy()[0], np.float64)
+
+    def to_sympy(self, simplify=True, **kw):
+        """The formula as a sympy expression (see :meth:`SymbolicRegressor.to_sympy`)."""
+        from tfevo.gp.export import to_sympy
+
+        return to_sympy(self.program, 0, 1, simplify, var_names=self._var_names, **kw)
+
+
+class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _BaseSymbolic):
+    """Genetic feature construction (gplearn's ``SymbolicTransformer``).
+
+    ``fit(X, y)`` evolves programs that maximise the absolute correlation
+    of their output with ``y`` (``metric="pearson"``, the default, or
+    ``"spearman"``, gplearn's weighted correlations; or a
+    :func:`~tfevo.gp.make_fitness` metric), then ranks the final generation
+    by raw fitness, takes the ``hall_of_fame`` best and keeps the
+    ``n_components`` of them that are least correlated with each other,
+    with gplearn's greedy rule (:func:`~tfevo.gp.sklearn_run.least_correlated`:
+    drop the less fit program of the most correlated pair until
+    ``n_components`` remain).  ``transform(X)`` returns the components'
+    outputs ``[n_samples, n_components]`` (float64, in fitness order),
+    ready to be stacked with ``X`` for a linear model.
+
+    Example:
+
+    >>> X = np.random.RandomState(0).uniform(-1, 1, (200, 3))
+    >>> y = X[:, 0] * X[:, 1] + np.sin(X[:, 2])
+    >>> st = SymbolicTransformer(population_size=300, generations=5, hall_of_fame=20, n_components=3,
+    ...                          random_state=0).fit(X, y)
+    >>> st.transform(X).shape
+    (200, 3)
+
+    Args: those of :class:`SymbolicRegressor` (the population, operators,
+    selection, ``parsimony_coefficient``, ``max_samples``, ``warm_start``,
+    ``random_state``, ...), plus
+      hall_of_fame: the number of best programs of the final generation the
+        components are chosen from (default 100; None: the whole
+        population); at most ``population_size``.
+      n_components: the number of programs kept (default 10; None: the
+        whole hall of fame); at most ``hall_of_fame``.
+      metric: ``"pearson"`` (default), ``"spearman"`` or a
+        :func:`~tfevo.gp.make_fitness` metric.  With ``"spearman"`` the
+        components are also compared by the correlation of their ranks, as
+        gplearn does.
+      stopping_criteria: stop after the first generation whose best raw
+        fitness reaches it (default 1.0, gplearn's; None: never).  A
+        lower-is-better make_fitness metric stops once its error is ``<=``
+        it, as in gplearn, so the default 1.0 may stop such a run early:
+        pass None or a reachable error.
+
+    After ``fit``: ``programs_`` (the components, a ``Trees`` of NumPy
+    arrays with ``n_components`` rows, best fitness first; ``est[i]`` is
+    component ``i`` as a :class:`SymbolicComponent`, gplearn's ``_Program``
+    counterpart with ``str``, ``execute``, ``to_sympy``, ``raw_fitness_``;
+    ``len(est)`` their number),
+    ``fitness_`` (their raw fitness), ``run_details_``, ``history_``,
+    ``n_features_in_``, ``feature_names_in_`` (when X had column names),
+    ``engine_``.  ``str(est)`` lists the components' formulas,
+    ``to_sympy()`` returns them as sympy expressions and
+    ``get_feature_names_out()`` names them ``symbolictransformer0``, ...
+    """
+
+    def __init__(self, *, population_size=1000, hall_of_fame=100, n_components=10, generations=20, max_len=128,
+                 function_set=("add", "sub", "mul", "div"), const_range=(-1.0, 1.0), constants=(),
+                 p_const="auto", init_depth=DEFAULT_DEPTH, init_method="half and half", grow_p_func="deap",
+                 selection="tournament",
+                 tournament_size=20, truncation_ratio=0.2, rank_pressure=1.5, survival_rate=1.0,
+                 elite=1, elite_fitness="raw", parsimony_coefficient=0.001, p_crossover=0.9,
+                 p_subtree_mutation=0.01,
+                 p_hoist_mutation=0.01, p_point_mutation=0.01, p_point_replace=0.05, operators=None,
+                 crossover_p_func=0.9, subtree_depth=None, p_point=None, p_leaf=0.1, const_sigma=0.1,
+                 p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True,
+                 stopping_criteria=1.0, max_samples=1.0,
+                 warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
+                 verbose=0, metric="pearson"):
+        super().__init__(**_base_arguments(locals()))
+        self.hall_of_fame = hall_of_fame
+        self.n_components = n_components
+        self.metric = metric
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+    def _metric(self):
+        if isinstance(self.metric, Fitness) or (isinstance(self.metric, str) and self.metric in TRANSFORMER_METRICS):
+            return self.metric
+        raise ConfigError(f"metric must be one of {', '.join(map(repr, TRANSFORMER_METRICS))} or a "
+                          f"make_fitness(...) metric, got {self.metric!r}")
+
+    def fit(self, X, y, sample_weight=None):
+        """Evolves programs for ``generations`` generations (or, with
+        ``warm_start``, continues the stored run up to ``generations``) and
+        chooses the components among the final generation.
+        ``sample_weight`` (``[n_samples]``, non-negative) weights every row
+        in the fitness (the components' mutual correlations are unweighted,
+        as gplearn's)."""
+        metric = self._metric()
+        P = _as_int("population_size", self.population_size, 2)
+        hof = _count("hall_of_fame", self.hall_of_fame, 1, P, "population_size")
+        n_comp = _count("n_components", self.n_components, 1, hof, "hall_of_fame")
+        gp, xt, _, lower = self._evolve_regression(X, y, sample_weight, metric, keep_population=True)
+        final = self.__dict__.pop("_final_population", None)
+        self.engine_ = gp
+        self._run_state = None
+        self._eval_names = list(gp.eval_functions.names)
+        if final is None:  # a warm start without new generations keeps its components
+            return self
+        trees, raw = final
+        best = hall_of_fame(raw, hof, lower)
+        cand = type(trees)(*(a[best] for a in trees))
+        out = evaluate(cand, xt, 1, self._eval_names, self.use_op).numpy()
+        keep = best[least_correlated(out, n_comp, spearman=metric == "spearman")]
+        self.programs_ = type(trees)(*(np.array(a[keep]) for a in trees))
+        self.fitness_ = raw[keep].astype(np.float64)
+        return self
+
+    def transform(self, X):
+        """The components' outputs ``[n_samples, n_components]`` (float64)."""
+        check_is_fitted(self, "programs_")
+        X = validate_data(self, X, reset=False, dtype=np.float32)
+        _finite32(X, "X")
+        out = evaluate(self.programs_, X, 1, self._eval_names, self.use_op).numpy()
+        return np.asarray(out, np.float64).T
+
+    def fit_transform(self, X, y, sample_weight=None):
+        """``fit(X, y, sample_weight).transform(X)``."""
+        return self.fit(X, y, sample_weight).transform(X)
+
+    @property
+    def _n_features_out(self):
+        return int(self.programs_.types.shape[0])
+
+    def __len__(self):
+        return int(self.programs_.types.shape[0]) if hasattr(self, "programs_") else 0
+
+    def __getitem__(self, i):
+        i = self._index(i)
+        program = type(self.programs_)(*(a[i:i + 1] for a in self.programs_))
+        return SymbolicComponent(program, self.fitness_[i], self._var_names(), self._eval_names, self.use_op)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __str__(self):
+        if not hasattr(self, "programs_"):
+            return super().__repr__()
+        names = self._var_names()
+        return "[" + ",\n ".join(to_infix(self.programs_, i, var_names=names) for i in range(len(self))) + "]"
+
+    def to_sympy(self, simplify=True, component=None, **kw):
+        """The components as a list of sympy expressions (one expression with
+        ``component=i``), with ``feature_names_in_`` as symbol names when the
+        training data had them; the other arguments are those of
+        :meth:`SymbolicRegressor.to_sympy`."""
+        from tfevo.gp.export import to_sympy
+
+        check_is_fitted(self, "programs_")
+        which = range(len(self)) if component is None else [self._index(component)]
+        out = [to_sympy(self.programs_, int(i), 1, simplify, var_names=self._var_names(), **kw) for i in which]
+        return out if component is None else out[0]
+
+    def to_keras(self, model=True, component=0):
+        """Component ``component`` as a Keras model (or layer) computing its
+        output ``[n]`` (see :meth:`SymbolicRegressor.to_keras`)."""
+        from tfevo.gp.export import to_keras
+
+        check_is_fitted(self, "programs_")
+        return to_keras(self.programs_, self._index(component), 1, self.n_features_in_, model=model)
+
+    def _index(self, i):
+        n = len(self)
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
+            raise IndexError(f"component index {i!r} out of range for {n} components")
+        return int(i) % n

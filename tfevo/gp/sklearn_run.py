@@ -147,11 +147,14 @@ def check_best_program(value):
         raise ConfigError(f"best_program must be one of {BEST_PROGRAM}, got {value!r}")
 
 
-def evolve(est, cfg, score, n_rows: int, lower_is_better: bool):
+def evolve(est, cfg, score, n_rows: int, lower_is_better: bool, keep_population: bool = False):
     """Runs (or continues) the generations of ``est``; returns the engine.
 
     ``score(trees, mask)`` is the raw fitness ``[P]`` of the population
-    (``mask`` None or ``bool [P, N]``, each tree's rows).
+    (``mask`` None or ``bool [P, N]``, each tree's rows).  With
+    ``keep_population``, ``est._final_population`` is the last evaluated
+    generation and its raw fitness, ``(Trees of NumPy arrays, float64 [P])``
+    (None when no generation ran), for the caller to take and delete.
     """
     n_in = sample_rows(est, n_rows)
     gp = _resume(est, cfg)
@@ -205,4 +208,55 @@ def evolve(est, cfg, score, n_rows: int, lower_is_better: bool):
             break
     if total > done:  # gplearn's final program: the best raw fitness of the last generation
         est._last_best = (type(trees)(*(np.array(a[i:i + 1]) for a in trees)), float(fit[i]))
+    if keep_population:
+        est._final_population = (type(trees)(*(np.array(a) for a in trees)), raw_np) if total > done else None
     return gp
+
+
+def hall_of_fame(raw_fitness, size: int, lower_is_better: bool) -> np.ndarray:
+    """Indices of the ``size`` best raw fitnesses, best first (gplearn's
+    transformer hall of fame).  Equal fitnesses, frequent in a final
+    generation (a program plus a constant has the same correlation), are
+    ordered as gplearn orders them, by NumPy's default ``argsort`` (reversed
+    for a higher-is-better metric), so the same final generation gives
+    gplearn's components."""
+    f = np.asarray(raw_fitness, np.float64)
+    order = f.argsort()
+    return (order if lower_is_better else order[::-1])[:size]
+
+
+def _ranks(a):
+    """Average ranks (1-based) of every row, as scipy's ``rankdata``; a row
+    holding NaN is all NaN."""
+    srt = np.sort(a, axis=1)
+    out = np.empty_like(a)
+    for r in range(a.shape[0]):
+        lo = np.searchsorted(srt[r], a[r], side="left")
+        hi = np.searchsorted(srt[r], a[r], side="right")
+        out[r] = (lo + hi + 1) / 2.0
+    return np.where(np.isnan(a).any(axis=1, keepdims=True), np.nan, out)
+
+
+def least_correlated(outputs, n_components: int, spearman: bool = False) -> list:
+    """gplearn's choice of a transformer's components among the hall of fame.
+
+    ``outputs`` ``[H, n]`` are the candidates' outputs on the training rows,
+    best fitness first.  On the absolute correlation matrix of the outputs
+    (of their ranks with ``spearman``) with a zero diagonal, the most
+    correlated pair is found (``np.argmax``, so the first in row-major
+    order, and a NaN, the correlation of a constant output, counts as the
+    largest) and its later candidate (the less fit) is dropped, until
+    ``n_components`` remain.  Returns the kept positions, ascending.
+    """
+    ev = np.asarray(outputs, np.float64)
+    if spearman:
+        ev = _ranks(ev)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        corr = np.abs(np.corrcoef(ev)).reshape(ev.shape[0], ev.shape[0])
+    np.fill_diagonal(corr, 0.0)
+    kept = list(range(ev.shape[0]))
+    while len(kept) > n_components:
+        sub = corr[np.ix_(kept, kept)]
+        r, c = np.unravel_index(np.argmax(sub), sub.shape)
+        kept.pop(max(r, c))
+    return kept
