@@ -261,3 +261,41 @@ def test_bad_result_archive_is_a_config_error():
         MAPElites(a, [em], init_bounds=(0, 1), result_archive=a)
     with pytest.raises(ConfigError, match="result_archive has solution_dim 3"):
         MAPElites(a, [em], init_bounds=(0, 1), result_archive=GridArchive(3, [3, 3], [(0, 1), (0, 1)]))
+
+
+def test_cli_train_with_a_cma_mae_config(tmp_path):
+    """`tfevo train` on the shipped CMA-MAE config: a soft archive with pyribs' parameter names, a plain
+    result archive that the logged metrics read."""
+    from pathlib import Path
+
+    from tfevo.cli import main
+    from tfevo.training.builders import load_run
+
+    cfg_path = Path(__file__).resolve().parents[2] / "examples" / "configs" / "cma_mae_sphere.toml"
+    run = tmp_path / "run"
+    assert main(["train", str(cfg_path), "--run-dir", str(run), "--generations", "4", "--no-progress",
+                 "--set", "algorithm.popsize=12", "--set", "algorithm.params.num_emitters=2",
+                 "--set", "problem.num_dims=6"]) == 0
+    last = json.loads((run / "progress.jsonl").read_text().splitlines()[-1])
+    assert last["coverage"] > 0
+    _, _, me = load_run(run)
+    assert me.archive.soft and (me.archive.learning_rate, me.archive.threshold_min) == (0.01, 0.0)
+    assert me._result_archive is not None and not me.result_archive.soft
+    assert last["qd_score"] == pytest.approx(me.result_archive.metrics()["qd_score"])
+    assert (run / "archive.png").is_file()
+
+
+@pytest.mark.parametrize("archive,msg", [
+    ({"learning_rate": 1.5, "threshold_min": 0}, r"archive\.learning_rate: .*less than or equal to 1"),
+    ({"learning_rate": -0.5, "threshold_min": 0}, r"archive\.learning_rate: .*greater than or equal to 0"),
+    ({"threshold_min": 0}, r"archive\.threshold_min=0\.0 was set without archive\.learning_rate"),
+    ({"learning_rate": 0.01}, r"archive\.learning_rate=0\.01 needs a finite archive\.threshold_min"),
+    ({"learning_rate": 0.01, "threshold_min": float("nan")}, r"archive\.threshold_min must be a finite number"),
+])
+def test_config_soft_archive_errors(archive, msg):
+    from tfevo.training.config import parse_config
+
+    data = {"algorithm": {"name": "map_elites", "params": {"emitter": "cma_me"}},
+            "problem": {"name": "sphere_linproj", "num_dims": 4}, "archive": dict(archive)}
+    with pytest.raises(ConfigError, match=msg):
+        parse_config(data)

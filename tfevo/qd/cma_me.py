@@ -91,7 +91,7 @@ class ESEmitter(Emitter):
         attribute is that total and ``es_batch_size`` the per-search size.
       num_emitters: number of CMA-ES searches.
       sigma: initial step size (also after each restart).
-      x0: optional initial mean ``[D]`` of every search; by default each
+      x0: optional initial mean ``[D]`` (or a scalar for every coordinate) of every search; by default each
         search starts from an elite drawn from the archive at its first emit.
       ranker: ``"2imp"`` (two-stage improvement, default) or ``"imp"``
         (improvement value only, no status stage).
@@ -182,6 +182,8 @@ class ESEmitter(Emitter):
 
         if x0 is not None:
             x0 = np.asarray(x0, np.float64)
+            if x0.ndim == 0:  # one value for every coordinate (a config need not know D)
+                x0 = np.full([d], float(x0))
             if x0.shape != (d,):
                 raise ShapeError(f"x0 must have shape [{d}], got {list(x0.shape)}")
             if not np.all(np.isfinite(x0)):
