@@ -43,15 +43,23 @@ def _ribs_cells(ra, cells):
 @pytest.mark.parametrize("lr,tmin,integers", [(0.5, 0.0, True), (0.01, 0.0, False), (0.2, -3.0, False),
                                                (1.0, 0.0, True), (0.0, 1.0, True)])
 @pytest.mark.parametrize("use_op", [None, False])  # the C++ kernel (when built) and the TF reference
-def test_soft_archive_matches_pyribs(lr, tmin, integers, use_op):
+@pytest.mark.parametrize("kind", ["grid", "cvt"])
+def test_soft_archive_matches_pyribs(lr, tmin, integers, use_op, kind):
     """Thresholds, status and value (against the pre-batch archive, in-batch collisions included), which
-    candidate enters and what each cell holds agree with pyribs' GridArchive(learning_rate, threshold_min)."""
+    candidate enters and what each cell holds agree with pyribs' GridArchive / CVTArchive(learning_rate,
+    threshold_min)."""
     ribs_archives = pytest.importorskip("ribs.archives")
     rng = np.random.default_rng(11)
     d = 3
-    a = GridArchive(d, [4, 3], [(0, 1), (0, 1)], learning_rate=lr, threshold_min=tmin, use_op=use_op)
-    ra = ribs_archives.GridArchive(solution_dim=d, dims=(4, 3), ranges=[(0, 1), (0, 1)], learning_rate=lr,
-                                   threshold_min=tmin)
+    soft = {"learning_rate": lr, "threshold_min": tmin}
+    if kind == "grid":
+        a = GridArchive(d, [4, 3], [(0, 1), (0, 1)], use_op=use_op, **soft)
+        ra = ribs_archives.GridArchive(solution_dim=d, dims=(4, 3), ranges=[(0, 1), (0, 1)], **soft)
+    else:
+        cent = np.random.default_rng(2).uniform(size=(12, 2)).astype(np.float32)
+        a = CVTArchive(d, 12, [(0, 1), (0, 1)], centroids=cent, use_op=use_op, **soft)
+        ra = ribs_archives.CVTArchive(solution_dim=d, centroids=cent.astype(np.float64), ranges=[(0, 1), (0, 1)],
+                                      nearest_neighbors="brute_force", **soft)
     contested = 0
     for sol, fit, desc in _batches(rng, 8, 30, d, integers):
         inc = a.incumbents(desc)
@@ -245,6 +253,7 @@ def test_checkpoint_restore_in_a_new_process_continues_bit_for_bit(tmp_path):
     ({"threshold_min": 0.0}, "threshold_min=0.0 was set without learning_rate"),
     ({"learning_rate": 0.01}, "learning_rate=0.01 needs a finite threshold_min"),
     ({"learning_rate": 0.5, "threshold_min": float("inf")}, "threshold_min must be finite"),
+    ({"learning_rate": 0.5, "threshold_min": -1e39}, "threshold_min must be finite in float32"),
     ({"learning_rate": 0.5, "threshold_min": "0"}, "threshold_min must be a number"),
 ])
 def test_bad_soft_settings_are_config_errors(kw, msg):

@@ -23,8 +23,9 @@ def soft_settings(learning_rate, threshold_min):
         return float(v)
 
     threshold_min = number("threshold_min", threshold_min)
-    if threshold_min == np.inf:
-        raise ConfigError("threshold_min must be finite (CMA-MAE) or -inf (plain MAP-Elites), got inf")
+    if threshold_min > -np.inf and abs(threshold_min) > float(np.finfo(np.float32).max):
+        raise ConfigError(f"threshold_min must be finite in float32 (CMA-MAE; the thresholds are float32) or -inf "
+                          f"(plain MAP-Elites), got {threshold_min}")
     if learning_rate is None:
         if threshold_min > -np.inf:
             raise ConfigError(f"threshold_min={threshold_min} was set without learning_rate; threshold_min is "
