@@ -49,8 +49,10 @@ def test_soft_archive_matches_pyribs(lr, tmin, integers, use_op, kind):
     candidate enters and what each cell holds agree with pyribs' GridArchive / CVTArchive(learning_rate,
     threshold_min)."""
     ribs_archives = pytest.importorskip("ribs.archives")
+    ribs_rankers = pytest.importorskip("ribs.emitters.rankers")
     rng = np.random.default_rng(11)
     d = 3
+    em = ESEmitter(d, 10, num_emitters=3, ranker="imp", seed=0)
     soft = {"learning_rate": lr, "threshold_min": tmin}
     if kind == "grid":
         a = GridArchive(d, [4, 3], [(0, 1), (0, 1)], use_op=use_op, **soft)
@@ -75,6 +77,13 @@ def test_soft_archive_matches_pyribs(lr, tmin, integers, use_op, kind):
         np.testing.assert_allclose(res.value.numpy()[entered], info["value"][entered], rtol=0, atol=tol)
         assert not res.value.numpy()[~entered].any()
         contested += int(((info["status"] > 0) & ~entered).sum())
+        if not integers:  # (no ties) CMA-MAE's "imp" order per search = pyribs' ImprovementRanker on the slice
+            order = em.rank(fit, desc, res, incumbent=inc)[0].numpy()
+            for i in range(3):
+                sl = slice(10 * i, 10 * (i + 1))
+                sub = {k: v[sl] for k, v in info.items()}
+                want, _ = ribs_rankers.ImprovementRanker().rank(None, ra, None, sub)
+                np.testing.assert_array_equal(order[i], want)
         occ, obj, thr, rsol = _ribs_cells(ra, a.num_cells)
         np.testing.assert_array_equal(a.occupied.numpy()[:-1], occ)
         np.testing.assert_array_equal(a.fitness.numpy()[:-1][occ], obj[occ])
