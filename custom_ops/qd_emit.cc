@@ -684,8 +684,12 @@ REGISTER_KERNEL_BUILDER(Name("TfevoArchiveInsert").Device(DEVICE_CPU), ArchiveIn
 // A query compares the centroids of its 3^k neighbouring bins; the best is
 // provably the nearest when its squared distance is below wmin2 (every other
 // centroid is at least one bin width away), otherwise the query is answered
-// by an exact scan over all centroids.  Squared distances are summed over the
-// k dimensions in order; ties go to the lowest centroid index (as argmin).
+// by an exact scan over all centroids.  Squared distances are computed in
+// double from the float inputs and summed over the k dimensions in order,
+// without fused multiply-adds, so a query far outside the box (where float
+// differences lose the centroids' low bits) still finds its nearest centroid,
+// and the pure-TensorFlow reference gets the same answer; ties go to the
+// lowest centroid index (as argmin).
 
 REGISTER_OP("TfevoNearestCentroid")
     .Input("descriptors: float")
@@ -708,7 +712,20 @@ REGISTER_OP("TfevoNearestCentroid")
 Exact nearest centroid per descriptor through a bucket grid (CVT archives).
 )doc");
 
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 namespace {
+
+// Squared distance in double, summed over the k dimensions in order (no fused
+// multiply-add: the pragma above), as the reference's ordered float64 sum.
+inline double CentroidDist2(const float* q, const float* c, int64_t K) {
+  double s = 0.0;
+  for (int64_t a = 0; a < K; ++a) {
+    const double e = static_cast<double>(q[a]) - static_cast<double>(c[a]);
+    s += e * e;
+  }
+  return s;
+}
 
 class NearestCentroidOp : public OpKernel {
  public:
@@ -741,15 +758,8 @@ class NearestCentroidOp : public OpKernel {
     const int32_t* strides = ctx->input(6).flat<int32_t>().data();
     int32_t* out = out_t->flat<int32_t>().data();
     const int64_t g = g_;
-    const float wmin2 = wmin2_;
-    auto dist = [&](const float* q, int64_t j) {
-      float s = 0.0f;
-      for (int64_t a = 0; a < K; ++a) {
-        const float e = q[a] - c[j * K + a];
-        s += e * e;
-      }
-      return s;
-    };
+    const double wmin2 = static_cast<double>(wmin2_);
+    auto dist = [&](const float* q, int64_t j) { return CentroidDist2(q, c + j * K, K); };
     auto work = [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* q = d + i * K;
@@ -761,7 +771,7 @@ class NearestCentroidOp : public OpKernel {
           else if (x > 0.0f) b = static_cast<int64_t>(x);
           home += (b + 1) * strides[a];
         }
-        float best = INFINITY;
+        double best = INFINITY;
         int32_t arg = static_cast<int32_t>(n);
         for (int64_t o = 0; o < nn; ++o) {
           const int64_t bin = home + nbr[o];
@@ -770,7 +780,7 @@ class NearestCentroidOp : public OpKernel {
           for (int64_t s = 0; s < m; ++s) {
             const int32_t j = row[s];
             if (j >= n) break;  // slots are filled in order; n marks the end
-            const float e = dist(q, j);
+            const double e = dist(q, j);
             if (e < best || (e == best && j < arg)) {
               best = e;
               arg = j;
@@ -781,7 +791,7 @@ class NearestCentroidOp : public OpKernel {
           best = INFINITY;
           arg = 0;
           for (int64_t j = 0; j < n; ++j) {
-            const float e = dist(q, j);
+            const double e = dist(q, j);
             if (e < best) {
               best = e;
               arg = static_cast<int32_t>(j);
@@ -801,6 +811,7 @@ class NearestCentroidOp : public OpKernel {
 };
 
 }  // namespace
+#pragma GCC pop_options
 
 REGISTER_KERNEL_BUILDER(Name("TfevoNearestCentroid").Device(DEVICE_CPU), NearestCentroidOp);
 

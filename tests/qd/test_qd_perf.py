@@ -11,8 +11,8 @@ from tfevo.qd.emitters import standard_normal
 
 
 def _nearest_reference(pts, c):
-    """Brute force in numpy, float32 direct differences, ties to the lowest index."""
-    d = ((pts[:, None, :] - c[None, :, :]) ** 2).sum(-1)
+    """Brute force in numpy, float64 direct differences, ties to the lowest index."""
+    d = ((pts[:, None, :].astype(np.float64) - c[None, :, :].astype(np.float64)) ** 2).sum(-1)
     return np.argmin(d, 1)
 
 
@@ -23,7 +23,9 @@ def _hard_queries(rng, c, k, lo=0.0, hi=1.0):
     nudged = mids + rng.normal(scale=1e-6, size=mids.shape)
     uniform = rng.uniform(lo - 0.3, hi + 0.3, size=(4000, k))  # also outside the box
     far = np.array([[1e3] * k, [-1e4] * k, [0.5] * (k - 1) + [50.0]])  # brute-force fallback
-    return np.concatenate([mids, nudged, uniform, c, far]).astype(np.float32)
+    # far outside the box, where float32 differences lose the centroids' low bits
+    wild = np.concatenate([rng.normal(size=(300, k)) * scale for scale in (1e3, 1e5, 1e7)])
+    return np.concatenate([mids, nudged, uniform, c, far, wild]).astype(np.float32)
 
 
 @pytest.mark.parametrize("k,cells", [(2, 2000), (3, 700), (1, 300)])
@@ -45,6 +47,15 @@ def test_cvt_bucket_lookup_equals_brute_force(k, cells):
     f = rng.normal(size=len(pts)).astype(np.float32)
     res = fast.add(np.zeros((len(pts), 3), np.float32), f, pts)
     np.testing.assert_array_equal(res.cell.numpy(), ref)
+
+
+def test_cvt_brute_force_lookup_is_exact_far_outside_the_box():
+    rng = np.random.default_rng(6)
+    c = rng.uniform(size=(500, 6)).astype(np.float32)
+    a = CVTArchive(3, 500, [(0.0, 1.0)] * 6, centroids=c)
+    assert a._buckets is None  # six descriptor dimensions: brute force
+    pts = _hard_queries(rng, c, 6)
+    np.testing.assert_array_equal(a.index_of(pts).numpy(), _nearest_reference(pts, c))
 
 
 def test_cvt_bucket_ties_go_to_lowest_index():

@@ -66,8 +66,10 @@ class CVTArchive(Archive):
     (padded to the fullest bin).  Any centroid outside that neighbourhood is
     at least ``w_min`` away, so when the best candidate is closer than
     ``w_min`` it is the true nearest centroid; the rare queries where it is
-    not (e.g. far outside the box) fall back to brute force.  Ties go to the
-    lowest centroid index, as with a brute-force ``argmin``.
+    not (e.g. far outside the box) fall back to an exact scan.  Distances are
+    float64 (so a descriptor far outside the box still finds its nearest
+    centroid) and ties go to the lowest centroid index, as with a brute-force
+    ``argmin``; the C++ kernel and the TensorFlow lookup agree exactly.
     """
 
     def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
@@ -126,7 +128,7 @@ class CVTArchive(Archive):
         return {"lo": tf.constant(lo, tf.float32), "w": tf.constant(w, tf.float32), "g": g,
                 "strides": tf.constant(strides, tf.int32), "nbr": tf.constant(nbr, tf.int32),
                 "table": tf.constant(table), "padded": tf.constant(padded),
-                "wmin2": float(np.min(w) ** 2 * (1.0 - 1e-5)), "max_per_bin": m}
+                "wmin2": float(np.float32(np.min(w) ** 2 * (1.0 - 1e-5))), "max_per_bin": m}
 
     @staticmethod
     def _pick(dist, cand, big):
@@ -135,13 +137,44 @@ class CVTArchive(Archive):
         idx = tf.reduce_min(tf.where(tf.equal(dist, best[:, None]), cand, big), 1)
         return idx, best
 
+    @staticmethod
+    def _dist2(d, c):
+        """Squared distances ``[B, m]`` of queries ``[B, k]`` to candidates ``[B, m, k]``.
+
+        In float64, summed over the k dimensions in order: a float32 query far
+        outside the box loses the centroids' low bits in a float32 difference,
+        and the C++ kernel sums the same way."""
+        e = tf.cast(d, tf.float64)[:, None, :] - tf.cast(c, tf.float64)
+        s = e[..., 0] * e[..., 0]
+        for a in range(1, e.shape[-1]):
+            s = s + e[..., a] * e[..., a]
+        return s
+
     def _brute(self, d):
-        """Exact brute force: the 8 nearest by the fast expanded form, refined by direct differences."""
+        """Exact brute force: the 8 nearest by the fast expanded form, refined by direct differences.
+
+        The expanded form ``|c|^2 - 2 d.c`` ranks centroids to within float32
+        rounding of ``|c|`` whatever ``|d|``, so the true nearest is among the
+        8 unless 8 centroids tie to that precision."""
         dist = self._c2[None] - 2.0 * tf.matmul(d, self.centroids, transpose_b=True)
         kk = min(8, self.num_cells)
         cand = tf.math.top_k(-dist, kk).indices
-        diff = d[:, None, :] - tf.gather(self.centroids, cand)
-        return self._pick(tf.reduce_sum(diff * diff, -1), cand, self.num_cells)[0]
+        return self._pick(self._dist2(d, tf.gather(self.centroids, cand)), cand, self.num_cells)[0]
+
+    def _scan(self, d):
+        """The exact scan over all centroids (the kernel's fallback), in blocks of queries
+        that keep the ``[block, cells, k]`` differences near 32 MiB."""
+        n, k = self.num_cells, self.centroids.shape[1]
+        block = max(1, (1 << 22) // (n * k))
+        count = tf.shape(d)[0]
+        padded = tf.concat([d, tf.zeros([(-count) % block, k], d.dtype)], 0)
+        cand = tf.broadcast_to(tf.range(n, dtype=tf.int32)[None], [block, n])
+
+        def one(q):
+            return self._pick(self._dist2(q, tf.broadcast_to(self.centroids[None], [block, n, k])), cand, n)[0]
+
+        out = tf.map_fn(one, tf.reshape(padded, [-1, block, k]), fn_output_signature=tf.int32)
+        return tf.reshape(out, [-1])[:count]
 
     @staticmethod
     def _centroids(cells, ranges, num_samples, iterations, seed, cache):
@@ -184,10 +217,9 @@ class CVTArchive(Archive):
         home = tf.reduce_sum((b + 1) * t["strides"], 1)
         bins = home[:, None] + t["nbr"][None]  # [B, 3^k]
         cand = tf.reshape(tf.gather(t["table"], bins), [tf.shape(d)[0], -1])  # [B, 3^k * m]
-        diff = d[:, None, :] - tf.gather(t["padded"], cand)
-        idx, best = self._pick(tf.reduce_sum(diff * diff, -1), cand, self.num_cells)
+        idx, best = self._pick(self._dist2(d, tf.gather(t["padded"], cand)), cand, self.num_cells)
         ok = best < t["wmin2"]
-        # Rare: the best candidate is not provably the nearest; brute force for those queries only.
+        # Rare: the best candidate is not provably the nearest; the exact scan for those queries only.
         bad = tf.where(tf.logical_not(ok))
-        fixed = self._brute(tf.gather_nd(d, bad))
+        fixed = self._scan(tf.gather_nd(d, bad))
         return tf.tensor_scatter_nd_update(idx, bad, fixed)
