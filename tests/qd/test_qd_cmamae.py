@@ -128,8 +128,8 @@ def test_insert_kernel_equals_reference_bit_for_bit(kind):
         assert op.size.numpy() > 10
 
 
-def _old_ranking(fitness, descriptors, incumbent):
-    """The CMA-ME ranking before soft archives existed (status/value against the elites)."""
+def _plain_ranking(fitness, descriptors, incumbent):
+    """The plain-archive CMA-ME ranking spelled out: status/value against the elites."""
     f = tf.convert_to_tensor(fitness, tf.float32)
     alive = tf.math.is_finite(f) & tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
     occ, inc = incumbent
@@ -150,7 +150,7 @@ def test_plain_archive_ranking_is_bit_identical_to_cma_me():
         fit[::7] = np.nan
         fit[1] = -0.0
         inc = a.incumbents(desc)
-        for x, y in zip(pre_batch_status(fit, desc, inc), _old_ranking(fit, desc, inc)):
+        for x, y in zip(pre_batch_status(fit, desc, inc), _plain_ranking(fit, desc, inc)):
             assert x.numpy().tobytes() == y.numpy().tobytes()
         a.add(rng.normal(size=(60, 3)).astype(np.float32), fit, desc)
 
@@ -180,7 +180,7 @@ def _run(me, iters, step=True):
     return xs
 
 
-def test_cma_me_with_learning_rate_one_is_todays_cma_me():
+def test_cma_me_with_learning_rate_one_is_plain_cma_me():
     """learning_rate=1, threshold_min=-inf: the plain archive and CMA-ME, bit for bit, result archive or not."""
     runs = [_cma_me(None, result=False), _cma_me(1.0, -np.inf, result=False), _cma_me(1.0, -np.inf, result=True)]
     for me in runs:
