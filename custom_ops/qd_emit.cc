@@ -365,6 +365,8 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmit
 //   sol_var, fit_var, desc_var, occ_var  resource variables of the archive
 //                                        ([cells + 1, D], [cells + 1],
 //                                        [cells + 1, k], [cells + 1] bool)
+//   thr_var   [] or [one resource]       CMA-MAE's cell thresholds
+//                                        ([cells + 1] float), soft archives only
 //   solutions float [B, D], fitness float [B], descriptors float [B, k]
 //   cell      int32 [B]   each candidate's cell (in [0, cells)), or [0] to
 //                         compute grid cells here from grid_lo/hi (double) and
@@ -375,7 +377,17 @@ REGISTER_KERNEL_BUILDER(Name("TfevoIsoLineEmit").Device(DEVICE_CPU), IsoLineEmit
 //                         reference)
 //   status    int32 [B]   0 not added, 1 improved, 2 filled a new cell
 //   value     float [B]   improvement (new cell: fitness - qd_offset)
+//   keep      [] or [double scalar]     1 - learning_rate, with thr_var
 //   cell_out  int32 [B]   the cells used
+//
+// With thr_var (CMA-MAE, tfevo.qd.archive_base.Archive._add_reference_soft): a
+// live candidate can enter when its fitness beats its cell's threshold; the
+// best of those per cell (first on ties) enters, whatever the elite's fitness;
+// the cell's threshold t becomes keep^k t + (sum / k) (1 - keep^k) over the k
+// candidates that beat it (pyribs' batch rule), in double (keep^k by
+// repeated squaring, sum in batch order, each product rounded on its own: the
+// reference's order of operations), stored as float; value = fitness - t for
+// the entering candidates, 0 for the rest.
 //
 // Same rule as tfevo.qd.archives.Archive._add_reference: non-finite fitness or a
 // non-finite descriptor = dead; the best live candidate of each cell (first
@@ -390,6 +402,7 @@ REGISTER_OP("TfevoArchiveInsert")
     .Input("fit_var: resource")
     .Input("desc_var: resource")
     .Input("occ_var: resource")
+    .Input("thr_var: n_thr * resource")
     .Input("solutions: float")
     .Input("fitness: float")
     .Input("descriptors: float")
@@ -398,14 +411,18 @@ REGISTER_OP("TfevoArchiveInsert")
     .Input("grid_hi: double")
     .Input("grid_bins: int32")
     .Input("grid_eps: double")
+    .Input("keep: n_thr * double")
     .Attr("qd_offset: float")
+    .Attr("n_thr: int >= 0 = 0")
     .Output("status: int32")
     .Output("value: float")
     .Output("cell_out: int32")
     .SetIsStateful()  // writes the archive variables: never pruned, folded or merged
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle f;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &f));
+      int n_thr;
+      TF_RETURN_IF_ERROR(c->GetAttr("n_thr", &n_thr));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(5 + n_thr), 1, &f));
       c->set_output(0, f);
       c->set_output(1, f);
       c->set_output(2, f);
@@ -434,16 +451,20 @@ class ArchiveInsertOp : public OpKernel {
  public:
   explicit ArchiveInsertOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("qd_offset", &offset_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("n_thr", &n_thr_));
+    OP_REQUIRES(ctx, n_thr_ == 0 || n_thr_ == 1,
+                tensorflow::errors::InvalidArgument("TfevoArchiveInsert: n_thr must be 0 or 1"));
   }
 
   void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<tensorflow::Var> vars[4];
-    for (int i = 0; i < 4; ++i)
+    const int nv = 4 + n_thr_;  // resource inputs; the tensors follow
+    tensorflow::core::RefCountPtr<tensorflow::Var> vars[5];
+    for (int i = 0; i < nv; ++i)
       OP_REQUIRES_OK(ctx, tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, i), &vars[i]));
-    const Tensor& x_t = ctx->input(4);
-    const Tensor& f_t = ctx->input(5);
-    const Tensor& d_t = ctx->input(6);
-    const Tensor& c_t = ctx->input(7);
+    const Tensor& x_t = ctx->input(nv);
+    const Tensor& f_t = ctx->input(nv + 1);
+    const Tensor& d_t = ctx->input(nv + 2);
+    const Tensor& c_t = ctx->input(nv + 3);
     const int64_t B = f_t.NumElements();
     OP_REQUIRES(ctx, f_t.dims() == 1 && x_t.dims() == 2 && d_t.dims() == 2 && c_t.dims() == 1 &&
                          x_t.dim_size(0) == B && d_t.dim_size(0) == B &&
@@ -461,10 +482,10 @@ class ArchiveInsertOp : public OpKernel {
     if (c_t.NumElements() == B && B > 0) {  // cells given (CVT)
       std::memcpy(cell, c_t.flat<int32_t>().data(), B * sizeof(int32_t));
     } else {
-      const Tensor& lo_t = ctx->input(8);
-      const Tensor& hi_t = ctx->input(9);
-      const Tensor& bins_t = ctx->input(10);
-      const Tensor& eps_t = ctx->input(11);
+      const Tensor& lo_t = ctx->input(nv + 4);
+      const Tensor& hi_t = ctx->input(nv + 5);
+      const Tensor& bins_t = ctx->input(nv + 6);
+      const Tensor& eps_t = ctx->input(nv + 7);
       OP_REQUIRES(ctx, c_t.NumElements() == 0 && lo_t.NumElements() == Kd && hi_t.NumElements() == Kd &&
                            bins_t.NumElements() == Kd && eps_t.NumElements() == 1,
                   tensorflow::errors::InvalidArgument(
@@ -490,6 +511,10 @@ class ArchiveInsertOp : public OpKernel {
       }
     }
 
+    if (n_thr_ == 1) {
+      InsertSoft(ctx, vars, x_t, f_t, d_t, cell, status, value);
+      return;
+    }
     tensorflow::mutex_lock l0(*vars[0]->mu()), l1(*vars[1]->mu()), l2(*vars[2]->mu()), l3(*vars[3]->mu());
     Tensor *sol_t, *fit_t, *desc_t, *occ_t;
     OP_REQUIRES_OK(ctx, Writable(ctx, vars[0].get(), &sol_t));
@@ -556,7 +581,90 @@ class ArchiveInsertOp : public OpKernel {
   }
 
  private:
+  // CMA-MAE's insertion against the cell thresholds (see the op's comment).
+  void InsertSoft(OpKernelContext* ctx, tensorflow::core::RefCountPtr<tensorflow::Var>* vars, const Tensor& x_t,
+                  const Tensor& f_t, const Tensor& d_t, const int32_t* cell, int32_t* status, float* value) {
+    const Tensor& keep_t = ctx->input(4 + n_thr_ + 8);
+    OP_REQUIRES(ctx, keep_t.NumElements() == 1,
+                tensorflow::errors::InvalidArgument("TfevoArchiveInsert: keep must be a scalar"));
+    const double keep = keep_t.flat<double>()(0);
+    const int64_t B = f_t.NumElements();
+    tensorflow::mutex_lock l0(*vars[0]->mu()), l1(*vars[1]->mu()), l2(*vars[2]->mu()), l3(*vars[3]->mu()),
+        l4(*vars[4]->mu());
+    Tensor *sol_t, *fit_t, *desc_t, *occ_t, *thr_t;
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[0].get(), &sol_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[1].get(), &fit_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[2].get(), &desc_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[3].get(), &occ_t));
+    OP_REQUIRES_OK(ctx, Writable(ctx, vars[4].get(), &thr_t));
+    const int64_t rows = fit_t->NumElements(), cells = rows - 1;
+    const int64_t D = x_t.dim_size(1), K = d_t.dim_size(1);
+    OP_REQUIRES(ctx, sol_t->dims() == 2 && sol_t->dim_size(0) == rows && sol_t->dim_size(1) == D &&
+                         desc_t->dims() == 2 && desc_t->dim_size(0) == rows && desc_t->dim_size(1) == K &&
+                         occ_t->NumElements() == rows && thr_t->NumElements() == rows &&
+                         thr_t->dtype() == tensorflow::DT_FLOAT,
+                tensorflow::errors::InvalidArgument("TfevoArchiveInsert: batch and archive shapes disagree"));
+    float* a_sol = sol_t->flat<float>().data();
+    float* a_fit = fit_t->flat<float>().data();
+    float* a_desc = desc_t->flat<float>().data();
+    bool* a_occ = occ_t->flat<bool>().data();
+    float* a_thr = thr_t->flat<float>().data();
+    const float* x = x_t.flat<float>().data();
+    const float* fr = f_t.flat<float>().data();
+    const float* d = d_t.flat<float>().data();
+
+    std::vector<float> f(B);
+    std::vector<char> can(B);
+    std::vector<int32_t> winner(cells, -1), count(cells, 0);
+    std::vector<double> total(cells, 0.0);
+    for (int64_t i = 0; i < B; ++i) {
+      status[i] = 0;
+      value[i] = 0.0f;
+      const float v = fr[i];
+      bool ok = std::isfinite(v);
+      for (int64_t j = 0; j < K && ok; ++j) ok = std::isfinite(d[i * K + j]);
+      can[i] = 0;
+      if (!ok) continue;
+      const int32_t c = cell[i];
+      OP_REQUIRES(ctx, c >= 0 && c < cells,
+                  tensorflow::errors::InvalidArgument("TfevoArchiveInsert: cell ", c, " out of [0, ", cells, ")"));
+      f[i] = v;
+      if (!(v > a_thr[c])) continue;
+      can[i] = 1;
+      count[c] += 1;
+      total[c] += static_cast<double>(v);
+      const int32_t w = winner[c];
+      if (w < 0 || v > f[w]) winner[c] = static_cast<int32_t>(i);
+    }
+    // statuses and values against the pre-batch thresholds, then the writes
+    for (int64_t i = 0; i < B; ++i) {
+      if (!can[i] || winner[cell[i]] != i) continue;
+      const int32_t c = cell[i];
+      status[i] = a_occ[c] ? 1 : 2;
+      value[i] = f[i] - a_thr[c];
+    }
+    for (int64_t i = 0; i < B; ++i) {
+      if (status[i] == 0) continue;
+      const int32_t c = cell[i];
+      const int32_t k = count[c];
+      double ratio = 1.0, p = keep;  // keep^k by repeated squaring, as the reference
+      for (int32_t bit = 1; bit <= k && bit > 0; bit <<= 1) {
+        if (k & bit) ratio = ratio * p;
+        p = p * p;
+      }
+      // each product rounded on its own (no fused multiply-add), as the reference's separate ops
+      volatile double old_part = ratio * static_cast<double>(a_thr[c]);
+      volatile double new_part = (total[c] / static_cast<double>(k)) * (1.0 - ratio);
+      a_thr[c] = static_cast<float>(old_part + new_part);
+      std::memcpy(a_sol + static_cast<int64_t>(c) * D, x + i * D, D * sizeof(float));
+      std::memcpy(a_desc + static_cast<int64_t>(c) * K, d + i * K, K * sizeof(float));
+      a_fit[c] = f[i];
+      a_occ[c] = true;
+    }
+  }
+
   float offset_;
+  int n_thr_;
 };
 
 }  // namespace

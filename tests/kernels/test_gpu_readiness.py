@@ -144,18 +144,20 @@ def test_neat_supervised_fitness():
     _check_functions(names)
 
 
-@pytest.mark.parametrize("emitter", ["iso_line", "cma_me"])
+@pytest.mark.parametrize("emitter", ["iso_line", "cma_me", "cma_mae"])
 def test_map_elites_on_a_cvt_archive(emitter):
     """MAP-Elites ask/tell on a CVT archive (its bucket lookup of the nearest centroid, used from
-    64 cells on, in the insertion), with the Iso+LineDD emitter and with CMA-ME's ES emitters
-    (their own tell)."""
-    from tfevo.qd import CVTArchive, ESEmitter, IsoLineEmitter, MAPElites
+    64 cells on, in the insertion), with the Iso+LineDD emitter, with CMA-ME's ES emitters
+    (their own tell), and CMA-MAE's (a soft archive's threshold insertion, a plain result archive)."""
+    from tfevo.qd import CVTArchive, ESEmitter, GridArchive, IsoLineEmitter, MAPElites
 
     cent = np.random.default_rng(0).uniform(size=(64, 2)).astype(np.float32)
     with kernels.assume_gpu(), readiness.record_functions() as names:
-        archive = CVTArchive(4, 64, [(0, 1), (0, 1)], centroids=cent, lookup="buckets")
+        soft = {"learning_rate": 0.01, "threshold_min": -1.0} if emitter == "cma_mae" else {}
+        archive = CVTArchive(4, 64, [(0, 1), (0, 1)], centroids=cent, lookup="buckets", **soft)
+        result = GridArchive(4, [8, 8], [(0, 1), (0, 1)]) if soft else None
         em = IsoLineEmitter(4, 8, bounds=(0, 1)) if emitter == "iso_line" else ESEmitter(4, 4, num_emitters=2, seed=0)
-        me = MAPElites(archive, [em], init_bounds=(0, 1), seed=0)
+        me = MAPElites(archive, [em], init_bounds=(0, 1), seed=0, result_archive=result)
         for _ in range(2):
             one_generation(me, "map_elites")
     _check_functions(names)

@@ -27,6 +27,8 @@ FAMILIES = {
     "map_elites_rastrigin": ("map_elites", None, ["algorithm.popsize=8"]),
     "cma_me_sphere": ("map_elites", None, ["algorithm.popsize=12", "algorithm.params.num_emitters=2",
                                            "problem.num_dims=6"]),
+    "cma_mae_sphere": ("map_elites", None, ["algorithm.popsize=12", "algorithm.params.num_emitters=2",
+                                            "problem.num_dims=6"]),
     "qdrl_walker2d": ("map_elites", "mlp", ["algorithm.popsize=4", "env.max_steps=6", "evaluator.num_envs=2",
                                              "policy.hidden=[4]"]),
 }
@@ -112,7 +114,7 @@ def test_family_eval_plot_play(family_run, tmp_path, capsys):
     assert mpimg.imread(picture).shape[0] > 100
     assert main(["eval", str(run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
-    if name in ("map_elites_rastrigin", "cma_me_sphere"):
+    if name in ("map_elites_rastrigin", "cma_me_sphere", "cma_mae_sphere"):
         m = re.search(r"fitness (\S+)\s+descriptors (\S+) (\S+)", out)
         best = max(json.loads(x)["best_ever"] for x in (run / "progress.jsonl").read_text().splitlines())
         assert m and float(m.group(1)) == pytest.approx(best, rel=1e-5), out  # the task is deterministic

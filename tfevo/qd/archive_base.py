@@ -12,7 +12,66 @@ from tfevo import kernels
 from tfevo._holder import Untracked
 from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 
-__all__ = ["Archive", "AddResult"]
+__all__ = ["Archive", "AddResult", "pre_batch_status"]
+
+
+def soft_settings(learning_rate, threshold_min):
+    """Checked ``(learning_rate, threshold_min)`` of an archive (pyribs' rules, see :class:`Archive`)."""
+    def number(name, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or np.isnan(v):
+            raise ConfigError(f"{name} must be a number, got {v!r}")
+        return float(v)
+
+    threshold_min = number("threshold_min", threshold_min)
+    if threshold_min > -np.inf and abs(threshold_min) > float(np.finfo(np.float32).max):
+        raise ConfigError(f"threshold_min must be finite in float32 (CMA-MAE; the thresholds are float32) or -inf "
+                          f"(plain MAP-Elites), got {threshold_min}")
+    if learning_rate is None:
+        if threshold_min > -np.inf:
+            raise ConfigError(f"threshold_min={threshold_min} was set without learning_rate; threshold_min is "
+                              "CMA-MAE's initial cell threshold and needs learning_rate in [0, 1] (e.g. 0.01)")
+        return 1.0, -np.inf
+    learning_rate = number("learning_rate", learning_rate)
+    if not 0.0 <= learning_rate <= 1.0:
+        raise ConfigError(f"learning_rate must be in [0, 1] (CMA-MAE's threshold step), got {learning_rate}")
+    if threshold_min == -np.inf and learning_rate != 1.0:
+        raise ConfigError(f"learning_rate={learning_rate} needs a finite threshold_min (CMA-MAE, e.g. 0 or a lower "
+                          "bound of the fitness); threshold_min=-inf is only valid with learning_rate 1")
+    return learning_rate, threshold_min
+
+
+def power_by_squaring(base: tf.Tensor, k: tf.Tensor, max_k: int) -> tf.Tensor:
+    """``base ** k`` (float64) for integer ``0 <= k <= max_k`` by repeated squaring, the order of
+    products the C++ insertion kernel uses, so both round alike."""
+    result = tf.ones_like(base)
+    p = base
+    bit = 1
+    while bit <= max_k:
+        result = tf.where(tf.bitwise.bitwise_and(k, bit) != 0, result * p, result)
+        p = p * p
+        bit *= 2
+    return result
+
+
+def pre_batch_status(fitness, descriptors, incumbent):
+    """pyribs' ``add`` status and value of each candidate against the archive before the batch.
+
+    ``incumbent=(occupied, threshold)`` from :meth:`Archive.incumbents`.  A
+    candidate whose fitness beats its cell's threshold has status 2 (empty
+    cell) or 1 (occupied), else 0; every candidate is judged alone, so the
+    losers of a cell contested within the batch keep their status.  The value
+    is the fitness minus the threshold, where an empty cell counts
+    ``threshold_min`` (0 in a plain archive, whose empty cells have
+    threshold ``-inf``).  A non-finite fitness or descriptor gets status -1
+    and value 0.  Returns ``(status int32 [B], value float32 [B])``."""
+    f = tf.convert_to_tensor(fitness, tf.float32)
+    alive = tf.math.is_finite(f) & tf.reduce_all(tf.math.is_finite(tf.cast(descriptors, tf.float32)), axis=1)
+    occ, thr = incumbent
+    can = alive & (f > thr)
+    status = tf.where(can & tf.logical_not(occ), 2, tf.where(can & occ, 1, 0))
+    base = tf.where(occ | (thr > -np.inf), thr, 0.0)
+    value = f - base
+    return tf.where(alive, status, -1), tf.where(alive, value, 0.0)
 
 
 class AddResult(NamedTuple):
@@ -33,6 +92,22 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
       qd_offset: the fitness offset of the QD-score
         (``qd_score = sum over filled cells of (fitness - qd_offset)``); set it
         to a lower bound of the fitness so every elite counts positively.
+      learning_rate, threshold_min: CMA-MAE's soft archive (Fontaine &
+        Nikolaidis 2023), named as pyribs names them.  Each cell then has an
+        acceptance threshold, ``threshold_min`` while it is empty; a candidate
+        enters when its fitness beats its cell's threshold (the best such
+        candidate of a batch per cell, first on ties, replacing the elite even
+        when the elite's fitness is higher), and the threshold of a cell that
+        ``k`` candidates of one batch beat moves to ``(1 - a)^k t + (1 - (1 -
+        a)^k) * mean of their fitness`` (pyribs' batch rule; ``t <- (1 - a) t +
+        a f`` for one).  The update is computed in float64 and stored in
+        float32.  Defaults ``learning_rate=None`` (1) and ``threshold_min=-inf``:
+        the plain MAP-Elites archive, whose threshold is the elite's fitness.
+        A ``threshold_min`` without ``learning_rate``, a ``learning_rate``
+        outside ``[0, 1]``, or one below 1 with ``threshold_min=-inf`` is a
+        :class:`ConfigError`, as in pyribs.  The elites of a soft archive are
+        not the best solutions found; keep those in a second, plain archive
+        (``MAPElites(result_archive=...)``).
     """
 
     #: whether the pure-TensorFlow insertion compiles with XLA (measured faster
@@ -41,7 +116,9 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
     _xla_insert_pref = False
 
     def __init__(self, solution_dim: int, num_cells: int, descriptor_dim: int, qd_offset: float = 0.0,
-                 name: str | None = None, use_op: bool | None = None):
+                 name: str | None = None, use_op: bool | None = None, learning_rate: float | None = None,
+                 threshold_min: float = -np.inf):
+        learning_rate, threshold_min = soft_settings(learning_rate, threshold_min)
         super().__init__(name=name)
         if kernels.check_use_op(use_op):
             kernels.kernel("TfevoArchiveInsert", True)  # KernelUnavailableError (a ConfigError) naming why not
@@ -63,6 +140,12 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         self.descriptors = tf.Variable(tf.zeros([self.num_cells + 1, self.descriptor_dim]), trainable=False,
                                        name="descriptors")
         self.occupied = tf.Variable(tf.zeros([self.num_cells + 1], tf.bool), trainable=False, name="occupied")
+        self.learning_rate, self.threshold_min = learning_rate, threshold_min
+        #: whether this is CMA-MAE's soft archive (per-cell thresholds, see the class docstring)
+        self.soft = bool(threshold_min > -np.inf)
+        if self.soft:
+            self.threshold = tf.Variable(tf.fill([self.num_cells + 1], np.float32(threshold_min)), trainable=False,
+                                         name="threshold")
         self._add_fn = None
         # running: None, or {graph: running count} while an ask is traced; xla: True while an
         # ask is traced for XLA (custom ops are skipped)
@@ -124,9 +207,11 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
                         tf.zeros([], tf.float64))
             else:  # the kernel computes the grid cells itself (one op for the whole insertion)
                 cell = tf.zeros([0], tf.int32)
+            soft = ([self.threshold.handle], [tf.constant(1.0 - self.learning_rate, tf.float64)]) if self.soft \
+                else ([], [])
             status, value, cell = insert(
                 self.solutions.handle, self.fitness.handle, self.descriptors.handle, self.occupied.handle,
-                solutions, fitness, descriptors, cell, *grid, qd_offset=self.qd_offset)
+                *soft[:1], solutions, fitness, descriptors, cell, *grid, *soft[1:], qd_offset=self.qd_offset)
             # The kernel reports in-batch losers' gain over the old elite; a candidate that did not enter has 0.
             return AddResult(status=status, value=tf.where(status > 0, value, 0.0), cell=cell)
         return self._add_reference(solutions, fitness, descriptors)
@@ -137,6 +222,8 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
 
     def _add_reference(self, solutions, fitness, descriptors):
         """The pure-TensorFlow insertion (XLA-compilable); same rule as the kernel."""
+        if self.soft:
+            return self._add_reference_soft(solutions, fitness, descriptors)
         n = self.num_cells
         b = tf.shape(fitness)[0]
         fitness = sanitize_fitness(fitness)
@@ -170,16 +257,61 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         value = tf.where(status == 2, masked - self.qd_offset, tf.where(status == 1, masked - inc_fit, 0.0))
         return AddResult(status=tf.cast(status, tf.int32), value=value, cell=cell)
 
-    def incumbents(self, descriptors):
-        """``(occupied [B], fitness [B])`` of the cell each descriptor maps to, as the archive is now.
+    def _add_reference_soft(self, solutions, fitness, descriptors):
+        """CMA-MAE's insertion against the cell thresholds (see the class docstring); same rule as the kernel."""
+        n = self.num_cells
+        b = int(fitness.shape[0]) if fitness.shape[0] is not None else None
+        nb = tf.shape(fitness)[0]
+        fitness = sanitize_fitness(fitness)
+        finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
+        alive = tf.math.is_finite(fitness) & finite_desc
+        cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
+        masked = tf.where(alive, fitness, -np.inf)
+        thr = tf.gather(self.threshold, cell)  # threshold_min in an empty cell
+        occ = tf.gather(self.occupied, cell)
+        can = alive & (masked > thr)
+        seg = tf.where(can, cell, n)  # candidates that beat no threshold go to the trash segment
+        batch_best = tf.math.unsorted_segment_max(masked, seg, n + 1)
+        is_best = can & tf.equal(masked, tf.gather(batch_best, seg))
+        order = tf.range(nb)
+        first = tf.math.unsorted_segment_min(tf.where(is_best, order, nb), seg, n + 1)
+        winner = is_best & tf.equal(order, tf.gather(first, seg))
+        # pyribs' batch rule over the k candidates of each cell that beat its threshold
+        count = tf.math.unsorted_segment_sum(tf.cast(can, tf.int32), seg, n + 1)
+        total = tf.math.unsorted_segment_sum(tf.where(can, tf.cast(masked, tf.float64), 0.0), seg, n + 1)
+        k = tf.gather(count, cell)
+        keep = tf.constant(1.0 - self.learning_rate, tf.float64)
+        ratio = power_by_squaring(tf.fill(tf.shape(k), keep), k, b if b is not None else 2**31 - 1)
+        mean = tf.gather(total, cell) / tf.cast(tf.maximum(k, 1), tf.float64)
+        new_thr = tf.cast(ratio * tf.cast(thr, tf.float64) + mean * (1.0 - ratio), tf.float32)
+        target = tf.where(winner, cell, n)[:, None]
+        self.solutions.scatter_nd_update(target, solutions)
+        self.fitness.scatter_nd_update(target, masked)
+        self.descriptors.scatter_nd_update(target, descriptors)
+        self.occupied.scatter_nd_update(target, tf.ones([nb], tf.bool))
+        self.threshold.scatter_nd_update(target, new_thr)
+        # keep the trash row empty
+        self.fitness.scatter_nd_update([[n]], [-np.inf])
+        self.occupied.scatter_nd_update([[n]], [False])
+        self.threshold.scatter_nd_update([[n]], [np.float32(self.threshold_min)])
+        status = tf.where(winner, tf.where(occ, 1, 2), 0)
+        value = tf.where(winner, masked - thr, 0.0)
+        return AddResult(status=tf.cast(status, tf.int32), value=value, cell=cell)
 
-        Read before an insertion, it tells how each candidate compares with its
-        cell's elite before the batch (what improvement-ranked emitters rank by).
-        A non-finite descriptor reads cell 0 (such candidates never enter)."""
+    def incumbents(self, descriptors):
+        """``(occupied [B], threshold [B])`` of the cell each descriptor maps to, as the archive is now.
+
+        The threshold is what a candidate must beat to enter: the elite's
+        fitness (``-inf`` in an empty cell) in a plain archive, the cell's
+        threshold (``threshold_min`` in an empty cell) in a soft one.  Read
+        before an insertion, it tells how each candidate compares with its
+        cell before the batch (what improvement-ranked emitters rank by, see
+        :func:`pre_batch_status`).  A non-finite descriptor reads cell 0 (such
+        candidates never enter)."""
         d = tf.convert_to_tensor(descriptors, tf.float32)
         finite = tf.reduce_all(tf.math.is_finite(d), axis=1)
         cell = self.index_of(tf.where(finite[:, None], d, 0.0))
-        return tf.gather(self.occupied, cell), tf.gather(self.fitness, cell)
+        return tf.gather(self.occupied, cell), tf.gather(self.threshold if self.soft else self.fitness, cell)
 
     def add(self, solutions, fitness, descriptors) -> AddResult:
         """Inserts a batch (see the module docstring for the exact rule)."""

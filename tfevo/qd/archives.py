@@ -16,6 +16,12 @@ QD offset for a new cell) and 0 for every candidate that did not, including
 the losers of a cell contested within the batch.  CMA-ME emitters rank by the
 comparison with the archive *before* the batch instead
 (:meth:`Archive.incumbents`).
+
+With ``learning_rate`` and ``threshold_min`` an archive is CMA-MAE's soft
+archive: candidates compete with per-cell thresholds instead of the elites'
+fitness (see :class:`~tfevo.qd.archive_base.Archive`); the value of an
+entering candidate is then its fitness minus the cell's threshold before the
+batch (``threshold_min`` for a new cell), as in pyribs.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ class GridArchive(Archive):
         bin edge goes to the upper bin and ``high`` to the last one, exactly as
         pyribs' ``GridArchive.index_of`` with the same ``epsilon`` (default
         ``1e-6``, as pyribs).
+      learning_rate, threshold_min: CMA-MAE's soft archive, see
+        :class:`~tfevo.qd.archive_base.Archive` (``learning_rate=0.01,
+        threshold_min=0`` is pyribs' tutorial setting).
 
     Example:
 
@@ -61,7 +70,8 @@ class GridArchive(Archive):
     _xla_insert_pref = True
 
     def __init__(self, solution_dim: int, dims, ranges, qd_offset: float = 0.0, name: str | None = None,
-                 use_op: bool | None = None, epsilon: float = 1e-6):
+                 use_op: bool | None = None, epsilon: float = 1e-6, learning_rate: float | None = None,
+                 threshold_min: float = -np.inf):
         if isinstance(dims, (int, np.integer)) or not all(
                 isinstance(d, (int, np.integer)) or (isinstance(d, float) and d.is_integer()) for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive integer bin counts, got {dims!r}")
@@ -77,7 +87,8 @@ class GridArchive(Archive):
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(epsilon) or epsilon < 0:
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-        super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name, use_op=use_op)
+        super().__init__(solution_dim, int(np.prod(dims)), len(dims), qd_offset, name=name, use_op=use_op,
+                         learning_rate=learning_rate, threshold_min=threshold_min)
         self.dims = dims
         self.ranges = ranges
         self.epsilon = float(epsilon)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo._tf_private import is_eager_tensor
 from tfevo.core import AskTellError, ConfigError, ShapeError, check_seed
+from tfevo.qd.archive_base import pre_batch_status
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
@@ -42,6 +43,14 @@ class ESEmitter(Emitter):
       the batch, as pyribs does, so candidates that lost a cell to a better
       one of the same batch keep their rank.  Candidates with a non-finite
       fitness or descriptor rank last.
+    * CMA-MAE (Fontaine & Nikolaidis 2023): on a soft archive
+      (``GridArchive(..., learning_rate=0.01, threshold_min=0)``) "new",
+      "improves" and the value are judged against the cells' thresholds
+      instead of their elites (:func:`~tfevo.qd.archive_base.pre_batch_status`:
+      value = fitness minus the threshold, ``threshold_min`` for an empty
+      cell), as pyribs' rankers read its soft archive's ``add`` values;
+      pyribs' CMA-MAE setting is ``ranker="imp"``, ``selection_rule="mu"``,
+      ``restart_rule="basic"``.
     * ``selection_rule="mu"`` recombines the best half (``batch_size // 2``
       parents); ``"filter"`` recombines the candidates that would enter the
       archive (none: the search does not move).  Weights ``log(k + 1/2) -
@@ -82,7 +91,7 @@ class ESEmitter(Emitter):
         attribute is that total and ``es_batch_size`` the per-search size.
       num_emitters: number of CMA-ES searches.
       sigma: initial step size (also after each restart).
-      x0: optional initial mean ``[D]`` of every search; by default each
+      x0: optional initial mean ``[D]`` (or a scalar for every coordinate) of every search; by default each
         search starts from an elite drawn from the archive at its first emit.
       ranker: ``"2imp"`` (two-stage improvement, default) or ``"imp"``
         (improvement value only, no status stage).
@@ -107,7 +116,7 @@ class ESEmitter(Emitter):
     graph_safe = True
     #: the ask program runs an eigensolver, which XLA compiles very slowly on CPU
     xla_ask = False
-    #: ``tell`` receives ``incumbent=(occupied, fitness)`` of each candidate's cell before the batch
+    #: ``tell`` receives ``incumbent=(occupied, threshold)`` of each candidate's cell before the batch
     wants_incumbent = True
     #: the update treats the told solutions as samples of the search distributions at the last ``emit``,
     #: so only the batch that ``emit`` returned may be told (as pyribs' CMA optimizer uses its stored samples)
@@ -173,6 +182,8 @@ class ESEmitter(Emitter):
 
         if x0 is not None:
             x0 = np.asarray(x0, np.float64)
+            if x0.ndim == 0:  # one value for every coordinate (a config need not know D)
+                x0 = np.full([d], float(x0))
             if x0.shape != (d,):
                 raise ShapeError(f"x0 must have shape [{d}], got {list(x0.shape)}")
             if not np.all(np.isfinite(x0)):
@@ -321,15 +332,7 @@ class ESEmitter(Emitter):
     def _ranking(self, fitness, descriptors, result, incumbent):
         """Status ``[E, L]`` (2 new cell, 1 improves, 0 neither, -1 dead) and value, against the pre-batch archive."""
         e, lam = self.num_emitters, self.es_batch_size
-        f = tf.convert_to_tensor(fitness, tf.float32)
-        alive = tf.math.is_finite(f) & tf.reduce_all(tf.math.is_finite(tf.cast(descriptors, tf.float32)), axis=1)
-        occ, inc = incumbent
-        new = alive & tf.logical_not(occ)
-        imp = alive & occ & (f > inc)
-        status = tf.where(new, 2, tf.where(imp, 1, 0))
-        value = tf.where(new, f, f - inc)
-        status = tf.where(alive, status, -1)
-        value = tf.where(alive, value, 0.0)
+        status, value = pre_batch_status(fitness, descriptors, incumbent)
         return tf.reshape(status, [e, lam]), tf.reshape(value, [e, lam])
 
     def _take(self, t, order):
@@ -364,13 +367,13 @@ class ESEmitter(Emitter):
     def tell(self, solutions, fitness, descriptors, result, incumbent=None):
         """Ranks each search's candidates, updates every search, and marks searches to restart.
 
-        ``incumbent=(occupied [B], fitness [B])`` of each candidate's cell before
+        ``incumbent=(occupied [B], threshold [B])`` of each candidate's cell before
         the batch was inserted is required (:class:`MAPElites` passes it; by
         hand: ``archive.incumbents(descriptors)`` read before ``archive.add``).
         With ``jit_compile`` the update is one XLA-compiled function, which
         fuses its element-wise passes over the ``[E, D, D]`` covariances."""
         if incumbent is None:
-            raise ConfigError("ESEmitter.tell needs incumbent=(occupied, fitness) of each candidate's cell before "
+            raise ConfigError("ESEmitter.tell needs incumbent=(occupied, threshold) of each candidate's cell before "
                               "the batch: archive.incumbents(descriptors), read before archive.add (MAPElites "
                               "passes it)")
         args = (tf.convert_to_tensor(solutions, tf.float32), tf.convert_to_tensor(fitness, tf.float32),

@@ -56,6 +56,8 @@ class CVTArchive(Archive):
       centroids: optionally, an array ``[cells, k]`` to use directly.
       lookup: ``"auto"`` (bucket lookup for 1-4 descriptor dimensions,
         brute force otherwise), ``"buckets"`` or ``"brute"``.
+      learning_rate, threshold_min: CMA-MAE's soft archive, see
+        :class:`~tfevo.qd.archive_base.Archive`.
 
     Nearest-centroid lookup is exact either way.  With buckets, centroids are
     binned on a regular grid over the box (``G`` bins per axis, width ``w``
@@ -72,7 +74,8 @@ class CVTArchive(Archive):
 
     def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
                  iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
-                 name: str | None = None, use_op: bool | None = None):
+                 name: str | None = None, use_op: bool | None = None, learning_rate: float | None = None,
+                 threshold_min: float = -np.inf):
         if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or int(cells) < 1:
             raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
         if lookup not in ("auto", "buckets", "brute"):
@@ -91,7 +94,8 @@ class CVTArchive(Archive):
         if not np.all(np.isfinite(centroids)):
             raise ConfigError("centroids must be finite (a NaN centroid is never the nearest: its cell stays "
                               "empty)")
-        super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op)
+        super().__init__(solution_dim, int(cells), k, qd_offset, name=name, use_op=use_op,
+                         learning_rate=learning_rate, threshold_min=threshold_min)
         self.ranges = ranges
         self.centroids = tf.constant(centroids)
         self._c2 = tf.reduce_sum(self.centroids * self.centroids, 1)

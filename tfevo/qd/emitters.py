@@ -5,7 +5,7 @@ An emitter is a ``tf.Module`` with ``batch_size`` and
 * ``emit(archive, seed) -> [batch_size, D]`` new candidate solutions, and
 * ``tell(solutions, fitness, descriptors, add_result)`` (optional feedback;
   an emitter with ``wants_incumbent = True`` also receives
-  ``incumbent=(occupied, fitness)`` of each candidate's cell before the
+  ``incumbent=(occupied, threshold)`` of each candidate's cell before the
   batch, which the CMA-ME emitter ranks by).
 
 Variation emitters sample parents uniformly among filled cells.  All

@@ -43,6 +43,11 @@ class MAPElites(tf.Module):
       init_bounds: ``(low, high)`` for the random initial batch.
       init_solutions: or an explicit ``[B, D]`` initial batch.
       seed: the run's seed.
+      result_archive: optionally, a second archive that receives every
+        batch too (as pyribs' ``Scheduler(result_archive=...)``): with
+        CMA-MAE's soft ``archive`` (``learning_rate``/``threshold_min``) it
+        holds the true elites, and :meth:`metrics` and :attr:`best` read it.
+        The emitters only see ``archive``.
       jit_compile: compile the graph-safe ``ask``/``tell`` programs with XLA.
         ``None`` (default): tfevo's measured CPU choice -- plain graphs
         running the C++ kernels (``custom_ops/qd_emit.cc``) when they build,
@@ -52,8 +57,21 @@ class MAPElites(tf.Module):
     """
 
     def __init__(self, archive: Archive, emitters: list[Emitter], init_bounds=None, init_solutions=None,
-                 seed: int = 0, jit_compile: bool | None = None, name: str | None = None):
+                 seed: int = 0, jit_compile: bool | None = None, name: str | None = None,
+                 result_archive: Archive | None = None):
         super().__init__(name=name)
+        if result_archive is not None:
+            if result_archive is archive:
+                raise ConfigError("result_archive is the archive itself; leave result_archive=None to read the "
+                                  "archive's metrics")
+            if not isinstance(result_archive, Archive):
+                raise ConfigError(f"result_archive must be a GridArchive or CVTArchive, got "
+                                  f"{type(result_archive).__name__}")
+            if (result_archive.solution_dim, result_archive.descriptor_dim) != (archive.solution_dim,
+                                                                                 archive.descriptor_dim):
+                raise ConfigError(
+                    f"result_archive has solution_dim {result_archive.solution_dim} and descriptor_dim "
+                    f"{result_archive.descriptor_dim}, the archive {archive.solution_dim} and {archive.descriptor_dim}")
         if not emitters:
             raise ConfigError("MAPElites needs at least one emitter")
         for e in emitters:
@@ -63,6 +81,7 @@ class MAPElites(tf.Module):
         if init_bounds is None and init_solutions is None:
             raise ConfigError("give init_bounds=(low, high) or init_solutions for the first batch")
         self.archive = archive
+        self._result_archive = result_archive
         self.emitters = list(emitters)
         self.batch_size = sum(e.batch_size for e in emitters)
         self.num_dims = archive.solution_dim
@@ -149,6 +168,9 @@ class MAPElites(tf.Module):
             self.asked.assign(False)
         archive = self.archive
         archive._trace.xla = xla  # the C++ insertion kernel cannot be compiled by XLA
+        extra_archive = self._result_archive
+        if extra_archive is not None:
+            extra_archive._trace.xla = xla
         try:
             feedback = [e for e in self.emitters if type(e).tell is not Emitter.tell]
             if feedback:
@@ -157,8 +179,12 @@ class MAPElites(tf.Module):
                 # What each candidate's cell held before this batch (improvement-ranked emitters need it).
                 incumbent = archive.incumbents(descriptors)
             result = archive._add(solutions, fitness, descriptors)
+            if extra_archive is not None:
+                extra_archive._add(solutions, fitness, descriptors)
         finally:
             archive._trace.xla = False
+            if extra_archive is not None:
+                extra_archive._trace.xla = False
         if feedback:
             def tell_all():
                 start = 0
@@ -191,7 +217,8 @@ class MAPElites(tf.Module):
     @property
     def _jit_tell(self) -> bool:
         if self.jit_compile is None:
-            return bool(getattr(self.archive, "xla_insert", False))
+            return all(bool(getattr(a, "xla_insert", False)) for a in (self.archive, self._result_archive)
+                       if a is not None)
         return bool(self.jit_compile)
 
     @property
@@ -234,6 +261,8 @@ class MAPElites(tf.Module):
         if any(getattr(e, "wants_incumbent", False) for e in self.emitters):
             incumbent = self.archive.incumbents(descriptors)
         result = self.archive.add(solutions, fitness, descriptors)
+        if self._result_archive is not None:
+            self._result_archive.add(solutions, fitness, descriptors)
         if not was_empty:
             start = 0
             for e in self.emitters:
@@ -299,8 +328,14 @@ class MAPElites(tf.Module):
             result = fn()
         return result
 
+    @property
+    def result_archive(self) -> Archive:
+        """The archive of the true elites: ``result_archive`` when given, else ``archive``."""
+        return self.archive if self._result_archive is None else self._result_archive
+
     def metrics(self) -> dict[str, float]:
-        return self.archive.metrics()
+        """The :meth:`~tfevo.qd.archive_base.Archive.metrics` of :attr:`result_archive`."""
+        return self.result_archive.metrics()
 
     @property
     def num_nonfinite(self) -> int:
@@ -309,4 +344,4 @@ class MAPElites(tf.Module):
 
     @property
     def best(self):
-        return self.archive.best()
+        return self.result_archive.best()

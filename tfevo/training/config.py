@@ -191,9 +191,26 @@ class ArchiveConfig(_Strict):
         None, description="Environment descriptor columns by name, e.g. [\"contact:foot_geom\", "
                           "\"contact:foot_left_geom\"] (MuJoCo; names in the error if wrong).")
     qd_offset: float = Field(0.0, allow_inf_nan=False, description="Subtracted from fitness in the QD-score.")
+    learning_rate: Optional[float] = Field(None, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+        "CMA-MAE: the cell thresholds' learning rate alpha in [0, 1] (pyribs' name; e.g. 0.01). With it the "
+        "run keeps a second, plain archive of the true elites, which the metrics, picture and best read."))
+    threshold_min: Optional[float] = Field(None, description=(
+        "CMA-MAE: every cell's initial threshold (pyribs' name; e.g. 0 or a lower bound of the fitness); "
+        "needs learning_rate. Unset (or -inf, with learning_rate 1): plain MAP-Elites."))
 
     @model_validator(mode="after")
     def _cells(self):
+        tmin = self.threshold_min
+        if tmin is not None and (tmin != tmin or tmin == float("inf")):
+            raise ValueError(f"archive.threshold_min must be a finite number (or -inf), got {tmin}")
+        soft_min = tmin is not None and tmin > float("-inf")
+        if soft_min and self.learning_rate is None:
+            raise ValueError(f"archive.threshold_min={tmin} was set without archive.learning_rate; CMA-MAE needs "
+                             "both (e.g. learning_rate = 0.01, threshold_min = 0)")
+        if self.learning_rate is not None and self.learning_rate != 1.0 and not soft_min:
+            raise ValueError(f"archive.learning_rate={self.learning_rate} needs a finite archive.threshold_min "
+                             "(CMA-MAE's initial cell threshold, e.g. 0); learning_rate 1 without it is plain "
+                             "MAP-Elites")
         if self.kind == "grid" and (not isinstance(self.cells, list) or not self.cells or min(self.cells) < 1):
             raise ValueError(f"archive.cells must be a list of bins >= 1 per descriptor for a grid, got {self.cells}")
         if self.kind == "cvt" and (not isinstance(self.cells, int) or self.cells < 1):

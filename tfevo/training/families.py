@@ -338,20 +338,26 @@ class MAPElitesFamily(Family):
         layout = qd_layout(cfg)
         a = cfg.archive or ArchiveConfig()
         D = parts.num_params
-        if a.kind == "grid":
-            if len(a.cells) != len(layout.ranges):
-                raise ConfigError(f"archive.cells has {len(a.cells)} entries, the run has {len(layout.ranges)} "
-                                  f"descriptors ({', '.join(layout.names)})")
-            archive = _prefixed("archive", qd.GridArchive, D, a.cells, layout.ranges, qd_offset=a.qd_offset)
-        else:
-            archive = _prefixed("archive", qd.CVTArchive, D, a.cells, layout.ranges, qd_offset=a.qd_offset,
-                                seed=cfg.run.seed)
+        if a.kind == "grid" and len(a.cells) != len(layout.ranges):
+            raise ConfigError(f"archive.cells has {len(a.cells)} entries, the run has {len(layout.ranges)} "
+                              f"descriptors ({', '.join(layout.names)})")
+        tmin = float("-inf") if a.threshold_min is None else a.threshold_min
+
+        def make(**soft):
+            if a.kind == "grid":
+                return _prefixed("archive", qd.GridArchive, D, a.cells, layout.ranges, qd_offset=a.qd_offset, **soft)
+            return _prefixed("archive", qd.CVTArchive, D, a.cells, layout.ranges, qd_offset=a.qd_offset,
+                             seed=cfg.run.seed, **soft)
+
+        archive = make(learning_rate=a.learning_rate, threshold_min=tmin)
+        # CMA-MAE: the soft archive's elites are not the best found; a plain archive keeps those
+        result = make() if archive.soft else None
         bounds = layout.init_bounds
         emitter = self.emitter(cfg, D, bounds)
         if parts.model is not None:  # over policies: the template's initializers draw the first population
             init = parts.model.init_params(cfg.algorithm.popsize, cfg.run.seed)
-            return qd.MAPElites(archive, [emitter], init_solutions=init, seed=cfg.run.seed)
-        return qd.MAPElites(archive, [emitter], init_bounds=bounds, seed=cfg.run.seed)
+            return qd.MAPElites(archive, [emitter], init_solutions=init, seed=cfg.run.seed, result_archive=result)
+        return qd.MAPElites(archive, [emitter], init_bounds=bounds, seed=cfg.run.seed, result_archive=result)
 
     def picture(self, cfg, parts, algorithm, best, run_dir):
         from tfevo.qd import archive_heatmap
@@ -363,7 +369,7 @@ class MAPElitesFamily(Family):
         what = cfg.problem.name if cfg.problem is not None else cfg.env.id
         m = algorithm.metrics()
         title = f"{cfg.name}: {what} archive\ncoverage {m['coverage']:.1%}, QD-score {m['qd_score']:.4g}"
-        return archive_heatmap(algorithm.archive, Path(run_dir) / "archive.png", title=title, labels=names)
+        return archive_heatmap(algorithm.result_archive, Path(run_dir) / "archive.png", title=title, labels=names)
 
 
 _FAMILIES = {"vector": Family(), "neat": NEATFamily(), "gp": GPFamily(), "map_elites": MAPElitesFamily()}
