@@ -432,6 +432,10 @@ REGISTER_OP("TfevoArchiveInsert")
 Batched MAP-Elites insertion into the archive variables, in place.
 )doc");
 
+// No fused multiply-adds in the insertion (cells, thresholds): every double operation
+// rounds as in the TensorFlow reference and in pyribs' NumPy index_of.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 namespace {
 
 // Exclusive access to a variable's buffer, copied first if it is shared.
@@ -668,6 +672,7 @@ class ArchiveInsertOp : public OpKernel {
 };
 
 }  // namespace
+#pragma GCC pop_options
 
 REGISTER_KERNEL_BUILDER(Name("TfevoArchiveInsert").Device(DEVICE_CPU), ArchiveInsertOp);
 
