@@ -217,9 +217,9 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         if callback is not None and callback(es) is True:
             stop["callback"] = True
     if eval_final_mean:  # the last run's mean, as cma.fmin after every run (repaired into the bounds)
-        m = np.asarray(es.mean.numpy(), np.float64)
-        box = es.inner.bounds if restarts is not None else getattr(es, "bounds", None)
-        evaluate_mean(m if box is None else np.clip(m, *box))
+        inner = es.inner if restarts is not None else es
+        m = inner.mean if not hasattr(inner, "repair") else inner.repair(inner.mean)
+        evaluate_mean(np.asarray(m.numpy(), np.float64))
     if restarts is not None:
         es.evaluate_final_mean = None  # (the objective is not kept beyond this call)
     return FminResult(x=best_x, f=best_f, evaluations=evals, evals_best=evals_best, iterations=iterations,
