@@ -82,3 +82,19 @@ def test_same_population_told_twice_same_state():
         a.tell(xa, -tf.reduce_sum(xa ** 2, 1))
         b.tell(tf.constant(xb.numpy()), -np.sum(xb.numpy() ** 2, 1))
     np.testing.assert_array_equal(a.mean.numpy(), b.mean.numpy())
+
+
+def test_restored_between_ask_and_tell_redraws_the_same_samples(tmp_path):
+    a = CMAES(4, sigma=3.0, seed=5, bounds=(-1.0, 1.0))
+    for _ in range(3):
+        x = a.ask()
+        a.tell(x, -tf.reduce_sum(x ** 2, 1))
+    x = a.ask()
+    path = tf.train.Checkpoint(es=a).write(str(tmp_path / "ck"))
+    b = CMAES(4, sigma=3.0, seed=5, bounds=(-1.0, 1.0))
+    tf.train.Checkpoint(es=b).read(path).assert_consumed()
+    f = -tf.reduce_sum(x ** 2, 1)
+    a.tell(x, f)
+    b.tell(tf.constant(x.numpy()), f)
+    for v, w in ((a.mean, b.mean), (a.sigma, b.sigma), (a.C, b.C)):
+        np.testing.assert_array_equal(v.numpy(), w.numpy())
