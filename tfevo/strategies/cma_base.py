@@ -60,10 +60,11 @@ class CMABase(Algorithm):
         super().__init__(num_dims, int(popsize), seed=seed, name=name, dtype=dtype)
         try:
             sigma_ok = bool(np.isfinite(sigma) and sigma > 0)
-        except TypeError:
+        except (TypeError, ValueError):  # (ValueError: an array of several values)
             sigma_ok = False
         if not sigma_ok:
-            raise ConfigError(f"sigma must be a positive finite number, got {sigma!r}")
+            raise ConfigError(f"sigma must be a positive finite number (one step size; per-coordinate "
+                              f"scales, pycma's CMA_stds, are not offered: scale the variables), got {sigma!r}")
         self.active = bool(active)
         self.sigma_init = float(sigma)  # the initial step size sigma_0 (restarts reuse it)
         self.tolfun = float(tolfun)
@@ -166,6 +167,12 @@ class CMABase(Algorithm):
         fixed it, as ``cma.fmin``), the population size otherwise."""
         sp = self.stagnation_popsize
         return sp if (self.stagnation_popsize_fixed or int(sp) == lam) else lam
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied (pycma's es objects can): its state is "
+            "TensorFlow variables and compiled functions. Save it with tf.train.Checkpoint(es=es).write(path) "
+            "and restore it into a strategy built with the same arguments (bit for bit, also in a new process)")
 
     # ------------------------------------------------------------------
     # public API

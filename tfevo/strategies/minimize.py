@@ -5,7 +5,7 @@ evaluate, tell until a stop criterion, a target value or the evaluation budget)
 as one function.  The objective is *minimized*, takes float64 vectors and
 returns a float; with ``parallel_objective`` it takes the whole population
 ``[P, D]`` at once and returns ``[P]`` values (a vectorized NumPy or TensorFlow
-function is much faster this way).  Non-finite values count as the worst.
+function is much faster this way).  Non-finite values and ``None`` count as the worst.
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ def _build(strategy, restarts, num_dims, x0, sigma0, popsize, bounds, seed, dtyp
 
 
 def _values(raw, popsize, what):
-    f = np.asarray(raw, dtype=np.float64)
+    try:
+        f = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must return numbers (NaN for a failed evaluation), got {raw!r}"[:300]) from None
     if f.shape != (popsize,):
         raise ShapeError(f"{what} must return {popsize} values (one per solution), got shape {list(f.shape)}")
     return f
@@ -179,7 +182,7 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         if parallel_objective is not None:
             v = float(_values(np.reshape(parallel_objective(m[None, :]), [-1]), 1, "parallel_objective")[0])
         else:
-            v = float(objective(m.copy()))
+            v = float(_values([objective(m.copy())], 1, "objective")[0])
         evals += 1
         if math.isfinite(v) and v < best_f:
             best_x, best_f, evals_best = m.copy(), v, evals
