@@ -40,6 +40,10 @@ class FminResult:
         the strategy's own criteria (``tolfun``, ``tolx``, ...), ``ftarget``,
         ``maxfevals`` or ``maxiter``.
       es: the strategy object (its state, ``mean``, ``sigma``, checkpointable).
+      xfavorite: the final mean of the last run, in the bounds (``es.repair(es.mean)``;
+        pycma's ``xfavorite``).
+      stds: the last run's standard deviation per coordinate, ``sigma sqrt(diag C)``
+        (pycma's ``stds``).
     """
 
     x: np.ndarray
@@ -50,6 +54,8 @@ class FminResult:
     restarts: int
     stop: dict = field(default_factory=dict)
     es: Any = None
+    xfavorite: Any = None
+    stds: Any = None
 
 
 def _check_x0(x0) -> np.ndarray:
@@ -225,5 +231,20 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         evaluate_mean(np.asarray(m.numpy(), np.float64))
     if restarts is not None:
         es.evaluate_final_mean = None  # (the objective is not kept beyond this call)
+    xfavorite, stds = _favorite_and_stds(es.inner if restarts is not None else es)
     return FminResult(x=best_x, f=best_f, evaluations=evals, evals_best=evals_best, iterations=iterations,
-                      restarts=0 if restarts is None else int(es.restarts.numpy()), stop=stop, es=es)
+                      restarts=0 if restarts is None else int(es.restarts.numpy()), stop=stop, es=es,
+                      xfavorite=xfavorite, stds=stds)
+
+
+def _favorite_and_stds(es):
+    """``(repaired mean, sigma sqrt(diag C))`` as float64 NumPy (``None`` for a strategy without them)."""
+    mean = getattr(es, "mean", None)
+    if mean is None:
+        return None, None
+    m = es.repair(mean) if hasattr(es, "repair") else mean
+    model = getattr(es, "_model", None)
+    stds = None
+    if model is not None and hasattr(es, "sigma"):
+        stds = np.asarray((es.sigma * np.sqrt(model.cov_diag())).numpy(), np.float64)
+    return np.asarray(np.asarray(m), np.float64), stds
