@@ -141,3 +141,13 @@ def test_a_final_mean_better_than_every_sample_is_the_result():
         r = fmin(sphere, np.zeros(3), 0.5, restarts=restarts, max_restarts=1, seed=0, max_evals=400)
         m = r.es.mean.numpy()
         assert r.f == sphere(m) and np.array_equal(r.x, m) and r.evals_best == r.evaluations
+
+
+@pytest.mark.parametrize("restarts", [None, "ipop"])
+def test_result_has_pycmas_xfavorite_and_stds(restarts):
+    r = fmin(rosenbrock, np.zeros(3), 0.5, restarts=restarts, max_evals=400, seed=2, bounds=(-0.5, 2.0))
+    es = r.es.inner if restarts else r.es
+    np.testing.assert_array_equal(r.xfavorite, es.repair(es.mean).numpy())
+    assert np.all((r.xfavorite >= -0.5) & (r.xfavorite <= 2.0))
+    want = float(es.sigma.numpy()) * np.sqrt(np.diag(es.covariance().numpy()))
+    np.testing.assert_allclose(r.stds, want, rtol=1e-12)

@@ -37,7 +37,8 @@ class CMABase(Algorithm):
 
     Fitness is maximised (higher is better); NaN/-inf count as worst.  ``tell``
     derives every update from the population it is given (``y = (x - m) / sigma``),
-    so rows may be clipped, repaired or re-ordered by the caller.
+    so rows may be repaired or re-ordered by the caller; with ``bounds``, from the
+    untransformed samples behind the asked rows (:meth:`_search_points`).
     """
 
     jit_compile = False  # the outer functions; the numeric cores are XLA-compiled
@@ -59,10 +60,11 @@ class CMABase(Algorithm):
         super().__init__(num_dims, int(popsize), seed=seed, name=name, dtype=dtype)
         try:
             sigma_ok = bool(np.isfinite(sigma) and sigma > 0)
-        except TypeError:
+        except (TypeError, ValueError):  # (ValueError: an array of several values)
             sigma_ok = False
         if not sigma_ok:
-            raise ConfigError(f"sigma must be a positive finite number, got {sigma!r}")
+            raise ConfigError(f"sigma must be a positive finite number (one step size; per-coordinate "
+                              f"scales, pycma's CMA_stds, are not offered: scale the variables), got {sigma!r}")
         self.active = bool(active)
         self.sigma_init = float(sigma)  # the initial step size sigma_0 (restarts reuse it)
         self.tolfun = float(tolfun)
@@ -105,6 +107,7 @@ class CMABase(Algorithm):
         self.no_effect_run = tf.Variable(0, dtype=tf.int32, trainable=False, name="no_effect_run")
         self.restart_generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="restart_generation")
         self._init_best()
+        self._search_points_fn = None  # tell's graph for bounds (traced once, any popsize)
         self._fn_cache = Untracked(fns={})  # popsize -> compiled functions (not checkpointed)
         self._configure(self.popsize)
         self._model.build()
@@ -165,6 +168,12 @@ class CMABase(Algorithm):
         sp = self.stagnation_popsize
         return sp if (self.stagnation_popsize_fixed or int(sp) == lam) else lam
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied (pycma's es objects can): its state is "
+            "TensorFlow variables and compiled functions. Save it with tf.train.Checkpoint(es=es).write(path) "
+            "and restore it into a strategy built with the same arguments (bit for bit, also in a new process)")
+
     # ------------------------------------------------------------------
     # public API
     @property
@@ -196,6 +205,8 @@ class CMABase(Algorithm):
         x = check_population(x, (self.popsize, self.num_dims), "population", self.dtype)
         fitness = check_fitness(fitness, self.popsize, dtype=self.dtype)
         self._note_nonfinite(fitness)
+        if self.bounds is not None:
+            x = self._search_points(x, fitness)
         if self._tell_fn is None:
             sig = [tf.TensorSpec([self.popsize, self.num_dims], self.dtype), tf.TensorSpec([self.popsize], self.dtype)]
             if self._model.deferred:
@@ -262,27 +273,105 @@ class CMABase(Algorithm):
 
     # ------------------------------------------------------------------
     # compiled bodies
-    def _normal(self, scale=None):
+    def _normal(self, scale=None, seed=None):
         """Standard normal ``[P, D]`` (times ``scale`` ``[D]``) from the seed stream (Eq. 38).
 
         float32 uses the Box-Muller helper of :mod:`~tfevo.strategies.shaping`
         (faster on CPU than the stateless normal kernel); float64 uses
         ``tf.random.stateless_normal``.
         """
-        shape, seed = [self.popsize, self.num_dims], self.seeds.next()
+        shape = [self.popsize, self.num_dims]
+        seed = self.seeds.next() if seed is None else seed
         if self.dtype == tf.float32:
             return _box_muller(shape, seed, scale)
         z = tf.random.stateless_normal(shape, seed=seed, dtype=self.dtype)
         return z if scale is None else z * scale
 
-    def _clip(self, x):
+    def _box(self):
+        """``(lo, hi, a_lo, a_hi)`` constants: the bounds and the widths of pycma's quadratic margins,
+        ``min((hi - lo) / 2, max(1, |bound|) / 20)``."""
+        dt = self.dtype
+        lo, hi = self.bounds
+        a_lo = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(lo)) / 20.0)
+        a_hi = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(hi)) / 20.0)
+        return tuple(tf.constant(v, dt) for v in (lo, hi, a_lo, a_hi))
+
+    def _reflect(self, x):
+        """``x`` mapped into the box ``bounds`` by pycma's ``BoundTransform``
+        (``BoxConstraintsLinQuadTransformation``): the identity on ``[lo + a_lo, hi - a_hi]``,
+        quadratic on the margins (``lo + (x - lo + a_lo)^2 / (4 a_lo)``, smooth at the bound),
+        mirrored beyond ``lo - a_lo`` and ``hi + a_hi`` and periodic with period
+        ``2 (hi - lo + a_lo + a_hi)``.  ``x`` itself without bounds."""
         if self.bounds is None:
             return x
-        return tf.clip_by_value(x, tf.constant(self.bounds[0], self.dtype), tf.constant(self.bounds[1], self.dtype))
+        lo, hi, al, au = self._box()
+        period = 2.0 * (hi - lo + al + au)
+        start = lo - 2.0 * al - (hi - lo) / 2.0
+        far = (x < start) | (x > hi + 2.0 * au + (hi - lo) / 2.0)
+        y = tf.where(far, x - period * tf.math.floor((x - start) / period), x)
+        y = tf.where(y > hi + au, y - 2.0 * (y - hi - au), y)
+        y = tf.where(y < lo - al, y + 2.0 * (lo - al - y), y)
+        y = tf.where(y < lo + al, lo + tf.square(y - (lo - al)) / (4.0 * al),
+                     tf.where(y > hi - au, hi - tf.square(y - (hi + au)) / (4.0 * au), y))
+        return tf.clip_by_value(y, lo, hi)  # (rounding)
+
+    def _unreflect(self, x):
+        """The point of ``[lo - a_lo, hi + a_hi]`` that :meth:`_reflect` maps to ``x`` (clipped into the box)."""
+        lo, hi, al, au = self._box()
+        x = tf.clip_by_value(x, lo, hi)
+        x = tf.where(x < lo + al, lo - al + 2.0 * tf.sqrt(al * (x - lo)), x)
+        return tf.where(x > hi - au, hi + au - 2.0 * tf.sqrt(au * (hi - x)), x)
+
+    def repair(self, x):
+        """The point of the box ``bounds`` that a point ``x`` (``[D]`` or ``[P, D]``) of the
+        search space stands for (pycma's ``BoundTransform``; ``x`` itself without bounds).  The
+        search distribution lives on the whole space: :attr:`mean` may lie outside the box,
+        ``repair(mean)`` is the point it represents (pycma's ``xfavorite`` with bounds)."""
+        x = tf.cast(tf.convert_to_tensor(np.asarray(x, np.float64)), self.dtype)
+        return self._reflect(x)
+
+    def _sample(self, seed):
+        """``(m + sigma C^{1/2} z, z)`` for the draws of ``seed`` (Eq. 38-40): the points of the
+        search space, before ``bounds`` are applied."""
+        z = self._normal(seed=seed)
+        return self._mean[None, :] + self.sigma * self._model.sample(z), z
+
+    def _last_ask_seed(self):
+        """The seed the last ``ask`` drew its population with (``SeedStream.next``'s mixing of
+        the current counter; nothing drawn since)."""
+        s = self.seeds
+        return tf.stack([tf.cast(s.seed, tf.int32), tf.cast(tf.math.floormod(s.counter, 2**31 - 1), tf.int32)])
+
+    def _search_points(self, x, fitness):
+        """With ``bounds``: records the best of the evaluated rows ``x`` and returns the points of
+        the search space the update learns from.  A row equal to its row of the last ``ask``
+        (the image of a sample, redrawn from the same seed) is replaced by that sample, so the
+        update sees the Gaussian sample (pycma's ``BoundTransform``: evaluated in the box,
+        learned untransformed).  Any other row (repaired or made by the caller) is learned from
+        its preimage in ``[lo - a_lo, hi + a_hi]`` (as pycma's ``tell`` for solutions it did not
+        ask), its step ``y`` limited to ``||C^{-1/2} y|| <= sqrt(n) + 2 n / (n + 2)``, Hansen's
+        tutorial's rule for injected solutions."""
+        if self._search_points_fn is None:
+            self._search_points_fn = tf.function(self._search_points_body)
+        return self._search_points_fn(x, fitness)
+
+    def _search_points_body(self, x, fitness):
+        n, dt = self.num_dims, self.dtype
+        self._update_best(x, sanitize_fitness(fitness))
+        g, _ = self._sample(self._last_ask_seed())
+        asked = tf.reduce_all(tf.equal(self._reflect(g), x), axis=1)
+        m, sigma = self._mean[None, :], self.sigma
+        x = self._unreflect(x)
+        norms = tf.norm(self._model.whiten((x - m) / sigma), axis=1)
+        limit = tf.constant(math.sqrt(n) + 2.0 * n / (n + 2.0), dt)
+        long_step = norms > limit  # (False for a non-finite row: tell ranks it worst)
+        shortened = m + (x - m) * (limit / tf.where(long_step, norms, tf.ones_like(norms)))[:, None]
+        given = tf.where(long_step[:, None], shortened, x)
+        return tf.where(asked[:, None], g, given)
 
     def _ask_body(self):
-        z = self._normal()
-        x = self._clip(self._mean[None, :] + self.sigma * self._model.sample(z))  # Eq. (39)-(40)
+        g, z = self._sample(self.seeds.next())
+        x = self._reflect(g)  # Eq. (39)-(40), mapped into the bounds
         self._model.remember(z, x)
         return x
 
@@ -290,7 +379,8 @@ class CMABase(Algorithm):
         """One generation, Eq. (41)-(47), in the XLA core; returns the model's pending work."""
         n, dt, mu, model = self.num_dims, self.dtype, self.mu, self._model
         fitness = sanitize_fitness(fitness)
-        self._update_best(x, fitness)
+        if self.bounds is None:  # (with bounds, tell recorded it from the evaluated rows)
+            self._update_best(x, fitness)
         row_ok = tf.reduce_all(tf.math.is_finite(x), axis=1)
         fitness = tf.where(row_ok, fitness, -np.inf)
         any_finite = tf.reduce_any(tf.math.is_finite(fitness))

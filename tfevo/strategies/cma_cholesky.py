@@ -90,7 +90,7 @@ class CholeskyCovariance(AdaptedCovariance):
         return tf.transpose(tf.linalg.triangular_solve(self.es.A, tf.transpose(y), lower=True))
 
     def use_zcache(self):
-        # (not with bounds: ask clips x, and the clipped rows are not m + sigma A z)
+        # (not with bounds: the asked rows are transformed into the box, not m + sigma A z)
         return self.es.bounds is None and self.es.popsize == self.zcache_p
 
     def remember(self, z, x):

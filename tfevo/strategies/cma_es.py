@@ -61,8 +61,11 @@ class CMAES(CMABase):
       sigma: initial step size ``sigma_0`` (> 0).
       init_params: initial mean (scalar or ``[n]``); default zeros.
       seed: seed of the :class:`~tfevo.core.SeedStream` (same seed, same run).
-      bounds: optional ``(lower, upper)`` (scalars or ``[n]``); sampled members
-        are clipped into the box (``tell`` learns from the clipped points).
+      bounds: optional ``(lower, upper)`` (scalars or ``[n]``): pycma's default
+        ``BoundTransform``.  ``ask`` maps every sample into the box (:meth:`repair`:
+        identity inside apart from thin quadratic margins at the bounds, mirrored
+        beyond), ``tell`` learns from the untransformed samples behind the asked rows;
+        :attr:`mean` may lie outside the box, ``repair(mean)`` is the point it stands for.
       active: use negative recombination weights (active CMA, default True).
       dtype: ``"float64"`` (default) or ``"float32"``: the dtype of the state,
         of ``ask()``'s population, of the population ``tell`` takes and of
@@ -115,7 +118,7 @@ class CholeskyCMAES(CMAES):
       negative weights are rescaled with ``||z_i||^2 = y_i^T C^{-1} y_i``.
       When ``tell`` gets exactly the rows of the last ``ask`` (checked
       entry by entry, O(P D)), it uses the ``z_i`` that produced them (kept in
-      a variable, checkpointed); otherwise (rows clipped by ``bounds``,
+      a variable, checkpointed); otherwise (with ``bounds``, or rows
       repaired, re-ordered, or from elsewhere) it recomputes
       ``z_i = A^{-1} (x_i - m) / sigma`` with one triangular solve, so every
       row is whitened exactly as given, as in ``CMAES``.  The path is the same as the

@@ -59,7 +59,8 @@ class LMMAES(CMABase):
     def _tell_core(self, x, fitness):
         dt = self.dtype
         fitness = sanitize_fitness(fitness)
-        self._update_best(x, fitness)
+        if self.bounds is None:  # (with bounds, tell recorded it from the evaluated rows)
+            self._update_best(x, fitness)
         xd = x  # (in the state's dtype: tell's signature)
         row_ok = tf.reduce_all(tf.math.is_finite(xd), axis=1)
         fitness = tf.where(row_ok, fitness, -np.inf)

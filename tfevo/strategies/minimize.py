@@ -5,7 +5,7 @@ evaluate, tell until a stop criterion, a target value or the evaluation budget)
 as one function.  The objective is *minimized*, takes float64 vectors and
 returns a float; with ``parallel_objective`` it takes the whole population
 ``[P, D]`` at once and returns ``[P]`` values (a vectorized NumPy or TensorFlow
-function is much faster this way).  Non-finite values count as the worst.
+function is much faster this way).  Non-finite values and ``None`` count as the worst.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ class FminResult:
         the strategy's own criteria (``tolfun``, ``tolx``, ...), ``ftarget``,
         ``maxfevals`` or ``maxiter``.
       es: the strategy object (its state, ``mean``, ``sigma``, checkpointable).
+      xfavorite: the final mean of the last run, in the bounds (``es.repair(es.mean)``;
+        pycma's ``xfavorite``).
+      stds: the last run's standard deviation per coordinate, ``sigma sqrt(diag C)``
+        (pycma's ``stds``).
     """
 
     x: np.ndarray
@@ -50,6 +54,8 @@ class FminResult:
     restarts: int
     stop: dict = field(default_factory=dict)
     es: Any = None
+    xfavorite: Any = None
+    stds: Any = None
 
 
 def _check_x0(x0) -> np.ndarray:
@@ -100,7 +106,10 @@ def _build(strategy, restarts, num_dims, x0, sigma0, popsize, bounds, seed, dtyp
 
 
 def _values(raw, popsize, what):
-    f = np.asarray(raw, dtype=np.float64)
+    try:
+        f = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must return numbers (NaN for a failed evaluation), got {raw!r}"[:300]) from None
     if f.shape != (popsize,):
         raise ShapeError(f"{what} must return {popsize} values (one per solution), got shape {list(f.shape)}")
     return f
@@ -179,7 +188,7 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         if parallel_objective is not None:
             v = float(_values(np.reshape(parallel_objective(m[None, :]), [-1]), 1, "parallel_objective")[0])
         else:
-            v = float(objective(m.copy()))
+            v = float(_values([objective(m.copy())], 1, "objective")[0])
         evals += 1
         if math.isfinite(v) and v < best_f:
             best_x, best_f, evals_best = m.copy(), v, evals
@@ -217,10 +226,25 @@ def fmin(objective: Callable | None, x0, sigma0: float, *, parallel_objective: C
         if callback is not None and callback(es) is True:
             stop["callback"] = True
     if eval_final_mean:  # the last run's mean, as cma.fmin after every run (repaired into the bounds)
-        m = np.asarray(es.mean.numpy(), np.float64)
-        box = es.inner.bounds if restarts is not None else getattr(es, "bounds", None)
-        evaluate_mean(m if box is None else np.clip(m, *box))
+        inner = es.inner if restarts is not None else es
+        m = inner.mean if not hasattr(inner, "repair") else inner.repair(inner.mean)
+        evaluate_mean(np.asarray(m.numpy(), np.float64))
     if restarts is not None:
         es.evaluate_final_mean = None  # (the objective is not kept beyond this call)
+    xfavorite, stds = _favorite_and_stds(es.inner if restarts is not None else es)
     return FminResult(x=best_x, f=best_f, evaluations=evals, evals_best=evals_best, iterations=iterations,
-                      restarts=0 if restarts is None else int(es.restarts.numpy()), stop=stop, es=es)
+                      restarts=0 if restarts is None else int(es.restarts.numpy()), stop=stop, es=es,
+                      xfavorite=xfavorite, stds=stds)
+
+
+def _favorite_and_stds(es):
+    """``(repaired mean, sigma sqrt(diag C))`` as float64 NumPy (``None`` for a strategy without them)."""
+    mean = getattr(es, "mean", None)
+    if mean is None:
+        return None, None
+    m = es.repair(mean) if hasattr(es, "repair") else mean
+    model = getattr(es, "_model", None)
+    stds = None
+    if model is not None and hasattr(es, "sigma"):
+        stds = np.asarray((es.sigma * np.sqrt(model.cov_diag())).numpy(), np.float64)
+    return np.asarray(np.asarray(m), np.float64), stds

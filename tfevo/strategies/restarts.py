@@ -208,9 +208,8 @@ class _Restarts(Algorithm):
         """``cma.fmin``'s evaluation of the ended run's mean (see :attr:`evaluate_final_mean`)."""
         if self.evaluate_final_mean is None:
             return
-        m = np.asarray(self.inner.mean.numpy(), np.float64)
-        if self.inner.bounds is not None:  # (pycma repairs the mean into the bounds before evaluating it)
-            m = np.clip(m, *self.inner.bounds)
+        # (the point of the box the mean stands for: pycma repairs it into the bounds before evaluating it)
+        m = np.asarray(self.inner.repair(self.inner.mean).numpy(), np.float64)
         f = float(self.evaluate_final_mean(m.copy()))
         self.evaluations.assign_add(1)
         self._account(1)  # (to the regime of the run that ended, before the next one is chosen)

@@ -170,9 +170,9 @@ class SepCMAES(CMABase):
         return run
 
     def tell(self, x, fitness) -> None:
-        """As :meth:`CMAES.tell`; called eagerly with the op available, the whole
+        """As :meth:`CMAES.tell`; called eagerly with the op available (and no bounds), the whole
         update is one eager kernel call (no function call around it)."""
-        if tf.executing_eagerly() and self._tell_op_usable():
+        if tf.executing_eagerly() and self.bounds is None and self._tell_op_usable():
             run = self._eager_tells.d.get(self.popsize)
             if run is None:
                 run = self._eager_tells.d[self.popsize] = self._make_eager_tell()
@@ -208,7 +208,7 @@ class SepCMAES(CMABase):
         )
 
     def _whole_tell(self):
-        if not self._tell_op_usable():
+        if self.bounds is not None or not self._tell_op_usable():  # (the op learns from the rows as given)
             return self._tell_core, True
         op = self._tell_op()
         consts = self._tell_consts(0.0)  # the limits: set from run_sigma0 at every call
@@ -226,15 +226,16 @@ class SepCMAES(CMABase):
 
         return tell_op, False
 
-    def _ask_body(self):
+    def _sample(self, seed):
         # x = m + sigma * sqrt(c) * z with the per-coordinate scale folded into the draw;
         # float32: one fused sampler call (C++ op when built, same stream as the reference)
         scale = self.sigma * tf.sqrt(self.c_diag)
         if self.dtype == tf.float32:
-            x = _gaussian_population(self._mean, scale, self.popsize, False, self.seeds.next())
-        else:
-            x = self._mean[None, :] + self._normal(scale)
-        return self._clip(x)
+            return _gaussian_population(self._mean, scale, self.popsize, False, seed), None
+        return self._mean[None, :] + self._normal(scale, seed), None
+
+    def _ask_body(self):
+        return self._reflect(self._sample(self.seeds.next())[0])
 
     def _tell_core(self, x, fitness):
         out = super()._tell_core(x, fitness)
