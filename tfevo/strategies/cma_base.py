@@ -27,6 +27,7 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo.core import Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness
 from tfevo.strategies import cma_updates as eq
+from tfevo.strategies.cma_bounds import box_constants, check_bounds, reflect, unreflect
 from tfevo.strategies.cma_stop import (NUM_COUNTERS, STOP_REASONS, stagnation_samples, stagnation_window,
                                        update_stop_flags)
 from tfevo.strategies.shaping import _normal as _box_muller
@@ -76,7 +77,7 @@ class CMABase(Algorithm):
         # by default (the restart wrappers set the first run's for every run)
         self.stagnation_popsize = float(popsize) if popsize_given else 4.0 + 3.0 * math.log(num_dims)
         self.init_params = self._initial_mean(init_params)
-        self.bounds = self._check_bounds(bounds)
+        self.bounds = check_bounds(bounds, self.num_dims)
         n = num_dims
         dt = self.dtype
         self.chi_n = eq.expected_norm(n)
@@ -124,16 +125,6 @@ class CMABase(Algorithm):
         if not np.all(np.isfinite(mean0)):
             raise ConfigError("init_params must be finite")
         return mean0
-
-    def _check_bounds(self, bounds):
-        if bounds is None:
-            return None
-        lo, hi = bounds
-        lo = np.broadcast_to(np.asarray(lo, np.float64), [self.num_dims]).copy()
-        hi = np.broadcast_to(np.asarray(hi, np.float64), [self.num_dims]).copy()
-        if np.any(lo >= hi):
-            raise ConfigError("bounds must satisfy lower < upper in every coordinate")
-        return lo, hi
 
     # ------------------------------------------------------------------
     # strategy parameters (Python constants per popsize)
@@ -287,40 +278,14 @@ class CMABase(Algorithm):
         z = tf.random.stateless_normal(shape, seed=seed, dtype=self.dtype)
         return z if scale is None else z * scale
 
-    def _box(self):
-        """``(lo, hi, a_lo, a_hi)`` constants: the bounds and the widths of pycma's quadratic margins,
-        ``min((hi - lo) / 2, max(1, |bound|) / 20)``."""
-        dt = self.dtype
-        lo, hi = self.bounds
-        a_lo = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(lo)) / 20.0)
-        a_hi = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(hi)) / 20.0)
-        return tuple(tf.constant(v, dt) for v in (lo, hi, a_lo, a_hi))
-
     def _reflect(self, x):
-        """``x`` mapped into the box ``bounds`` by pycma's ``BoundTransform``
-        (``BoxConstraintsLinQuadTransformation``): the identity on ``[lo + a_lo, hi - a_hi]``,
-        quadratic on the margins (``lo + (x - lo + a_lo)^2 / (4 a_lo)``, smooth at the bound),
-        mirrored beyond ``lo - a_lo`` and ``hi + a_hi`` and periodic with period
-        ``2 (hi - lo + a_lo + a_hi)``.  ``x`` itself without bounds."""
-        if self.bounds is None:
-            return x
-        lo, hi, al, au = self._box()
-        period = 2.0 * (hi - lo + al + au)
-        start = lo - 2.0 * al - (hi - lo) / 2.0
-        far = (x < start) | (x > hi + 2.0 * au + (hi - lo) / 2.0)
-        y = tf.where(far, x - period * tf.math.floor((x - start) / period), x)
-        y = tf.where(y > hi + au, y - 2.0 * (y - hi - au), y)
-        y = tf.where(y < lo - al, y + 2.0 * (lo - al - y), y)
-        y = tf.where(y < lo + al, lo + tf.square(y - (lo - al)) / (4.0 * al),
-                     tf.where(y > hi - au, hi - tf.square(y - (hi + au)) / (4.0 * au), y))
-        return tf.clip_by_value(y, lo, hi)  # (rounding)
+        """``x`` mapped into the box ``bounds`` (pycma's ``BoundTransform``, see
+        :func:`~tfevo.strategies.cma_bounds.reflect`); ``x`` itself without bounds."""
+        return x if self.bounds is None else reflect(x, box_constants(self.bounds, self.dtype))
 
     def _unreflect(self, x):
-        """The point of ``[lo - a_lo, hi + a_hi]`` that :meth:`_reflect` maps to ``x`` (clipped into the box)."""
-        lo, hi, al, au = self._box()
-        x = tf.clip_by_value(x, lo, hi)
-        x = tf.where(x < lo + al, lo - al + 2.0 * tf.sqrt(al * (x - lo)), x)
-        return tf.where(x > hi - au, hi + au - 2.0 * tf.sqrt(au * (hi - x)), x)
+        """The point that :meth:`_reflect` maps to ``x`` (see :func:`~tfevo.strategies.cma_bounds.unreflect`)."""
+        return unreflect(x, box_constants(self.bounds, self.dtype))
 
     def repair(self, x):
         """The point of the box ``bounds`` that a point ``x`` (``[D]`` or ``[P, D]``) of the

@@ -1,0 +1,63 @@
+"""Box constraints of the CMA family: pycma's default ``BoundTransform``.
+
+Samples are drawn on the whole space and mapped into the box for evaluation
+(:func:`reflect`); the update learns from the unmapped samples, so the search
+distribution is not distorted by points piling up on a bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfevo.core import ConfigError
+
+__all__ = ["check_bounds", "box_constants", "reflect", "unreflect"]
+
+
+def check_bounds(bounds, num_dims: int):
+    """``(lo, hi)`` float64 arrays ``[num_dims]`` of ``bounds=(lower, upper)`` (scalars or per
+    coordinate), or ``None``."""
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    lo = np.broadcast_to(np.asarray(lo, np.float64), [num_dims]).copy()
+    hi = np.broadcast_to(np.asarray(hi, np.float64), [num_dims]).copy()
+    if np.any(lo >= hi):
+        raise ConfigError("bounds must satisfy lower < upper in every coordinate")
+    return lo, hi
+
+
+def box_constants(bounds, dtype):
+    """``(lo, hi, a_lo, a_hi)`` constants: the bounds and the widths of pycma's quadratic margins,
+    ``min((hi - lo) / 2, max(1, |bound|) / 20)``."""
+    lo, hi = bounds
+    a_lo = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(lo)) / 20.0)
+    a_hi = np.minimum((hi - lo) / 2.0, np.maximum(1.0, np.abs(hi)) / 20.0)
+    return tuple(tf.constant(v, dtype) for v in (lo, hi, a_lo, a_hi))
+
+
+def reflect(x, box):
+    """``x`` mapped into the box by pycma's ``BoundTransform``
+    (``BoxConstraintsLinQuadTransformation``): the identity on ``[lo + a_lo, hi - a_hi]``,
+    quadratic on the margins (``lo + (x - lo + a_lo)^2 / (4 a_lo)``, smooth at the bound),
+    mirrored beyond ``lo - a_lo`` and ``hi + a_hi`` and periodic with period
+    ``2 (hi - lo + a_lo + a_hi)``."""
+    lo, hi, al, au = box
+    period = 2.0 * (hi - lo + al + au)
+    start = lo - 2.0 * al - (hi - lo) / 2.0
+    far = (x < start) | (x > hi + 2.0 * au + (hi - lo) / 2.0)
+    y = tf.where(far, x - period * tf.math.floor((x - start) / period), x)
+    y = tf.where(y > hi + au, y - 2.0 * (y - hi - au), y)
+    y = tf.where(y < lo - al, y + 2.0 * (lo - al - y), y)
+    y = tf.where(y < lo + al, lo + tf.square(y - (lo - al)) / (4.0 * al),
+                 tf.where(y > hi - au, hi - tf.square(y - (hi + au)) / (4.0 * au), y))
+    return tf.clip_by_value(y, lo, hi)  # (rounding)
+
+
+def unreflect(x, box):
+    """The point of ``[lo - a_lo, hi + a_hi]`` that :func:`reflect` maps to ``x`` (clipped into the box)."""
+    lo, hi, al, au = box
+    x = tf.clip_by_value(x, lo, hi)
+    x = tf.where(x < lo + al, lo - al + 2.0 * tf.sqrt(al * (x - lo)), x)
+    return tf.where(x > hi - au, hi + au - 2.0 * tf.sqrt(au * (hi - x)), x)
