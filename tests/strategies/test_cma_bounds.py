@@ -98,3 +98,28 @@ def test_restored_between_ask_and_tell_redraws_the_same_samples(tmp_path):
     b.tell(tf.constant(x.numpy()), f)
     for v, w in ((a.mean, b.mean), (a.sigma, b.sigma), (a.C, b.C)):
         np.testing.assert_array_equal(v.numpy(), w.numpy())
+
+
+def test_one_sided_bounds_none_or_inf_as_pycma():
+    # pycma takes None (a side or an entry) for no bound; it was read as NaN and every sample was NaN.
+    ref = cma_transformations.BoxConstraintsLinQuadTransformation([[None, 1.0], [0.0, None]])
+    x = np.random.default_rng(1).standard_normal([500, 2]) * 30.0
+    want = np.array([ref(row) for row in x])
+    for bounds in (([None, 0.0], [1.0, None]), ([-np.inf, 0.0], [1.0, np.inf])):
+        es = CMAES(2, sigma=1.0, seed=0, bounds=bounds)
+        np.testing.assert_array_equal(es.repair(x).numpy(), want)
+        for _ in range(3):
+            y = es.ask().numpy()
+            assert np.all(np.isfinite(y)) and np.all(y[:, 0] <= 1.0) and np.all(y[:, 1] >= 0.0)
+            es.tell(y, -np.sum(y ** 2, 1))
+        assert np.all(np.isfinite(es.mean.numpy()))
+    r = fmin(lambda v: float(np.sum((v - 2.0) ** 2)), np.zeros(2), 1.0, bounds=(None, 1.0), max_evals=3000,
+             ftarget=2.0 + 1e-9)
+    assert r.f <= 2.0 + 1e-9 and np.all(r.x <= 1.0)
+
+
+@pytest.mark.parametrize("bounds", [(np.nan, 1.0), ([0.0, 0.0, 0.0], 1.0), (0.0, [[1.0, 1.0]]), (0.0,)])
+def test_bad_bounds_are_config_errors(bounds):
+    from tfevo.core import ConfigError
+    with pytest.raises(ConfigError, match="bound"):
+        CMAES(2, bounds=bounds)

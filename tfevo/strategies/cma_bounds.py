@@ -17,15 +17,37 @@ __all__ = ["check_bounds", "box_constants", "reflect", "unreflect"]
 
 def check_bounds(bounds, num_dims: int):
     """``(lo, hi)`` float64 arrays ``[num_dims]`` of ``bounds=(lower, upper)`` (scalars or per
-    coordinate), or ``None``."""
+    coordinate; ``None`` or an infinite value for no bound on that side, as pycma), or ``None``."""
     if bounds is None:
         return None
-    lo, hi = bounds
-    lo = np.broadcast_to(np.asarray(lo, np.float64), [num_dims]).copy()
-    hi = np.broadcast_to(np.asarray(hi, np.float64), [num_dims]).copy()
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise ConfigError(f"bounds must be a pair (lower, upper), got {bounds!r}"[:300]) from None
+    lo, hi = _side(lo, -np.inf, "lower", num_dims), _side(hi, np.inf, "upper", num_dims)
     if np.any(lo >= hi):
         raise ConfigError("bounds must satisfy lower < upper in every coordinate")
     return lo, hi
+
+
+def _side(v, unbounded, what, num_dims):
+    """One side of ``bounds`` as float64 ``[num_dims]``; ``None`` (the side or an entry) is
+    ``unbounded`` (+-inf), as in pycma."""
+    if v is None:
+        v = unbounded
+    elif np.ndim(v) == 1:
+        v = [unbounded if e is None else e for e in v]
+    try:
+        a = np.asarray(v, np.float64)
+        a = np.broadcast_to(a, [num_dims]).copy() if a.ndim <= 1 else None
+    except (TypeError, ValueError):
+        a = None
+    if a is None:
+        raise ConfigError(f"bounds: the {what} bound must be a number or {num_dims} numbers (None or "
+                          f"{unbounded} for no bound), got {v!r}"[:300])
+    if np.any(np.isnan(a)):
+        raise ConfigError(f"bounds: the {what} bound must not be NaN (None or {unbounded} for no bound), got {v!r}"[:300])
+    return a
 
 
 def box_constants(bounds, dtype):

@@ -61,7 +61,8 @@ class CMAES(CMABase):
       sigma: initial step size ``sigma_0`` (> 0).
       init_params: initial mean (scalar or ``[n]``); default zeros.
       seed: seed of the :class:`~tfevo.core.SeedStream` (same seed, same run).
-      bounds: optional ``(lower, upper)`` (scalars or ``[n]``): pycma's default
+      bounds: optional ``(lower, upper)`` (scalars or ``[n]``; ``None`` or an infinite
+        value, a side or an entry, for no bound there, as pycma): pycma's default
         ``BoundTransform``.  ``ask`` maps every sample into the box (:meth:`repair`:
         identity inside apart from thin quadratic margins at the bounds, mirrored
         beyond), ``tell`` learns from the untransformed samples behind the asked rows;
