@@ -123,3 +123,21 @@ def test_bad_bounds_are_config_errors(bounds):
     from tfevo.core import ConfigError
     with pytest.raises(ConfigError, match="bound"):
         CMAES(2, bounds=bounds)
+
+
+@pytest.mark.parametrize("cls", [CMAES, SepCMAES])
+def test_reordered_rows_are_learned_as_their_samples(cls):
+    # The asked rows told in another order (pycma's tell finds each one's sample): same update as in
+    # the asked order, bit for bit. They were learned from their preimage with a limited step instead,
+    # which took 2.4x the generations on the optimum-beyond-the-bound sphere.
+    a = cls(6, sigma=2.5, seed=7, bounds=(LO, HI))
+    b = cls(6, sigma=2.5, seed=7, bounds=(LO, HI))
+    perm = np.random.default_rng(0).permutation(a.popsize)
+    for _ in range(15):
+        x = a.ask().numpy()
+        np.testing.assert_array_equal(b.ask().numpy(), x)
+        f = -_beyond_bound(x)
+        a.tell(x, f)
+        b.tell(x[perm], f[perm])
+    for v, w in ((a.mean, b.mean), (a.sigma, b.sigma)):
+        np.testing.assert_array_equal(v.numpy(), w.numpy())

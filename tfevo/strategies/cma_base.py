@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo.core import Algorithm, ConfigError, FastCall, ShapeError, check_fitness, check_population, sanitize_fitness
 from tfevo.strategies import cma_updates as eq
-from tfevo.strategies.cma_bounds import box_constants, check_bounds, reflect, unreflect
+from tfevo.strategies.cma_bounds import box_constants, check_bounds, match_asked, reflect, unreflect
 from tfevo.strategies.cma_stop import (NUM_COUNTERS, STOP_REASONS, stagnation_samples, stagnation_window,
                                        update_stop_flags)
 from tfevo.strategies.shaping import _normal as _box_muller
@@ -309,8 +309,8 @@ class CMABase(Algorithm):
 
     def _search_points(self, x, fitness):
         """With ``bounds``: records the best of the evaluated rows ``x`` and returns the points of
-        the search space the update learns from.  A row equal to its row of the last ``ask``
-        (the image of a sample, redrawn from the same seed) is replaced by that sample, so the
+        the search space the update learns from.  A row equal to a row of the last ``ask`` (in any
+        position; the image of a sample, redrawn from the same seed) is replaced by that sample, so the
         update sees the Gaussian sample (pycma's ``BoundTransform``: evaluated in the box,
         learned untransformed).  Any other row (repaired or made by the caller) is learned from
         its preimage in ``[lo - a_lo, hi + a_hi]`` (as pycma's ``tell`` for solutions it did not
@@ -324,7 +324,8 @@ class CMABase(Algorithm):
         n, dt = self.num_dims, self.dtype
         self._update_best(x, sanitize_fitness(fitness))
         g, _ = self._sample(self._last_ask_seed())
-        asked = tf.reduce_all(tf.equal(self._reflect(g), x), axis=1)
+        source, asked = match_asked(x, self._reflect(g))
+        g = tf.gather(g, source)
         m, sigma = self._mean[None, :], self.sigma
         x = self._unreflect(x)
         norms = tf.norm(self._model.whiten((x - m) / sigma), axis=1)

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 
-__all__ = ["check_bounds", "box_constants", "reflect", "unreflect"]
+__all__ = ["check_bounds", "box_constants", "reflect", "unreflect", "match_asked"]
 
 
 def check_bounds(bounds, num_dims: int):
@@ -83,3 +83,18 @@ def unreflect(x, box):
     x = tf.clip_by_value(x, lo, hi)
     x = tf.where(x < lo + al, lo - al + 2.0 * tf.sqrt(al * (x - lo)), x)
     return tf.where(x > hi - au, hi + au - 2.0 * tf.sqrt(au * (hi - x)), x)
+
+
+def match_asked(x, asked):
+    """``(source [P], found [P])``: for every told row ``x[i]``, the row of ``asked`` it equals
+    (entry by entry) and whether there is one.  A row in its own position is matched there; a
+    moved row (the caller re-ordered the population, as pycma's ``tell`` allows) is matched
+    with the first asked row that agrees with it on three coordinates, then checked whole."""
+    n = x.shape[-1]
+    same_place = tf.reduce_all(tf.equal(asked, x), axis=1)
+    cols = sorted({0, n // 2, n - 1})
+    agree = tf.reduce_all(tf.stack([tf.equal(x[:, c][:, None], asked[:, c][None, :]) for c in cols]), axis=0)
+    first = tf.argmax(tf.cast(agree, tf.int32), axis=1, output_type=tf.int32)
+    moved = tf.reduce_any(agree, axis=1) & tf.reduce_all(tf.equal(tf.gather(asked, first), x), axis=1)
+    own = tf.range(tf.shape(x)[0], dtype=tf.int32)
+    return tf.where(same_place, own, first), same_place | moved
