@@ -753,3 +753,13 @@ def test_initial_hidden_nodes_are_each_genomes_own_as_in_neat_python(tmp_path, h
     algo.tell(algo.ask(), np.random.default_rng(0).normal(size=40))
     assert algo.num_species == len(p.species.species) == 40
     assert int(algo.next_node_key.numpy()) > hid.max()
+
+
+def test_slots_too_small_for_a_neat_python_file_say_how_to_set_them(tmp_path):
+    # max_nodes / max_conns are tfevo's, absent from neat-python files: the error says where they go.
+    with pytest.raises(ConfigError, match=r"max_nodes=32 is smaller .*from_neat_python\(path, max_nodes=\.\.\.\)"):
+        NEATConfig.from_neat_python(_write(tmp_path, num_hidden=40))
+    with pytest.raises(ConfigError, match=r"max_conns=64 cannot hold .*from_neat_python\(path, max_conns=\.\.\.\)"):
+        NEATConfig.from_neat_python(_write(tmp_path, num_hidden=25, initial_connection="full"))
+    cfg = NEATConfig.from_neat_python(_write(tmp_path, num_hidden=25, initial_connection="full"), max_conns=128)
+    assert cfg.max_conns == 128

@@ -543,6 +543,10 @@ class NEATConfig:
             if field == "connection_fraction" and "connection_fraction" in vals and field not in overrides:
                 field, msg = "initial_connection", f"initial_connection = {raw['initial_connection']}: {msg}"
             sec = where.get(field) if field not in overrides else None
+            slots = field.split("=")[0]
+            if slots in ("max_nodes", "max_conns") and slots not in vals:  # tfevo's slots, not a neat-python key
+                msg += (f"; neat-python has no such limit: give tfevo's {slots} (slots per genome) as "
+                        f"from_neat_python(path, {slots}=...) or a '{slots} = ...' line in the file")
             raise ConfigError(f"{path}: [{sec}] {msg}" if sec else f"{path}: {msg}") from None
 
 
