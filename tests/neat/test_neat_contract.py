@@ -308,3 +308,22 @@ def test_reference_and_kernel_forward_pick_the_same_actions_on_acrobot():
         steps += P
         state, obs = env.step(state, tf.constant(a, tf.int32))[:2]
     assert len(differ) <= 0.005 * steps, f"{len(differ)} of {steps} steps differ: {differ[:10]}"
+
+
+def test_a_run_stops_before_its_node_keys_or_markers_pass_float32s_exact_integers():
+    cfg = NEATConfig(num_inputs=2, num_outputs=1, pop_size=8, max_nodes=12, max_conns=16, node_add_prob=1.0)
+    prob = XOR()
+    for var, start in (("next_node_key", 2**24 - 8), ("next_marker", 2**24 - 3 * 8)):
+        neat = NEAT(cfg, seed=0)
+        pop = neat.ask()
+        neat.tell(pop, prob.evaluate(pop, cfg))  # far from the limit: runs
+        getattr(neat, var).assign(start - 1)
+        pop = neat.ask()
+        neat.tell(pop, prob.evaluate(pop, cfg))  # one generation's worth of room left: still runs
+        getattr(neat, var).assign(start)
+        pop = neat.ask()
+        before = [v.numpy().copy() for v in (neat.generation, neat.nodes, neat.conns, neat.best_fitness)]
+        with pytest.raises(ConfigError, match=r"2\*\*24"):
+            neat.tell(pop, prob.evaluate(pop, cfg))
+        for u, v in zip(before, (neat.generation, neat.nodes, neat.conns, neat.best_fitness)):
+            np.testing.assert_array_equal(u, v.numpy())  # nothing written

@@ -32,6 +32,12 @@ __all__ = ["State", "SeedVars", "tell", "breed", "next_seed"]
 _INF = float("inf")
 
 
+KEY_LIMIT = 2**24  # node keys and innovation markers are exact float32 integers below this
+KEY_ROOM_MESSAGE = ("the next NEAT generation could number a node or connection past 2**24, the integers a float32 "
+                    "genome tensor holds exactly, so two genes would share a number; the run stops here. Restart "
+                    "from its best genomes with a smaller population or fewer structural mutations.")
+
+
 class State(NamedTuple):
     """The ``tf.Variable``\\ s of a NEAT run that a generation reads and writes
     (see :class:`tfevo.neat.NEAT` for their meaning)."""
@@ -107,6 +113,19 @@ def tell(cfg: NEATConfig, jit: bool, s: State, seeds: SeedVars, nodes, conns, fi
     """One generation: speciate the told population ``nodes``/``conns`` with
     ``fitness [P]``, remove stagnant species, allot offspring and breed the
     next population into ``s``."""
+    P = cfg.pop_size
+    # Keys and markers live in float32 genome tensors, exact below 2**24; one generation adds at
+    # most P node keys and 3P markers (a split: a key and two markers; a new connection: one).
+    # Every op of the generation waits for the check, so a refused generation writes nothing.
+    nk, nm = s.next_node_key.read_value(), s.next_marker.read_value()
+    room = tf.debugging.Assert((nk + P < KEY_LIMIT) & (nm + 3 * P < KEY_LIMIT),
+                               [KEY_ROOM_MESSAGE, "node keys used:", nk, "markers used:", nm, "pop_size:", P])
+    with tf.control_dependencies([room]):
+        return _generation(cfg, jit, s, seeds, nodes, conns, fitness)
+
+
+def _generation(cfg: NEATConfig, jit: bool, s: State, seeds: SeedVars, nodes, conns, fitness):
+    """The body of :func:`tell`."""
     P = cfg.pop_size
     gen = s.generation.read_value()
     f = sanitize_fitness(fitness, cfg.fitness_tf_dtype)

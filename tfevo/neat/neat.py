@@ -150,7 +150,13 @@ class NEAT(tf.Module):
             return
         if self._tell_call is None:
             self._tell_call = _bound_tell(self._tell_fn, state, seeds, cfg)
-        self._tell_call(nodes, conns, tf.cast(fitness, cfg.fitness_tf_dtype))
+        try:
+            self._tell_call(nodes, conns, tf.cast(fitness, cfg.fitness_tf_dtype))
+        except tf.errors.InvalidArgumentError as e:
+            if generation.KEY_ROOM_MESSAGE not in e.message:
+                raise
+            raise ConfigError(f"{generation.KEY_ROOM_MESSAGE} (node keys used: {int(self.next_node_key.numpy())}, "
+                              f"markers used: {int(self.next_marker.numpy())}, pop_size={cfg.pop_size})") from None
 
     # ------------------------------------------------------------------
     def run(self, evaluate: Callable, generations: int, fitness_threshold: float | None = None,
