@@ -21,12 +21,13 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the repo's tfevo
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_qd_cmame import alternate  # noqa: E402  (the same alternating timing loop as CMA-ME's)
 
 DIM, E, B = 100, 15, 36
 GRID = (100, 100)
@@ -106,15 +107,7 @@ def make_ribs(seed, lr, tmin):
 
 def run(seed, iters, chunk, lr, tmin):
     loops = {"tfevo": make_tfevo(seed, lr, tmin), "pyribs": make_ribs(seed, lr, tmin)}
-    wall = {k: [] for k in loops}
-    cpu = {k: [] for k in loops}
-    for start in range(0, iters, chunk):
-        for name, (iteration, _) in loops.items():
-            for _ in range(min(chunk, iters - start)):
-                t, c = time.perf_counter(), time.process_time()
-                iteration()
-                wall[name].append(time.perf_counter() - t)
-                cpu[name].append(time.process_time() - c)
+    wall, cpu = alternate(loops, iters, chunk)
     out = {"seed": seed, "iterations": iters, "evaluations": iters * E * B}
     for name, (_, final) in loops.items():
         out[name] = dict(final(), wall_ms=1e3 * statistics.mean(wall[name][2:]),

@@ -116,9 +116,10 @@ def make_ribs(task, e, b, sigma, seed):
     return iteration, final
 
 
-def run(task, seed, e, b, sigma, budget, chunk, decomposition, jit_compile=False):
-    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed, decomposition, jit_compile), "pyribs": make_ribs(task, e, b, sigma, seed)}
-    iters = budget // (e * b)
+def alternate(loops, iters, chunk):
+    """Runs each ``loops[name] = (iteration, final)`` for ``iters`` iterations, ``chunk`` at a time in
+    turn, so both libraries see the same machine load; returns per-iteration ``(wall, cpu)`` seconds
+    by name."""
     wall = {k: [] for k in loops}
     cpu = {k: [] for k in loops}
     for start in range(0, iters, chunk):
@@ -128,6 +129,13 @@ def run(task, seed, e, b, sigma, budget, chunk, decomposition, jit_compile=False
                 iteration()
                 wall[name].append(time.perf_counter() - t)
                 cpu[name].append(time.process_time() - c)
+    return wall, cpu
+
+
+def run(task, seed, e, b, sigma, budget, chunk, decomposition, jit_compile=False):
+    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed, decomposition, jit_compile), "pyribs": make_ribs(task, e, b, sigma, seed)}
+    iters = budget // (e * b)
+    wall, cpu = alternate(loops, iters, chunk)
     out = {"task": task, "seed": seed, "evaluations": iters * e * b}
     for name, (_, final) in loops.items():
         # Mean, not median: both libraries recompute the eigensystems only every few iterations.
