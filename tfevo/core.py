@@ -129,11 +129,20 @@ class SeedStream(tf.Module):
         self.counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="counter")
 
     def next(self) -> tf.Tensor:
-        c = self.counter.assign_add(1)
-        # Mix seed and counter into two int32 words (stateless ops take [2]).
-        hi = tf.cast(self.seed, tf.int32)
-        lo = tf.cast(tf.math.floormod(c, 2**31 - 1), tf.int32)
-        return tf.stack([hi, lo])
+        return self._key(self.counter.assign_add(1))
+
+    def last(self) -> tf.Tensor:
+        """The seed the last ``next()`` returned (nothing drawn since), without advancing."""
+        return self._key(self.counter.read_value())
+
+    def _key(self, c) -> tf.Tensor:
+        return SeedStream.mix(self.seed, c)
+
+    @staticmethod
+    def mix(seed, counter) -> tf.Tensor:
+        """The key of ``counter`` in the stream of ``seed``: the two mixed into two int32 words
+        (stateless ops take ``[2]``)."""
+        return tf.stack([tf.cast(seed, tf.int32), tf.cast(tf.math.floormod(counter, 2**31 - 1), tf.int32)])
 
     def split(self, n: int) -> tf.Tensor:
         """Returns ``n`` independent seeds ``int32 [n, 2]`` from one draw."""

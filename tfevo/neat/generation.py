@@ -75,9 +75,9 @@ class SeedVars(NamedTuple):
 
 
 def next_seed(seeds: SeedVars) -> tf.Tensor:
-    """The next seed of the stream held by ``seeds``: :meth:`SeedStream.next`
-    on the passed-in variables."""
-    return SeedStream.next(seeds)
+    """The next seed of the stream held by ``seeds``: what :meth:`SeedStream.next`
+    returns, on the passed-in variables."""
+    return SeedStream.mix(seeds.seed, seeds.counter.assign_add(1))
 
 
 def speciate(cfg: NEATConfig, s: State, nodes, conns):

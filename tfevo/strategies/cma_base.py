@@ -301,12 +301,6 @@ class CMABase(Algorithm):
         z = self._normal(seed=seed)
         return self._mean[None, :] + self.sigma * self._model.sample(z), z
 
-    def _last_ask_seed(self):
-        """The seed the last ``ask`` drew its population with (``SeedStream.next``'s mixing of
-        the current counter; nothing drawn since)."""
-        s = self.seeds
-        return tf.stack([tf.cast(s.seed, tf.int32), tf.cast(tf.math.floormod(s.counter, 2**31 - 1), tf.int32)])
-
     def _search_points(self, x, fitness):
         """With ``bounds``: records the best of the evaluated rows ``x`` and returns the points of
         the search space the update learns from.  A row equal to a row of the last ``ask`` (in any
@@ -323,7 +317,7 @@ class CMABase(Algorithm):
     def _search_points_body(self, x, fitness):
         n, dt = self.num_dims, self.dtype
         self._update_best(x, sanitize_fitness(fitness))
-        g, _ = self._sample(self._last_ask_seed())
+        g, _ = self._sample(self.seeds.last())  # the last ask's draw, redrawn
         source, asked = match_asked(x, self._reflect(g))
         g = tf.gather(g, source)
         m, sigma = self._mean[None, :], self.sigma

@@ -60,11 +60,8 @@ class RestartSeedStream(SeedStream):
     Stateless random ops hash their key, so the two streams are independent.
     """
 
-    def next(self) -> tf.Tensor:
-        c = self.counter.assign_add(1)
-        hi = tf.bitwise.invert(tf.cast(self.seed, tf.int32))  # -1 - seed: negative
-        lo = tf.cast(tf.math.floormod(c, 2**31 - 1), tf.int32)
-        return tf.stack([hi, lo])
+    def _key(self, c) -> tf.Tensor:
+        return SeedStream.mix(tf.bitwise.invert(tf.cast(self.seed, tf.int32)), c)  # -1 - seed: negative
 
 
 class _Restarts(Algorithm):
