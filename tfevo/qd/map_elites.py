@@ -167,10 +167,8 @@ class MAPElites(tf.Module):
         if self.tell_needs_last_ask:
             self.asked.assign(False)
         archive = self.archive
-        archive._trace.xla = xla  # the C++ insertion kernel cannot be compiled by XLA
-        extra_archive = self._result_archive
-        if extra_archive is not None:
-            extra_archive._trace.xla = xla
+        for a in self._archives:
+            a._trace.xla = xla  # the C++ insertion kernel cannot be compiled by XLA
         try:
             feedback = [e for e in self.emitters if type(e).tell is not Emitter.tell]
             if feedback:
@@ -178,13 +176,10 @@ class MAPElites(tf.Module):
             if any(getattr(e, "wants_incumbent", False) for e in feedback):
                 # What each candidate's cell held before this batch (improvement-ranked emitters need it).
                 incumbent = archive.incumbents(descriptors)
-            result = archive._add(solutions, fitness, descriptors)
-            if extra_archive is not None:
-                extra_archive._add(solutions, fitness, descriptors)
+            result, *_ = [a._add(solutions, fitness, descriptors) for a in self._archives]
         finally:
-            archive._trace.xla = False
-            if extra_archive is not None:
-                extra_archive._trace.xla = False
+            for a in self._archives:
+                a._trace.xla = False
         if feedback:
             def tell_all():
                 start = 0
@@ -217,8 +212,7 @@ class MAPElites(tf.Module):
     @property
     def _jit_tell(self) -> bool:
         if self.jit_compile is None:
-            return all(bool(getattr(a, "xla_insert", False)) for a in (self.archive, self._result_archive)
-                       if a is not None)
+            return all(bool(getattr(a, "xla_insert", False)) for a in self._archives)
         return bool(self.jit_compile)
 
     @property
@@ -260,9 +254,7 @@ class MAPElites(tf.Module):
             self.asked.assign(False)
         if any(getattr(e, "wants_incumbent", False) for e in self.emitters):
             incumbent = self.archive.incumbents(descriptors)
-        result = self.archive.add(solutions, fitness, descriptors)
-        if self._result_archive is not None:
-            self._result_archive.add(solutions, fitness, descriptors)
+        result, *_ = [a.add(solutions, fitness, descriptors) for a in self._archives]
         if not was_empty:
             start = 0
             for e in self.emitters:
@@ -327,6 +319,12 @@ class MAPElites(tf.Module):
         for _ in range(iterations):
             result = fn()
         return result
+
+    @property
+    def _archives(self) -> tuple[Archive, ...]:
+        """The archives every batch goes into: ``archive``, then ``result_archive`` if given
+        (a property, so the checkpoint keeps its dependencies as they are)."""
+        return (self.archive,) if self._result_archive is None else (self.archive, self._result_archive)
 
     @property
     def result_archive(self) -> Archive:
