@@ -225,31 +225,14 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         if self.soft:
             return self._add_reference_soft(solutions, fitness, descriptors)
         n = self.num_cells
-        b = tf.shape(fitness)[0]
-        fitness = sanitize_fitness(fitness)
-        finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
-        alive = tf.math.is_finite(fitness) & finite_desc
-        cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
-        masked = tf.where(alive, fitness, -np.inf)
+        cell, alive, masked = self._candidates(fitness, descriptors)
         # (ii) best candidate per cell within the batch
-        seg = tf.where(alive, cell, n)  # dead candidates go to the trash segment
-        batch_best = tf.math.unsorted_segment_max(masked, seg, n + 1)
-        is_best = alive & tf.equal(masked, tf.gather(batch_best, seg))
-        order = tf.range(b)
-        first = tf.math.unsorted_segment_min(tf.where(is_best, order, b), seg, n + 1)
-        winner = is_best & tf.equal(order, tf.gather(first, seg))
+        winner, _ = self._batch_winners(masked, alive, cell)
         # (iii) against the incumbent
         inc_fit = tf.gather(self.fitness, cell)
         inc_occ = tf.gather(self.occupied, cell)
         better = winner & (tf.logical_not(inc_occ) | (masked > inc_fit))
-        target = tf.where(better, cell, n)[:, None]
-        self.solutions.scatter_nd_update(target, solutions)
-        self.fitness.scatter_nd_update(target, masked)
-        self.descriptors.scatter_nd_update(target, descriptors)
-        self.occupied.scatter_nd_update(target, tf.ones([b], tf.bool))
-        # keep the trash row empty
-        self.fitness.scatter_nd_update([[n]], [-np.inf])
-        self.occupied.scatter_nd_update([[n]], [False])
+        self._write(tf.where(better, cell, n)[:, None], solutions, masked, descriptors)
         # status/value for every candidate (also the non-winners, against the pre-batch incumbent)
         new = alive & tf.logical_not(inc_occ)
         improve = alive & inc_occ & (masked > inc_fit)
@@ -257,25 +240,46 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         value = tf.where(status == 2, masked - self.qd_offset, tf.where(status == 1, masked - inc_fit, 0.0))
         return AddResult(status=tf.cast(status, tf.int32), value=value, cell=cell)
 
-    def _add_reference_soft(self, solutions, fitness, descriptors):
-        """CMA-MAE's insertion against the cell thresholds (see the class docstring); same rule as the kernel."""
-        n = self.num_cells
-        b = int(fitness.shape[0]) if fitness.shape[0] is not None else None
-        nb = tf.shape(fitness)[0]
+    def _candidates(self, fitness, descriptors):
+        """``(cell, alive, masked)`` of a batch: each candidate's cell (a non-finite descriptor reads
+        cell 0), whether its fitness and descriptor are finite, and its fitness (``-inf`` if not)."""
         fitness = sanitize_fitness(fitness)
         finite_desc = tf.reduce_all(tf.math.is_finite(descriptors), axis=1)
         alive = tf.math.is_finite(fitness) & finite_desc
         cell = self.index_of(tf.where(finite_desc[:, None], descriptors, 0.0))
-        masked = tf.where(alive, fitness, -np.inf)
+        return cell, alive, tf.where(alive, fitness, -np.inf)
+
+    def _batch_winners(self, masked, can, cell):
+        """``(winner [B], seg [B])``: the first best candidate of each cell among those with ``can``;
+        ``seg`` is the candidate's cell, or the trash segment ``n`` without ``can``."""
+        n, b = self.num_cells, tf.shape(masked)[0]
+        seg = tf.where(can, cell, n)
+        batch_best = tf.math.unsorted_segment_max(masked, seg, n + 1)
+        is_best = can & tf.equal(masked, tf.gather(batch_best, seg))
+        order = tf.range(b)
+        first = tf.math.unsorted_segment_min(tf.where(is_best, order, b), seg, n + 1)
+        return is_best & tf.equal(order, tf.gather(first, seg)), seg
+
+    def _write(self, target, solutions, fitness, descriptors):
+        """Writes each candidate into its ``target`` row ``[B, 1]`` (the trash row ``n`` for the
+        others), then empties the trash row."""
+        n = self.num_cells
+        self.solutions.scatter_nd_update(target, solutions)
+        self.fitness.scatter_nd_update(target, fitness)
+        self.descriptors.scatter_nd_update(target, descriptors)
+        self.occupied.scatter_nd_update(target, tf.ones([tf.shape(fitness)[0]], tf.bool))
+        self.fitness.scatter_nd_update([[n]], [-np.inf])
+        self.occupied.scatter_nd_update([[n]], [False])
+
+    def _add_reference_soft(self, solutions, fitness, descriptors):
+        """CMA-MAE's insertion against the cell thresholds (see the class docstring); same rule as the kernel."""
+        n = self.num_cells
+        b = int(fitness.shape[0]) if fitness.shape[0] is not None else None
+        cell, alive, masked = self._candidates(fitness, descriptors)
         thr = tf.gather(self.threshold, cell)  # threshold_min in an empty cell
         occ = tf.gather(self.occupied, cell)
         can = alive & (masked > thr)
-        seg = tf.where(can, cell, n)  # candidates that beat no threshold go to the trash segment
-        batch_best = tf.math.unsorted_segment_max(masked, seg, n + 1)
-        is_best = can & tf.equal(masked, tf.gather(batch_best, seg))
-        order = tf.range(nb)
-        first = tf.math.unsorted_segment_min(tf.where(is_best, order, nb), seg, n + 1)
-        winner = is_best & tf.equal(order, tf.gather(first, seg))
+        winner, seg = self._batch_winners(masked, can, cell)  # (candidates that beat no threshold: trash)
         # pyribs' batch rule over the k candidates of each cell that beat its threshold
         count = tf.math.unsorted_segment_sum(tf.cast(can, tf.int32), seg, n + 1)
         total = tf.math.unsorted_segment_sum(tf.where(can, tf.cast(masked, tf.float64), 0.0), seg, n + 1)
@@ -285,15 +289,9 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         mean = tf.gather(total, cell) / tf.cast(tf.maximum(k, 1), tf.float64)
         new_thr = tf.cast(ratio * tf.cast(thr, tf.float64) + mean * (1.0 - ratio), tf.float32)
         target = tf.where(winner, cell, n)[:, None]
-        self.solutions.scatter_nd_update(target, solutions)
-        self.fitness.scatter_nd_update(target, masked)
-        self.descriptors.scatter_nd_update(target, descriptors)
-        self.occupied.scatter_nd_update(target, tf.ones([nb], tf.bool))
+        self._write(target, solutions, masked, descriptors)
         self.threshold.scatter_nd_update(target, new_thr)
-        # keep the trash row empty
-        self.fitness.scatter_nd_update([[n]], [-np.inf])
-        self.occupied.scatter_nd_update([[n]], [False])
-        self.threshold.scatter_nd_update([[n]], [np.float32(self.threshold_min)])
+        self.threshold.scatter_nd_update([[n]], [np.float32(self.threshold_min)])  # the trash row's
         status = tf.where(winner, tf.where(occ, 1, 2), 0)
         value = tf.where(winner, masked - thr, 0.0)
         return AddResult(status=tf.cast(status, tf.int32), value=value, cell=cell)
