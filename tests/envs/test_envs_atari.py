@@ -154,3 +154,15 @@ def test_frame_layout_matches_numpy_transpose():
     idx, obs2, *_ = env.recv()
     assert list(idx) == [3, 1] and obs2.shape == (2, 84, 84, 4)
     env.close()
+
+
+def test_fast_seed_mode_refuses_sticky_actions():
+    # fast mode never re-seeds the emulator, where the sticky-action stream
+    # lives: the same seeded reset would play a different episode each time
+    with pytest.raises(ConfigError, match=r"seed_mode='fast'.*repeat_action_probability"):
+        AtariEnv("ALE/Pong-v5", num_envs=1, preset="gymnasium", seed_mode="fast")
+    with pytest.raises(ConfigError, match="repeat_action_probability=0"):
+        AtariEnv("ALE/Pong-v5", num_envs=1, seed_mode="fast", repeat_action_probability=0.1)
+    env = AtariEnv("ALE/Pong-v5", num_envs=1, preset="gymnasium", seed_mode="exact")
+    actions = np.random.default_rng(0).integers(0, 6, 40)
+    np.testing.assert_array_equal(_play(env, 0, 7, actions)[0], _play(env, 0, 7, actions)[0])

@@ -48,7 +48,20 @@ reset play NOOP whatever action is sent (the DQN protocol's "up to 30 no-op
 actions"), with ``n`` drawn from the reset's seed.  So an episode is a pure
 function of (seed, actions), whatever ran in the slot before.  ``"exact"``
 (the default with sticky actions, whose random stream lives inside the
-emulator) re-seeds ale-py on every seeded reset and lets it do the no-ops.
+emulator) re-seeds ale-py on every seeded reset and lets it do the no-ops,
+which ale-py plays as up to ``noop_max`` single emulator frames before the
+first observation (Gymnasium's ``AtariPreprocessing`` plays 1..``noop_max``
+frames), not as agent steps: "fast" starts idle for up to ``noop_max *
+frameskip`` frames, "exact" for up to ``noop_max``.  ``"fast"`` with sticky
+actions is refused, as it could not replay an episode.
+
+Against Gymnasium (``gym.make(id, frameskip=1, ...)`` + ``AtariPreprocessing``
++ ``FrameStackObservation``, same settings, seed and actions) every step's
+frames, rewards and ``terminated``/``truncated`` are equal, with one
+difference: the stack of an episode's first frames is padded with zeros
+(``FrameStackObservation(..., padding_type="zero")``), where Gymnasium's
+default repeats the reset frame.  ``benchmarks/audit_atari_gymnasium.py``
+runs that comparison.
 
 Every preset value can be overridden by keyword (``noop_max=0``,
 ``max_num_frames_per_episode=...``, ``repeat_action_probability=...``, ...).
@@ -192,6 +205,12 @@ class AtariEnv(HostVectorEnv):
             raise ConfigError(f"seed_mode must be 'auto', 'fast' or 'exact', got {seed_mode!r}")
         if seed_mode == "auto":
             seed_mode = "exact" if float(cfg["repeat_action_probability"]) > 0 else "fast"
+        elif seed_mode == "fast" and float(cfg["repeat_action_probability"]) > 0:
+            # the sticky-action stream lives in the emulator, which "fast" never re-seeds
+            raise ConfigError(
+                f"seed_mode='fast' needs repeat_action_probability=0 (got {cfg['repeat_action_probability']}): "
+                "sticky actions draw from the emulator's random stream, which fast mode never re-seeds, so a "
+                "seeded reset would not replay the same episode; use seed_mode='exact' (or 'auto')")
         if int(cfg["noop_max"]) < 0:
             raise ConfigError(f"noop_max must be >= 0, got {cfg['noop_max']}")
         if int(cfg["frameskip"]) < 1:
