@@ -86,3 +86,36 @@ def test_errors_and_nan():
         make().tell(tf.zeros([32, 62]), np.zeros(32))
     with pytest.raises(ConfigError, match="truncation"):
         make(truncation=0)
+
+
+def test_chunked_host_evaluation_keeps_the_population_episode_seeds():
+    # decode_chunk is a memory knob: a pipelined evaluation of the population
+    # in chunks must run every member on the seeds the whole call would give
+    # it (also under common random numbers) and advance the call counter once
+    from tfevo import nn
+    from tfevo.envs import make
+    from tfevo.rollout import PipelinedEvaluator
+
+    spec = make("CartPole-v1", 1)
+    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
+    policy = nn.Policy(pm, spec.action_spec)
+    ga = SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+
+    def evaluator(chunk, common=False):
+        inner = PipelinedEvaluator("CartPole-v1", policy, num_envs=2, episodes=2, max_steps=60, seed=5,
+                                   common_seeds=common)
+        return inner, GenomeEvaluator(inner, ga.decode, chunk_size=chunk)
+
+    g = ga.ask()
+    for common in (False, True):
+        runs = []
+        for chunk in (None, 3):
+            inner, ev = evaluator(chunk, common)
+            runs.append([ev.evaluate(g).numpy() for _ in range(2)] + [int(inner.calls.numpy())])
+        np.testing.assert_array_equal(runs[0][0], runs[1][0])
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        assert runs[0][2] == runs[1][2] == 2
+    # common random numbers: one genome repeated scores the same in every chunk
+    inner, ev = evaluator(3, common=True)
+    same = ev.evaluate(tf.tile(g[2:3], [8, 1])).numpy()
+    assert np.all(same == same[0])

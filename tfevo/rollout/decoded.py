@@ -10,6 +10,9 @@ population of 1000 Nature-DQN networks never does).
 
 from __future__ import annotations
 
+import inspect
+
+import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
@@ -25,7 +28,12 @@ class GenomeEvaluator:
     Args:
       evaluator: object with ``evaluate(params [n, D])`` (or a callable).
       decode: ``genomes [n, ...] -> params [n, D]`` (e.g. ``SeedGA.decode``).
-      chunk_size: members decoded at once (default: all).
+      chunk_size: members decoded at once (default: all).  The result does
+        not depend on it: an evaluator with per-call episode seeds
+        (:class:`~tfevo.rollout.PipelinedEvaluator`) runs each member on the
+        seeds one whole-population call would give it, and its ``calls``
+        counter advances by one per population.  (Observation normalization
+        statistics still update after each chunk.)
 
     Attributes:
       last_frames: environment frames of the last call (summed over chunks).
@@ -39,22 +47,43 @@ class GenomeEvaluator:
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.last_frames = 0
 
-    def _inner(self, params):
+    def _inner(self, params, seeds=None):
         ev = self.evaluator
-        out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
+        if seeds is not None:
+            out = ev.evaluate(params, episode_seeds=seeds)
+        else:
+            out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
         from tfevo.training.trainer import frames_of
 
         return out, frames_of(ev, params.shape[0])
+
+    def _population_seeds(self, p: int):
+        """``(episode seeds [p, E], call counter)`` of an evaluator that draws them per call, else ``(None, None)``."""
+        ev = self.evaluator
+        calls = getattr(ev, "calls", None)
+        if not (callable(getattr(ev, "episode_seeds", None)) and isinstance(calls, tf.Variable)
+                and "episode_seeds" in inspect.signature(ev.evaluate).parameters):
+            return None, None
+        return np.asarray(ev.episode_seeds(p)), calls
 
     def evaluate(self, genomes):
         genomes = tf.convert_to_tensor(genomes)
         p = int(genomes.shape[0])
         step = self.chunk_size or p
+        # An evaluator that draws episode seeds per call (PipelinedEvaluator)
+        # gets the seeds of one call for the whole population, sliced per
+        # chunk, and counts one call: the chunk size changes no member's
+        # episodes (common random numbers stay common across chunks).
+        seeds, calls = self._population_seeds(p) if step < p else (None, None)
+        call0 = None if calls is None else int(calls.numpy())
         outs, frames = [], 0
         for start in range(0, p, step):
-            out, fr = self._inner(self.decode(genomes[start:start + step]))
+            out, fr = self._inner(self.decode(genomes[start:start + step]),
+                                  None if seeds is None else seeds[start:start + step])
             outs.append(out)
             frames += fr
+        if calls is not None:
+            calls.assign(call0 + 1)
         self.last_frames = frames
         if isinstance(outs[0], (tuple, list)):
             return tuple(tf.concat([o[i] for o in outs], axis=0) for i in range(len(outs[0])))
