@@ -166,3 +166,19 @@ def test_fast_seed_mode_refuses_sticky_actions():
     env = AtariEnv("ALE/Pong-v5", num_envs=1, preset="gymnasium", seed_mode="exact")
     actions = np.random.default_rng(0).integers(0, 6, 40)
     np.testing.assert_array_equal(_play(env, 0, 7, actions)[0], _play(env, 0, 7, actions)[0])
+
+
+def test_exact_seed_mode_replays_after_any_slot_history():
+    # a console reset keeps RAM that Frostbite reads, so fast mode can play a
+    # seed differently after some histories; exact mode reloads the ROM on a
+    # seeded reset and replays the seed whatever ran in the slot before
+    actions = np.random.default_rng(5).integers(0, 18, 80)
+    fresh = _play(AtariEnv("ALE/Frostbite-v5", num_envs=1, seed_mode="exact"), 0, 3, actions)
+    env = AtariEnv("ALE/Frostbite-v5", num_envs=1, seed_mode="exact")
+    _play(env, 0, 11, np.random.default_rng(7).integers(0, 18, 20))
+    env.reset([0], [12])
+    env.send(np.zeros(1, np.int32), np.array([0]))
+    env.recv()
+    again = _play(env, 0, 3, actions)
+    np.testing.assert_array_equal(fresh[0], again[0])
+    assert fresh[1] == again[1]

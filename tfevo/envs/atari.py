@@ -5,8 +5,8 @@
 frames are pre-processed -- frame skip, max-pool, resize, grayscale, frame
 stack, no-op starts -- in C++) and exposes tfevo's host-env contract:
 
-* ``reset(indices, seeds)`` resets only the given slots (each with its own
-  seed, so an episode is a pure function of its seed);
+* ``reset(indices, seeds)`` resets only the given slots, each with its own
+  seed (see "Seeding" for when an episode is a pure function of it);
 * ``send(actions, indices)`` returns at once while the emulators step on
   their threads; ``recv()`` waits and returns the results of exactly the
   slots that were sent;
@@ -42,13 +42,21 @@ Presets (``preset=``):
 Seeding (``seed_mode=``): ale-py can only re-seed an emulator by reloading
 its ROM, which makes a seeded reset ~20x slower than a plain one.  With
 ``"fast"`` (the default whenever sticky actions are off) emulators are never
-re-seeded: Atari emulation is deterministic, and the random no-op start is
+re-seeded (Atari emulation is deterministic), and the random no-op start is
 done here instead -- the first ``n ~ U{0..noop_max}`` agent steps after a
 reset play NOOP whatever action is sent (the DQN protocol's "up to 30 no-op
-actions"), with ``n`` drawn from the reset's seed.  So an episode is a pure
-function of (seed, actions), whatever ran in the slot before.  ``"exact"``
-(the default with sticky actions, whose random stream lives inside the
-emulator) re-seeds ale-py on every seeded reset and lets it do the no-ops,
+actions"), with ``n`` drawn from the reset's seed.  An episode is then a
+function of (seed, actions) only in games whose program re-initializes all
+of its state on a console reset: ALE's ``reset_game`` keeps the RAM, and
+some games read it.  Frostbite does: after 20 random-action steps, a reset
+and one more step, the same seed and actions play a different episode
+(``benchmarks/audit_atari_slot_history.py``), so in a pipelined evaluation a
+member's score can depend on what its slot ran before (the schedule, the
+number of slots, the chunking) -- a run with the same settings and seed still
+repeats exactly.  ``"exact"`` (the default with sticky actions, whose random
+stream lives inside the emulator) reloads the ROM and re-seeds ale-py on
+every seeded reset (tens to hundreds of milliseconds each; a power-on state,
+so the seed replays whatever ran in the slot before) and lets ale-py do the no-ops,
 which ale-py plays as up to ``noop_max`` single emulator frames before the
 first observation (Gymnasium's ``AtariPreprocessing`` plays 1..``noop_max``
 frames), not as agent steps: "fast" starts idle for up to ``noop_max *

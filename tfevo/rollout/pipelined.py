@@ -20,10 +20,12 @@ How it schedules (after Such et al., "Accelerating deep neuroevolution"):
 * a population larger than the slots streams through them;
 * ``K = 1`` is the plain serial "step all, then infer all" loop.
 
-Each job's episode is a pure function of the member's parameters and the
-job's seed (``episode_seeds``), so fitness does not depend on ``K``, on the
-number of slots or on which slot ran which job: the pipelined result equals
-a one-member-at-a-time reference loop exactly.
+Where the env makes each job's episode a pure function of the member's
+parameters and the job's seed (``episode_seeds``), fitness does not depend
+on ``K``, on the number of slots or on which slot ran which job: the
+pipelined result equals a one-member-at-a-time reference loop exactly.
+Atari's default fast seed mode does not in every game (see
+:mod:`tfevo.envs.atari`, "Seeding").
 
 The forward pass is one ``tf.function`` over ``(params [P, D], obs [n, 1, ...],
 indices [n])``; ``n`` (the number of active slots) varies, so it is padded to
