@@ -303,3 +303,23 @@ def test_grid_cells_match_pyribs_on_edges_bounds_and_out_of_range(use_op):
 def test_grid_archive_epsilon_is_checked():
     with pytest.raises(ConfigError, match="epsilon"):
         GridArchive(2, [4], [(0, 1)], epsilon=-1.0)
+
+
+@pytest.mark.parametrize("use_op", [None, False])
+def test_index_of_a_non_finite_descriptor_is_no_cell(use_op):
+    """NaN or +-inf in a descriptor: index_of gives -1 (pyribs' index_of raises), not a cell: the grid
+    read NaN as bin 0 and +inf as the last bin, the brute-force CVT returned cells (an out-of-range
+    one for NaN) and the bucket CVT cell 0.  add still drops such candidates."""
+    bad = np.array([[np.nan, 0.5], [0.5, np.inf], [-np.inf, 0.5], [0.2, 0.7]], np.float32)
+    cent = np.random.default_rng(3).uniform(size=(70, 2)).astype(np.float32)
+    archives = [GridArchive(2, [5, 4], [(0, 1), (0, 1)], use_op=use_op),
+                CVTArchive(2, 70, [(0, 1), (0, 1)], centroids=cent, lookup="buckets", use_op=use_op),
+                CVTArchive(2, 6, [(0, 1), (0, 1)], centroids=cent[:6], lookup="brute", use_op=use_op)]
+    for a in archives:
+        idx = a.index_of(bad).numpy()
+        np.testing.assert_array_equal(idx[:3], -1, err_msg=type(a).__name__)
+        assert idx[3] == a.index_of(bad[3:]).numpy()[0] >= 0
+        res = a.add(np.zeros((4, 2), np.float32), np.ones(4, np.float32), bad)
+        np.testing.assert_array_equal(res.status.numpy(), [0, 0, 0, 2])
+        assert int(a.size) == 1
+    np.testing.assert_array_equal(archives[0].grid_index(bad).numpy()[:3], -1)

@@ -154,7 +154,13 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
     # -- to implement -------------------------------------------------------
     @abc.abstractmethod
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
-        """Cell index ``int32 [B]`` of each descriptor ``[B, k]``."""
+        """Cell index ``int32 [B]`` of each descriptor ``[B, k]``; ``-1`` (no cell) for a descriptor
+        with a NaN or infinite component, which :meth:`add` drops (pyribs' ``index_of`` raises)."""
+
+    @staticmethod
+    def _no_cell_if_nonfinite(d: tf.Tensor, cell: tf.Tensor) -> tf.Tensor:
+        """``cell`` with ``-1`` where a row of ``d`` has a non-finite component."""
+        return tf.where(tf.reduce_all(tf.math.is_finite(d), axis=1), cell, -1)
 
     def _descriptor_tensor(self, descriptors) -> tf.Tensor:
         """``descriptors`` as float32 ``[B, k]``; a wrong rank or ``k`` is a :class:`ShapeError`."""

@@ -103,15 +103,18 @@ class GridArchive(Archive):
         return self._lo, self._hi, self._bins, self._eps
 
     def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
-        """Per-dimension bin ``int32 [B, k]`` (pyribs' rule, see ``epsilon``; NaN goes to bin 0)."""
+        """Per-dimension bin ``int32 [B, k]`` (pyribs' rule, see ``epsilon``); a row with a NaN or
+        infinite component is ``-1`` throughout (no cell)."""
         d = tf.cast(self._descriptor_tensor(descriptors), tf.float64)
         bins = tf.cast(self._bins, tf.float64)
         x = tf.floor((bins * (d - self._lo) + self._eps) / (self._hi - self._lo))
         x = tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
-        return tf.cast(tf.clip_by_value(x, tf.zeros_like(bins), bins - 1.0), tf.int32)
+        g = tf.cast(tf.clip_by_value(x, tf.zeros_like(bins), bins - 1.0), tf.int32)
+        return tf.where(tf.reduce_all(tf.math.is_finite(d), axis=1, keepdims=True), g, -1)
 
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_sum(self.grid_index(descriptors) * self._strides, axis=1)
+        d = self._descriptor_tensor(descriptors)
+        return self._no_cell_if_nonfinite(d, tf.reduce_sum(self.grid_index(d) * self._strides, axis=1))
 
     def cell_centers(self) -> np.ndarray:
         axes = [np.linspace(lo, hi, d + 1)[:-1] + (hi - lo) / d / 2 for (lo, hi), d in zip(self.ranges, self.dims)]

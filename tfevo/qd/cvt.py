@@ -199,8 +199,12 @@ class CVTArchive(Archive):
 
         With buckets it runs the C++ kernel ``TfevoNearestCentroid`` when it is
         built (same tables, same acceptance test, exact scan fallback), else
-        the TensorFlow bucket lookup below."""
+        the TensorFlow bucket lookup below.  ``-1`` (no cell) for a descriptor with a NaN or
+        infinite component."""
         d = self._descriptor_tensor(descriptors)
+        return self._no_cell_if_nonfinite(d, self._nearest(d))
+
+    def _nearest(self, d):
         t = self._buckets
         if t is None:
             return self._brute(d)
