@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
-from tfevo.qd import (CVTArchive, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
+from tfevo.qd import (CVTArchive, ESEmitter, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
                       PolynomialMutationEmitter, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
                       sphere_linproj, sphere_qd, linproj_descriptor_bounds)
 
@@ -323,3 +323,29 @@ def test_index_of_a_non_finite_descriptor_is_no_cell(use_op):
         np.testing.assert_array_equal(res.status.numpy(), [0, 0, 0, 2])
         assert int(a.size) == 1
     np.testing.assert_array_equal(archives[0].grid_index(bad).numpy()[:3], -1)
+
+
+def test_emitter_bounds_in_pyribs_form_and_the_ambiguous_two_dimensional_case():
+    """pyribs' per-dimension pairs [(low, high), ...] with None for no bound give pyribs' lower/upper
+    bounds (they were a ConfigError); with D = 2 the pairs [(0, 1), (2, 3)] were silently read as
+    low = [0, 1], high = [2, 3]: now a ConfigError naming both readings unless low and high are arrays."""
+    ribs_archives = pytest.importorskip("ribs.archives")
+    ribs_emitters = pytest.importorskip("ribs.emitters")
+    pairs = [(0.0, 1.0), (-2.0, None), (None, 3.0), (0.5, 0.75)]
+    ra = ribs_archives.GridArchive(solution_dim=4, dims=[2], ranges=[(0, 1)])
+    theirs = ribs_emitters.GaussianEmitter(ra, sigma=0.1, x0=np.zeros(4), bounds=pairs)
+    for em in (GaussianEmitter(4, 8, bounds=pairs), IsoLineEmitter(4, 8, bounds=pairs),
+               ESEmitter(4, 4, bounds=pairs)):
+        np.testing.assert_array_equal(em.bounds[0].numpy(), theirs.lower_bounds)
+        np.testing.assert_array_equal(em.bounds[1].numpy(), theirs.upper_bounds)
+    lo, hi = GaussianEmitter(1, 8, bounds=[(0.0, 2.0)]).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0], [2.0])
+    for bad in ([(0, 1), (2, 3)], [(0, 1), (0, 1)], np.array([[0, 1], [2, 3]])):
+        with pytest.raises(ConfigError, match=r"ambiguous with solution_dim=2.*np\.array\(low\)"):
+            GaussianEmitter(2, 8, bounds=bad)
+    lo, hi = GaussianEmitter(2, 8, bounds=(np.array([0.0, 1.0]), np.array([2.0, 3.0]))).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 1.0], [2.0, 3.0])
+    lo, hi = GaussianEmitter(2, 8, bounds=(0, 1)).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ConfigError, match="finite bounds"):
+        PolynomialMutationEmitter(4, 8, bounds=pairs)

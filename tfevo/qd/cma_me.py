@@ -97,7 +97,7 @@ class ESEmitter(Emitter):
         (improvement value only, no status stage).
       selection_rule: ``"filter"`` (pyribs' default) or ``"mu"``.
       restart_rule: ``"no_improvement"`` (default), ``"basic"`` or a positive int.
-      bounds: ``(low, high)`` scalars or ``[D]`` arrays.
+      bounds: as :class:`~tfevo.qd.emitter_base.Emitter` (also pyribs' per-dimension pairs).
       seed: this emitter's seed (an int in ``[0, 2**31)``; default 0).
       dtype: ``"float32"`` (default) or ``"float64"`` for the search state.
       resample_rounds: resampling rounds for bounds (default 10).
