@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
 from tfevo.qd import (CVTArchive, ESEmitter, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
-                      PolynomialMutationEmitter, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
+                      PolynomialMutationEmitter, kmeans_centroids, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
                       sphere_linproj, sphere_qd, linproj_descriptor_bounds)
 
 
@@ -349,3 +349,28 @@ def test_emitter_bounds_in_pyribs_form_and_the_ambiguous_two_dimensional_case():
     assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 0.0], [1.0, 1.0])
     with pytest.raises(ConfigError, match="finite bounds"):
         PolynomialMutationEmitter(4, 8, bounds=pairs)
+
+
+@pytest.mark.parametrize("make, msg", [
+    (lambda: GridArchive(2.5, [4], [(0, 1)]), r"solution_dim must be an integer >= 1, got 2\.5"),
+    (lambda: GridArchive("3", [4], [(0, 1)]), r"solution_dim must be an integer >= 1, got '3'"),
+    (lambda: GridArchive(3, [4], [(0, 1, 2)]), r"ranges must be a list of \(low, high\) pairs"),
+    (lambda: GridArchive(3, [4], None), r"ranges must be a list of \(low, high\) pairs"),
+    (lambda: GridArchive(3, [4], [(0, 1)], qd_offset="1"), r"qd_offset must be a finite number, got '1'"),
+    (lambda: GaussianEmitter(3, 2.5), r"batch_size must be an integer >= 1, got 2\.5"),
+    (lambda: IsoLineEmitter(3.5, 8), r"solution_dim must be an integer >= 1, got 3\.5"),
+    (lambda: ESEmitter(3, 4.5), r"batch_size \(candidates per search\) must be an integer >= 2, got 4\.5"),
+    (lambda: ESEmitter(3, 4, num_emitters=1.5), r"num_emitters must be an integer >= 1, got 1\.5"),
+    (lambda: ESEmitter(3, 4, resample_rounds=0.5), r"resample_rounds must be an integer >= 0, got 0\.5"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=0, cache=False), r"num_samples must be an integer >= 4, got 0"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=100, seed=1.5, cache=False), r"seed must be an integer"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=100, iterations=2.5, cache=False), r"iterations must be"),
+    (lambda: kmeans_centroids(np.random.default_rng(0).uniform(size=(20, 2)), 0), r"k must be an integer >= 1"),
+    (lambda: kmeans_centroids(np.full((20, 2), np.nan), 3), r"k-means samples must be finite"),
+])
+def test_sizes_seeds_and_ranges_are_checked_not_truncated(make, msg):
+    """Counts that int() silently truncated (2.5 -> 2 candidates, 1.5 -> 1 search), a num_samples of 0
+    silently replaced by the default, and malformed ranges, seeds or k-means inputs that raised raw
+    Python/TensorFlow errors (or returned NaN centroids) are ConfigErrors naming the field and value."""
+    with pytest.raises(ConfigError, match=msg):
+        make()

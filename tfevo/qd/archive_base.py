@@ -15,6 +15,33 @@ from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 __all__ = ["Archive", "AddResult", "pre_batch_status"]
 
 
+def count_arg(name: str, value, minimum: int) -> int:
+    """``value`` as an int ``>= minimum``: integers (also NumPy ones) and integral floats; anything
+    else (``2.5``, ``"3"``, ``True``) is a :class:`ConfigError` naming ``name`` (``int()`` would
+    silently truncate it)."""
+    if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or (isinstance(value, (float, np.floating)) and not float(value).is_integer()) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def checked_ranges(ranges) -> list[tuple[float, float]]:
+    """``ranges`` as a non-empty list of ``(low, high)`` floats, finite with ``high > low``; else a
+    :class:`ConfigError` naming the value."""
+    try:
+        if isinstance(ranges, (str, bytes)):
+            raise TypeError
+        out = [tuple(float(v) for v in r) for r in ranges]
+        if not out or any(len(r) != 2 for r in out):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"ranges must be a list of (low, high) pairs, one per descriptor, got {ranges!r}") from None
+    for lo, hi in out:
+        if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+            raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
+    return out
+
+
 def soft_settings(learning_rate, threshold_min):
     """Checked ``(learning_rate, threshold_min)`` of an archive (pyribs' rules, see :class:`Archive`)."""
     def number(name, v):
@@ -123,13 +150,14 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         if kernels.check_use_op(use_op):
             kernels.kernel("TfevoArchiveInsert", True)  # KernelUnavailableError (a ConfigError) naming why not
         self.use_op = use_op
-        if int(solution_dim) < 1:
-            raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
+        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
         if int(num_cells) < 1:
             raise ConfigError(f"an archive needs at least one cell, got {num_cells}")
-        self.solution_dim = int(solution_dim)
         self.num_cells = int(num_cells)
         self.descriptor_dim = int(descriptor_dim)
+        if isinstance(qd_offset, (bool, str, bytes)) or not isinstance(qd_offset, (int, float, np.integer,
+                                                                                     np.floating)):
+            raise ConfigError(f"qd_offset must be a finite number, got {qd_offset!r}")
         self.qd_offset = float(qd_offset)
         if not np.isfinite(self.qd_offset):
             raise ConfigError(f"qd_offset must be a finite number, got {qd_offset}")

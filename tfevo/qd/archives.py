@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, arguments_checked
-from tfevo.qd.archive_base import AddResult, Archive
+from tfevo.qd.archive_base import AddResult, Archive, checked_ranges
 from tfevo.qd.cvt import CVTArchive, kmeans_centroids
 
 __all__ = ["Archive", "GridArchive", "CVTArchive", "AddResult", "kmeans_centroids"]
@@ -78,12 +78,9 @@ class GridArchive(Archive):
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive bin counts, got {dims}")
-        ranges = [tuple(float(v) for v in r) for r in ranges]
+        ranges = checked_ranges(ranges)
         if len(ranges) != len(dims):
             raise ConfigError(f"ranges has {len(ranges)} entries but dims has {len(dims)}")
-        for lo, hi in ranges:
-            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
-                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(epsilon) or epsilon < 0:
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")

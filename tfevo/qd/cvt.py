@@ -9,15 +9,20 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError, arguments_checked
-from tfevo.qd.archive_base import Archive
+from tfevo.core import ConfigError, ShapeError, arguments_checked, check_seed
+from tfevo.qd.archive_base import Archive, checked_ranges, count_arg
 
 __all__ = ["CVTArchive", "kmeans_centroids"]
 
 
 def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
     """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
+    k, iterations, seed = count_arg("k", k, 1), count_arg("iterations", iterations, 0), check_seed(seed)
     x = tf.convert_to_tensor(samples, tf.float32)
+    if x.shape.rank != 2:
+        raise ShapeError(f"k-means samples must have shape [n, descriptor_dim], got {x.shape.as_list()}")
+    if not np.all(np.isfinite(x.numpy())):
+        raise ConfigError("k-means samples must be finite (a NaN sample makes NaN centroids)")
     n = int(x.shape[0])
     if n < k:
         raise ConfigError(f"k-means needs at least k={k} samples, got {n}")
@@ -80,12 +85,12 @@ class CVTArchive(Archive):
             raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
         if lookup not in ("auto", "buckets", "brute"):
             raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
-        ranges = [tuple(float(v) for v in r) for r in ranges]
-        for lo, hi in ranges:
-            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
-                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
+        ranges = checked_ranges(ranges)
         k = len(ranges)
         if centroids is None:
+            if num_samples is not None:
+                num_samples = count_arg("num_samples", num_samples, int(cells))
+            iterations, seed = count_arg("iterations", iterations, 0), check_seed(seed)
             centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
                                         iterations, seed, cache)
         centroids = np.asarray(centroids, np.float32)

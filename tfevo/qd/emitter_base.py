@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.qd.archive_base import count_arg
 
 __all__ = ["standard_normal", "Emitter"]
 
@@ -104,10 +105,8 @@ class Emitter(tf.Module, metaclass=abc.ABCMeta):
 
     def __init__(self, solution_dim: int, batch_size: int, bounds=None, name: str | None = None):
         super().__init__(name=name)
-        if int(batch_size) < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-        self.solution_dim = int(solution_dim)
-        self.batch_size = int(batch_size)
+        self.batch_size = count_arg("batch_size", batch_size, 1)
+        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
         self.bounds = _bounds(bounds, self.solution_dim)
 
     def _clip(self, x):
