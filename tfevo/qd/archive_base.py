@@ -403,15 +403,21 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         return tf.reduce_sum(tf.cast(self.occupied[: self.num_cells], tf.int32))
 
     def metrics(self) -> dict[str, float]:
-        """coverage (fraction of cells filled), qd_score, max_fitness, mean_fitness, size."""
+        """coverage (fraction of cells filled), qd_score, norm_qd_score (``qd_score / cells``),
+        max_fitness, mean_fitness, size: pyribs' ``ArchiveStats`` coverage, qd_score, norm_qd_score,
+        obj_max, obj_mean and num_elites, with one difference on a soft (CMA-MAE) archive, whose elites
+        can be replaced by worse ones: max_fitness is the best elite held now, pyribs' obj_max the best
+        objective ever inserted (a plain ``result_archive`` holds that one)."""
         occ = self.occupied[: self.num_cells].numpy()
         fit = self.fitness[: self.num_cells].numpy().astype(np.float64)
         if not occ.any():
-            return {"coverage": 0.0, "qd_score": 0.0, "max_fitness": float("nan"),
+            return {"coverage": 0.0, "qd_score": 0.0, "norm_qd_score": 0.0, "max_fitness": float("nan"),
                     "mean_fitness": float("nan"), "size": 0}
+        qd_score = float(np.sum(fit[occ] - self.qd_offset))
         return {
             "coverage": float(occ.mean()),
-            "qd_score": float(np.sum(fit[occ] - self.qd_offset)),
+            "qd_score": qd_score,
+            "norm_qd_score": qd_score / self.num_cells,
             "max_fitness": float(fit[occ].max()),
             "mean_fitness": float(fit[occ].mean()),
             "size": int(occ.sum()),
