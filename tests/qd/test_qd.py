@@ -374,3 +374,17 @@ def test_sizes_seeds_and_ranges_are_checked_not_truncated(make, msg):
     Python/TensorFlow errors (or returned NaN centroids) are ConfigErrors naming the field and value."""
     with pytest.raises(ConfigError, match=msg):
         make()
+
+
+def test_cvt_archive_takes_pyribs_number_of_centroids():
+    """pyribs' CVTArchive(solution_dim=..., centroids=n, ranges=...) (n centroids by k-means) raised a
+    TypeError (cells missing); it is the same archive as cells=n. An array of centroids gives cells."""
+    kw = dict(ranges=[(0, 1), (-1, 1)], num_samples=500, iterations=3, cache=False)
+    a = CVTArchive(solution_dim=3, centroids=20, **kw)
+    b = CVTArchive(3, 20, **kw)
+    assert a.num_cells == 20 and a.centroids.numpy().tobytes() == b.centroids.numpy().tobytes()
+    assert CVTArchive(3, centroids=b.centroids.numpy(), ranges=kw["ranges"]).num_cells == 20
+    with pytest.raises(ConfigError, match=r"cells=10 and centroids=20 .* disagree"):
+        CVTArchive(3, 10, centroids=20, **kw)
+    with pytest.raises(ConfigError, match=r"CVTArchive needs cells"):
+        CVTArchive(3, ranges=kw["ranges"])

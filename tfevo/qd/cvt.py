@@ -55,10 +55,11 @@ class CVTArchive(Archive):
 
     Args:
       solution_dim: D.
-      cells: number of centroids.
+      cells: number of centroids (may be left out when ``centroids`` gives it).
       ranges: ``[(low, high), ...]`` per descriptor dimension.
       num_samples: points for k-means (default ``max(100_000, 10*cells)``).
-      centroids: optionally, an array ``[cells, k]`` to use directly.
+      centroids: optionally, an array ``[cells, k]`` to use directly, or, as
+        pyribs' ``CVTArchive(centroids=n)``, the number of centroids.
       lookup: ``"auto"`` (bucket lookup for 1-4 descriptor dimensions,
         brute force otherwise), ``"buckets"`` or ``"brute"``.
       learning_rate, threshold_min: CMA-MAE's soft archive, see
@@ -77,10 +78,21 @@ class CVTArchive(Archive):
     ``argmin``; the C++ kernel and the TensorFlow lookup agree exactly.
     """
 
-    def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
-                 iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
-                 name: str | None = None, use_op: bool | None = None, learning_rate: float | None = None,
-                 threshold_min: float = -np.inf):
+    def __init__(self, solution_dim: int, cells: int | None = None, ranges=None, qd_offset: float = 0.0,
+                 num_samples: int | None = None, iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True,
+                 lookup: str = "auto", name: str | None = None, use_op: bool | None = None,
+                 learning_rate: float | None = None, threshold_min: float = -np.inf):
+        if isinstance(centroids, (int, np.integer)) and not isinstance(centroids, bool):
+            # pyribs' CVTArchive(centroids=n): the number of centroids, computed by k-means
+            if cells is not None and cells != centroids:
+                raise ConfigError(f"cells={cells!r} and centroids={centroids!r} (a number of centroids, as pyribs "
+                                  "takes it) disagree; give one of them")
+            cells, centroids = centroids, None
+        if cells is None and centroids is not None:
+            cells = int(np.shape(centroids)[0]) if np.ndim(centroids) == 2 else None
+        if cells is None:
+            raise ConfigError("CVTArchive needs cells (the number of centroids) or centroids (an array [cells, "
+                              f"descriptor_dim], or a number of centroids as in pyribs), got centroids={centroids!r}")
         if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or int(cells) < 1:
             raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
         if lookup not in ("auto", "buckets", "brute"):
