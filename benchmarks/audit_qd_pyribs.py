@@ -101,8 +101,9 @@ def result_archive_case(seed, iterations):
     for name, ours, theirs in (("soft", soft, rsoft), ("result", res, rres)):
         occ, obj, rsol, thr = ribs_cells(theirs, ours.num_cells)
         o = ours.occupied.numpy()[:-1]
+        same = o & occ
         out[name] = {"cells_differ": int((o != occ).sum()), "filled": int(o.sum()),
-                     "objective_differ": int((ours.fitness.numpy()[:-1][o & occ] != obj[o & occ].astype(np.float32)).sum())}
+                     "objective_differ": int((ours.fitness.numpy()[:-1][same] != obj[same].astype(np.float32)).sum())}
     m, s = me.metrics(), rres.stats
     out["metrics_vs_result_stats"] = {"qd_score": [m["qd_score"], float(s.qd_score)],
                                       "max_fitness": [m["max_fitness"], float(s.obj_max)]}

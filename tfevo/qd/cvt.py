@@ -79,8 +79,8 @@ class CVTArchive(Archive):
     """
 
     def __init__(self, solution_dim: int, cells: int | None = None, ranges=None, qd_offset: float = 0.0,
-                 num_samples: int | None = None, iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True,
-                 lookup: str = "auto", name: str | None = None, use_op: bool | None = None,
+                 num_samples: int | None = None, iterations: int = 30, seed: int = 0, centroids=None,
+                 cache: bool = True, lookup: str = "auto", name: str | None = None, use_op: bool | None = None,
                  learning_rate: float | None = None, threshold_min: float = -np.inf):
         if isinstance(centroids, (int, np.integer)) and not isinstance(centroids, bool):
             # pyribs' CVTArchive(centroids=n): the number of centroids, computed by k-means
