@@ -3,8 +3,8 @@ import pytest
 import tensorflow as tf
 
 from tfevo.core import ConfigError, ShapeError
-from tfevo.qd import (CVTArchive, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
-                      PolynomialMutationEmitter, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
+from tfevo.qd import (CVTArchive, ESEmitter, GaussianEmitter, GridArchive, IsoLineEmitter, MAPElites,
+                      PolynomialMutationEmitter, kmeans_centroids, archive_heatmap, rastrigin_qd, rastrigin_qd_offset,
                       sphere_linproj, sphere_qd, linproj_descriptor_bounds)
 
 
@@ -303,3 +303,88 @@ def test_grid_cells_match_pyribs_on_edges_bounds_and_out_of_range(use_op):
 def test_grid_archive_epsilon_is_checked():
     with pytest.raises(ConfigError, match="epsilon"):
         GridArchive(2, [4], [(0, 1)], epsilon=-1.0)
+
+
+@pytest.mark.parametrize("use_op", [None, False])
+def test_index_of_a_non_finite_descriptor_is_no_cell(use_op):
+    """NaN or +-inf in a descriptor: index_of gives -1 (pyribs' index_of raises), not a cell: the grid
+    read NaN as bin 0 and +inf as the last bin, the brute-force CVT returned cells (an out-of-range
+    one for NaN) and the bucket CVT cell 0.  add still drops such candidates."""
+    bad = np.array([[np.nan, 0.5], [0.5, np.inf], [-np.inf, 0.5], [0.2, 0.7]], np.float32)
+    cent = np.random.default_rng(3).uniform(size=(70, 2)).astype(np.float32)
+    archives = [GridArchive(2, [5, 4], [(0, 1), (0, 1)], use_op=use_op),
+                CVTArchive(2, 70, [(0, 1), (0, 1)], centroids=cent, lookup="buckets", use_op=use_op),
+                CVTArchive(2, 6, [(0, 1), (0, 1)], centroids=cent[:6], lookup="brute", use_op=use_op)]
+    for a in archives:
+        idx = a.index_of(bad).numpy()
+        np.testing.assert_array_equal(idx[:3], -1, err_msg=type(a).__name__)
+        assert idx[3] == a.index_of(bad[3:]).numpy()[0] >= 0
+        res = a.add(np.zeros((4, 2), np.float32), np.ones(4, np.float32), bad)
+        np.testing.assert_array_equal(res.status.numpy(), [0, 0, 0, 2])
+        assert int(a.size) == 1
+    np.testing.assert_array_equal(archives[0].grid_index(bad).numpy()[:3], -1)
+
+
+def test_emitter_bounds_in_pyribs_form_and_the_ambiguous_two_dimensional_case():
+    """pyribs' per-dimension pairs [(low, high), ...] with None for no bound give pyribs' lower/upper
+    bounds (they were a ConfigError); with D = 2 the pairs [(0, 1), (2, 3)] were silently read as
+    low = [0, 1], high = [2, 3]: now a ConfigError naming both readings unless low and high are arrays."""
+    ribs_archives = pytest.importorskip("ribs.archives")
+    ribs_emitters = pytest.importorskip("ribs.emitters")
+    pairs = [(0.0, 1.0), (-2.0, None), (None, 3.0), (0.5, 0.75)]
+    ra = ribs_archives.GridArchive(solution_dim=4, dims=[2], ranges=[(0, 1)])
+    theirs = ribs_emitters.GaussianEmitter(ra, sigma=0.1, x0=np.zeros(4), bounds=pairs)
+    for em in (GaussianEmitter(4, 8, bounds=pairs), IsoLineEmitter(4, 8, bounds=pairs),
+               ESEmitter(4, 4, bounds=pairs)):
+        np.testing.assert_array_equal(em.bounds[0].numpy(), theirs.lower_bounds)
+        np.testing.assert_array_equal(em.bounds[1].numpy(), theirs.upper_bounds)
+    lo, hi = GaussianEmitter(1, 8, bounds=[(0.0, 2.0)]).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0], [2.0])
+    for bad in ([(0, 1), (2, 3)], [(0, 1), (0, 1)], np.array([[0, 1], [2, 3]])):
+        with pytest.raises(ConfigError, match=r"ambiguous with solution_dim=2.*np\.array\(low\)"):
+            GaussianEmitter(2, 8, bounds=bad)
+    lo, hi = GaussianEmitter(2, 8, bounds=(np.array([0.0, 1.0]), np.array([2.0, 3.0]))).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 1.0], [2.0, 3.0])
+    lo, hi = GaussianEmitter(2, 8, bounds=(0, 1)).bounds
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ConfigError, match="finite bounds"):
+        PolynomialMutationEmitter(4, 8, bounds=pairs)
+
+
+@pytest.mark.parametrize("make, msg", [
+    (lambda: GridArchive(2.5, [4], [(0, 1)]), r"solution_dim must be an integer >= 1, got 2\.5"),
+    (lambda: GridArchive("3", [4], [(0, 1)]), r"solution_dim must be an integer >= 1, got '3'"),
+    (lambda: GridArchive(3, [4], [(0, 1, 2)]), r"ranges must be a list of \(low, high\) pairs"),
+    (lambda: GridArchive(3, [4], None), r"ranges must be a list of \(low, high\) pairs"),
+    (lambda: GridArchive(3, [4], [(0, 1)], qd_offset="1"), r"qd_offset must be a finite number, got '1'"),
+    (lambda: GaussianEmitter(3, 2.5), r"batch_size must be an integer >= 1, got 2\.5"),
+    (lambda: IsoLineEmitter(3.5, 8), r"solution_dim must be an integer >= 1, got 3\.5"),
+    (lambda: ESEmitter(3, 4.5), r"batch_size \(candidates per search\) must be an integer >= 2, got 4\.5"),
+    (lambda: ESEmitter(3, 4, num_emitters=1.5), r"num_emitters must be an integer >= 1, got 1\.5"),
+    (lambda: ESEmitter(3, 4, resample_rounds=0.5), r"resample_rounds must be an integer >= 0, got 0\.5"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=0, cache=False), r"num_samples must be an integer >= 4, got 0"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=100, seed=1.5, cache=False), r"seed must be an integer"),
+    (lambda: CVTArchive(3, 4, [(0, 1)], num_samples=100, iterations=2.5, cache=False), r"iterations must be"),
+    (lambda: kmeans_centroids(np.random.default_rng(0).uniform(size=(20, 2)), 0), r"k must be an integer >= 1"),
+    (lambda: kmeans_centroids(np.full((20, 2), np.nan), 3), r"k-means samples must be finite"),
+])
+def test_sizes_seeds_and_ranges_are_checked_not_truncated(make, msg):
+    """Counts that int() silently truncated (2.5 -> 2 candidates, 1.5 -> 1 search), a num_samples of 0
+    silently replaced by the default, and malformed ranges, seeds or k-means inputs that raised raw
+    Python/TensorFlow errors (or returned NaN centroids) are ConfigErrors naming the field and value."""
+    with pytest.raises(ConfigError, match=msg):
+        make()
+
+
+def test_cvt_archive_takes_pyribs_number_of_centroids():
+    """pyribs' CVTArchive(solution_dim=..., centroids=n, ranges=...) (n centroids by k-means) raised a
+    TypeError (cells missing); it is the same archive as cells=n. An array of centroids gives cells."""
+    kw = dict(ranges=[(0, 1), (-1, 1)], num_samples=500, iterations=3, cache=False)
+    a = CVTArchive(solution_dim=3, centroids=20, **kw)
+    b = CVTArchive(3, 20, **kw)
+    assert a.num_cells == 20 and a.centroids.numpy().tobytes() == b.centroids.numpy().tobytes()
+    assert CVTArchive(3, centroids=b.centroids.numpy(), ranges=kw["ranges"]).num_cells == 20
+    with pytest.raises(ConfigError, match=r"cells=10 and centroids=20 .* disagree"):
+        CVTArchive(3, 10, centroids=20, **kw)
+    with pytest.raises(ConfigError, match=r"CVTArchive needs cells"):
+        CVTArchive(3, ranges=kw["ranges"])

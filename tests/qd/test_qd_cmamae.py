@@ -315,3 +315,28 @@ def test_config_soft_archive_errors(archive, msg):
             "problem": {"name": "sphere_linproj", "num_dims": 4}, "archive": dict(archive)}
     with pytest.raises(ConfigError, match=msg):
         parse_config(data)
+
+
+@pytest.mark.parametrize("soft", [{}, {"learning_rate": 0.3, "threshold_min": -1.0}])
+def test_metrics_equal_pyribs_archive_stats(soft):
+    """metrics() against pyribs' ArchiveStats on identical inserts (qd_score with pyribs' offset
+    convention, norm_qd_score = qd_score / cells, coverage, size, mean); max_fitness is pyribs' obj_max
+    on a plain archive, and on a soft one the best elite held now (never above pyribs' running obj_max)."""
+    ribs_archives = pytest.importorskip("ribs.archives")
+    a = GridArchive(3, [4, 3], [(0, 1), (0, 1)], qd_offset=-2.5, **soft)
+    ra = ribs_archives.GridArchive(solution_dim=3, dims=(4, 3), ranges=[(0, 1), (0, 1)], qd_score_offset=-2.5,
+                                   **soft)
+    m = a.metrics()
+    assert (m["size"], m["coverage"], m["qd_score"], m["norm_qd_score"]) == (0, 0.0, 0.0, 0.0)
+    for sol, fit, desc in _batches(np.random.default_rng(4), 6, 20, 3, False):
+        a.add(sol, fit, desc)
+        ra.add(sol.astype(np.float64), fit.astype(np.float64), desc.astype(np.float64))
+        m, s = a.metrics(), ra.stats
+        assert m["size"] == s.num_elites
+        for ours, theirs in (("coverage", s.coverage), ("qd_score", s.qd_score),
+                             ("norm_qd_score", s.norm_qd_score), ("mean_fitness", s.obj_mean)):
+            assert m[ours] == pytest.approx(float(theirs), rel=1e-6, abs=1e-6), ours
+        if soft:
+            assert m["max_fitness"] <= float(s.obj_max)
+        else:
+            assert m["max_fitness"] == float(s.obj_max)

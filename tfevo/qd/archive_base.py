@@ -15,6 +15,33 @@ from tfevo.core import ConfigError, ShapeError, sanitize_fitness
 __all__ = ["Archive", "AddResult", "pre_batch_status"]
 
 
+def count_arg(name: str, value, minimum: int) -> int:
+    """``value`` as an int ``>= minimum``: integers (also NumPy ones) and integral floats; anything
+    else (``2.5``, ``"3"``, ``True``) is a :class:`ConfigError` naming ``name`` (``int()`` would
+    silently truncate it)."""
+    if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or (isinstance(value, (float, np.floating)) and not float(value).is_integer()) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def checked_ranges(ranges) -> list[tuple[float, float]]:
+    """``ranges`` as a non-empty list of ``(low, high)`` floats, finite with ``high > low``; else a
+    :class:`ConfigError` naming the value."""
+    try:
+        if isinstance(ranges, (str, bytes)):
+            raise TypeError
+        out = [tuple(float(v) for v in r) for r in ranges]
+        if not out or any(len(r) != 2 for r in out):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"ranges must be a list of (low, high) pairs, one per descriptor, got {ranges!r}") from None
+    for lo, hi in out:
+        if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+            raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
+    return out
+
+
 def soft_settings(learning_rate, threshold_min):
     """Checked ``(learning_rate, threshold_min)`` of an archive (pyribs' rules, see :class:`Archive`)."""
     def number(name, v):
@@ -123,13 +150,14 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         if kernels.check_use_op(use_op):
             kernels.kernel("TfevoArchiveInsert", True)  # KernelUnavailableError (a ConfigError) naming why not
         self.use_op = use_op
-        if int(solution_dim) < 1:
-            raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
+        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
         if int(num_cells) < 1:
             raise ConfigError(f"an archive needs at least one cell, got {num_cells}")
-        self.solution_dim = int(solution_dim)
         self.num_cells = int(num_cells)
         self.descriptor_dim = int(descriptor_dim)
+        if isinstance(qd_offset, (bool, str, bytes)) or not isinstance(qd_offset, (int, float, np.integer,
+                                                                                     np.floating)):
+            raise ConfigError(f"qd_offset must be a finite number, got {qd_offset!r}")
         self.qd_offset = float(qd_offset)
         if not np.isfinite(self.qd_offset):
             raise ConfigError(f"qd_offset must be a finite number, got {qd_offset}")
@@ -154,7 +182,13 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
     # -- to implement -------------------------------------------------------
     @abc.abstractmethod
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
-        """Cell index ``int32 [B]`` of each descriptor ``[B, k]``."""
+        """Cell index ``int32 [B]`` of each descriptor ``[B, k]``; ``-1`` (no cell) for a descriptor
+        with a NaN or infinite component, which :meth:`add` drops (pyribs' ``index_of`` raises)."""
+
+    @staticmethod
+    def _no_cell_if_nonfinite(d: tf.Tensor, cell: tf.Tensor) -> tf.Tensor:
+        """``cell`` with ``-1`` where a row of ``d`` has a non-finite component."""
+        return tf.where(tf.reduce_all(tf.math.is_finite(d), axis=1), cell, -1)
 
     def _descriptor_tensor(self, descriptors) -> tf.Tensor:
         """``descriptors`` as float32 ``[B, k]``; a wrong rank or ``k`` is a :class:`ShapeError`."""
@@ -369,15 +403,21 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         return tf.reduce_sum(tf.cast(self.occupied[: self.num_cells], tf.int32))
 
     def metrics(self) -> dict[str, float]:
-        """coverage (fraction of cells filled), qd_score, max_fitness, mean_fitness, size."""
+        """coverage (fraction of cells filled), qd_score, norm_qd_score (``qd_score / cells``),
+        max_fitness, mean_fitness, size: pyribs' ``ArchiveStats`` coverage, qd_score, norm_qd_score,
+        obj_max, obj_mean and num_elites, with one difference on a soft (CMA-MAE) archive, whose elites
+        can be replaced by worse ones: max_fitness is the best elite held now, pyribs' obj_max the best
+        objective ever inserted (a plain ``result_archive`` holds that one)."""
         occ = self.occupied[: self.num_cells].numpy()
         fit = self.fitness[: self.num_cells].numpy().astype(np.float64)
         if not occ.any():
-            return {"coverage": 0.0, "qd_score": 0.0, "max_fitness": float("nan"),
+            return {"coverage": 0.0, "qd_score": 0.0, "norm_qd_score": 0.0, "max_fitness": float("nan"),
                     "mean_fitness": float("nan"), "size": 0}
+        qd_score = float(np.sum(fit[occ] - self.qd_offset))
         return {
             "coverage": float(occ.mean()),
-            "qd_score": float(np.sum(fit[occ] - self.qd_offset)),
+            "qd_score": qd_score,
+            "norm_qd_score": qd_score / self.num_cells,
             "max_fitness": float(fit[occ].max()),
             "mean_fitness": float(fit[occ].mean()),
             "size": int(occ.sum()),

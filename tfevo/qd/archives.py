@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, arguments_checked
-from tfevo.qd.archive_base import AddResult, Archive
+from tfevo.qd.archive_base import AddResult, Archive, checked_ranges
 from tfevo.qd.cvt import CVTArchive, kmeans_centroids
 
 __all__ = ["Archive", "GridArchive", "CVTArchive", "AddResult", "kmeans_centroids"]
@@ -78,12 +78,9 @@ class GridArchive(Archive):
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims):
             raise ConfigError(f"dims must be a non-empty list of positive bin counts, got {dims}")
-        ranges = [tuple(float(v) for v in r) for r in ranges]
+        ranges = checked_ranges(ranges)
         if len(ranges) != len(dims):
             raise ConfigError(f"ranges has {len(ranges)} entries but dims has {len(dims)}")
-        for lo, hi in ranges:
-            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
-                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(epsilon) or epsilon < 0:
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
@@ -103,15 +100,18 @@ class GridArchive(Archive):
         return self._lo, self._hi, self._bins, self._eps
 
     def grid_index(self, descriptors: tf.Tensor) -> tf.Tensor:
-        """Per-dimension bin ``int32 [B, k]`` (pyribs' rule, see ``epsilon``; NaN goes to bin 0)."""
+        """Per-dimension bin ``int32 [B, k]`` (pyribs' rule, see ``epsilon``); a row with a NaN or
+        infinite component is ``-1`` throughout (no cell)."""
         d = tf.cast(self._descriptor_tensor(descriptors), tf.float64)
         bins = tf.cast(self._bins, tf.float64)
         x = tf.floor((bins * (d - self._lo) + self._eps) / (self._hi - self._lo))
         x = tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
-        return tf.cast(tf.clip_by_value(x, tf.zeros_like(bins), bins - 1.0), tf.int32)
+        g = tf.cast(tf.clip_by_value(x, tf.zeros_like(bins), bins - 1.0), tf.int32)
+        return tf.where(tf.reduce_all(tf.math.is_finite(d), axis=1, keepdims=True), g, -1)
 
     def index_of(self, descriptors: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_sum(self.grid_index(descriptors) * self._strides, axis=1)
+        d = self._descriptor_tensor(descriptors)
+        return self._no_cell_if_nonfinite(d, tf.reduce_sum(self.grid_index(d) * self._strides, axis=1))
 
     def cell_centers(self) -> np.ndarray:
         axes = [np.linspace(lo, hi, d + 1)[:-1] + (hi - lo) / d / 2 for (lo, hi), d in zip(self.ranges, self.dims)]

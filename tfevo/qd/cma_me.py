@@ -11,7 +11,7 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo._tf_private import is_eager_tensor
 from tfevo.core import AskTellError, ConfigError, ShapeError, check_seed
-from tfevo.qd.archive_base import pre_batch_status
+from tfevo.qd.archive_base import count_arg, pre_batch_status
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
@@ -97,7 +97,7 @@ class ESEmitter(Emitter):
         (improvement value only, no status stage).
       selection_rule: ``"filter"`` (pyribs' default) or ``"mu"``.
       restart_rule: ``"no_improvement"`` (default), ``"basic"`` or a positive int.
-      bounds: ``(low, high)`` scalars or ``[D]`` arrays.
+      bounds: as :class:`~tfevo.qd.emitter_base.Emitter` (also pyribs' per-dimension pairs).
       seed: this emitter's seed (an int in ``[0, 2**31)``; default 0).
       dtype: ``"float32"`` (default) or ``"float64"`` for the search state.
       resample_rounds: resampling rounds for bounds (default 10).
@@ -130,15 +130,10 @@ class ESEmitter(Emitter):
             raise ConfigError(f"ESEmitter got unexpected arguments {sorted(kwargs)}; accepted: solution_dim, "
                               "batch_size, num_emitters, sigma, x0, ranker, selection_rule, restart_rule, bounds, "
                               "seed, dtype, resample_rounds, jit_compile, decomposition, name")
-        d = int(solution_dim)
-        if d < 1:
-            raise ConfigError(f"solution_dim must be >= 1, got {solution_dim}")
-        lam = 4 + int(3 * math.log(d)) if batch_size is None else int(batch_size)
-        if lam < 2:
-            raise ConfigError(f"batch_size (candidates per search) must be >= 2, got {batch_size}")
-        e = int(num_emitters)
-        if e < 1:
-            raise ConfigError(f"num_emitters must be >= 1, got {num_emitters}")
+        d = count_arg("solution_dim", solution_dim, 1)
+        lam = 4 + int(3 * math.log(d)) if batch_size is None else count_arg(
+            "batch_size (candidates per search)", batch_size, 2)
+        e = count_arg("num_emitters", num_emitters, 1)
         super().__init__(d, e * lam, bounds, name)
         if not (float(sigma) > 0 and math.isfinite(float(sigma))):
             raise ConfigError(f"sigma must be a finite number > 0, got {sigma}")
@@ -153,8 +148,7 @@ class ESEmitter(Emitter):
         if dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         seed = 0 if seed is None else check_seed(seed)
-        if int(resample_rounds) < 0:
-            raise ConfigError(f"resample_rounds must be >= 0, got {resample_rounds}")
+        resample_rounds = count_arg("resample_rounds", resample_rounds, 0)
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
         self.ranker, self.selection_rule, self.restart_rule = ranker, selection_rule, restart_rule
         self.seed, self.resample_rounds = seed, int(resample_rounds)

@@ -9,15 +9,20 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError, arguments_checked
-from tfevo.qd.archive_base import Archive
+from tfevo.core import ConfigError, ShapeError, arguments_checked, check_seed
+from tfevo.qd.archive_base import Archive, checked_ranges, count_arg
 
 __all__ = ["CVTArchive", "kmeans_centroids"]
 
 
 def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
     """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
+    k, iterations, seed = count_arg("k", k, 1), count_arg("iterations", iterations, 0), check_seed(seed)
     x = tf.convert_to_tensor(samples, tf.float32)
+    if x.shape.rank != 2:
+        raise ShapeError(f"k-means samples must have shape [n, descriptor_dim], got {x.shape.as_list()}")
+    if not np.all(np.isfinite(x.numpy())):
+        raise ConfigError("k-means samples must be finite (a NaN sample makes NaN centroids)")
     n = int(x.shape[0])
     if n < k:
         raise ConfigError(f"k-means needs at least k={k} samples, got {n}")
@@ -50,10 +55,11 @@ class CVTArchive(Archive):
 
     Args:
       solution_dim: D.
-      cells: number of centroids.
+      cells: number of centroids (may be left out when ``centroids`` gives it).
       ranges: ``[(low, high), ...]`` per descriptor dimension.
       num_samples: points for k-means (default ``max(100_000, 10*cells)``).
-      centroids: optionally, an array ``[cells, k]`` to use directly.
+      centroids: optionally, an array ``[cells, k]`` to use directly, or, as
+        pyribs' ``CVTArchive(centroids=n)``, the number of centroids.
       lookup: ``"auto"`` (bucket lookup for 1-4 descriptor dimensions,
         brute force otherwise), ``"buckets"`` or ``"brute"``.
       learning_rate, threshold_min: CMA-MAE's soft archive, see
@@ -72,20 +78,31 @@ class CVTArchive(Archive):
     ``argmin``; the C++ kernel and the TensorFlow lookup agree exactly.
     """
 
-    def __init__(self, solution_dim: int, cells: int, ranges, qd_offset: float = 0.0, num_samples: int | None = None,
-                 iterations: int = 30, seed: int = 0, centroids=None, cache: bool = True, lookup: str = "auto",
-                 name: str | None = None, use_op: bool | None = None, learning_rate: float | None = None,
-                 threshold_min: float = -np.inf):
+    def __init__(self, solution_dim: int, cells: int | None = None, ranges=None, qd_offset: float = 0.0,
+                 num_samples: int | None = None, iterations: int = 30, seed: int = 0, centroids=None,
+                 cache: bool = True, lookup: str = "auto", name: str | None = None, use_op: bool | None = None,
+                 learning_rate: float | None = None, threshold_min: float = -np.inf):
+        if isinstance(centroids, (int, np.integer)) and not isinstance(centroids, bool):
+            # pyribs' CVTArchive(centroids=n): the number of centroids, computed by k-means
+            if cells is not None and cells != centroids:
+                raise ConfigError(f"cells={cells!r} and centroids={centroids!r} (a number of centroids, as pyribs "
+                                  "takes it) disagree; give one of them")
+            cells, centroids = centroids, None
+        if cells is None and centroids is not None:
+            cells = int(np.shape(centroids)[0]) if np.ndim(centroids) == 2 else None
+        if cells is None:
+            raise ConfigError("CVTArchive needs cells (the number of centroids) or centroids (an array [cells, "
+                              f"descriptor_dim], or a number of centroids as in pyribs), got centroids={centroids!r}")
         if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or int(cells) < 1:
             raise ConfigError(f"CVTArchive cells must be a positive integer (number of centroids), got {cells!r}")
         if lookup not in ("auto", "buckets", "brute"):
             raise ConfigError(f"lookup must be 'auto', 'buckets' or 'brute', got {lookup!r}")
-        ranges = [tuple(float(v) for v in r) for r in ranges]
-        for lo, hi in ranges:
-            if not (hi > lo and np.isfinite(lo) and np.isfinite(hi)):
-                raise ConfigError(f"ranges: each (low, high) needs finite values with high > low, got ({lo}, {hi})")
+        ranges = checked_ranges(ranges)
         k = len(ranges)
         if centroids is None:
+            if num_samples is not None:
+                num_samples = count_arg("num_samples", num_samples, int(cells))
+            iterations, seed = count_arg("iterations", iterations, 0), check_seed(seed)
             centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
                                         iterations, seed, cache)
         centroids = np.asarray(centroids, np.float32)
@@ -199,8 +216,12 @@ class CVTArchive(Archive):
 
         With buckets it runs the C++ kernel ``TfevoNearestCentroid`` when it is
         built (same tables, same acceptance test, exact scan fallback), else
-        the TensorFlow bucket lookup below."""
+        the TensorFlow bucket lookup below.  ``-1`` (no cell) for a descriptor with a NaN or
+        infinite component."""
         d = self._descriptor_tensor(descriptors)
+        return self._no_cell_if_nonfinite(d, self._nearest(d))
+
+    def _nearest(self, d):
         t = self._buckets
         if t is None:
             return self._brute(d)

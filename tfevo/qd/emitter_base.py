@@ -14,22 +14,55 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.qd.archive_base import count_arg
 
 __all__ = ["standard_normal", "Emitter"]
 
 
+def _side(v, fill, dim):
+    """One side of the bounds as float32 ``[dim]``: a scalar or ``[dim]`` entries, ``None`` for no bound."""
+    if v is None:
+        v = fill
+    elif isinstance(v, (list, tuple)):
+        v = [fill if x is None else x for x in v]
+    return np.broadcast_to(np.asarray(v, np.float32), [dim]).copy()
+
+
 def _bounds(bounds, dim):
+    """``(low, high)`` float32 ``[dim]`` tensors of ``bounds``, see :class:`Emitter`."""
     if bounds is None:
         return None
+    ambiguous = None
     try:
-        lo, hi = bounds
-        lo = np.broadcast_to(np.asarray(lo, np.float32), [dim]).copy()
-        hi = np.broadcast_to(np.asarray(hi, np.float32), [dim]).copy()
+        if isinstance(bounds, (str, bytes)) or len(bounds) != 2 and not (len(bounds) == dim and all(
+                not isinstance(b, (str, bytes)) and np.shape(b) == (2,) for b in bounds)):
+            raise ValueError
+        if len(bounds) == 2 and dim != 2:  # (low, high)
+            lo, hi = _side(bounds[0], -np.inf, dim), _side(bounds[1], np.inf, dim)
+        elif dim != 2:  # pyribs' per-dimension pairs [(low_0, high_0), ...]
+            lo = _side([b[0] for b in bounds], -np.inf, dim)
+            hi = _side([b[1] for b in bounds], np.inf, dim)
+        else:
+            lo, hi = _side(bounds[0], -np.inf, dim), _side(bounds[1], np.inf, dim)
+            arrays = isinstance(bounds, (list, tuple)) and all(isinstance(b, np.ndarray) for b in bounds)
+            if not arrays and all(np.shape(b) == (2,) for b in bounds):
+                # [(a, b), (c, d)]: (low, high) = ([a, b], [c, d]), or pyribs' pairs, low = [a, c], high = [b, d]
+                lo2 = _side([b[0] for b in bounds], -np.inf, dim)
+                hi2 = _side([b[1] for b in bounds], np.inf, dim)
+                if not (np.array_equal(lo, lo2) and np.array_equal(hi, hi2)):
+                    ambiguous = lo2, hi2
     except (TypeError, ValueError):
-        raise ConfigError(f"bounds must be (low, high), scalars or [{dim}] arrays (solution_dim={dim}), "
+        raise ConfigError(f"bounds must be (low, high) with scalars or [{dim}] arrays for low and high, or "
+                          f"pyribs' {dim} per-dimension (low, high) pairs (solution_dim={dim}); None is no bound; "
                           f"got {bounds!r}") from None
+    if ambiguous is not None:
+        raise ConfigError(
+            f"bounds={bounds!r} is ambiguous with solution_dim=2: (low, high) = ({lo.tolist()}, {hi.tolist()}), "
+            f"or pyribs' per-dimension (low, high) pairs, low = {ambiguous[0].tolist()}, high = "
+            f"{ambiguous[1].tolist()}; pass low and high as NumPy arrays, bounds=(np.array(low), np.array(high))")
     if not np.all(hi > lo):  # (also False for NaN)
-        raise ConfigError(f"bounds need high > low in every dimension, got {bounds!r}")
+        raise ConfigError(f"bounds need high > low in every dimension, got low={lo.tolist()}, high={hi.tolist()} "
+                          f"from {bounds!r}")
     return tf.constant(lo), tf.constant(hi)
 
 
@@ -62,17 +95,18 @@ class Emitter(tf.Module, metaclass=abc.ABCMeta):
     Args:
       solution_dim: D.
       batch_size: candidates per ``emit``.
-      bounds: ``(low, high)`` scalars or ``[D]`` arrays; candidates are clipped.
+      bounds: ``(low, high)``, each a scalar or ``[D]`` array, or pyribs' ``D`` pairs ``[(low_0, high_0),
+        ...]`` (``D != 2``; with ``D = 2`` a form both could mean is a :class:`ConfigError` unless low
+        and high are NumPy arrays); ``None`` (a side or an entry) is no bound there.  Candidates are
+        clipped (resampled first by :class:`ESEmitter`).
     """
 
     graph_safe = True
 
     def __init__(self, solution_dim: int, batch_size: int, bounds=None, name: str | None = None):
         super().__init__(name=name)
-        if int(batch_size) < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-        self.solution_dim = int(solution_dim)
-        self.batch_size = int(batch_size)
+        self.batch_size = count_arg("batch_size", batch_size, 1)
+        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
         self.bounds = _bounds(bounds, self.solution_dim)
 
     def _clip(self, x):

@@ -7,7 +7,7 @@
         x = me.ask()
         fitness, descriptors = task(x)
         me.tell(x, fitness, descriptors)
-    me.metrics()   # coverage, qd_score, max/mean fitness
+    me.metrics()   # coverage, qd_score, norm_qd_score, max/mean fitness, size
 
 The first ``ask`` (archive empty) returns ``batch_size`` solutions drawn
 uniformly in ``init_bounds`` (or from ``init_solutions``).  Each later ``ask``

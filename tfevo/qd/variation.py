@@ -111,6 +111,8 @@ class PolynomialMutationEmitter(Emitter):
         if bounds is None:
             raise ConfigError("polynomial mutation needs bounds")
         super().__init__(solution_dim, batch_size, bounds, name)
+        if not all(np.all(np.isfinite(b.numpy())) for b in self.bounds):
+            raise ConfigError(f"polynomial mutation needs finite bounds (it scales by high - low), got {bounds!r}")
         self.eta = float(eta)
         self.rate = float(rate) if rate is not None else 1.0 / self.solution_dim
         if not self.eta >= 0.0 or self.eta == float("inf"):
