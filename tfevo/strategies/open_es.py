@@ -96,7 +96,7 @@ class OpenES(Algorithm):
 
     def _shape(self, fitness):
         if self.fitness_shaping == "centered_rank":
-            return centered_rank(fitness)
+            return centered_rank(fitness, self.dtype)
         if self.fitness_shaping == "z_score":
             return z_score(fitness)
         return worst_to_finite(fitness)

@@ -103,7 +103,7 @@ class PGPE(Algorithm):
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         if self.fitness_shaping == "centered_rank":
-            w = centered_rank(fitness)
+            w = centered_rank(fitness, self.dtype)
         elif self.fitness_shaping == "z_score":
             w = z_score(fitness)
         else:

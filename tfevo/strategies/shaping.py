@@ -38,7 +38,7 @@ def ranks(fitness) -> tf.Tensor:
     return tf.scatter_nd(order[:, None], tf.range(p, dtype=tf.int32), [p])
 
 
-def centered_rank(fitness) -> tf.Tensor:
+def centered_rank(fitness, dtype=tf.float32) -> tf.Tensor:
     """Centered ranks of Salimans et al. (2017): ranks scaled linearly to [-0.5, 0.5].
 
     The worst member gets -0.5, the best +0.5, the rest evenly in between
@@ -48,12 +48,14 @@ def centered_rank(fitness) -> tf.Tensor:
 
     Args:
       fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
+      dtype: float dtype of the result (``float64`` for a float64 strategy).
 
     Returns:
-      float32 ``[P]``.
+      ``[P]`` of ``dtype`` (float32 by default).
     """
-    r = tf.cast(ranks(fitness), tf.float32)
-    p = tf.cast(tf.shape(r)[0], tf.float32)
+    dtype = tf.as_dtype(dtype)
+    r = tf.cast(ranks(fitness), dtype)
+    p = tf.cast(tf.shape(r)[0], dtype)
     return tf.where(p > 1.0, r / tf.maximum(p - 1.0, 1.0) - 0.5, tf.zeros_like(r))
 
 
@@ -98,7 +100,7 @@ def weight_decay(x, coeff: float) -> tf.Tensor:
     return -tf.cast(coeff, tf.float32) * tf.reduce_sum(tf.square(x), axis=-1)
 
 
-def nes_utilities(popsize: int) -> np.ndarray:
+def nes_utilities(popsize: int, dtype=np.float32) -> np.ndarray:
     """NES utility values by rank (Wierstra et al. 2014), best rank first.
 
     ``u_i = max(0, log(P/2 + 1) - log(i)) / sum_j max(0, log(P/2 + 1) - log(j)) - 1/P``
@@ -106,7 +108,8 @@ def nes_utilities(popsize: int) -> np.ndarray:
     rank, the values sum to zero.
 
     Returns:
-      float32 numpy array ``[P]``; entry 0 belongs to the best member.
+      numpy array ``[P]`` of ``dtype`` (float32 by default; computed in
+      float64); entry 0 belongs to the best member.
     """
     popsize = int(popsize)
     if popsize < 1:
@@ -114,7 +117,7 @@ def nes_utilities(popsize: int) -> np.ndarray:
     i = np.arange(1, popsize + 1, dtype=np.float64)
     u = np.maximum(0.0, math.log(popsize / 2.0 + 1.0) - np.log(i))
     u = u / u.sum() - 1.0 / popsize
-    return u.astype(np.float32)
+    return u.astype(tf.as_dtype(dtype).as_numpy_dtype)
 
 
 def utility_weights(fitness, utilities=None) -> tf.Tensor:

@@ -73,7 +73,7 @@ class SNES(Algorithm):
         d = self.num_dims
         self.sigma_learning_rate = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if sigma_learning_rate is None \
             else _positive(sigma_learning_rate, "sigma_learning_rate")
-        self.utilities = tf.constant(nes_utilities(self.popsize), self.dtype)
+        self.utilities = tf.constant(nes_utilities(self.popsize, self.dtype), self.dtype)
         self.center = tf.Variable(_center(init_params, d, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(_per_dim(sigma, d, "sigma", self.dtype), trainable=False, name="sigma")
         self._init_best()

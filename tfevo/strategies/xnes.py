@@ -77,7 +77,7 @@ class XNES(Algorithm):
             _positive(sigma_learning_rate, "sigma_learning_rate")
         self.B_learning_rate = default if B_learning_rate is None else _positive(B_learning_rate, "B_learning_rate")
         dt = self.dtype
-        self.utilities = tf.constant(nes_utilities(self.popsize), dt)
+        self.utilities = tf.constant(nes_utilities(self.popsize, dt), dt)
         self.center = tf.Variable(_center(init_params, d, dtype=dt), trainable=False, name="center")
         self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=dt, trainable=False, name="sigma")
         self.B = tf.Variable(tf.eye(d, dtype=dt), trainable=False, name="B")
