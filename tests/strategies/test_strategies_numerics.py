@@ -89,3 +89,44 @@ def test_pgpe_float64_step_is_float64_accurate():
     es.tell(x, f)
     _assert_f64_close(es.mean.numpy(), -0.2 + 0.1 * g_mu)
     _assert_f64_close(es.sigma.numpy(), np.clip(s0 + 0.3 * g_s, 0.8 * s0, 1.2 * s0))
+
+
+# -- ties: equal fitness must give equal weights, whatever the members' order ------------
+
+
+def test_centered_rank_and_utilities_average_tied_ranks():
+    from scipy.stats import rankdata
+
+    from tfevo.strategies.shaping import centered_rank, nes_utilities, utility_weights
+
+    f = np.array([3.0, 1.0, np.nan, 2.0, 1.0, np.inf, 3.0, 3.0, -np.inf, 0.5])
+    finite = np.where(np.isfinite(f), f, -np.inf)  # every non-finite value is the worst
+    avg = rankdata(finite) - 1.0  # 0 = worst, ties share the mean rank
+    np.testing.assert_allclose(centered_rank(f, "float64").numpy(), avg / 9 - 0.5, rtol=0, atol=1e-15)
+    table = nes_utilities(10, "float64")[::-1]  # worst first
+    lo = (finite[None, :] < finite[:, None]).sum(1)  # a member's block of ranks: [lo, hi)
+    hi = (finite[None, :] <= finite[:, None]).sum(1)
+    expected = [table[a:b].mean() for a, b in zip(lo, hi)]
+    np.testing.assert_allclose(utility_weights(f, nes_utilities(10, "float64")).numpy(), expected, atol=1e-15)
+    # without ties: each member its own entry, exactly as before
+    g = np.array([0.3, -1.0, 2.0, 0.1])
+    np.testing.assert_array_equal(centered_rank(g).numpy(), np.float32([2, 0, 3, 1]) / np.float32(3) - np.float32(0.5))
+
+
+@pytest.mark.parametrize("name", ["openai_es", "pgpe", "snes", "xnes"])
+def test_a_generation_of_equal_fitness_moves_nothing(name):
+    # mirrored pairs with equal fitness carry no information; ranking them by position
+    # gave the '+' members lower weights than their '-' twins: a full optimizer step
+    # along -sum(eps+) on a plateau (an RL task whose episodes all return 0)
+    make = {
+        "openai_es": lambda: S.OpenES(8, 10, sigma=0.1, learning_rate=0.05, weight_decay=0.0, dtype="float64"),
+        "pgpe": lambda: S.PGPE(8, 10, sigma=0.1, learning_rate=0.05, dtype="float64"),
+        "snes": lambda: S.SNES(8, 10, sigma=0.1, dtype="float64"),
+        "xnes": lambda: S.XNES(8, 10, sigma=0.1, dtype="float64"),
+    }[name]
+    es = make()
+    sigma0 = np.array(es.sigma.numpy())
+    for _ in range(3):
+        es.tell(es.ask(), np.zeros(10))
+    assert np.max(np.abs(es.mean.numpy())) < 1e-12
+    np.testing.assert_allclose(es.sigma.numpy(), sigma0, rtol=1e-12)

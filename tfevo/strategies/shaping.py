@@ -38,13 +38,33 @@ def ranks(fitness) -> tf.Tensor:
     return tf.scatter_nd(order[:, None], tf.range(p, dtype=tf.int32), [p])
 
 
+def _tie_mean(fitness, values) -> tf.Tensor:
+    """``values[k]`` belongs to the k-th worst member; returns each member's value ``[P]``,
+    members of equal fitness (after sanitizing: all non-finite ones tie) sharing the mean
+    of their block of ``values``, so the result does not depend on the members' order.
+    A member without ties gets its own entry exactly.  Sort and segment sums: O(P log P)."""
+    f = sanitize_fitness(fitness)
+    order = tf.argsort(f, stable=True)  # ascending: worst first
+    s = tf.gather(f, order)
+    starts = tf.concat([tf.ones([1], tf.int32), tf.cast(tf.not_equal(s[1:], s[:-1]), tf.int32)], axis=0)
+    block = tf.cumsum(starts) - 1  # block id of each sorted position
+    p = tf.shape(f)[0]
+    sums = tf.math.unsorted_segment_sum(values, block, p)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(values), block, p)
+    mean = tf.gather(sums / tf.maximum(counts, 1), block)  # x / 1 == x: untied members unchanged
+    return tf.scatter_nd(order[:, None], mean, [p])
+
+
 def centered_rank(fitness, dtype=tf.float32) -> tf.Tensor:
     """Centered ranks of Salimans et al. (2017): ranks scaled linearly to [-0.5, 0.5].
 
     The worst member gets -0.5, the best +0.5, the rest evenly in between
-    (``rank / (P - 1) - 0.5``).  With a single member the result is 0.  The
-    values sum to zero, which makes the estimated gradient invariant to any
-    monotone transformation of fitness.
+    (``rank / (P - 1) - 0.5``).  Members of equal fitness share the mean of
+    their ranks (as ``scipy.stats.rankdata``, and evosax), so the weights do
+    not depend on the order of the members: a generation whose members all
+    tie gets all-zero weights and moves nothing.  With a single member the
+    result is 0.  The values sum to zero, which makes the estimated gradient
+    invariant to any monotone transformation of fitness.
 
     Args:
       fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
@@ -54,8 +74,9 @@ def centered_rank(fitness, dtype=tf.float32) -> tf.Tensor:
       ``[P]`` of ``dtype`` (float32 by default).
     """
     dtype = tf.as_dtype(dtype)
-    r = tf.cast(ranks(fitness), dtype)
-    p = tf.cast(tf.shape(r)[0], dtype)
+    p_int = tf.shape(tf.convert_to_tensor(fitness))[0]
+    r = _tie_mean(fitness, tf.cast(tf.range(p_int), dtype))
+    p = tf.cast(p_int, dtype)
     return tf.where(p > 1.0, r / tf.maximum(p - 1.0, 1.0) - 0.5, tf.zeros_like(r))
 
 
@@ -123,24 +144,28 @@ def nes_utilities(popsize: int, dtype=np.float32) -> np.ndarray:
 def utility_weights(fitness, utilities=None) -> tf.Tensor:
     """Assigns NES utilities (see :func:`nes_utilities`) to members by fitness rank.
 
+    Members of equal fitness share the mean utility of their ranks, so the
+    weights do not depend on the order of the members (all members tied:
+    every weight is ``sum(u) / P = 0``, no update).
+
     Args:
       fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
       utilities: optional ``[P]`` table, best rank first (default
         ``nes_utilities(P)``; P must then be known statically).
 
     Returns:
-      float32 ``[P]``: the utility of each member.
+      ``[P]`` in the table's dtype (float32 for the default table): the utility of each member.
     """
-    fitness = tf.convert_to_tensor(fitness, tf.float32)
+    fitness = tf.convert_to_tensor(fitness)
     if utilities is None:
         p = fitness.shape[0]
         if p is None:
             raise ShapeError("utility_weights needs a static population size or an explicit table")
         utilities = nes_utilities(p)
-    utilities = tf.convert_to_tensor(utilities, tf.float32)
-    r = ranks(fitness)  # 0 = worst
-    p = tf.shape(r)[0]
-    return tf.gather(utilities, p - 1 - r)
+    utilities = tf.convert_to_tensor(utilities)
+    if not utilities.dtype.is_floating:
+        utilities = tf.cast(utilities, tf.float32)
+    return _tie_mean(fitness, tf.reverse(utilities, [0]))  # worst first
 
 
 # -- helpers shared by the strategies (not public API) ----------------------

@@ -20,7 +20,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, ranks,
+    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, utility_weights,
 )
 
 __all__ = ["SNES"]
@@ -88,7 +88,7 @@ class SNES(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
+        u = utility_weights(fitness, self.utilities)
         z = (x - self.center) / self.sigma
         grad_mu = tf.linalg.matvec(z, u, transpose_a=True)
         grad_sigma = tf.linalg.matvec(tf.square(z), u, transpose_a=True)  # sum(u) = 0 drops the -1

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _positive, nes_utilities, ranks,
+    _center, _default_popsize, _normal, _positive, nes_utilities, utility_weights,
 )
 
 __all__ = ["XNES"]
@@ -108,7 +108,7 @@ class XNES(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
+        u = utility_weights(fitness, self.utilities)
         z = tf.convert_to_tensor(self.z)
         d = float(self.num_dims)
         g_delta = tf.linalg.matvec(z, u, transpose_a=True)
