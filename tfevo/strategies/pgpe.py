@@ -12,6 +12,10 @@ and baseline ``b`` (the mean shaped fitness), the gradient estimates are
 al. 2020), ``sigma`` takes a plain ascent step ``sigma_learning_rate * grad_sigma`` whose
 relative size is clipped to ``sigma_max_change`` (Toklu et al. defaults:
 0.1 and 0.2).
+
+``tell`` reads the pairs from the row order ``ask`` returned: row ``k`` and
+row ``k + P/2`` are ``mu + eps_k`` and ``mu - eps_k`` (as in evosax).  Tell the
+rows in that order; re-ordered rows would pair unrelated members.
 """
 
 from __future__ import annotations
