@@ -9,6 +9,11 @@ Search distribution ``N(mu, diag(sigma^2))``.  With standard-normal samples
 
 with the defaults of Wierstra et al. (2014): ``P = 4 + floor(3 ln D)``,
 ``eta_mu = 1`` and ``eta_sigma = (3 + ln D) / (5 sqrt(D))``.
+
+Members of equal fitness share the mean utility of their ranks
+(:func:`~tfevo.strategies.shaping.utility_weights`), so a generation whose
+members all tie moves nothing; evosax instead gives each tied member the
+utility of its mean rank truncated to an integer (a step along ``sum_i z_i``).
 """
 
 from __future__ import annotations

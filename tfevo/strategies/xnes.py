@@ -11,6 +11,7 @@ rank, one generation computes
 and updates ``mu += eta_mu sigma B G_delta``, ``sigma *= exp(eta_sigma/2 G_sigma)``,
 ``B <- B expm(eta_B/2 G_B)``.  Defaults: ``P = 4 + floor(3 ln D)``,
 ``eta_mu = 1``, ``eta_sigma = eta_B = 3 (3 + ln D) / (5 D sqrt(D))``.
+Members of equal fitness share the mean utility of their ranks (as SNES).
 The samples ``z`` of the last ``ask`` are kept in a variable, so ``tell`` must
 receive that population (in order); any other raises
 :class:`~tfevo.core.AskTellError`.
