@@ -130,3 +130,17 @@ def test_a_generation_of_equal_fitness_moves_nothing(name):
         es.tell(es.ask(), np.zeros(10))
     assert np.max(np.abs(es.mean.numpy())) < 1e-12
     np.testing.assert_allclose(es.sigma.numpy(), sigma0, rtol=1e-12)
+
+
+def test_weight_decay_keeps_a_float64_population_float64():
+    import tensorflow as tf
+
+    from tfevo.strategies.shaping import weight_decay
+
+    x = np.array([[1.0 + 1e-12, 2.0], [0.0, -3.0]])
+    expected = -0.005 * np.sum(x * x, axis=1)
+    for given in (x, tf.constant(x)):  # a float64 strategy's ask() output, or NumPy
+        out = weight_decay(given, 0.005)
+        assert out.dtype == tf.float64
+        np.testing.assert_array_equal(out.numpy(), expected)
+    assert weight_decay(tf.constant(x, tf.float32), 0.005).dtype == tf.float32

@@ -94,7 +94,8 @@ def z_score(fitness, eps: float = 1e-8) -> tf.Tensor:
       eps: added to the standard deviation.
 
     Returns:
-      float32 ``[P]`` with mean 0 and (unless constant) standard deviation ~1.
+      ``[P]`` in the fitness's float dtype (float32 for other inputs) with mean 0
+      and (unless constant) standard deviation ~1.
     """
     f = worst_to_finite(fitness)
     scale = tf.reduce_max(tf.abs(f))
@@ -115,10 +116,14 @@ def weight_decay(x, coeff: float) -> tf.Tensor:
       coeff: the L2 coefficient (>= 0).
 
     Returns:
-      float32 ``[P]`` (or a scalar for ``[D]`` input).
+      ``[P]`` (or a scalar for ``[D]`` input) in ``x``'s float dtype (float32
+      for anything else), so a float64 strategy's population stays float64.
     """
-    x = tf.convert_to_tensor(x, tf.float32)
-    return -tf.cast(coeff, tf.float32) * tf.reduce_sum(tf.square(x), axis=-1)
+    x = tf.convert_to_tensor(x)
+    if x.dtype not in (tf.float32, tf.float64):
+        x = tf.cast(x, tf.float32)
+    coeff = tf.cast(tf.convert_to_tensor(coeff, dtype_hint=x.dtype), x.dtype)  # (a Python float: not via float32)
+    return -coeff * tf.reduce_sum(tf.square(x), axis=-1)
 
 
 def nes_utilities(popsize: int, dtype=np.float32) -> np.ndarray:
