@@ -14,7 +14,8 @@ from tfevo.strategies.shaping import (
 def test_ranks_and_centered_rank_hand_example():
     f = tf.constant([3.0, 1.0, np.nan, 2.0, -np.inf])
     np.testing.assert_array_equal(ranks(f).numpy(), [4, 2, 0, 3, 1])  # NaN (first) and -inf are worst
-    np.testing.assert_allclose(centered_rank(f).numpy(), [0.5, 0.0, -0.5, 0.25, -0.25])
+    # the two worst (NaN, -inf) tie and share the mean of ranks 0 and 1
+    np.testing.assert_allclose(centered_rank(f).numpy(), [0.5, 0.0, -0.375, 0.25, -0.375])
     np.testing.assert_allclose(centered_rank(tf.constant([2.0, 7.0])).numpy(), [-0.5, 0.5])
     np.testing.assert_allclose(centered_rank(tf.constant([5.0])).numpy(), [0.0])
     assert abs(float(tf.reduce_sum(centered_rank(tf.random.normal([101]))))) < 1e-5

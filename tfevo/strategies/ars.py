@@ -10,6 +10,9 @@ Each generation draws ``N = P/2`` directions ``delta_k ~ N(0, I)`` and evaluates
 (``alpha`` is ``learning_rate``, ``nu`` is ``sigma``) where ``sigma_R`` is the standard deviation of the ``2b`` rewards used
 (reward-std normalization; switch off with ``normalize_rewards=False``).
 
+``tell`` reads the pairs from the row order ``ask`` returned (row ``k`` and
+row ``k + N`` share ``delta_k``, as in evosax): tell the rows in that order.
+
 Variants of the paper:
   * V1: ``num_top = P/2`` (all directions); V1-t: ``num_top < P/2``.
   * V2 / V2-t: the same update; the additional *observation normalization*

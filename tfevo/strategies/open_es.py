@@ -9,6 +9,16 @@ fitness is replaced by centered ranks ``w`` (see
 
 is handed to an optimizer (Adam by default) whose step is added to ``theta``.
 ``sigma`` may decay geometrically to a floor.
+
+Where this differs from Salimans et al.'s code: their gradient is
+``sum_i w_i eps_i / P`` (no ``1 / sigma``; evosax divides by sigma as here), so
+the same ``weight_decay`` weighs ``sigma`` times less against the fitness term
+here (0.005 here is their 0.0001 at ``sigma = 0.02``).  Ties share the mean
+rank (:func:`~tfevo.strategies.shaping.centered_rank`; their ranks break ties
+arbitrarily).  The learning rate is constant (no decay schedule as evosax's
+optax schedules); ``sigma_decay`` / ``sigma_limit`` are the only schedule, and a
+``sigma_limit`` above ``sigma`` raises sigma to it at the first ``tell`` (as
+optax's ``exponential_decay`` with ``end_value``).
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ class OpenES(Algorithm):
       learning_rate: optimizer step size (Salimans et al.: 0.01).
       optimizer: ``"adam"`` (default), ``"sgd"``, ``"clipup"`` or an
         :class:`~tfevo.strategies.optimizers.Optimizer` instance.
-      weight_decay: L2 coefficient applied to the centre in the gradient
-        (Salimans et al.: 0.005); 0 disables it.
+      weight_decay: L2 coefficient applied to the centre in the gradient; 0
+        disables it.  Salimans et al.'s 0.005 is ``0.005 / sigma`` on this
+        gradient's scale (see above).
       sigma_decay: factor applied to sigma after each generation (1 = constant).
       sigma_limit: floor for the decayed sigma.
       mirrored: antithetic sampling (pairs ``theta +- sigma eps``).
@@ -96,7 +107,7 @@ class OpenES(Algorithm):
 
     def _shape(self, fitness):
         if self.fitness_shaping == "centered_rank":
-            return centered_rank(fitness)
+            return centered_rank(fitness, self.dtype)
         if self.fitness_shaping == "z_score":
             return z_score(fitness)
         return worst_to_finite(fitness)

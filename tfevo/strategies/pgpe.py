@@ -12,6 +12,10 @@ and baseline ``b`` (the mean shaped fitness), the gradient estimates are
 al. 2020), ``sigma`` takes a plain ascent step ``sigma_learning_rate * grad_sigma`` whose
 relative size is clipped to ``sigma_max_change`` (Toklu et al. defaults:
 0.1 and 0.2).
+
+``tell`` reads the pairs from the row order ``ask`` returned: row ``k`` and
+row ``k + P/2`` are ``mu + eps_k`` and ``mu - eps_k`` (as in evosax).  Tell the
+rows in that order; re-ordered rows would pair unrelated members.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ class PGPE(Algorithm):
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         if self.fitness_shaping == "centered_rank":
-            w = centered_rank(fitness)
+            w = centered_rank(fitness, self.dtype)
         elif self.fitness_shaping == "z_score":
             w = z_score(fitness)
         else:

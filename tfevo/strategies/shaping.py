@@ -38,22 +38,45 @@ def ranks(fitness) -> tf.Tensor:
     return tf.scatter_nd(order[:, None], tf.range(p, dtype=tf.int32), [p])
 
 
-def centered_rank(fitness) -> tf.Tensor:
+def _tie_mean(fitness, values) -> tf.Tensor:
+    """``values[k]`` belongs to the k-th worst member; returns each member's value ``[P]``,
+    members of equal fitness (after sanitizing: all non-finite ones tie) sharing the mean
+    of their block of ``values``, so the result does not depend on the members' order.
+    A member without ties gets its own entry exactly.  Sort and segment sums: O(P log P)."""
+    f = sanitize_fitness(fitness)
+    order = tf.argsort(f, stable=True)  # ascending: worst first
+    s = tf.gather(f, order)
+    starts = tf.concat([tf.ones([1], tf.int32), tf.cast(tf.not_equal(s[1:], s[:-1]), tf.int32)], axis=0)
+    block = tf.cumsum(starts) - 1  # block id of each sorted position
+    p = tf.shape(f)[0]
+    sums = tf.math.unsorted_segment_sum(values, block, p)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(values), block, p)
+    mean = tf.gather(sums / tf.maximum(counts, 1), block)  # x / 1 == x: untied members unchanged
+    return tf.scatter_nd(order[:, None], mean, [p])
+
+
+def centered_rank(fitness, dtype=tf.float32) -> tf.Tensor:
     """Centered ranks of Salimans et al. (2017): ranks scaled linearly to [-0.5, 0.5].
 
     The worst member gets -0.5, the best +0.5, the rest evenly in between
-    (``rank / (P - 1) - 0.5``).  With a single member the result is 0.  The
-    values sum to zero, which makes the estimated gradient invariant to any
-    monotone transformation of fitness.
+    (``rank / (P - 1) - 0.5``).  Members of equal fitness share the mean of
+    their ranks (as ``scipy.stats.rankdata``, and evosax), so the weights do
+    not depend on the order of the members: a generation whose members all
+    tie gets all-zero weights and moves nothing.  With a single member the
+    result is 0.  The values sum to zero, which makes the estimated gradient
+    invariant to any monotone transformation of fitness.
 
     Args:
       fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
+      dtype: float dtype of the result (``float64`` for a float64 strategy).
 
     Returns:
-      float32 ``[P]``.
+      ``[P]`` of ``dtype`` (float32 by default).
     """
-    r = tf.cast(ranks(fitness), tf.float32)
-    p = tf.cast(tf.shape(r)[0], tf.float32)
+    dtype = tf.as_dtype(dtype)
+    p_int = tf.shape(tf.convert_to_tensor(fitness))[0]
+    r = _tie_mean(fitness, tf.cast(tf.range(p_int), dtype))
+    p = tf.cast(p_int, dtype)
     return tf.where(p > 1.0, r / tf.maximum(p - 1.0, 1.0) - 0.5, tf.zeros_like(r))
 
 
@@ -71,7 +94,8 @@ def z_score(fitness, eps: float = 1e-8) -> tf.Tensor:
       eps: added to the standard deviation.
 
     Returns:
-      float32 ``[P]`` with mean 0 and (unless constant) standard deviation ~1.
+      ``[P]`` in the fitness's float dtype (float32 for other inputs) with mean 0
+      and (unless constant) standard deviation ~1.
     """
     f = worst_to_finite(fitness)
     scale = tf.reduce_max(tf.abs(f))
@@ -92,13 +116,17 @@ def weight_decay(x, coeff: float) -> tf.Tensor:
       coeff: the L2 coefficient (>= 0).
 
     Returns:
-      float32 ``[P]`` (or a scalar for ``[D]`` input).
+      ``[P]`` (or a scalar for ``[D]`` input) in ``x``'s float dtype (float32
+      for anything else), so a float64 strategy's population stays float64.
     """
-    x = tf.convert_to_tensor(x, tf.float32)
-    return -tf.cast(coeff, tf.float32) * tf.reduce_sum(tf.square(x), axis=-1)
+    x = tf.convert_to_tensor(x)
+    if x.dtype not in (tf.float32, tf.float64):
+        x = tf.cast(x, tf.float32)
+    coeff = tf.cast(tf.convert_to_tensor(coeff, dtype_hint=x.dtype), x.dtype)  # (a Python float: not via float32)
+    return -coeff * tf.reduce_sum(tf.square(x), axis=-1)
 
 
-def nes_utilities(popsize: int) -> np.ndarray:
+def nes_utilities(popsize: int, dtype=np.float32) -> np.ndarray:
     """NES utility values by rank (Wierstra et al. 2014), best rank first.
 
     ``u_i = max(0, log(P/2 + 1) - log(i)) / sum_j max(0, log(P/2 + 1) - log(j)) - 1/P``
@@ -106,7 +134,8 @@ def nes_utilities(popsize: int) -> np.ndarray:
     rank, the values sum to zero.
 
     Returns:
-      float32 numpy array ``[P]``; entry 0 belongs to the best member.
+      numpy array ``[P]`` of ``dtype`` (float32 by default; computed in
+      float64); entry 0 belongs to the best member.
     """
     popsize = int(popsize)
     if popsize < 1:
@@ -114,11 +143,15 @@ def nes_utilities(popsize: int) -> np.ndarray:
     i = np.arange(1, popsize + 1, dtype=np.float64)
     u = np.maximum(0.0, math.log(popsize / 2.0 + 1.0) - np.log(i))
     u = u / u.sum() - 1.0 / popsize
-    return u.astype(np.float32)
+    return u.astype(tf.as_dtype(dtype).as_numpy_dtype)
 
 
 def utility_weights(fitness, utilities=None) -> tf.Tensor:
     """Assigns NES utilities (see :func:`nes_utilities`) to members by fitness rank.
+
+    Members of equal fitness share the mean utility of their ranks, so the
+    weights do not depend on the order of the members (all members tied:
+    every weight is ``sum(u) / P = 0``, no update).
 
     Args:
       fitness: float ``[P]``, higher is better; NaN/+-inf are worst.
@@ -126,18 +159,18 @@ def utility_weights(fitness, utilities=None) -> tf.Tensor:
         ``nes_utilities(P)``; P must then be known statically).
 
     Returns:
-      float32 ``[P]``: the utility of each member.
+      ``[P]`` in the table's dtype (float32 for the default table): the utility of each member.
     """
-    fitness = tf.convert_to_tensor(fitness, tf.float32)
+    fitness = tf.convert_to_tensor(fitness)
     if utilities is None:
         p = fitness.shape[0]
         if p is None:
             raise ShapeError("utility_weights needs a static population size or an explicit table")
         utilities = nes_utilities(p)
-    utilities = tf.convert_to_tensor(utilities, tf.float32)
-    r = ranks(fitness)  # 0 = worst
-    p = tf.shape(r)[0]
-    return tf.gather(utilities, p - 1 - r)
+    utilities = tf.convert_to_tensor(utilities)
+    if not utilities.dtype.is_floating:
+        utilities = tf.cast(utilities, tf.float32)
+    return _tie_mean(fitness, tf.reverse(utilities, [0]))  # worst first
 
 
 # -- helpers shared by the strategies (not public API) ----------------------

@@ -9,6 +9,11 @@ Search distribution ``N(mu, diag(sigma^2))``.  With standard-normal samples
 
 with the defaults of Wierstra et al. (2014): ``P = 4 + floor(3 ln D)``,
 ``eta_mu = 1`` and ``eta_sigma = (3 + ln D) / (5 sqrt(D))``.
+
+Members of equal fitness share the mean utility of their ranks
+(:func:`~tfevo.strategies.shaping.utility_weights`), so a generation whose
+members all tie moves nothing; evosax instead gives each tied member the
+utility of its mean rank truncated to an integer (a step along ``sum_i z_i``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, ranks,
+    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, utility_weights,
 )
 
 __all__ = ["SNES"]
@@ -73,7 +78,7 @@ class SNES(Algorithm):
         d = self.num_dims
         self.sigma_learning_rate = (3.0 + math.log(d)) / (5.0 * math.sqrt(d)) if sigma_learning_rate is None \
             else _positive(sigma_learning_rate, "sigma_learning_rate")
-        self.utilities = tf.constant(nes_utilities(self.popsize), self.dtype)
+        self.utilities = tf.constant(nes_utilities(self.popsize, self.dtype), self.dtype)
         self.center = tf.Variable(_center(init_params, d, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(_per_dim(sigma, d, "sigma", self.dtype), trainable=False, name="sigma")
         self._init_best()
@@ -88,7 +93,7 @@ class SNES(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
+        u = utility_weights(fitness, self.utilities)
         z = (x - self.center) / self.sigma
         grad_mu = tf.linalg.matvec(z, u, transpose_a=True)
         grad_sigma = tf.linalg.matvec(tf.square(z), u, transpose_a=True)  # sum(u) = 0 drops the -1

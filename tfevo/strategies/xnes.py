@@ -11,6 +11,7 @@ rank, one generation computes
 and updates ``mu += eta_mu sigma B G_delta``, ``sigma *= exp(eta_sigma/2 G_sigma)``,
 ``B <- B expm(eta_B/2 G_B)``.  Defaults: ``P = 4 + floor(3 ln D)``,
 ``eta_mu = 1``, ``eta_sigma = eta_B = 3 (3 + ln D) / (5 D sqrt(D))``.
+Members of equal fitness share the mean utility of their ranks (as SNES).
 The samples ``z`` of the last ``ask`` are kept in a variable, so ``tell`` must
 receive that population (in order); any other raises
 :class:`~tfevo.core.AskTellError`.
@@ -27,7 +28,7 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _normal, _positive, nes_utilities, ranks,
+    _center, _default_popsize, _normal, _positive, nes_utilities, utility_weights,
 )
 
 __all__ = ["XNES"]
@@ -77,7 +78,7 @@ class XNES(Algorithm):
             _positive(sigma_learning_rate, "sigma_learning_rate")
         self.B_learning_rate = default if B_learning_rate is None else _positive(B_learning_rate, "B_learning_rate")
         dt = self.dtype
-        self.utilities = tf.constant(nes_utilities(self.popsize), dt)
+        self.utilities = tf.constant(nes_utilities(self.popsize, dt), dt)
         self.center = tf.Variable(_center(init_params, d, dtype=dt), trainable=False, name="center")
         self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=dt, trainable=False, name="sigma")
         self.B = tf.Variable(tf.eye(d, dtype=dt), trainable=False, name="B")
@@ -108,7 +109,7 @@ class XNES(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        u = tf.gather(self.utilities, self.popsize - 1 - ranks(fitness))
+        u = utility_weights(fitness, self.utilities)
         z = tf.convert_to_tensor(self.z)
         d = float(self.num_dims)
         g_delta = tf.linalg.matvec(z, u, transpose_a=True)
