@@ -54,6 +54,35 @@ def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
     return _fo.forward(n, coords, config.num_inputs, config.num_outputs, acts, aggs)
 
 
+def _coords(what: str, x, allow_flat: bool, allow_empty: bool) -> np.ndarray:
+    """``x`` as float32 ``[n, dims]`` node coordinates (``allow_flat``: a list of numbers is
+    ``n`` 1-D coordinates); ConfigError naming ``what`` unless finite and of that shape."""
+    try:
+        a = np.asarray(x, np.float32)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{what} must be an [n, dims] array of coordinates, got {x!r} ({e})") from None
+    if a.size == 0 and allow_empty:
+        return a.reshape(0, 0)  # no nodes: takes the other groups' dims
+    shape = list(a.shape)
+    if allow_flat and a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ConfigError(f"{what} must be an [n, dims] array of coordinates with n >= 1, got shape {shape}")
+    if not np.all(np.isfinite(a)):
+        raise ConfigError(f"{what} must be finite, got {a.tolist()}")
+    return a
+
+
+def _same_dims(groups) -> list:
+    """The ``(what, coords)`` groups with one coordinate width (empty groups take it)."""
+    dims = {what: a.shape[1] for what, a in groups if len(a)}
+    if len(set(dims.values())) != 1:
+        raise ConfigError("all substrate coordinates must have the same number of dimensions, got "
+                          + ", ".join(f"{k}: {v}" for k, v in dims.items()))
+    d = next(iter(dims.values()))
+    return [a if len(a) else np.zeros([0, d], np.float32) for _, a in groups]
+
+
 @dataclasses.dataclass
 class Substrate:
     """Node coordinates and the connections HyperNEAT paints.
@@ -103,11 +132,10 @@ class Substrate:
     def layered(cls, layers: Sequence) -> "Substrate":
         """MLP substrate from a list of coordinate arrays (input layer first,
         output layer last)."""
-        layers = [np.asarray(l, np.float32) for l in layers]
-        if len(layers) < 2 or any(l.ndim != 2 for l in layers):
-            raise ConfigError("layered substrate needs >= 2 layers, each a [n, dims] coordinate array")
-        if len({l.shape[1] for l in layers}) != 1:
-            raise ConfigError("all substrate coordinates must have the same number of dimensions")
+        if isinstance(layers, (str, bytes)) or not hasattr(layers, "__len__") or len(layers) < 2:
+            raise ConfigError(f"a layered substrate needs a list of >= 2 layers (input first, output last), got "
+                              f"{layers!r}")
+        layers = _same_dims([(f"layer {k}", _coords(f"layer {k}", l, False, False)) for k, l in enumerate(layers)])
         offs = np.cumsum([0] + [len(l) for l in layers])
         conns = [(offs[k] + i, offs[k + 1] + j) for k in range(len(layers) - 1)
                  for i in range(len(layers[k])) for j in range(len(layers[k + 1]))]
@@ -117,7 +145,7 @@ class Substrate:
     @classmethod
     def full(cls, input_coords, hidden_coords, output_coords, recurrent: bool = False) -> "Substrate":
         """Fully connected substrate (evaluated as a recurrent network)."""
-        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
+        i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
         I, H, O = len(i), len(h), len(o)
         ins = range(I)
         hid = range(I, I + H)
@@ -131,14 +159,32 @@ class Substrate:
     @classmethod
     def custom(cls, input_coords, hidden_coords, output_coords, conns) -> "Substrate":
         """Any coordinates and any ``(src, dst)`` connection list."""
-        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
-        conns = np.asarray(conns, np.int32)
+        i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
         n = len(i) + len(h) + len(o)
-        if conns.ndim != 2 or conns.shape[1] != 2 or conns.min() < 0 or conns.max() >= n:
-            raise ConfigError(f"conns must be [Q, 2] indices into the {n} substrate nodes")
+        try:
+            raw = np.asarray(conns, np.float64)
+        except (TypeError, ValueError):
+            raw = np.zeros([0])
+        if (raw.ndim != 2 or raw.shape[0] < 1 or raw.shape[1] != 2 or not np.all(np.isfinite(raw))
+                or np.any(raw != np.round(raw)) or raw.min() < 0 or raw.max() >= n):
+            raise ConfigError(f"conns must be a non-empty [Q, 2] list of integer (src, dst) indices in [0, {n}) "
+                              f"(the {n} substrate nodes), got {np.asarray(conns, object).tolist()}")
+        conns = raw.astype(np.int32)
         if np.any(conns[:, 1] < len(i)):
-            raise ConfigError("substrate connections cannot end in an input node")
+            raise ConfigError(f"substrate connections cannot end in an input node (indices 0..{len(i) - 1}), got "
+                              f"{conns[conns[:, 1] < len(i)].tolist()}")
+        pairs, counts = np.unique(conns, axis=0, return_counts=True)
+        if np.any(counts > 1):
+            raise ConfigError(f"conns lists a (src, dst) pair more than once (its weights would add up): "
+                              f"{pairs[counts > 1].tolist()}")
         return cls(i, h, o, conns)
+
+    @staticmethod
+    def _groups(input_coords, hidden_coords, output_coords):
+        """Input, hidden and output coordinates of one width (no hidden nodes is fine)."""
+        return _same_dims([("input_coords", _coords("input_coords", input_coords, True, False)),
+                           ("hidden_coords", _coords("hidden_coords", hidden_coords, True, True)),
+                           ("output_coords", _coords("output_coords", output_coords, True, False))])
 
 
 class SubstrateNetwork(NamedTuple):

@@ -1,0 +1,46 @@
+"""HyperNEAT as a PUREPLES / TensorNEAT user expects it: substrates of any coordinate width, with or
+without hidden nodes, painted by CPPNs whose weights equal a hand-written NumPy evaluation of the
+genome; bad substrates and settings are a ConfigError/ShapeError naming field and value."""
+
+import numpy as np
+import pytest
+
+from tfevo.core import ConfigError
+from tfevo.neat import NEAT
+from tfevo.neat.hyperneat import HyperNEAT, Substrate
+
+
+def test_substrates_without_hidden_nodes_build_and_run():
+    """PUREPLES' standard substrate lists no hidden nodes; full and custom substrates accept an empty
+    hidden list (inputs straight to outputs)."""
+    full = Substrate.full([(-1.0, -1.0), (1.0, -1.0)], [], [(0.0, 1.0)])
+    assert full.conns.tolist() == [[0, 2], [1, 2]] and full.hidden_coords.shape == (0, 2)
+    custom = Substrate.custom([-1.0, 1.0], [], [0.0], [(0, 2), (1, 2)])  # 1-D coordinates as plain numbers
+    assert custom.coords.tolist() == [[-1.0], [1.0], [0.0]]
+    for sub in (full, custom):
+        hn = HyperNEAT(sub, activation="tanh", activation_steps=2)
+        cfg = hn.cppn_config(pop_size=3)
+        W = hn.decode(NEAT(cfg, seed=0).ask(), cfg).weights.numpy()
+        x = np.array([[[0.5, -0.25]]] * 3, np.float32)
+        y = hn.forward(hn.decode(NEAT(cfg, seed=0).ask(), cfg), x).numpy()
+        want = np.tanh(2.5 * np.einsum("pbi,pi->pb", x, W[:, :2, 2]))[..., None]
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: Substrate.full([(-1.0, -1.0)], [(0.0, 0.0, 0.0)], [(0.0, 1.0)]),
+     r"same number of dimensions, got input_coords: 2, hidden_coords: 3, output_coords: 2"),
+    (lambda: Substrate.full([], [(0.0, 0.0)], [(0.0, 1.0)]), r"input_coords must be .* n >= 1, got shape \[0\]"),
+    (lambda: Substrate.custom([(-1.0,)], [(0.0,)], [], [(0, 1)]), r"output_coords must be .* n >= 1"),
+    (lambda: Substrate.custom([(-1.0,)], [], [(1.0,)], np.zeros((0, 2))), r"conns must be a non-empty \[Q, 2\]"),
+    (lambda: Substrate.custom([(-1.0,)], [], [(1.0,)], [(0, 1), (0, 1)]), r"more than once .*\[\[0, 1\]\]"),
+    (lambda: Substrate.custom([(-1.0,)], [], [(1.0,)], [(0, 0.5)]), r"integer \(src, dst\) indices in \[0, 2\)"),
+    (lambda: Substrate.custom([(-1.0,)], [], [(1.0,)], [(1, 0)]), r"cannot end in an input node .*\[\[1, 0\]\]"),
+    (lambda: Substrate.layered([[(-1.0,), (1.0,)], np.zeros((0, 1)), [(0.0,)]]), r"layer 1 must be .* got shape \[0, 1\]"),
+    (lambda: Substrate.layered([[(np.nan,), (1.0,)], [(0.0,)]]), r"layer 0 must be finite, got \[\[nan\], \[1\.0\]\]"),
+    (lambda: Substrate.layered([[(0.0, 0.0)], [(0.0,)]]), r"same number of dimensions, got layer 0: 2, layer 1: 1"),
+    (lambda: Substrate.layered([[(0.0, 0.0)]]), r"list of >= 2 layers"),
+])
+def test_bad_substrates_are_config_errors_naming_what_and_value(build, match):
+    with pytest.raises(ConfigError, match=match):
+        build()
