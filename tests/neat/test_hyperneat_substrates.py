@@ -44,3 +44,28 @@ def test_substrates_without_hidden_nodes_build_and_run():
 def test_bad_substrates_are_config_errors_naming_what_and_value(build, match):
     with pytest.raises(ConfigError, match=match):
         build()
+
+
+_SUB = Substrate.layered([[(-1.0, -1.0), (1.0, -1.0)], [(0.0, 1.0)]])
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"max_weight": -1.0}, r"max_weight must be a finite number > 0, got -1\.0"),
+    ({"max_weight": 0}, r"max_weight must be a finite number > 0, got 0"),
+    ({"max_weight": float("nan")}, r"max_weight must be a finite number > 0, got nan"),
+    ({"max_weight": float("inf")}, r"max_weight must be a finite number > 0, got inf"),
+    ({"activation_steps": 0}, r"activation_steps must be an integer >= 1, got 0"),
+    ({"activation_steps": 2.5}, r"activation_steps must be an integer >= 1, got 2\.5"),
+    ({"weight_threshold": "0.2"}, r"weight_threshold must be a number in \[0, 1\), got '0\.2'"),
+    ({"weight_threshold": 1.0}, r"weight_threshold must be a number in \[0, 1\), got 1\.0"),
+    ({"bias_input": "no"}, r"bias_input must be True or False, got 'no'"),
+    ({"activation": "tahn"}, r"activation: unknown activation 'tahn'; known: sigmoid, tanh"),
+    ({"output_activation": "tahn"}, r"output_activation: unknown activation 'tahn'"),
+    ({"substrate": [[0.0]]}, r"substrate must be a Substrate .* got list"),
+])
+def test_bad_hyperneat_settings_are_config_errors_naming_field_and_value(kw, match):
+    """A negative max_weight flipped every weight's sign, 0 or NaN zeroed or poisoned the substrate,
+    activation_steps=0 returned zeros and 2.5 ran 2 steps, bias_input='no' meant True: all silently."""
+    kw = {"substrate": _SUB, **kw}
+    with pytest.raises(ConfigError, match=match):
+        HyperNEAT(**kw)

@@ -218,15 +218,30 @@ class HyperNEAT:
     def __init__(self, substrate: Substrate, weight_threshold: float = 0.2, max_weight: float = 5.0,
                  activation: str = "sigmoid", activation_steps: int = 10, bias_input: bool = True,
                  output_activation: str | None = None):
-        if not 0.0 <= weight_threshold < 1.0:
-            raise ConfigError(f"weight_threshold must be in [0, 1), got {weight_threshold}")
-        F.activation_id(activation)
+        if not isinstance(substrate, Substrate):
+            raise ConfigError(f"substrate must be a Substrate (Substrate.layered, .full or .custom), got "
+                              f"{type(substrate).__name__}")
+        real = lambda v: isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)  # noqa: E731
+        if not (real(weight_threshold) and 0.0 <= weight_threshold < 1.0):
+            raise ConfigError(f"weight_threshold must be a number in [0, 1), got {weight_threshold!r}")
+        if not (real(max_weight) and 0.0 < max_weight < np.inf):
+            raise ConfigError(f"max_weight must be a finite number > 0, got {max_weight!r}")
+        if not (real(activation_steps) and activation_steps == int(activation_steps) and activation_steps >= 1):
+            raise ConfigError(f"activation_steps must be an integer >= 1, got {activation_steps!r}")
+        if not isinstance(bias_input, (bool, np.bool_)):
+            raise ConfigError(f"bias_input must be True or False, got {bias_input!r}")
+        for field, name in (("activation", activation), ("output_activation", output_activation or activation)):
+            if not isinstance(name, str):
+                raise ConfigError(f"{field} must be an activation name, got {name!r}")
+            try:
+                F.activation_id(name)
+            except ConfigError as e:
+                raise ConfigError(f"{field}: {e}") from None
         self.substrate = substrate
         self.weight_threshold = float(weight_threshold)
         self.max_weight = float(max_weight)
         self.activation = activation
         self.output_activation = output_activation or activation
-        F.activation_id(self.output_activation)
         self.activation_steps = int(activation_steps)
         self.bias_input = bool(bias_input)
         self._queries = tf.constant(substrate.queries(bias_input))
