@@ -69,3 +69,26 @@ def test_bad_hyperneat_settings_are_config_errors_naming_field_and_value(kw, mat
     kw = {"substrate": _SUB, **kw}
     with pytest.raises(ConfigError, match=match):
         HyperNEAT(**kw)
+
+
+def test_recurrent_cppn_configs_are_refused():
+    """A CPPN is queried once per coordinate pair; with feed_forward=False NEAT may grow cycles, which
+    the one-shot query silently evaluated as if they were not there."""
+    from tfevo.envs.base import ActionSpec
+    from tfevo.neat import NEATConfig
+    from tfevo.neat.hyperneat import cppn_config, query_cppn
+    from tfevo.neat.hyperneat_policy import HyperNEATPolicy
+
+    hn = HyperNEAT(_SUB)
+    with pytest.raises(ConfigError, match=r"feed_forward=False: a CPPN .* use feed_forward=True"):
+        hn.cppn_config(pop_size=4, feed_forward=False)
+    with pytest.raises(ConfigError, match=r"feed_forward=False"):
+        cppn_config(5, feed_forward=False)
+    rec = NEATConfig(num_inputs=hn.cppn_inputs, num_outputs=1, pop_size=4, feed_forward=False)
+    pop = NEAT(rec, seed=0).ask()
+    with pytest.raises(ConfigError, match=r"feed_forward=False"):
+        hn.decode(pop, rec)
+    with pytest.raises(ConfigError, match=r"feed_forward=False"):
+        query_cppn(pop, _SUB.queries(), rec)
+    with pytest.raises(ConfigError, match=r"feed_forward=False"):
+        HyperNEATPolicy(hn, rec, ActionSpec(discrete=True, num_actions=1))

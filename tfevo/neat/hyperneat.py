@@ -40,12 +40,23 @@ def cppn_config(num_coords: int, num_outputs: int = 1, **kw) -> NEATConfig:
     base = dict(num_inputs=num_coords, num_outputs=num_outputs, activation_default="tanh",
                 activation_options=CPPN_ACTIVATIONS, activation_mutate_rate=0.1)
     base.update(kw)
-    return NEATConfig(**base)
+    return check_cppn_config(NEATConfig(**base))
+
+
+def check_cppn_config(config: NEATConfig) -> NEATConfig:
+    """``config`` if it can describe CPPNs: a CPPN is queried once per coordinate, so it is a
+    feed-forward network; a recurrent config (whose genomes may hold cycles, which have no
+    one-shot value) is a ConfigError."""
+    if isinstance(config, NEATConfig) and not config.feed_forward:
+        raise ConfigError("feed_forward=False: a CPPN is evaluated once per coordinate query, as a feed-forward "
+                          "network; use feed_forward=True")
+    return config
 
 
 def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
     """Evaluates every CPPN of ``population = (nodes, conns)`` at ``coords
     [Q, num_inputs]`` -> ``[P, Q, num_outputs]``."""
+    check_cppn_config(config)
     nodes, conns = population
     coords = tf.convert_to_tensor(coords, tf.float32)
     acts, aggs = config.activation_options, config.aggregation_options

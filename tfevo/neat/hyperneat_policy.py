@@ -16,7 +16,7 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
-from tfevo.neat.hyperneat import HyperNEAT, Substrate, SubstrateNetwork
+from tfevo.neat.hyperneat import HyperNEAT, Substrate, SubstrateNetwork, check_cppn_config
 from tfevo.registry import register
 
 __all__ = ["HyperNEATPolicy", "layered_substrate"]
@@ -62,6 +62,7 @@ class HyperNEATPolicy:
         if config.num_inputs != hyperneat.cppn_inputs or config.num_outputs != 1:
             raise ConfigError(f"the CPPN config must have num_inputs={hyperneat.cppn_inputs} and num_outputs=1, "
                               f"got {config.num_inputs} and {config.num_outputs}")
+        check_cppn_config(config)
         self.hyperneat = hyperneat
         self.config = config
         self.action_spec = action_spec
