@@ -92,3 +92,16 @@ def test_recurrent_cppn_configs_are_refused():
         query_cppn(pop, _SUB.queries(), rec)
     with pytest.raises(ConfigError, match=r"feed_forward=False"):
         HyperNEATPolicy(hn, rec, ActionSpec(discrete=True, num_actions=1))
+
+
+def test_forward_shape_errors_name_both_sizes():
+    from tfevo.core import ShapeError
+
+    hn = HyperNEAT(_SUB)
+    cfg = hn.cppn_config(pop_size=4)
+    d = hn.decode(NEAT(cfg, seed=0).ask(), cfg)
+    with pytest.raises(ShapeError, match=r"x must be \[P, B, 2\] or \[B, 2\] .* got \[4, 3, 3\]"):
+        hn.forward(d, np.zeros((4, 3, 3), np.float32))
+    with pytest.raises(ShapeError, match=r"x has 3 members .* the decoded weights 4"):
+        hn.forward(d, np.zeros((3, 5, 2), np.float32))
+    assert hn.forward(d, np.zeros((5, 2), np.float32)).shape == (4, 5, 1)  # inputs shared by every member

@@ -293,6 +293,15 @@ class HyperNEAT:
         W = decoded.weights
         x = tf.convert_to_tensor(x, tf.float32)
         I, O, M = s.num_inputs, s.num_outputs, s.num_nodes
+        if x.shape.rank is not None and (x.shape.rank not in (2, 3) or x.shape[-1] not in (None, I)):
+            raise ShapeError(f"x must be [P, B, {I}] or [B, {I}] ({I} = the substrate's inputs), got "
+                             f"{x.shape.as_list()}")
+        if W.shape.rank != 3 or W.shape[1:].as_list() != [M, M]:
+            raise ShapeError(f"decoded weights must be [P, {M}, {M}] ({M} = the substrate's nodes), got "
+                             f"{W.shape.as_list()}")
+        if x.shape.rank == 3 and None not in (x.shape[0], W.shape[0]) and x.shape[0] != W.shape[0]:
+            raise ShapeError(f"x has {x.shape[0]} members (x {x.shape.as_list()}), the decoded weights "
+                             f"{W.shape[0]}")
         act = F.ACTIVATIONS[self.activation]
         oact = F.ACTIVATIONS[self.output_activation]
         if s.layers is not None:
