@@ -105,3 +105,21 @@ def test_forward_shape_errors_name_both_sizes():
     with pytest.raises(ShapeError, match=r"x has 3 members .* the decoded weights 4"):
         hn.forward(d, np.zeros((3, 5, 2), np.float32))
     assert hn.forward(d, np.zeros((5, 2), np.float32)).shape == (4, 5, 1)  # inputs shared by every member
+
+
+def test_substrate_weights_never_exceed_max_weight():
+    """The CPPN's output node mutates its activation among cppn_config's options, unbounded ones
+    included (identity, square, relu, abs); its raw output is clipped to [-1, 1] before threshold
+    and scaling, so max_weight is the largest weight, as in the original HyperNEAT."""
+    hn = HyperNEAT(_SUB, weight_threshold=0.2, max_weight=3.0)
+    cfg = hn.cppn_config(pop_size=6, activation_default="identity", initial_connection="full_direct",
+                         weight_init_stdev=5.0, bias_init_stdev=5.0)
+    pop = NEAT(cfg, seed=0).ask()
+    W = hn.decode(pop, cfg).weights.numpy()
+    from tfevo.neat.hyperneat import query_cppn
+
+    raw = np.clip(query_cppn(pop, _SUB.queries(), cfg).numpy()[..., 0], -1.0, 1.0)
+    assert (np.abs(raw) == 1.0).sum() >= 3  # several outputs beyond [-1, 1] before clipping
+    want = np.where(np.abs(raw) > 0.2, np.sign(raw) * (np.abs(raw) - 0.2) / 0.8 * 3.0, 0.0)
+    np.testing.assert_allclose(W[:, _SUB.conns[:, 0], _SUB.conns[:, 1]], want, rtol=1e-6, atol=1e-6)
+    assert np.abs(W).max() == np.float32(3.0)

@@ -7,9 +7,11 @@ evaluates a whole CPPN population at any set of coordinates in one call.
 HyperNEAT (Stanley et al. 2009) uses the CPPN to paint the weights of a fixed
 *substrate* network: for each substrate connection ``(src, dst)`` the CPPN is
 queried at ``(coords[src], coords[dst])`` (plus a constant bias input); a raw
-output ``w`` becomes the weight
+output ``w``, clipped to [-1, 1] (the CPPN's output node may mutate to an
+unbounded activation such as identity or square), becomes the weight
 ``sign(w) * (|w| - threshold) / (1 - threshold) * max_weight`` when
-``|w| > threshold`` and 0 otherwise (no connection).  The substrate then runs
+``|w| > threshold`` and 0 otherwise (no connection), so every weight lies in
+``[-max_weight, max_weight]``.  The substrate then runs
 batched for the whole population: a *layered* substrate as an MLP (one batched
 matmul per layer pair), a *full* or *custom* substrate as a recurrent network
 updated ``activation_steps`` times with the inputs clamped.
@@ -211,7 +213,7 @@ class HyperNEAT:
     Args:
       substrate: a :class:`Substrate`.
       weight_threshold: CPPN outputs with ``|w| <= threshold`` give no connection.
-      max_weight: weight scale.
+      max_weight: the largest substrate weight magnitude (a CPPN output of +-1 or beyond).
       activation: substrate node activation (name).
       activation_steps: updates of non-layered substrates per input.
       bias_input: feed a constant 1 to the CPPN as an extra input.
@@ -267,8 +269,10 @@ class HyperNEAT:
         return cppn_config(self.cppn_inputs, 1, **kw)
 
     def scale(self, w: tf.Tensor) -> tf.Tensor:
-        """Raw CPPN outputs -> substrate weights (threshold and scaling)."""
+        """Raw CPPN outputs -> substrate weights in ``[-max_weight, max_weight]`` (clip to [-1, 1],
+        threshold, scale)."""
         t = self.weight_threshold
+        w = tf.clip_by_value(w, -1.0, 1.0)
         a = tf.abs(w)
         return tf.where(a > t, tf.sign(w) * (a - t) / (1.0 - t) * self.max_weight, 0.0)
 
