@@ -123,3 +123,107 @@ def test_substrate_weights_never_exceed_max_weight():
     want = np.where(np.abs(raw) > 0.2, np.sign(raw) * (np.abs(raw) - 0.2) / 0.8 * 3.0, 0.0)
     np.testing.assert_allclose(W[:, _SUB.conns[:, 0], _SUB.conns[:, 1]], want, rtol=1e-6, atol=1e-6)
     assert np.abs(W).max() == np.float32(3.0)
+
+
+# neat-python's activation definitions (what PUREPLES' substrates and CPPNs use), in float64
+_NP_ACT = {"sigmoid": lambda z: 1 / (1 + np.exp(-np.clip(5 * z, -60, 60))),
+           "tanh": lambda z: np.tanh(np.clip(2.5 * z, -60, 60)), "sin": lambda z: np.sin(np.clip(5 * z, -60, 60)),
+           "gauss": lambda z: np.exp(-5 * np.clip(z, -3.4, 3.4) ** 2), "identity": lambda z: z, "abs": np.abs,
+           "relu": lambda z: np.maximum(z, 0), "square": lambda z: z * z}
+
+
+def _cppn_numpy(nodes, conns, q, num_inputs):
+    """One CPPN genome's single output at the rows of ``q``: node by node in topological order,
+    act(bias + response * sum(w * in)) over enabled connections."""
+    from tfevo.neat.functions import activation_name
+
+    nd = {int(r[0]): r for r in nodes if not np.isnan(r[0])}
+    inc = {}
+    for r in conns:
+        if not np.isnan(r[0]) and r[2] > 0.5:
+            inc.setdefault(int(r[1]), []).append((int(r[0]), float(r[3])))
+    vals = {i: q[:, i].astype(np.float64) for i in range(num_inputs)}
+    rest = [k for k in nd if k >= num_inputs]
+    while rest:
+        ready = [k for k in rest if all(a in vals for a, _ in inc.get(k, []))]
+        assert ready, "cycle"
+        for k in ready:
+            s = sum((vals[a] * w for a, w in inc.get(k, [])), np.zeros(len(q)))
+            vals[k] = _NP_ACT[activation_name(int(nd[k][4]))](nd[k][1] + nd[k][2] * s)
+        rest = [k for k in rest if k not in vals]
+    return vals[num_inputs]
+
+
+_SHAPES = {
+    "2d_layered_2_3_1": (lambda: Substrate.layered([[(-1.0, -1.0), (1.0, -1.0)], [(-1.0, 0.0), (0.0, 0.0), (1.0, 0.0)],
+                                                    [(0.0, 1.0)]]), {}),
+    "1d_no_hidden": (lambda: Substrate.layered([[[-1.0], [0.0], [1.0]], [[0.5]]]), {"weight_threshold": 0.0}),
+    "3d_3_2_5_no_bias": (lambda: Substrate.layered([[(-1, 0, 0), (1, 0, 0), (0, 1, 0)], [(0, 0, .5), (1, 1, .5)],
+                                                    [(0, 0, 1), (1, 0, 1), (0, 1, 1), (1, 1, 1), (.5, .5, 1)]]),
+                         {"bias_input": False, "activation": "tanh", "output_activation": "identity"}),
+    "2d_two_hidden_3_out": (lambda: Substrate.layered([[(-1, -1), (1, -1)], [(-1, -.3), (1, -.3)], [(-1, .3), (1, .3)],
+                                                       [(-1, 1), (0, 1), (1, 1)]]), {"max_weight": 1.0}),
+    "full_recurrent": (lambda: Substrate.full([(-1.0, -1.0), (1.0, -1.0)], [(0.0, 0.0)], [(0.0, 1.0), (1.0, 1.0)],
+                                              recurrent=True), {"activation": "tanh", "activation_steps": 4}),
+    "full_no_hidden": (lambda: Substrate.full([(-1.0,), (1.0,)], [], [(0.0,)]), {"activation_steps": 1}),
+    "custom": (lambda: Substrate.custom([(-1.0, -1.0), (1.0, -1.0)], [(0.0, 0.0)], [(0.0, 1.0)],
+                                        [(0, 2), (1, 2), (2, 3), (0, 3), (3, 2)]),
+               {"activation": "sigmoid", "output_activation": "sin", "activation_steps": 3}),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SHAPES))
+def test_substrate_weights_and_outputs_equal_a_numpy_evaluation(shape):
+    """Every substrate weight equals the hand-written NumPy CPPN at its coordinate pair, thresholded
+    and scaled (float32 against float64: within 1e-5 * max_weight), every other entry is 0; the
+    population forward equals NumPy's substrate run and each member run alone (float rounding)."""
+    build, kw = _SHAPES[shape]
+    sub = build()
+    hn = HyperNEAT(sub, **kw)
+    t, mw = hn.weight_threshold, hn.max_weight
+    cfg = hn.cppn_config(pop_size=10, max_nodes=20, max_conns=40, node_add_prob=0.5, conn_add_prob=0.5,
+                         activation_mutate_rate=0.5)
+    algo = NEAT(cfg, seed=3)
+    rng = np.random.default_rng(3)
+    for _ in range(6):  # grow hidden CPPN nodes with mixed activations
+        pop = algo.ask()
+        algo.tell(pop, rng.normal(size=cfg.pop_size))
+    pop = algo.ask()
+    W = hn.decode(pop, cfg).weights.numpy()
+    q = sub.queries(hn.bias_input)
+    assert q.shape == (len(sub.conns), 2 * sub.coord_dims + hn.bias_input)
+    M, I, O = sub.num_nodes, sub.num_inputs, sub.num_outputs
+    x = rng.uniform(-1, 1, (cfg.pop_size, 4, I)).astype(np.float32)
+    y = hn.forward(hn.decode(pop, cfg), x).numpy()
+    assert y.shape == (cfg.pop_size, 4, O)
+    act, oact = _NP_ACT[hn.activation], _NP_ACT[hn.output_activation]
+    grown = 0
+    for p in range(cfg.pop_size):
+        nodes, conns = pop.nodes[p].numpy(), pop.conns[p].numpy()
+        grown += int(np.sum(~np.isnan(nodes[:, 0]))) > cfg.num_inputs + 1
+        raw = np.clip(_cppn_numpy(nodes, conns, q, cfg.num_inputs), -1, 1)
+        w = np.where(np.abs(raw) > t, np.sign(raw) * (np.abs(raw) - t) / (1 - t) * mw, 0.0)
+        ref = np.zeros((M, M))
+        ref[sub.conns[:, 0], sub.conns[:, 1]] = w
+        edge = np.zeros((M, M), bool)
+        edge[sub.conns[:, 0], sub.conns[:, 1]] = np.abs(np.abs(raw) - t) < 1e-5  # float32 may land either side
+        np.testing.assert_allclose(np.where(edge, 0, W[p]), np.where(edge, 0, ref), rtol=0, atol=1e-5 * mw)
+        # the substrate network in NumPy, from tfevo's weights
+        if sub.layers is not None:
+            offs = np.cumsum([0] + list(sub.layers))
+            h = x[p].astype(np.float64)
+            for k in range(len(sub.layers) - 1):
+                z = h @ W[p][offs[k]:offs[k + 1], offs[k + 1]:offs[k + 2]]
+                h = oact(z) if k == len(sub.layers) - 2 else act(z)
+            want = h
+        else:
+            v = np.concatenate([x[p], np.zeros((4, M - I))], 1).astype(np.float64)
+            for _ in range(hn.activation_steps):
+                z = v @ W[p]
+                v = np.concatenate([x[p], np.where(np.arange(M) >= M - O, oact(z), act(z))[:, I:]], 1)
+            want = v[:, M - O:]
+        np.testing.assert_allclose(y[p], want, rtol=1e-4, atol=1e-5)
+        d = hn.decode((pop.nodes[p:p + 1], pop.conns[p:p + 1]), cfg)
+        np.testing.assert_array_equal(d.weights.numpy()[0], W[p])  # the CPPN query does not depend on the batch
+        np.testing.assert_allclose(hn.forward(d, x[p:p + 1]).numpy()[0], y[p], rtol=1e-6, atol=1e-6)
+    assert grown >= 3, "the CPPNs should have hidden nodes"
