@@ -227,3 +227,18 @@ def test_substrate_weights_and_outputs_equal_a_numpy_evaluation(shape):
         np.testing.assert_array_equal(d.weights.numpy()[0], W[p])  # the CPPN query does not depend on the batch
         np.testing.assert_allclose(hn.forward(d, x[p:p + 1]).numpy()[0], y[p], rtol=1e-6, atol=1e-6)
     assert grown >= 3, "the CPPNs should have hidden nodes"
+
+
+def test_query_coords_and_layer_sizes_are_checked():
+    from tfevo.core import ShapeError
+    from tfevo.neat.hyperneat import query_cppn
+    from tfevo.neat.hyperneat_policy import layered_substrate
+
+    hn = HyperNEAT(_SUB)
+    cfg = hn.cppn_config(pop_size=2)
+    pop = NEAT(cfg, seed=0).ask()
+    with pytest.raises(ShapeError, match=r"coords must be \[Q, 5\] \(num_inputs of the CPPN config\), got \[3, 4\]"):
+        query_cppn(pop, np.zeros((3, 4), np.float32), cfg)
+    with pytest.raises(ConfigError, match=r"hidden must be a list of hidden layer sizes, got '16'"):
+        layered_substrate(2, "16", 1)  # was read as the layers [1, 6]
+    assert layered_substrate(2, [16], 1).layers == (2, 16, 1)

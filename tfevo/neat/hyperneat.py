@@ -61,6 +61,9 @@ def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
     check_cppn_config(config)
     nodes, conns = population
     coords = tf.convert_to_tensor(coords, tf.float32)
+    if coords.shape.rank is not None and (coords.shape.rank != 2 or coords.shape[1] not in (None, config.num_inputs)):
+        raise ShapeError(f"coords must be [Q, {config.num_inputs}] (num_inputs of the CPPN config), got "
+                         f"{coords.shape.as_list()}")
     acts, aggs = config.activation_options, config.aggregation_options
     # C++ inference kernels where they run (coords shared by all members), else the dense reference
     n = _fo.prepare(nodes, conns, config.num_inputs, True, acts, aggs)

@@ -25,6 +25,8 @@ __all__ = ["HyperNEATPolicy", "layered_substrate"]
 def layered_substrate(num_inputs: int, hidden, num_outputs: int) -> Substrate:
     """A layered 2-D substrate: inputs on ``y = -1``, outputs on ``y = 1``, hidden
     layers evenly in between; the nodes of a layer spread over ``x`` in [-1, 1]."""
+    if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
+        raise ConfigError(f"hidden must be a list of hidden layer sizes, got {hidden!r}")
     sizes = [int(num_inputs), *(int(h) for h in hidden), int(num_outputs)]
     if any(s < 1 for s in sizes):
         raise ConfigError(f"substrate layer sizes must be >= 1, got {sizes}")
