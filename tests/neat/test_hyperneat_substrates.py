@@ -242,3 +242,15 @@ def test_query_coords_and_layer_sizes_are_checked():
     with pytest.raises(ConfigError, match=r"hidden must be a list of hidden layer sizes, got '16'"):
         layered_substrate(2, "16", 1)  # was read as the layers [1, 6]
     assert layered_substrate(2, [16], 1).layers == (2, 16, 1)
+
+
+def test_shared_inputs_run_every_substrate_kind():
+    """x [B, I] (the same inputs for every member) runs full and custom substrates as it runs layered
+    ones, equal to the inputs broadcast to [P, B, I]."""
+    x = np.random.default_rng(0).uniform(-1, 1, (5, 2)).astype(np.float32)
+    for sub in (_SUB, Substrate.full([(-1.0, -1.0), (1.0, -1.0)], [(0.0, 0.0)], [(0.0, 1.0)]),
+                Substrate.custom([(-1.0, -1.0), (1.0, -1.0)], [(0.0, 0.0)], [(0.0, 1.0)], [(0, 2), (1, 3), (2, 3)])):
+        hn = HyperNEAT(sub, activation_steps=3)
+        cfg = hn.cppn_config(pop_size=4)
+        d = hn.decode(NEAT(cfg, seed=0).ask(), cfg)
+        np.testing.assert_array_equal(hn.forward(d, x).numpy(), hn.forward(d, np.broadcast_to(x, (4, 5, 2))).numpy())

@@ -295,7 +295,8 @@ class HyperNEAT:
         return SubstrateNetwork(tf.reshape(tf.transpose(dense), [P, M, M]))
 
     def forward(self, decoded: SubstrateNetwork, x) -> tf.Tensor:
-        """Runs the substrate: ``x [P, B, num_inputs]`` -> ``[P, B, num_outputs]``."""
+        """Runs the substrate: ``x [P, B, num_inputs]`` (or ``[B, num_inputs]``, the same inputs for
+        every member) -> ``[P, B, num_outputs]``."""
         s = self.substrate
         W = decoded.weights
         x = tf.convert_to_tensor(x, tf.float32)
@@ -319,6 +320,8 @@ class HyperNEAT:
                 z = tf.linalg.matmul(h, Wk)
                 h = oact(z) if k == len(s.layers) - 2 else act(z)
             return h
+        if x.shape.rank == 2:
+            x = tf.broadcast_to(x[None], tf.concat([tf.shape(W)[:1], tf.shape(x)], 0))
         P = tf.shape(x)[0]
         B = tf.shape(x)[1]
         v = tf.concat([x, tf.zeros(tf.stack([P, B, M - I]))], -1)
