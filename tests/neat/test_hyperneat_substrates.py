@@ -254,3 +254,25 @@ def test_shared_inputs_run_every_substrate_kind():
         cfg = hn.cppn_config(pop_size=4)
         d = hn.decode(NEAT(cfg, seed=0).ask(), cfg)
         np.testing.assert_array_equal(hn.forward(d, x).numpy(), hn.forward(d, np.broadcast_to(x, (4, 5, 2))).numpy())
+
+
+def test_same_seed_same_hyperneat_run():
+    from tfevo.neat.hyperneat import HyperNEATProblem
+
+    x = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
+    prob = HyperNEATProblem(HyperNEAT(_SUB), x, x[:, :1] * x[:, 1:])
+
+    def run(seed):
+        cfg = prob.hn.cppn_config(pop_size=16, max_nodes=16, max_conns=32, node_add_prob=0.5)
+        algo = NEAT(cfg, seed=seed)
+        out = []
+        for _ in range(4):
+            pop = algo.ask()
+            f = prob(pop, cfg)
+            algo.tell(pop, f)
+            out += [pop.nodes.numpy(), pop.conns.numpy(), f.numpy()]
+        return out
+
+    a, b, c = run(5), run(5), run(6)
+    assert all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, b))
+    assert not all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, c))
