@@ -2,7 +2,7 @@
 substrate, population 150, threshold 3.9) over a fixed list of seeds, each seed run once by every
 code tree given, alternating per seed so both see the same machine load.
 
-    python benchmarks/bench_hyperneat_xor.py --seeds 10 --generations 300 --trees /work/wt/x /work/main
+    python benchmarks/bench_hyperneat_xor.py --seeds 10 [--first-seed 0] --generations 300 --trees TREE...
 
 One JSON line per (seed, tree): generations to solve (or the budget), solved, best fitness.
 """
@@ -32,10 +32,11 @@ print("RESULT " + json.dumps(r))
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--generations", type=int, default=300)
     ap.add_argument("--trees", nargs="+", required=True)
     a = ap.parse_args()
-    for seed in range(a.seeds):
+    for seed in range(a.first_seed, a.first_seed + a.seeds):
         for tree in a.trees:
             env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
             out = subprocess.run([sys.executable, "-c", CHILD, str(seed), str(a.generations)], env=env,
