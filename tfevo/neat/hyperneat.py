@@ -37,8 +37,9 @@ CPPN_ACTIVATIONS = ("sigmoid", "tanh", "sin", "gauss", "identity", "abs", "relu"
 
 def cppn_config(num_coords: int, num_outputs: int = 1, **kw) -> NEATConfig:
     """A NEATConfig for CPPNs with ``num_coords`` coordinate inputs: several
-    activation functions (mutated at rate 0.1), identity as default for
-    new nodes' starting point; override anything in ``kw``."""
+    activation functions (:data:`CPPN_ACTIVATIONS`, mutated at rate 0.1 on every
+    node, the output included), ``tanh`` for new nodes; override anything in
+    ``kw``. A recurrent config (``feed_forward=False``) is a ConfigError."""
     base = dict(num_inputs=num_coords, num_outputs=num_outputs, activation_default="tanh",
                 activation_options=CPPN_ACTIVATIONS, activation_mutate_rate=0.1)
     base.update(kw)
@@ -160,7 +161,9 @@ class Substrate:
 
     @classmethod
     def full(cls, input_coords, hidden_coords, output_coords, recurrent: bool = False) -> "Substrate":
-        """Fully connected substrate (evaluated as a recurrent network)."""
+        """Inputs to hidden and outputs, hidden to hidden (both directions, no self-loops) and to
+        outputs; ``recurrent`` adds self-loops and outputs to hidden and outputs. ``hidden_coords``
+        may be empty. Evaluated as a recurrent network (``HyperNEAT.activation_steps``)."""
         i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
         I, H, O = len(i), len(h), len(o)
         ins = range(I)
