@@ -7,9 +7,11 @@ evaluates a whole CPPN population at any set of coordinates in one call.
 HyperNEAT (Stanley et al. 2009) uses the CPPN to paint the weights of a fixed
 *substrate* network: for each substrate connection ``(src, dst)`` the CPPN is
 queried at ``(coords[src], coords[dst])`` (plus a constant bias input); a raw
-output ``w`` becomes the weight
+output ``w``, clipped to [-1, 1] (the CPPN's output node may mutate to an
+unbounded activation such as identity or square), becomes the weight
 ``sign(w) * (|w| - threshold) / (1 - threshold) * max_weight`` when
-``|w| > threshold`` and 0 otherwise (no connection).  The substrate then runs
+``|w| > threshold`` and 0 otherwise (no connection), so every weight lies in
+``[-max_weight, max_weight]``.  The substrate then runs
 batched for the whole population: a *layered* substrate as an MLP (one batched
 matmul per layer pair), a *full* or *custom* substrate as a recurrent network
 updated ``activation_steps`` times with the inputs clamped.
@@ -35,23 +37,67 @@ CPPN_ACTIVATIONS = ("sigmoid", "tanh", "sin", "gauss", "identity", "abs", "relu"
 
 def cppn_config(num_coords: int, num_outputs: int = 1, **kw) -> NEATConfig:
     """A NEATConfig for CPPNs with ``num_coords`` coordinate inputs: several
-    activation functions (mutated at rate 0.1), identity as default for
-    new nodes' starting point; override anything in ``kw``."""
+    activation functions (:data:`CPPN_ACTIVATIONS`, mutated at rate 0.1 on every
+    node, the output included), ``tanh`` for new nodes; override anything in
+    ``kw``. A recurrent config (``feed_forward=False``) is a ConfigError."""
     base = dict(num_inputs=num_coords, num_outputs=num_outputs, activation_default="tanh",
                 activation_options=CPPN_ACTIVATIONS, activation_mutate_rate=0.1)
     base.update(kw)
-    return NEATConfig(**base)
+    return check_cppn_config(NEATConfig(**base))
+
+
+def check_cppn_config(config: NEATConfig) -> NEATConfig:
+    """``config`` if it can describe CPPNs: a CPPN is queried once per coordinate, so it is a
+    feed-forward network; a recurrent config (whose genomes may hold cycles, which have no
+    one-shot value) is a ConfigError."""
+    if isinstance(config, NEATConfig) and not config.feed_forward:
+        raise ConfigError("feed_forward=False: a CPPN is evaluated once per coordinate query, as a feed-forward "
+                          "network; use feed_forward=True")
+    return config
 
 
 def query_cppn(population, coords, config: NEATConfig) -> tf.Tensor:
     """Evaluates every CPPN of ``population = (nodes, conns)`` at ``coords
     [Q, num_inputs]`` -> ``[P, Q, num_outputs]``."""
+    check_cppn_config(config)
     nodes, conns = population
     coords = tf.convert_to_tensor(coords, tf.float32)
+    if coords.shape.rank is not None and (coords.shape.rank != 2 or coords.shape[1] not in (None, config.num_inputs)):
+        raise ShapeError(f"coords must be [Q, {config.num_inputs}] (num_inputs of the CPPN config), got "
+                         f"{coords.shape.as_list()}")
     acts, aggs = config.activation_options, config.aggregation_options
     # C++ inference kernels where they run (coords shared by all members), else the dense reference
     n = _fo.prepare(nodes, conns, config.num_inputs, True, acts, aggs)
     return _fo.forward(n, coords, config.num_inputs, config.num_outputs, acts, aggs)
+
+
+def _coords(what: str, x, allow_flat: bool, allow_empty: bool) -> np.ndarray:
+    """``x`` as float32 ``[n, dims]`` node coordinates (``allow_flat``: a list of numbers is
+    ``n`` 1-D coordinates); ConfigError naming ``what`` unless finite and of that shape."""
+    try:
+        a = np.asarray(x, np.float32)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{what} must be an [n, dims] array of coordinates, got {x!r} ({e})") from None
+    if a.size == 0 and allow_empty:
+        return a.reshape(0, 0)  # no nodes: takes the other groups' dims
+    shape = list(a.shape)
+    if allow_flat and a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ConfigError(f"{what} must be an [n, dims] array of coordinates with n >= 1, got shape {shape}")
+    if not np.all(np.isfinite(a)):
+        raise ConfigError(f"{what} must be finite, got {a.tolist()}")
+    return a
+
+
+def _same_dims(groups) -> list:
+    """The ``(what, coords)`` groups with one coordinate width (empty groups take it)."""
+    dims = {what: a.shape[1] for what, a in groups if len(a)}
+    if len(set(dims.values())) != 1:
+        raise ConfigError("all substrate coordinates must have the same number of dimensions, got "
+                          + ", ".join(f"{k}: {v}" for k, v in dims.items()))
+    d = next(iter(dims.values()))
+    return [a if len(a) else np.zeros([0, d], np.float32) for _, a in groups]
 
 
 @dataclasses.dataclass
@@ -103,11 +149,10 @@ class Substrate:
     def layered(cls, layers: Sequence) -> "Substrate":
         """MLP substrate from a list of coordinate arrays (input layer first,
         output layer last)."""
-        layers = [np.asarray(l, np.float32) for l in layers]
-        if len(layers) < 2 or any(l.ndim != 2 for l in layers):
-            raise ConfigError("layered substrate needs >= 2 layers, each a [n, dims] coordinate array")
-        if len({l.shape[1] for l in layers}) != 1:
-            raise ConfigError("all substrate coordinates must have the same number of dimensions")
+        if isinstance(layers, (str, bytes)) or not hasattr(layers, "__len__") or len(layers) < 2:
+            raise ConfigError(f"a layered substrate needs a list of >= 2 layers (input first, output last), got "
+                              f"{layers!r}")
+        layers = _same_dims([(f"layer {k}", _coords(f"layer {k}", l, False, False)) for k, l in enumerate(layers)])
         offs = np.cumsum([0] + [len(l) for l in layers])
         conns = [(offs[k] + i, offs[k + 1] + j) for k in range(len(layers) - 1)
                  for i in range(len(layers[k])) for j in range(len(layers[k + 1]))]
@@ -116,8 +161,10 @@ class Substrate:
 
     @classmethod
     def full(cls, input_coords, hidden_coords, output_coords, recurrent: bool = False) -> "Substrate":
-        """Fully connected substrate (evaluated as a recurrent network)."""
-        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
+        """Inputs to hidden and outputs, hidden to hidden (both directions, no self-loops) and to
+        outputs; ``recurrent`` adds self-loops and outputs to hidden and outputs. ``hidden_coords``
+        may be empty. Evaluated as a recurrent network (``HyperNEAT.activation_steps``)."""
+        i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
         I, H, O = len(i), len(h), len(o)
         ins = range(I)
         hid = range(I, I + H)
@@ -131,14 +178,32 @@ class Substrate:
     @classmethod
     def custom(cls, input_coords, hidden_coords, output_coords, conns) -> "Substrate":
         """Any coordinates and any ``(src, dst)`` connection list."""
-        i, h, o = (np.asarray(x, np.float32).reshape(len(x), -1) for x in (input_coords, hidden_coords, output_coords))
-        conns = np.asarray(conns, np.int32)
+        i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
         n = len(i) + len(h) + len(o)
-        if conns.ndim != 2 or conns.shape[1] != 2 or conns.min() < 0 or conns.max() >= n:
-            raise ConfigError(f"conns must be [Q, 2] indices into the {n} substrate nodes")
+        try:
+            raw = np.asarray(conns, np.float64)
+        except (TypeError, ValueError):
+            raw = np.zeros([0])
+        if (raw.ndim != 2 or raw.shape[0] < 1 or raw.shape[1] != 2 or not np.all(np.isfinite(raw))
+                or np.any(raw != np.round(raw)) or raw.min() < 0 or raw.max() >= n):
+            raise ConfigError(f"conns must be a non-empty [Q, 2] list of integer (src, dst) indices in [0, {n}) "
+                              f"(the {n} substrate nodes), got {np.asarray(conns, object).tolist()}")
+        conns = raw.astype(np.int32)
         if np.any(conns[:, 1] < len(i)):
-            raise ConfigError("substrate connections cannot end in an input node")
+            raise ConfigError(f"substrate connections cannot end in an input node (indices 0..{len(i) - 1}), got "
+                              f"{conns[conns[:, 1] < len(i)].tolist()}")
+        pairs, counts = np.unique(conns, axis=0, return_counts=True)
+        if np.any(counts > 1):
+            raise ConfigError(f"conns lists a (src, dst) pair more than once (its weights would add up): "
+                              f"{pairs[counts > 1].tolist()}")
         return cls(i, h, o, conns)
+
+    @staticmethod
+    def _groups(input_coords, hidden_coords, output_coords):
+        """Input, hidden and output coordinates of one width (no hidden nodes is fine)."""
+        return _same_dims([("input_coords", _coords("input_coords", input_coords, True, False)),
+                           ("hidden_coords", _coords("hidden_coords", hidden_coords, True, True)),
+                           ("output_coords", _coords("output_coords", output_coords, True, False))])
 
 
 class SubstrateNetwork(NamedTuple):
@@ -154,7 +219,7 @@ class HyperNEAT:
     Args:
       substrate: a :class:`Substrate`.
       weight_threshold: CPPN outputs with ``|w| <= threshold`` give no connection.
-      max_weight: weight scale.
+      max_weight: the largest substrate weight magnitude (a CPPN output of +-1 or beyond).
       activation: substrate node activation (name).
       activation_steps: updates of non-layered substrates per input.
       bias_input: feed a constant 1 to the CPPN as an extra input.
@@ -172,15 +237,30 @@ class HyperNEAT:
     def __init__(self, substrate: Substrate, weight_threshold: float = 0.2, max_weight: float = 5.0,
                  activation: str = "sigmoid", activation_steps: int = 10, bias_input: bool = True,
                  output_activation: str | None = None):
-        if not 0.0 <= weight_threshold < 1.0:
-            raise ConfigError(f"weight_threshold must be in [0, 1), got {weight_threshold}")
-        F.activation_id(activation)
+        if not isinstance(substrate, Substrate):
+            raise ConfigError(f"substrate must be a Substrate (Substrate.layered, .full or .custom), got "
+                              f"{type(substrate).__name__}")
+        real = lambda v: isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)  # noqa: E731
+        if not (real(weight_threshold) and 0.0 <= weight_threshold < 1.0):
+            raise ConfigError(f"weight_threshold must be a number in [0, 1), got {weight_threshold!r}")
+        if not (real(max_weight) and 0.0 < max_weight < np.inf):
+            raise ConfigError(f"max_weight must be a finite number > 0, got {max_weight!r}")
+        if not (real(activation_steps) and activation_steps == int(activation_steps) and activation_steps >= 1):
+            raise ConfigError(f"activation_steps must be an integer >= 1, got {activation_steps!r}")
+        if not isinstance(bias_input, (bool, np.bool_)):
+            raise ConfigError(f"bias_input must be True or False, got {bias_input!r}")
+        for field, name in (("activation", activation), ("output_activation", output_activation or activation)):
+            if not isinstance(name, str):
+                raise ConfigError(f"{field} must be an activation name, got {name!r}")
+            try:
+                F.activation_id(name)
+            except ConfigError as e:
+                raise ConfigError(f"{field}: {e}") from None
         self.substrate = substrate
         self.weight_threshold = float(weight_threshold)
         self.max_weight = float(max_weight)
         self.activation = activation
         self.output_activation = output_activation or activation
-        F.activation_id(self.output_activation)
         self.activation_steps = int(activation_steps)
         self.bias_input = bool(bias_input)
         self._queries = tf.constant(substrate.queries(bias_input))
@@ -195,8 +275,10 @@ class HyperNEAT:
         return cppn_config(self.cppn_inputs, 1, **kw)
 
     def scale(self, w: tf.Tensor) -> tf.Tensor:
-        """Raw CPPN outputs -> substrate weights (threshold and scaling)."""
+        """Raw CPPN outputs -> substrate weights in ``[-max_weight, max_weight]`` (clip to [-1, 1],
+        threshold, scale)."""
         t = self.weight_threshold
+        w = tf.clip_by_value(w, -1.0, 1.0)
         a = tf.abs(w)
         return tf.where(a > t, tf.sign(w) * (a - t) / (1.0 - t) * self.max_weight, 0.0)
 
@@ -216,11 +298,21 @@ class HyperNEAT:
         return SubstrateNetwork(tf.reshape(tf.transpose(dense), [P, M, M]))
 
     def forward(self, decoded: SubstrateNetwork, x) -> tf.Tensor:
-        """Runs the substrate: ``x [P, B, num_inputs]`` -> ``[P, B, num_outputs]``."""
+        """Runs the substrate: ``x [P, B, num_inputs]`` (or ``[B, num_inputs]``, the same inputs for
+        every member) -> ``[P, B, num_outputs]``."""
         s = self.substrate
         W = decoded.weights
         x = tf.convert_to_tensor(x, tf.float32)
         I, O, M = s.num_inputs, s.num_outputs, s.num_nodes
+        if x.shape.rank is not None and (x.shape.rank not in (2, 3) or x.shape[-1] not in (None, I)):
+            raise ShapeError(f"x must be [P, B, {I}] or [B, {I}] ({I} = the substrate's inputs), got "
+                             f"{x.shape.as_list()}")
+        if W.shape.rank != 3 or W.shape[1:].as_list() != [M, M]:
+            raise ShapeError(f"decoded weights must be [P, {M}, {M}] ({M} = the substrate's nodes), got "
+                             f"{W.shape.as_list()}")
+        if x.shape.rank == 3 and None not in (x.shape[0], W.shape[0]) and x.shape[0] != W.shape[0]:
+            raise ShapeError(f"x has {x.shape[0]} members (x {x.shape.as_list()}), the decoded weights "
+                             f"{W.shape[0]}")
         act = F.ACTIVATIONS[self.activation]
         oact = F.ACTIVATIONS[self.output_activation]
         if s.layers is not None:
@@ -231,6 +323,8 @@ class HyperNEAT:
                 z = tf.linalg.matmul(h, Wk)
                 h = oact(z) if k == len(s.layers) - 2 else act(z)
             return h
+        if x.shape.rank == 2:
+            x = tf.broadcast_to(x[None], tf.concat([tf.shape(W)[:1], tf.shape(x)], 0))
         P = tf.shape(x)[0]
         B = tf.shape(x)[1]
         v = tf.concat([x, tf.zeros(tf.stack([P, B, M - I]))], -1)

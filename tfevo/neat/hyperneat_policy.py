@@ -16,7 +16,7 @@ from tfevo.core import ConfigError, ShapeError
 from tfevo.neat import functions as F
 from tfevo.neat.config import NEATConfig
 from tfevo.neat.genome import CONN_DIM, NODE_DIM
-from tfevo.neat.hyperneat import HyperNEAT, Substrate, SubstrateNetwork
+from tfevo.neat.hyperneat import HyperNEAT, Substrate, SubstrateNetwork, check_cppn_config
 from tfevo.registry import register
 
 __all__ = ["HyperNEATPolicy", "layered_substrate"]
@@ -25,6 +25,8 @@ __all__ = ["HyperNEATPolicy", "layered_substrate"]
 def layered_substrate(num_inputs: int, hidden, num_outputs: int) -> Substrate:
     """A layered 2-D substrate: inputs on ``y = -1``, outputs on ``y = 1``, hidden
     layers evenly in between; the nodes of a layer spread over ``x`` in [-1, 1]."""
+    if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
+        raise ConfigError(f"hidden must be a list of hidden layer sizes, got {hidden!r}")
     sizes = [int(num_inputs), *(int(h) for h in hidden), int(num_outputs)]
     if any(s < 1 for s in sizes):
         raise ConfigError(f"substrate layer sizes must be >= 1, got {sizes}")
@@ -62,6 +64,7 @@ class HyperNEATPolicy:
         if config.num_inputs != hyperneat.cppn_inputs or config.num_outputs != 1:
             raise ConfigError(f"the CPPN config must have num_inputs={hyperneat.cppn_inputs} and num_outputs=1, "
                               f"got {config.num_inputs} and {config.num_outputs}")
+        check_cppn_config(config)
         self.hyperneat = hyperneat
         self.config = config
         self.action_spec = action_spec
