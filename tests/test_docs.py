@@ -67,8 +67,16 @@ def test_docstring_examples_run(module, tmp_path, monkeypatch):
     # only the docstrings written in this module, not ones of names it imports
     tests = [t for t in tests if t.filename and Path(t.filename).resolve() == Path(mod.__file__).resolve()]
     report = []
-    for t in tests:
-        runner.run(t, out=report.append)
+    # an example may register GP functions in the global table (register_function's does): put the
+    # table back afterwards, or later tests would meet functions whose example globals are gone
+    from tfevo.gp import functions as gp_functions
+    table, by_id = dict(gp_functions._TABLE), dict(gp_functions._BY_ID)
+    try:
+        for t in tests:
+            runner.run(t, out=report.append)
+    finally:
+        gp_functions._TABLE.clear(), gp_functions._TABLE.update(table)
+        gp_functions._BY_ID.clear(), gp_functions._BY_ID.update(by_id)
     failed = sum(r.failed for r in [runner.summarize(verbose=False)])
     assert failed == 0, f"docstring examples of {module} failed:\n" + "".join(report)[-4000:]
 
