@@ -88,11 +88,23 @@ def test_readme_has_one_example_per_family():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 400
 
 
-@pytest.mark.parametrize("index", range(len(_readme_blocks())))
-def test_readme_code_block_runs(index, tmp_path):
+# The README blocks run in two batches, each one fresh interpreter running its blocks one after the
+# other as ``python -c BLOCK`` would (tests/_script_batch.py: own ``__main__`` globals and working
+# directory per block): Python, TensorFlow and tfevo start twice instead of once per block.
+README_BATCHES = 2
+
+
+@pytest.mark.parametrize("batch", range(README_BATCHES))
+def test_readme_code_block_runs(batch, tmp_path):
     """Each README example runs as a fresh script, as a reader would paste it."""
-    code = _readme_blocks()[index]
+    from _script_batch import run_batch
+
+    blocks = _readme_blocks()
+    indices = list(range(len(blocks)))[batch::README_BATCHES]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"README block {index} failed:\n{code}\n{proc.stderr[-3000:]}"
+    specs = [{"name": f"block{i}", "code": blocks[i], "cwd": str(tmp_path / f"block{i}")} for i in indices]
+    results = run_batch(specs, str(tmp_path), env, timeout=600 * len(indices))
+    assert [r["name"] for r in results] == [s["name"] for s in specs]
+    failed = [f"README block {i} failed:\n{blocks[i]}\n{r['output'][-1000:]}\n{r['error'][-3000:]}"
+              for i, r in zip(indices, results) if r["returncode"] != 0]
+    assert not failed, "\n\n".join(failed)

@@ -1,10 +1,9 @@
-"""Every script in examples/ runs, at a toy budget (TFEVO_EXAMPLE_TOY=1), as a user would run it."""
+"""Every script in examples/ runs, at a toy budget (TFEVO_EXAMPLE_TOY=1), as ``__main__`` with its own
+argv, sys.path entry and working directory, as a user would run it."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,22 @@ def test_every_example_has_a_toy_budget():
     assert not missing, f"examples without a toy budget (use examples/_toy.budget): {missing}"
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_example_runs(name, tmp_path):
+# The examples run in a few batches, each one fresh interpreter running its scripts one after the
+# other as ``__main__`` (tests/_script_batch.py): Python, TensorFlow and tfevo start once per batch
+# instead of once per example.  Three batches: the two test workers share them out.
+BATCHES = 3
+
+
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_example_runs(batch, tmp_path):
+    from _script_batch import run_batch
+
+    names = EXAMPLES[batch::BATCHES]
     env = {**os.environ, "TFEVO_EXAMPLE_TOY": "1", "MPLBACKEND": "Agg",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"examples/{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    specs = [{"name": n, "path": str(ROOT / "examples" / n), "cwd": str(tmp_path / n)} for n in names]
+    results = run_batch(specs, str(tmp_path), env, timeout=600 * len(names))
+    assert [r["name"] for r in results] == names
+    failed = [f"examples/{r['name']} failed:\n{r['output'][-2000:]}\n{r['error'][-4000:]}"
+              for r in results if r["returncode"] != 0]
+    assert not failed, "\n\n".join(failed)

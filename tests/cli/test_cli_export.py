@@ -42,20 +42,56 @@ RUNS = {
                      "--set", "evaluator.kind=auto"],
 }
 
-# loads the model and applies the metadata's action rule with keras and numpy only
+# loads the model and applies the metadata's action rule with keras and numpy only; one process per
+# test module (started by the `loader` fixture) answers one request per line: MODEL OBS.npy OUT.npz
 _LOADER = """
-import json, sys
+import json, sys, traceback
 import numpy as np
 import keras
-model = keras.models.load_model(sys.argv[1])
-act = json.load(open(sys.argv[1] + ".json"))["action"]
-obs = np.load(sys.argv[2])
-y = np.asarray(model(obs))
-ns = {"np": np, "y": y, **act, **{k: np.asarray(act[k], np.float32) for k in ("low", "high") if k in act}}
-exec(act["numpy"], ns)
-assert not any(m == "tfevo" or m.startswith("tfevo.") for m in sys.modules), "the loader imported tfevo"
-np.savez(sys.argv[3], y=y, a=np.asarray(ns["a"]))
+for line in sys.stdin:
+    model_path, obs_path, out_path = json.loads(line)
+    try:
+        model = keras.models.load_model(model_path)
+        act = json.load(open(model_path + ".json"))["action"]
+        obs = np.load(obs_path)
+        y = np.asarray(model(obs))
+        ns = {"np": np, "y": y, **act, **{k: np.asarray(act[k], np.float32) for k in ("low", "high") if k in act}}
+        exec(act["numpy"], ns)
+        assert not any(m == "tfevo" or m.startswith("tfevo.") for m in sys.modules), "the loader imported tfevo"
+        np.savez(out_path, y=y, a=np.asarray(ns["a"]))
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception:
+        print(json.dumps({"ok": False, "error": traceback.format_exc()}), flush=True)
 """
+
+
+@pytest.fixture(scope="module")
+def loader(tmp_path_factory):
+    """A process that imports keras and numpy only and loads the exported files it is sent."""
+    err = open(tmp_path_factory.mktemp("loader") / "stderr.txt", "w+")  # (a file: a full pipe would block it)
+    proc = subprocess.Popen([sys.executable, "-c", _LOADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=err, text=True)
+
+    def load(model, obs, out):
+        proc.stdin.write(json.dumps([str(model), str(obs), str(out)]) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        while line and not line.startswith('{"ok"'):  # (anything else a load printed)
+            line = proc.stdout.readline()
+        if not line:
+            err.seek(0)
+            raise AssertionError(f"the loader process ended: {err.read()[-3000:]}")
+        reply = json.loads(line)
+        assert reply["ok"], reply["error"][-3000:]
+
+    yield load
+    proc.stdin.close()
+    try:
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        err.close()
 
 
 @pytest.fixture(scope="module", params=list(RUNS))
@@ -100,7 +136,7 @@ def _reference(run, obs):
     return np.asarray(y[0]), np.asarray(policy.forward(p, x)[0]), cfg
 
 
-def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(toy_run, tmp_path, capsys):
+def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(toy_run, loader, tmp_path, capsys):
     name, run = toy_run
     assert main(["export", str(run)]) == 0
     out = capsys.readouterr().out
@@ -117,9 +153,7 @@ def test_export_loads_without_tfevo_and_gives_the_policys_outputs_and_actions(to
         obs = (rng.normal(size=(B, *meta["obs_shape"])) * scale).astype(np.float32)
     np.save(tmp_path / "obs.npy", obs)
     got = tmp_path / "got.npz"
-    proc = subprocess.run([sys.executable, "-c", _LOADER, str(model), str(tmp_path / "obs.npy"), str(got)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    loader(model, tmp_path / "obs.npy", got)
     res = np.load(got)
     y_ref, a_ref, cfg = _reference(run, obs)
     # float32 sums in another order: ~1e-6 for a handful of inputs, more over Atari's 3528 pixels
