@@ -35,19 +35,25 @@ def _check_concrete(concrete):
     assert not bad, f"ops without a GPU kernel outside XLA: {bad}"
 
 
-def _make(name):
+def _clear_step_caches():
+    """NEAT's tells and GP's generation steps are shared by instances of one config: drop them, so
+    a step is traced here, under the assumed GPU (an earlier test may have traced the same config)."""
+    from tfevo.gp import algorithm as gp_mod
     from tfevo.neat import neat as neat_mod
 
-    neat_mod._TELL_CACHE.clear()  # a tell traced here, under the assumed GPU
+    neat_mod._TELL_CACHE.clear()
+    gp_mod._STEPS.clear()
+
+
+def _make(name):
+    _clear_step_caches()
     return make_algorithm(name)
 
 
 @pytest.fixture(autouse=True)
 def _fresh_neat_cache():
     yield
-    from tfevo.neat import neat as neat_mod
-
-    neat_mod._TELL_CACHE.clear()  # later tests trace their own tell (with the kernels)
+    _clear_step_caches()  # later tests trace their own steps (with the kernels)
 
 
 @pytest.mark.parametrize("name", sorted(registry.names("strategy")))

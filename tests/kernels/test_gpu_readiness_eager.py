@@ -53,14 +53,17 @@ class _Module:
 @pytest.fixture
 def recorder(monkeypatch):
     """Kernel calls from here on are logged (the dispatch's cache of functions is dropped with the loader)."""
+    from tfevo.gp import algorithm as gp_mod
     from tfevo.neat import neat as neat_mod
 
     rec = _Recorder(ops.op_module)
     monkeypatch.setattr(ops, "op_module", rec)
     dispatch._FUNCTIONS.clear()
-    neat_mod._TELL_CACHE.clear()  # a tell traced before would keep its earlier decision
+    neat_mod._TELL_CACHE.clear()  # a tell or GP step traced before would keep its earlier decision
+    gp_mod._STEPS.clear()
     yield rec
     neat_mod._TELL_CACHE.clear()
+    gp_mod._STEPS.clear()
     dispatch._FUNCTIONS.clear()
 
 
