@@ -119,3 +119,29 @@ def test_chunked_host_evaluation_keeps_the_population_episode_seeds():
     inner, ev = evaluator(3, common=True)
     same = ev.evaluate(tf.tile(g[2:3], [8, 1])).numpy()
     assert np.all(same == same[0])
+
+
+def test_chunked_in_graph_evaluation_keeps_the_population_start_states():
+    # the same memory knob in front of an InGraphEvaluator (seed_ga on an in-graph env with
+    # evaluator.decode_chunk): each chunk drew its own seed and its own start states, so the
+    # chunk size changed members' fitness and common random numbers were not common
+    from tfevo import nn
+    from tfevo.envs import make
+    from tfevo.rollout import InGraphEvaluator
+
+    spec = make("CartPole-v1", 1)
+    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
+    policy = nn.Policy(pm, spec.action_spec)
+    ga = SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+    g = ga.ask()
+    for common in (False, True):
+        runs = []
+        for chunk in (None, 3):
+            inner = InGraphEvaluator("CartPole-v1", policy, episodes=2, max_steps=60, seed=5, jit_compile=False,
+                                     common_random_numbers=common)
+            ev = GenomeEvaluator(inner, ga.decode, chunk_size=chunk)
+            runs.append([ev.evaluate(g).numpy() for _ in range(2)] + [int(inner.seeds.counter.numpy())])
+        np.testing.assert_array_equal(runs[0][0], runs[1][0])
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        assert runs[0][2] == runs[1][2] == 2
+        assert not np.array_equal(runs[0][0], runs[0][1])  # the next call draws new start states

@@ -21,6 +21,14 @@ from tfevo.registry import register
 __all__ = ["GenomeEvaluator"]
 
 
+def _parameters(fn) -> tuple:
+    """Parameter names of ``fn`` (none if it has no inspectable signature)."""
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
 @register("evaluator", "genome", doc="decode compact genomes chunk by chunk, then evaluate with another evaluator")
 class GenomeEvaluator:
     """``evaluate(genomes) -> fitness`` through ``decode`` and an inner evaluator.
@@ -32,8 +40,10 @@ class GenomeEvaluator:
         not depend on it: an evaluator with per-call episode seeds
         (:class:`~tfevo.rollout.PipelinedEvaluator`) runs each member on the
         seeds one whole-population call would give it, and its ``calls``
-        counter advances by one per population.  (Observation normalization
-        statistics still update after each chunk.)
+        counter advances by one per population; an
+        :class:`~tfevo.rollout.InGraphEvaluator` runs each member from the
+        start states of one whole-population call (one seed per population).
+        (Observation normalization statistics still update after each chunk.)
 
     Attributes:
       last_frames: environment frames of the last call (summed over chunks).
@@ -47,10 +57,12 @@ class GenomeEvaluator:
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.last_frames = 0
 
-    def _inner(self, params, seeds=None):
+    def _inner(self, params, seeds=None, rows=None):
         ev = self.evaluator
         if seeds is not None:
             out = ev.evaluate(params, episode_seeds=seeds)
+        elif rows is not None:
+            out = ev.evaluate(params, member_offset=rows[0], popsize=rows[1])
         else:
             out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
         from tfevo.training.trainer import frames_of
@@ -76,10 +88,15 @@ class GenomeEvaluator:
         # episodes (common random numbers stay common across chunks).
         seeds, calls = self._population_seeds(p) if step < p else (None, None)
         call0 = None if calls is None else int(calls.numpy())
+        # An in-graph evaluator (InGraphEvaluator) is told which rows of the population each
+        # chunk holds: it draws one seed per population and each member's own start states.
+        by_rows = seeds is None and step < p and "member_offset" in _parameters(
+            getattr(self.evaluator, "evaluate", None))
         outs, frames = [], 0
         for start in range(0, p, step):
             out, fr = self._inner(self.decode(genomes[start:start + step]),
-                                  None if seeds is None else seeds[start:start + step])
+                                  None if seeds is None else seeds[start:start + step],
+                                  (start, p) if by_rows else None)
             outs.append(out)
             frames += fr
         if calls is not None:
