@@ -279,6 +279,23 @@ class InGraphEvaluator(tf.Module):
         done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
         return res.state, new_obs, done, returns, lengths, final_obs
 
+    def _start_states(self, p: int, offset=None, popsize=None):
+        """``(state, obs)`` of the ``p * episodes`` episodes of one call, from the next seed; with
+        ``offset`` (int32 scalar) and ``popsize``, those of rows ``[offset, offset + p)`` of a
+        population of ``popsize``: the rows at offset 0 draw the seed, the others reuse it."""
+        b = self.episodes
+        if offset is None:
+            seed = self.seeds.next()
+        else:
+            seed = SeedStream.mix(self.seeds.seed, self.seeds.counter.assign_add(tf.cast(offset == 0, tf.int64)))
+        if self.common_random_numbers:
+            state, obs = self._reset(seed, b)
+            return tf.nest.map_structure(lambda x: _tile_batch(x, p), state), _tile_batch(obs, p)
+        if offset is None:
+            return self._reset(seed, p * b)
+        state, obs = self._reset(seed, popsize * b)  # the whole population's start states: these members' rows
+        return tf.nest.map_structure(lambda x: x[offset * b: (offset + p) * b], (state, obs))
+
     def _rollout(self, params, offset=None, popsize=None):
         p = params.shape[0]
         b = self.episodes
@@ -288,19 +305,7 @@ class InGraphEvaluator(tf.Module):
         prepare, forward = policy_fns(self.policy)
         weights = prepare(params)
 
-        if offset is None:
-            seed = self.seeds.next()
-        else:  # rows [offset, offset + p) of a population: its first rows draw the seed, the others reuse it
-            seed = SeedStream.mix(self.seeds.seed, self.seeds.counter.assign_add(tf.cast(offset == 0, tf.int64)))
-        if self.common_random_numbers:
-            state, obs = self._reset(seed, b)
-            state = tf.nest.map_structure(lambda x: _tile_batch(x, p), state)
-            obs = _tile_batch(obs, p)
-        elif offset is None:
-            state, obs = self._reset(seed, n)
-        else:  # the start states the whole population's reset gives these members
-            state, obs = self._reset(seed, popsize * b)
-            state, obs = tf.nest.map_structure(lambda x: x[offset * b: offset * b + n], (state, obs))
+        state, obs = self._start_states(p, offset, popsize)
         obs = tf.cast(obs, tf.float32)
 
         state_shape = getattr(self.policy, "state_shape", None)
