@@ -29,6 +29,20 @@ def _parameters(fn) -> tuple:
         return ()
 
 
+def _merge_member_moments(obs_norm, chunks) -> None:
+    """Merges per-member observation moments ``(count [n], mean [n, ...], m2 [n, ...])`` of every
+    chunk, in member order, into ``obs_norm`` (one merge for the population)."""
+    n = np.concatenate([np.asarray(c[0], np.float64) for c in chunks])
+    mean = np.concatenate([np.asarray(c[1], np.float64) for c in chunks])
+    m2 = np.concatenate([np.asarray(c[2], np.float64) for c in chunks])
+    total = float(n.sum())
+    if total <= 0:
+        return
+    w = n.reshape(-1, *([1] * (mean.ndim - 1)))
+    mu = (w * mean).sum(axis=0) / total
+    obs_norm.merge(total, mu, m2.sum(axis=0) + (w * (mean - mu) ** 2).sum(axis=0))
+
+
 @register("evaluator", "genome", doc="decode compact genomes chunk by chunk, then evaluate with another evaluator")
 class GenomeEvaluator:
     """``evaluate(genomes) -> fitness`` through ``decode`` and an inner evaluator.
@@ -43,7 +57,9 @@ class GenomeEvaluator:
         counter advances by one per population; an
         :class:`~tfevo.rollout.InGraphEvaluator` runs each member from the
         start states of one whole-population call (one seed per population).
-        (Observation normalization statistics still update after each chunk.)
+        An observation normalizer that the evaluator updates stays fixed for
+        the whole population and takes its observations once, after the last
+        chunk (equal to an unchunked call's update up to float64 rounding).
 
     Attributes:
       last_frames: environment frames of the last call (summed over chunks).
@@ -57,9 +73,12 @@ class GenomeEvaluator:
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.last_frames = 0
 
-    def _inner(self, params, seeds=None, rows=None):
+    def _inner(self, params, seeds=None, rows=None, moments=None):
         ev = self.evaluator
-        if seeds is not None:
+        if seeds is not None and moments is not None:
+            out = ev.evaluate(params, episode_seeds=seeds, obs_moments=True)
+            moments.append(ev.last_stats["member_obs_moments"])
+        elif seeds is not None:
             out = ev.evaluate(params, episode_seeds=seeds)
         elif rows is not None:
             out = ev.evaluate(params, member_offset=rows[0], popsize=rows[1])
@@ -92,13 +111,27 @@ class GenomeEvaluator:
         # chunk holds: it draws one seed per population and each member's own start states.
         by_rows = seeds is None and step < p and "member_offset" in _parameters(
             getattr(self.evaluator, "evaluate", None))
+        # Its observation normalizer stays as it was for the whole population (as in one call) and
+        # takes the population's observation moments once, after the last chunk.
+        ev = self.evaluator
+        moments = [] if (seeds is not None and getattr(ev, "obs_norm", None) is not None
+                         and getattr(ev, "update_obs_norm", False)
+                         and "obs_moments" in _parameters(getattr(ev, "evaluate", None))) else None
         outs, frames = [], 0
-        for start in range(0, p, step):
-            out, fr = self._inner(self.decode(genomes[start:start + step]),
-                                  None if seeds is None else seeds[start:start + step],
-                                  (start, p) if by_rows else None)
-            outs.append(out)
-            frames += fr
+        if moments is not None:
+            ev.update_obs_norm = False
+        try:
+            for start in range(0, p, step):
+                out, fr = self._inner(self.decode(genomes[start:start + step]),
+                                      None if seeds is None else seeds[start:start + step],
+                                      (start, p) if by_rows else None, moments)
+                outs.append(out)
+                frames += fr
+        finally:
+            if moments is not None:
+                ev.update_obs_norm = True
+        if moments is not None:
+            _merge_member_moments(ev.obs_norm, moments)
         if calls is not None:
             calls.assign(call0 + 1)
         self.last_frames = frames
