@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.rollout.normalization import merge_moments
 from tfevo.registry import register
 
 __all__ = ["GenomeEvaluator"]
@@ -29,18 +30,16 @@ def _parameters(fn) -> tuple:
         return ()
 
 
-def _merge_member_moments(obs_norm, chunks) -> None:
-    """Merges per-member observation moments ``(count [n], mean [n, ...], m2 [n, ...])`` of every
-    chunk, in member order, into ``obs_norm`` (one merge for the population)."""
-    n = np.concatenate([np.asarray(c[0], np.float64) for c in chunks])
-    mean = np.concatenate([np.asarray(c[1], np.float64) for c in chunks])
-    m2 = np.concatenate([np.asarray(c[2], np.float64) for c in chunks])
+def _member_moments_total(count, mean, m2):
+    """``(count, mean, m2)`` of all members' observations from per-member moments
+    ``(count [n], mean [n, ...], m2 [n, ...])`` (one vectorized reduction in member order)."""
+    n, mean, m2 = (np.asarray(v, np.float64) for v in (count, mean, m2))
     total = float(n.sum())
     if total <= 0:
-        return
+        return 0.0, np.zeros(mean.shape[1:]), np.zeros(mean.shape[1:])
     w = n.reshape(-1, *([1] * (mean.ndim - 1)))
     mu = (w * mean).sum(axis=0) / total
-    obs_norm.merge(total, mu, m2.sum(axis=0) + (w * (mean - mu) ** 2).sum(axis=0))
+    return total, mu, m2.sum(axis=0) + (w * (mean - mu) ** 2).sum(axis=0)
 
 
 @register("evaluator", "genome", doc="decode compact genomes chunk by chunk, then evaluate with another evaluator")
@@ -77,7 +76,7 @@ class GenomeEvaluator:
         ev = self.evaluator
         if seeds is not None and moments is not None:
             out = ev.evaluate(params, episode_seeds=seeds, obs_moments=True)
-            moments.append(ev.last_stats["member_obs_moments"])
+            moments[0] = merge_moments(moments[0], _member_moments_total(*ev.last_stats["member_obs_moments"]))
         elif seeds is not None:
             out = ev.evaluate(params, episode_seeds=seeds)
         elif rows is not None:
@@ -114,7 +113,7 @@ class GenomeEvaluator:
         # Its observation normalizer stays as it was for the whole population (as in one call) and
         # takes the population's observation moments once, after the last chunk.
         ev = self.evaluator
-        moments = [] if (seeds is not None and getattr(ev, "obs_norm", None) is not None
+        moments = [(0.0, 0.0, 0.0)] if (seeds is not None and getattr(ev, "obs_norm", None) is not None
                          and getattr(ev, "update_obs_norm", False)
                          and "obs_moments" in _parameters(getattr(ev, "evaluate", None))) else None
         outs, frames = [], 0
@@ -130,8 +129,8 @@ class GenomeEvaluator:
         finally:
             if moments is not None:
                 ev.update_obs_norm = True
-        if moments is not None:
-            _merge_member_moments(ev.obs_norm, moments)
+        if moments is not None and moments[0][0] > 0:
+            ev.obs_norm.merge(*moments[0])
         if calls is not None:
             calls.assign(call0 + 1)
         self.last_frames = frames
