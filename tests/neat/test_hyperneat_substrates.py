@@ -276,3 +276,30 @@ def test_same_seed_same_hyperneat_run():
     a, b, c = run(5), run(5), run(6)
     assert all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, b))
     assert not all(np.array_equal(u, v, equal_nan=True) for u, v in zip(a, c))
+
+
+def test_a_substrate_built_directly_as_a_dataclass_is_checked_like_custom():
+    """Substrate(...) called as the dataclass it is (PUREPLES' Substrate(input_coordinates,
+    output_coordinates) habit): plain lists work as in Substrate.custom, and bad conns are
+    ConfigErrors (duplicates were summed, a connection into an input silently kept, an index past
+    the nodes a numpy IndexError, a list of conns a TypeError)."""
+    ins, outs = [(-1.0, -1.0), (1.0, -1.0)], [(0.0, 1.0)]
+    direct = Substrate(ins, [], outs, [(0, 2), (1, 2)])
+    custom = Substrate.custom(ins, [], outs, [(0, 2), (1, 2)])
+    for field in ("input_coords", "hidden_coords", "output_coords", "conns"):
+        np.testing.assert_array_equal(getattr(direct, field), getattr(custom, field))
+    hn = HyperNEAT(direct, activation_steps=2)
+    cfg = hn.cppn_config(pop_size=2)
+    assert hn.forward(hn.decode(NEAT(cfg, seed=0).ask(), cfg), np.ones((3, 2), np.float32)).shape == (2, 3, 1)
+    for conns, match in (([(0, 2), (0, 2)], r"more than once.*\[\[0, 2\]\]"),
+                         ([(2, 0), (1, 2)], r"cannot end in an input node.*\[\[2, 0\]\]"),
+                         ([(0, 5)], r"indices in \[0, 3\).*\[\[0, 5\]\]"),
+                         ([(-1, 2)], r"indices in \[0, 3\)")):
+        with pytest.raises(ConfigError, match=match):
+            Substrate(np.float32(ins), np.zeros((0, 2), np.float32), np.float32(outs), np.int32(conns))
+    with pytest.raises(ConfigError, match="layers must be the node counts"):
+        Substrate(ins, [], outs, [(0, 2), (1, 2)], layers=(2, 2))
+    with pytest.raises(ConfigError, match="from one layer to the next"):
+        Substrate(ins, [(0.0, 0.0)], outs, [(0, 3), (1, 2), (2, 3)], layers=(2, 1, 1))
+    layered = Substrate.layered([ins, [(0.0, 0.0)], outs])
+    assert layered.layers == (2, 1, 1) and layered.conns.tolist() == [[0, 2], [1, 2], [2, 3]]

@@ -388,3 +388,21 @@ def test_cvt_archive_takes_pyribs_number_of_centroids():
         CVTArchive(3, 10, centroids=20, **kw)
     with pytest.raises(ConfigError, match=r"CVTArchive needs cells"):
         CVTArchive(3, ranges=kw["ranges"])
+
+
+def test_emitter_bounds_take_pyribs_none_entries_for_a_whole_dimension():
+    """pyribs' bounds list may hold None for a dimension with no bound at all; that was a ConfigError
+    (D != 2) and, at D = 2, [(0, 1), None] was silently read as low = [0, 1], high = +inf."""
+    ribs_archives = pytest.importorskip("ribs.archives")
+    ribs_emitters = pytest.importorskip("ribs.emitters")
+    for pairs in ([(0.0, 1.0), None, (-1.0, None)], [None]):
+        d = len(pairs)
+        ra = ribs_archives.GridArchive(solution_dim=d, dims=[2], ranges=[(0, 1)])
+        theirs = ribs_emitters.GaussianEmitter(ra, sigma=0.1, x0=np.zeros(d), bounds=pairs)
+        for em in (GaussianEmitter(d, 8, bounds=pairs), ESEmitter(d, 4, bounds=pairs)):
+            np.testing.assert_array_equal(em.bounds[0].numpy(), theirs.lower_bounds)
+            np.testing.assert_array_equal(em.bounds[1].numpy(), theirs.upper_bounds)
+    with pytest.raises(ConfigError, match="ambiguous with solution_dim=2"):
+        GaussianEmitter(2, 8, bounds=[(0.0, 1.0), None])
+    lo, hi = GaussianEmitter(2, 8, bounds=[None, None]).bounds  # no bound either way
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([-np.inf, -np.inf], [np.inf, np.inf])

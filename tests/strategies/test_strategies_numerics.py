@@ -144,3 +144,18 @@ def test_weight_decay_keeps_a_float64_population_float64():
         assert out.dtype == tf.float64
         np.testing.assert_array_equal(out.numpy(), expected)
     assert weight_decay(tf.constant(x, tf.float32), 0.005).dtype == tf.float32
+
+
+def test_tie_averaged_shaping_of_an_empty_population_is_empty():
+    # ranks() and the position-ranked shaping returned [] for P = 0; the tie blocks raised
+    # an UnsortedSegmentSum InvalidArgumentError (one block start for no member)
+    import tensorflow as tf
+
+    from tfevo.strategies.shaping import centered_rank, utility_weights
+
+    empty = np.zeros([0], np.float32)
+    assert centered_rank(empty).shape == [0] and centered_rank(empty, "float64").dtype == tf.float64
+    assert utility_weights(empty, empty).shape == [0]
+    dyn = tf.function(centered_rank, input_signature=[tf.TensorSpec([None], tf.float32)], jit_compile=True)
+    assert dyn(empty).shape == [0]
+    np.testing.assert_array_equal(dyn(np.float32([2.0, 2.0, 1.0])).numpy(), [0.25, 0.25, -0.5])

@@ -94,7 +94,7 @@ class KernelRolloutEvaluator(InGraphEvaluator):
         go = tf.logical_and(t + 1 < self.max_steps, tf.reduce_any(active))
         return new_state, new_obs, done, returns, lengths, final_obs, active, go
 
-    def _rollout(self, params):
+    def _rollout(self, params, offset=None, popsize=None):
         p = params.shape[0]
         b = self.episodes
         n = p * b
@@ -104,7 +104,7 @@ class KernelRolloutEvaluator(InGraphEvaluator):
         nodes, conns = pol.unflatten(params)
         prog = _fo.prepare(nodes, conns, I, cfg.feed_forward, cfg.activation_options, cfg.aggregation_options,
                            use_op=True)
-        state, obs = self._reset(self.seeds.next(), n)
+        state, obs = self._start_states(p, offset, popsize)
         if self._fused_cartpole:
             returns, lengths, final_obs = self._cartpole_rollout(prog, state)
             return self._finish(returns, lengths, final_obs, p, b)

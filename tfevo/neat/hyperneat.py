@@ -178,8 +178,21 @@ class Substrate:
     @classmethod
     def custom(cls, input_coords, hidden_coords, output_coords, conns) -> "Substrate":
         """Any coordinates and any ``(src, dst)`` connection list."""
-        i, h, o = cls._groups(input_coords, hidden_coords, output_coords)
-        n = len(i) + len(h) + len(o)
+        return cls(input_coords, hidden_coords, output_coords, conns)
+
+    def __post_init__(self):
+        """Checks a substrate however it was built (also ``Substrate(...)`` directly, as a
+        dataclass): coordinates as in :meth:`custom`, ``conns`` a non-empty integer ``[Q, 2]``
+        list into the nodes, none ending in an input, no pair twice; ``layers`` (if given) node
+        counts whose connections go from one layer to the next."""
+        i, h, o = self._groups(self.input_coords, self.hidden_coords, self.output_coords)
+        self.input_coords, self.hidden_coords, self.output_coords = i, h, o
+        self.conns = self._checked_conns(self.conns, len(i), len(i) + len(h) + len(o))
+        if self.layers is not None:
+            self.layers = self._checked_layers(self.layers, self.conns, len(i), len(o), len(i) + len(h) + len(o))
+
+    @staticmethod
+    def _checked_conns(conns, num_inputs: int, n: int) -> np.ndarray:
         try:
             raw = np.asarray(conns, np.float64)
         except (TypeError, ValueError):
@@ -189,14 +202,32 @@ class Substrate:
             raise ConfigError(f"conns must be a non-empty [Q, 2] list of integer (src, dst) indices in [0, {n}) "
                               f"(the {n} substrate nodes), got {np.asarray(conns, object).tolist()}")
         conns = raw.astype(np.int32)
-        if np.any(conns[:, 1] < len(i)):
-            raise ConfigError(f"substrate connections cannot end in an input node (indices 0..{len(i) - 1}), got "
-                              f"{conns[conns[:, 1] < len(i)].tolist()}")
-        pairs, counts = np.unique(conns, axis=0, return_counts=True)
+        if np.any(conns[:, 1] < num_inputs):
+            raise ConfigError(f"substrate connections cannot end in an input node (indices 0..{num_inputs - 1}), "
+                              f"got {conns[conns[:, 1] < num_inputs].tolist()}")
+        keys, counts = np.unique(conns[:, 0].astype(np.int64) * n + conns[:, 1], return_counts=True)
         if np.any(counts > 1):
+            twice = keys[counts > 1]
             raise ConfigError(f"conns lists a (src, dst) pair more than once (its weights would add up): "
-                              f"{pairs[counts > 1].tolist()}")
-        return cls(i, h, o, conns)
+                              f"{np.stack([twice // n, twice % n], 1).tolist()}")
+        return conns
+
+    @staticmethod
+    def _checked_layers(layers, conns, num_inputs: int, num_outputs: int, n: int) -> tuple:
+        try:
+            sizes = tuple(int(k) for k in layers)
+            ok = all(k == l for k, l in zip(sizes, layers))
+        except (TypeError, ValueError):
+            sizes, ok = (), False
+        if not (ok and len(sizes) >= 2 and min(sizes) >= 1 and sum(sizes) == n and sizes[0] == num_inputs
+                and sizes[-1] == num_outputs):
+            raise ConfigError(f"layers must be the node counts of >= 2 layers ({num_inputs} inputs first, "
+                              f"{num_outputs} outputs last, {n} nodes in all), got {layers!r}")
+        layer_of = np.searchsorted(np.cumsum(sizes), np.arange(n), side="right")
+        if np.any(layer_of[conns[:, 1]] != layer_of[conns[:, 0]] + 1):
+            raise ConfigError("a layered substrate's conns must each go from one layer to the next (other "
+                              "connections would be ignored); use layers=None for any connections")
+        return sizes
 
     @staticmethod
     def _groups(input_coords, hidden_coords, output_coords):

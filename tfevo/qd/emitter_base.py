@@ -33,22 +33,28 @@ def _bounds(bounds, dim):
     if bounds is None:
         return None
     ambiguous = None
+
+    def pair(b):  # a pyribs entry: (low, high), or None for no bound in that dimension
+        return b is None or not isinstance(b, (str, bytes)) and np.shape(b) == (2,)
+
+    def pair_sides(bounds):
+        lo = _side([None if b is None else b[0] for b in bounds], -np.inf, dim)
+        return lo, _side([None if b is None else b[1] for b in bounds], np.inf, dim)
+
     try:
-        if isinstance(bounds, (str, bytes)) or len(bounds) != 2 and not (len(bounds) == dim and all(
-                not isinstance(b, (str, bytes)) and np.shape(b) == (2,) for b in bounds)):
+        if isinstance(bounds, (str, bytes)) or len(bounds) != 2 and not (
+                len(bounds) == dim and all(pair(b) for b in bounds)):
             raise ValueError
         if len(bounds) == 2 and dim != 2:  # (low, high)
             lo, hi = _side(bounds[0], -np.inf, dim), _side(bounds[1], np.inf, dim)
-        elif dim != 2:  # pyribs' per-dimension pairs [(low_0, high_0), ...]
-            lo = _side([b[0] for b in bounds], -np.inf, dim)
-            hi = _side([b[1] for b in bounds], np.inf, dim)
+        elif dim != 2:  # pyribs' per-dimension pairs [(low_0, high_0), None, ...]
+            lo, hi = pair_sides(bounds)
         else:
             lo, hi = _side(bounds[0], -np.inf, dim), _side(bounds[1], np.inf, dim)
             arrays = isinstance(bounds, (list, tuple)) and all(isinstance(b, np.ndarray) for b in bounds)
-            if not arrays and all(np.shape(b) == (2,) for b in bounds):
+            if not arrays and all(pair(b) for b in bounds):
                 # [(a, b), (c, d)]: (low, high) = ([a, b], [c, d]), or pyribs' pairs, low = [a, c], high = [b, d]
-                lo2 = _side([b[0] for b in bounds], -np.inf, dim)
-                hi2 = _side([b[1] for b in bounds], np.inf, dim)
+                lo2, hi2 = pair_sides(bounds)
                 if not (np.array_equal(lo, lo2) and np.array_equal(hi, hi2)):
                     ambiguous = lo2, hi2
     except (TypeError, ValueError):

@@ -16,9 +16,30 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError
+from tfevo.rollout.normalization import merge_moments
 from tfevo.registry import register
 
 __all__ = ["GenomeEvaluator"]
+
+
+def _parameters(fn) -> tuple:
+    """Parameter names of ``fn`` (none if it has no inspectable signature)."""
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _member_moments_total(count, mean, m2):
+    """``(count, mean, m2)`` of all members' observations from per-member moments
+    ``(count [n], mean [n, ...], m2 [n, ...])`` (one vectorized reduction in member order)."""
+    n, mean, m2 = (np.asarray(v, np.float64) for v in (count, mean, m2))
+    total = float(n.sum())
+    if total <= 0:
+        return 0.0, np.zeros(mean.shape[1:]), np.zeros(mean.shape[1:])
+    w = n.reshape(-1, *([1] * (mean.ndim - 1)))
+    mu = (w * mean).sum(axis=0) / total
+    return total, mu, m2.sum(axis=0) + (w * (mean - mu) ** 2).sum(axis=0)
 
 
 @register("evaluator", "genome", doc="decode compact genomes chunk by chunk, then evaluate with another evaluator")
@@ -32,8 +53,12 @@ class GenomeEvaluator:
         not depend on it: an evaluator with per-call episode seeds
         (:class:`~tfevo.rollout.PipelinedEvaluator`) runs each member on the
         seeds one whole-population call would give it, and its ``calls``
-        counter advances by one per population.  (Observation normalization
-        statistics still update after each chunk.)
+        counter advances by one per population; an
+        :class:`~tfevo.rollout.InGraphEvaluator` runs each member from the
+        start states of one whole-population call (one seed per population).
+        An observation normalizer that the evaluator updates stays fixed for
+        the whole population and takes its observations once, after the last
+        chunk (equal to an unchunked call's update up to float64 rounding).
 
     Attributes:
       last_frames: environment frames of the last call (summed over chunks).
@@ -47,10 +72,15 @@ class GenomeEvaluator:
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.last_frames = 0
 
-    def _inner(self, params, seeds=None):
+    def _inner(self, params, seeds=None, rows=None, moments=None):
         ev = self.evaluator
-        if seeds is not None:
+        if seeds is not None and moments is not None:
+            out = ev.evaluate(params, episode_seeds=seeds, obs_moments=True)
+            moments[0] = merge_moments(moments[0], _member_moments_total(*ev.last_stats["member_obs_moments"]))
+        elif seeds is not None:
             out = ev.evaluate(params, episode_seeds=seeds)
+        elif rows is not None:
+            out = ev.evaluate(params, member_offset=rows[0], popsize=rows[1])
         else:
             out = ev.evaluate(params) if hasattr(ev, "evaluate") else ev(params)
         from tfevo.training.trainer import frames_of
@@ -76,12 +106,31 @@ class GenomeEvaluator:
         # episodes (common random numbers stay common across chunks).
         seeds, calls = self._population_seeds(p) if step < p else (None, None)
         call0 = None if calls is None else int(calls.numpy())
+        # An in-graph evaluator (InGraphEvaluator) is told which rows of the population each
+        # chunk holds: it draws one seed per population and each member's own start states.
+        by_rows = seeds is None and step < p and "member_offset" in _parameters(
+            getattr(self.evaluator, "evaluate", None))
+        # Its observation normalizer stays as it was for the whole population (as in one call) and
+        # takes the population's observation moments once, after the last chunk.
+        ev = self.evaluator
+        moments = [(0.0, 0.0, 0.0)] if (seeds is not None and getattr(ev, "obs_norm", None) is not None
+                         and getattr(ev, "update_obs_norm", False)
+                         and "obs_moments" in _parameters(getattr(ev, "evaluate", None))) else None
         outs, frames = [], 0
-        for start in range(0, p, step):
-            out, fr = self._inner(self.decode(genomes[start:start + step]),
-                                  None if seeds is None else seeds[start:start + step])
-            outs.append(out)
-            frames += fr
+        if moments is not None:
+            ev.update_obs_norm = False
+        try:
+            for start in range(0, p, step):
+                out, fr = self._inner(self.decode(genomes[start:start + step]),
+                                      None if seeds is None else seeds[start:start + step],
+                                      (start, p) if by_rows else None, moments)
+                outs.append(out)
+                frames += fr
+        finally:
+            if moments is not None:
+                ev.update_obs_norm = True
+        if moments is not None and moments[0][0] > 0:
+            ev.obs_norm.merge(*moments[0])
         if calls is not None:
             calls.assign(call0 + 1)
         self.last_frames = frames

@@ -279,7 +279,24 @@ class InGraphEvaluator(tf.Module):
         done = done | res.terminated | res.truncated | (t + 1 >= self.max_steps)
         return res.state, new_obs, done, returns, lengths, final_obs
 
-    def _rollout(self, params):
+    def _start_states(self, p: int, offset=None, popsize=None):
+        """``(state, obs)`` of the ``p * episodes`` episodes of one call, from the next seed; with
+        ``offset`` (int32 scalar) and ``popsize``, those of rows ``[offset, offset + p)`` of a
+        population of ``popsize``: the rows at offset 0 draw the seed, the others reuse it."""
+        b = self.episodes
+        if offset is None:
+            seed = self.seeds.next()
+        else:
+            seed = SeedStream.mix(self.seeds.seed, self.seeds.counter.assign_add(tf.cast(offset == 0, tf.int64)))
+        if self.common_random_numbers:
+            state, obs = self._reset(seed, b)
+            return tf.nest.map_structure(lambda x: _tile_batch(x, p), state), _tile_batch(obs, p)
+        if offset is None:
+            return self._reset(seed, p * b)
+        state, obs = self._reset(seed, popsize * b)  # the whole population's start states: these members' rows
+        return tf.nest.map_structure(lambda x: x[offset * b: (offset + p) * b], (state, obs))
+
+    def _rollout(self, params, offset=None, popsize=None):
         p = params.shape[0]
         b = self.episodes
         n = p * b
@@ -288,13 +305,7 @@ class InGraphEvaluator(tf.Module):
         prepare, forward = policy_fns(self.policy)
         weights = prepare(params)
 
-        seed = self.seeds.next()
-        if self.common_random_numbers:
-            state, obs = self._reset(seed, b)
-            state = tf.nest.map_structure(lambda x: _tile_batch(x, p), state)
-            obs = _tile_batch(obs, p)
-        else:
-            state, obs = self._reset(seed, n)
+        state, obs = self._start_states(p, offset, popsize)
         obs = tf.cast(obs, tf.float32)
 
         state_shape = getattr(self.policy, "state_shape", None)
@@ -348,12 +359,18 @@ class InGraphEvaluator(tf.Module):
             )
         return fitness, returns, lengths, final_obs, tf.cast(desc, tf.float32)
 
-    def _function(self, p: int, d: int, jit: bool):
-        key = (p, d, jit)
+    def _function(self, p: int, d: int, jit: bool, popsize: int | None = None):
+        key = (p, d, jit) if popsize is None else (p, d, jit, popsize)
         if key not in self._fns:
+            if popsize is None:
+                fn, sig = self._rollout, [tf.TensorSpec([p, d], tf.float32)]
+            else:
+                def fn(params, offset):
+                    return self._rollout(params, offset, popsize)
+                sig = [tf.TensorSpec([p, d], tf.float32), tf.TensorSpec([], tf.int32)]
             self._fns[key] = tf.function(
-                self._trace_counter.wrap("rollout", self._rollout),
-                input_signature=[tf.TensorSpec([p, d], tf.float32)],
+                self._trace_counter.wrap("rollout", fn),
+                input_signature=sig,
                 jit_compile=jit,
                 autograph=False,  # the loop is an explicit tf.while_loop
             )
@@ -373,11 +390,17 @@ class InGraphEvaluator(tf.Module):
             )
         return params
 
-    def evaluate_episodes(self, params) -> EpisodeResult:
+    def evaluate_episodes(self, params, member_offset: int | None = None,
+                          popsize: int | None = None) -> EpisodeResult:
         """Rolls out every member; returns fitness, per-episode returns and lengths.
 
         Args:
           params: float32 ``[P, D]`` flat parameters of the population.
+          member_offset, popsize: ``params`` are the rows ``[member_offset, member_offset + P)`` of a
+            population of ``popsize`` members, evaluated in chunks in order (what
+            :class:`~tfevo.rollout.GenomeEvaluator` does): each member starts from the states the
+            whole population's call would give it, the chunk at offset 0 draws the call's seed and
+            the others reuse it, so the chunks change no member's episodes.
 
         Returns:
           an :class:`EpisodeResult`.  Also sets ``last_frames``,
@@ -385,11 +408,18 @@ class InGraphEvaluator(tf.Module):
         """
         params = self._check_params(params)
         p, d = params.shape
+        args = (params,)
+        if member_offset is not None or popsize is not None:
+            member_offset, popsize = int(member_offset), int(popsize)
+            if not 0 <= member_offset <= popsize - p:
+                raise ShapeError(f"member_offset={member_offset} with {p} members does not fit a population of "
+                                 f"popsize={popsize}")
+            args = (params, tf.constant(member_offset, tf.int32))
         start = time.perf_counter()
         jit = self.jit_compile
         if jit == "auto":
             try:
-                out = self._function(p, d, True)(params)
+                out = self._function(p, d, True, popsize)(*args)
             except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.NotFoundError) as e:
                 if "XLA" not in str(e) and "compil" not in str(e).lower():
                     raise
@@ -399,9 +429,9 @@ class InGraphEvaluator(tf.Module):
                     RuntimeWarning,
                 )
                 self.jit_compile = False
-                out = self._function(p, d, False)(params)
+                out = self._function(p, d, False, popsize)(*args)
         else:
-            out = self._function(p, d, bool(jit))(params)
+            out = self._function(p, d, bool(jit), popsize)(*args)
         result = EpisodeResult(*out)
         self.last_returns = result.returns
         self.last_lengths = result.lengths
@@ -415,12 +445,13 @@ class InGraphEvaluator(tf.Module):
         ))
         return result
 
-    def evaluate(self, params):
+    def evaluate(self, params, member_offset: int | None = None, popsize: int | None = None):
         """Fitness ``float32 [P]``: mean return over ``episodes`` episodes (higher is better).
 
-        With ``descriptor_fn``, returns ``(fitness, descriptors [P, k])``.
+        With ``descriptor_fn``, returns ``(fitness, descriptors [P, k])``.  ``member_offset``,
+        ``popsize``: a chunk of a population, see :meth:`evaluate_episodes`.
         """
-        res = self.evaluate_episodes(params)
+        res = self.evaluate_episodes(params, member_offset, popsize)
         if self.descriptor_fn is None:
             return res.fitness
         return res.fitness, res.descriptors

@@ -46,9 +46,10 @@ def _tie_mean(fitness, values) -> tf.Tensor:
     f = sanitize_fitness(fitness)
     order = tf.argsort(f, stable=True)  # ascending: worst first
     s = tf.gather(f, order)
-    starts = tf.concat([tf.ones([1], tf.int32), tf.cast(tf.not_equal(s[1:], s[:-1]), tf.int32)], axis=0)
-    block = tf.cumsum(starts) - 1  # block id of each sorted position
     p = tf.shape(f)[0]
+    first = tf.ones([tf.minimum(p, 1)], tf.int32)  # (no members: no block)
+    starts = tf.concat([first, tf.cast(tf.not_equal(s[1:], s[:-1]), tf.int32)], axis=0)
+    block = tf.cumsum(starts) - 1  # block id of each sorted position
     sums = tf.math.unsorted_segment_sum(values, block, p)
     counts = tf.math.unsorted_segment_sum(tf.ones_like(values), block, p)
     mean = tf.gather(sums / tf.maximum(counts, 1), block)  # x / 1 == x: untied members unchanged
