@@ -340,9 +340,19 @@ def test_emitter_bounds_in_pyribs_form_and_the_ambiguous_two_dimensional_case():
         np.testing.assert_array_equal(em.bounds[1].numpy(), theirs.upper_bounds)
     lo, hi = GaussianEmitter(1, 8, bounds=[(0.0, 2.0)]).bounds
     assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0], [2.0])
-    for bad in ([(0, 1), (2, 3)], [(0, 1), (0, 1)], np.array([[0, 1], [2, 3]])):
+    for bad in ([(0, 1), (2, 3)], np.array([[0, 1], [2, 3]])):
         with pytest.raises(ConfigError, match=r"ambiguous with solution_dim=2.*np\.array\(low\)"):
             GaussianEmitter(2, 8, bounds=bad)
+    # where only one reading is a box there is nothing to ask: pyribs' usual [(-1, 1), (-1, 1)] (read as
+    # (low, high) it would have high == low) is pyribs' box, and so is [(0, 5), (1, 2)]
+    for two in ([(-1.0, 1.0), (-1.0, 1.0)], [(0.0, 5.0), (1.0, 2.0)]):
+        ra2 = ribs_archives.GridArchive(solution_dim=2, dims=[2], ranges=[(0, 1)])
+        theirs = ribs_emitters.GaussianEmitter(ra2, sigma=0.1, x0=np.zeros(2), bounds=two)
+        lo, hi = GaussianEmitter(2, 8, bounds=two).bounds
+        np.testing.assert_array_equal(lo.numpy(), theirs.lower_bounds)
+        np.testing.assert_array_equal(hi.numpy(), theirs.upper_bounds)
+    lo, hi = GaussianEmitter(2, 8, bounds=[(0.0, -1.0), (1.0, 2.0)]).bounds  # as pairs, high < low
+    assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, -1.0], [1.0, 2.0])
     lo, hi = GaussianEmitter(2, 8, bounds=(np.array([0.0, 1.0]), np.array([2.0, 3.0]))).bounds
     assert (lo.numpy().tolist(), hi.numpy().tolist()) == ([0.0, 1.0], [2.0, 3.0])
     lo, hi = GaussianEmitter(2, 8, bounds=(0, 1)).bounds

@@ -61,6 +61,11 @@ def _bounds(bounds, dim):
         raise ConfigError(f"bounds must be (low, high) with scalars or [{dim}] arrays for low and high, or "
                           f"pyribs' {dim} per-dimension (low, high) pairs (solution_dim={dim}); None is no bound; "
                           f"got {bounds!r}") from None
+    if ambiguous is not None and np.all(hi > lo) != np.all(ambiguous[1] > ambiguous[0]):
+        # only one reading is a box (pyribs' usual [(-1, 1), (-1, 1)] read as (low, high) has high == low)
+        if not np.all(hi > lo):
+            lo, hi = ambiguous
+        ambiguous = None
     if ambiguous is not None:
         raise ConfigError(
             f"bounds={bounds!r} is ambiguous with solution_dim=2: (low, high) = ({lo.tolist()}, {hi.tolist()}), "
@@ -102,8 +107,9 @@ class Emitter(tf.Module, metaclass=abc.ABCMeta):
       solution_dim: D.
       batch_size: candidates per ``emit``.
       bounds: ``(low, high)``, each a scalar or ``[D]`` array, or pyribs' ``D`` pairs ``[(low_0, high_0),
-        ...]`` (``D != 2``; with ``D = 2`` a form both could mean is a :class:`ConfigError` unless low
-        and high are NumPy arrays); ``None`` (a side or an entry) is no bound there.  Candidates are
+        ...]``; with ``D = 2`` a form both could mean is read the way that gives a box (``high > low``),
+        and where both do it is a :class:`ConfigError` unless low and high are NumPy arrays; ``None``
+        (a side or an entry) is no bound there.  Candidates are
         clipped (resampled first by :class:`ESEmitter`).
     """
 
