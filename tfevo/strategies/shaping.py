@@ -63,7 +63,9 @@ def centered_rank(fitness, dtype=tf.float32) -> tf.Tensor:
     (``rank / (P - 1) - 0.5``).  Members of equal fitness share the mean of
     their ranks (as ``scipy.stats.rankdata``, and evosax), so the weights do
     not depend on the order of the members: a generation whose members all
-    tie gets all-zero weights and moves nothing.  With a single member the
+    tie gets all-zero weights and moves nothing (compiled by XLA, which
+    rounds ``r / (P - 1) - 0.5`` differently, within a few float32 ulps of
+    zero: ~2e-8).  With a single member the
     result is 0.  The values sum to zero, which makes the estimated gradient
     invariant to any monotone transformation of fitness.
 
