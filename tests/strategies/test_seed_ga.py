@@ -88,18 +88,23 @@ def test_errors_and_nan():
         make(truncation=0)
 
 
+def _cartpole_ga():
+    """A linear CartPole policy and a SeedGA of 8 over its parameters (the chunking tests' setup)."""
+    from tfevo import nn
+    from tfevo.envs import make
+
+    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
+    policy = nn.Policy(pm, make("CartPole-v1", 1).action_spec)
+    return policy, SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+
+
 def test_chunked_host_evaluation_keeps_the_population_episode_seeds():
     # decode_chunk is a memory knob: a pipelined evaluation of the population
     # in chunks must run every member on the seeds the whole call would give
     # it (also under common random numbers) and advance the call counter once
-    from tfevo import nn
-    from tfevo.envs import make
     from tfevo.rollout import PipelinedEvaluator
 
-    spec = make("CartPole-v1", 1)
-    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
-    policy = nn.Policy(pm, spec.action_spec)
-    ga = SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+    policy, ga = _cartpole_ga()
 
     def evaluator(chunk, common=False):
         inner = PipelinedEvaluator("CartPole-v1", policy, num_envs=2, episodes=2, max_steps=60, seed=5,
@@ -125,14 +130,9 @@ def test_chunked_in_graph_evaluation_keeps_the_population_start_states():
     # the same memory knob in front of an InGraphEvaluator (seed_ga on an in-graph env with
     # evaluator.decode_chunk): each chunk drew its own seed and its own start states, so the
     # chunk size changed members' fitness and common random numbers were not common
-    from tfevo import nn
-    from tfevo.envs import make
     from tfevo.rollout import InGraphEvaluator
 
-    spec = make("CartPole-v1", 1)
-    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
-    policy = nn.Policy(pm, spec.action_spec)
-    ga = SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+    policy, ga = _cartpole_ga()
     g = ga.ask()
     for common in (False, True):
         runs = []
@@ -151,14 +151,9 @@ def test_chunked_host_evaluation_keeps_the_observation_normalizer_of_one_call():
     # with obs_norm each chunk updated the normalizer before the next chunk ran, so later chunks
     # saw other statistics than one whole-population call gives them: decode_chunk changed
     # fitness from the first generation on (CLI, seed_ga on CartPole, P=13: mean 23.12 vs 24.12)
-    from tfevo import nn
-    from tfevo.envs import make
     from tfevo.rollout import PipelinedEvaluator
 
-    spec = make("CartPole-v1", 1)
-    pm = nn.PopulationModel(nn.mlp((4,), 2, hidden=()))
-    policy = nn.Policy(pm, spec.action_spec)
-    ga = SeedGA(pm.num_params, popsize=8, truncation=3, num_elite_candidates=1, sigma=0.5, seed=1)
+    policy, ga = _cartpole_ga()
     g = ga.ask()
     runs = []
     for chunk in (None, 3):
