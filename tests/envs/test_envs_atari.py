@@ -81,6 +81,19 @@ def test_slot_reset_reproducible_from_seed():
     env.close()
 
 
+def test_negative_seeds_reset_in_both_seed_modes():
+    # fast mode drew the no-op count with numpy's default_rng(seed), which refuses a negative seed
+    # (exact mode already reduced seeds modulo 2**31 - 1): same negative seed, same episode
+    actions = np.random.default_rng(5).integers(0, 6, 40)
+    for kw in ({}, {"preset": "gymnasium"}):
+        env = AtariEnv("ALE/Pong-v5", num_envs=2, **kw)
+        env.reset([0, 1], [0, 1])
+        a = _play(env, 0, -3, actions)
+        b = _play(env, 1, -3, actions)
+        np.testing.assert_array_equal(a[0], b[0])
+        env.close()
+
+
 def test_exact_seed_mode_reseeds_ale():
     env = AtariEnv("ALE/Pong-v5", num_envs=2, preset="gymnasium")  # sticky actions -> exact
     assert env.seed_mode == "exact"

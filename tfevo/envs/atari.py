@@ -324,7 +324,9 @@ class AtariEnv(HostVectorEnv):
             if seeds is None:
                 noops = self._rng.integers(0, self._noop_max + 1, idx.size)
             else:
-                noops = np.array([np.random.default_rng(int(s)).integers(0, self._noop_max + 1) for s in seeds])
+                # (a negative int64 seed maps to a non-negative one, as exact mode's modulo does)
+                noops = np.array([np.random.default_rng(int(s) % 2**63).integers(0, self._noop_max + 1)
+                                  for s in seeds])
             self._noops_left[idx] = noops
             seeds = np.full(idx.size, -1, np.int64)  # never re-seed (= reload) the emulator
         elif seeds is None:
