@@ -72,13 +72,10 @@ class GenomeEvaluator:
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.last_frames = 0
 
-    def _inner(self, params, seeds=None, rows=None, moments=None):
+    def _inner(self, params, seeds=None, rows=None, obs_moments=False):
         ev = self.evaluator
-        if seeds is not None and moments is not None:
-            out = ev.evaluate(params, episode_seeds=seeds, obs_moments=True)
-            moments[0] = merge_moments(moments[0], _member_moments_total(*ev.last_stats["member_obs_moments"]))
-        elif seeds is not None:
-            out = ev.evaluate(params, episode_seeds=seeds)
+        if seeds is not None:
+            out = ev.evaluate(params, episode_seeds=seeds, **({"obs_moments": True} if obs_moments else {}))
         elif rows is not None:
             out = ev.evaluate(params, member_offset=rows[0], popsize=rows[1])
         else:
@@ -92,7 +89,7 @@ class GenomeEvaluator:
         ev = self.evaluator
         calls = getattr(ev, "calls", None)
         if not (callable(getattr(ev, "episode_seeds", None)) and isinstance(calls, tf.Variable)
-                and "episode_seeds" in inspect.signature(ev.evaluate).parameters):
+                and "episode_seeds" in _parameters(ev.evaluate)):
             return None, None
         return np.asarray(ev.episode_seeds(p)), calls
 
@@ -108,29 +105,31 @@ class GenomeEvaluator:
         call0 = None if calls is None else int(calls.numpy())
         # An in-graph evaluator (InGraphEvaluator) is told which rows of the population each
         # chunk holds: it draws one seed per population and each member's own start states.
-        by_rows = seeds is None and step < p and "member_offset" in _parameters(
-            getattr(self.evaluator, "evaluate", None))
+        ev = self.evaluator
+        evaluate_params = _parameters(getattr(ev, "evaluate", None))
+        by_rows = seeds is None and step < p and "member_offset" in evaluate_params
         # Its observation normalizer stays as it was for the whole population (as in one call) and
         # takes the population's observation moments once, after the last chunk.
-        ev = self.evaluator
-        moments = [(0.0, 0.0, 0.0)] if (seeds is not None and getattr(ev, "obs_norm", None) is not None
-                         and getattr(ev, "update_obs_norm", False)
-                         and "obs_moments" in _parameters(getattr(ev, "evaluate", None))) else None
+        hold_norm = (seeds is not None and getattr(ev, "obs_norm", None) is not None
+                     and getattr(ev, "update_obs_norm", False) and "obs_moments" in evaluate_params)
+        moments = (0.0, 0.0, 0.0)
         outs, frames = [], 0
-        if moments is not None:
+        if hold_norm:
             ev.update_obs_norm = False
         try:
             for start in range(0, p, step):
                 out, fr = self._inner(self.decode(genomes[start:start + step]),
                                       None if seeds is None else seeds[start:start + step],
-                                      (start, p) if by_rows else None, moments)
+                                      (start, p) if by_rows else None, hold_norm)
+                if hold_norm:
+                    moments = merge_moments(moments, _member_moments_total(*ev.last_stats["member_obs_moments"]))
                 outs.append(out)
                 frames += fr
         finally:
-            if moments is not None:
+            if hold_norm:
                 ev.update_obs_norm = True
-        if moments is not None and moments[0][0] > 0:
-            ev.obs_norm.merge(*moments[0])
+        if hold_norm and moments[0] > 0:
+            ev.obs_norm.merge(*moments)
         if calls is not None:
             calls.assign(call0 + 1)
         self.last_frames = frames
