@@ -2,8 +2,6 @@
 estimator checks of scikit-learn itself, parameters, validation of bad data,
 persistence and feature names."""
 
-import copy
-import io
 import pickle
 
 import numpy as np
@@ -14,6 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from tfevo.core import ConfigError
 from tfevo.gp import SymbolicClassifier, SymbolicRegressor
+from _roundtrip import saved_copies  # tests/ is on sys.path
 
 # small runs: the checks fit a few dozen times
 SMALL = dict(population_size=120, generations=6, max_len=32, tournament_size=5,
@@ -60,18 +59,12 @@ def test_estimator_protocol_params_clone_and_refusals():
 
 
 def test_fitted_model_pickles_joblib_deepcopy_and_predicts_identically():
-    import joblib
-
     for est, y in ((SymbolicRegressor(**FAST), Y2), (SymbolicClassifier(**FAST), LAB)):
         est.fit(X2, y)
         pred = est.predict(X2)
-        for other in (pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+        for other in saved_copies(est):
             np.testing.assert_array_equal(other.predict(X2), pred)
             assert other.engine_ is None
-        buf = io.BytesIO()
-        joblib.dump(est, buf)
-        buf.seek(0)
-        np.testing.assert_array_equal(joblib.load(buf).predict(X2), pred)
         if is_classifier(est):
             np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict_proba(X2), est.predict_proba(X2))
 
