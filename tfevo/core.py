@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 from typing import Any, Callable
 
 import numpy as np
@@ -90,6 +91,18 @@ class NonFiniteFitnessWarning(RuntimeWarning):
     Issued (through Python's :mod:`warnings`) at most once per algorithm
     object; :attr:`Algorithm.num_nonfinite` keeps counting afterwards.
     """
+
+
+def check_int(value: Any, name: str, minimum: int | None = None, *, integral_float: bool = False) -> int:
+    """``value`` as an int (``>= minimum`` if given); anything else is a :class:`ConfigError` naming ``name``.
+
+    Integers (also NumPy ones) are accepted, with ``integral_float`` also floats holding an integer
+    (``4.0``); ``int()`` would silently truncate ``2.5``, parse ``"3"`` or take ``True`` as 1."""
+    ok = not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+        integral_float and isinstance(value, (float, np.floating)) and float(value).is_integer()))
+    if not ok or (minimum is not None and value < minimum):
+        raise ConfigError(f"{name} must be an integer{'' if minimum is None else f' >= {minimum}'}, got {value!r}")
+    return int(value)
 
 
 def check_seed(seed: Any, name: str = "seed") -> int:

@@ -24,7 +24,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, check_int
 from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
@@ -53,12 +53,6 @@ def _function_names(function_set) -> list:
             raise ConfigError(f"function_set entries must be function names (str), got {n!r}")
     FunctionSet(names)  # unknown names -> ConfigError naming them and the known ones
     return names
-
-
-def _as_int(name, value, lo):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < lo:
-        raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
 
 
 def _finite32(a, what):
@@ -157,9 +151,9 @@ class _BaseSymbolic(BaseEstimator):
 
     def _config(self, num_vars: int, num_outputs: int) -> GPConfig:
         """Checks every setting (before any data work) and builds the GPConfig."""
-        _as_int("generations", self.generations, 1)
-        _as_int("population_size", self.population_size, 2)
-        _as_int("max_len", self.max_len, 3)
+        check_int(self.generations, "generations", 1)
+        check_int(self.population_size, "population_size", 2)
+        check_int(self.max_len, "max_len", 3)
         kernels.check_use_op(self.use_op)
         if not isinstance(self, TransformerMixin):  # the transformer keeps components, not one program
             check_best_program(self.best_program)
@@ -674,7 +668,7 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         in the fitness (the components' mutual correlations are unweighted,
         as gplearn's)."""
         metric = self._metric()
-        P = _as_int("population_size", self.population_size, 2)
+        P = check_int(self.population_size, "population_size", 2)
         hof = _count("hall_of_fame", self.hall_of_fame, 1, P, "population_size")
         n_comp = _count("n_components", self.n_components, 1, hof, "hall_of_fame")
         gp, xt, _, lower = self._evolve_regression(X, y, sample_weight, metric, keep_population=True)

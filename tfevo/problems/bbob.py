@@ -37,9 +37,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError
+from tfevo.core import ConfigError, ShapeError, check_int
 from tfevo.problems.bbob_functions import _compiled
-from tfevo.problems.bbob_instances import _SCHWEFEL_SHIFT, _check_int, _coco_instance, _lam, _seed_instance
+from tfevo.problems.bbob_instances import _SCHWEFEL_SHIFT, _coco_instance, _lam, _seed_instance
 from tfevo.registry import register
 
 __all__ = ["BBOBFunction", "make", "sphere", "rosenbrock", "rastrigin", "NAMES", "MAX_INSTANCE"]
@@ -101,7 +101,7 @@ class BBOBFunction:
 
     def __init__(self, fid: int, dim: int, seed: int | None = None, dtype="float64", *,
                  instance: int | None = None, jit_compile: bool = False):
-        fid, dim = _check_int("fid", fid), _check_int("dim", dim)
+        fid, dim = check_int(fid, "fid"), check_int(dim, "dim")
         if fid not in NAMES:
             raise ConfigError(f"BBOB function id must be in 1..24, got {fid}")
         if dim < 2:
@@ -116,13 +116,13 @@ class BBOBFunction:
             raise ConfigError(f"dtype must be a floating type, got {self.dtype.name}")
         self.fid, self.dim, self.name = fid, dim, NAMES[fid]
         if instance is not None:
-            instance = _check_int("instance", instance)
+            instance = check_int(instance, "instance")
             if not 1 <= instance <= MAX_INSTANCE:
                 raise ConfigError(f"COCO instance must be in 1..{MAX_INSTANCE}, got {instance}")
             self.instance, self.seed = instance, None
             raw = _coco_instance(fid, dim, instance)
         else:
-            self.seed = 0 if seed is None else _check_int("seed", seed)
+            self.seed = 0 if seed is None else check_int(seed, "seed")
             self.instance = None
             raw = _seed_instance(fid, dim, self.seed)
         self.x_opt = np.asarray(raw["x_opt"], np.float64)

@@ -10,11 +10,9 @@ distributions but not COCO's numbers.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from tfevo.core import ConfigError
 
 __all__ = []
 
@@ -224,9 +222,3 @@ def _seed_instance(fid: int, d: int, seed: int) -> dict:
         c.update(peaks=y @ A.T, scales=scales, heights=heights)
     c["x_opt"] = x_opt
     return c
-
-
-def _check_int(name, v):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise ConfigError(f"{name} must be an integer, got {v!r}")
-    return int(v)

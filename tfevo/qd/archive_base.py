@@ -10,19 +10,9 @@ import tensorflow as tf
 
 from tfevo import kernels
 from tfevo._holder import Untracked
-from tfevo.core import ConfigError, ShapeError, sanitize_fitness
+from tfevo.core import ConfigError, ShapeError, check_int, sanitize_fitness
 
 __all__ = ["Archive", "AddResult", "pre_batch_status"]
-
-
-def count_arg(name: str, value, minimum: int) -> int:
-    """``value`` as an int ``>= minimum``: integers (also NumPy ones) and integral floats; anything
-    else (``2.5``, ``"3"``, ``True``) is a :class:`ConfigError` naming ``name`` (``int()`` would
-    silently truncate it)."""
-    if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or (isinstance(value, (float, np.floating)) and not float(value).is_integer()) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def checked_ranges(ranges) -> list[tuple[float, float]]:
@@ -150,7 +140,7 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
         if kernels.check_use_op(use_op):
             kernels.kernel("TfevoArchiveInsert", True)  # KernelUnavailableError (a ConfigError) naming why not
         self.use_op = use_op
-        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
+        self.solution_dim = check_int(solution_dim, "solution_dim", 1, integral_float=True)
         if int(num_cells) < 1:
             raise ConfigError(f"an archive needs at least one cell, got {num_cells}")
         self.num_cells = int(num_cells)

@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from tfevo._holder import Untracked
 from tfevo._tf_private import is_eager_tensor
-from tfevo.core import AskTellError, ConfigError, ShapeError, check_seed
-from tfevo.qd.archive_base import count_arg, pre_batch_status
+from tfevo.core import AskTellError, ConfigError, ShapeError, check_int, check_seed
+from tfevo.qd.archive_base import pre_batch_status
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
@@ -130,10 +130,10 @@ class ESEmitter(Emitter):
             raise ConfigError(f"ESEmitter got unexpected arguments {sorted(kwargs)}; accepted: solution_dim, "
                               "batch_size, num_emitters, sigma, x0, ranker, selection_rule, restart_rule, bounds, "
                               "seed, dtype, resample_rounds, jit_compile, decomposition, name")
-        d = count_arg("solution_dim", solution_dim, 1)
-        lam = 4 + int(3 * math.log(d)) if batch_size is None else count_arg(
-            "batch_size (candidates per search)", batch_size, 2)
-        e = count_arg("num_emitters", num_emitters, 1)
+        d = check_int(solution_dim, "solution_dim", 1, integral_float=True)
+        lam = 4 + int(3 * math.log(d)) if batch_size is None else check_int(
+            batch_size, "batch_size (candidates per search)", 2, integral_float=True)
+        e = check_int(num_emitters, "num_emitters", 1, integral_float=True)
         super().__init__(d, e * lam, bounds, name)
         if not (float(sigma) > 0 and math.isfinite(float(sigma))):
             raise ConfigError(f"sigma must be a finite number > 0, got {sigma}")
@@ -148,7 +148,7 @@ class ESEmitter(Emitter):
         if dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         seed = 0 if seed is None else check_seed(seed)
-        resample_rounds = count_arg("resample_rounds", resample_rounds, 0)
+        resample_rounds = check_int(resample_rounds, "resample_rounds", 0, integral_float=True)
         self.num_emitters, self.es_batch_size, self.sigma0 = e, lam, float(sigma)
         self.ranker, self.selection_rule, self.restart_rule = ranker, selection_rule, restart_rule
         self.seed, self.resample_rounds = seed, int(resample_rounds)

@@ -9,15 +9,17 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError, arguments_checked, check_seed
-from tfevo.qd.archive_base import Archive, checked_ranges, count_arg
+from tfevo.core import ConfigError, ShapeError, arguments_checked, check_int, check_seed
+from tfevo.qd.archive_base import Archive, checked_ranges
 
 __all__ = ["CVTArchive", "kmeans_centroids"]
 
 
 def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
     """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
-    k, iterations, seed = count_arg("k", k, 1), count_arg("iterations", iterations, 0), check_seed(seed)
+    k = check_int(k, "k", 1, integral_float=True)
+    iterations = check_int(iterations, "iterations", 0, integral_float=True)
+    seed = check_seed(seed)
     x = tf.convert_to_tensor(samples, tf.float32)
     if x.shape.rank != 2:
         raise ShapeError(f"k-means samples must have shape [n, descriptor_dim], got {x.shape.as_list()}")
@@ -101,8 +103,8 @@ class CVTArchive(Archive):
         k = len(ranges)
         if centroids is None:
             if num_samples is not None:
-                num_samples = count_arg("num_samples", num_samples, int(cells))
-            iterations, seed = count_arg("iterations", iterations, 0), check_seed(seed)
+                num_samples = check_int(num_samples, "num_samples", int(cells), integral_float=True)
+            iterations, seed = check_int(iterations, "iterations", 0, integral_float=True), check_seed(seed)
             centroids = self._centroids(int(cells), ranges, num_samples or max(100_000, 10 * int(cells)),
                                         iterations, seed, cache)
         centroids = np.asarray(centroids, np.float32)

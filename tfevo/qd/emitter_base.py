@@ -13,8 +13,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError
-from tfevo.qd.archive_base import count_arg
+from tfevo.core import ConfigError, check_int
 
 __all__ = ["standard_normal", "Emitter"]
 
@@ -117,8 +116,8 @@ class Emitter(tf.Module, metaclass=abc.ABCMeta):
 
     def __init__(self, solution_dim: int, batch_size: int, bounds=None, name: str | None = None):
         super().__init__(name=name)
-        self.batch_size = count_arg("batch_size", batch_size, 1)
-        self.solution_dim = count_arg("solution_dim", solution_dim, 1)
+        self.batch_size = check_int(batch_size, "batch_size", 1, integral_float=True)
+        self.solution_dim = check_int(solution_dim, "solution_dim", 1, integral_float=True)
         self.bounds = _bounds(bounds, self.solution_dim)
 
     def _clip(self, x):
