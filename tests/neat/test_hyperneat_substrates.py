@@ -56,6 +56,8 @@ _SUB = Substrate.layered([[(-1.0, -1.0), (1.0, -1.0)], [(0.0, 1.0)]])
     ({"max_weight": float("inf")}, r"max_weight must be a finite number > 0, got inf"),
     ({"activation_steps": 0}, r"activation_steps must be an integer >= 1, got 0"),
     ({"activation_steps": 2.5}, r"activation_steps must be an integer >= 1, got 2\.5"),
+    ({"activation_steps": float("inf")}, r"activation_steps must be an integer >= 1, got inf"),
+    ({"activation_steps": float("nan")}, r"activation_steps must be an integer >= 1, got nan"),
     ({"weight_threshold": "0.2"}, r"weight_threshold must be a number in \[0, 1\), got '0\.2'"),
     ({"weight_threshold": 1.0}, r"weight_threshold must be a number in \[0, 1\), got 1\.0"),
     ({"bias_input": "no"}, r"bias_input must be True or False, got 'no'"),

@@ -25,7 +25,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError, arguments_checked
+from tfevo.core import ConfigError, ShapeError, arguments_checked, check_int
 from tfevo.neat import functions as F
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat.config import NEATConfig
@@ -276,8 +276,7 @@ class HyperNEAT:
             raise ConfigError(f"weight_threshold must be a number in [0, 1), got {weight_threshold!r}")
         if not (real(max_weight) and 0.0 < max_weight < np.inf):
             raise ConfigError(f"max_weight must be a finite number > 0, got {max_weight!r}")
-        if not (real(activation_steps) and activation_steps == int(activation_steps) and activation_steps >= 1):
-            raise ConfigError(f"activation_steps must be an integer >= 1, got {activation_steps!r}")
+        activation_steps = check_int(activation_steps, "activation_steps", 1, integral_float=True)
         if not isinstance(bias_input, (bool, np.bool_)):
             raise ConfigError(f"bias_input must be True or False, got {bias_input!r}")
         for field, name in (("activation", activation), ("output_activation", output_activation or activation)):
