@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, worst_to_finite
+from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _positive, centered_rank, z_score,
+    _center, _check_shaping, _default_popsize, _gaussian_population, _positive, _shaped,
 )
 
 __all__ = ["OpenES"]
@@ -82,9 +82,7 @@ class OpenES(Algorithm):
         super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if mirrored and self.popsize % 2:
             raise ConfigError(f"popsize must be even with mirrored sampling, got {self.popsize}")
-        if fitness_shaping not in ("centered_rank", "z_score", "raw"):
-            raise ConfigError(
-                f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
+        fitness_shaping = _check_shaping(fitness_shaping)
         if not 0.0 < float(sigma_decay) <= 1.0:
             raise ConfigError(f"sigma_decay must be in (0, 1], got {sigma_decay}")
         self.mirrored = bool(mirrored)
@@ -105,16 +103,9 @@ class OpenES(Algorithm):
     def _ask(self):
         return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
 
-    def _shape(self, fitness):
-        if self.fitness_shaping == "centered_rank":
-            return centered_rank(fitness, self.dtype)
-        if self.fitness_shaping == "z_score":
-            return z_score(fitness)
-        return worst_to_finite(fitness)
-
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        w = tf.cast(self._shape(fitness), self.dtype)
+        w = _shaped(fitness, self.fitness_shaping, self.dtype)
         if self.fitness_shaping == "raw":  # weights do not sum to 0: form eps explicitly
             weighted_eps = tf.linalg.matvec((x - self.center) / self.sigma, w, transpose_a=True)
         else:

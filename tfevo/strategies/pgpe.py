@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import Algorithm, ConfigError, worst_to_finite
+from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _gaussian_population, _center, _default_popsize, _per_dim, _positive, centered_rank, z_score,
+    _center, _check_shaping, _default_popsize, _gaussian_population, _per_dim, _positive, _shaped,
 )
 
 __all__ = ["PGPE"]
@@ -73,10 +73,7 @@ class PGPE(Algorithm):
         super().__init__(num_dims, popsize, seed=seed, name=name, dtype=dtype)
         if self.popsize % 2:
             raise ConfigError(f"popsize must be even (symmetric pairs), got {self.popsize}")
-        if fitness_shaping not in ("centered_rank", "z_score", "raw"):
-            raise ConfigError(
-                f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
-        self.fitness_shaping = fitness_shaping
+        self.fitness_shaping = _check_shaping(fitness_shaping)
         lr = _positive(learning_rate, "learning_rate")
         kwargs = {}
         if isinstance(optimizer, str) and optimizer.lower() == "clipup":
@@ -106,13 +103,7 @@ class PGPE(Algorithm):
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
-        if self.fitness_shaping == "centered_rank":
-            w = centered_rank(fitness, self.dtype)
-        elif self.fitness_shaping == "z_score":
-            w = z_score(fitness)
-        else:
-            w = worst_to_finite(fitness)
-        w = tf.cast(w, self.dtype)
+        w = _shaped(fitness, self.fitness_shaping, self.dtype)
         n = self.popsize // 2
         eps = 0.5 * (x[:n] - x[n:])  # recovers the perturbation of each pair
         fp, fm = w[:n], w[n:]

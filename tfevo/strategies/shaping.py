@@ -179,6 +179,27 @@ def utility_weights(fitness, utilities=None) -> tf.Tensor:
 # -- helpers shared by the strategies (not public API) ----------------------
 
 
+#: the fitness shapings of the rank-based gradient strategies (OpenAI-ES, PGPE)
+_SHAPINGS = ("centered_rank", "z_score", "raw")
+
+
+def _check_shaping(fitness_shaping) -> str:
+    if fitness_shaping not in _SHAPINGS:
+        raise ConfigError(f"fitness_shaping must be 'centered_rank', 'z_score' or 'raw', got {fitness_shaping!r}")
+    return fitness_shaping
+
+
+def _shaped(fitness, fitness_shaping: str, dtype) -> tf.Tensor:
+    """The weights ``[P]`` in ``dtype`` of ``fitness`` under one of :data:`_SHAPINGS` (non-finite: worst)."""
+    if fitness_shaping == "centered_rank":
+        w = centered_rank(fitness, dtype)
+    elif fitness_shaping == "z_score":
+        w = z_score(fitness)
+    else:
+        w = worst_to_finite(fitness)
+    return tf.cast(w, dtype)
+
+
 def _center(init_params, num_dims: int, name: str = "init_params", dtype=np.float32) -> np.ndarray:
     """Validates an initial centre ``[D]`` (None -> zeros)."""
     dtype = tf.as_dtype(dtype).as_numpy_dtype
