@@ -73,15 +73,50 @@ def test_chunked_evaluation_equals_whole():
     np.testing.assert_array_equal(whole, chunked)
 
 
-def test_errors_and_nan():
+def _state(ga):
+    return [v.numpy().copy() for v in ga.variables]
+
+
+def test_max_generations_tells_fit_and_the_next_is_refused_before_any_change():
+    # max_generations = 2: two tells write lineages of up to 2 mutations, all rebuildable; the third
+    # ask (and a tell without it) is refused naming max_generations and leaves the state as it was
     ga = make(max_generations=2)
-    for _ in range(3):
+    for _ in range(2):
         g = ga.ask()
         f = sphere(ga.decode(g)).numpy()
         f[:5] = np.nan
         ga.tell(g, f)
-    with pytest.raises(ConfigError, match="max_generations"):
+    pop = ga.population.numpy()
+    assert pop.shape[1] == 4 and pop[:, 0].max() == 3  # count column: init seed + 2 mutations
+    assert np.all(pop[np.arange(len(pop)), pop[:, 0]] >= 0)  # every counted seed is stored
+    rebuilt = tf.map_fn(ga._rebuild, ga.population, fn_output_signature=tf.float32).numpy()
+    np.testing.assert_array_equal(ga.decode(ga.population).numpy(), rebuilt)
+    before = _state(ga)
+    with pytest.raises(ConfigError, match="max_generations = 2"):
         ga.ask()
+    with pytest.raises(ConfigError, match="max_generations = 2"):
+        ga.tell(ga.population, np.zeros(32, np.float32))
+    for a, b in zip(before, _state(ga)):
+        np.testing.assert_array_equal(a, b)
+    assert ga.generations_left == 0
+
+
+def test_trainer_budget_of_max_generations_completes_and_a_longer_one_fails_up_front():
+    from tfevo.training import Trainer
+
+    ga = make(max_generations=3)
+    fitness = lambda g: sphere(ga.decode(g))  # noqa: E731
+    Trainer(ga, fitness, generations=3, progress=False).run()
+    assert int(ga.generation.numpy()) == 3
+    rebuilt = tf.map_fn(ga._rebuild, ga.population, fn_output_signature=tf.float32).numpy()
+    np.testing.assert_array_equal(ga.decode(ga.population).numpy(), rebuilt)
+    calls = []
+    with pytest.raises(ConfigError, match="max_generations = 3"):
+        Trainer(make(max_generations=3), lambda g: calls.append(1), generations=4, progress=False)
+    assert not calls
+
+
+def test_errors_and_nan():
     with pytest.raises(ShapeError, match="int32"):
         make().tell(tf.zeros([32, 62]), np.zeros(32))
     with pytest.raises(ConfigError, match="truncation"):

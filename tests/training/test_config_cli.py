@@ -311,3 +311,19 @@ def test_env_kwargs_errors_name_the_field(kwargs, msg):
     data["env"]["kwargs"] = kwargs
     with pytest.raises(ConfigError, match=msg):
         build(parse_config(data))
+
+
+def test_a_seed_ga_budget_beyond_max_generations_fails_before_any_work(tmp_path, capsys):
+    # the genomes hold max_generations tells: a longer generation budget is refused up front (it ran
+    # max_generations + 1 generations, the last writing seeds past the genome, with no error)
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), "--generations", "4", "--no-progress", "--set", "algorithm.name=seed_ga",
+            "--set", "algorithm.popsize=8", "--set", "policy.hidden=[4]", "--set", "env.episodes=1"]
+    assert main(args + ["--set", "algorithm.params.max_generations=3"]) == 2
+    err = capsys.readouterr().err
+    assert "algorithm.params.max_generations" in err and "max_generations = 3" in err and "run.generations = 4" in err
+    assert not (run / "config.json").exists() and not (run / "checkpoints").exists()
+    # a budget equal to max_generations completes, and the run's genomes are whole
+    assert main(args + ["--set", "algorithm.params.max_generations=4"]) == 0
+    rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [1, 2, 3, 4]

@@ -53,7 +53,12 @@ class SeedGA(Algorithm):
       truncation: T parents (the paper: 20); defaults as :class:`~tfevo.strategies.GaussianGA`.
       sigma: mutation power (the paper: 0.002 on Atari).
       num_elite_candidates: rows copied unmodified for re-evaluation besides the elite.
-      max_generations: the longest lineage the genome tensor can hold.
+      max_generations: the longest lineage the genome tensor can hold: ``max_generations``
+        mutations after the initial seed, so exactly ``max_generations`` ``tell`` calls
+        (a :class:`~tfevo.training.Trainer` budget of ``G`` generations needs
+        ``max_generations >= G``; the Trainer checks this before the first generation).
+        The ``ask`` or ``tell`` that would go further raises
+        :class:`~tfevo.core.ConfigError` and changes nothing.
       init_params: centre ``[D]`` of the initial population: member ``i`` starts at
         ``init_params + init_sigma * N(0, I)`` (default zeros).
       init_fn: alternatively ``seed int32 [2] -> [D]``, the initial parameters of a member
@@ -119,14 +124,45 @@ class SeedGA(Algorithm):
         self._decode_fn = None
 
     # -- the ask/tell seam (genomes are int32, so ask/tell are overridden) ----
-    def ask(self) -> tf.Tensor:
-        """The population as seed lists ``int32 [P, L]``."""
-        if int(self.generation.numpy()) > self.max_generations:
+    @property
+    def generations_left(self) -> int:
+        """How many more ``tell`` calls the genome tensor can hold (``max_generations - generation``)."""
+        return self.max_generations - int(self.generation.numpy())
+
+    def check_generations(self, generations: int, done: int = 0, field: str = "generations") -> None:
+        """:class:`~tfevo.core.ConfigError` unless ``generations - done`` more tells fit in the genomes.
+
+        A run budgeted for ``generations`` generations of which ``done`` have
+        run (e.g. a :class:`~tfevo.training.Trainer` resuming) calls this
+        before evaluating anything; ``field`` names the budget in the message.
+        """
+        need = int(generations) - int(done)
+        if need > self.generations_left:
             raise ConfigError(
-                f"SeedGA genomes hold {self.max_generations} generations of mutations; raise max_generations")
+                f"{field} = {int(generations)} needs {need} more SeedGA generations, but max_generations = "
+                f"{self.max_generations} holds {self.generations_left} more (generation {int(self.generation.numpy())} "
+                f"done); set max_generations >= {int(generations)}")
+
+    def _check_limit(self, what: str) -> None:
+        if int(self.generation.numpy()) >= self.max_generations:
+            raise ConfigError(
+                f"SeedGA.{what}: max_generations = {self.max_generations} reached (genomes hold "
+                f"{self.max_generations} mutations and {int(self.generation.numpy())} tells have been made); "
+                f"nothing was changed; build the SeedGA with a larger max_generations to run longer")
+
+    def ask(self) -> tf.Tensor:
+        """The population as seed lists ``int32 [P, L]``.
+
+        Refused (:class:`~tfevo.core.ConfigError`) once ``max_generations``
+        tells have been made: the ``tell`` of that population could not store
+        its children's seeds.
+        """
+        self._check_limit("ask")
         return tf.identity(self.population)
 
     def tell(self, genomes, fitness) -> None:
+        if tf.executing_eagerly():
+            self._check_limit("tell")
         genomes = tf.convert_to_tensor(genomes)
         if genomes.dtype != tf.int32 or genomes.shape.as_list() != [self.popsize, self.genome_length]:
             raise ShapeError(f"genomes must be int32 [{self.popsize}, {self.genome_length}], "
@@ -144,7 +180,12 @@ class SeedGA(Algorithm):
                     return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)),
                                    lambda: self._tell_graph(g, fitness), skip)
 
-                return tf.cond(same, update, lambda: tf.constant(False))
+                # inside a graph the eager check cannot run: never write past the genome's last column
+                room = tf.debugging.assert_less(self.generation, tf.constant(self.max_generations, tf.int64),
+                                                message=f"SeedGA.tell: max_generations = {self.max_generations} "
+                                                        "reached; nothing was changed")
+                with tf.control_dependencies([room]):
+                    return tf.cond(same, update, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),

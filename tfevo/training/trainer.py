@@ -242,6 +242,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
             )
         if self.run_dir is not None or self.multi_worker:  # every worker restores what the chief has
             self._restore()
+        check = getattr(algorithm, "check_generations", None)  # SeedGA: genomes hold max_generations tells
+        if callable(check) and generations is not None:
+            check(generations, done=int(self.generation.numpy()))
 
     # -- evaluation ---------------------------------------------------------
     def _evaluate(self, population):
