@@ -62,6 +62,9 @@ def test_checkpoint_restore_continues_exactly(tmp_path):
         g, f = step(res)
         np.testing.assert_array_equal(g, ref[i][0])
         np.testing.assert_array_equal(f, ref[i][1])
+    for name in ("best_genome", "best_fitness", "best_evaluations", "best_single_genome", "best_single_fitness",
+                 "eval_sum", "eval_count"):
+        np.testing.assert_array_equal(getattr(res, name).numpy(), getattr(full, name).numpy())
 
 
 def test_chunked_evaluation_equals_whole():
@@ -203,3 +206,71 @@ def test_chunked_host_evaluation_keeps_the_observation_normalizer_of_one_call():
     assert float(whole.count.numpy()) == float(chunked.count.numpy()) > 0
     np.testing.assert_allclose(chunked.mean.numpy(), whole.mean.numpy(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(chunked.variance.numpy(), whole.variance.numpy(), rtol=1e-12)
+
+
+def _noisy_fitness(ga, scale=2.0):
+    """Sphere plus N(0, scale^2) noise drawn per call (a noisy RL return): an evaluator, and the history
+    of every evaluation of every genome (keyed by its seed list)."""
+    rng = np.random.RandomState(7)
+    history = {}
+
+    def evaluate(g):
+        f = (sphere(ga.decode(g)).numpy() + scale * rng.standard_normal(g.shape[0])).astype(np.float32)
+        for row, v in zip(np.asarray(g), f):
+            history.setdefault(row.tobytes(), []).append(float(v))
+        return tf.constant(f)
+
+    return evaluate, history
+
+
+def test_best_is_the_elite_with_its_mean_not_the_luckiest_evaluation():
+    # noisy fitness: the best was the single luckiest evaluation (an outlier the elite's
+    # re-evaluations do not confirm); it is now the Deep GA elite, the re-evaluated member with the
+    # highest mean over all its evaluations, and the luckiest evaluation is kept apart
+    e = 3
+    ga = make(popsize=24, truncation=4, num_elite_candidates=e)
+    evaluate, history = _noisy_fitness(ga)
+    luckiest, counts = -np.inf, []  # evaluations behind the elite's mean
+    for gen in range(12):
+        g = ga.ask()
+        f = evaluate(g)
+        ga.tell(g, f)
+        luckiest = max(luckiest, float(np.max(f)))
+        # reference from the recorded history: among the rows carried over unmodified (rows 0..E;
+        # every row in generation 0), the one with the highest mean over all its evaluations
+        rows = g.numpy()[: len(g) if gen == 0 else e + 1]
+        means = [np.mean(history[r.tobytes()]) for r in rows]
+        k = int(np.argmax(means))
+        np.testing.assert_array_equal(ga.best_genome.numpy(), rows[k])
+        np.testing.assert_allclose(float(ga.best_fitness.numpy()), means[k], rtol=1e-5, atol=1e-5)
+        counts.append(len(history[rows[k].tobytes()]))
+    assert float(ga.best_evaluations.numpy()) == counts[-1] > 1  # the reported best has been re-evaluated
+    assert max(counts) > 2
+    assert float(ga.best_single_fitness.numpy()) == np.float32(luckiest) > float(ga.best_fitness.numpy())
+    params, _ = ga.best
+    np.testing.assert_array_equal(params.numpy(), ga._rebuild(ga.best_genome).numpy())
+    np.testing.assert_array_equal(ga.best_single[0].numpy(), ga._rebuild(ga.best_single_genome).numpy())
+
+
+def test_trainer_logs_checkpoints_and_exports_the_seed_ga_best(tmp_path):
+    # the Trainer's best_ever, its checkpointed best (what `tfevo eval`/`export` decode) and
+    # best_individual() are SeedGA's best by mean, not the Trainer's own luckiest single evaluation
+    from tfevo.training import Trainer
+    from tfevo.training.builders import best_params
+
+    ga = make(popsize=24, truncation=4, num_elite_candidates=3)
+    evaluate, history = _noisy_fitness(ga)
+    seen = []
+    elite_mean = lambda: float((ga.eval_sum[0] / ga.eval_count[0]).numpy())  # noqa: E731
+    trainer = Trainer(ga, evaluate, run_dir=tmp_path / "run", generations=8, progress=False,
+                      callbacks=[lambda log: seen.append((elite_mean(), log))])
+    trainer.run()
+    for mean, log in seen:  # the elite is row 0 of the next population, with its running sums
+        assert log.best_ever == np.float32(mean)
+    elite = ga.population[0].numpy()
+    np.testing.assert_array_equal(trainer.best_individual().numpy(), elite)
+    np.testing.assert_array_equal(best_params(tmp_path / "run"), elite)
+    np.testing.assert_array_equal(ga.best_genome.numpy(), elite)
+    assert float(trainer.best_fitness.numpy()) == np.float32(ga.best_fitness.numpy()) == np.float32(elite_mean())
+    assert max(log.best for _, log in seen) == float(ga.best_single_fitness.numpy()) > log.best_ever
+    assert {"elite_mean", "elite_evaluations", "best_evaluations"} <= set(seen[-1][1].extra)

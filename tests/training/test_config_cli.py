@@ -327,3 +327,14 @@ def test_a_seed_ga_budget_beyond_max_generations_fails_before_any_work(tmp_path,
     assert main(args + ["--set", "algorithm.params.max_generations=4"]) == 0
     rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [1, 2, 3, 4]
+    # the best that `tfevo eval`/`export` decode is the elite (row 0), best_ever its mean
+    import numpy as np
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run / "checkpoints")))
+    var = lambda name: next(reader.get_tensor(k) for k in reader.get_variable_to_shape_map()  # noqa: E731
+                            if k.startswith(name))
+    np.testing.assert_array_equal(var("trainer/best/"), var("algorithm/population/")[0])
+    elite_mean = var("algorithm/eval_sum/")[0] / var("algorithm/eval_count/")[0]
+    assert rows[-1]["best_ever"] == pytest.approx(float(elite_mean), rel=1e-6)
+    assert rows[-1]["elite_mean"] == pytest.approx(float(elite_mean), rel=1e-6)

@@ -24,7 +24,8 @@ full parameter vectors.
 Selection and elitism follow :class:`~tfevo.strategies.GaussianGA` exactly:
 truncation selection of ``T`` parents by mean fitness, the elite and
 ``num_elite_candidates`` candidates copied unmodified so they are
-re-evaluated, the elite chosen among re-evaluated rows.
+re-evaluated, the elite chosen among re-evaluated rows.  The run's best is
+that elite, with its mean fitness (see :class:`SeedGA`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ class SeedGA(Algorithm):
     are matched with their evaluation history); any other raises
     :class:`~tfevo.core.AskTellError`.
 
+    The run's best (:attr:`best_genome`, :attr:`best_fitness`, :attr:`best`,
+    and what a :class:`~tfevo.training.Trainer` logs as ``best_ever``,
+    checkpoints, and ``tfevo eval``/``export`` use) is the Deep GA's **elite**
+    with its **mean fitness over all its evaluations**: after each ``tell``,
+    the row carried over unmodified (so re-evaluated) with the highest mean
+    (in generation 0, when nothing has been re-evaluated yet, the best single
+    evaluation).  The elite is re-evaluated every generation, so this mean
+    rests on more evaluations as the run goes (:attr:`best_evaluations`) and
+    can go down; it is replaced only by another re-evaluated row with a higher
+    mean.  The luckiest single evaluation of the run, an optimistic pick on
+    noisy tasks (the maximum of ``P`` noisy draws), is kept as
+    :attr:`best_single_genome`, :attr:`best_single_fitness`
+    (:attr:`best_single`).
+
     Example:
 
     >>> ga = SeedGA(num_dims=1000, popsize=64, truncation=8, sigma=0.05, seed=0)
@@ -118,8 +133,13 @@ class SeedGA(Algorithm):
         self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         c = self.truncation + 1 + self.num_elite_candidates
         self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
+        # the run's best: the elite, with its mean over all its evaluations (see the class doc)
         self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
         self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
+        self.best_evaluations = tf.Variable(tf.zeros([], self.dtype), trainable=False, name="best_evaluations")
+        # the luckiest single evaluation of the run
+        self.best_single_genome = tf.Variable(genomes[0], trainable=False, name="best_single_genome")
+        self.best_single_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_single_fitness")
         self._cache = Untracked(params=None, lineage=None)  # parent cache, never checkpointed
         self._decode_fn = None
 
@@ -201,12 +221,13 @@ class SeedGA(Algorithm):
     def _tell_graph(self, g, fitness):
         fitness = sanitize_fitness(fitness)
         i = tf.argmax(fitness, output_type=tf.int32)
-        better = fitness[i] > self.best_fitness
-        self.best_genome.assign(tf.where(better, g[i], self.best_genome))
-        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
+        better = fitness[i] > self.best_single_fitness
+        self.best_single_genome.assign(tf.where(better, g[i], self.best_single_genome))
+        self.best_single_fitness.assign(tf.where(better, fitness[i], self.best_single_fitness))
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
-        total, count, _, _, keep, parents = elitist_truncation(
+        total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)
+        self._track_best(g, score, count, elite)
         s_choice, s_mut = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=s_choice, minval=0, maxval=t, dtype=tf.int32)
@@ -223,6 +244,24 @@ class SeedGA(Algorithm):
         self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
         self.generation.assign_add(1)
         return tf.constant(True)
+
+    def _track_best(self, g, score, count, elite):
+        """The run's best is the elite just chosen, with its mean over all its evaluations."""
+        self.best_genome.assign(g[elite])
+        self.best_fitness.assign(score[elite])
+        self.best_evaluations.assign(count[elite])
+
+    def reported_best(self):
+        """``(genome int32 [L], fitness)``: the member a :class:`~tfevo.training.Trainer` logs,
+        checkpoints and exports as the run's best (:attr:`best_genome`, :attr:`best_fitness`: the
+        elite and its mean over all its evaluations, not the luckiest single evaluation)."""
+        return tf.identity(self.best_genome), tf.identity(self.best_fitness)
+
+    def metrics(self) -> dict:
+        """The elite's mean fitness and evaluation count, and those of the run's best (Trainer logs)."""
+        n = float(self.eval_count[0].numpy())
+        return {"elite_mean": float(self.eval_sum[0].numpy()) / n if n > 0 else float("nan"),
+                "elite_evaluations": n, "best_evaluations": float(self.best_evaluations.numpy())}
 
     # -- materialization -------------------------------------------------------
     def _init_params(self, seed_word):
@@ -329,4 +368,10 @@ class SeedGA(Algorithm):
 
     @property
     def best(self):
+        """``(parameters [D], fitness)`` of the elite, with its mean fitness over all its evaluations."""
         return self.decode(self.best_genome[None])[0], self.best_fitness
+
+    @property
+    def best_single(self):
+        """``(parameters [D], fitness)`` of the luckiest single evaluation of the run."""
+        return self.decode(self.best_single_genome[None])[0], self.best_single_fitness

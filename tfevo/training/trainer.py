@@ -121,6 +121,13 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         attribute ``last_frames`` (int), frames are counted from it, otherwise
         one evaluation counts as one frame.
       run_dir: where checkpoints and logs go (``None``: nothing is written).
+
+    The best individual (:meth:`best_individual`, ``best_fitness``, logged as
+    ``best_ever``, checkpointed, and what ``tfevo eval``/``export`` use) is the
+    member with the highest single fitness seen, unless the algorithm has a
+    ``reported_best()`` returning ``(member, fitness)``: then that is recorded
+    after every ``tell`` (``SeedGA``: its elite with the mean over all its
+    evaluations, which can go down as the elite is re-evaluated).
       generations / frames / seconds: budget; the run stops when any is reached.
       checkpoint_every: generations between checkpoints (>= 1).
       keep_checkpoints: how many checkpoints the manager keeps.
@@ -264,16 +271,27 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         return fitness, extras, frames_of(ev, fitness.shape[0])
 
     def _track_best(self, population, fitness):
+        reported = getattr(self._algorithm, "reported_best", None)
+        if callable(reported):
+            # the algorithm's own rule (SeedGA: the elite and its mean over its evaluations; it may go down)
+            member, value = reported()
+            self._best_slots(member)
+            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
+            self.best_fitness.assign(tf.cast(value, tf.float32))
+            return
         f = np.nan_to_num(fitness.numpy().astype(np.float64), nan=-np.inf)
         i = int(np.argmax(f))
         member = tf.nest.map_structure(lambda t: tf.convert_to_tensor(t)[i], population)
+        self._best_slots(member)
+        if np.isfinite(f[i]) and f[i] > float(self.best_fitness.numpy()):
+            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
+            self.best_fitness.assign(np.float32(f[i]))
+
+    def _best_slots(self, member):
         if self.best is None:
             self.best = tf.nest.map_structure(
                 lambda t: tf.Variable(tf.zeros_like(t), trainable=False, name="best"), member
             )
-        if np.isfinite(f[i]) and f[i] > float(self.best_fitness.numpy()):
-            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
-            self.best_fitness.assign(np.float32(f[i]))
 
     def best_individual(self):
         """The best member seen so far (same structure as one population row)."""
