@@ -99,6 +99,9 @@ def test_max_generations_tells_fit_and_the_next_is_refused_before_any_change():
         ga.ask()
     with pytest.raises(ConfigError, match="max_generations = 2"):
         ga.tell(ga.population, np.zeros(32, np.float32))
+    # inside a tf.function the eager check cannot run: the tell's own graph refuses
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_generations = 2"):
+        tf.function(ga.tell, autograph=False)(ga.population, tf.zeros([32]))
     for a, b in zip(before, _state(ga)):
         np.testing.assert_array_equal(a, b)
     assert ga.generations_left == 0
