@@ -338,3 +338,12 @@ def test_a_seed_ga_budget_beyond_max_generations_fails_before_any_work(tmp_path,
     elite_mean = var("algorithm/eval_sum/")[0] / var("algorithm/eval_count/")[0]
     assert rows[-1]["best_ever"] == pytest.approx(float(elite_mean), rel=1e-6)
     assert rows[-1]["elite_mean"] == pytest.approx(float(elite_mean), rel=1e-6)
+    # what eval/play/export load is the elite's parameters as the restored SeedGA decodes them
+    from tfevo.cli.evaluate import _restore_setup
+    from tfevo.training.builders import load_run
+
+    _, params = _restore_setup(run)
+    _, _, ga = load_run(run)
+    np.testing.assert_array_equal(params, ga.decode(ga.population[:1])[0].numpy())
+    np.testing.assert_array_equal(params, ga.best[0].numpy())
+    assert main(["export", str(run)]) == 0 and (run / "best.keras").exists()
