@@ -121,13 +121,6 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         attribute ``last_frames`` (int), frames are counted from it, otherwise
         one evaluation counts as one frame.
       run_dir: where checkpoints and logs go (``None``: nothing is written).
-
-    The best individual (:meth:`best_individual`, ``best_fitness``, logged as
-    ``best_ever``, checkpointed, and what ``tfevo eval``/``export`` use) is the
-    member with the highest single fitness seen, unless the algorithm has a
-    ``reported_best()`` returning ``(member, fitness)``: then that is recorded
-    after every ``tell`` (``SeedGA``: its elite with the mean over all its
-    evaluations, which can go down as the elite is re-evaluated).
       generations / frames / seconds: budget; the run stops when any is reached.
       checkpoint_every: generations between checkpoints (>= 1).
       keep_checkpoints: how many checkpoints the manager keeps.
@@ -152,6 +145,13 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         latest checkpoint (sent over the collectives, so no shared file
         system is needed), and a ``seconds`` budget is refused (workers
         would stop at different generations).
+
+    The best individual (:meth:`best_individual`, ``best_fitness``, logged as
+    ``best_ever``, checkpointed, and what ``tfevo eval``/``export`` use) is the
+    member with the highest single fitness seen, unless the algorithm has a
+    ``reported_best()`` returning ``(member, fitness)``: then that is recorded
+    after every ``tell`` (``SeedGA``: its elite with the mean over all its
+    evaluations, which can go down as the elite is re-evaluated).
 
     Example:
 
