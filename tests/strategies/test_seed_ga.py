@@ -62,6 +62,9 @@ def test_checkpoint_restore_continues_exactly(tmp_path):
         g, f = step(res)
         np.testing.assert_array_equal(g, ref[i][0])
         np.testing.assert_array_equal(f, ref[i][1])
+    for name in ("best_genome", "best_fitness", "best_evaluations", "best_single_genome", "best_single_fitness",
+                 "eval_sum", "eval_count"):
+        np.testing.assert_array_equal(getattr(res, name).numpy(), getattr(full, name).numpy())
 
 
 def test_chunked_evaluation_equals_whole():
@@ -73,15 +76,53 @@ def test_chunked_evaluation_equals_whole():
     np.testing.assert_array_equal(whole, chunked)
 
 
-def test_errors_and_nan():
+def _state(ga):
+    return [v.numpy().copy() for v in ga.variables]
+
+
+def test_max_generations_tells_fit_and_the_next_is_refused_before_any_change():
+    # max_generations = 2: two tells write lineages of up to 2 mutations, all rebuildable; the third
+    # ask (and a tell without it) is refused naming max_generations and leaves the state as it was
     ga = make(max_generations=2)
-    for _ in range(3):
+    for _ in range(2):
         g = ga.ask()
         f = sphere(ga.decode(g)).numpy()
         f[:5] = np.nan
         ga.tell(g, f)
-    with pytest.raises(ConfigError, match="max_generations"):
+    pop = ga.population.numpy()
+    assert pop.shape[1] == 4 and pop[:, 0].max() == 3  # count column: init seed + 2 mutations
+    assert np.all(pop[np.arange(len(pop)), pop[:, 0]] >= 0)  # every counted seed is stored
+    rebuilt = tf.map_fn(ga._rebuild, ga.population, fn_output_signature=tf.float32).numpy()
+    np.testing.assert_array_equal(ga.decode(ga.population).numpy(), rebuilt)
+    before = _state(ga)
+    with pytest.raises(ConfigError, match="max_generations = 2"):
         ga.ask()
+    with pytest.raises(ConfigError, match="max_generations = 2"):
+        ga.tell(ga.population, np.zeros(32, np.float32))
+    # inside a tf.function the eager check cannot run: the tell's own graph refuses
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_generations = 2"):
+        tf.function(ga.tell, autograph=False)(ga.population, tf.zeros([32]))
+    for a, b in zip(before, _state(ga)):
+        np.testing.assert_array_equal(a, b)
+    assert ga.generations_left == 0
+
+
+def test_trainer_budget_of_max_generations_completes_and_a_longer_one_fails_up_front():
+    from tfevo.training import Trainer
+
+    ga = make(max_generations=3)
+    fitness = lambda g: sphere(ga.decode(g))  # noqa: E731
+    Trainer(ga, fitness, generations=3, progress=False).run()
+    assert int(ga.generation.numpy()) == 3
+    rebuilt = tf.map_fn(ga._rebuild, ga.population, fn_output_signature=tf.float32).numpy()
+    np.testing.assert_array_equal(ga.decode(ga.population).numpy(), rebuilt)
+    calls = []
+    with pytest.raises(ConfigError, match="max_generations = 3"):
+        Trainer(make(max_generations=3), lambda g: calls.append(1), generations=4, progress=False)
+    assert not calls
+
+
+def test_errors_and_nan():
     with pytest.raises(ShapeError, match="int32"):
         make().tell(tf.zeros([32, 62]), np.zeros(32))
     with pytest.raises(ConfigError, match="truncation"):
@@ -168,3 +209,100 @@ def test_chunked_host_evaluation_keeps_the_observation_normalizer_of_one_call():
     assert float(whole.count.numpy()) == float(chunked.count.numpy()) > 0
     np.testing.assert_allclose(chunked.mean.numpy(), whole.mean.numpy(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(chunked.variance.numpy(), whole.variance.numpy(), rtol=1e-12)
+
+
+def _noisy_fitness(ga, scale=2.0):
+    """Sphere plus N(0, scale^2) noise drawn per call (a noisy RL return): an evaluator, and the history
+    of every evaluation of every genome (keyed by its seed list)."""
+    rng = np.random.RandomState(7)
+    history = {}
+
+    def evaluate(g):
+        f = (sphere(ga.decode(g)).numpy() + scale * rng.standard_normal(g.shape[0])).astype(np.float32)
+        for row, v in zip(np.asarray(g), f):
+            history.setdefault(row.tobytes(), []).append(float(v))
+        return tf.constant(f)
+
+    return evaluate, history
+
+
+def test_best_is_the_elite_with_its_mean_not_the_luckiest_evaluation():
+    # noisy fitness: the best was the single luckiest evaluation (an outlier the elite's
+    # re-evaluations do not confirm); it is now the Deep GA elite, the re-evaluated member with the
+    # highest mean over all its evaluations, and the luckiest evaluation is kept apart
+    e = 3
+    ga = make(popsize=24, truncation=4, num_elite_candidates=e)
+    evaluate, history = _noisy_fitness(ga)
+    luckiest, counts = -np.inf, []  # evaluations behind the elite's mean
+    for gen in range(12):
+        g = ga.ask()
+        f = evaluate(g)
+        ga.tell(g, f)
+        luckiest = max(luckiest, float(np.max(f)))
+        # reference from the recorded history: among the rows carried over unmodified (rows 0..E;
+        # every row in generation 0), the one with the highest mean over all its evaluations
+        rows = g.numpy()[: len(g) if gen == 0 else e + 1]
+        means = [np.mean(history[r.tobytes()]) for r in rows]
+        k = int(np.argmax(means))
+        np.testing.assert_array_equal(ga.best_genome.numpy(), rows[k])
+        np.testing.assert_allclose(float(ga.best_fitness.numpy()), means[k], rtol=1e-5, atol=1e-5)
+        counts.append(len(history[rows[k].tobytes()]))
+    assert float(ga.best_evaluations.numpy()) == counts[-1] > 1  # the reported best has been re-evaluated
+    assert max(counts) > 2
+    assert float(ga.best_single_fitness.numpy()) == np.float32(luckiest) > float(ga.best_fitness.numpy())
+    params, _ = ga.best
+    np.testing.assert_array_equal(params.numpy(), ga._rebuild(ga.best_genome).numpy())
+    np.testing.assert_array_equal(ga.best_single[0].numpy(), ga._rebuild(ga.best_single_genome).numpy())
+
+
+def test_trainer_logs_checkpoints_and_exports_the_seed_ga_best(tmp_path):
+    # the Trainer's best_ever, its checkpointed best (what `tfevo eval`/`export` decode) and
+    # best_individual() are SeedGA's best by mean, not the Trainer's own luckiest single evaluation
+    from tfevo.training import Trainer
+    from tfevo.training.builders import best_params
+
+    ga = make(popsize=24, truncation=4, num_elite_candidates=3)
+    evaluate, history = _noisy_fitness(ga)
+    seen = []
+    elite_mean = lambda: float((ga.eval_sum[0] / ga.eval_count[0]).numpy())  # noqa: E731
+    trainer = Trainer(ga, evaluate, run_dir=tmp_path / "run", generations=8, progress=False,
+                      callbacks=[lambda log: seen.append((elite_mean(), log))])
+    trainer.run()
+    for mean, log in seen:  # the elite is row 0 of the next population, with its running sums
+        assert log.best_ever == np.float32(mean)
+    elite = ga.population[0].numpy()
+    np.testing.assert_array_equal(trainer.best_individual().numpy(), elite)
+    np.testing.assert_array_equal(best_params(tmp_path / "run"), elite)
+    np.testing.assert_array_equal(ga.best_genome.numpy(), elite)
+    assert float(trainer.best_fitness.numpy()) == np.float32(ga.best_fitness.numpy()) == np.float32(elite_mean())
+    assert max(log.best for _, log in seen) == float(ga.best_single_fitness.numpy()) > log.best_ever
+    assert {"elite_mean", "elite_evaluations", "best_evaluations"} <= set(seen[-1][1].extra)
+
+
+def test_trainer_resume_keeps_the_elite_best_and_its_logs(tmp_path):
+    # noise drawn from the checkpointed generation counter, so a resumed run sees the same fitness
+    import json
+
+    from tfevo.training import Trainer
+
+    def run(run_dir, generations):
+        ga = make(popsize=16, truncation=4, num_elite_candidates=2, seed=5)
+
+        def evaluate(g):
+            noise = tf.random.stateless_normal([16], seed=tf.stack([ga.generation, tf.constant(7, tf.int64)]))
+            return sphere(ga.decode(g)) + noise
+
+        trainer = Trainer(ga, evaluate, run_dir=run_dir, generations=generations, progress=False)
+        trainer.run()
+        return trainer, ga
+
+    full, _ = run(tmp_path / "full", 6)
+    run(tmp_path / "part", 3)
+    part, ga = run(tmp_path / "part", 6)  # resumes at generation 3 in fresh objects
+    assert part.restored_from is not None
+    keys = ("generation", "best", "mean", "best_ever", "elite_mean", "elite_evaluations", "best_evaluations")
+    logs = [[{k: json.loads(l)[k] for k in keys} for l in (tmp_path / d / "progress.jsonl").read_text().splitlines()]
+            for d in ("full", "part")]
+    assert logs[0] == logs[1] and len(logs[0]) == 6
+    np.testing.assert_array_equal(part.best_individual().numpy(), full.best_individual().numpy())
+    np.testing.assert_array_equal(part.best_individual().numpy(), ga.population[0].numpy())

@@ -311,3 +311,39 @@ def test_env_kwargs_errors_name_the_field(kwargs, msg):
     data["env"]["kwargs"] = kwargs
     with pytest.raises(ConfigError, match=msg):
         build(parse_config(data))
+
+
+def test_a_seed_ga_budget_beyond_max_generations_fails_before_any_work(tmp_path, capsys):
+    # the genomes hold max_generations tells: a longer generation budget is refused up front (it ran
+    # max_generations + 1 generations, the last writing seeds past the genome, with no error)
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), "--generations", "4", "--no-progress", "--set", "algorithm.name=seed_ga",
+            "--set", "algorithm.popsize=8", "--set", "policy.hidden=[4]", "--set", "env.episodes=1"]
+    assert main(args + ["--set", "algorithm.params.max_generations=3"]) == 2
+    err = capsys.readouterr().err
+    assert "algorithm.params.max_generations" in err and "max_generations = 3" in err and "run.generations = 4" in err
+    assert not (run / "config.json").exists() and not (run / "checkpoints").exists()
+    # a budget equal to max_generations completes, and the run's genomes are whole
+    assert main(args + ["--set", "algorithm.params.max_generations=4"]) == 0
+    rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [1, 2, 3, 4]
+    # the best that `tfevo eval`/`export` decode is the elite (row 0), best_ever its mean
+    import numpy as np
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run / "checkpoints")))
+    var = lambda name: next(reader.get_tensor(k) for k in reader.get_variable_to_shape_map()  # noqa: E731
+                            if k.startswith(name))
+    np.testing.assert_array_equal(var("trainer/best/"), var("algorithm/population/")[0])
+    elite_mean = var("algorithm/eval_sum/")[0] / var("algorithm/eval_count/")[0]
+    assert rows[-1]["best_ever"] == pytest.approx(float(elite_mean), rel=1e-6)
+    assert rows[-1]["elite_mean"] == pytest.approx(float(elite_mean), rel=1e-6)
+    # what eval/play/export load is the elite's parameters as the restored SeedGA decodes them
+    from tfevo.cli.evaluate import _restore_setup
+    from tfevo.training.builders import load_run
+
+    _, params = _restore_setup(run)
+    _, _, ga = load_run(run)
+    np.testing.assert_array_equal(params, ga.decode(ga.population[:1])[0].numpy())
+    np.testing.assert_array_equal(params, ga.best[0].numpy())
+    assert main(["export", str(run)]) == 0 and (run / "best.keras").exists()

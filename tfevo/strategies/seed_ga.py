@@ -24,7 +24,8 @@ full parameter vectors.
 Selection and elitism follow :class:`~tfevo.strategies.GaussianGA` exactly:
 truncation selection of ``T`` parents by mean fitness, the elite and
 ``num_elite_candidates`` candidates copied unmodified so they are
-re-evaluated, the elite chosen among re-evaluated rows.
+re-evaluated, the elite chosen among re-evaluated rows.  The run's best is
+that elite, with its mean fitness (see :class:`SeedGA`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,12 @@ class SeedGA(Algorithm):
       truncation: T parents (the paper: 20); defaults as :class:`~tfevo.strategies.GaussianGA`.
       sigma: mutation power (the paper: 0.002 on Atari).
       num_elite_candidates: rows copied unmodified for re-evaluation besides the elite.
-      max_generations: the longest lineage the genome tensor can hold.
+      max_generations: the longest lineage the genome tensor can hold: ``max_generations``
+        mutations after the initial seed, so exactly ``max_generations`` ``tell`` calls
+        (a :class:`~tfevo.training.Trainer` budget of ``G`` generations needs
+        ``max_generations >= G``; the Trainer checks this before the first generation).
+        The ``ask`` or ``tell`` that would go further raises
+        :class:`~tfevo.core.ConfigError` and changes nothing.
       init_params: centre ``[D]`` of the initial population: member ``i`` starts at
         ``init_params + init_sigma * N(0, I)`` (default zeros).
       init_fn: alternatively ``seed int32 [2] -> [D]``, the initial parameters of a member
@@ -69,6 +75,20 @@ class SeedGA(Algorithm):
     ``tell`` must receive the genomes ``ask`` returned, in the same order (rows
     are matched with their evaluation history); any other raises
     :class:`~tfevo.core.AskTellError`.
+
+    The run's best (:attr:`best_genome`, :attr:`best_fitness`, :attr:`best`,
+    and what a :class:`~tfevo.training.Trainer` logs as ``best_ever``,
+    checkpoints, and ``tfevo eval``/``export`` use) is the Deep GA's **elite**
+    with its **mean fitness over all its evaluations**: after each ``tell``,
+    the row carried over unmodified (so re-evaluated) with the highest mean
+    (in generation 0, when nothing has been re-evaluated yet, the best single
+    evaluation).  The elite is re-evaluated every generation, so this mean
+    rests on more evaluations as the run goes (:attr:`best_evaluations`) and
+    can go down; it is replaced only by another re-evaluated row with a higher
+    mean.  The luckiest single evaluation of the run, an optimistic pick on
+    noisy tasks (the maximum of ``P`` noisy draws), is kept as
+    :attr:`best_single_genome`, :attr:`best_single_fitness`
+    (:attr:`best_single`).
 
     Example:
 
@@ -113,20 +133,56 @@ class SeedGA(Algorithm):
         self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         c = self.truncation + 1 + self.num_elite_candidates
         self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
+        # the run's best: the elite, with its mean over all its evaluations (see the class doc)
         self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
         self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
+        self.best_evaluations = tf.Variable(tf.zeros([], self.dtype), trainable=False, name="best_evaluations")
+        # the luckiest single evaluation of the run
+        self.best_single_genome = tf.Variable(genomes[0], trainable=False, name="best_single_genome")
+        self.best_single_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_single_fitness")
         self._cache = Untracked(params=None, lineage=None)  # parent cache, never checkpointed
         self._decode_fn = None
 
     # -- the ask/tell seam (genomes are int32, so ask/tell are overridden) ----
-    def ask(self) -> tf.Tensor:
-        """The population as seed lists ``int32 [P, L]``."""
-        if int(self.generation.numpy()) > self.max_generations:
+    @property
+    def generations_left(self) -> int:
+        """How many more ``tell`` calls the genome tensor can hold (``max_generations - generation``)."""
+        return self.max_generations - int(self.generation.numpy())
+
+    def check_generations(self, generations: int, done: int = 0, field: str = "generations") -> None:
+        """:class:`~tfevo.core.ConfigError` unless ``generations - done`` more tells fit in the genomes.
+
+        A run budgeted for ``generations`` generations of which ``done`` have
+        run (e.g. a :class:`~tfevo.training.Trainer` resuming) calls this
+        before evaluating anything; ``field`` names the budget in the message.
+        """
+        need = int(generations) - int(done)
+        if need > self.generations_left:
             raise ConfigError(
-                f"SeedGA genomes hold {self.max_generations} generations of mutations; raise max_generations")
+                f"{field} = {int(generations)} needs {need} more SeedGA generations, but max_generations = "
+                f"{self.max_generations} holds {self.generations_left} more (generation {int(self.generation.numpy())} "
+                f"done); set max_generations >= {int(generations)}")
+
+    def _check_limit(self, what: str) -> None:
+        if int(self.generation.numpy()) >= self.max_generations:
+            raise ConfigError(
+                f"SeedGA.{what}: max_generations = {self.max_generations} reached (genomes hold "
+                f"{self.max_generations} mutations and {int(self.generation.numpy())} tells have been made); "
+                f"nothing was changed; build the SeedGA with a larger max_generations to run longer")
+
+    def ask(self) -> tf.Tensor:
+        """The population as seed lists ``int32 [P, L]``.
+
+        Refused (:class:`~tfevo.core.ConfigError`) once ``max_generations``
+        tells have been made: the ``tell`` of that population could not store
+        its children's seeds.
+        """
+        self._check_limit("ask")
         return tf.identity(self.population)
 
     def tell(self, genomes, fitness) -> None:
+        if tf.executing_eagerly():
+            self._check_limit("tell")
         genomes = tf.convert_to_tensor(genomes)
         if genomes.dtype != tf.int32 or genomes.shape.as_list() != [self.popsize, self.genome_length]:
             raise ShapeError(f"genomes must be int32 [{self.popsize}, {self.genome_length}], "
@@ -144,7 +200,12 @@ class SeedGA(Algorithm):
                     return tf.cond(tf.reduce_any(tf.math.is_finite(fitness)),
                                    lambda: self._tell_graph(g, fitness), skip)
 
-                return tf.cond(same, update, lambda: tf.constant(False))
+                # inside a graph the eager check cannot run: never write past the genome's last column
+                room = tf.debugging.assert_less(self.generation, tf.constant(self.max_generations, tf.int64),
+                                                message=f"SeedGA.tell: max_generations = {self.max_generations} "
+                                                        "reached; nothing was changed")
+                with tf.control_dependencies([room]):
+                    return tf.cond(same, update, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
@@ -160,12 +221,13 @@ class SeedGA(Algorithm):
     def _tell_graph(self, g, fitness):
         fitness = sanitize_fitness(fitness)
         i = tf.argmax(fitness, output_type=tf.int32)
-        better = fitness[i] > self.best_fitness
-        self.best_genome.assign(tf.where(better, g[i], self.best_genome))
-        self.best_fitness.assign(tf.where(better, fitness[i], self.best_fitness))
+        better = fitness[i] > self.best_single_fitness
+        self.best_single_genome.assign(tf.where(better, g[i], self.best_single_genome))
+        self.best_single_fitness.assign(tf.where(better, fitness[i], self.best_single_fitness))
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
-        total, count, _, _, keep, parents = elitist_truncation(
+        total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)
+        self._track_best(g, score, count, elite)
         s_choice, s_mut = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=s_choice, minval=0, maxval=t, dtype=tf.int32)
@@ -182,6 +244,24 @@ class SeedGA(Algorithm):
         self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
         self.generation.assign_add(1)
         return tf.constant(True)
+
+    def _track_best(self, g, score, count, elite):
+        """The run's best is the elite just chosen, with its mean over all its evaluations."""
+        self.best_genome.assign(g[elite])
+        self.best_fitness.assign(score[elite])
+        self.best_evaluations.assign(count[elite])
+
+    def reported_best(self):
+        """``(genome int32 [L], fitness)``: the member a :class:`~tfevo.training.Trainer` logs,
+        checkpoints and exports as the run's best (:attr:`best_genome`, :attr:`best_fitness`: the
+        elite and its mean over all its evaluations, not the luckiest single evaluation)."""
+        return tf.identity(self.best_genome), tf.identity(self.best_fitness)
+
+    def metrics(self) -> dict:
+        """The elite's mean fitness and evaluation count, and those of the run's best (Trainer logs)."""
+        n = float(self.eval_count[0].numpy())
+        return {"elite_mean": float(self.eval_sum[0].numpy()) / n if n > 0 else float("nan"),
+                "elite_evaluations": n, "best_evaluations": float(self.best_evaluations.numpy())}
 
     # -- materialization -------------------------------------------------------
     def _init_params(self, seed_word):
@@ -288,4 +368,10 @@ class SeedGA(Algorithm):
 
     @property
     def best(self):
+        """``(parameters [D], fitness)`` of the elite, with its mean fitness over all its evaluations."""
         return self.decode(self.best_genome[None])[0], self.best_fitness
+
+    @property
+    def best_single(self):
+        """``(parameters [D], fitness)`` of the luckiest single evaluation of the run."""
+        return self.decode(self.best_single_genome[None])[0], self.best_single_fitness

@@ -185,6 +185,12 @@ def build(cfg) -> Setup:
                           f"(evaluator.kind 'pipelined', e.g. MuJoCo); {cfg.env.id} runs in-graph")
     popsize = cfg.algorithm.popsize
     algorithm = family.algorithm(cfg, parts)
+    check = getattr(algorithm, "check_generations", None)  # SeedGA: its genomes hold max_generations tells
+    if callable(check) and cfg.run.generations is not None:
+        try:
+            check(cfg.run.generations, field="run.generations")
+        except ConfigError as e:
+            raise ConfigError(f"algorithm.params.max_generations: {e}") from None
     trackables = {}
     if strategy is not None:
         evaluator = _distributed_evaluator(cfg, strategy, policy, algorithm, kind, popsize, obs_shape, trackables)

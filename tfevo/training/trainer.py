@@ -146,6 +146,13 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         system is needed), and a ``seconds`` budget is refused (workers
         would stop at different generations).
 
+    The best individual (:meth:`best_individual`, ``best_fitness``, logged as
+    ``best_ever``, checkpointed, and what ``tfevo eval``/``export`` use) is the
+    member with the highest single fitness seen, unless the algorithm has a
+    ``reported_best()`` returning ``(member, fitness)``: then that is recorded
+    after every ``tell`` (``SeedGA``: its elite with the mean over all its
+    evaluations, which can go down as the elite is re-evaluated).
+
     Example:
 
     >>> import tensorflow as tf
@@ -242,6 +249,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
             )
         if self.run_dir is not None or self.multi_worker:  # every worker restores what the chief has
             self._restore()
+        check = getattr(algorithm, "check_generations", None)  # SeedGA: genomes hold max_generations tells
+        if callable(check) and generations is not None:
+            check(generations, done=int(self.generation.numpy()))
 
     # -- evaluation ---------------------------------------------------------
     def _evaluate(self, population):
@@ -261,16 +271,27 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         return fitness, extras, frames_of(ev, fitness.shape[0])
 
     def _track_best(self, population, fitness):
+        reported = getattr(self._algorithm, "reported_best", None)
+        if callable(reported):
+            # the algorithm's own rule (SeedGA: the elite and its mean over its evaluations; it may go down)
+            member, value = reported()
+            self._best_slots(member)
+            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
+            self.best_fitness.assign(tf.cast(value, tf.float32))
+            return
         f = np.nan_to_num(fitness.numpy().astype(np.float64), nan=-np.inf)
         i = int(np.argmax(f))
         member = tf.nest.map_structure(lambda t: tf.convert_to_tensor(t)[i], population)
+        self._best_slots(member)
+        if np.isfinite(f[i]) and f[i] > float(self.best_fitness.numpy()):
+            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
+            self.best_fitness.assign(np.float32(f[i]))
+
+    def _best_slots(self, member):
         if self.best is None:
             self.best = tf.nest.map_structure(
                 lambda t: tf.Variable(tf.zeros_like(t), trainable=False, name="best"), member
             )
-        if np.isfinite(f[i]) and f[i] > float(self.best_fitness.numpy()):
-            tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
-            self.best_fitness.assign(np.float32(f[i]))
 
     def best_individual(self):
         """The best member seen so far (same structure as one population row)."""
