@@ -136,3 +136,36 @@ def test_atari_frame_limit_and_max_steps_against_gymnasium():
         ev.evaluate(np.zeros((2, 1), np.float32))
         np.testing.assert_array_equal(ev.last_stats["member_steps"], [n, n])
         assert ev.last_stats["frames"] == 4 * 2 * n
+
+
+def test_sharded_rollout_max_steps_above_the_registered_limit():
+    from tfevo.distribute import ShardedRollout
+    from tfevo.envs import make
+
+    class Torque:
+        num_params = 1
+
+        def forward(self, params, obs):
+            return params[:, None, :] * obs[..., 2:3]
+
+    env = make("Pendulum-v1")
+    params = np.array([[-1.0], [0.5]], np.float32)
+    seeds = tf.constant([[3, 1], [8, 2]], tf.int32)
+    fn = ShardedRollout(env, Torque(), episodes=2, max_steps=300, report_frames=True)
+    out = fn(params, tf.constant([0, 1]), seeds)
+    np.testing.assert_array_equal(out["frames"].numpy(), [600, 600])  # 2 episodes of 300 steps, not 200
+    assert env.max_episode_steps == 200
+    ref = gym.make("Pendulum-v1", max_episode_steps=300)
+    for i in range(2):
+        physics = env.reset(seeds[i], num_envs=2)[0].physics.numpy()
+        total = 0.0
+        for b in range(2):
+            ref.reset(seed=0)
+            ref.unwrapped.state = physics[b].copy()
+            obs = ref.unwrapped._get_obs()
+            while True:
+                obs, r, te, tr, _ = ref.step(np.array([np.float32(params[i, 0]) * obs[2]], np.float32))
+                total += float(np.float32(r))  # float64 sums, as the rollout keeps them
+                if te or tr:
+                    break
+        np.testing.assert_allclose(out["fitness"].numpy()[i], total / 2, rtol=1e-6)
