@@ -169,3 +169,28 @@ def test_sharded_rollout_max_steps_above_the_registered_limit():
                 if te or tr:
                     break
         np.testing.assert_allclose(out["fitness"].numpy()[i], total / 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("env_id,max_steps,kind", [("CartPole-v1", 600, "ingraph"), ("CartPole-v1", 600, "pipelined"),
+                                                    ("HalfCheetah-v5", 1500, "pipelined")])
+def test_train_config_env_max_steps_reaches_the_evaluator(env_id, max_steps, kind):
+    import json
+
+    from tfevo.training.builders import build
+    from tfevo.training.config import DEFAULT_CONFIG, parse_config
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["env"].update(id=env_id, max_steps=max_steps)
+    data["evaluator"] = {**data.get("evaluator", {}), "kind": kind, "num_envs": 2}
+    data["algorithm"]["popsize"] = 4
+    ev = build(parse_config(data)).evaluator
+    try:
+        assert ev.max_steps == max_steps
+        limit = ev.env.max_episode_steps if kind == "ingraph" else ev.envs[0].max_episode_steps
+        assert limit == max_steps  # the env's own TimeLimit no longer ends episodes first
+    finally:
+        if hasattr(ev, "close"):
+            ev.close()
+    data["env"]["kwargs"] = {"max_episode_steps": 300}
+    with pytest.raises(ConfigError, match=rf"max_steps={max_steps} cannot be honoured.*max_episode_steps=300"):
+        build(parse_config(data))
