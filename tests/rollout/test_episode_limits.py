@@ -194,3 +194,19 @@ def test_train_config_env_max_steps_reaches_the_evaluator(env_id, max_steps, kin
     data["env"]["kwargs"] = {"max_episode_steps": 300}
     with pytest.raises(ConfigError, match=rf"max_steps={max_steps} cannot be honoured.*max_episode_steps=300"):
         build(parse_config(data))
+
+
+def test_play_runs_the_episode_length_the_run_trained_with(tmp_path, capfd):
+    import re
+
+    pytest.importorskip("imageio")
+    from tfevo.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run), "--generations", "1", "--no-progress", "--set", "env.id=Pendulum-v1",
+                 "--set", "policy.kind=linear", "--set", "algorithm.popsize=2", "--set", "env.episodes=1",
+                 "--set", "evaluator.kind=pipelined", "--set", "env.max_steps=230"]) == 0
+    capfd.readouterr()
+    assert main(["play", str(run), "--video", str(tmp_path / "p.gif"), "--fps", "50"]) == 0
+    out = capfd.readouterr().out
+    assert re.search(r"over 230 steps", out), out  # Pendulum never terminates: 230 steps, not its registered 200
