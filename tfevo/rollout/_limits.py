@@ -11,10 +11,12 @@ The rule (Gymnasium's ``gym.make(id, max_episode_steps=N)`` is the reference):
   or the limit of an environment built by the user's own ``env_fn``) is kept.  ``N``
   below it ends episodes at ``N``; ``N`` above it cannot be honoured and is a
   :class:`~tfevo.core.ConfigError` naming both values -- never a silently shorter episode.
-* Atari limits are emulator *frames*: ``max_num_frames_per_episode=F`` allows
-  ``F // frameskip`` agent steps (no-op start frames included).  With ``max_steps=N``
-  and no explicit frame limit, the frame limit is raised where needed to
-  ``(N + noop_max) * frameskip`` so that the ``N`` steps fit.
+* Atari limits are emulator *frames*: ``max_num_frames_per_episode=F`` truncates at the
+  first agent step that reaches ``F`` frames, after ``ceil(F / frameskip)`` steps (the
+  no-op steps of the "fast" seed mode are agent steps and count; the no-op frames the
+  "exact" mode plays at reset do not).  With ``max_steps=N`` and no explicit frame limit,
+  the frame limit is raised where needed to ``(N + noop_max) * frameskip`` so that the
+  ``N`` steps fit.
 * ``max_steps=None`` uses the environment's own limit.  An environment without one
   (``max_episode_steps=0``, a Gymnasium id registered without ``TimeLimit``,
   ``max_num_frames_per_episode=0``) is a :class:`~tfevo.core.ConfigError` asking for
