@@ -109,6 +109,8 @@ def test_limits_that_cannot_be_honoured_are_config_errors():
     assert host_limit_kwargs("ALE/Pong-v5", 6000, {}) == {"max_num_frames_per_episode": 24120}
     assert host_limit_kwargs("ALE/Pong-v5", 100, {}) == {}
     assert host_limit_kwargs("HalfCheetah-v5", 1500, {}) == {"max_episode_steps": 1500}
+    assert host_limit_kwargs("HalfCheetah-v5", 1500, {"max_episode_steps": None}) == {"max_episode_steps": 1500}
+    assert host_limit_kwargs("HalfCheetah-v5", None, {}) == {}
 
 
 def test_atari_frame_limit_and_max_steps_against_gymnasium():

@@ -39,7 +39,7 @@ def check_max_steps(max_steps):
 
 def _explicit_limit(env) -> bool:
     """Whether an in-graph env's ``max_episode_steps`` was set on the instance (not the class default)."""
-    return "max_episode_steps" in vars(env)
+    return "max_episode_steps" in getattr(env, "__dict__", {})
 
 
 def ingraph_limit(env, max_steps):
@@ -88,13 +88,14 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
         from tfevo.envs.atari import PRESETS
 
         preset = PRESETS.get(kwargs.get("preset", "deep_neuroevolution"), {})
-        skip = int(kwargs.get("frameskip", preset.get("frameskip", 1)))
-        noops = int(kwargs.get("noop_max", preset.get("noop_max", 0)))
+        skip, noops = (kwargs.get(k, preset.get(k, d)) for k, d in (("frameskip", 1), ("noop_max", 0)))
+        if not (isinstance(skip, int) and isinstance(noops, int) and skip >= 1 and noops >= 0):
+            return kwargs  # bad values are AtariEnv's to refuse
         need = (max_steps + noops) * skip
-        if "max_num_frames_per_episode" in kwargs:
-            frames = int(kwargs["max_num_frames_per_episode"])
-            most = -(-frames // skip)  # ALE truncates at the first step that reaches the frame limit
-            if 0 < frames and most < max_steps:
+        frames = kwargs.get("max_num_frames_per_episode")
+        if frames is not None:
+            most = -(-frames // skip) if isinstance(frames, int) else 0  # ALE truncates at the first step
+            if 0 < most < max_steps:                                    # that reaches the frame limit
                 raise ConfigError(
                     f"max_steps={max_steps} cannot be honoured: env kwargs max_num_frames_per_episode={frames} "
                     f"emulator frames end every episode after at most {most} agent steps "
@@ -104,13 +105,13 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
         if "max_num_frames_per_episode" in preset and int(preset["max_num_frames_per_episode"]) < need:
             kwargs["max_num_frames_per_episode"] = need
         return kwargs
-    if "max_episode_steps" in kwargs:
+    if kwargs.get("max_episode_steps") is not None:
         own = kwargs["max_episode_steps"]
-        if own is not None and 0 < int(own) < max_steps:
+        if isinstance(own, int) and 0 < own < max_steps:  # (a bad value is the env's to refuse)
             raise ConfigError(
-                f"max_steps={max_steps} cannot be honoured: env kwargs max_episode_steps={int(own)} truncates "
-                f"every episode at step {int(own)}; raise max_episode_steps to >= {max_steps} or drop it, "
-                f"or pass max_steps <= {int(own)}")
+                f"max_steps={max_steps} cannot be honoured: env kwargs max_episode_steps={own} truncates "
+                f"every episode at step {own}; raise max_episode_steps to >= {max_steps} or drop it, "
+                f"or pass max_steps <= {own}")
         return kwargs
     kwargs["max_episode_steps"] = max_steps
     return kwargs
