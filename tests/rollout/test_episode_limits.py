@@ -212,3 +212,7 @@ def test_play_runs_the_episode_length_the_run_trained_with(tmp_path, capfd):
     assert main(["play", str(run), "--video", str(tmp_path / "p.gif"), "--fps", "50"]) == 0
     out = capfd.readouterr().out
     assert re.search(r"over 230 steps", out), out  # Pendulum never terminates: 230 steps, not its registered 200
+    # --max-steps is the played episode's limit, above the run's env.max_steps too
+    assert main(["play", str(run), "--video", str(tmp_path / "q.gif"), "--fps", "50", "--max-steps", "240"]) == 0
+    out = capfd.readouterr().out
+    assert re.search(r"over 240 steps", out), out

@@ -131,8 +131,8 @@ def cmd_play(args) -> int:
     policy = family_of(cfg).policy(cfg, obs_shape, action_spec).policy
     norm = make_obs_norm(cfg, obs_shape, run_dir)
     p = tf.convert_to_tensor(params[None], tf.float32)
-    caps = [c for c in (args.max_steps, cfg.env.max_steps) if c]
-    max_steps = min(caps) if caps else None
+    # the episode's time limit: --max-steps if given, else the run's env.max_steps (else the env's own)
+    max_steps = args.max_steps if args.max_steps is not None else cfg.env.max_steps
 
     def act(o):
         """Actions of the best member for observations ``[1, *obs_shape]``."""
