@@ -111,6 +111,10 @@ def test_limits_that_cannot_be_honoured_are_config_errors():
     assert host_limit_kwargs("HalfCheetah-v5", 1500, {}) == {"max_episode_steps": 1500}
     assert host_limit_kwargs("HalfCheetah-v5", 1500, {"max_episode_steps": None}) == {"max_episode_steps": 1500}
     assert host_limit_kwargs("HalfCheetah-v5", None, {}) == {}
+    # max_episode_steps=0 (no limit of its own, as for the in-graph envs): max_steps is the limit
+    assert host_limit_kwargs("CartPole-v1", 700, {"max_episode_steps": 0}) == {"max_episode_steps": 700}
+    with pytest.raises(ConfigError, match=r"max_steps=None.*max_episode_steps=0.*pass max_steps"):
+        PipelinedEvaluator("CartPole-v1", pol, num_envs=1, num_subsets=1, env_kwargs={"max_episode_steps": 0})
 
 
 def test_atari_frame_limit_and_max_steps_against_gymnasium():

@@ -83,6 +83,10 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
     ``max_steps`` agent steps (see the module docstring); ``kwargs`` are the user's."""
     kwargs = dict(kwargs)
     if max_steps is None:
+        if not _is_atari(env_id) and kwargs.get("max_episode_steps") == 0:
+            raise ConfigError(
+                f"max_steps=None asks for the environment's own episode limit, but env kwargs "
+                f"max_episode_steps=0 gives {env_id} none; pass max_steps >= 1")
         return kwargs
     if _is_atari(env_id):
         from tfevo.envs.atari import PRESETS
@@ -112,7 +116,8 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
                 f"max_steps={max_steps} cannot be honoured: env kwargs max_episode_steps={own} truncates "
                 f"every episode at step {own}; raise max_episode_steps to >= {max_steps} or drop it, "
                 f"or pass max_steps <= {own}")
-        return kwargs
+        if own != 0:  # 0 (no limit of its own): max_steps is the only limit
+            return kwargs
     kwargs["max_episode_steps"] = max_steps
     return kwargs
 
