@@ -59,12 +59,13 @@ class LinearPolicy:
         return tf.argmax(y, -1, output_type=tf.int32) if self.discrete else y
 
 
-def _gym_returns(env_id, physics, policy_cls, params, episodes):
-    """Returns/lengths of stepping Gymnasium from the given start states."""
+def _gym_returns(env_id, physics, policy_cls, params, episodes, max_episode_steps=None):
+    """Returns/lengths of stepping Gymnasium (``gym.make(env_id, max_episode_steps=...)``) from the
+    given start states."""
     p = params.shape[0]
     returns = np.zeros((p, episodes))
     lengths = np.zeros((p, episodes), int)
-    env = gym.make(env_id)
+    env = gym.make(env_id, max_episode_steps=max_episode_steps)
     for i in range(p):
         for b in range(episodes):
             env.reset(seed=0)
@@ -117,6 +118,59 @@ def test_pendulum_returns_match_gymnasium_and_final_obs():
     np.testing.assert_allclose(res.returns.numpy(), ref_ret, rtol=1e-6)
     assert res.final_obs.shape == (4, 3, 3)
     assert ev.last_frames == 4 * 3 * 200
+
+
+@pytest.mark.parametrize("env_id,policy_cls,params,limit", [
+    ("CartPole-v1", SignPolicy, [[1.0, 0.5], [0.0, 0.0], [0.3, 1.0]], 600),
+    ("CartPole-v1", SignPolicy, [[1.0, 0.5], [0.0, 0.0]], 300),
+    ("Pendulum-v1", TorquePolicy, [[-1.0], [2.5]], 300),
+    ("Pendulum-v1", TorquePolicy, [[-1.0]], 150),
+])
+def test_max_steps_replaces_the_registered_limit_like_gym_make(env_id, policy_cls, params, limit):
+    # max_steps=N gives the episodes of gym.make(id, max_episode_steps=N), below and above the
+    # registered limit (500 / 200): same lengths, same returns
+    params = np.array(params, np.float32)
+    env = make(env_id)
+    default = env.max_episode_steps
+    for ev_env in (env_id, env):
+        ev = InGraphEvaluator(ev_env, policy_cls(), episodes=2, max_steps=limit, seed=4, jit_compile=False)
+        assert ev.max_steps == limit and ev.env.max_episode_steps == limit
+        res = ev.evaluate_episodes(params)
+        physics = _start_states(env_id, 4, params.shape[0] * 2)
+        ref_ret, ref_len = _gym_returns(env_id, physics, policy_cls, params, 2, max_episode_steps=limit)
+        np.testing.assert_array_equal(res.lengths.numpy(), ref_len)
+        assert ref_len.max() == limit
+        np.testing.assert_allclose(res.returns.numpy(), ref_ret, rtol=1e-6)
+    assert env.max_episode_steps == default  # the caller's env is not changed
+
+
+def test_max_steps_sets_the_truncated_flag_at_the_limit():
+    ev = InGraphEvaluator("Pendulum-v1", TorquePolicy(), max_steps=260, jit_compile=False)
+    state, _ = ev.env.reset(tf.constant([0, 1]), num_envs=1)
+    flags = []
+    for _ in range(260):
+        res = ev.env.step(state, tf.zeros([1, 1]))
+        state = res.state
+        flags.append(bool(res.truncated.numpy()[0]))
+    assert flags == [False] * 259 + [True]  # Gymnasium's TimeLimit(260): truncated at step 260, not 200
+
+
+def test_explicit_env_limit_is_kept_and_a_longer_max_steps_refused():
+    env = make("CartPole-v1", max_episode_steps=300)
+    with pytest.raises(ConfigError, match=r"max_steps=600 cannot be honoured.*max_episode_steps=300"):
+        InGraphEvaluator(env, SignPolicy(), max_steps=600)
+    ev = InGraphEvaluator(env, SignPolicy(), max_steps=200, jit_compile=False)
+    assert ev.evaluate_episodes(np.array([[1.0, 0.5]], np.float32)).lengths.numpy().max() == 200
+    assert InGraphEvaluator(env, SignPolicy()).max_steps == 300
+    # an env without a limit: max_steps=None is refused, an explicit cap runs to it
+    free = make("CartPole-v1", max_episode_steps=0)
+    with pytest.raises(ConfigError, match=r"max_steps=None.*has none.*pass max_steps"):
+        InGraphEvaluator(free, SignPolicy())
+    ev = InGraphEvaluator(free, SignPolicy(), max_steps=620, jit_compile=False)
+    assert ev.evaluate_episodes(np.array([[1.0, 0.5]], np.float32)).lengths.numpy().max() == 620
+    for bad in (0, -3, 2.5, "600", True):
+        with pytest.raises(ConfigError, match="max_steps"):
+            InGraphEvaluator("CartPole-v1", SignPolicy(), max_steps=bad)
 
 
 def test_done_masks_stop_accumulating_and_loop_stops_early():

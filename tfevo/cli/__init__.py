@@ -83,7 +83,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", required=True, help="output file (.mp4 or .gif)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fps", type=int, default=30)
-    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="episode time limit in agent steps (default: the run's env.max_steps, else the env's own)")
     p.set_defaults(fn=cmd_play)
 
     p = sub.add_parser("export", help="write the best agent of a run as a .keras model (loads without tfevo)",

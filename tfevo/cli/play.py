@@ -65,7 +65,9 @@ def _play_atari(cfg, act, seed: int, max_steps):
 
     from tfevo import envs
 
-    kwargs = dict(cfg.env.kwargs)
+    from tfevo.rollout._limits import host_limit_kwargs
+
+    kwargs = host_limit_kwargs(cfg.env.id, max_steps, cfg.env.kwargs)  # frames enough for max_steps
     env = envs.make(cfg.env.id, 1, **kwargs)
     view = envs.make(cfg.env.id, 1, **{**kwargs, "grayscale": False, "img_height": 210, "img_width": 160,
                                        "stack_num": 1, "channels_last": True})
@@ -129,8 +131,8 @@ def cmd_play(args) -> int:
     policy = family_of(cfg).policy(cfg, obs_shape, action_spec).policy
     norm = make_obs_norm(cfg, obs_shape, run_dir)
     p = tf.convert_to_tensor(params[None], tf.float32)
-    caps = [c for c in (args.max_steps, cfg.env.max_steps) if c]
-    max_steps = min(caps) if caps else None
+    # the episode's time limit: --max-steps if given, else the run's env.max_steps (else the env's own)
+    max_steps = args.max_steps if args.max_steps is not None else cfg.env.max_steps
 
     def act(o):
         """Actions of the best member for observations ``[1, *obs_shape]``."""
@@ -150,11 +152,13 @@ def cmd_play(args) -> int:
         else:
             import gymnasium as gym
 
-            env = gym.make(env_id)
+            # max_steps replaces the registered TimeLimit, as in training
+            limit = {"max_episode_steps": max_steps} if max_steps else {}
+            env = gym.make(env_id, **limit)
             is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
             if not is_mujoco:
                 env.close()
-                env = gym.make(env_id, render_mode="rgb_array")
+                env = gym.make(env_id, render_mode="rgb_array", **limit)
             obs, _ = env.reset(seed=args.seed)
             frames, qpos, qvel = [], [], []
 

@@ -29,6 +29,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, ShapeError
 from tfevo.envs.base import TFEnv
 from tfevo.rollout.ingraph import policy_fns
+from tfevo.rollout._limits import ingraph_limit
 
 __all__ = ["ShardedRollout"]
 
@@ -42,7 +43,9 @@ class ShardedRollout:
       policy: ``forward(params [S, D], obs [S, B, *obs]) -> actions``; a
         :class:`tfevo.nn.Policy` is used through its graph path.
       episodes: B, episodes per member (fitness = mean return).
-      max_steps: optional cap on episode length.
+      max_steps: the episode's time limit in steps (default: the env's
+        ``max_episode_steps``); replaces the env's default limit, above or
+        below it, as in :class:`~tfevo.rollout.InGraphEvaluator`.
       report_frames: also return each member's environment steps (summed
         over its episodes), so that
         :attr:`DistributedEvaluator.last_frames` counts them.
@@ -69,10 +72,7 @@ class ShardedRollout:
             )
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
-        limit = env.max_episode_steps if max_steps is None else min(
-            int(max_steps), env.max_episode_steps or int(max_steps))
-        if limit < 1:
-            raise ConfigError(f"{env.env_id} has no max_episode_steps and max_steps={max_steps}; pass max_steps >= 1")
+        env, limit = ingraph_limit(env, max_steps)
         self.env = env
         self.policy = policy
         self.episodes = int(episodes)

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -61,7 +62,12 @@ class GymVectorEnv(HostVectorEnv):
         simulation with TensorFlow work but pays inter-process costs.
       env_fn: optional zero-argument callable creating one environment
         (instead of ``gymnasium.make(env_id, **make_kwargs)``).
-      **make_kwargs: passed to ``gymnasium.make``.
+      **make_kwargs: passed to ``gymnasium.make`` (``max_episode_steps=N``
+        replaces the registered ``TimeLimit``, as in Gymnasium).
+
+    Attributes:
+      max_episode_steps: the slots' ``TimeLimit`` in agent steps (0: the id
+        has none; None: an ``env_fn`` environment without a spec).
 
     Observations are ``float32 [n, *observation_shape]``; rewards
     ``float32 [n]``; terminated/truncated ``bool [n]``.
@@ -81,6 +87,7 @@ class GymVectorEnv(HostVectorEnv):
 
         if int(num_envs) < 1:
             raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+        env_fn_given = env_fn is not None
         if env_fn is None:
             if not isinstance(env_id, str) or env_id not in gym.registry:
                 raise ConfigError(
@@ -101,6 +108,14 @@ class GymVectorEnv(HostVectorEnv):
             )
         else:
             self._vec = gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=AutoresetMode.DISABLED)
+        if not self.asynchronous:
+            spec = getattr(self._vec.envs[0], "spec", None)
+        else:
+            spec = None if env_fn_given else gym.spec(env_id)
+            if spec is not None and make_kwargs.get("max_episode_steps") is not None:
+                spec = dataclasses.replace(spec, max_episode_steps=int(make_kwargs["max_episode_steps"]))
+        # the TimeLimit of the slots' envs in agent steps (0: none; None: an env_fn's env that does not say)
+        self.max_episode_steps = None if spec is None else int(spec.max_episode_steps or 0)
         space = self._vec.single_observation_space
         self.observation_shape = tuple(space.shape or ())
         self.observation_dtype = np.float32

@@ -238,7 +238,9 @@ class ControlProblem(tf.Module):
       config: the population's :class:`NEATConfig`.
       episodes: episodes per member (fresh start states each call, drawn from
         ``seed``'s stream).
-      max_steps: optional step cap.
+      max_steps: the episode's time limit in steps (default: the env's own);
+        replaces the env's limit, above or below it (see
+        :class:`~tfevo.rollout.InGraphEvaluator`).
       settle_steps: recurrent networks: updates per observation.
       trim: feed-forward populations are rolled out on their used slot range
         only (node axis cut after the last used slot, rounded up to a

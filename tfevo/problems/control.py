@@ -30,7 +30,9 @@ def control_problem(env_id: str, hidden=(64, 64), activation: str = "tanh", epis
       hidden: hidden layer sizes of the MLP (``()`` for a linear policy).
       activation: hidden activation.
       episodes: episodes per member (fitness = mean return).
-      max_steps: optional cap on episode length.
+      max_steps: the episode's time limit in steps (default: the env's own);
+        replaces the env's limit, above or below it (see
+        :class:`~tfevo.rollout.InGraphEvaluator`).
       seed: seed of the evaluator's start-state stream.
       common_random_numbers: same start states for every member of a call.
       continuous: how continuous actions are bounded (``"tanh"`` or

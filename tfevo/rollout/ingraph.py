@@ -35,6 +35,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError, SeedStream, ShapeError, TraceCounter
 from tfevo.envs.base import TFEnv
 from tfevo.registry import register
+from tfevo.rollout._limits import ingraph_limit
 
 __all__ = ["InGraphEvaluator", "EpisodeResult", "final_obs_descriptor"]
 
@@ -113,7 +114,7 @@ class InGraphEvaluator(tf.Module):
 
     Fitness of a member = mean over ``episodes`` of the summed reward of each
     episode; an episode ends at its first termination or truncation
-    (``max_episode_steps`` of the environment, or ``max_steps`` if given).
+    (``max_steps`` if given, else ``max_episode_steps`` of the environment).
 
     Args:
       env: a :class:`~tfevo.envs.base.TFEnv` or an environment id for
@@ -129,8 +130,14 @@ class InGraphEvaluator(tf.Module):
         -> (actions, new_state)``; the state starts at zeros (of the policy's
         ``state_dtype`` if it has one, else float32).
       episodes: B, episodes per member.
-      max_steps: optional cap on the steps of every episode (default: the
-        environment's ``max_episode_steps``).
+      max_steps: the episode's time limit in steps (default: the
+        environment's ``max_episode_steps``).  It replaces the env's default
+        limit, above or below it, as ``gym.make(id, max_episode_steps=N)``
+        does (the rollout runs on a copy of ``env`` whose ``truncated`` flag
+        is set at step ``max_steps``); a limit the env was made with
+        explicitly (``make(id, max_episode_steps=L)``) is kept, and
+        ``max_steps > L`` is a ConfigError, as is ``max_steps=None`` for an
+        env without a limit.  See ``docs/pipeline.md``, "Episode length".
       seed: seed of the :class:`~tfevo.core.SeedStream` that draws the start
         states; each call of :meth:`evaluate` uses the next seed, so a run is
         reproducible and the stream is saved with ``tf.train.Checkpoint``.
@@ -190,13 +197,7 @@ class InGraphEvaluator(tf.Module):
         check_policy_inputs(policy, env.observation_shape, env.env_id)
         if int(episodes) < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
-        limit = env.max_episode_steps if max_steps is None else int(max_steps)
-        if max_steps is not None and int(max_steps) < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
-        if limit < 1:
-            raise ConfigError(f"{env.env_id} has no max_episode_steps; pass max_steps")
-        if max_steps is not None and env.max_episode_steps > 0:
-            limit = min(limit, env.max_episode_steps)
+        env, limit = ingraph_limit(env, max_steps)
         if jit_compile not in ("auto", True, False):
             raise ConfigError(f"jit_compile must be 'auto', True or False, got {jit_compile!r}")
         if descriptor_fn == "final_obs":

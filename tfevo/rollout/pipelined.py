@@ -57,6 +57,7 @@ from tfevo import registry
 from tfevo.core import ConfigError, ShapeError, check_seed, sanitize_fitness
 from tfevo.envs.base import HostVectorEnv
 from tfevo.rollout._inference import InferenceStep, _bucket_sizes
+from tfevo.rollout._limits import check_max_steps, host_limit, host_limit_kwargs
 from tfevo.rollout.ingraph import check_policy_inputs
 from tfevo.rollout.normalization import ObservationNormalizer, batch_moments, merge_moments
 
@@ -98,7 +99,15 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
       num_envs: total number of simulator slots (split evenly over subsets).
       num_subsets: ``K``; 1 = serial, >= 2 = pipelined.
       episodes: episodes per member (fitness = mean return).
-      max_steps: cap on agent steps per episode (``None``: the env's own).
+      max_steps: the episode's time limit in agent steps (``None``: the
+        env's own limit; an env without one is a ConfigError).  It replaces
+        the env's default limit, above or below it, as
+        ``gym.make(id, max_episode_steps=N)`` does: an env given by id is
+        made with ``max_episode_steps=max_steps`` (Atari: with a frame limit
+        of at least ``(max_steps + noop_max) * frameskip``).  A limit set
+        explicitly in ``env_kwargs`` or by an ``env_fn`` is kept, and
+        ``max_steps`` above it is a ConfigError.  See ``docs/pipeline.md``,
+        "Episode length".
       seed: base seed of the episode seeds.
       obs_norm: optional :class:`ObservationNormalizer` (or ``True`` to make
         one); observations are normalized with the statistics as they were
@@ -180,15 +189,14 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
             raise ConfigError(f"num_envs ({num_envs}) must be >= num_subsets ({num_subsets})")
         if episodes < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
-        if max_steps is not None and int(max_steps) < 1:
-            raise ConfigError(f"max_steps must be >= 1 or None, got {max_steps}")
+        max_steps = check_max_steps(max_steps)
         if bucket not in ("pow2", "full", "none"):
             raise ConfigError(f"bucket must be 'pow2', 'full' or 'none', got {bucket!r}")
         seed = check_seed(seed)
         self.policy = policy
         self.num_subsets = num_subsets
         self.episodes = episodes
-        self.max_steps = None if max_steps is None else int(max_steps)
+        self.max_steps = max_steps
         self.seed = int(seed)
         self.want_descriptors = bool(descriptors)
         self.common_seeds = bool(common_seeds)
@@ -199,13 +207,16 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
 
         # One host env per subset; slots split as evenly as possible.
         sizes = [num_envs // num_subsets + (1 if k < num_envs % num_subsets else 0) for k in range(num_subsets)]
-        self.envs = [self._make_env(env, s, env_kwargs or {}) for s in sizes]
+        # max_steps replaces the env's default time limit (see tfevo.rollout._limits)
+        kwargs = host_limit_kwargs(env, max_steps, env_kwargs or {}) if isinstance(env, str) else env_kwargs or {}
+        self.envs = [self._make_env(env, s, kwargs) for s in sizes]
         e0 = self.envs[0]
         self.env_id = getattr(e0, "env_id", str(env))
         self.observation_shape = tuple(e0.observation_shape)
         try:
+            self._check_limit(e0)
             check_policy_inputs(policy, self.observation_shape, self.env_id)
-        except ShapeError:
+        except (ShapeError, ConfigError):
             for e in self.envs:
                 e.close()
             raise
@@ -234,6 +245,19 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
         self.last_stats: dict = {}
 
     # -- construction helpers -------------------------------------------------
+    def _check_limit(self, env) -> None:
+        """Refuses a ``max_steps`` the env's own time limit would cut short, and ``max_steps=None``
+        on an env without a limit."""
+        own = host_limit(env)
+        if self.max_steps is None and own == 0:
+            raise ConfigError(
+                f"max_steps=None asks for the environment's own episode limit, but {self.env_id} has none; "
+                "pass max_steps >= 1")
+        if self.max_steps is not None and own and own < self.max_steps:
+            raise ConfigError(
+                f"max_steps={self.max_steps} cannot be honoured: the {self.env_id} env truncates every episode "
+                f"after {own} agent steps; make it with a limit >= {self.max_steps}, or pass max_steps <= {own}")
+
     @staticmethod
     def _make_env(env, n: int, kwargs: dict) -> HostVectorEnv:
         if callable(env) and not isinstance(env, str):

@@ -110,7 +110,8 @@ class EnvConfig(_Strict):
 
     id: str = Field("CartPole-v1", description="Environment id.")
     episodes: int = Field(1, ge=1, description="Episodes per member; fitness is their mean return.")
-    max_steps: Optional[int] = Field(None, gt=0, description="Step cap per episode (default: the env's own).")
+    max_steps: Optional[int] = Field(None, gt=0, description=(
+        "Episode time limit in agent steps; replaces the env's own limit, above or below it (default: the env's own)."))
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for tfevo.envs.make.")
 
 
