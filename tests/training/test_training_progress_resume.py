@@ -200,3 +200,24 @@ def test_eta_leaves_out_the_first_generations_one_off_costs(capsys):
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("tfevo: gen 2/10")]
     h, m, s = map(int, re.search(r"ETA (\d+):(\d\d):(\d\d)", lines[0]).groups())
     assert h * 3600 + m * 60 + s < 6, lines[0]  # 8 more fast generations, not 8 x the mean with the 3 s
+
+
+def test_tensorboard_holds_every_logged_value_of_every_generation(tmp_path):
+    """Each progress.jsonl field is a TensorBoard scalar with step = generation, once per generation,
+    equal (as float32) to the logged value; also across a resume with a raised budget."""
+    from tensorflow.core.util import event_pb2
+
+    build(tmp_path, 3)[0].run()
+    build(tmp_path, 5)[0].run()  # resumed at generation 3
+    build(tmp_path, 5)[0].run()  # a finished run: nothing new
+    rows = [json.loads(l) for l in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    scalars = {}
+    for path in sorted((tmp_path / "tensorboard").glob("events.out.tfevents.*")):
+        for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+            ev = event_pb2.Event.FromString(raw)
+            for v in ev.summary.value:
+                scalars.setdefault(v.tag.split("/", 1)[1], []).append((ev.step, float(tf.make_ndarray(v.tensor))))
+    assert sorted(scalars) == sorted(k for k in rows[0] if k != "generation")
+    for key, events in scalars.items():
+        assert [s for s, _ in events] == [1, 2, 3, 4, 5], key
+        assert [np.float32(v) for _, v in events] == [np.float32(r[key]) for r in rows], key

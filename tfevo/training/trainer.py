@@ -338,7 +338,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
                 for k in ("best", "mean", "median", "std", "best_ever", "frames_per_second", "generation_seconds",
                           "compile_seconds"):
                     tf.summary.scalar(f"fitness/{k}" if k in ("best", "mean", "median", "std", "best_ever") else f"speed/{k}", getattr(log, k))
-                tf.summary.scalar("progress/frames", log.frames)
+                for k in ("frames", "evaluations", "wall_time"):
+                    tf.summary.scalar(f"progress/{k}", getattr(log, k))
                 for k, v in log.extra.items():
                     tf.summary.scalar(f"algorithm/{k}", v)
             self._writer.flush()
