@@ -155,6 +155,19 @@ def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     assert "run.generations" not in err  # the budget may change
 
 
+def test_a_run_without_its_config_json_still_refuses_another_popsize(tmp_path, capsys):
+    """config.json is what tfevo train compares; without it the checkpoint itself refuses other settings."""
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), "--generations", "1", "--no-progress", "--set", "algorithm.popsize=8",
+            "--set", "policy.hidden=[4]", "--set", "env.episodes=1", "--set", "env.max_steps=10"]
+    assert main(args) == 0
+    (run / "config.json").unlink()
+    capsys.readouterr()
+    assert main(args[:3] + ["--generations", "2"] + args[5:] + ["--set", "algorithm.popsize=10"]) == 2
+    assert "popsize: 8 in the run, 10 now" in capsys.readouterr().err
+    assert len((run / "progress.jsonl").read_text().splitlines()) == 1
+
+
 def test_a_moved_run_directory_resumes_exactly(tmp_path, capsys):
     """run.dir is where the run is found: a copied directory, given with another spelling, resumes (it was
     refused as a different config) and continues as the uninterrupted run."""

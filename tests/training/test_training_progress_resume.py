@@ -221,3 +221,29 @@ def test_tensorboard_holds_every_logged_value_of_every_generation(tmp_path):
     for key, events in scalars.items():
         assert [s for s, _ in events] == [1, 2, 3, 4, 5], key
         assert [np.float32(v) for _, v in events] == [np.float32(r[key]) for r in rows], key
+
+
+@pytest.mark.parametrize("algo, field", [
+    (lambda: ToyES(num_dims=5, popsize=24, seed=1), "popsize: 16 in the run, 24 now"),
+    (lambda: ToyES(num_dims=5, popsize=16, seed=7), "seed: 1 in the run, 7 now"),
+    (lambda: ToyES(num_dims=6, popsize=16, seed=1), "num_dims: 5 in the run, 6 now"),
+])
+def test_resume_with_other_algorithm_settings_is_refused(tmp_path, algo, field):
+    """A checkpoint restores the algorithm's variables (seed stream included) but not its Python
+    settings, so another popsize or seed continued the old run under the new settings silently."""
+    build(tmp_path, 2)[0].run()
+    log = (tmp_path / "progress.jsonl").read_text()
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        Trainer(algo(), NoisySphere(2), run_dir=tmp_path, generations=4, progress=False, verbose=False)
+    assert (tmp_path / "progress.jsonl").read_text() == log  # nothing touched
+    resumed, _ = build(tmp_path, 4)  # the run's own settings still resume
+    assert int(resumed.generation.numpy()) == 2
+
+
+def test_resume_with_another_algorithm_class_is_refused(tmp_path):
+    from tfevo.strategies import OpenES
+
+    Trainer(OpenES(num_dims=5, popsize=16, seed=1), NoisySphere(2), run_dir=tmp_path, generations=2,
+            progress=False, verbose=False).run()
+    with pytest.raises(ConfigError, match="algorithm: 'OpenES' in the run, 'ToyES' now"):
+        build(tmp_path, 4)

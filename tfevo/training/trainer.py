@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from tfevo._tf_private import in_multi_worker_mode, is_trackable
 from tfevo.core import ConfigError, TfevoError
-from tfevo.training.checkpoints import CheckpointMixin
+from tfevo.training.checkpoints import CheckpointMixin, run_signature
 from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
 
 __all__ = ["Trainer", "GenerationLog", "FitnessError"]
@@ -207,6 +207,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         self.progress_every = float(progress_every)
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
+
+        # the algorithm's class, popsize, dimension and seed: a resume with other ones is refused
+        self.signature = tf.Variable(run_signature(algorithm), dtype=tf.string, trainable=False, name="signature")
 
         self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
