@@ -247,3 +247,21 @@ def test_resume_with_another_algorithm_class_is_refused(tmp_path):
             progress=False, verbose=False).run()
     with pytest.raises(ConfigError, match="algorithm: 'OpenES' in the run, 'ToyES' now"):
         build(tmp_path, 4)
+
+
+@pytest.mark.parametrize("keep, kept", [(2, [3, 4]), (1, [4]), (None, [1, 2, 3, 4])])
+def test_keep_checkpoints_keeps_the_newest(tmp_path, keep, kept):
+    Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=tmp_path, generations=4,
+            keep_checkpoints=keep, progress=False, verbose=False).run()
+    assert sorted(int(p.stem.split("-")[1]) for p in (tmp_path / "checkpoints").glob("ckpt-*.index")) == kept
+
+
+@pytest.mark.parametrize("kw", [dict(keep_checkpoints=0), dict(keep_checkpoints=-1), dict(keep_checkpoints=2.5),
+                                dict(keep_checkpoints=True), dict(keep_checkpoints="3"),
+                                dict(checkpoint_every=2.5), dict(checkpoint_every=True)])
+def test_checkpoint_settings_are_checked_before_any_work(tmp_path, kw):
+    """0 or -1 ended in TensorFlow's ValueError after the run directory was made; 2.5 ran as 2."""
+    name = next(iter(kw))
+    with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1, got {re.escape(repr(kw[name]))}"):
+        Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=tmp_path / "r", generations=2, **kw)
+    assert not (tmp_path / "r").exists()

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._tf_private import in_multi_worker_mode, is_trackable
-from tfevo.core import ConfigError, TfevoError
+from tfevo.core import ConfigError, TfevoError, check_int
 from tfevo.training.checkpoints import CheckpointMixin, run_signature
 from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
 
@@ -123,7 +123,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
       run_dir: where checkpoints and logs go (``None``: nothing is written).
       generations / frames / seconds: budget; the run stops when any is reached.
       checkpoint_every: generations between checkpoints (>= 1).
-      keep_checkpoints: how many checkpoints the manager keeps.
+      keep_checkpoints: how many of the newest checkpoints stay on disk (older
+        ones are deleted); ``None`` keeps them all.
       progress: show progress: a tqdm bar when stdout is a terminal, plain
         lines on stdout otherwise.
       progress_every: with plain lines, at most one line every this many
@@ -167,7 +168,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         frames: int | None = None,
         seconds: float | None = None,
         checkpoint_every: int = 1,
-        keep_checkpoints: int = 3,
+        keep_checkpoints: int | None = 3,
         progress: bool = True,
         progress_every: float = 10.0,
         callbacks: list[Callable[[GenerationLog], Any]] | None = None,
@@ -183,8 +184,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         seconds = _check_budget("seconds", seconds, integer=False)
         if not (isinstance(progress_every, (int, float)) and math.isfinite(progress_every) and progress_every >= 0):
             raise ConfigError(f"progress_every must be a number of seconds >= 0, got {progress_every!r}")
-        if int(checkpoint_every) < 1:
-            raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", 1)
+        # None keeps every checkpoint, as tf.train.CheckpointManager(max_to_keep=None)
+        keep_checkpoints = None if keep_checkpoints is None else check_int(keep_checkpoints, "keep_checkpoints", 1)
         if not (hasattr(algorithm, "ask") and hasattr(algorithm, "tell")):
             raise ConfigError(f"algorithm {type(algorithm).__name__} has no ask()/tell()")
         if not (callable(evaluator) or hasattr(evaluator, "evaluate")):
@@ -241,7 +243,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._manager = tf.train.CheckpointManager(
-                self._checkpoint, str(self.run_dir / "checkpoints"), max_to_keep=int(keep_checkpoints)
+                self._checkpoint, str(self.run_dir / "checkpoints"), max_to_keep=keep_checkpoints
             )
         if self.run_dir is not None or self.multi_worker:  # every worker restores what the chief has
             self._restore()
