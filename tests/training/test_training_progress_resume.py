@@ -265,3 +265,42 @@ def test_checkpoint_settings_are_checked_before_any_work(tmp_path, kw):
     with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1, got {re.escape(repr(kw[name]))}"):
         Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=tmp_path / "r", generations=2, **kw)
     assert not (tmp_path / "r").exists()
+
+
+def _run_on_a_pty(monkeypatch, columns):
+    """What a 4-generation run prints on a pseudo-terminal of ``columns`` columns (0: no window size)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    if columns:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    out = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", out)
+    try:
+        Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), generations=4, progress=True,
+                progress_every=0, verbose=False).run()
+        out.flush()
+        text = b""
+        while select.select([master], [], [], 0.5)[0]:
+            text += os.read(master, 1 << 16)
+    finally:
+        monkeypatch.undo()
+        out.close()
+        os.close(master)
+    return text.decode(errors="replace")
+
+
+def test_progress_on_a_terminal_with_and_without_a_width(monkeypatch):
+    """A sized terminal gets the tqdm bar; one reporting 0 columns got an empty bar (no progress at all)
+    and now gets the plain lines."""
+    bar = _run_on_a_pty(monkeypatch, 100)
+    assert "4/4" in bar and "gen/s" in bar and "tfevo: gen" not in bar
+    plain = _run_on_a_pty(monkeypatch, 0)
+    assert [l.split(" | ")[0] for l in plain.splitlines() if l.startswith("tfevo: gen")] == [
+        f"tfevo: gen {g}/4" for g in range(1, 5)]

@@ -39,7 +39,7 @@ import tensorflow as tf
 from tfevo._tf_private import in_multi_worker_mode, is_trackable
 from tfevo.core import ConfigError, TfevoError, check_int
 from tfevo.training.checkpoints import CheckpointMixin, run_signature
-from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
+from tfevo.training.progress import GenerationLog, ProgressMixin, _bar_fits, _isatty
 
 __all__ = ["Trainer", "GenerationLog", "FitnessError"]
 
@@ -357,7 +357,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
     def run(self) -> list[GenerationLog]:
         """Runs until the budget is used; returns the per-generation history."""
         bar = None
-        if self.progress and _isatty(sys.stdout) and _isatty(sys.stderr):
+        if self.progress and _isatty(sys.stdout) and _bar_fits(sys.stderr):  # tqdm writes to stderr
             bar = self._make_bar()
         self._first_index = len(self.history)
         self._frames0 = int(self.frames.numpy())
