@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -324,3 +325,44 @@ def test_env_kwargs_errors_name_the_field(kwargs, msg):
     data["env"]["kwargs"] = kwargs
     with pytest.raises(ConfigError, match=msg):
         build(parse_config(data))
+
+
+def _config_keys(model=None, prefix=""):
+    """Every leaf field of the run config schema as a dotted key (run.seed, archive.cells, ...)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from tfevo.training.config import Config
+
+    for name, field in (model or Config).model_fields.items():
+        sub = [a for a in (field.annotation, *typing.get_args(field.annotation))
+               if isinstance(a, type) and issubclass(a, BaseModel)]
+        yield from _config_keys(sub[0], f"{prefix}{name}.") if sub else [prefix + name]
+
+
+def _documented_toml_keys(text):
+    """Dotted keys set (or shown commented out) in the ```toml blocks of a page."""
+    import re
+
+    keys = set()
+    for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
+        table = ""
+        for line in block.splitlines():
+            m = re.match(r"\s*#?\s*\[(\w+)\]", line)
+            if m:
+                table = m[1] + "."
+                continue
+            m = re.match(r"\s*#?\s*(\w+)\s*=", line)
+            if m:
+                keys.add(table + m[1])
+    return keys
+
+
+def test_every_config_key_is_documented_and_every_documented_key_exists():
+    """docs/training.md shows every field the config reads, and no field it does not have."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    schema = set(_config_keys())
+    shown = _documented_toml_keys(doc)
+    assert shown - schema == set()  # documented, but not a field
+    assert sorted(k for k in schema if k not in shown and f"`{k}`" not in doc) == []  # a field, undocumented

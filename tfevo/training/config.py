@@ -134,7 +134,7 @@ class PolicyConfig(_Strict):
         "large network streams per step (Atari nature_dqn), float32 arithmetic either way.")
     params: dict[str, Any] = Field(default_factory=dict, description=(
         "Family-specific policy arguments: neat: settle_steps; hyperneat: weight_threshold, max_weight, "
-        "output_activation; gp_tree: backend."))
+        "output_activation; gp_tree: use_op."))
 
     @model_validator(mode="after")
     def _sizes(self):
