@@ -137,11 +137,14 @@ def apply_tf_config(data: dict, environ=None) -> dict:
 
     Checks ``TF_CONFIG`` (:func:`read_tf_config`) before any work starts.
     When it names a cluster and the config does not choose a ``distribute``
-    layout itself, sets ``distribute.strategy = "multi_worker"``, so the run
-    directory records that the population is sharded.
+    layout itself (or chooses ``auto``, which is ``multi_worker`` there), sets
+    ``distribute.strategy = "multi_worker"``, so the run directory records that
+    the population is sharded and the config's checks of a multi-worker run
+    (no ``run.seconds``) apply before any work.
     """
     dist = data.get("distribute") or {}
-    if read_tf_config(environ) is not None and dist.get("strategy", "none") == "none" and dist.get("devices") is None:
+    if (read_tf_config(environ) is not None and dist.get("strategy", "none") in ("none", "auto")
+            and dist.get("devices") is None):
         data = {**data, "distribute": {**dist, "strategy": "multi_worker"}}
     return data
 
