@@ -117,6 +117,10 @@ def test_cli_train_eval_plot_resume(tmp_path, capsys):
     assert "resumed" in out
     rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [1, 2, 3, 4, 5]
+    # a finished run: nothing to do, and it says so
+    assert main(args[:3] + ["--generations", "5"] + args[5:]) == 0
+    assert "has reached its budget (run.generations = 5); nothing to train" in capsys.readouterr().out
+    assert len((run / "progress.jsonl").read_text().splitlines()) == 5
     # a different config in the same run dir is refused
     assert main(args + ["--set", "algorithm.popsize=32"]) == 2
     assert "different config" in capsys.readouterr().err
