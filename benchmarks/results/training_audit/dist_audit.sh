@@ -1,7 +1,7 @@
 #!/bin/bash
 # Same seed through the CLI: unsharded vs --devices 1 vs --devices 2 (separate processes: logical devices
 # must be configured before TensorFlow starts).  Host (pipelined) ES and in-graph NEAT, 4 generations.
-cd /work/wt/auditdist
+HERE=$(cd "$(dirname "$0")" && pwd); cd "$HERE/../../.."
 export PYTHONPATH=$PWD
 R=/tmp/auditdist/dist; rm -rf $R; mkdir -p $R
 ES="--set algorithm.popsize=8 --set policy.hidden=[4] --set env.episodes=1 --set env.max_steps=20 --set evaluator.kind=pipelined --set evaluator.num_envs=4"

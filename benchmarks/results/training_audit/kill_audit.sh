@@ -1,6 +1,6 @@
 #!/bin/bash
 # SIGKILL a `tfevo train` run mid-way, resume it, and compare logs + TensorBoard with an uninterrupted run.
-cd /work/wt/auditdist; export PYTHONPATH=$PWD
+HERE=$(cd "$(dirname "$0")" && pwd); cd "$HERE/../../.."; export PYTHONPATH=$PWD
 R=/tmp/auditdist/kill; rm -rf $R; mkdir -p $R
 for fam in es neat; do
   if [ $fam = es ]; then A="--set algorithm.popsize=8 --set policy.hidden=[4] --set env.episodes=1 --set env.max_steps=40 --set evaluator.kind=pipelined --set evaluator.num_envs=4";
@@ -13,7 +13,7 @@ for fam in es neat; do
   for i in $(seq 1 600); do n=$(cat $R/$fam-kill/progress.jsonl 2>/dev/null | wc -l); [ "$n" -ge 10 ] && break; sleep 0.05; done
   kill -9 $pid; wait $pid 2>/dev/null
   echo "$fam killed with $(wc -l < $R/$fam-kill/progress.jsonl) log lines; checkpoint: $(grep model_checkpoint_path $R/$fam-kill/checkpoints/checkpoint | head -1)"
-  python /tmp/auditdist/tb_steps.py $R/$fam-kill
+  python "$HERE/tb_steps.py" $R/$fam-kill
   python -m tfevo.cli train $A --run-dir $R/$fam-kill --generations 40 > $R/$fam-resume.log 2>&1; echo "resume rc=$?"; grep resumed $R/$fam-resume.log
-  python /tmp/auditdist/tb_steps.py $R/$fam-kill $R/$fam-ref
+  python "$HERE/tb_steps.py" $R/$fam-kill $R/$fam-ref
 done

@@ -1,5 +1,5 @@
 import sys, json
-sys.path.insert(0, "/tmp/auditdist")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 from pathlib import Path
 from tb_audit import events, compare
 run = Path(sys.argv[1])
