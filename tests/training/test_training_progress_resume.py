@@ -304,3 +304,22 @@ def test_progress_on_a_terminal_with_and_without_a_width(monkeypatch):
     plain = _run_on_a_pty(monkeypatch, 0)
     assert [l.split(" | ")[0] for l in plain.splitlines() if l.startswith("tfevo: gen")] == [
         f"tfevo: gen {g}/4" for g in range(1, 5)]
+
+
+class ToyWithMetrics(ToyES):
+    def metrics(self):
+        return {"sigma": float(self.sigma.numpy()), "m0": float(self.m[0].numpy())}
+
+
+def test_resumed_history_keeps_the_algorithms_metrics(tmp_path):
+    """Trainer.history after a resume equals the uninterrupted run's, metrics (GenerationLog.extra) included;
+    the generations read back from progress.jsonl had lost them."""
+    def trainer(run, gens):
+        return Trainer(ToyWithMetrics(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=run,
+                       generations=gens, progress=False, verbose=False)
+
+    ref = trainer(tmp_path / "ref", 4).run()
+    trainer(tmp_path / "run", 2).run()
+    resumed = trainer(tmp_path / "run", 4).run()
+    assert [h.extra for h in resumed] == [h.extra for h in ref]
+    assert set(ref[0].extra) == {"sigma", "m0"}

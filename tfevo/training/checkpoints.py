@@ -228,12 +228,14 @@ class CheckpointMixin:
             tmp = log_path.with_suffix(".tmp")
             tmp.write_text("".join(k + "\n" for k in kept))
             os.replace(tmp, log_path)
+            fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
             for line in kept:
                 d = json.loads(line)
-                fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
+                # the algorithm's metrics were written as top-level keys (GenerationLog.to_json)
+                extra = {k: float("nan") if v is None else v for k, v in d.items() if k not in fields}
                 self.history.append(GenerationLog(**{
                     k: (d[k] if d.get(k) is not None else (f.default if k == "compile_seconds" else float("nan")))
-                    for k, f in fields.items()}))
+                    for k, f in fields.items()}, extra=extra))
         tb_dir = self.run_dir / "tensorboard"
         if tb_dir.is_dir():
             drop_events_after(tb_dir, gen)
