@@ -309,9 +309,9 @@ class Config(_Strict):
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
         if self.run.seconds is not None and self.distribute.strategy == "multi_worker":
-            raise ValueError(f"run.seconds={self.run.seconds} is not allowed in a multi-worker run (distribute.strategy "
-                             "multi_worker, or TF_CONFIG naming a cluster): workers would stop at different "
-                             "generations and wait forever; use run.generations or run.frames")
+            raise ValueError(f"run.seconds={self.run.seconds} is not allowed in a multi-worker run "
+                             "(distribute.strategy multi_worker, or TF_CONFIG naming a cluster): workers would stop "
+                             "at different generations and wait forever; use run.generations or run.frames")
         if self.family == "map_elites" and self.distribute.enabled:
             raise ValueError("distribute shards the rollouts of strategies, NEAT and GP; map_elites runs in one "
                              "process (its sharded evaluation would have to gather descriptors too)")
