@@ -4,6 +4,8 @@ The two-device ``tfevo train`` runs (equal to one device, resumed exactly) are i
 ``test_distribute.py``, sharing its subprocess with the replica-count checks.
 """
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -71,3 +73,20 @@ def test_distribute_config_section_is_validated():
     assert isinstance(setup.strategy, tf.distribute.OneDeviceStrategy)
     with pytest.raises(ConfigError, match="one_device with devices=2"):
         build(parse_config({**base, "distribute": {"devices": 2, "strategy": "one_device"}}))
+
+
+@pytest.mark.parametrize("distribute", [None, {"strategy": "auto"}, {"strategy": "multi_worker"}])
+def test_a_seconds_budget_in_a_multi_worker_run_is_refused_before_any_work(distribute):
+    """The Trainer refused it only after MultiWorkerMirroredStrategy had started, which waits for every
+    worker of the cluster first: a worker given run.seconds hung until the others joined."""
+    from tfevo.distribute.cluster import apply_tf_config
+
+    tf_config = json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker",
+                                                                                             "index": 0}})
+    data = {"run": {"seconds": 60}, **({"distribute": distribute} if distribute else {})}
+    with pytest.raises(ConfigError, match=r"run.seconds=60(\.0)? is not allowed in a multi-worker run"):
+        parse_config(apply_tf_config(data, {"TF_CONFIG": tf_config}))
+    assert parse_config(apply_tf_config({"run": {"generations": 2}}, {"TF_CONFIG": tf_config})).distribute.strategy \
+        == "multi_worker"
+    if distribute != {"strategy": "multi_worker"}:
+        parse_config(apply_tf_config(data, {}))  # one process: a seconds budget is fine

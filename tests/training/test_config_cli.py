@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,10 @@ def test_cli_train_eval_plot_resume(tmp_path, capsys):
     assert "resumed" in out
     rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [1, 2, 3, 4, 5]
+    # a finished run: nothing to do, and it says so
+    assert main(args[:3] + ["--generations", "5"] + args[5:]) == 0
+    assert "has reached its budget (run.generations = 5); nothing to train" in capsys.readouterr().out
+    assert len((run / "progress.jsonl").read_text().splitlines()) == 5
     # a different config in the same run dir is refused
     assert main(args + ["--set", "algorithm.popsize=32"]) == 2
     assert "different config" in capsys.readouterr().err
@@ -153,6 +158,19 @@ def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     assert "algorithm.popsize: 8 in the run, 16 now" in err
     assert "algorithm.params.sigma: 0.1 in the run, 0.3 now" in err and "run.seed: 0 in the run, 5 now" in err
     assert "run.generations" not in err  # the budget may change
+
+
+def test_a_run_without_its_config_json_still_refuses_another_popsize(tmp_path, capsys):
+    """config.json is what tfevo train compares; without it the checkpoint itself refuses other settings."""
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), "--generations", "1", "--no-progress", "--set", "algorithm.popsize=8",
+            "--set", "policy.hidden=[4]", "--set", "env.episodes=1", "--set", "env.max_steps=10"]
+    assert main(args) == 0
+    (run / "config.json").unlink()
+    capsys.readouterr()
+    assert main(args[:3] + ["--generations", "2"] + args[5:] + ["--set", "algorithm.popsize=10"]) == 2
+    assert "popsize: 8 in the run, 10 now" in capsys.readouterr().err
+    assert len((run / "progress.jsonl").read_text().splitlines()) == 1
 
 
 def test_a_moved_run_directory_resumes_exactly(tmp_path, capsys):
@@ -347,3 +365,44 @@ def test_a_seed_ga_budget_beyond_max_generations_fails_before_any_work(tmp_path,
     np.testing.assert_array_equal(params, ga.decode(ga.population[:1])[0].numpy())
     np.testing.assert_array_equal(params, ga.best[0].numpy())
     assert main(["export", str(run)]) == 0 and (run / "best.keras").exists()
+
+
+def _config_keys(model=None, prefix=""):
+    """Every leaf field of the run config schema as a dotted key (run.seed, archive.cells, ...)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from tfevo.training.config import Config
+
+    for name, field in (model or Config).model_fields.items():
+        sub = [a for a in (field.annotation, *typing.get_args(field.annotation))
+               if isinstance(a, type) and issubclass(a, BaseModel)]
+        yield from _config_keys(sub[0], f"{prefix}{name}.") if sub else [prefix + name]
+
+
+def _documented_toml_keys(text):
+    """Dotted keys set (or shown commented out) in the ```toml blocks of a page."""
+    import re
+
+    keys = set()
+    for block in re.findall(r"```toml\n(.*?)```", text, flags=re.S):
+        table = ""
+        for line in block.splitlines():
+            m = re.match(r"\s*#?\s*\[(\w+)\]", line)
+            if m:
+                table = m[1] + "."
+                continue
+            m = re.match(r"\s*#?\s*(\w+)\s*=", line)
+            if m:
+                keys.add(table + m[1])
+    return keys
+
+
+def test_every_config_key_is_documented_and_every_documented_key_exists():
+    """docs/training.md shows every field the config reads, and no field it does not have."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    schema = set(_config_keys())
+    shown = _documented_toml_keys(doc)
+    assert shown - schema == set()  # documented, but not a field
+    assert sorted(k for k in schema if k not in shown and f"`{k}`" not in doc) == []  # a field, undocumented

@@ -200,3 +200,126 @@ def test_eta_leaves_out_the_first_generations_one_off_costs(capsys):
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("tfevo: gen 2/10")]
     h, m, s = map(int, re.search(r"ETA (\d+):(\d\d):(\d\d)", lines[0]).groups())
     assert h * 3600 + m * 60 + s < 6, lines[0]  # 8 more fast generations, not 8 x the mean with the 3 s
+
+
+def test_tensorboard_holds_every_logged_value_of_every_generation(tmp_path):
+    """Each progress.jsonl field is a TensorBoard scalar with step = generation, once per generation,
+    equal (as float32) to the logged value; also across a resume with a raised budget."""
+    from tensorflow.core.util import event_pb2
+
+    build(tmp_path, 3)[0].run()
+    build(tmp_path, 5)[0].run()  # resumed at generation 3
+    build(tmp_path, 5)[0].run()  # a finished run: nothing new
+    rows = [json.loads(l) for l in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    scalars = {}
+    for path in sorted((tmp_path / "tensorboard").glob("events.out.tfevents.*")):
+        for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+            ev = event_pb2.Event.FromString(raw)
+            for v in ev.summary.value:
+                scalars.setdefault(v.tag.split("/", 1)[1], []).append((ev.step, float(tf.make_ndarray(v.tensor))))
+    assert sorted(scalars) == sorted(k for k in rows[0] if k != "generation")
+    for key, events in scalars.items():
+        assert [s for s, _ in events] == [1, 2, 3, 4, 5], key
+        assert [np.float32(v) for _, v in events] == [np.float32(r[key]) for r in rows], key
+
+
+@pytest.mark.parametrize("algo, field", [
+    (lambda: ToyES(num_dims=5, popsize=24, seed=1), "popsize: 16 in the run, 24 now"),
+    (lambda: ToyES(num_dims=5, popsize=16, seed=7), "seed: 1 in the run, 7 now"),
+    (lambda: ToyES(num_dims=6, popsize=16, seed=1), "num_dims: 5 in the run, 6 now"),
+])
+def test_resume_with_other_algorithm_settings_is_refused(tmp_path, algo, field):
+    """A checkpoint restores the algorithm's variables (seed stream included) but not its Python
+    settings, so another popsize or seed continued the old run under the new settings silently."""
+    build(tmp_path, 2)[0].run()
+    log = (tmp_path / "progress.jsonl").read_text()
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        Trainer(algo(), NoisySphere(2), run_dir=tmp_path, generations=4, progress=False, verbose=False)
+    assert (tmp_path / "progress.jsonl").read_text() == log  # nothing touched
+    resumed, _ = build(tmp_path, 4)  # the run's own settings still resume
+    assert int(resumed.generation.numpy()) == 2
+
+
+def test_resume_with_another_algorithm_class_is_refused(tmp_path):
+    from tfevo.strategies import OpenES
+
+    Trainer(OpenES(num_dims=5, popsize=16, seed=1), NoisySphere(2), run_dir=tmp_path, generations=2,
+            progress=False, verbose=False).run()
+    with pytest.raises(ConfigError, match="algorithm: 'OpenES' in the run, 'ToyES' now"):
+        build(tmp_path, 4)
+
+
+@pytest.mark.parametrize("keep, kept", [(2, [3, 4]), (1, [4]), (None, [1, 2, 3, 4])])
+def test_keep_checkpoints_keeps_the_newest(tmp_path, keep, kept):
+    Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=tmp_path, generations=4,
+            keep_checkpoints=keep, progress=False, verbose=False).run()
+    assert sorted(int(p.stem.split("-")[1]) for p in (tmp_path / "checkpoints").glob("ckpt-*.index")) == kept
+
+
+@pytest.mark.parametrize("kw", [dict(keep_checkpoints=0), dict(keep_checkpoints=-1), dict(keep_checkpoints=2.5),
+                                dict(keep_checkpoints=True), dict(keep_checkpoints="3"),
+                                dict(checkpoint_every=2.5), dict(checkpoint_every=True)])
+def test_checkpoint_settings_are_checked_before_any_work(tmp_path, kw):
+    """0 or -1 ended in TensorFlow's ValueError after the run directory was made; 2.5 ran as 2."""
+    name = next(iter(kw))
+    with pytest.raises(ConfigError, match=f"{name} must be an integer >= 1, got {re.escape(repr(kw[name]))}"):
+        Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=tmp_path / "r", generations=2, **kw)
+    assert not (tmp_path / "r").exists()
+
+
+def _run_on_a_pty(monkeypatch, columns):
+    """What a 4-generation run prints on a pseudo-terminal of ``columns`` columns (0: no window size)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    if columns:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    out = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", out)
+    try:
+        Trainer(ToyES(num_dims=3, popsize=8, seed=0), NoisySphere(0), generations=4, progress=True,
+                progress_every=0, verbose=False).run()
+        out.flush()
+        text = b""
+        while select.select([master], [], [], 0.5)[0]:
+            text += os.read(master, 1 << 16)
+    finally:
+        monkeypatch.undo()
+        out.close()
+        os.close(master)
+    return text.decode(errors="replace")
+
+
+def test_progress_on_a_terminal_with_and_without_a_width(monkeypatch):
+    """A sized terminal gets the tqdm bar; one reporting 0 columns got an empty bar (no progress at all)
+    and now gets the plain lines."""
+    bar = _run_on_a_pty(monkeypatch, 100)
+    assert "4/4" in bar and "gen/s" in bar and "tfevo: gen" not in bar
+    plain = _run_on_a_pty(monkeypatch, 0)
+    assert [l.split(" | ")[0] for l in plain.splitlines() if l.startswith("tfevo: gen")] == [
+        f"tfevo: gen {g}/4" for g in range(1, 5)]
+
+
+class ToyWithMetrics(ToyES):
+    def metrics(self):
+        return {"sigma": float(self.sigma.numpy()), "m0": float(self.m[0].numpy())}
+
+
+def test_resumed_history_keeps_the_algorithms_metrics(tmp_path):
+    """Trainer.history after a resume equals the uninterrupted run's, metrics (GenerationLog.extra) included;
+    the generations read back from progress.jsonl had lost them."""
+    def trainer(run, gens):
+        return Trainer(ToyWithMetrics(num_dims=3, popsize=8, seed=0), NoisySphere(0), run_dir=run,
+                       generations=gens, progress=False, verbose=False)
+
+    ref = trainer(tmp_path / "ref", 4).run()
+    trainer(tmp_path / "run", 2).run()
+    resumed = trainer(tmp_path / "run", 4).run()
+    assert [h.extra for h in resumed] == [h.extra for h in ref]
+    assert set(ref[0].extra) == {"sigma", "m0"}

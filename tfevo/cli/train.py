@@ -112,6 +112,11 @@ def _differences(old, new, prefix="") -> list:
     return out
 
 
+def _budgets(run) -> str:
+    return ", ".join(f"run.{k} = {getattr(run, k)}" for k in ("generations", "frames", "seconds")
+                     if getattr(run, k) is not None)
+
+
 def cmd_train(args) -> int:
     from tfevo.core import ConfigError
     from tfevo.training import config as C
@@ -165,6 +170,9 @@ def cmd_train(args) -> int:
     if setup.strategy is not None:
         print(f"tfevo: population sharded over {setup.strategy.num_replicas_in_sync} replica(s) "
               f"({type(setup.strategy).__name__})")
+    if trainer.restored_from is not None and trainer._done():
+        print(f"tfevo: the run has reached its budget ({_budgets(cfg.run)}); nothing to train. Raise "
+              "--generations, --frames or --seconds to continue it")
     trainer.run()
     if trainer.run_dir is None:  # a non-chief worker of a multi-worker run writes nothing
         print(f"tfevo: worker done after {int(trainer.generation.numpy())} generations; the chief writes {run_dir}")

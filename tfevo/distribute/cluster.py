@@ -138,10 +138,18 @@ def apply_tf_config(data: dict, environ=None) -> dict:
     Checks ``TF_CONFIG`` (:func:`read_tf_config`) before any work starts.
     When it names a cluster and the config does not choose a ``distribute``
     layout itself, sets ``distribute.strategy = "multi_worker"``, so the run
-    directory records that the population is sharded.
+    directory records that the population is sharded (and the config refuses
+    ``run.seconds`` there, before any work).  With ``auto``, which is a
+    multi-worker run there too, ``run.seconds`` is refused here.
     """
     dist = data.get("distribute") or {}
-    if read_tf_config(environ) is not None and dist.get("strategy", "none") == "none" and dist.get("devices") is None:
+    cluster = read_tf_config(environ) is not None and dist.get("devices") is None
+    seconds = (data.get("run") or {}).get("seconds")
+    if cluster and dist.get("strategy") == "auto" and seconds is not None:
+        raise ConfigError(f"run.seconds={seconds} is not allowed in a multi-worker run (distribute.strategy auto "
+                          "under TF_CONFIG naming a cluster): workers would stop at different generations and wait "
+                          "forever; use run.generations or run.frames")
+    if cluster and dist.get("strategy", "none") == "none":
         data = {**data, "distribute": {**dist, "strategy": "multi_worker"}}
     return data
 

@@ -34,7 +34,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError
 from tfevo.training.progress import GenerationLog
 
-__all__ = ["CheckpointMixin", "pack_checkpoint", "unpack_checkpoint"]
+__all__ = ["CheckpointMixin", "pack_checkpoint", "unpack_checkpoint", "run_signature"]
 
 
 def pack_checkpoint(path: str) -> bytes:
@@ -89,20 +89,71 @@ def drop_events_after(tb_dir: Path, generation: int) -> int:
 
 
 
+def run_signature(algorithm) -> str:
+    """What a resumed run must share with the run in its checkpoint, as JSON: the algorithm's class,
+    population size, dimension and seed, read from the algorithm as built (before any restore).
+
+    A checkpoint restores the algorithm's variables, its seed stream included, but not what its
+    constructor fixed in Python (the population size, the weights derived from it), so another
+    popsize or seed would continue the old run under the new settings without any error.
+    """
+    inner = getattr(algorithm, "algorithm", None)  # a family seen through FlatAlgorithm
+    parts = [algorithm] + ([inner] if hasattr(inner, "ask") else [])
+    sig = {"algorithm": type(parts[-1]).__name__}
+    for key in ("popsize", "num_dims"):
+        value = next((getattr(a, key) for a in parts if isinstance(getattr(a, key, None), (int, np.integer))), None)
+        if value is not None:
+            sig[key] = int(value)
+    seeds = [getattr(getattr(a, "seeds", None), "seed", None) for a in parts]
+    seed = next((v for v in seeds if isinstance(v, tf.Variable)), None)
+    if seed is not None:
+        sig["seed"] = int(seed.numpy())
+    return json.dumps(sig, sort_keys=True)
+
+
 class CheckpointMixin:
     """Restore, save and log clean-up of a :class:`~tfevo.training.Trainer` (``_checkpoint``, ``_manager``)."""
+
+    def _check_signature(self, path: str, shown: str | None = None):
+        """ConfigError naming each setting in which the run of checkpoint ``path`` differs from this
+        Trainer's algorithm; checked before restoring, so another dimension does not end in a shape error."""
+        key = "trainer/signature/.ATTRIBUTES/VARIABLE_VALUE"
+        reader = tf.train.load_checkpoint(path)
+        if not reader.has_tensor(key):  # written before runs carried one
+            return
+        saved = reader.get_tensor(key)
+        saved = saved.decode() if isinstance(saved, bytes) else str(saved)
+        built = self.signature.numpy().decode()
+        if saved == built:
+            return
+        old, new = json.loads(saved), json.loads(built)
+        changed = "; ".join(f"{k}: {old.get(k, '<unset>')!r} in the run, {new.get(k, '<unset>')!r} now"
+                            for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+        raise ConfigError(f"{shown or path} was written by a run with other algorithm settings ({changed}); "
+                          "resuming would continue that run under the new settings. Use the run's settings, or "
+                          "another run directory for a new run")
 
     def _restore(self):
         """Restores the run's latest checkpoint: this run directory's, or on every worker of a
         multi-worker run the chief's (sent over the strategy's collectives)."""
         path = self._manager.latest_checkpoint if self._manager is not None else None
+        refused = None
         if path is not None:
-            self._checkpoint.restore(path).expect_partial()
-        if self._manager is not None:
+            try:
+                self._check_signature(path)
+            except ConfigError as e:
+                if not self.multi_worker:
+                    raise
+                refused = e  # raised after the broadcast, so the other workers are not left waiting for it
+            if refused is None:
+                self._checkpoint.restore(path).expect_partial()
+        if self._manager is not None and refused is None:
             self._clean_dead_checkpoints()
             self._truncate_logs(int(self.generation.numpy()))
         if self.multi_worker:
-            path = self._restore_from_chief(path)
+            path = self._restore_from_chief(path)  # the other workers refuse the same checkpoint
+            if refused is not None:
+                raise refused
             self._check_same_state()
         self.restored_from = path
         if self.verbose and path is not None:
@@ -120,6 +171,7 @@ class CheckpointMixin:
         scratch = tempfile.mkdtemp(prefix="tfevo-worker-")
         self._scratch = weakref.finalize(self, shutil.rmtree, scratch, True)
         local = unpack_checkpoint(data, scratch)
+        self._check_signature(local, f"the chief's {Path(local).name}")
         self._checkpoint.restore(local).expect_partial()
         return f"the chief's {Path(local).name}"
 
@@ -176,12 +228,14 @@ class CheckpointMixin:
             tmp = log_path.with_suffix(".tmp")
             tmp.write_text("".join(k + "\n" for k in kept))
             os.replace(tmp, log_path)
+            fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
             for line in kept:
                 d = json.loads(line)
-                fields = {k: f for k, f in GenerationLog.__dataclass_fields__.items() if k != "extra"}
+                # the algorithm's metrics were written as top-level keys (GenerationLog.to_json)
+                extra = {k: float("nan") if v is None else v for k, v in d.items() if k not in fields}
                 self.history.append(GenerationLog(**{
                     k: (d[k] if d.get(k) is not None else (f.default if k == "compile_seconds" else float("nan")))
-                    for k, f in fields.items()}))
+                    for k, f in fields.items()}, extra=extra))
         tb_dir = self.run_dir / "tensorboard"
         if tb_dir.is_dir():
             drop_events_after(tb_dir, gen)

@@ -135,7 +135,7 @@ class PolicyConfig(_Strict):
         "large network streams per step (Atari nature_dqn), float32 arithmetic either way.")
     params: dict[str, Any] = Field(default_factory=dict, description=(
         "Family-specific policy arguments: neat: settle_steps; hyperneat: weight_threshold, max_weight, "
-        "output_activation; gp_tree: backend."))
+        "output_activation; gp_tree: use_op."))
 
     @model_validator(mode="after")
     def _sizes(self):
@@ -309,6 +309,10 @@ class Config(_Strict):
                                  "directly, problem.num_dims of them); leave the policy table out")
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
+        if self.run.seconds is not None and self.distribute.strategy == "multi_worker":
+            raise ValueError(f"run.seconds={self.run.seconds} is not allowed in a multi-worker run "
+                             "(distribute.strategy multi_worker, or TF_CONFIG naming a cluster): workers would stop "
+                             "at different generations and wait forever; use run.generations or run.frames")
         if self.family == "map_elites" and self.distribute.enabled:
             raise ValueError("distribute shards the rollouts of strategies, NEAT and GP; map_elites runs in one "
                              "process (its sharded evaluation would have to gather descriptors too)")

@@ -1,7 +1,7 @@
 """What a person watching a run sees: one :class:`GenerationLog` per generation, shown as progress.
 
 A tqdm bar when stdout is a terminal; otherwise (a file, a pipe, a cluster
-job) one plain line per generation, at most one every ``progress_every``
+job, a terminal that reports no width) one plain line per generation, at most one every ``progress_every``
 seconds, with generation, frames, best, mean, frames/s and the ETA of the
 budget.  :class:`ProgressMixin` holds the Trainer's side of it.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +43,17 @@ def _isatty(stream) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
+def _bar_fits(stream) -> bool:
+    """Whether ``stream`` is a terminal that reports a width: a pseudo-terminal without a window size
+    (``script``, ``docker exec -t`` and the like) reports 0 columns, where tqdm draws an empty bar."""
+    if not _isatty(stream):
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):
         return False
 
 

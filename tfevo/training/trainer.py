@@ -37,9 +37,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._tf_private import in_multi_worker_mode, is_trackable
-from tfevo.core import ConfigError, TfevoError
-from tfevo.training.checkpoints import CheckpointMixin
-from tfevo.training.progress import GenerationLog, ProgressMixin, _isatty
+from tfevo.core import ConfigError, TfevoError, check_int
+from tfevo.training.checkpoints import CheckpointMixin, run_signature
+from tfevo.training.progress import GenerationLog, ProgressMixin, _bar_fits, _isatty
 
 __all__ = ["Trainer", "GenerationLog", "FitnessError"]
 
@@ -123,7 +123,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
       run_dir: where checkpoints and logs go (``None``: nothing is written).
       generations / frames / seconds: budget; the run stops when any is reached.
       checkpoint_every: generations between checkpoints (>= 1).
-      keep_checkpoints: how many checkpoints the manager keeps.
+      keep_checkpoints: how many of the newest checkpoints stay on disk (older
+        ones are deleted); ``None`` keeps them all.
       progress: show progress: a tqdm bar when stdout is a terminal, plain
         lines on stdout otherwise.
       progress_every: with plain lines, at most one line every this many
@@ -174,7 +175,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         frames: int | None = None,
         seconds: float | None = None,
         checkpoint_every: int = 1,
-        keep_checkpoints: int = 3,
+        keep_checkpoints: int | None = 3,
         progress: bool = True,
         progress_every: float = 10.0,
         callbacks: list[Callable[[GenerationLog], Any]] | None = None,
@@ -190,8 +191,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         seconds = _check_budget("seconds", seconds, integer=False)
         if not (isinstance(progress_every, (int, float)) and math.isfinite(progress_every) and progress_every >= 0):
             raise ConfigError(f"progress_every must be a number of seconds >= 0, got {progress_every!r}")
-        if int(checkpoint_every) < 1:
-            raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every", 1)
+        # None keeps every checkpoint, as tf.train.CheckpointManager(max_to_keep=None)
+        keep_checkpoints = None if keep_checkpoints is None else check_int(keep_checkpoints, "keep_checkpoints", 1)
         if not (hasattr(algorithm, "ask") and hasattr(algorithm, "tell")):
             raise ConfigError(f"algorithm {type(algorithm).__name__} has no ask()/tell()")
         if not (callable(evaluator) or hasattr(evaluator, "evaluate")):
@@ -214,6 +216,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         self.progress_every = float(progress_every)
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
+
+        # the algorithm's class, popsize, dimension and seed: a resume with other ones is refused
+        self.signature = tf.Variable(run_signature(algorithm), dtype=tf.string, trainable=False, name="signature")
 
         self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
@@ -245,7 +250,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._manager = tf.train.CheckpointManager(
-                self._checkpoint, str(self.run_dir / "checkpoints"), max_to_keep=int(keep_checkpoints)
+                self._checkpoint, str(self.run_dir / "checkpoints"), max_to_keep=keep_checkpoints
             )
         if self.run_dir is not None or self.multi_worker:  # every worker restores what the chief has
             self._restore()
@@ -359,7 +364,8 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
                 for k in ("best", "mean", "median", "std", "best_ever", "frames_per_second", "generation_seconds",
                           "compile_seconds"):
                     tf.summary.scalar(f"fitness/{k}" if k in ("best", "mean", "median", "std", "best_ever") else f"speed/{k}", getattr(log, k))
-                tf.summary.scalar("progress/frames", log.frames)
+                for k in ("frames", "evaluations", "wall_time"):
+                    tf.summary.scalar(f"progress/{k}", getattr(log, k))
                 for k, v in log.extra.items():
                     tf.summary.scalar(f"algorithm/{k}", v)
             self._writer.flush()
@@ -372,7 +378,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
     def run(self) -> list[GenerationLog]:
         """Runs until the budget is used; returns the per-generation history."""
         bar = None
-        if self.progress and _isatty(sys.stdout) and _isatty(sys.stderr):
+        if self.progress and _isatty(sys.stdout) and _bar_fits(sys.stderr):  # tqdm writes to stderr
             bar = self._make_bar()
         self._first_index = len(self.history)
         self._frames0 = int(self.frames.numpy())
