@@ -50,10 +50,10 @@ class _Step:
 
     def run_frozen(self, inputs):
         """The frozen layer on the members' inputs ``[n, B, ...]`` merged into one Keras batch."""
-        from tfevo.nn.translators.base import merge_leading, split_leading
+        from tfevo.nn.translators.base import call_float32, merge_leading, split_leading
 
         merged = [merge_leading(x) for x in inputs]
-        y = self.frozen_layer(merged[0] if len(merged) == 1 else merged)
+        y = call_float32(self.frozen_layer, merged[0] if len(merged) == 1 else merged)
         if isinstance(y, (list, tuple)):
             return [split_leading(t, inputs[0]) for t in y]
         return split_leading(y, inputs[0])
@@ -304,11 +304,14 @@ def finalize_states(layer) -> None:
 def _frozen_copy(layer, tr):
     """A copy of a frozen one-input Keras layer holding its current weights (constants from now on, whatever
     later happens to the template), or ``None`` where it cannot be rebuilt from its config (the step then
-    runs its translator on the constants)."""
+    runs its translator on the constants). The copy computes in float32, as the population does,
+    whatever the template's dtype policy."""
     if len(tr.input_shapes) != 1:
         return None
     try:
-        copy = type(layer).from_config(layer.get_config())
+        cfg = layer.get_config()
+        cfg["dtype"] = "float32"
+        copy = type(layer).from_config(cfg)
         copy.build(tr.input_shapes[0])
         values = layer.get_weights()
         if len(copy.weights) != len(values):

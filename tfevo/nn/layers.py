@@ -51,6 +51,8 @@ def sample_activation(act):
 
     def per_sample(x):
         y = act(tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)))
+        if y.dtype != x.dtype:  # a layer under a mixed or float64 dtype policy
+            y = tf.cast(y, x.dtype)
         out = tf.reshape(y, tf.concat([tf.shape(x)[:2], tf.shape(y)[1:]], 0))
         out.set_shape(x.shape[:2].concatenate(y.shape[1:]))
         return out

@@ -24,6 +24,7 @@ Writing one (see docs/nn_translators.md)::
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Callable, Sequence
 
 import keras
@@ -32,7 +33,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError
 
 __all__ = ["Translator", "register_translator", "translator_for", "supported_layers", "PopulationInit",
-           "select", "per_member", "merge_leading", "split_leading", "TRANSLATOR_DOCS"]
+           "select", "per_member", "merge_leading", "split_leading", "float32_layer", "TRANSLATOR_DOCS"]
 
 #: The page explaining how to write a translator (named in the unsupported-layer error).
 TRANSLATOR_DOCS = "docs/nn_translators.md"
@@ -164,6 +165,11 @@ class Translator(abc.ABC):
         """Recurrent layers: ``(output(s), new_states)`` starting from ``states`` (``[n, B, size]`` each)."""
         raise ConfigError(f"layer {self.name} carries no state")
 
+    @functools.cached_property
+    def keras_layer(self):
+        """The Keras layer a translator calls on population tensors: :func:`float32_layer` of :attr:`layer`."""
+        return float32_layer(self.layer)
+
     def __repr__(self):
         return f"{type(self).__name__}({self.name})"
 
@@ -198,6 +204,33 @@ def split_leading(y, like):
     return out
 
 
+def float32_layer(layer):
+    """``layer`` itself when it computes in float32, else a copy of the weightless ``layer`` with
+    ``dtype="float32"``: the population computes in float32 whatever the template's dtype policy
+    (``mixed_float16``, ``mixed_bfloat16``, ``float64``), and the template's own layer would cast its
+    float32 input to its compute dtype and return that dtype.  A layer with weights, or one its config
+    cannot rebuild, is returned as it is (its output is then cast back to float32 by the caller)."""
+    if keras.backend.standardize_dtype(layer.compute_dtype) == "float32" or layer.weights:
+        return layer
+    try:
+        cfg = layer.get_config()
+        cfg["dtype"] = "float32"
+        return type(layer).from_config(cfg)
+    except (TypeError, ValueError, NotImplementedError, KeyError):
+        return layer
+
+
+def call_float32(layer, x):
+    """``layer(x)`` with every float output cast to ``x``'s dtype (a list or one tensor)."""
+    y = layer(x)
+    dtype = (x[0] if isinstance(x, (list, tuple)) else x).dtype
+
+    def cast(t):
+        return tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
+
+    return [cast(t) for t in y] if isinstance(y, (list, tuple)) else cast(y)
+
+
 class PerSampleTranslator(Translator):
     """A weightless layer that maps each sample on its own (pooling, padding, merges...): the members'
     batches are merged into one Keras batch ``[n*B, ...]``, the Keras layer itself runs on it, and the
@@ -205,5 +238,5 @@ class PerSampleTranslator(Translator):
 
     def forward(self, inputs, weights, indices):
         merged = [merge_leading(x) for x in inputs]
-        y = self.layer(merged if self.num_inputs != 1 else merged[0])
+        y = call_float32(self.keras_layer, merged if self.num_inputs != 1 else merged[0])
         return split_leading(y, inputs[0])
