@@ -23,7 +23,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfevo._tf_private import keras_functional_graph, keras_io_structure, keras_nodes_by_depth
+from tfevo._tf_private import (
+    keras_functional_graph, keras_io_structure, keras_node_call_kwargs, keras_nodes_by_depth,
+)
 from tfevo.core import ConfigError
 
 L = keras.layers
@@ -90,6 +92,18 @@ def _unsupported(name) -> ConfigError:
 
     return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
                        f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
+
+
+def _check_inference_call(name, node) -> None:
+    """A layer (or nested model) called with ``training=True`` in the graph is refused: ``model(x)``
+    honours that argument (dropout and noise applied, BatchNormalization on batch statistics), which the
+    population's inference forward does not compute."""
+    if keras_node_call_kwargs(node).get("training") is True:
+        raise ConfigError(
+            f"layer {name} is called with training=True in the template; the population computes the "
+            "inference forward (as model.predict and model(x, training=False) do: dropout and noise are the "
+            "identity, BatchNormalization uses its moving statistics), which model(x) with that call argument "
+            "does not: call the layer without training=True")
 
 
 class TemplateParser:
@@ -243,6 +257,7 @@ class TemplateParser:
     def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
         """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
         name = f"{model.name!r} ({type(model).__name__})"
+        _check_inference_call(name, node)
         inner = keras_functional_graph(model)
         if inner is None:
             raise ConfigError(f"nested model {name} in the template: only built Sequential and functional models "
@@ -265,6 +280,7 @@ class TemplateParser:
         cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
         if cls is None:
             raise _unsupported(name)
+        _check_inference_call(name, node)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
         widx, frozen = [], []
