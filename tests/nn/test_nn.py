@@ -242,6 +242,9 @@ def test_unsupported_layers_raise_clear_errors():
         nn.PopulationModel(keras.Sequential([keras.Input((6, 3)), L.Masking(0.0, name="mask"), L.GRU(3)]))
     with pytest.raises(ConfigError, match="not built"):
         nn.PopulationModel(keras.Sequential([L.Dense(3)]))
+    x = keras.Input((4,))  # a keras.ops call named like the Multiply layer: not "unsupported layer ... (Multiply)"
+    with pytest.raises(ConfigError, match=r"operation 'multiply' \(Multiply\) in the template is a keras.ops call"):
+        nn.PopulationModel(keras.Model(x, L.Dense(2)(keras.ops.concatenate([x, keras.ops.multiply(x, x)]))))
     a = keras.Input((3,))
     b = keras.Input((3,))
     with pytest.raises(ConfigError, match="no weights"):

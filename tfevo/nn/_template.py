@@ -87,9 +87,16 @@ class _Step:
         return self.tr.forward_flat
 
 
-def _unsupported(name) -> ConfigError:
+def _unsupported(name, op=None) -> ConfigError:
     from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
 
+    if op is not None and not isinstance(op, L.Layer):
+        # a keras.ops call on symbolic tensors (keras.ops.multiply(x, y), x * 2.0): a graph node that is
+        # no layer, often named like one (Multiply), so "unsupported layer" would contradict the list
+        return ConfigError(
+            f"operation {name} in the template is a keras.ops call on symbolic tensors, not a layer; only layers "
+            f"are translated: use the equivalent layer (supported: {', '.join(supported_layers())}). "
+            f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
     return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
                        f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
 
@@ -279,7 +286,7 @@ class TemplateParser:
         name = f"{op.name!r} ({type(op).__name__})"
         cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
         if cls is None:
-            raise _unsupported(name)
+            raise _unsupported(name, op)
         _check_inference_call(name, node)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
