@@ -253,8 +253,10 @@ def test_unsupported_layers_raise_clear_errors():
         def __call__(self, shape, dtype=None):
             return keras.ops.full(shape, 0.5, dtype=dtype)
 
-    with pytest.raises(ConfigError, match="initializer Halves has no stateless population sampler"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves())])).init_params(2)
+    with pytest.raises(ConfigError, match="weight .*/halves/kernel: initializer Halves has no stateless population "
+                       "sampler.*from_keras"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves(),
+                                                                          name="halves")])).init_params(2)
 
 
 def test_bad_shapes_raise():

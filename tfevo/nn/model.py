@@ -196,11 +196,15 @@ class PopulationModel(TemplateParser, KernelPaths):
         seeds = tf.random.experimental.stateless_split(as_seed(seed), num=len(self.weight_shapes))
         from tfevo.nn.translators import PopulationInit
 
-        cols = [
-            tf.reshape(init(shape, popsize, seeds[i]) if isinstance(init, PopulationInit)
-                       else sample_population(init, shape, popsize, seeds[i]), [popsize, -1])
-            for i, (init, shape) in enumerate(zip(self._initializers, self.weight_shapes))
-        ]
+        cols = []
+        for i, (init, shape) in enumerate(zip(self._initializers, self.weight_shapes)):
+            try:
+                w = (init(shape, popsize, seeds[i]) if isinstance(init, PopulationInit)
+                     else sample_population(init, shape, popsize, seeds[i]))
+            except ConfigError as e:
+                raise ConfigError(f"init_params: weight {self.weight_names[i]}: {e}. Give that layer a supported "
+                                  "initializer, or build the population from your own rows (from_keras)") from None
+            cols.append(tf.reshape(w, [popsize, -1]))
         return tf.concat(cols, 1)
 
     # ---------------------------------------------------------------- forward
