@@ -443,3 +443,35 @@ def test_policy_forward_refuses_obs_of_another_population_size(use_op):
         with pytest.raises(ShapeError, match=rf"obs have {n} members on axis 0 but params have 3"):
             policy.forward(pm.unflatten(params), tf.zeros([n, 1, 4]))
     assert policy.forward(params, tf.zeros([3, 1, 4])).shape == (3, 1)
+
+
+@pytest.fixture
+def channels_first_config():
+    before = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")  # as a keras.json may set it
+    yield
+    keras.config.set_image_data_format(before)
+
+
+def test_flatten_channels_first_and_builtin_templates_under_a_channels_first_config(channels_first_config):
+    """A Flatten with data_format='channels_first' (the default under such a keras.json) moves the first sample
+    axis last before flattening, as Keras does, on every path (fused MLP, layer by layer, subsets); the built-in
+    mlp and nature_dqn templates stay channels last whatever the config."""
+    template = keras.Sequential([keras.Input((3, 4, 2)), L.Flatten(), L.Dense(5, activation="tanh"), L.Dense(2)])
+    assert template.layers[0].data_format == "channels_first"
+    rng = np.random.default_rng(0)
+    for b in (1, 6):  # the fused kernel's row counts and the GEMM path
+        x = rng.standard_normal((3, b, 3, 4, 2)).astype(np.float32)
+        for use_op in (None, False):
+            pm = nn.PopulationModel(template, use_op=use_op)
+            params = pm.init_params(3, seed=2)
+            y = pm(params, x)
+            y_sub = pm(params, x[[2, 0]], indices=[2, 0])
+            for p in range(3):
+                want = pm.to_keras(params[p])(x[p])
+                np.testing.assert_allclose(y[p], want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(y_sub, tf.gather(y, [2, 0]), rtol=1e-5, atol=1e-6)
+    mlp = nn.PopulationModel(nn.mlp((3, 4), 2, hidden=(8,)))
+    assert mlp._mlp_plan is not None  # (the one-kernel MLP still applies)
+    dqn = nn.PopulationModel(nn.nature_dqn(6, input_shape=(36, 36, 4)))
+    assert dqn.output_shape == (6,)
