@@ -229,3 +229,15 @@ def test_user_activation_sees_keras_sample_axes(name):
     for p in range(P):
         template.set_weights(pm.template_weights(params[p]))
         np.testing.assert_allclose(y[p], np.asarray(template(x[p])), atol=TOL, rtol=0)
+
+
+LAYOUTS = {  # (default, fast) rank-5 samples and channels-first layouts
+    # softmax over a [n, B, D, H, W, C] population tensor: TensorFlow's CPU kernel takes rank <= 5
+    "conv3d_softmax": lambda: chain((4, 4, 4, 2), L.Conv3D(3, 2, activation="softmax")),
+    "dense_rank5_softmax": lambda: chain((2, 2, 3, 2), L.Dense(3, activation="softmax")),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_translator_layouts_agree_with_keras(name, tmp_path):
+    _check_template(LAYOUTS[name](), tmp_path)

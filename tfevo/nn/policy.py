@@ -100,7 +100,7 @@ def _check_stepwise(model) -> None:
     if every layer that sees the time axis (before a recurrent layer consumes it) treats the time
     steps one by one: raise :class:`ConfigError` for a layer that mixes them (e.g. Conv1D or pooling
     over time, Flatten)."""
-    from tfevo.nn.layers import sample_activation
+    from tfevo.nn.layers import builtin_activation
     from tfevo.nn.translators.recurrent import _RecurrentBase
 
     L = keras.layers
@@ -119,7 +119,7 @@ def _check_stepwise(model) -> None:
         rank = len(step.tr.input_shapes[0])
         ok = type(layer) in elementwise
         act = getattr(layer, "activation", None)
-        if act is not None and sample_activation(act) is not act:
+        if act is not None and not builtin_activation(act):
             ok = False  # a user activation sees Keras's [batch, time, ...] and may reduce over time
         if type(layer) in (L.Softmax, L.Concatenate):
             ok = int(layer.axis) % rank != 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tfevo.nn.layers import population_conv2d, sample_activation
+from tfevo.nn.layers import builtin_activation, population_conv2d, sample_activation
 from tfevo.nn.translators.base import Translator, register_translator
 
 
@@ -25,7 +25,7 @@ class Conv1DTranslator(Translator):
         if padding == "causal":  # left-pad so output t sees inputs <= t, then a valid convolution
             x = tf.pad(x, [[0, 0], [0, 0], [k - 1, 0], [0, 0]])
             padding = "valid"
-        builtin = sample_activation(layer.activation) is layer.activation
+        builtin = builtin_activation(layer.activation)
         kernel = weights[0][:, None]  # [M, 1, k, C, F]
         y = population_conv2d(x[:, :, None], kernel, weights[1] if len(weights) > 1 else None,
                               (1, int(layer.strides[0])), padding, layer.activation if builtin else None, indices,
