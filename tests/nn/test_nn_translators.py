@@ -235,6 +235,21 @@ LAYOUTS = {  # (default, fast) rank-5 samples and channels-first layouts
     # softmax over a [n, B, D, H, W, C] population tensor: TensorFlow's CPU kernel takes rank <= 5
     "conv3d_softmax": lambda: chain((4, 4, 4, 2), L.Conv3D(3, 2, activation="softmax")),
     "dense_rank5_softmax": lambda: chain((2, 2, 3, 2), L.Dense(3, activation="softmax")),
+    # channels first: computed channels last between two transposes, the activation on Keras's layout
+    # (softmax over the last axis: W, not the channels). The last axis never equals the filters here:
+    # Keras's TensorFlow backend then adds a channels-first bias over the last axis (keras.ops.add's
+    # bias_add shortcut picks NHWC), which is Keras's error, not the layer's formula.
+    "conv1d_cf_causal": lambda: chain((3, 9), L.Conv1D(4, 3, padding="causal", activation="softmax",
+                                                       data_format="channels_first")),
+    "conv2d_cf_same_strided": lambda: chain((2, 7, 6), L.Conv2D(4, 3, strides=2, padding="same", activation="softmax",
+                                                                data_format="channels_first")),
+    "conv2d_cf_relu_valid": lambda: chain((2, 6, 7), L.Conv2D(3, 2, activation="relu", data_format="channels_first")),
+    "conv3d_cf": lambda: chain((2, 4, 4, 5), L.Conv3D(3, 2, strides=2, activation="softmax",
+                                                      data_format="channels_first")),
+    "depthwise_cf": lambda: chain((3, 8, 9), L.DepthwiseConv2D(3, depth_multiplier=2, activation="softmax",
+                                                               data_format="channels_first")),
+    "separable_cf": lambda: chain((3, 8, 8), L.SeparableConv2D(5, 3, strides=2, padding="same", activation="softmax",
+                                                               data_format="channels_first")),
 }
 
 

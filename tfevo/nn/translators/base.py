@@ -130,10 +130,11 @@ class Translator(abc.ABC):
         """Raise :class:`ConfigError` for a configuration the forward does not compute exactly."""
 
     def check_plain_conv(self) -> None:
-        """The settings every convolution translator requires: channels last, no dilation, no groups."""
+        """The settings every convolution translator requires: no dilation, no groups. Sets
+        :attr:`channels_first` (such a layer computes channels last between :meth:`to_channels_last`
+        and :meth:`from_channels_last`)."""
         layer = self.layer
-        if layer.data_format != "channels_last":
-            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        self.channels_first = layer.data_format == "channels_first"
         if any(int(d) != 1 for d in layer.dilation_rate):
             raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
         if int(getattr(layer, "groups", 1)) != 1:
@@ -164,6 +165,23 @@ class Translator(abc.ABC):
     def forward_state(self, inputs: list, weights: list, indices, states: list):
         """Recurrent layers: ``(output(s), new_states)`` starting from ``states`` (``[n, B, size]`` each)."""
         raise ConfigError(f"layer {self.name} carries no state")
+
+    #: the layer's data_format is channels_first (convolutions: see :meth:`check_plain_conv`)
+    channels_first: bool = False
+
+    def to_channels_last(self, x):
+        """``[n, B, C, *spatial] -> [n, B, *spatial, C]`` for a channels-first layer, else ``x``."""
+        if not self.channels_first:
+            return x
+        r = x.shape.rank
+        return tf.transpose(x, [0, 1, *range(3, r), 2])
+
+    def from_channels_last(self, y):
+        """The inverse of :meth:`to_channels_last` (back to the layer's channels-first output)."""
+        if not self.channels_first:
+            return y
+        r = y.shape.rank
+        return tf.transpose(y, [0, 1, r - 1, *range(2, r - 1)])
 
     @functools.cached_property
     def keras_layer(self):
