@@ -475,3 +475,22 @@ def test_flatten_channels_first_and_builtin_templates_under_a_channels_first_con
     assert mlp._mlp_plan is not None  # (the one-kernel MLP still applies)
     dqn = nn.PopulationModel(nn.nature_dqn(6, input_shape=(36, 36, 4)))
     assert dqn.output_shape == (6,)
+
+
+def _unregistered_activation(x):
+    return keras.activations.tanh(x) * 0.5
+
+
+def test_to_keras_names_a_template_clone_model_cannot_rebuild():
+    """keras.models.clone_model cannot deserialize an unregistered function (here an activation): to_keras
+    says so and names the way around it; the population itself runs the function."""
+    template = keras.Sequential([keras.Input((3,)), L.Dense(4, activation=_unregistered_activation), L.Dense(2)])
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(2, seed=0)
+    with pytest.raises(ConfigError, match=r"to_keras: keras.models.clone_model cannot rebuild the template .*"
+                                          r"register_keras_serializable.*template.set_weights"):
+        pm.to_keras(params[0])
+    template.set_weights(pm.template_weights(params[1]))
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    np.testing.assert_allclose(pm(params, x)[1], template(x[1]), rtol=1e-5, atol=1e-6)
+
