@@ -234,8 +234,8 @@ def test_init_params_deterministic_and_per_family():
 def test_unsupported_layers_raise_clear_errors():
     with pytest.raises(ConfigError, match=r"'bi'.*Bidirectional.*supported: .*Dense.*nn_translators.md"):
         nn.PopulationModel(keras.Sequential([keras.Input((5, 3)), L.Bidirectional(L.LSTM(4), name="bi")]))
-    with pytest.raises(ConfigError, match=r"'gn'.*GroupNormalization"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3, 4)), L.GroupNormalization(2, name="gn")]))
+    with pytest.raises(ConfigError, match=r"'ct'.*Conv2DTranspose"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3, 4, 2)), L.Conv2DTranspose(2, 2, name="ct")]))
     with pytest.raises(ConfigError, match="dilation_rate"):
         nn.PopulationModel(keras.Sequential([keras.Input((8, 8, 1)), L.Conv2D(2, 3, dilation_rate=2)]))
     with pytest.raises(ConfigError, match=r"'mask' \(Masking\) is not supported"):  # not "'not_equal' (NotEqual)"

@@ -54,6 +54,8 @@ CASES = {
     L.SeparableConv2D: lambda: chain((7, 7, 3), L.SeparableConv2D(4, 3, depth_multiplier=2, padding="same")),
     L.LayerNormalization: lambda: chain((3, 4), L.LayerNormalization(axis=[1, 2])),
     L.BatchNormalization: lambda: chain((4, 4, 3), L.BatchNormalization(), L.BatchNormalization(axis=1)),
+    L.GroupNormalization: lambda: chain((4, 3, 6), L.GroupNormalization(3, gamma_initializer="random_normal"),
+                                        L.GroupNormalization(2, axis=1, center=False)),
     L.Embedding: lambda: keras.Sequential([keras.Input((5,)), L.Embedding(10, 3), L.Flatten(), L.Dense(2)]),
     L.Flatten: lambda: chain((3, 4), L.Flatten()),
     L.Reshape: lambda: chain((3, 4), L.Reshape((2, 6)), L.Dense(2)),
@@ -235,6 +237,8 @@ LAYOUTS = {  # (default, fast) rank-5 samples and channels-first layouts
     # softmax over a [n, B, D, H, W, C] population tensor: TensorFlow's CPU kernel takes rank <= 5
     "conv3d_softmax": lambda: chain((4, 4, 4, 2), L.Conv3D(3, 2, activation="softmax")),
     "dense_rank5_softmax": lambda: chain((2, 2, 3, 2), L.Dense(3, activation="softmax")),
+    "groupnorm_instance_and_layer": lambda: chain((5, 4), L.GroupNormalization(-1, scale=False),
+                                                  L.GroupNormalization(1, beta_initializer="random_uniform")),
     # channels first: computed channels last between two transposes, the activation on Keras's layout
     # (softmax over the last axis: W, not the channels). The last axis never equals the filters here:
     # Keras's TensorFlow backend then adds a channels-first bias over the last axis (keras.ops.add's
