@@ -242,6 +242,9 @@ def test_unsupported_layers_raise_clear_errors():
         nn.PopulationModel(keras.Sequential([keras.Input((6, 3)), L.Masking(0.0, name="mask"), L.GRU(3)]))
     with pytest.raises(ConfigError, match="not built"):
         nn.PopulationModel(keras.Sequential([L.Dense(3)]))
+    seq, h0, c0 = keras.Input((5, 3)), keras.Input((4,)), keras.Input((4,))
+    with pytest.raises(ConfigError, match=r"'lstm0' \(LSTM\): takes 1 input\(s\), called on 3 .*initial_state="):
+        nn.PopulationModel(keras.Model([seq, h0, c0], L.LSTM(4, name="lstm0")(seq, initial_state=[h0, c0])))
     x = keras.Input((4,))  # a keras.ops call named like the Multiply layer: not "unsupported layer ... (Multiply)"
     with pytest.raises(ConfigError, match=r"operation 'multiply' \(Multiply\) in the template is a keras.ops call"):
         nn.PopulationModel(keras.Model(x, L.Dense(2)(keras.ops.concatenate([x, keras.ops.multiply(x, x)]))))

@@ -121,8 +121,10 @@ class Translator(abc.ABC):
         self.conv_method = conv_method
         self.name = f"{layer.name!r} ({type(layer).__name__})"
         if self.num_inputs is not None and len(self.input_shapes) != self.num_inputs:
+            extra = (" (tensors given as call arguments, e.g. a recurrent layer's initial_state= or a mask=, "
+                     "are not supported)" if len(self.input_shapes) > self.num_inputs else "")
             raise ConfigError(f"layer {self.name}: takes {self.num_inputs} input(s), called on "
-                              f"{len(self.input_shapes)}")
+                              f"{len(self.input_shapes)}{extra}")
         self.check()
 
     # -------------------------------------------------------------- contract
