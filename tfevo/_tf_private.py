@@ -20,7 +20,7 @@ change no computation and stay on.
 
 Keras has no public API to read a built model's layer graph either: the
 functional-graph readers (:func:`keras_functional_graph`, :func:`keras_nodes_by_depth`,
-:func:`keras_io_structure`, :func:`keras_all_layers`) are here too.
+:func:`keras_io_structure`, :func:`keras_all_layers`, :func:`keras_node_call_kwargs`) are here too.
 """
 
 from __future__ import annotations
@@ -410,3 +410,10 @@ def keras_io_structure(graph):
 def keras_all_layers(model) -> list:
     """Every layer of ``model``, itself and nested models included, outermost first."""
     return list(model._flatten_layers())
+
+
+def keras_node_call_kwargs(node) -> dict:
+    """The keyword arguments a functional-graph node's layer was called with (``{}`` if Keras keeps none),
+    e.g. ``{"training": True}`` for ``Dropout(0.5)(x, training=True)``."""
+    args = getattr(node, "arguments", None)
+    return dict(getattr(args, "kwargs", None) or {})

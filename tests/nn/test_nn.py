@@ -234,14 +234,20 @@ def test_init_params_deterministic_and_per_family():
 def test_unsupported_layers_raise_clear_errors():
     with pytest.raises(ConfigError, match=r"'bi'.*Bidirectional.*supported: .*Dense.*nn_translators.md"):
         nn.PopulationModel(keras.Sequential([keras.Input((5, 3)), L.Bidirectional(L.LSTM(4), name="bi")]))
-    with pytest.raises(ConfigError, match=r"'gn'.*GroupNormalization"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3, 4)), L.GroupNormalization(2, name="gn")]))
+    with pytest.raises(ConfigError, match=r"'ct'.*Conv2DTranspose"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3, 4, 2)), L.Conv2DTranspose(2, 2, name="ct")]))
     with pytest.raises(ConfigError, match="dilation_rate"):
         nn.PopulationModel(keras.Sequential([keras.Input((8, 8, 1)), L.Conv2D(2, 3, dilation_rate=2)]))
     with pytest.raises(ConfigError, match=r"'mask' \(Masking\) is not supported"):  # not "'not_equal' (NotEqual)"
         nn.PopulationModel(keras.Sequential([keras.Input((6, 3)), L.Masking(0.0, name="mask"), L.GRU(3)]))
     with pytest.raises(ConfigError, match="not built"):
         nn.PopulationModel(keras.Sequential([L.Dense(3)]))
+    seq, h0, c0 = keras.Input((5, 3)), keras.Input((4,)), keras.Input((4,))
+    with pytest.raises(ConfigError, match=r"'lstm0' \(LSTM\): takes 1 input\(s\), called on 3 .*initial_state="):
+        nn.PopulationModel(keras.Model([seq, h0, c0], L.LSTM(4, name="lstm0")(seq, initial_state=[h0, c0])))
+    x = keras.Input((4,))  # a keras.ops call named like the Multiply layer: not "unsupported layer ... (Multiply)"
+    with pytest.raises(ConfigError, match=r"operation 'multiply' \(Multiply\) in the template is a keras.ops call"):
+        nn.PopulationModel(keras.Model(x, L.Dense(2)(keras.ops.concatenate([x, keras.ops.multiply(x, x)]))))
     a = keras.Input((3,))
     b = keras.Input((3,))
     with pytest.raises(ConfigError, match="no weights"):
@@ -250,8 +256,10 @@ def test_unsupported_layers_raise_clear_errors():
         def __call__(self, shape, dtype=None):
             return keras.ops.full(shape, 0.5, dtype=dtype)
 
-    with pytest.raises(ConfigError, match="initializer Halves has no stateless population sampler"):
-        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves())])).init_params(2)
+    with pytest.raises(ConfigError, match="weight .*/halves/kernel: initializer Halves has no stateless population "
+                       "sampler.*from_keras"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3,)), L.Dense(3, kernel_initializer=Halves(),
+                                                                          name="halves")])).init_params(2)
 
 
 def test_bad_shapes_raise():
@@ -438,3 +446,54 @@ def test_policy_forward_refuses_obs_of_another_population_size(use_op):
         with pytest.raises(ShapeError, match=rf"obs have {n} members on axis 0 but params have 3"):
             policy.forward(pm.unflatten(params), tf.zeros([n, 1, 4]))
     assert policy.forward(params, tf.zeros([3, 1, 4])).shape == (3, 1)
+
+
+@pytest.fixture
+def channels_first_config():
+    before = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")  # as a keras.json may set it
+    yield
+    keras.config.set_image_data_format(before)
+
+
+def test_flatten_channels_first_and_builtin_templates_under_a_channels_first_config(channels_first_config):
+    """A Flatten with data_format='channels_first' (the default under such a keras.json) moves the first sample
+    axis last before flattening, as Keras does, on every path (fused MLP, layer by layer, subsets); the built-in
+    mlp and nature_dqn templates stay channels last whatever the config."""
+    template = keras.Sequential([keras.Input((3, 4, 2)), L.Flatten(), L.Dense(5, activation="tanh"), L.Dense(2)])
+    assert template.layers[0].data_format == "channels_first"
+    rng = np.random.default_rng(0)
+    for b in (1, 6):  # the fused kernel's row counts and the GEMM path
+        x = rng.standard_normal((3, b, 3, 4, 2)).astype(np.float32)
+        for use_op in (None, False):
+            pm = nn.PopulationModel(template, use_op=use_op)
+            params = pm.init_params(3, seed=2)
+            y = pm(params, x)
+            y_sub = pm(params, x[[2, 0]], indices=[2, 0])
+            for p in range(3):
+                want = pm.to_keras(params[p])(x[p])
+                np.testing.assert_allclose(y[p], want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(y_sub, tf.gather(y, [2, 0]), rtol=1e-5, atol=1e-6)
+    mlp = nn.PopulationModel(nn.mlp((3, 4), 2, hidden=(8,)))
+    assert mlp._mlp_plan is not None  # (the one-kernel MLP still applies)
+    dqn = nn.PopulationModel(nn.nature_dqn(6, input_shape=(36, 36, 4)))
+    assert dqn.output_shape == (6,)
+
+
+def _unregistered_activation(x):
+    return keras.activations.tanh(x) * 0.5
+
+
+def test_to_keras_names_a_template_clone_model_cannot_rebuild():
+    """keras.models.clone_model cannot deserialize an unregistered function (here an activation): to_keras
+    says so and names the way around it; the population itself runs the function."""
+    template = keras.Sequential([keras.Input((3,)), L.Dense(4, activation=_unregistered_activation), L.Dense(2)])
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(2, seed=0)
+    with pytest.raises(ConfigError, match=r"to_keras: keras.models.clone_model cannot rebuild the template .*"
+                                          r"register_keras_serializable.*template.set_weights"):
+        pm.to_keras(params[0])
+    template.set_weights(pm.template_weights(params[1]))
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    np.testing.assert_allclose(pm(params, x)[1], template(x[1]), rtol=1e-5, atol=1e-6)
+

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfevo import nn
-from tfevo.core import ShapeError
+from tfevo.core import ConfigError, ShapeError
 
 L = keras.layers
 TOL = 1e-5
@@ -200,3 +200,33 @@ def test_nested_models_are_inlined_and_match_keras(name, tmp_path):
             got, want = (y[key][p], ref[key]) if key else (y[p], ref)
             np.testing.assert_allclose(got, want, atol=TOL)
         np.testing.assert_array_equal(pm.from_keras(member), params[p])
+
+
+def _called_with_training(kind, training):
+    inp = keras.Input((4,))
+    h = L.Dense(5, name="d")(inp)
+    if kind == "nested":
+        block = keras.Sequential([keras.Input((5,)), L.Dropout(0.5), L.Dense(5)], name="block")
+        h = block(h, training=training)
+    else:
+        layer = {"bn": L.BatchNormalization(name="layer"), "dropout": L.Dropout(0.5, name="layer"),
+                 "noise": L.GaussianNoise(1.0, name="layer")}[kind]
+        h = layer(h, training=training)
+    return keras.Model(inp, L.Dense(2)(h))
+
+
+@pytest.mark.parametrize("kind", ["bn", "dropout", "noise", "nested"])
+def test_layer_called_with_training_true_is_refused(kind):
+    """model(x) honours a call's training=True (dropout, noise, batch statistics): the population's inference
+    forward would silently differ from it, so the template is refused naming the layer; training=False is the
+    inference forward and agrees with Keras."""
+    with pytest.raises(ConfigError, match=r"'(layer|block)' \(\w+\) is called with training=True"):
+        nn.PopulationModel(_called_with_training(kind, True))
+    template = _called_with_training(kind, False)
+    pm = nn.PopulationModel(template)
+    params = _members(pm, 2)
+    x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
+    y = pm(params, x)
+    for p in range(2):
+        template.set_weights(pm.template_weights(params[p]))
+        np.testing.assert_allclose(y[p], template(x[p]), rtol=TOL, atol=TOL)

@@ -54,6 +54,8 @@ CASES = {
     L.SeparableConv2D: lambda: chain((7, 7, 3), L.SeparableConv2D(4, 3, depth_multiplier=2, padding="same")),
     L.LayerNormalization: lambda: chain((3, 4), L.LayerNormalization(axis=[1, 2])),
     L.BatchNormalization: lambda: chain((4, 4, 3), L.BatchNormalization(), L.BatchNormalization(axis=1)),
+    L.GroupNormalization: lambda: chain((4, 3, 6), L.GroupNormalization(3, gamma_initializer="random_normal"),
+                                        L.GroupNormalization(2, axis=1, center=False)),
     L.Embedding: lambda: keras.Sequential([keras.Input((5,)), L.Embedding(10, 3), L.Flatten(), L.Dense(2)]),
     L.Flatten: lambda: chain((3, 4), L.Flatten()),
     L.Reshape: lambda: chain((3, 4), L.Reshape((2, 6)), L.Dense(2)),
@@ -229,3 +231,32 @@ def test_user_activation_sees_keras_sample_axes(name):
     for p in range(P):
         template.set_weights(pm.template_weights(params[p]))
         np.testing.assert_allclose(y[p], np.asarray(template(x[p])), atol=TOL, rtol=0)
+
+
+LAYOUTS = {  # (default, fast) rank-5 samples and channels-first layouts
+    # softmax over a [n, B, D, H, W, C] population tensor: TensorFlow's CPU kernel takes rank <= 5
+    "conv3d_softmax": lambda: chain((4, 4, 4, 2), L.Conv3D(3, 2, activation="softmax")),
+    "dense_rank5_softmax": lambda: chain((2, 2, 3, 2), L.Dense(3, activation="softmax")),
+    "groupnorm_instance_and_layer": lambda: chain((5, 4), L.GroupNormalization(-1, scale=False),
+                                                  L.GroupNormalization(1, beta_initializer="random_uniform")),
+    # channels first: computed channels last between two transposes, the activation on Keras's layout
+    # (softmax over the last axis: W, not the channels). The last axis never equals the filters here:
+    # Keras's TensorFlow backend then adds a channels-first bias over the last axis (keras.ops.add's
+    # bias_add shortcut picks NHWC), which is Keras's error, not the layer's formula.
+    "conv1d_cf_causal": lambda: chain((3, 9), L.Conv1D(4, 3, padding="causal", activation="softmax",
+                                                       data_format="channels_first")),
+    "conv2d_cf_same_strided": lambda: chain((2, 7, 6), L.Conv2D(4, 3, strides=2, padding="same", activation="softmax",
+                                                                data_format="channels_first")),
+    "conv2d_cf_relu_valid": lambda: chain((2, 6, 7), L.Conv2D(3, 2, activation="relu", data_format="channels_first")),
+    "conv3d_cf": lambda: chain((2, 4, 4, 5), L.Conv3D(3, 2, strides=2, activation="softmax",
+                                                      data_format="channels_first")),
+    "depthwise_cf": lambda: chain((3, 8, 9), L.DepthwiseConv2D(3, depth_multiplier=2, activation="softmax",
+                                                               data_format="channels_first")),
+    "separable_cf": lambda: chain((3, 8, 8), L.SeparableConv2D(5, 3, strides=2, padding="same", activation="softmax",
+                                                               data_format="channels_first")),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_translator_layouts_agree_with_keras(name, tmp_path):
+    _check_template(LAYOUTS[name](), tmp_path)

@@ -58,6 +58,8 @@ class KernelPaths:
                 return None
             layer = s.layer
             if type(layer) is L.Flatten and not units and not flatten:
+                if layer.data_format == "channels_first" and len(self.input_shape) > 1:
+                    return None  # (a transpose before the flattening: not the kernel's row-major read)
                 flatten, k = True, int(np.prod(self.input_shape))
             elif type(layer) is L.Dropout:
                 pass

@@ -23,7 +23,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfevo._tf_private import keras_functional_graph, keras_io_structure, keras_nodes_by_depth
+from tfevo._tf_private import (
+    keras_functional_graph, keras_io_structure, keras_node_call_kwargs, keras_nodes_by_depth,
+)
 from tfevo.core import ConfigError
 
 L = keras.layers
@@ -50,10 +52,10 @@ class _Step:
 
     def run_frozen(self, inputs):
         """The frozen layer on the members' inputs ``[n, B, ...]`` merged into one Keras batch."""
-        from tfevo.nn.translators.base import merge_leading, split_leading
+        from tfevo.nn.translators.base import call_float32, merge_leading, split_leading
 
         merged = [merge_leading(x) for x in inputs]
-        y = self.frozen_layer(merged[0] if len(merged) == 1 else merged)
+        y = call_float32(self.frozen_layer, merged[0] if len(merged) == 1 else merged)
         if isinstance(y, (list, tuple)):
             return [split_leading(t, inputs[0]) for t in y]
         return split_leading(y, inputs[0])
@@ -85,11 +87,30 @@ class _Step:
         return self.tr.forward_flat
 
 
-def _unsupported(name) -> ConfigError:
+def _unsupported(name, op=None) -> ConfigError:
     from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
 
+    if op is not None and not isinstance(op, L.Layer):
+        # a keras.ops call on symbolic tensors (keras.ops.multiply(x, y), x * 2.0): a graph node that is
+        # no layer, often named like one (Multiply), so "unsupported layer" would contradict the list
+        return ConfigError(
+            f"operation {name} in the template is a keras.ops call on symbolic tensors, not a layer; only layers "
+            f"are translated: use the equivalent layer (supported: {', '.join(supported_layers())}). "
+            f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
     return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
                        f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
+
+
+def _check_inference_call(name, node) -> None:
+    """A layer (or nested model) called with ``training=True`` in the graph is refused: ``model(x)``
+    honours that argument (dropout and noise applied, BatchNormalization on batch statistics), which the
+    population's inference forward does not compute."""
+    if keras_node_call_kwargs(node).get("training") is True:
+        raise ConfigError(
+            f"layer {name} is called with training=True in the template; the population computes the "
+            "inference forward (as model.predict and model(x, training=False) do: dropout and noise are the "
+            "identity, BatchNormalization uses its moving statistics), which model(x) with that call argument "
+            "does not: call the layer without training=True")
 
 
 class TemplateParser:
@@ -243,6 +264,7 @@ class TemplateParser:
     def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
         """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
         name = f"{model.name!r} ({type(model).__name__})"
+        _check_inference_call(name, node)
         inner = keras_functional_graph(model)
         if inner is None:
             raise ConfigError(f"nested model {name} in the template: only built Sequential and functional models "
@@ -264,7 +286,8 @@ class TemplateParser:
         name = f"{op.name!r} ({type(op).__name__})"
         cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
         if cls is None:
-            raise _unsupported(name)
+            raise _unsupported(name, op)
+        _check_inference_call(name, node)
         ins = list(node.input_tensors)
         tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
         widx, frozen = [], []
@@ -304,11 +327,14 @@ def finalize_states(layer) -> None:
 def _frozen_copy(layer, tr):
     """A copy of a frozen one-input Keras layer holding its current weights (constants from now on, whatever
     later happens to the template), or ``None`` where it cannot be rebuilt from its config (the step then
-    runs its translator on the constants)."""
+    runs its translator on the constants). The copy computes in float32, as the population does,
+    whatever the template's dtype policy."""
     if len(tr.input_shapes) != 1:
         return None
     try:
-        copy = type(layer).from_config(layer.get_config())
+        cfg = layer.get_config()
+        cfg["dtype"] = "float32"
+        copy = type(layer).from_config(cfg)
         copy.build(tr.input_shapes[0])
         values = layer.get_weights()
         if len(copy.weights) != len(values):

@@ -38,19 +38,29 @@ def _activation(activation):
     return sample_activation(keras.activations.get(activation)) if activation is not None else None
 
 
+def builtin_activation(act) -> bool:
+    """Whether ``act`` is one of Keras's built-in activations (elementwise or over the last axis)."""
+    return getattr(act, "__module__", "").startswith("keras.src.activations")
+
+
 def sample_activation(act):
     """``act`` as applied to population tensors ``[n, B, ...]`` with Keras's meaning.
 
     The built-in Keras activations act elementwise or over the last axis, so they run on the population
-    tensor as it is.  Anything else (a user function, a layer) may reduce over or index sample axes
-    counted from Keras's batch axis (``softmax(x, axis=1)``), so it runs on the members' batches merged
-    into one Keras batch ``[n*B, ...]`` and is split back.
+    tensor as it is (softmax on the merged ``[n*B, ...]`` beyond rank 5, which TensorFlow's CPU softmax
+    kernel refuses while Keras's rank-5 tensor passes).  Anything else (a user function, a layer) may
+    reduce over or index sample axes counted from Keras's batch axis (``softmax(x, axis=1)``), so it runs
+    on the members' batches merged into one Keras batch ``[n*B, ...]`` and is split back.
     """
-    if act is None or getattr(act, "__module__", "").startswith("keras.src.activations"):
+    if act is None or (builtin_activation(act) and act is not keras.activations.softmax):
         return act
 
     def per_sample(x):
+        if builtin_activation(act) and x.shape.rank is not None and x.shape.rank <= 5:
+            return act(x)  # (softmax: the population tensor as it is, as before)
         y = act(tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)))
+        if y.dtype != x.dtype:  # a layer under a mixed or float64 dtype policy
+            y = tf.cast(y, x.dtype)
         out = tf.reshape(y, tf.concat([tf.shape(x)[:2], tf.shape(y)[1:]], 0))
         out.set_shape(x.shape[:2].concatenate(y.shape[1:]))
         return out

@@ -152,7 +152,14 @@ class PopulationModel(TemplateParser, KernelPaths):
         row = tf.convert_to_tensor(params_row, tf.float32)
         if row.shape.as_list() != [self.num_params]:
             raise ShapeError(f"to_keras expects one parameter row of shape [{self.num_params}], got {row.shape.as_list()}")
-        model = keras.models.clone_model(self.template)
+        try:
+            model = keras.models.clone_model(self.template)
+        except (TypeError, ValueError) as e:  # a config Keras cannot rebuild: e.g. an unregistered function
+            raise ConfigError(
+                f"to_keras: keras.models.clone_model cannot rebuild the template ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:200]}); register custom functions and layers with "
+                "keras.saving.register_keras_serializable, or copy the parameters with "
+                "template.set_weights(pm.template_weights(row))") from e
         n = self._num_template_weights
         if len(model.weights) != n:
             raise ConfigError(
@@ -196,11 +203,15 @@ class PopulationModel(TemplateParser, KernelPaths):
         seeds = tf.random.experimental.stateless_split(as_seed(seed), num=len(self.weight_shapes))
         from tfevo.nn.translators import PopulationInit
 
-        cols = [
-            tf.reshape(init(shape, popsize, seeds[i]) if isinstance(init, PopulationInit)
-                       else sample_population(init, shape, popsize, seeds[i]), [popsize, -1])
-            for i, (init, shape) in enumerate(zip(self._initializers, self.weight_shapes))
-        ]
+        cols = []
+        for i, (init, shape) in enumerate(zip(self._initializers, self.weight_shapes)):
+            try:
+                w = (init(shape, popsize, seeds[i]) if isinstance(init, PopulationInit)
+                     else sample_population(init, shape, popsize, seeds[i]))
+            except ConfigError as e:
+                raise ConfigError(f"init_params: weight {self.weight_names[i]}: {e}. Give that layer a supported "
+                                  "initializer, or build the population from your own rows (from_keras)") from None
+            cols.append(tf.reshape(w, [popsize, -1]))
         return tf.concat(cols, 1)
 
     # ---------------------------------------------------------------- forward

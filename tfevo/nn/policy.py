@@ -44,7 +44,7 @@ def mlp(obs_shape, out: int, hidden=(64, 64), activation="tanh", output_activati
         raise ConfigError(f"mlp: hidden sizes must be >= 1, got {tuple(hidden)}")
     layers = [keras.Input(obs_shape)]
     if len(obs_shape) > 1:
-        layers.append(keras.layers.Flatten())
+        layers.append(keras.layers.Flatten(data_format="channels_last"))  # whatever keras.json says
     for h in hidden:
         layers.append(keras.layers.Dense(int(h), activation=activation))
         if layer_norm:
@@ -83,10 +83,11 @@ def nature_dqn(num_actions: int, input_shape=(84, 84, 4), name: str = "nature_dq
     return keras.Sequential(
         [
             keras.Input(input_shape),
-            L.Conv2D(32, 8, strides=4, padding="same", activation="relu"),
-            L.Conv2D(64, 4, strides=2, padding="same", activation="relu"),
-            L.Conv2D(64, 3, strides=1, padding="same", activation="relu"),
-            L.Flatten(),
+            # channels last whatever keras.json's image_data_format: input_shape is (H, W, C)
+            L.Conv2D(32, 8, strides=4, padding="same", activation="relu", data_format="channels_last"),
+            L.Conv2D(64, 4, strides=2, padding="same", activation="relu", data_format="channels_last"),
+            L.Conv2D(64, 3, strides=1, padding="same", activation="relu", data_format="channels_last"),
+            L.Flatten(data_format="channels_last"),
             L.Dense(512, activation="relu"),
             L.Dense(int(num_actions)),
         ],
@@ -99,7 +100,7 @@ def _check_stepwise(model) -> None:
     if every layer that sees the time axis (before a recurrent layer consumes it) treats the time
     steps one by one: raise :class:`ConfigError` for a layer that mixes them (e.g. Conv1D or pooling
     over time, Flatten)."""
-    from tfevo.nn.layers import sample_activation
+    from tfevo.nn.layers import builtin_activation
     from tfevo.nn.translators.recurrent import _RecurrentBase
 
     L = keras.layers
@@ -118,7 +119,7 @@ def _check_stepwise(model) -> None:
         rank = len(step.tr.input_shapes[0])
         ok = type(layer) in elementwise
         act = getattr(layer, "activation", None)
-        if act is not None and sample_activation(act) is not act:
+        if act is not None and not builtin_activation(act):
             ok = False  # a user activation sees Keras's [batch, time, ...] and may reduce over time
         if type(layer) in (L.Softmax, L.Concatenate):
             ok = int(layer.axis) % rank != 1

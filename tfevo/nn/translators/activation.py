@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfevo.nn.layers import sample_activation
-from tfevo.nn.translators.base import PerSampleTranslator, Translator, register_translator, select
+from tfevo.nn.translators.base import PerSampleTranslator, Translator, call_float32, register_translator, select
 
 L = keras.layers
 
@@ -17,14 +17,14 @@ class ActivationTranslator(Translator):
     def forward(self, inputs, weights, indices):
         if isinstance(self.layer, L.Activation):
             return sample_activation(self.layer.activation)(inputs[0])
-        return self.layer(inputs[0])
+        return call_float32(self.keras_layer, inputs[0])
 
 
 @register_translator(L.Softmax)
 class SoftmaxTranslator(PerSampleTranslator):
     def forward(self, inputs, weights, indices):
         if self.layer.axis in (-1,):
-            return self.layer(inputs[0])
+            return call_float32(self.keras_layer, inputs[0])
         return super().forward(inputs, weights, indices)  # a sample axis counted from the batch axis
 
 

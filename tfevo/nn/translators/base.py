@@ -24,6 +24,7 @@ Writing one (see docs/nn_translators.md)::
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Callable, Sequence
 
 import keras
@@ -32,7 +33,7 @@ import tensorflow as tf
 from tfevo.core import ConfigError
 
 __all__ = ["Translator", "register_translator", "translator_for", "supported_layers", "PopulationInit",
-           "select", "per_member", "merge_leading", "split_leading", "TRANSLATOR_DOCS"]
+           "select", "per_member", "merge_leading", "split_leading", "float32_layer", "TRANSLATOR_DOCS"]
 
 #: The page explaining how to write a translator (named in the unsupported-layer error).
 TRANSLATOR_DOCS = "docs/nn_translators.md"
@@ -120,8 +121,10 @@ class Translator(abc.ABC):
         self.conv_method = conv_method
         self.name = f"{layer.name!r} ({type(layer).__name__})"
         if self.num_inputs is not None and len(self.input_shapes) != self.num_inputs:
+            extra = (" (tensors given as call arguments, e.g. a recurrent layer's initial_state= or a mask=, "
+                     "are not supported)" if len(self.input_shapes) > self.num_inputs else "")
             raise ConfigError(f"layer {self.name}: takes {self.num_inputs} input(s), called on "
-                              f"{len(self.input_shapes)}")
+                              f"{len(self.input_shapes)}{extra}")
         self.check()
 
     # -------------------------------------------------------------- contract
@@ -129,10 +132,11 @@ class Translator(abc.ABC):
         """Raise :class:`ConfigError` for a configuration the forward does not compute exactly."""
 
     def check_plain_conv(self) -> None:
-        """The settings every convolution translator requires: channels last, no dilation, no groups."""
+        """The settings every convolution translator requires: no dilation, no groups. Sets
+        :attr:`channels_first` (such a layer computes channels last between :meth:`to_channels_last`
+        and :meth:`from_channels_last`)."""
         layer = self.layer
-        if layer.data_format != "channels_last":
-            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        self.channels_first = layer.data_format == "channels_first"
         if any(int(d) != 1 for d in layer.dilation_rate):
             raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
         if int(getattr(layer, "groups", 1)) != 1:
@@ -163,6 +167,28 @@ class Translator(abc.ABC):
     def forward_state(self, inputs: list, weights: list, indices, states: list):
         """Recurrent layers: ``(output(s), new_states)`` starting from ``states`` (``[n, B, size]`` each)."""
         raise ConfigError(f"layer {self.name} carries no state")
+
+    #: the layer's data_format is channels_first (convolutions: see :meth:`check_plain_conv`)
+    channels_first: bool = False
+
+    def to_channels_last(self, x):
+        """``[n, B, C, *spatial] -> [n, B, *spatial, C]`` for a channels-first layer, else ``x``."""
+        if not self.channels_first:
+            return x
+        r = x.shape.rank
+        return tf.transpose(x, [0, 1, *range(3, r), 2])
+
+    def from_channels_last(self, y):
+        """The inverse of :meth:`to_channels_last` (back to the layer's channels-first output)."""
+        if not self.channels_first:
+            return y
+        r = y.shape.rank
+        return tf.transpose(y, [0, 1, r - 1, *range(2, r - 1)])
+
+    @functools.cached_property
+    def keras_layer(self):
+        """The Keras layer a translator calls on population tensors: :func:`float32_layer` of :attr:`layer`."""
+        return float32_layer(self.layer)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.name})"
@@ -198,6 +224,33 @@ def split_leading(y, like):
     return out
 
 
+def float32_layer(layer):
+    """``layer`` itself when it computes in float32, else a copy of the weightless ``layer`` with
+    ``dtype="float32"``: the population computes in float32 whatever the template's dtype policy
+    (``mixed_float16``, ``mixed_bfloat16``, ``float64``), and the template's own layer would cast its
+    float32 input to its compute dtype and return that dtype.  A layer with weights, or one its config
+    cannot rebuild, is returned as it is (its output is then cast back to float32 by the caller)."""
+    if keras.backend.standardize_dtype(layer.compute_dtype) == "float32" or layer.weights:
+        return layer
+    try:
+        cfg = layer.get_config()
+        cfg["dtype"] = "float32"
+        return type(layer).from_config(cfg)
+    except (TypeError, ValueError, NotImplementedError, KeyError):
+        return layer
+
+
+def call_float32(layer, x):
+    """``layer(x)`` with every float output cast to ``x``'s dtype (a list or one tensor)."""
+    y = layer(x)
+    dtype = (x[0] if isinstance(x, (list, tuple)) else x).dtype
+
+    def cast(t):
+        return tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
+
+    return [cast(t) for t in y] if isinstance(y, (list, tuple)) else cast(y)
+
+
 class PerSampleTranslator(Translator):
     """A weightless layer that maps each sample on its own (pooling, padding, merges...): the members'
     batches are merged into one Keras batch ``[n*B, ...]``, the Keras layer itself runs on it, and the
@@ -205,5 +258,5 @@ class PerSampleTranslator(Translator):
 
     def forward(self, inputs, weights, indices):
         merged = [merge_leading(x) for x in inputs]
-        y = self.layer(merged if self.num_inputs != 1 else merged[0])
+        y = call_float32(self.keras_layer, merged if self.num_inputs != 1 else merged[0])
         return split_leading(y, inputs[0])

@@ -1,4 +1,4 @@
-"""``keras.layers.Conv3D`` (channels last, no dilation or groups): volume patches (im2col) and one
+"""``keras.layers.Conv3D`` (either data format, no dilation or groups): volume patches (im2col) and one
 batched matrix product per member."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tfevo.nn.layers import population_dense
+from tfevo.nn.layers import population_dense, sample_activation
 from tfevo.nn.translators.base import Translator, register_translator
 
 
@@ -19,7 +19,7 @@ class Conv3DTranslator(Translator):
 
     def forward(self, inputs, weights, indices):
         layer = self.layer
-        x = inputs[0]  # [n, B, D, H, W, C]
+        x = self.to_channels_last(inputs[0])  # [n, B, D, H, W, C]
         d, h, w, c = x.shape.as_list()[2:]
         ks = [int(k) for k in layer.kernel_size]
         st = [int(s) for s in layer.strides]
@@ -29,4 +29,11 @@ class Conv3DTranslator(Translator):
         cols = tf.reshape(patches, tf.concat([tf.shape(x)[:2], tf.shape(patches)[1:]], 0))
         cols.set_shape(x.shape[:2].concatenate(patches.shape[1:]))
         kernel = tf.reshape(weights[0], [tf.shape(weights[0])[0], -1, int(layer.filters)])
-        return population_dense(cols, kernel, weights[1] if len(weights) > 1 else None, layer.activation, indices)
+        cf = self.channels_first
+        y = population_dense(cols, kernel, weights[1] if len(weights) > 1 else None,
+                             None if cf else layer.activation, indices)
+        if not cf:
+            return y
+        act = sample_activation(layer.activation)
+        y = self.from_channels_last(y)
+        return act(y) if act is not None else y

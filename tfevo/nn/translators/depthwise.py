@@ -1,6 +1,6 @@
-"""``keras.layers.DepthwiseConv2D`` and ``keras.layers.SeparableConv2D`` (channels last): the members'
-channels are stacked and run as one depthwise convolution, then (separable) a per-member pointwise
-product."""
+"""``keras.layers.DepthwiseConv2D`` and ``keras.layers.SeparableConv2D`` (either data format): the
+members' channels are stacked and run as one depthwise convolution, then (separable) a per-member
+pointwise product."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ def stacked_depthwise(x, kernel, strides, padding, dilation):
 class _DepthwiseBase(Translator):
     def check(self):
         layer = self.layer
-        if layer.data_format != "channels_last":
-            raise ConfigError(f"layer {self.name}: only data_format='channels_last' is supported")
+        self.channels_first = layer.data_format == "channels_first"
         if layer.padding not in ("same", "valid"):
             raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
         if tuple(layer.dilation_rate) != (1, 1) and tuple(layer.strides) != (1, 1):
@@ -37,7 +36,7 @@ class _DepthwiseBase(Translator):
 
     def _depthwise(self, x, kernel, indices):
         layer = self.layer
-        return stacked_depthwise(x, select(kernel, indices), [int(s) for s in layer.strides], layer.padding,
+        return stacked_depthwise(self.to_channels_last(x), select(kernel, indices), [int(s) for s in layer.strides], layer.padding,
                                  [int(d) for d in layer.dilation_rate])
 
 
@@ -52,6 +51,7 @@ class DepthwiseConv2DTranslator(_DepthwiseBase):
         y = self._depthwise(inputs[0], weights[0], indices)
         if len(weights) > 1:
             y = y + tf.reshape(select(weights[1], indices), [-1, 1, 1, 1, y.shape[-1]])
+        y = self.from_channels_last(y)
         act = sample_activation(self.layer.activation)
         return act(y) if act is not None else y
 
@@ -69,4 +69,11 @@ class SeparableConv2DTranslator(_DepthwiseBase):
         y = self._depthwise(inputs[0], weights[0], indices)
         pw = weights[1]  # [M, 1, 1, C*mult, F]
         pw = tf.reshape(pw, [tf.shape(pw)[0], pw.shape[-2], pw.shape[-1]])
-        return population_dense(y, pw, weights[2] if len(weights) > 2 else None, self.layer.activation, indices)
+        cf = self.channels_first
+        y = population_dense(y, pw, weights[2] if len(weights) > 2 else None, None if cf else self.layer.activation,
+                             indices)
+        if not cf:
+            return y
+        act = sample_activation(self.layer.activation)
+        y = self.from_channels_last(y)
+        return act(y) if act is not None else y

@@ -1,4 +1,5 @@
-"""``keras.layers.Flatten`` and ``keras.layers.Reshape``: reshapes behind the two leading axes."""
+"""``keras.layers.Flatten`` (either data format) and ``keras.layers.Reshape``: reshapes behind the two leading
+axes."""
 
 from __future__ import annotations
 
@@ -7,18 +8,17 @@ import math
 import keras
 import tensorflow as tf
 
-from tfevo.core import ConfigError
 from tfevo.nn.translators.base import Translator, register_translator
 
 
 @register_translator(keras.layers.Flatten)
 class FlattenTranslator(Translator):
-    def check(self):
-        if getattr(self.layer, "data_format", "channels_last") == "channels_first":
-            raise ConfigError(f"layer {self.name}: data_format='channels_first' is not supported")
-
     def forward(self, inputs, weights, indices):
         x = inputs[0]
+        rank = x.shape.rank
+        if getattr(self.layer, "data_format", "channels_last") == "channels_first" and rank > 3:
+            # as Keras: the channel axis (the first sample axis) goes last before flattening
+            x = tf.transpose(x, [0, 1, *range(3, rank), 2])
         n = math.prod(x.shape[2:]) if None not in x.shape[2:] else -1
         return tf.reshape(x, tf.concat([tf.shape(x)[:2], [n]], 0))
 
