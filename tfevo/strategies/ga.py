@@ -38,7 +38,7 @@ from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
 from tfevo.strategies.shaping import _ga_sizes, _normal, _positive
 
-__all__ = ["GaussianGA", "elitist_truncation"]
+__all__ = ["EliteBest", "GaussianGA", "elitist_truncation"]
 
 _WORST = -1e30  # fitness of a failed (NaN/+-inf) evaluation inside the running means
 _MASKED = -3e30  # below any real mean
@@ -71,6 +71,76 @@ def elitist_truncation(eval_sum, eval_count, fitness, generation, num_elite_cand
         keep = tf.concat([keep, tf.math.top_k(others, k=e).indices], axis=0)
     parents = tf.math.top_k(score, k=int(truncation)).indices
     return total, count, score, elite, keep, parents
+
+
+class EliteBest:
+    """The run's best of the Deep GA (shared by :class:`GaussianGA` and ``SeedGA``).
+
+    The best (:attr:`best_genome`, :attr:`best_fitness`, :attr:`best`, and
+    what a :class:`~tfevo.training.Trainer` logs as ``best_ever``, checkpoints
+    and exports through :meth:`reported_best`) is the **elite** that
+    :func:`elitist_truncation` just chose, with its **mean fitness over all
+    its evaluations**; :attr:`best_evaluations` is how many evaluations that
+    mean rests on (it grows as the elite is re-evaluated, and the mean can go
+    down).  The luckiest single evaluation of the run, an optimistic pick on
+    noisy tasks (the maximum of ``P`` noisy draws), is kept apart as
+    :attr:`best_single_genome`, :attr:`best_single_fitness`
+    (:attr:`best_single`).
+
+    A class using it calls :meth:`_init_elite_best` in its constructor (after
+    ``eval_sum``/``eval_count`` exist) and :meth:`_track_best` in its
+    tell with the sanitized fitness and :func:`elitist_truncation`'s outputs;
+    it implements ``_genome_params(genome) -> [D]`` (identity for parameter
+    vectors, decoding for seed lists).  All state is in checkpointed variables.
+    """
+
+    def _init_elite_best(self, genome0) -> None:
+        """Creates the variables of the run's best; ``genome0`` is a row of the initial population."""
+        genome0 = tf.convert_to_tensor(genome0)
+        # the run's best: the elite, with its mean over all its evaluations
+        self.best_genome = tf.Variable(genome0, trainable=False, name="best_genome")
+        self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
+        self.best_evaluations = tf.Variable(tf.zeros([], self.dtype), trainable=False, name="best_evaluations")
+        # the luckiest single evaluation of the run
+        self.best_single_genome = tf.Variable(genome0, trainable=False, name="best_single_genome")
+        self.best_single_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_single_fitness")
+
+    def _track_best(self, g, fitness, score, count, elite) -> None:
+        """After selection: the elite and its mean become the best; the luckiest evaluation is kept apart.
+
+        ``g`` is the population told, ``fitness`` its sanitized fitness, ``score``/``count``/``elite``
+        what :func:`elitist_truncation` returned for it.
+        """
+        i = tf.argmax(fitness, output_type=tf.int32)
+        f_i = tf.gather(fitness, i)
+        better = f_i > self.best_single_fitness
+        self.best_single_genome.assign(tf.where(better, tf.gather(g, i), self.best_single_genome))
+        self.best_single_fitness.assign(tf.where(better, f_i, self.best_single_fitness))
+        self.best_genome.assign(tf.gather(g, elite))
+        self.best_fitness.assign(tf.gather(score, elite))
+        self.best_evaluations.assign(tf.gather(count, elite))
+
+    def reported_best(self):
+        """``(genome, fitness)``: the member a :class:`~tfevo.training.Trainer` logs, checkpoints and
+        exports as the run's best (:attr:`best_genome`, :attr:`best_fitness`: the elite and its mean
+        over all its evaluations, not the luckiest single evaluation)."""
+        return tf.identity(self.best_genome), tf.identity(self.best_fitness)
+
+    def metrics(self) -> dict:
+        """The elite's mean fitness and evaluation count, and those of the run's best (Trainer logs)."""
+        n = float(self.eval_count[0].numpy())
+        return {"elite_mean": float(self.eval_sum[0].numpy()) / n if n > 0 else float("nan"),
+                "elite_evaluations": n, "best_evaluations": float(self.best_evaluations.numpy())}
+
+    @property
+    def best(self):
+        """``(parameters [D], fitness)`` of the elite, with its mean fitness over all its evaluations."""
+        return self._genome_params(self.best_genome), self.best_fitness
+
+    @property
+    def best_single(self):
+        """``(parameters [D], fitness)`` of the luckiest single evaluation of the run."""
+        return self._genome_params(self.best_single_genome), self.best_single_fitness
 
 
 @register("strategy", "ga")
