@@ -21,12 +21,16 @@ The exact elitism rule (noisy fitness is why elites are re-evaluated):
    other than the elite; children are mutated copies of parents drawn uniformly
    from the top ``T`` members by mean fitness (the elite and re-evaluated rows
    compete with their means).
+4. The run's best is that elite with its mean fitness, not the luckiest
+   single evaluation (:class:`EliteBest`).
 
 ``tell`` must receive the population returned by ``ask``, in the same order
 (rows are matched with their evaluation history); any other population raises
-:class:`~tfevo.core.AskTellError`.  Genomes stored as lists of
-seeds (Such et al.'s compression) are not implemented; the state is the
-population tensor itself.
+:class:`~tfevo.core.AskTellError`.  The state is the population tensor itself;
+the same GA with genomes stored as seed lists (Such et al.'s compression) is
+:class:`~tfevo.strategies.SeedGA`, which shares :func:`elitist_truncation`
+and :class:`EliteBest` with this class, so both encodings select the same rows
+and report the same best for the same fitness.
 """
 
 from __future__ import annotations
@@ -144,7 +148,7 @@ class EliteBest:
 
 
 @register("strategy", "ga")
-class GaussianGA(Algorithm):
+class GaussianGA(EliteBest, Algorithm):
     """Truncation-selection GA with Gaussian mutation and re-evaluated elites (Such et al. 2017).
 
     Args:
@@ -162,6 +166,22 @@ class GaussianGA(Algorithm):
       init_fn: alternatively a function ``seed (int32 [2]) -> [P, D]`` building the
         initial population (e.g. a per-member network initializer).
       seed: random seed.
+
+    ``tell`` must receive the population ``ask`` returned, in the same order.
+
+    The run's best (:attr:`best_genome` = :attr:`best_params`,
+    :attr:`best_fitness`, :attr:`best`, and what a
+    :class:`~tfevo.training.Trainer` logs as ``best_ever``, checkpoints, and
+    ``tfevo eval``/``export`` use) is the Deep GA's **elite** with its **mean
+    fitness over all its evaluations**: after each ``tell``, the row carried
+    over unmodified (so re-evaluated) with the highest mean (in generation 0,
+    the best single evaluation).  :attr:`best_evaluations` is how many
+    evaluations that mean rests on; it can go down as the elite is
+    re-evaluated.  The luckiest single evaluation of the run, an optimistic
+    pick on noisy tasks, is kept as :attr:`best_single_genome`,
+    :attr:`best_single_fitness` (:attr:`best_single`).  This is the rule of
+    :class:`~tfevo.strategies.SeedGA` (the same code, :class:`EliteBest`);
+    other strategies report their highest single evaluation.
 
     Example:
 
@@ -198,7 +218,7 @@ class GaussianGA(Algorithm):
         self.eval_sum = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_sum")
         self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         self.elite_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="elite_fitness")
-        self._init_best()
+        self._init_elite_best(pop[0])
 
     def _initial_population(self, init_params, init_sigma, init_fn, seed):
         p, d = self.popsize, self.num_dims
@@ -235,6 +255,14 @@ class GaussianGA(Algorithm):
         """For a GA, the elite."""
         return self.elite
 
+    @property
+    def best_params(self) -> tf.Variable:
+        """The parameters of the run's best, :attr:`best_genome` (the elite; see :class:`EliteBest`)."""
+        return self.best_genome
+
+    def _genome_params(self, genome):
+        return tf.convert_to_tensor(genome)
+
     def _ask(self):
         return tf.identity(self.population)
 
@@ -242,10 +270,10 @@ class GaussianGA(Algorithm):
         return self.population
 
     def _tell(self, x, fitness):
-        self._update_best(x, fitness)
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
         total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)
+        self._track_best(x, fitness, score, count, elite)
         seed_choice, seed_noise = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)
