@@ -88,7 +88,8 @@ class SeedGA(EliteBest, Algorithm):
     mean.  The luckiest single evaluation of the run, an optimistic pick on
     noisy tasks (the maximum of ``P`` noisy draws), is kept as
     :attr:`best_single_genome`, :attr:`best_single_fitness`
-    (:attr:`best_single`).
+    (:attr:`best_single`).  :class:`~tfevo.strategies.GaussianGA` follows the
+    same rule with the same code (:class:`~tfevo.strategies.ga.EliteBest`).
 
     Example:
 
