@@ -130,7 +130,8 @@ def test_contract(name, tmp_path, fast_paths):
             if finite.any():
                 best_told = max(best_told, float(f[finite].max()))
             _check_state(name, a, gen)
-            # SeedGA's `best` is its elite by mean fitness; its highest single fitness is `best_single`
+            # the Deep GA's (SeedGA, GaussianGA) `best` is its elite by mean fitness; its highest single
+            # fitness is `best_single`
             params, best_f = a.best_single if hasattr(a, "best_single") else a.best
             assert float(best_f) == best_told, f"{name}: best fitness {float(best_f)} != best finite told"
             assert np.all(np.isfinite(params.numpy())) and np.all(np.isfinite(a.best[0].numpy()))

@@ -21,12 +21,16 @@ The exact elitism rule (noisy fitness is why elites are re-evaluated):
    other than the elite; children are mutated copies of parents drawn uniformly
    from the top ``T`` members by mean fitness (the elite and re-evaluated rows
    compete with their means).
+4. The run's best is that elite with its mean fitness, not the luckiest
+   single evaluation (:class:`EliteBest`).
 
 ``tell`` must receive the population returned by ``ask``, in the same order
 (rows are matched with their evaluation history); any other population raises
-:class:`~tfevo.core.AskTellError`.  Genomes stored as lists of
-seeds (Such et al.'s compression) are not implemented; the state is the
-population tensor itself.
+:class:`~tfevo.core.AskTellError`.  The state is the population tensor itself;
+the same GA with genomes stored as seed lists (Such et al.'s compression) is
+:class:`~tfevo.strategies.SeedGA`, which shares :func:`elitist_truncation`
+and :class:`EliteBest` with this class, so both encodings select the same rows
+and report the same best for the same fitness.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from tfevo.core import Algorithm, ConfigError, SeedStream, ShapeError
 from tfevo.registry import register
 from tfevo.strategies.shaping import _ga_sizes, _normal, _positive
 
-__all__ = ["GaussianGA", "elitist_truncation"]
+__all__ = ["EliteBest", "GaussianGA", "elitist_truncation"]
 
 _WORST = -1e30  # fitness of a failed (NaN/+-inf) evaluation inside the running means
 _MASKED = -3e30  # below any real mean
@@ -73,8 +77,78 @@ def elitist_truncation(eval_sum, eval_count, fitness, generation, num_elite_cand
     return total, count, score, elite, keep, parents
 
 
+class EliteBest:
+    """The run's best of the Deep GA (shared by :class:`GaussianGA` and ``SeedGA``).
+
+    The best (:attr:`best_genome`, :attr:`best_fitness`, :attr:`best`, and
+    what a :class:`~tfevo.training.Trainer` logs as ``best_ever``, checkpoints
+    and exports through :meth:`reported_best`) is the **elite** that
+    :func:`elitist_truncation` just chose, with its **mean fitness over all
+    its evaluations**; :attr:`best_evaluations` is how many evaluations that
+    mean rests on (it grows as the elite is re-evaluated, and the mean can go
+    down).  The luckiest single evaluation of the run, an optimistic pick on
+    noisy tasks (the maximum of ``P`` noisy draws), is kept apart as
+    :attr:`best_single_genome`, :attr:`best_single_fitness`
+    (:attr:`best_single`).
+
+    A class using it calls :meth:`_init_elite_best` in its constructor (after
+    ``eval_sum``/``eval_count`` exist) and :meth:`_track_best` in its
+    tell with the sanitized fitness and :func:`elitist_truncation`'s outputs;
+    it implements ``_genome_params(genome) -> [D]`` (identity for parameter
+    vectors, decoding for seed lists).  All state is in checkpointed variables.
+    """
+
+    def _init_elite_best(self, genome0) -> None:
+        """Creates the variables of the run's best; ``genome0`` is a row of the initial population."""
+        genome0 = tf.convert_to_tensor(genome0)
+        # the run's best: the elite, with its mean over all its evaluations
+        self.best_genome = tf.Variable(genome0, trainable=False, name="best_genome")
+        self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
+        self.best_evaluations = tf.Variable(tf.zeros([], self.dtype), trainable=False, name="best_evaluations")
+        # the luckiest single evaluation of the run
+        self.best_single_genome = tf.Variable(genome0, trainable=False, name="best_single_genome")
+        self.best_single_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_single_fitness")
+
+    def _track_best(self, g, fitness, score, count, elite) -> None:
+        """After selection: the elite and its mean become the best; the luckiest evaluation is kept apart.
+
+        ``g`` is the population told, ``fitness`` its sanitized fitness, ``score``/``count``/``elite``
+        what :func:`elitist_truncation` returned for it.
+        """
+        i = tf.argmax(fitness, output_type=tf.int32)
+        f_i = tf.gather(fitness, i)
+        better = f_i > self.best_single_fitness
+        self.best_single_genome.assign(tf.where(better, tf.gather(g, i), self.best_single_genome))
+        self.best_single_fitness.assign(tf.where(better, f_i, self.best_single_fitness))
+        self.best_genome.assign(tf.gather(g, elite))
+        self.best_fitness.assign(tf.gather(score, elite))
+        self.best_evaluations.assign(tf.gather(count, elite))
+
+    def reported_best(self):
+        """``(genome, fitness)``: the member a :class:`~tfevo.training.Trainer` logs, checkpoints and
+        exports as the run's best (:attr:`best_genome`, :attr:`best_fitness`: the elite and its mean
+        over all its evaluations, not the luckiest single evaluation)."""
+        return tf.identity(self.best_genome), tf.identity(self.best_fitness)
+
+    def metrics(self) -> dict:
+        """The elite's mean fitness and evaluation count, and those of the run's best (Trainer logs)."""
+        n = float(self.eval_count[0].numpy())
+        return {"elite_mean": float(self.eval_sum[0].numpy()) / n if n > 0 else float("nan"),
+                "elite_evaluations": n, "best_evaluations": float(self.best_evaluations.numpy())}
+
+    @property
+    def best(self):
+        """``(parameters [D], fitness)`` of the elite, with its mean fitness over all its evaluations."""
+        return self._genome_params(self.best_genome), self.best_fitness
+
+    @property
+    def best_single(self):
+        """``(parameters [D], fitness)`` of the luckiest single evaluation of the run."""
+        return self._genome_params(self.best_single_genome), self.best_single_fitness
+
+
 @register("strategy", "ga")
-class GaussianGA(Algorithm):
+class GaussianGA(EliteBest, Algorithm):
     """Truncation-selection GA with Gaussian mutation and re-evaluated elites (Such et al. 2017).
 
     Args:
@@ -92,6 +166,22 @@ class GaussianGA(Algorithm):
       init_fn: alternatively a function ``seed (int32 [2]) -> [P, D]`` building the
         initial population (e.g. a per-member network initializer).
       seed: random seed.
+
+    ``tell`` must receive the population ``ask`` returned, in the same order.
+
+    The run's best (:attr:`best_genome` = :attr:`best_params`,
+    :attr:`best_fitness`, :attr:`best`, and what a
+    :class:`~tfevo.training.Trainer` logs as ``best_ever``, checkpoints, and
+    ``tfevo eval``/``export`` use) is the Deep GA's **elite** with its **mean
+    fitness over all its evaluations**: after each ``tell``, the row carried
+    over unmodified (so re-evaluated) with the highest mean (in generation 0,
+    the best single evaluation).  :attr:`best_evaluations` is how many
+    evaluations that mean rests on; it can go down as the elite is
+    re-evaluated.  The luckiest single evaluation of the run, an optimistic
+    pick on noisy tasks, is kept as :attr:`best_single_genome`,
+    :attr:`best_single_fitness` (:attr:`best_single`).  This is the rule of
+    :class:`~tfevo.strategies.SeedGA` (the same code, :class:`EliteBest`);
+    other strategies report their highest single evaluation.
 
     Example:
 
@@ -128,7 +218,7 @@ class GaussianGA(Algorithm):
         self.eval_sum = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_sum")
         self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         self.elite_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="elite_fitness")
-        self._init_best()
+        self._init_elite_best(pop[0])
 
     def _initial_population(self, init_params, init_sigma, init_fn, seed):
         p, d = self.popsize, self.num_dims
@@ -165,6 +255,14 @@ class GaussianGA(Algorithm):
         """For a GA, the elite."""
         return self.elite
 
+    @property
+    def best_params(self) -> tf.Variable:
+        """The parameters of the run's best, :attr:`best_genome` (the elite; see :class:`EliteBest`)."""
+        return self.best_genome
+
+    def _genome_params(self, genome):
+        return tf.convert_to_tensor(genome)
+
     def _ask(self):
         return tf.identity(self.population)
 
@@ -172,10 +270,10 @@ class GaussianGA(Algorithm):
         return self.population
 
     def _tell(self, x, fitness):
-        self._update_best(x, fitness)
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
         total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)
+        self._track_best(x, fitness, score, count, elite)
         seed_choice, seed_noise = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=seed_choice, minval=0, maxval=t, dtype=tf.int32)

@@ -36,7 +36,7 @@ import tensorflow as tf
 from tfevo._holder import Untracked
 from tfevo.core import Algorithm, AskTellError, ConfigError, ShapeError, check_fitness, sanitize_fitness
 from tfevo.registry import register
-from tfevo.strategies.ga import elitist_truncation
+from tfevo.strategies.ga import EliteBest, elitist_truncation
 from tfevo.strategies.shaping import _center, _ga_sizes
 
 __all__ = ["SeedGA"]
@@ -45,7 +45,7 @@ _SALT = 0x5EED  # second word of every mutation's stateless seed
 
 
 @register("strategy", "seed_ga")
-class SeedGA(Algorithm):
+class SeedGA(EliteBest, Algorithm):
     """Truncation GA whose genomes are seed lists (Such et al. 2017's compact encoding).
 
     Args:
@@ -88,7 +88,8 @@ class SeedGA(Algorithm):
     mean.  The luckiest single evaluation of the run, an optimistic pick on
     noisy tasks (the maximum of ``P`` noisy draws), is kept as
     :attr:`best_single_genome`, :attr:`best_single_fitness`
-    (:attr:`best_single`).
+    (:attr:`best_single`).  :class:`~tfevo.strategies.GaussianGA` follows the
+    same rule with the same code (:class:`~tfevo.strategies.ga.EliteBest`).
 
     Example:
 
@@ -133,13 +134,7 @@ class SeedGA(Algorithm):
         self.eval_count = tf.Variable(tf.zeros([p], self.dtype), trainable=False, name="eval_count")
         c = self.truncation + 1 + self.num_elite_candidates
         self.parent_lineage = tf.Variable(-tf.ones([c, L], tf.int32), trainable=False, name="parent_lineage")
-        # the run's best: the elite, with its mean over all its evaluations (see the class doc)
-        self.best_genome = tf.Variable(genomes[0], trainable=False, name="best_genome")
-        self.best_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_fitness")
-        self.best_evaluations = tf.Variable(tf.zeros([], self.dtype), trainable=False, name="best_evaluations")
-        # the luckiest single evaluation of the run
-        self.best_single_genome = tf.Variable(genomes[0], trainable=False, name="best_single_genome")
-        self.best_single_fitness = tf.Variable(-np.inf, dtype=self.dtype, trainable=False, name="best_single_fitness")
+        self._init_elite_best(genomes[0])  # the run's best: the elite and its mean (see the class doc)
         self._cache = Untracked(params=None, lineage=None)  # parent cache, never checkpointed
         self._decode_fn = None
 
@@ -220,14 +215,10 @@ class SeedGA(Algorithm):
 
     def _tell_graph(self, g, fitness):
         fitness = sanitize_fitness(fitness)
-        i = tf.argmax(fitness, output_type=tf.int32)
-        better = fitness[i] > self.best_single_fitness
-        self.best_single_genome.assign(tf.where(better, g[i], self.best_single_genome))
-        self.best_single_fitness.assign(tf.where(better, fitness[i], self.best_single_fitness))
         p, e, t = self.popsize, self.num_elite_candidates, self.truncation
         total, count, score, elite, keep, parents = elitist_truncation(
             self.eval_sum, self.eval_count, fitness, self.generation, e, t)
-        self._track_best(g, score, count, elite)
+        self._track_best(g, fitness, score, count, elite)
         s_choice, s_mut = tf.unstack(tf.random.experimental.stateless_split(self.seeds.next(), 2))
         n_child = p - 1 - e
         choice = tf.random.stateless_uniform([n_child], seed=s_choice, minval=0, maxval=t, dtype=tf.int32)
@@ -244,24 +235,6 @@ class SeedGA(Algorithm):
         self.parent_lineage.assign(tf.concat([tf.gather(g, parents), tf.gather(g, keep)], axis=0))
         self.generation.assign_add(1)
         return tf.constant(True)
-
-    def _track_best(self, g, score, count, elite):
-        """The run's best is the elite just chosen, with its mean over all its evaluations."""
-        self.best_genome.assign(g[elite])
-        self.best_fitness.assign(score[elite])
-        self.best_evaluations.assign(count[elite])
-
-    def reported_best(self):
-        """``(genome int32 [L], fitness)``: the member a :class:`~tfevo.training.Trainer` logs,
-        checkpoints and exports as the run's best (:attr:`best_genome`, :attr:`best_fitness`: the
-        elite and its mean over all its evaluations, not the luckiest single evaluation)."""
-        return tf.identity(self.best_genome), tf.identity(self.best_fitness)
-
-    def metrics(self) -> dict:
-        """The elite's mean fitness and evaluation count, and those of the run's best (Trainer logs)."""
-        n = float(self.eval_count[0].numpy())
-        return {"elite_mean": float(self.eval_sum[0].numpy()) / n if n > 0 else float("nan"),
-                "elite_evaluations": n, "best_evaluations": float(self.best_evaluations.numpy())}
 
     # -- materialization -------------------------------------------------------
     def _init_params(self, seed_word):
@@ -366,12 +339,6 @@ class SeedGA(Algorithm):
         """For a GA, the elite's parameters ``[D]`` (decoded from its seeds)."""
         return self.decode(self.population[:1])[0]
 
-    @property
-    def best(self):
-        """``(parameters [D], fitness)`` of the elite, with its mean fitness over all its evaluations."""
-        return self.decode(self.best_genome[None])[0], self.best_fitness
-
-    @property
-    def best_single(self):
-        """``(parameters [D], fitness)`` of the luckiest single evaluation of the run."""
-        return self.decode(self.best_single_genome[None])[0], self.best_single_fitness
+    def _genome_params(self, genome):
+        """Parameters ``[D]`` of one genome (for :attr:`best`, :attr:`best_single`)."""
+        return self.decode(tf.convert_to_tensor(genome)[None])[0]

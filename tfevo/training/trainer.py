@@ -151,8 +151,9 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
     ``best_ever``, checkpointed, and what ``tfevo eval``/``export`` use) is the
     member with the highest single fitness seen, unless the algorithm has a
     ``reported_best()`` returning ``(member, fitness)``: then that is recorded
-    after every ``tell`` (``SeedGA``: its elite with the mean over all its
-    evaluations, which can go down as the elite is re-evaluated).
+    after every ``tell`` (the Deep GA, ``GaussianGA`` and ``SeedGA``: its
+    elite with the mean over all its evaluations, which can go down as the
+    elite is re-evaluated).
 
     Example:
 
@@ -278,7 +279,7 @@ class Trainer(CheckpointMixin, ProgressMixin, tf.Module):
     def _track_best(self, population, fitness):
         reported = getattr(self._algorithm, "reported_best", None)
         if callable(reported):
-            # the algorithm's own rule (SeedGA: the elite and its mean over its evaluations; it may go down)
+            # the algorithm's own rule (the Deep GA: the elite and its mean over its evaluations; it may go down)
             member, value = reported()
             self._best_slots(member)
             tf.nest.map_structure(lambda v, t: v.assign(t), self.best, member)
