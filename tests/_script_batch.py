@@ -6,7 +6,8 @@ script gets what a fresh ``python SCRIPT`` would give it: its own ``__main__``
 globals, ``sys.argv == [SCRIPT]``, the script's folder first on ``sys.path`` (a
 ``-c`` code block: the empty entry) and its own working directory.  Its exit status
 (an exception, or ``SystemExit`` with a non-zero code) and output are recorded per
-script.
+script.  Code blocks that give the same ``"session"`` share one ``__main__``
+namespace, as blocks pasted one after the other into one interpreter would.
 
 Usage: ``python _script_batch.py SPEC.json RESULT.json`` where SPEC is a list of
 ``{"name", "cwd", and "path" (a script file) or "code" (a ``-c`` block)}``.
@@ -21,7 +22,7 @@ import sys
 import traceback
 
 
-def _run_one(spec):
+def _run_one(spec, sessions):
     os.makedirs(spec["cwd"], exist_ok=True)
     os.chdir(spec["cwd"])
     path = spec.get("path")
@@ -34,7 +35,9 @@ def _run_one(spec):
             if path:
                 runpy.run_path(path, run_name="__main__")
             else:
-                exec(compile(spec["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                fresh = {"__name__": "__main__", "__builtins__": __builtins__}
+                namespace = sessions.setdefault(spec["session"], fresh) if spec.get("session") else fresh
+                exec(compile(spec["code"], "<string>", "exec"), namespace)
         except SystemExit as e:
             code = 0 if e.code in (None, 0) else e.code if isinstance(e.code, int) else 1
             if code:
@@ -68,9 +71,9 @@ def run_batch(specs, workdir, env, timeout=900):
 def main(spec_path, result_path):
     with open(spec_path) as f:
         specs = json.load(f)
-    results = []
+    results, sessions = [], {}
     for spec in specs:
-        results.append(_run_one(spec))
+        results.append(_run_one(spec, sessions))
         with open(result_path, "w") as f:  # after each script: a crash still leaves the earlier results
             json.dump(results, f)
     return 0
