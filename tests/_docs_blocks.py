@@ -1,5 +1,6 @@
 """The code examples of the docs site (docs/*.md): every ```python block and every ``tfevo ...`` line of a
-```bash block, with the HTML comments that tell the test how to run them.
+```bash block, with the HTML comments that tell the test how to run them.  A command line runs as the
+CLI's ``main`` in the page's interpreter, from a directory that links examples/ as a checkout has it.
 
 A page's python blocks run in page order in one interpreter and share one namespace, so a block may use
 names an earlier block of the same page defined (as a reader pasting them one after the other would).
@@ -8,6 +9,10 @@ Comments on the lines just above a fence, not shown on the site:
 * ``<!-- test: skip REASON -->``: the block is not run; the test reports the reason.
 * ``<!-- test: replace OLD => NEW -->``: the test runs the block with OLD replaced by NEW (OLD must occur),
   e.g. a smaller budget; the page keeps the size a user runs.
+* ``<!-- test: before tfevo ARGS -->``: a command the test runs (in the page's directory) before the block,
+  e.g. the training run whose directory the block reads.
+* ``<!-- test: file NAME -->`` above a block of any language: the block is a file the page's examples read;
+  it is written as NAME into the page's working directory before they run.
 
 ``python tests/_docs_blocks.py [--full] [PAGE ...]`` runs them all and prints one line per block
 (``--full``: without the replacements).
@@ -24,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", flags=re.S | re.M)
-_DIRECTIVE = re.compile(r"<!--\s*test:\s*(skip|replace)\b\s*(.*?)\s*-->", flags=re.S)
+_DIRECTIVE = re.compile(r"<!--\s*test:\s*(skip|replace|file|before)\b\s*(.*?)\s*-->", flags=re.S)
 
 
 def _directives(text, fence_start):
@@ -41,26 +46,33 @@ def _directives(text, fence_start):
 
 
 def blocks(lang="python", pages=None):
-    """[{page, line, code, skip, replace}] of every ```LANG block, page by page in file order."""
+    """[{page, line, lang, code, skip, replace, file, before}] of every ```LANG block (None: every block),
+    page by page in file order."""
     out = []
     for path in sorted(DOCS.glob("*.md")):
         if pages and path.stem not in pages and path.name not in pages:
             continue
         text = path.read_text(encoding="utf-8")
         for m in _FENCE.finditer(text):
-            if m.group(1) != lang:
+            if lang is not None and m.group(1) != lang:
                 continue
-            skip, replace = None, []
+            skip, replace, file, before = None, [], None, []
             for kind, arg in _directives(text, m.start()):
                 if kind == "skip":
                     skip = arg or "no reason given"
+                elif kind == "file":
+                    file = arg
+                elif kind == "before":
+                    if not arg.startswith("tfevo "):
+                        raise ValueError(f"{path.name}: 'test: before' takes a tfevo command line, got {arg!r}")
+                    before.append(arg[len("tfevo "):])
                 else:
                     old, sep, new = arg.partition("=>")
                     if not sep:
                         raise ValueError(f"{path.name}: 'test: replace' needs OLD => NEW, got {arg!r}")
                     replace.append((old.strip(), new.strip()))
-            out.append({"page": path.name, "line": text[:m.start()].count("\n") + 1, "code": m.group(2),
-                        "skip": skip, "replace": replace})
+            out.append({"page": path.name, "line": text[:m.start()].count("\n") + 1, "lang": m.group(1),
+                        "code": m.group(2), "skip": skip, "replace": replace, "file": file, "before": before})
     return out
 
 
@@ -75,25 +87,48 @@ def test_code(block):
     return code
 
 
-def command_lines(pages=None):
-    """[{page, line, command, skip, replace}]: the ``tfevo ...`` lines of the ```bash blocks."""
-    out = []
-    for block in blocks("bash", pages):
-        for i, raw in enumerate(block["code"].split("\n")):
-            line = raw.split("#", 1)[0].strip() if not raw.strip().startswith("#") else ""
-            if line.startswith("tfevo "):
-                out.append({**block, "line": block["line"] + 1 + i, "command": line})
-    return out
+def command_lines(block):
+    """The ``tfevo ...`` lines of a ```bash block (its test code: replacements made), without ``tfevo``."""
+    lines = []
+    for raw in test_code(block).split("\n"):
+        line = raw.split(" #", 1)[0].strip()
+        if line.startswith("tfevo "):
+            lines.append(line[len("tfevo "):])
+    return lines
 
 
-def specs(block_list, workdir, full=False):
-    """_script_batch specs: one shared session and working directory per page."""
-    result = []
-    for b in block_list:
-        page = b["page"][:-3]
-        result.append({"name": f"{b['page']}:{b['line']}", "code": b["code"] if full else test_code(b),
-                       "cwd": os.path.join(workdir, page), "session": page})
-    return result
+def cli_code(args):
+    """A ``tfevo ARGS`` command line as code for _script_batch: the CLI's main in this interpreter."""
+    return f"import shlex, sys\nfrom tfevo.cli import main\nsys.exit(main(shlex.split({args!r})))\n"
+
+
+def page_specs(page, workdir, full=False):
+    """(_script_batch specs, skipped blocks) of one page, in page order, in one session and working
+    directory that holds the page's files and a link to examples/ (commands name examples/configs/...)."""
+    cwd = os.path.join(workdir, page[:-3])
+    os.makedirs(cwd, exist_ok=True)
+    if not os.path.exists(os.path.join(cwd, "examples")):
+        os.symlink(ROOT / "examples", os.path.join(cwd, "examples"))
+    specs, skipped = [], []
+    for b in blocks(None, [page]):
+        if b["file"]:
+            Path(cwd, b["file"]).write_text(b["code"], encoding="utf-8")
+        if b["lang"] not in ("python", "bash") or b["file"]:
+            continue
+        if b["lang"] == "bash" and not command_lines(b):
+            continue
+        name = f"{page}:{b['line']}"
+        if b["skip"]:
+            skipped.append((name, b["skip"]))
+            continue
+        for i, args in enumerate(b["before"]):
+            specs.append({"name": f"{name} before {i}", "code": cli_code(args), "cwd": cwd, "session": page})
+        if b["lang"] == "python":
+            specs.append({"name": name, "code": b["code"] if full else test_code(b), "cwd": cwd, "session": page})
+        else:
+            for i, args in enumerate(command_lines(b)):
+                specs.append({"name": f"{name} command {i}", "code": cli_code(args), "cwd": cwd, "session": page})
+    return specs, skipped
 
 
 def main(argv):
@@ -104,23 +139,24 @@ def main(argv):
     from _script_batch import run_batch
 
     full = "--full" in argv
-    pages = [a for a in argv if not a.startswith("--")] or None
-    todo = [b for b in blocks("python", pages) if not b["skip"]]
-    for b in blocks("python", pages):
-        if b["skip"]:
-            print(f"SKIP {b['page']}:{b['line']}: {b['skip']}")
+    pages = [a if a.endswith(".md") else a + ".md" for a in argv if not a.startswith("--")]
+    pages = pages or [p.name for p in sorted(DOCS.glob("*.md"))]
     env = {**os.environ, "MPLBACKEND": "Agg",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for page in dict.fromkeys(b["page"] for b in todo):
-            page_blocks = [b for b in todo if b["page"] == page]
+        for page in pages:
+            page_spec, skipped = page_specs(page, tmp, full)
+            for name, reason in skipped:
+                print(f"SKIP {name}: {reason}", flush=True)
+            if not page_spec:
+                continue
             t0 = time.time()
-            results = run_batch(specs(page_blocks, tmp, full), tmp, env, timeout=3600)
+            results = run_batch(page_spec, tmp, env, timeout=3600)
             for r in results:
                 failed += r["returncode"] != 0
                 status = "ok  " if r["returncode"] == 0 else "FAIL"
-                print(f"{status} {r['name']}", flush=True)
+                print(f"{status} {r['name']}  ({r.get('cpu_seconds', 0):.1f} s CPU)", flush=True)
                 if r["returncode"]:
                     print("   " + (r["error"] or r["output"])[-1500:].replace("\n", "\n   "), flush=True)
             print(f"     {page}: {time.time() - t0:.1f} s wall", flush=True)
