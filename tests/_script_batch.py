@@ -19,6 +19,7 @@ import json
 import os
 import runpy
 import sys
+import time
 import traceback
 
 
@@ -30,6 +31,7 @@ def _run_one(spec, sessions):
     sys.path[0] = os.path.dirname(os.path.abspath(path)) if path else ""
     out = io.StringIO()
     code, error = 0, ""
+    cpu0 = time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             if path:
@@ -44,7 +46,8 @@ def _run_one(spec, sessions):
                 error = f"SystemExit({e.code!r})"
         except BaseException:  # noqa: BLE001 -- recorded as this script's failure
             code, error = 1, traceback.format_exc()
-    return {"name": spec["name"], "returncode": code, "error": error, "output": out.getvalue()}
+    return {"name": spec["name"], "returncode": code, "error": error, "output": out.getvalue(),
+            "cpu_seconds": time.process_time() - cpu0}
 
 
 def run_batch(specs, workdir, env, timeout=900):
