@@ -76,7 +76,7 @@ def blocks(lang="python", pages=None):
     return out
 
 
-def test_code(block):
+def suite_code(block):
     """The block's code with its replacements made; ValueError if an OLD does not occur (a stale comment)."""
     code = block["code"]
     for old, new in block["replace"]:
@@ -90,7 +90,7 @@ def test_code(block):
 def command_lines(block):
     """The ``tfevo ...`` lines of a ```bash block (its test code: replacements made), without ``tfevo``."""
     lines = []
-    for raw in test_code(block).split("\n"):
+    for raw in suite_code(block).split("\n"):
         line = raw.split(" #", 1)[0].strip()
         if line.startswith("tfevo "):
             lines.append(line[len("tfevo "):])
@@ -124,7 +124,7 @@ def page_specs(page, workdir, full=False):
         for i, args in enumerate(b["before"]):
             specs.append({"name": f"{name} before {i}", "code": cli_code(args), "cwd": cwd, "session": page})
         if b["lang"] == "python":
-            specs.append({"name": name, "code": b["code"] if full else test_code(b), "cwd": cwd, "session": page})
+            specs.append({"name": name, "code": b["code"] if full else suite_code(b), "cwd": cwd, "session": page})
         else:
             for i, args in enumerate(command_lines(b)):
                 specs.append({"name": f"{name} command {i}", "code": cli_code(args), "cwd": cwd, "session": page})

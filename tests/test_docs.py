@@ -130,11 +130,11 @@ def _docs_batches():
 
 def test_docs_directives_are_current():
     """Every replace comment names text its block holds, and the skips are few and give a reason."""
-    from _docs_blocks import blocks, command_lines, test_code
+    from _docs_blocks import blocks, command_lines, suite_code
 
     python, bash = blocks("python"), [b for b in blocks("bash") if command_lines(b)]
     for b in python + bash:
-        test_code(b)  # ValueError on a stale OLD
+        suite_code(b)  # ValueError on a stale OLD
     skipped = [(b["page"], b["line"], b["skip"]) for b in python + bash if b["skip"]]
     assert all(reason and reason != "no reason given" for *_, reason in skipped), skipped
     assert len(python) >= 30 and len(skipped) <= 3, (len(python), skipped)
