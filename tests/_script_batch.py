@@ -6,7 +6,8 @@ script gets what a fresh ``python SCRIPT`` would give it: its own ``__main__``
 globals, ``sys.argv == [SCRIPT]``, the script's folder first on ``sys.path`` (a
 ``-c`` code block: the empty entry) and its own working directory.  Its exit status
 (an exception, or ``SystemExit`` with a non-zero code) and output are recorded per
-script.
+script.  Code blocks that give the same ``"session"`` share one ``__main__``
+namespace, as blocks pasted one after the other into one interpreter would.
 
 Usage: ``python _script_batch.py SPEC.json RESULT.json`` where SPEC is a list of
 ``{"name", "cwd", and "path" (a script file) or "code" (a ``-c`` block)}``.
@@ -18,10 +19,11 @@ import json
 import os
 import runpy
 import sys
+import time
 import traceback
 
 
-def _run_one(spec):
+def _run_one(spec, sessions):
     os.makedirs(spec["cwd"], exist_ok=True)
     os.chdir(spec["cwd"])
     path = spec.get("path")
@@ -29,19 +31,23 @@ def _run_one(spec):
     sys.path[0] = os.path.dirname(os.path.abspath(path)) if path else ""
     out = io.StringIO()
     code, error = 0, ""
+    cpu0 = time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             if path:
                 runpy.run_path(path, run_name="__main__")
             else:
-                exec(compile(spec["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                fresh = {"__name__": "__main__", "__builtins__": __builtins__}
+                namespace = sessions.setdefault(spec["session"], fresh) if spec.get("session") else fresh
+                exec(compile(spec["code"], "<string>", "exec"), namespace)
         except SystemExit as e:
             code = 0 if e.code in (None, 0) else e.code if isinstance(e.code, int) else 1
             if code:
                 error = f"SystemExit({e.code!r})"
         except BaseException:  # noqa: BLE001 -- recorded as this script's failure
             code, error = 1, traceback.format_exc()
-    return {"name": spec["name"], "returncode": code, "error": error, "output": out.getvalue()}
+    return {"name": spec["name"], "returncode": code, "error": error, "output": out.getvalue(),
+            "cpu_seconds": time.process_time() - cpu0}
 
 
 def run_batch(specs, workdir, env, timeout=900):
@@ -68,9 +74,9 @@ def run_batch(specs, workdir, env, timeout=900):
 def main(spec_path, result_path):
     with open(spec_path) as f:
         specs = json.load(f)
-    results = []
+    results, sessions = [], {}
     for spec in specs:
-        results.append(_run_one(spec))
+        results.append(_run_one(spec, sessions))
         with open(result_path, "w") as f:  # after each script: a crash still leaves the earlier results
             json.dump(results, f)
     return 0

@@ -108,3 +108,67 @@ def test_readme_code_block_runs(batch, tmp_path):
     failed = [f"README block {i} failed:\n{blocks[i]}\n{r['output'][-1000:]}\n{r['error'][-3000:]}"
               for i, r in zip(indices, results) if r["returncode"] != 0]
     assert not failed, "\n\n".join(failed)
+
+
+# The docs pages' examples (tests/_docs_blocks.py): every ```python block and every `tfevo ...` line of a
+# ```bash block, a page's blocks in page order in one namespace, with the test sizes its
+# <!-- test: replace ... --> comments give.  Two interpreters share the pages out; a page that sets up
+# devices before any TensorFlow op (make_strategy, --devices) goes first in its interpreter.
+DOCS_BATCHES = (("distribute.md",), ("multi_machine.md",))
+
+
+def _docs_batches():
+    from _docs_blocks import DOCS
+
+    batches = [list(b) for b in DOCS_BATCHES]
+    fixed = {p for b in DOCS_BATCHES for p in b}
+    rest = [p.name for p in sorted(DOCS.glob("*.md")) if p.name not in fixed]
+    for i, page in enumerate(rest):
+        batches[i % len(batches)].append(page)
+    return batches
+
+
+def test_docs_directives_are_current():
+    """Every replace comment names text its block holds, and the skips are few and give a reason."""
+    from _docs_blocks import blocks, command_lines, suite_code
+
+    python, bash = blocks("python"), [b for b in blocks("bash") if command_lines(b)]
+    for b in python + bash:
+        suite_code(b)  # ValueError on a stale OLD
+    skipped = [(b["page"], b["line"], b["skip"]) for b in python + bash if b["skip"]]
+    assert all(reason and reason != "no reason given" for *_, reason in skipped), skipped
+    assert len(python) >= 30 and len(skipped) <= 3, (len(python), skipped)
+
+
+@pytest.mark.parametrize("batch", range(len(DOCS_BATCHES)))
+def test_docs_code_blocks_run(batch, tmp_path):
+    """Each docs page's examples run as a reader pastes them (at the sizes the test comments give)."""
+    from _docs_blocks import page_specs
+    from _script_batch import run_batch
+
+    specs, skipped = [], []
+    for page in _docs_batches()[batch]:
+        page_spec, page_skipped = page_specs(page, str(tmp_path), full=False)
+        specs += page_spec
+        skipped += page_skipped
+    env = {**os.environ, "MPLBACKEND": "Agg",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    results = run_batch(specs, str(tmp_path), env, timeout=1800)
+    assert [r["name"] for r in results] == [s["name"] for s in specs]
+    code = {s["name"]: s["code"] for s in specs}
+    failed = [f"{r['name']} failed:\n{code[r['name']]}\n{r['output'][-1000:]}\n{r['error'][-3000:]}"
+              for r in results if r["returncode"] != 0]
+    assert not failed, "\n\n".join(failed)
+
+
+def _skipped_docs_blocks():
+    from _docs_blocks import blocks, command_lines
+
+    return [(f"{b['page']}:{b['line']}", b["skip"]) for b in blocks(None)
+            if b["skip"] and (b["lang"] == "python" or (b["lang"] == "bash" and command_lines(b)))]
+
+
+@pytest.mark.parametrize("name, reason", _skipped_docs_blocks())
+def test_docs_block_not_run(name, reason):
+    """The blocks marked <!-- test: skip REASON -->, listed with their reason in the skip summary."""
+    pytest.skip(f"docs example {name} not run: {reason}")
