@@ -183,7 +183,8 @@ def cmd_train(args) -> int:
     png = plot_run(run_dir)
     picture = write_picture(run_dir, setup)
     last = rows[-1] if rows else {}
-    print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {last.get('generation', 0)} generations, "
+    gens = last.get("generation", 0)
+    print(f"\nbest fitness {float(trainer.best_fitness.numpy()):.4g} after {gens} generation{'' if gens == 1 else 's'}, "
           f"{last.get('frames', 0)} frames, {last.get('wall_time', 0.0):.1f} s")
     print(f"run saved in {run_dir} (checkpoints, progress.jsonl, tensorboard/); curve: {png}"
           + (f"; picture: {picture}" if picture else ""))
