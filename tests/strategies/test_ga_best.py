@@ -2,6 +2,7 @@
 is the elite with its mean over all its evaluations; the luckiest single evaluation is best_single."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfevo import registry
@@ -136,18 +137,25 @@ def test_gaussian_ga_checkpoint_restores_the_best(tmp_path):
         np.testing.assert_array_equal(getattr(res, name).numpy(), getattr(full, name).numpy(), err_msg=name)
 
 
-def test_trainer_resume_keeps_the_gaussian_ga_elite_best_and_its_logs(tmp_path):
+@pytest.mark.parametrize("encoding", ["vectors", "seeds"])
+def test_trainer_resume_keeps_the_elite_best_and_its_logs(tmp_path, encoding):
     # noise drawn from the checkpointed generation counter, so a resumed run sees the same fitness
     import json
 
     from tfevo.training import Trainer
 
     def run(run_dir, generations):
-        ga = GaussianGA(D, P, truncation=T, sigma=0.1, num_elite_candidates=E, init_sigma=1.0, seed=5)
+        if encoding == "vectors":
+            ga = GaussianGA(D, P, truncation=T, sigma=0.1, num_elite_candidates=E, init_sigma=1.0, seed=5)
+            params = tf.identity
+        else:
+            ga = SeedGA(D, P, truncation=T, sigma=0.1, num_elite_candidates=E, init_sigma=1.0, seed=5,
+                        max_generations=6)
+            params = ga.decode
 
         def evaluate(x):
             noise = tf.random.stateless_normal([P], seed=tf.stack([ga.generation, tf.constant(7, tf.int64)]))
-            return sphere(x) + noise
+            return sphere(params(x)) + noise
 
         trainer = Trainer(ga, evaluate, run_dir=run_dir, generations=generations, progress=False)
         trainer.run()

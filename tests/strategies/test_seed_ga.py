@@ -277,32 +277,3 @@ def test_trainer_logs_checkpoints_and_exports_the_seed_ga_best(tmp_path):
     assert float(trainer.best_fitness.numpy()) == np.float32(ga.best_fitness.numpy()) == np.float32(elite_mean())
     assert max(log.best for _, log in seen) == float(ga.best_single_fitness.numpy()) > log.best_ever
     assert {"elite_mean", "elite_evaluations", "best_evaluations"} <= set(seen[-1][1].extra)
-
-
-def test_trainer_resume_keeps_the_elite_best_and_its_logs(tmp_path):
-    # noise drawn from the checkpointed generation counter, so a resumed run sees the same fitness
-    import json
-
-    from tfevo.training import Trainer
-
-    def run(run_dir, generations):
-        ga = make(popsize=16, truncation=4, num_elite_candidates=2, seed=5)
-
-        def evaluate(g):
-            noise = tf.random.stateless_normal([16], seed=tf.stack([ga.generation, tf.constant(7, tf.int64)]))
-            return sphere(ga.decode(g)) + noise
-
-        trainer = Trainer(ga, evaluate, run_dir=run_dir, generations=generations, progress=False)
-        trainer.run()
-        return trainer, ga
-
-    full, _ = run(tmp_path / "full", 6)
-    run(tmp_path / "part", 3)
-    part, ga = run(tmp_path / "part", 6)  # resumes at generation 3 in fresh objects
-    assert part.restored_from is not None
-    keys = ("generation", "best", "mean", "best_ever", "elite_mean", "elite_evaluations", "best_evaluations")
-    logs = [[{k: json.loads(l)[k] for k in keys} for l in (tmp_path / d / "progress.jsonl").read_text().splitlines()]
-            for d in ("full", "part")]
-    assert logs[0] == logs[1] and len(logs[0]) == 6
-    np.testing.assert_array_equal(part.best_individual().numpy(), full.best_individual().numpy())
-    np.testing.assert_array_equal(part.best_individual().numpy(), ga.population[0].numpy())
