@@ -118,7 +118,10 @@ def _budgets(run) -> str:
 
 
 def cmd_train(args) -> int:
+    import tensorflow as tf
+
     from tfevo.core import ConfigError
+    from tfevo.distribute import broadcast_from_chief, read_tf_config
     from tfevo.training import config as C
     from tfevo.training import Trainer
     from tfevo.training.builders import build, write_picture
@@ -131,6 +134,7 @@ def cmd_train(args) -> int:
     cfg = _load(args)
     run_dir = cfg.run_dir
     saved = run_dir / "config.json"
+    refusal = None  # a changed config: refused at once, or by every worker of a multi-worker job together
     if saved.exists():
         # through the schema, so fields added since the run started compare as their defaults
         old = C.parse_config(json.loads(saved.read_text()), str(saved)).to_dict()
@@ -146,14 +150,21 @@ def cmd_train(args) -> int:
         if strip(old) != strip(new):
             changed = _differences(strip(old), strip(new))
             shown = "; ".join(f"{k}: {a!r} in the run, {b!r} now" for k, a, b in changed[:5])
-            raise ConfigError(
-                f"{run_dir} holds a run with a different config ({shown}); pass --run-dir to start a new run "
-                "(only the budget and distribute.devices/strategy may change when resuming)"
-            )
+            refusal = (f"{run_dir} holds a run with a different config ({shown}); pass --run-dir to start a new run "
+                       "(only the budget and distribute.devices/strategy may change when resuming)")
+    multi_worker = read_tf_config() is not None
+    if refusal is not None and not multi_worker:
+        raise ConfigError(refusal)
     task = f"{cfg.problem.name} (D={cfg.problem.num_dims})" if cfg.problem is not None else cfg.env.id
     print(f"tfevo: {cfg.name}: {cfg.algorithm.name} ({cfg.policy.kind if cfg.problem is None else 'solutions'}) "
           f"on {task}, popsize {cfg.algorithm.popsize}, run directory {run_dir}")
     setup = build(cfg)
+    if multi_worker and isinstance(setup.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # only the chief's run directory counts; had it refused before joining the cluster, the other
+        # workers would wait for it at start-up for ever, so every worker stops here with its answer
+        refusal = broadcast_from_chief(setup.strategy, (refusal or "").encode()).decode() or None
+    if refusal is not None:
+        raise ConfigError(refusal)
     if setup.strategy is None or setup.strategy.extended.should_checkpoint:  # multi-worker: only the chief writes
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp = saved.with_suffix(".tmp")
