@@ -278,7 +278,23 @@ def test_checkpoint_files_travel_through_the_strategy(tmp_path):
     np.testing.assert_array_equal(w.numpy(), v.numpy())
 
 
-@pytest.mark.multiworker
+def _job_outputs(tmp_path, config, extra_args, timeout):
+    """Starts a two-worker `tfevo train` job (worker i writes to run<i>, with ``extra_args(i)``) and
+    returns each worker's (returncode, output) once both have ended."""
+    cluster = _cluster(2)
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "tfevo.cli", "train", str(config), "--run-dir", str(tmp_path / f"run{i}"),
+         *extra_args(i)], env={**_env(tmp_path), "TF_CONFIG": _tf_config(cluster, i)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return [(p.returncode, out) for p, out in zip(procs, outs)]
+
+
 @pytest.mark.multiworker
 def test_a_restart_with_a_changed_config_stops_every_worker(tmp_path):
     """The chief's run directory holds a run with another config: every worker stops with the chief's
@@ -291,40 +307,19 @@ def test_a_restart_with_a_changed_config_stops_every_worker(tmp_path):
          "--seed", "1", "--generations", "1", "--no-progress"],
         env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:]
-    cluster = _cluster(2)
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "tfevo.cli", "train", str(config), "--run-dir", str(tmp_path / f"run{i}"),
-         "--no-progress"], env={**_env(tmp_path), "TF_CONFIG": _tf_config(cluster, i)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
-    try:
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, out in zip(procs, outs):
-        assert p.returncode == 2, out[-3000:]
+    for code, out in _job_outputs(tmp_path, config, lambda i: ["--no-progress"], timeout=300):
+        assert code == 2, out[-3000:]
         assert "holds a run with a different config" in out and "run.seed: 1 in the run, 3 now" in out, out[-3000:]
     assert not (tmp_path / "run1").exists()  # the other worker writes nothing, not even its own config.json
 
 
+@pytest.mark.multiworker
 def test_workers_started_with_different_configs_are_refused(tmp_path):
     """A worker whose config differs (here its seed) would evaluate another population under the same
     gather; every worker compares its state with the chief's and stops with a ConfigError instead."""
     config = tmp_path / "run.toml"
     config.write_text(CONFIG)
-    cluster = _cluster(2)
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "tfevo.cli", "train", str(config), "--run-dir", str(tmp_path / f"run{i}"),
-         "--seed", str(i)], env={**_env(tmp_path), "TF_CONFIG": _tf_config(cluster, i)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
-    try:
-        outs = [p.communicate(timeout=600)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for p, out in zip(procs, outs):
-        assert p.returncode == 2, out[-3000:]
+    for code, out in _job_outputs(tmp_path, config, lambda i: ["--seed", str(i)], timeout=600):
+        assert code == 2, out[-3000:]
         assert "differ from the chief's" in out and "replica(s) [1]" in out, out[-3000:]
     assert not (tmp_path / "run0" / "progress.jsonl").exists()
