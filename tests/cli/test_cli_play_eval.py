@@ -66,3 +66,37 @@ def test_eval_prints_the_same_statistics_for_every_family(toy_run, capsys):
                                rtol=1e-3, atol=1e-3)
     rows = [json.loads(l) for l in (run / "progress.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [1]
+
+
+def test_play_builds_the_task_the_run_trained_on(tmp_path, capfd):
+    """The run's env options reach the played Gymnasium env: CartPole trained with Sutton and Barto's
+    reward (0 per step, -1 on failure) and a fixed tilted start is played with them, not the default
+    +1-per-step task from a random start."""
+    pytest.importorskip("imageio")
+    run = tmp_path / "run"
+    kwargs = '{"sutton_barto_reward": true, "reset_low": 0.15, "reset_high": 0.15}'
+    assert main(["train", "--run-dir", str(run), "--generations", "1", "--no-progress", "--set", "env.id=CartPole-v1",
+                 "--set", "policy.kind=linear", "--set", "algorithm.popsize=2", "--set", "env.episodes=1",
+                 "--set", "evaluator.kind=pipelined", "--set", f"env.kwargs={kwargs}"]) == 0
+    capfd.readouterr()
+    assert main(["play", str(run), "--video", str(tmp_path / "p.gif"), "--max-steps", "400"]) == 0
+    m = re.search(r"return (\S+) over (\d+) steps", capfd.readouterr().out)
+    # a pole starting at 0.15 rad falls within a few dozen steps whatever the linear policy does
+    assert float(m.group(1)) == -1.0 and int(m.group(2)) < 400
+
+
+def test_gymnasium_twin_maps_every_in_graph_option():
+    import gymnasium as gym
+
+    from tfevo.envs import gymnasium_twin
+
+    assert gymnasium_twin("Pendulum-v1", {"g": 2.5, "x_init": 0.1, "y_init": 0.2, "max_episode_steps": 9}) == (
+        {"g": 2.5}, {"x_init": 0.1, "y_init": 0.2})
+    make_kwargs, options = gymnasium_twin("MountainCar-v0", {"goal_velocity": 0.01, "reset_low": -0.5,
+                                                             "reset_high": -0.45})
+    env = gym.make("MountainCar-v0", **make_kwargs)
+    obs, _ = env.reset(seed=3, options=options)
+    assert env.unwrapped.goal_velocity == 0.01 and -0.5 <= obs[0] <= -0.45
+    # engine options of the MuJoCo tasks do not change the task; other ids' kwargs are gym.make's
+    assert gymnasium_twin("Hopper-v5", {"num_threads": 2, "backend": "threads"}) == ({}, {})
+    assert gymnasium_twin("LunarLander-v3", {"continuous": True, "asynchronous": True}) == ({"continuous": True}, {})

@@ -152,14 +152,20 @@ def cmd_play(args) -> int:
         else:
             import gymnasium as gym
 
-            # max_steps replaces the registered TimeLimit, as in training
-            limit = {"max_episode_steps": max_steps} if max_steps else {}
-            env = gym.make(env_id, **limit)
+            from tfevo.envs import gymnasium_twin
+
+            # the run's task options, and max_steps replacing the registered TimeLimit as in training
+            make_kwargs, reset_options = gymnasium_twin(env_id, cfg.env.kwargs)
+            own = cfg.env.kwargs.get("max_episode_steps")
+            limit = max_steps if max_steps else own
+            if limit:
+                make_kwargs["max_episode_steps"] = limit
+            env = gym.make(env_id, **make_kwargs)
             is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
             if not is_mujoco:
                 env.close()
-                env = gym.make(env_id, render_mode="rgb_array", **limit)
-            obs, _ = env.reset(seed=args.seed)
+                env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
+            obs, _ = env.reset(seed=args.seed, options=reset_options or None)
             frames, qpos, qvel = [], [], []
 
             def record():

@@ -24,6 +24,34 @@ def list_envs() -> dict[str, str]:
     return registry.names("env")
 
 
+def gymnasium_twin(env_id: str, kwargs: dict) -> tuple[dict, dict]:
+    """``(make_kwargs, reset_options)`` that make Gymnasium's ``env_id`` the task tfevo builds from
+    ``make(env_id, **kwargs)``: ``gym.make(env_id, **make_kwargs)`` reset with
+    ``options=reset_options``.
+
+    An in-graph control task maps each option it shares with Gymnasium (``sutton_barto_reward``,
+    ``g``, ``goal_velocity``; the reset bounds become reset options) and has no other option that
+    changes the task; the MuJoCo engine's options (threads, backend, reset stream) do not change the
+    task either; any other id's kwargs are ``gym.make`` keywords already.  The episode limit
+    (``max_episode_steps``) is left to the caller.
+    """
+    from tfevo import registry
+
+    kwargs = {k: v for k, v in dict(kwargs).items() if k != "max_episode_steps"}
+    if env_id in registry.names("env"):
+        options = getattr(registry.get("env", env_id), "gymnasium_options", {})
+        make_kwargs, reset_options = {}, {}
+        for key, value in kwargs.items():
+            if key in options:
+                where, name = options[key]
+                (make_kwargs if where == "make" else reset_options)[name] = value
+        return make_kwargs, reset_options
+    if env_id.startswith("ALE/"):
+        raise ConfigError(f"{env_id}: an Atari task is tfevo's own preprocessing over ALE; it has no "
+                          "single Gymnasium twin")
+    return {k: v for k, v in kwargs.items() if k not in ("asynchronous", "env_fn")}, {}
+
+
 def make(env_id: str, num_envs: int = 1, **kwargs):
     """Creates a batched environment of ``num_envs`` copies of ``env_id``.
 

@@ -45,6 +45,7 @@ class Acrobot(ClassicControlEnv):
     observation_shape = (6,)
     action_spec = ActionSpec(discrete=True, num_actions=3)
     max_episode_steps = 500
+    gymnasium_options = {"reset_low": ("reset", "low"), "reset_high": ("reset", "high")}
     state_size = 4
 
     dt = 0.2

@@ -36,6 +36,8 @@ class CartPole(ClassicControlEnv):
     observation_shape = (4,)
     action_spec = ActionSpec(discrete=True, num_actions=2)
     max_episode_steps = 500
+    gymnasium_options = {"sutton_barto_reward": ("make", "sutton_barto_reward"),
+                         "reset_low": ("reset", "low"), "reset_high": ("reset", "high")}
     state_size = 4
 
     gravity = 9.8

@@ -64,6 +64,9 @@ class ClassicControlEnv(TFEnv):
     """
 
     state_size: int = 0
+    # Each option that has a Gymnasium counterpart: ("make", name) is a ``gym.make`` keyword,
+    # ("reset", name) a key of ``env.reset(options=...)``; see :func:`tfevo.envs.gymnasium_twin`.
+    gymnasium_options: dict = {}
 
     def __init_subclass__(cls, **kwargs):
         # Unknown options (e.g. a typo in a config's env.kwargs) -> ConfigError

@@ -62,6 +62,8 @@ class GymVectorEnv(HostVectorEnv):
         simulation with TensorFlow work but pays inter-process costs.
       env_fn: optional zero-argument callable creating one environment
         (instead of ``gymnasium.make(env_id, **make_kwargs)``).
+      reset_options: ``options`` given to every slot's ``reset`` (e.g. the
+        ``low``/``high`` start bounds of the classic control tasks).
       **make_kwargs: passed to ``gymnasium.make`` (``max_episode_steps=N``
         replaces the registered ``TimeLimit``, as in Gymnasium).
 
@@ -80,6 +82,7 @@ class GymVectorEnv(HostVectorEnv):
         *,
         asynchronous: bool = False,
         env_fn: Callable | None = None,
+        reset_options: dict | None = None,
         **make_kwargs,
     ):
         import gymnasium as gym
@@ -101,6 +104,7 @@ class GymVectorEnv(HostVectorEnv):
         self.env_id = env_id or getattr(env_fn, "__name__", "custom")
         self.num_envs = int(num_envs)
         self.asynchronous = bool(asynchronous)
+        self.reset_options = dict(reset_options) if reset_options else None
         fns = [env_fn] * self.num_envs
         if self.asynchronous:
             self._vec = gym.vector.AsyncVectorEnv(
@@ -157,7 +161,7 @@ class GymVectorEnv(HostVectorEnv):
         if self.asynchronous:
             pipes = self._vec.parent_pipes
             for i, s in zip(idx, seeds):
-                pipes[i].send(("reset", {"seed": s, "options": None}))
+                pipes[i].send(("reset", {"seed": s, "options": self.reset_options}))
             succ = []
             for j, i in enumerate(idx):
                 (res, ok) = pipes[i].recv()
@@ -167,7 +171,7 @@ class GymVectorEnv(HostVectorEnv):
             self._raise(succ)
         else:
             for j, (i, s) in enumerate(zip(idx, seeds)):
-                o, _ = self._vec.envs[i].reset(seed=s)
+                o, _ = self._vec.envs[i].reset(seed=s, options=self.reset_options)
                 obs[j] = o
         return obs
 

@@ -15,6 +15,9 @@ __all__ = ["MountainCar", "MountainCarContinuous"]
 class _MountainCarBase(ClassicControlEnv):
     """What MountainCar-v0 and MountainCarContinuous-v0 share: options, bounds, start states."""
 
+    gymnasium_options = {"goal_velocity": ("make", "goal_velocity"),
+                         "reset_low": ("reset", "low"), "reset_high": ("reset", "high")}
+
     def __init__(self, num_envs=1, max_episode_steps=None, goal_velocity=0, reset_low=-0.6, reset_high=-0.4):
         super().__init__(num_envs, max_episode_steps)
         self.goal_velocity = float(goal_velocity)

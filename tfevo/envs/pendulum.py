@@ -33,6 +33,7 @@ class Pendulum(ClassicControlEnv):
     observation_shape = (3,)
     action_spec = ActionSpec(discrete=False, shape=(1,), low=np.float32(-2.0), high=np.float32(2.0))
     max_episode_steps = 200
+    gymnasium_options = {"g": ("make", "g"), "x_init": ("reset", "x_init"), "y_init": ("reset", "y_init")}
     state_size = 2
 
     max_speed = 8

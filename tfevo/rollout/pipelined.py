@@ -268,10 +268,13 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
             e = envs_mod.make(env, num_envs=n, **kwargs)
             if not isinstance(e, HostVectorEnv):
                 # An in-graph env: the pipelined evaluator needs a host env;
-                # fall back to Gymnasium's implementation of the same id.
+                # fall back to Gymnasium's implementation of the same id and options.
                 from tfevo.envs.gym import GymVectorEnv
 
-                e = GymVectorEnv(env, num_envs=n, **kwargs)
+                make_kwargs, reset_options = envs_mod.gymnasium_twin(env, kwargs)
+                if kwargs.get("max_episode_steps"):  # (0, the in-graph env's "no limit", is gym's None)
+                    make_kwargs["max_episode_steps"] = kwargs["max_episode_steps"]
+                e = GymVectorEnv(env, num_envs=n, reset_options=reset_options, **make_kwargs)
         else:
             raise ConfigError(f"env must be an env id or a callable env_fn(num_slots), got {env!r}")
         if not isinstance(e, HostVectorEnv):
