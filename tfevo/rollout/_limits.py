@@ -37,6 +37,12 @@ def check_max_steps(max_steps):
     return None if max_steps is None else check_int(max_steps, "max_steps", 1, integral_float=True)
 
 
+def limit_too_short(max_steps: int, cause: str, fix: str, most: int) -> ConfigError:
+    """The error for a ``max_steps`` that a limit the user set (``cause``) would cut short at ``most``
+    agent steps; ``fix`` says how to lift that limit."""
+    return ConfigError(f"max_steps={max_steps} cannot be honoured: {cause}; {fix}, or pass max_steps <= {most}")
+
+
 def _explicit_limit(env) -> bool:
     """Whether an in-graph env's ``max_episode_steps`` was set on the instance (not the class default)."""
     return "max_episode_steps" in getattr(env, "__dict__", {})
@@ -62,10 +68,9 @@ def ingraph_limit(env, max_steps):
         return env, max_steps
     if _explicit_limit(env) and own > 0:
         if max_steps > own:
-            raise ConfigError(
-                f"max_steps={max_steps} cannot be honoured: the {env.env_id} env was made with "
-                f"max_episode_steps={own}, which truncates every episode at step {own}; make the env with "
-                f"max_episode_steps >= {max_steps} (or without it), or pass max_steps <= {own}")
+            raise limit_too_short(
+                max_steps, f"the {env.env_id} env was made with max_episode_steps={own}, which truncates every "
+                f"episode at step {own}", f"make the env with max_episode_steps >= {max_steps} (or without it)", own)
         return env, max_steps
     if _explicit_limit(env):  # explicitly unlimited (0): the evaluator's cap is the only limit
         return env, max_steps
@@ -100,11 +105,10 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
         if frames is not None:
             most = -(-frames // skip) if isinstance(frames, int) else 0  # ALE truncates at the first step
             if 0 < most < max_steps:                                    # that reaches the frame limit
-                raise ConfigError(
-                    f"max_steps={max_steps} cannot be honoured: env kwargs max_num_frames_per_episode={frames} "
-                    f"emulator frames end every episode after at most {most} agent steps "
-                    f"(frameskip={skip}); raise max_num_frames_per_episode to at least {need} or drop it, "
-                    f"or pass max_steps <= {most}")
+                raise limit_too_short(
+                    max_steps, f"env kwargs max_num_frames_per_episode={frames} emulator frames end every episode "
+                    f"after at most {most} agent steps (frameskip={skip})",
+                    f"raise max_num_frames_per_episode to at least {need} or drop it", most)
             return kwargs
         if "max_num_frames_per_episode" in preset and int(preset["max_num_frames_per_episode"]) < need:
             kwargs["max_num_frames_per_episode"] = need
@@ -112,10 +116,9 @@ def host_limit_kwargs(env_id: str, max_steps: int | None, kwargs: dict) -> dict:
     if kwargs.get("max_episode_steps") is not None:
         own = kwargs["max_episode_steps"]
         if isinstance(own, int) and 0 < own < max_steps:  # (a bad value is the env's to refuse)
-            raise ConfigError(
-                f"max_steps={max_steps} cannot be honoured: env kwargs max_episode_steps={own} truncates "
-                f"every episode at step {own}; raise max_episode_steps to >= {max_steps} or drop it, "
-                f"or pass max_steps <= {own}")
+            raise limit_too_short(
+                max_steps, f"env kwargs max_episode_steps={own} truncates every episode at step {own}",
+                f"raise max_episode_steps to >= {max_steps} or drop it", own)
         if own != 0:  # 0 (no limit of its own): max_steps is the only limit
             return kwargs
     kwargs["max_episode_steps"] = max_steps

@@ -57,7 +57,7 @@ from tfevo import registry
 from tfevo.core import ConfigError, ShapeError, check_seed, sanitize_fitness
 from tfevo.envs.base import HostVectorEnv
 from tfevo.rollout._inference import InferenceStep, _bucket_sizes
-from tfevo.rollout._limits import check_max_steps, host_limit, host_limit_kwargs
+from tfevo.rollout._limits import check_max_steps, host_limit, host_limit_kwargs, limit_too_short
 from tfevo.rollout.ingraph import check_policy_inputs
 from tfevo.rollout.normalization import ObservationNormalizer, batch_moments, merge_moments
 
@@ -254,9 +254,8 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
                 f"max_steps=None asks for the environment's own episode limit, but {self.env_id} has none; "
                 "pass max_steps >= 1")
         if self.max_steps is not None and own and own < self.max_steps:
-            raise ConfigError(
-                f"max_steps={self.max_steps} cannot be honoured: the {self.env_id} env truncates every episode "
-                f"after {own} agent steps; make it with a limit >= {self.max_steps}, or pass max_steps <= {own}")
+            raise limit_too_short(self.max_steps, f"the {self.env_id} env truncates every episode after {own} agent "
+                                  "steps", f"make it with a limit >= {self.max_steps}", own)
 
     @staticmethod
     def _make_env(env, n: int, kwargs: dict) -> HostVectorEnv:
