@@ -80,8 +80,9 @@ class ESEmitter(Emitter):
       in every mode: covariance condition number above ``1e14`` (``1e7`` in
       float32, whose eigensolver resolves about 7 digits), ``sigma *
       sqrt(max eigenvalue) < 1e-11``, or the best and worst candidates ranked
-      equal (pyribs: their ranking values differ by less than ``1e-12``).  A restarted search starts again from an elite drawn uniformly
-      from the archive, with ``sigma`` and an identity covariance.
+      equal (pyribs: their ranking values differ by less than ``1e-12``).  A
+      restarted search starts again from an elite drawn uniformly from the
+      archive, with ``sigma`` and an identity covariance.
     * The covariance is factorized lazily, as in pycma and pyribs: every
       ``floor(g / batch_size) + 1`` iterations, with ``g = 0.5 D batch_size /
       (c1 + c_mu) / D^2`` pycma's evaluation gap, for all searches at once.
