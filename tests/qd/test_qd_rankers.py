@@ -1,5 +1,7 @@
 """ESEmitter's pyribs rankers (2imp, imp, 2obj, obj, 2rd, rd): order, rules, seeds, checkpoints."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -59,7 +61,9 @@ def test_every_ranker_orders_as_pyribs_on_the_same_archive_results(soft):
 def test_ranker_names_and_bad_names():
     for name, long in CLASS_NAMES.items():
         assert ESEmitter(3, 4, ranker=long).ranker == name == ESEmitter(3, 4, ranker=name).ranker
-    for bad in ("nov", "random_direction", 3, None):
+    rankers = pytest.importorskip("ribs.emitters.rankers")
+    assert ESEmitter(3, 4, ranker=rankers.TwoStageRandomDirectionRanker).ranker == "2rd"
+    for bad in ("nov", "random_direction", 3, None, rankers.NoveltyRanker):
         with pytest.raises(ConfigError, match=r"ranker must be one of .*'2rd'.*'RandomDirectionRanker'.*got "
                            + repr(bad).replace("'", "'")):
             ESEmitter(3, 4, ranker=bad)
@@ -116,6 +120,7 @@ def test_random_direction_same_seed_same_run_and_checkpoint_carries_the_directio
     np.testing.assert_array_equal(em.direction.numpy(), em_b.direction.numpy())
     np.testing.assert_array_equal(me.archive.fitness.numpy(), me_b.archive.fitness.numpy())
     assert not np.allclose(em.direction.numpy(), em_c.direction.numpy())  # the run's seed reaches it
+    assert not np.allclose(em.direction.numpy(), _rd_run(3, em_seed=2)[1].direction.numpy())  # and the emitter's
     assert em.restarts.numpy().sum() >= 3
     path = tf.train.Checkpoint(me=me).write(str(tmp_path / "ck"))
     me.step(sphere_qd, iterations=4)

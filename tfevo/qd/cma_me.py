@@ -114,7 +114,8 @@ class ESEmitter(Emitter):
       x0: optional initial mean ``[D]`` (or a scalar for every coordinate) of every search; by default each
         search starts from an elite drawn from the archive at its first emit.
       ranker: ``"2imp"`` (two-stage improvement, default), ``"imp"`` (improvement value only),
-        ``"2obj"``/``"obj"`` (fitness), ``"2rd"``/``"rd"`` (random direction), or pyribs' class names.
+        ``"2obj"``/``"obj"`` (fitness), ``"2rd"``/``"rd"`` (random direction), pyribs' class names, or
+        those pyribs classes themselves.
       selection_rule: ``"filter"`` (pyribs' default) or ``"mu"``.
       restart_rule: ``"no_improvement"`` (default), ``"basic"`` or a positive int.
       bounds: as :class:`~tfevo.qd.emitter_base.Emitter` (also pyribs' per-dimension pairs).
@@ -157,6 +158,8 @@ class ESEmitter(Emitter):
         super().__init__(d, e * lam, bounds, name)
         if not (float(sigma) > 0 and math.isfinite(float(sigma))):
             raise ConfigError(f"sigma must be a finite number > 0, got {sigma}")
+        if isinstance(ranker, type) and ranker.__module__.startswith("ribs.") and ranker.__name__ in RANKERS:
+            ranker = ranker.__name__  # pyribs' ranker class itself (pyribs also takes the class)
         if not isinstance(ranker, str) or ranker not in RANKERS:
             raise ConfigError(f"ranker must be one of pyribs' ranker names {', '.join(map(repr, RANKERS))}, got "
                               f"{ranker!r} (pyribs' novelty, density and NSLC rankers need its ProximityArchive or "
