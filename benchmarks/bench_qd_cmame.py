@@ -1,7 +1,8 @@
 """CMA-ME side by side: tfevo's batched ESEmitter vs pyribs' EvolutionStrategyEmitter.
 
 Both run the same setting: ``E`` CMA-ES searches of ``B`` candidates each
-(default 15 x 37), two-stage improvement ranking ("2imp"), ``mu`` selection,
+(default 15 x 37), two-stage improvement ranking ("2imp", or any ranker both
+libraries have with ``--ranker``), ``mu`` selection (``--selection-rule``),
 restart on no improvement, initial step size ``sigma``, no solution bounds, a
 100x100 grid over the first two parameters, and an equal budget of
 evaluations.  The first batch (``E * B`` points uniform in ``[0, 1]^D``)
@@ -26,6 +27,7 @@ insertion's status, to wait for the step): one host sync per iteration.
 
     python benchmarks/bench_qd_cmame.py [--seeds 5] [--budget 100000] [--tasks sphere,rastrigin]
                                         [--decomposition cholesky|eigh] [--jit-compile]
+                                        [--ranker 2imp|imp|2obj|obj|2rd|rd] [--selection-rule mu|filter]
 
 The quick speed check (3 seeds, about a minute on a quiet 2-core machine):
 
@@ -62,13 +64,13 @@ def rastrigin_np(x):
     return -f, x[:, :2]
 
 
-def make_tfevo(task, e, b, sigma, seed, decomposition="cholesky", jit_compile=False):
+def make_tfevo(task, e, b, sigma, seed, decomposition="cholesky", jit_compile=False, ranker="2imp", selection="mu"):
     import tensorflow as tf
 
     from tfevo.qd import ESEmitter, GridArchive, MAPElites, rastrigin_qd, sphere_qd
 
     archive = GridArchive(DIM, GRID, [(0, 1), (0, 1)], qd_offset=OFFSET[task])
-    emitter = ESEmitter(DIM, b, num_emitters=e, sigma=sigma, ranker="2imp", selection_rule="mu",
+    emitter = ESEmitter(DIM, b, num_emitters=e, sigma=sigma, ranker=ranker, selection_rule=selection,
                         restart_rule="no_improvement", seed=seed, decomposition=decomposition,
                         jit_compile=jit_compile)
     me = MAPElites(archive, [emitter], init_bounds=(0, 1), seed=seed)
@@ -85,7 +87,7 @@ def make_tfevo(task, e, b, sigma, seed, decomposition="cholesky", jit_compile=Fa
     return iteration, final
 
 
-def make_ribs(task, e, b, sigma, seed):
+def make_ribs(task, e, b, sigma, seed, ranker="2imp", selection="mu"):
     from ribs.archives import GridArchive
     from ribs.emitters import EvolutionStrategyEmitter
     from ribs.schedulers import Scheduler
@@ -100,7 +102,7 @@ def make_ribs(task, e, b, sigma, seed):
             x = np.random.default_rng(seed).uniform(0, 1, (e * b, DIM))
             archive.add(x, *f_np(x))
             emitters = [EvolutionStrategyEmitter(archive, x0=archive.sample_elites(1)["solution"][0],
-                                                 sigma0=sigma, ranker="2imp", selection_rule="mu",
+                                                 sigma0=sigma, ranker=ranker, selection_rule=selection,
                                                  restart_rule="no_improvement", batch_size=b,
                                                  seed=seed * 1000 + i) for i in range(e)]
             state["sched"] = Scheduler(archive, emitters)
@@ -132,11 +134,12 @@ def alternate(loops, iters, chunk):
     return wall, cpu
 
 
-def run(task, seed, e, b, sigma, budget, chunk, decomposition, jit_compile=False):
-    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed, decomposition, jit_compile), "pyribs": make_ribs(task, e, b, sigma, seed)}
+def run(task, seed, e, b, sigma, budget, chunk, decomposition, jit_compile=False, ranker="2imp", selection="mu"):
+    loops = {"tfevo": make_tfevo(task, e, b, sigma, seed, decomposition, jit_compile, ranker, selection),
+             "pyribs": make_ribs(task, e, b, sigma, seed, ranker, selection)}
     iters = budget // (e * b)
     wall, cpu = alternate(loops, iters, chunk)
-    out = {"task": task, "seed": seed, "evaluations": iters * e * b}
+    out = {"task": task, "seed": seed, "evaluations": iters * e * b, "ranker": ranker, "selection_rule": selection}
     for name, (_, final) in loops.items():
         # Mean, not median: both libraries recompute the eigensystems only every few iterations.
         out[name] = dict(final(), wall_ms=1e3 * statistics.mean(wall[name][2:]),
@@ -158,12 +161,14 @@ def main():
     ap.add_argument("--chunk", type=int, default=5)
     ap.add_argument("--decomposition", default="cholesky", choices=["cholesky", "eigh"])
     ap.add_argument("--jit-compile", action="store_true", help="XLA-compile ESEmitter's update")
+    ap.add_argument("--ranker", default="2imp", choices=["2imp", "imp", "2obj", "obj", "2rd", "rd"])
+    ap.add_argument("--selection-rule", default="mu", choices=["mu", "filter"])
     args = ap.parse_args()
     rows = []
     for task in args.tasks.split(","):
         for seed in range(args.seed_start, args.seed_start + args.seeds):
             r = run(task, seed, args.emitters, args.batch, args.sigma, args.budget, args.chunk, args.decomposition,
-                    args.jit_compile)
+                    args.jit_compile, args.ranker, args.selection_rule)
             print(json.dumps(r), flush=True)
             rows.append(r)
     print("\n| task | library | seeds | QD-score mean | std | coverage | restarts (mean) | ms/iter wall | "

@@ -162,7 +162,9 @@ def test_map_elites_on_a_cvt_archive(emitter):
         soft = {"learning_rate": 0.01, "threshold_min": -1.0} if emitter == "cma_mae" else {}
         archive = CVTArchive(4, 64, [(0, 1), (0, 1)], centroids=cent, lookup="buckets", **soft)
         result = GridArchive(4, [8, 8], [(0, 1), (0, 1)]) if soft else None
-        em = IsoLineEmitter(4, 8, bounds=(0, 1)) if emitter == "iso_line" else ESEmitter(4, 4, num_emitters=2, seed=0)
+        # (CMA-MAE with the random direction ranker: its direction draws are in the graphs too)
+        em = IsoLineEmitter(4, 8, bounds=(0, 1)) if emitter == "iso_line" else ESEmitter(
+            4, 4, num_emitters=2, seed=0, ranker="2rd" if soft else "2imp")
         me = MAPElites(archive, [em], init_bounds=(0, 1), seed=0, result_archive=result)
         for _ in range(2):
             one_generation(me, "map_elites")

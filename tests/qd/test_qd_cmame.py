@@ -246,7 +246,7 @@ def test_quality_at_least_pyribs_cma_me_on_a_small_sphere():
 
 
 def test_es_emitter_rejects_bad_settings():
-    for kw, word in [({"ranker": "obj"}, "ranker"), ({"selection_rule": "all"}, "selection_rule"),
+    for kw, word in [({"ranker": "nov"}, "ranker"), ({"selection_rule": "all"}, "selection_rule"),
                      ({"restart_rule": 0}, "restart_rule"), ({"num_emitters": 0}, "num_emitters"),
                      ({"sigma": -1.0}, "sigma"), ({"batch_size": 1}, "batch_size"), ({"seed": -3}, "seed"),
                      ({"strategy": "cma_es"}, "strategy")]:

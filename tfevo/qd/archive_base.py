@@ -413,6 +413,149 @@ class Archive(tf.Module, metaclass=abc.ABCMeta):
             "size": int(occ.sum()),
         }
 
+    # -- pyribs' reading API ------------------------------------------------
+    @property
+    def field_list(self) -> list[str]:
+        """pyribs' field names: ``"objective"`` is the fitness, ``"measures"`` the descriptors,
+        ``"threshold"`` what a candidate must beat (the elite's fitness in a plain archive), ``"index"``
+        the cell."""
+        return ["solution", "objective", "measures", "threshold", "index"]
+
+    @property
+    def lower_bounds(self) -> np.ndarray:
+        """pyribs' name: the lower end of each descriptor range (float64 ``[k]``)."""
+        return np.array([r[0] for r in self.ranges], np.float64)
+
+    @property
+    def upper_bounds(self) -> np.ndarray:
+        """pyribs' name: the upper end of each descriptor range (float64 ``[k]``)."""
+        return np.array([r[1] for r in self.ranges], np.float64)
+
+    @property
+    def empty(self) -> bool:
+        """Whether no cell is filled (pyribs' ``empty``)."""
+        return int(self.size.numpy()) == 0
+
+    def __len__(self) -> int:
+        """The number of elites, as ``len`` of a pyribs archive."""
+        return int(self.size.numpy())
+
+    def _fields_at(self, cells: np.ndarray, fields) -> dict:
+        """Numpy copies of the requested fields at ``cells`` (int ``[n]``, valid cells)."""
+        idx = tf.constant(cells, tf.int32)
+        source = {"solution": self.solutions, "objective": self.fitness, "measures": self.descriptors,
+                  "threshold": self.threshold if self.soft else self.fitness}
+        out = {}
+        for name in fields:
+            out[name] = np.asarray(cells, np.int32).copy() if name == "index" else tf.gather(source[name],
+                                                                                              idx).numpy()
+        return out
+
+    def _field_names(self, fields) -> tuple[list[str], bool]:
+        """``(names, single)`` of pyribs' ``fields`` argument; a :class:`ConfigError` names an unknown field."""
+        single = isinstance(fields, str)
+        names = list(self.field_list) if fields is None else [fields] if single else list(fields)
+        for name in names:
+            if name not in self.field_list:
+                raise ConfigError(f"unknown archive field {name!r}; the fields are {self.field_list} (pyribs' "
+                                  "names: objective = fitness, measures = descriptors)")
+        return names, single
+
+    @staticmethod
+    def _shaped(data: dict, names: list[str], single: bool, return_type):
+        """pyribs' ``return_type`` forms of ``data`` (see :meth:`data`)."""
+        if return_type is None:
+            return_type = "single" if single else "dict"
+        if return_type == "single":
+            return data[names[0]]
+        if return_type == "dict":
+            return {n: data[n] for n in names}
+        if return_type == "tuple":
+            return tuple(data[n] for n in names)
+        if return_type == "pandas":
+            import pandas as pd
+
+            cols = {}
+            for n in names:
+                a = data[n]
+                if a.ndim == 1:
+                    cols[n] = a
+                else:
+                    cols.update({f"{n}_{j}": a[:, j] for j in range(a.shape[1])})
+            return pd.DataFrame(cols)
+        raise ConfigError(f"return_type must be None, 'dict', 'tuple' or 'pandas', got {return_type!r}")
+
+    def data(self, fields=None, return_type=None):
+        """The elites' data, as pyribs' ``archive.data(fields, return_type)`` (numpy copies).
+
+        ``fields``: a field name (one array back when ``return_type`` is
+        ``None``), a list of names, or ``None`` for all of :attr:`field_list`;
+        ``return_type``: ``"dict"`` (default for a list), ``"tuple"`` or
+        ``"pandas"`` (a ``pandas.DataFrame`` with ``measures_0, ...`` columns
+        for vector fields, as pyribs' ``ArchiveDataFrame``).  The elites come
+        in cell order; pyribs lists them in the order their cells were first
+        filled."""
+        names, single = self._field_names(fields)
+        cells = np.nonzero(self.occupied[: self.num_cells].numpy())[0]
+        data = self._fields_at(cells, dict.fromkeys(names))
+        return self._shaped(data, names, single, return_type)
+
+    def retrieve(self, measures):
+        """pyribs' ``retrieve``: ``(occupied [B] bool, data)`` of the elites in the cells of ``measures``
+        ``[B, k]``.
+
+        ``data`` maps every field of :attr:`field_list` to ``[B, ...]`` numpy
+        arrays; where a cell is empty the entries are NaN (``index`` -1), as
+        pyribs fills them.  A non-finite descriptor is a :class:`ConfigError`
+        (pyribs raises a ``ValueError``)."""
+        d = self._descriptor_tensor(measures)
+        dn = d.numpy()
+        if not np.all(np.isfinite(dn)):
+            rows = np.nonzero(~np.all(np.isfinite(dn), axis=1))[0]
+            raise ConfigError(f"retrieve: measures must be finite; rows {rows[:10].tolist()} have NaN or inf")
+        cells = self.index_of(d).numpy()
+        occupied = tf.gather(self.occupied, cells).numpy()
+        data = self._fields_at(cells, self.field_list)
+        for name, a in data.items():
+            a[~occupied] = -1 if name == "index" else np.nan
+        return occupied, data
+
+    def retrieve_single(self, measures):
+        """pyribs' ``retrieve_single``: ``(occupied, data)`` for one descriptor ``[k]``."""
+        m = np.asarray(measures, np.float32)
+        if m.shape != (self.descriptor_dim,):
+            raise ShapeError(f"retrieve_single: measures must have shape [{self.descriptor_dim}], got "
+                             f"{list(m.shape)}")
+        occupied, data = self.retrieve(m[None])
+        return bool(occupied[0]), {k: v[0] for k, v in data.items()}
+
+    def sample_elites(self, n: int, replace: bool = True, seed=None) -> dict:
+        """pyribs' ``sample_elites``: ``n`` elites drawn uniformly, as a dict of the fields of
+        :attr:`field_list`.
+
+        ``replace=False`` draws ``n`` distinct elites.  ``seed`` (an int, or a
+        stateless ``[2]`` seed) makes the draw repeatable; ``None`` draws fresh
+        entropy, as a pyribs archive without a seed.  An empty archive raises
+        ``IndexError`` and ``n`` above the number of elites without
+        replacement a :class:`ConfigError` (a ``ValueError``), as in pyribs."""
+        n = check_int(n, "n", 0, integral_float=True)
+        filled = np.nonzero(self.occupied[: self.num_cells].numpy())[0]
+        if len(filled) == 0:
+            raise IndexError("sample_elites: the archive is empty")
+        if not replace and n > len(filled):
+            raise ConfigError(f"sample_elites: cannot draw n={n} distinct elites (replace=False) from "
+                              f"{len(filled)}")
+        if seed is None:
+            seed = np.random.SeedSequence().generate_state(2).astype(np.int64) % (2**31)
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seed = [0, check_int(seed, "seed", 0)]
+        u = tf.random.stateless_uniform([len(filled)] if not replace else [n], seed=seed, dtype=tf.float64).numpy()
+        if replace:
+            pick = np.minimum((u * len(filled)).astype(np.int64), len(filled) - 1)
+        else:
+            pick = np.argsort(u, kind="stable")[:n]  # a uniformly random subset, in random order
+        return self._fields_at(filled[pick], self.field_list)
+
     def elites(self):
         """(solutions, fitness, descriptors, cell indices) of the filled cells, as numpy."""
         occ = self.occupied[: self.num_cells].numpy()

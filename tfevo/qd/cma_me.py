@@ -15,7 +15,13 @@ from tfevo.qd.archive_base import pre_batch_status
 from tfevo.qd.emitter_base import Emitter
 from tfevo.strategies.shaping import _normal
 
-__all__ = ["ESEmitter"]
+__all__ = ["ESEmitter", "RANKERS"]
+
+#: pyribs' ranker names (short and class names) -> tfevo's short name.  pyribs' novelty, density and NSLC
+#: rankers read fields that only its ProximityArchive/DensityArchive return, which tfevo does not have.
+RANKERS = {"2imp": "2imp", "imp": "imp", "2obj": "2obj", "obj": "obj", "2rd": "2rd", "rd": "rd",
+           "TwoStageImprovementRanker": "2imp", "ImprovementRanker": "imp", "TwoStageObjectiveRanker": "2obj",
+           "ObjectiveRanker": "obj", "TwoStageRandomDirectionRanker": "2rd", "RandomDirectionRanker": "rd"}
 
 
 class AddResultLike(NamedTuple):
@@ -51,9 +57,22 @@ class ESEmitter(Emitter):
       cell), as pyribs' rankers read its soft archive's ``add`` values;
       pyribs' CMA-MAE setting is ``ranker="imp"``, ``selection_rule="mu"``,
       ``restart_rule="basic"``.
+    * ``ranker="imp"`` ranks by that value alone; ``"obj"`` by fitness alone and
+      ``"2obj"`` by status, then fitness (CMA-ME's optimizing emitter);
+      ``"rd"`` by the projection of the descriptors onto a random direction and
+      ``"2rd"`` by status, then that projection (CMA-ME's random direction
+      emitter).  pyribs' class names (``"TwoStageImprovementRanker"``,
+      ``"RandomDirectionRanker"``, ...) are accepted too.  The direction of each
+      search is drawn when the search starts and again at each of its
+      restarts, as pyribs' ranker ``reset``: a standard normal vector scaled by
+      the archive's descriptor ranges (``upper - lower``), held in the
+      ``direction`` variable ``[num_emitters, descriptor_dim]`` (created by
+      :meth:`attach`, which :class:`MAPElites` calls), so a checkpoint carries it.
     * ``selection_rule="mu"`` recombines the best half (``batch_size // 2``
-      parents); ``"filter"`` recombines the candidates that would enter the
-      archive (none: the search does not move).  Weights ``log(k + 1/2) -
+      parents); ``"filter"`` recombines as many of the best-ranked candidates
+      as would enter the archive (none: the search does not move); with
+      ``"obj"`` or ``"rd"`` these are the best by fitness or projection, not
+      necessarily the ones that enter, as in pyribs.  Weights ``log(k + 1/2) -
       log(i)``, normalized; the CMA-ES rates follow from their ``mu_eff``.
     * ``restart_rule="no_improvement"`` restarts a search when none of its
       candidates would enter the archive; ``"basic"`` only on the CMA-ES stop
@@ -61,8 +80,9 @@ class ESEmitter(Emitter):
       in every mode: covariance condition number above ``1e14`` (``1e7`` in
       float32, whose eigensolver resolves about 7 digits), ``sigma *
       sqrt(max eigenvalue) < 1e-11``, or the best and worst candidates ranked
-      equal.  A restarted search starts again from an elite drawn uniformly
-      from the archive, with ``sigma`` and an identity covariance.
+      equal (pyribs: their ranking values differ by less than ``1e-12``).  A
+      restarted search starts again from an elite drawn uniformly from the
+      archive, with ``sigma`` and an identity covariance.
     * The covariance is factorized lazily, as in pycma and pyribs: every
       ``floor(g / batch_size) + 1`` iterations, with ``g = 0.5 D batch_size /
       (c1 + c_mu) / D^2`` pycma's evaluation gap, for all searches at once.
@@ -93,8 +113,9 @@ class ESEmitter(Emitter):
       sigma: initial step size (also after each restart).
       x0: optional initial mean ``[D]`` (or a scalar for every coordinate) of every search; by default each
         search starts from an elite drawn from the archive at its first emit.
-      ranker: ``"2imp"`` (two-stage improvement, default) or ``"imp"``
-        (improvement value only, no status stage).
+      ranker: ``"2imp"`` (two-stage improvement, default), ``"imp"`` (improvement value only),
+        ``"2obj"``/``"obj"`` (fitness), ``"2rd"``/``"rd"`` (random direction), pyribs' class names, or
+        those pyribs classes themselves.
       selection_rule: ``"filter"`` (pyribs' default) or ``"mu"``.
       restart_rule: ``"no_improvement"`` (default), ``"basic"`` or a positive int.
       bounds: as :class:`~tfevo.qd.emitter_base.Emitter` (also pyribs' per-dimension pairs).
@@ -137,8 +158,13 @@ class ESEmitter(Emitter):
         super().__init__(d, e * lam, bounds, name)
         if not (float(sigma) > 0 and math.isfinite(float(sigma))):
             raise ConfigError(f"sigma must be a finite number > 0, got {sigma}")
-        if ranker not in ("2imp", "imp"):
-            raise ConfigError(f"ranker must be '2imp' or 'imp', got {ranker!r}")
+        if isinstance(ranker, type) and ranker.__module__.startswith("ribs.") and ranker.__name__ in RANKERS:
+            ranker = ranker.__name__  # pyribs' ranker class itself (pyribs also takes the class)
+        if not isinstance(ranker, str) or ranker not in RANKERS:
+            raise ConfigError(f"ranker must be one of pyribs' ranker names {', '.join(map(repr, RANKERS))}, got "
+                              f"{ranker!r} (pyribs' novelty, density and NSLC rankers need its ProximityArchive or "
+                              "DensityArchive, which tfevo does not have)")
+        ranker = RANKERS[ranker]
         if selection_rule not in ("mu", "filter"):
             raise ConfigError(f"selection_rule must be 'mu' or 'filter', got {selection_rule!r}")
         if isinstance(restart_rule, bool) or not (
@@ -204,6 +230,38 @@ class ESEmitter(Emitter):
         # The batch the last emit returned and whether it is still to be told (checked by tell).
         self.last_emitted = tf.Variable(tf.zeros([e * lam, d], tf.float32), trainable=False, name="last_emitted")
         self.emitted = tf.Variable(False, trainable=False, name="emitted")
+        # "rd"/"2rd": each search's descriptor direction [E, k] and the archive's ranges (set by attach).
+        self.direction = None
+        self.direction_scale = None
+
+    @property
+    def random_direction(self) -> bool:
+        """Whether the ranker projects onto a random direction (``"rd"``/``"2rd"``)."""
+        return self.ranker in ("rd", "2rd")
+
+    def attach(self, archive):
+        """Prepares the emitter for ``archive`` (:class:`MAPElites` calls it at construction).
+
+        With ``"rd"``/``"2rd"`` it creates the ``direction`` variable
+        ``[num_emitters, descriptor_dim]`` (float64, drawn at the first ``emit``)
+        and keeps the archive's descriptor ranges, which scale the directions
+        (pyribs: ``upper_bounds - lower_bounds``).  Other rankers need nothing."""
+        if not self.random_direction:
+            return
+        ranges = getattr(archive, "ranges", None)
+        if ranges is None:
+            raise ConfigError(f"ranker={self.ranker!r} scales its random directions by the archive's descriptor "
+                              f"ranges, and {type(archive).__name__} has no ranges")
+        scale = np.array([float(hi) - float(lo) for lo, hi in ranges], np.float64)
+        if self.direction is not None:
+            if self.direction.shape[1] != len(scale):
+                raise ConfigError(f"this ESEmitter was attached to an archive with {self.direction.shape[1]} "
+                                  f"descriptors; {type(archive).__name__} has {len(scale)}")
+        else:
+            with tf.init_scope():
+                self.direction = tf.Variable(tf.zeros([self.num_emitters, len(scale)], tf.float64), trainable=False,
+                                             name="direction")
+        self.direction_scale = scale
 
     def _rates(self, k):
         """CMA-ES weights and rates for ``k`` parents per search (``k [E]`` float, may be 0).
@@ -291,6 +349,8 @@ class ESEmitter(Emitter):
         key = tf.random.experimental.stateless_fold_in(seed, self._seed_key)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(tf.reduce_sum(self.restarts), tf.int32))
         s = tf.random.experimental.stateless_split(key, 3)
+        if self.random_direction:
+            self._draw_directions(archive, key)
         tf.cond(tf.reduce_any(self.pending), lambda: (self._restart_pending(archive, s[0]), tf.constant(True))[1],
                 lambda: tf.constant(False))
         # Lazy eigensystem, all searches at once (a restarted search already has its identity one).
@@ -302,6 +362,18 @@ class ESEmitter(Emitter):
         self.last_emitted.assign(x)
         self.emitted.assign(True)
         return tf.identity(x)
+
+    def _draw_directions(self, archive, key):
+        """New directions for the searches that (re)start at this emit (pyribs' ranker ``reset``)."""
+        if self.direction is None:
+            if not tf.executing_eagerly():
+                raise ConfigError(f"ranker={self.ranker!r}: call attach(archive) before tracing emit (MAPElites "
+                                  "does it)")
+            self.attach(archive)
+        redraw = self.pending | tf.equal(self.emits, 0)  # a search that starts now (the first emit or a restart)
+        unit = tf.random.stateless_normal(self.direction.shape, tf.random.experimental.stateless_fold_in(
+            key, 0x7264), dtype=tf.float64)
+        self.direction.assign(tf.where(redraw[:, None], unit * self.direction_scale, self.direction))
 
     def _draw(self, seed, resample_seed):
         """All searches' candidates ``[E * L, D]`` float32 (resampled/clipped into the bounds)."""
@@ -342,16 +414,34 @@ class ESEmitter(Emitter):
     def rank(self, fitness, descriptors, result, incumbent):
         """Each search's candidates best first: ``(order [E, L], status [E, L], value [E, L])``.
 
-        ``status``/``value`` are pyribs' (2 new cell, value = fitness; 1
-        improves, value = gain; 0 neither, value = fitness minus the elite),
-        judged against the archive before the batch (``incumbent``, see
-        :meth:`tell`); -1 marks a non-finite
-        fitness or descriptor.  ``"2imp"`` sorts by status, then value;
-        ``"imp"`` by value only (dead candidates last).  Ties keep batch order."""
-        status, value = self._ranking(fitness, descriptors, result, incumbent)
-        key2 = value if self.ranker == "2imp" else tf.where(status >= 0, value, -np.inf)
+        ``status`` is pyribs' (2 new cell, 1 improves, 0 neither), judged
+        against the archive before the batch (``incumbent``, see :meth:`tell`);
+        -1 marks a non-finite fitness or descriptor.  ``value`` (float64) is
+        what the ranker sorts by after the status stage: pyribs' improvement
+        value for ``"2imp"``/``"imp"`` (new cell: fitness; improves: the gain;
+        neither: fitness minus the elite), the fitness for ``"2obj"``/``"obj"``,
+        the projection of the descriptors onto the search's ``direction`` for
+        ``"2rd"``/``"rd"``; 0 for a dead candidate.  Two-stage rankers sort by
+        status, then value; the others by value only (dead candidates last).
+        Ties keep batch order."""
+        e, lam = self.num_emitters, self.es_batch_size
+        status, improvement = self._ranking(fitness, descriptors, result, incumbent)
+        alive = status >= 0
+        if self.ranker in ("2imp", "imp"):
+            value = tf.cast(improvement, tf.float64)
+        elif self.ranker in ("2obj", "obj"):
+            value = tf.cast(tf.reshape(fitness, [e, lam]), tf.float64)
+        else:
+            if self.direction is None:
+                raise ConfigError(f"ranker={self.ranker!r} needs the archive's descriptor ranges: call "
+                                  "attach(archive) or emit() first (MAPElites attaches its archive)")
+            d = tf.cast(tf.reshape(descriptors, [e, lam, -1]), tf.float64)
+            value = tf.reduce_sum(d * self.direction[:, None, :], axis=2)
+        value = tf.where(alive, value, tf.zeros_like(value))
+        two_stage = self.ranker.startswith("2")
+        key2 = value if two_stage else tf.where(alive, value, -np.inf)
         by_value = tf.argsort(key2, axis=1, direction="DESCENDING", stable=True)
-        if self.ranker == "2imp":
+        if two_stage:
             st_sorted = self._take(status, by_value)
             order = self._take(by_value, tf.argsort(st_sorted, axis=1, direction="DESCENDING", stable=True))
         else:
@@ -453,7 +543,10 @@ class ESEmitter(Emitter):
         cond = lmax / lmin  # inf (stop) when the Cholesky factorization failed
         area = self.sigma * tf.sqrt(lmax)
         ends = tf.concat([order[:, :1], order[:, -1:]], 1)  # the best and the worst candidate
-        st, va = self._take(status, ends), self._take(value, ends)
+        # pyribs compares the ranking values (status and value for two-stage rankers); a dead candidate
+        # (value 0) never ties with a live one ("imp" keeps the status, which marks the dead too).
+        stage = status if self.ranker.startswith("2") or self.ranker == "imp" else tf.cast(status >= 0, tf.int32)
+        st, va = self._take(stage, ends), self._take(value, ends)
         flat = tf.equal(st[:, 0], st[:, 1]) & (tf.abs(va[:, 0] - va[:, 1]) < 1e-12)
         stop = (cond > self._cond_limit) | (area < 1e-11) | flat | tf.logical_not(tf.reduce_all(
             tf.math.is_finite(self.mean), 1)) | tf.logical_not(tf.math.is_finite(self.sigma))

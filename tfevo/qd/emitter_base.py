@@ -120,6 +120,10 @@ class Emitter(tf.Module, metaclass=abc.ABCMeta):
         self.solution_dim = check_int(solution_dim, "solution_dim", 1, integral_float=True)
         self.bounds = _bounds(bounds, self.solution_dim)
 
+    def attach(self, archive) -> None:
+        """Called by :class:`~tfevo.qd.MAPElites` with its archive before anything is traced, for an
+        emitter whose state depends on the archive (``ESEmitter``'s random directions); no-op here."""
+
     def _clip(self, x):
         if self.bounds is None:
             return x

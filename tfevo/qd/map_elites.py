@@ -82,6 +82,9 @@ class MAPElites(tf.Module):
             raise ConfigError("give init_bounds=(low, high) or init_solutions for the first batch")
         self.archive = archive
         self._result_archive = result_archive
+        for e in emitters:
+            if hasattr(e, "attach"):
+                e.attach(archive)
         self.emitters = list(emitters)
         self.batch_size = sum(e.batch_size for e in emitters)
         self.num_dims = archive.solution_dim
