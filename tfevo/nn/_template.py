@@ -24,7 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo._tf_private import (
-    keras_functional_graph, keras_io_structure, keras_node_call_kwargs, keras_nodes_by_depth,
+    keras_functional_graph, keras_io_structure, keras_node_call_arguments, keras_node_call_kwargs,
+    keras_nodes_by_depth,
 )
 from tfevo.core import ConfigError
 
@@ -99,6 +100,33 @@ def _unsupported(name, op=None) -> ConfigError:
             f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
     return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
                        f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
+
+
+def call_arguments(op, node) -> tuple:
+    """``(kwargs, roles)`` of a layer call in the graph: its keyword arguments that hold no tensor, and per
+    input tensor of ``node`` the name of the call argument it came in (``None`` throughout where they
+    cannot be matched)."""
+    import inspect
+
+    args, kwargs = keras_node_call_arguments(node)
+
+    def tensors(v):
+        return [t for t in keras.tree.flatten(v) if isinstance(t, keras.KerasTensor)]
+
+    plain = {k: v for k, v in kwargs.items() if not tensors(v)}
+    try:
+        names = [n for n, p in inspect.signature(op.call).parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    roles = []
+    for i, a in enumerate(args):
+        roles += [names[i] if i < len(names) else None] * len(tensors(a))
+    for k in sorted(kwargs):
+        roles += [k] * len(tensors(kwargs[k]))
+    if len(roles) != len(node.input_tensors):
+        roles = [None] * len(node.input_tensors)
+    return plain, tuple(roles)
 
 
 def _check_inference_call(name, node) -> None:
@@ -206,7 +234,8 @@ class TemplateParser:
         self.state_sizes = tuple(sz for st in steps for sz in st.tr.state_sizes)
         for shape in self.input_shapes:
             # a recurrent template may leave its time axis (the first sample axis) open
-            open_ok = bool(self.state_sizes) and len(shape) >= 2 and None not in shape[1:]
+            open_ok = ((bool(self.state_sizes) or any(st.tr.open_time for st in steps)) and len(shape) >= 2
+                       and None not in shape[1:])
             if None in shape and not open_ok:
                 raise ConfigError(f"the template's input shape must be fully known, got {shape}"
                                   + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
@@ -289,7 +318,9 @@ class TemplateParser:
             raise _unsupported(name, op)
         _check_inference_call(name, node)
         ins = list(node.input_tensors)
-        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
+        kwargs, roles = call_arguments(op, node)
+        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method,
+                 call_kwargs=kwargs, input_roles=roles)
         widx, frozen = [], []
         for v in tr.weight_order():
             if id(v) not in index_of:
