@@ -53,11 +53,11 @@ def _masked(scores, mask):
     return scores if mask is None else tf.where(mask, scores, scores - _NEG)
 
 
-def _refuse_mask_tensors(tr, accepted) -> None:
+def _refuse_mask_tensors(tr, accepted, what: str) -> None:
     for role in tr.input_roles:
         if role is not None and role not in accepted:
             raise ConfigError(f"layer {tr.name}: a tensor given as {role}= is not supported (masks are not "
-                              f"propagated); accepted: the {', '.join(accepted)} tensors, and use_causal_mask=True")
+                              f"propagated); accepted: {what}, and use_causal_mask=True")
 
 
 class _AttentionBase(Translator):
@@ -65,7 +65,7 @@ class _AttentionBase(Translator):
     optional_weights = ("scale", "concat_score_weight")
 
     def check(self):
-        _refuse_mask_tensors(self, ("inputs",))
+        _refuse_mask_tensors(self, ("inputs",), "the [query, value] or [query, value, key] list")
         n = len(self.input_shapes)
         if n not in (2, 3):
             raise ConfigError(f"layer {self.name}: called on {n} tensors; accepted: [query, value] or "
@@ -145,7 +145,7 @@ class MultiHeadAttentionTranslator(Translator):
 
     def check(self):
         layer = self.layer
-        _refuse_mask_tensors(self, ("query", "value", "key"))
+        _refuse_mask_tensors(self, ("query", "value", "key"), "query, value and key tensors")
         n = len(self.input_shapes)
         if n not in (2, 3):
             raise ConfigError(f"layer {self.name}: called on {n} tensors; accepted: query, value and optionally "
