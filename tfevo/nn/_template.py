@@ -102,6 +102,30 @@ def _unsupported(name, op=None) -> ConfigError:
                        f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
 
 
+def layer_nodes(graph):
+    """``(operation, node)`` of every call in a functional graph but its inputs, in dependency order."""
+    nodes_by_depth = keras_nodes_by_depth(graph)
+    for depth in sorted(nodes_by_depth, reverse=True):
+        for node in nodes_by_depth[depth]:
+            op = node.operation
+            if op is not None and not node.is_input and not isinstance(op, L.InputLayer):
+                yield op, node
+
+
+def make_translator(op, node, conv_method):
+    """The translator of one layer call of the graph (a nested model is the caller's business)."""
+    from tfevo.nn.translators import translator_for
+
+    name = f"{op.name!r} ({type(op).__name__})"
+    cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
+    if cls is None:
+        raise _unsupported(name, op)
+    _check_inference_call(name, node)
+    kwargs, roles = call_arguments(op, node)
+    return cls(op, [t.shape for t in node.input_tensors], [t.shape for t in node.outputs], conv_method=conv_method,
+               call_kwargs=kwargs, input_roles=roles)
+
+
 def call_arguments(op, node) -> tuple:
     """``(kwargs, roles)`` of a layer call in the graph: its keyword arguments that hold no tensor, and per
     input tensor of ``node`` the name of the call argument it came in (``None`` throughout where they
@@ -278,17 +302,12 @@ class TemplateParser:
             k = bound.get(k, k)
             return alias.get(k, k)
 
-        nodes_by_depth = keras_nodes_by_depth(graph)
-        for depth in sorted(nodes_by_depth, reverse=True):
-            for node in nodes_by_depth[depth]:
-                op = node.operation
-                if op is None or node.is_input or isinstance(op, L.InputLayer):
-                    continue
-                ins, outs = [key(t) for t in node.input_tensors], [key(t) for t in node.outputs]
-                if isinstance(op, keras.Model):
-                    self._add_nested(op, node, prefix, ins, outs, alias, steps, index_of, used)
-                    continue
-                steps.append(self._step_for(op, node, index_of, used, ins, outs))
+        for op, node in layer_nodes(graph):
+            ins, outs = [key(t) for t in node.input_tensors], [key(t) for t in node.outputs]
+            if isinstance(op, keras.Model):
+                self._add_nested(op, node, prefix, ins, outs, alias, steps, index_of, used)
+                continue
+            steps.append(self._step_for(op, node, index_of, used, ins, outs))
 
     def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
         """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
@@ -310,17 +329,8 @@ class TemplateParser:
             alias[k] = alias.get(bound.get(ik, ik), bound.get(ik, ik))
 
     def _step_for(self, op, node, index_of, used, ins_keys, outs_keys):
-        from tfevo.nn.translators import translator_for
-
         name = f"{op.name!r} ({type(op).__name__})"
-        cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
-        if cls is None:
-            raise _unsupported(name, op)
-        _check_inference_call(name, node)
-        ins = list(node.input_tensors)
-        kwargs, roles = call_arguments(op, node)
-        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method,
-                 call_kwargs=kwargs, input_roles=roles)
+        tr = make_translator(op, node, self.conv_method)
         widx, frozen = [], []
         for v in tr.weight_order():
             if id(v) not in index_of:

@@ -85,8 +85,8 @@ class ModelTranslator(_Composite):
     num_inputs = None
 
     def check(self):
-        from tfevo._tf_private import keras_functional_graph, keras_nodes_by_depth
-        from tfevo.nn._template import _check_inference_call, _unsupported, call_arguments
+        from tfevo._tf_private import keras_functional_graph
+        from tfevo.nn._template import _check_inference_call, layer_nodes, make_translator
 
         graph = keras_functional_graph(self.layer)
         if graph is None:
@@ -95,26 +95,14 @@ class ModelTranslator(_Composite):
         self._in_keys = [id(t) for t in graph.inputs]
         self._out_keys = [id(t) for t in graph.outputs]
         self._steps = []
-        by_depth = keras_nodes_by_depth(graph)
-        for depth in sorted(by_depth, reverse=True):
-            for node in by_depth[depth]:
-                op = node.operation
-                if op is None or node.is_input or isinstance(op, L.InputLayer):
-                    continue
-                name = f"{op.name!r} ({type(op).__name__})"
-                _check_inference_call(name, node)
-                shapes_in = [t.shape for t in node.input_tensors]
-                shapes_out = [t.shape for t in node.outputs]
-                if isinstance(op, keras.Model):
-                    tr = ModelTranslator(op, shapes_in, shapes_out, conv_method=self.conv_method)
-                else:
-                    cls = translator_for(op) if isinstance(op, L.Layer) else None
-                    if cls is None:
-                        raise _unsupported(name, op)
-                    kwargs, roles = call_arguments(op, node)
-                    tr = cls(op, shapes_in, shapes_out, conv_method=self.conv_method, call_kwargs=kwargs,
-                             input_roles=roles)
-                self._steps.append((tr, [id(t) for t in node.input_tensors], [id(t) for t in node.outputs]))
+        for op, node in layer_nodes(graph):
+            if isinstance(op, keras.Model):
+                _check_inference_call(f"{op.name!r} ({type(op).__name__})", node)
+                tr = ModelTranslator(op, [t.shape for t in node.input_tensors], [t.shape for t in node.outputs],
+                                     conv_method=self.conv_method)
+            else:
+                tr = make_translator(op, node, self.conv_method)
+            self._steps.append((tr, [id(t) for t in node.input_tensors], [id(t) for t in node.outputs]))
         self._set_parts([tr for tr, _, _ in self._steps])
 
     def forward(self, inputs, weights, indices):
