@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.nn.translators.base import Translator, register_translator, translator_for
+from tfevo.nn.translators.graph import check_inference_call, layer_nodes, make_translator
 
 L = keras.layers
 
@@ -86,7 +87,6 @@ class ModelTranslator(_Composite):
 
     def check(self):
         from tfevo._tf_private import keras_functional_graph
-        from tfevo.nn._template import _check_inference_call, layer_nodes, make_translator
 
         graph = keras_functional_graph(self.layer)
         if graph is None:
@@ -97,7 +97,7 @@ class ModelTranslator(_Composite):
         self._steps = []
         for op, node in layer_nodes(graph):
             if isinstance(op, keras.Model):
-                _check_inference_call(f"{op.name!r} ({type(op).__name__})", node)
+                check_inference_call(f"{op.name!r} ({type(op).__name__})", node)
                 tr = ModelTranslator(op, [t.shape for t in node.input_tensors], [t.shape for t in node.outputs],
                                      conv_method=self.conv_method)
             else:
