@@ -340,6 +340,9 @@ ZOO = {
         2, 3, use_gate=True, sliding_window=2)(i, i, use_causal_mask=True))),
     "mha_attention_mask": lambda: _mha_mask(),
     "transformer_block": lambda: _transformer_block(),
+    "bidirectional_frozen": lambda: _frozen_wrapped("bi"),
+    "time_distributed_partly_frozen": lambda: _frozen_wrapped("td"),
+    "mha_frozen": lambda: _frozen_wrapped("mha"),
     # --- user code
     "lambda": lambda_model,
     "keras_ops": ops_model,
@@ -436,6 +439,19 @@ def _transformer_block():
     f = L.TimeDistributed(L.Dense(4))(L.Dense(8, activation="gelu")(x))
     x = L.LayerNormalization()(L.Add()([x, f]))
     return keras.Model(inp, L.Dense(2)(L.GlobalAveragePooling1D()(x)))
+
+
+def _frozen_wrapped(kind):
+    """A wrapper or attention layer with trainable=False (a frozen encoder), or frozen inside a TimeDistributed."""
+    if kind == "td":
+        inner = keras.Sequential([keras.Input((3,)), L.Dense(4, name="enc"), L.BatchNormalization(), L.Dense(2)])
+        inner.layers[0].trainable = False
+        return seq((5, 3), L.TimeDistributed(inner), L.Flatten(), L.Dense(2))
+    layer = L.Bidirectional(L.LSTM(3, return_sequences=True)) if kind == "bi" else L.MultiHeadAttention(2, 2)
+    inp = keras.Input((4, 3))
+    out = layer(inp) if kind == "bi" else layer(inp, inp)
+    layer.trainable = False
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(out)))
 
 
 def _frozen():
