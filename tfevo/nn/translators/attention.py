@@ -54,6 +54,9 @@ def _masked(scores, mask):
 
 
 def _refuse_mask_tensors(tr, accepted, what: str) -> None:
+    if None in tr.input_roles and len(tr.input_roles) > 2:  # (Keras's call record could not be matched)
+        raise ConfigError(f"layer {tr.name}: called on {len(tr.input_roles)} tensors whose call arguments could not "
+                          f"be told apart (a mask would pass for a key); accepted: {what}")
     for role in tr.input_roles:
         if role is not None and role not in accepted:
             raise ConfigError(f"layer {tr.name}: a tensor given as {role}= is not supported (masks are not "
@@ -151,8 +154,8 @@ class MultiHeadAttentionTranslator(Translator):
             raise ConfigError(f"layer {self.name}: called on {n} tensors; accepted: query, value and optionally "
                               "key")
         roles = self.input_roles
-        if None in roles:
-            roles = ("query", "value", "key")[:n]
+        if None in roles:  # two tensors: query and value (more are refused above)
+            roles = ("query", "value")
         self.pos = {r: i for i, r in enumerate(roles)}
         self.causal = bool(self.call_kwargs.get("use_causal_mask", False))
         self.return_scores = bool(self.call_kwargs.get("return_attention_scores", False))
