@@ -49,21 +49,14 @@ class _Composite(Translator):
         extra = [v.path for v in self.layer.weights if id(v) not in mine]
         if extra:
             raise ConfigError(f"layer {self.name} has weights its inner layers do not use: {extra}")
-        order = {id(v): i for i, v in enumerate(self.layer.weights)}
-        return sorted(self._variables, key=lambda v: order[id(v)])
+        return list(self._variables)  # (the flat layout keeps template.weights order whatever this one is)
 
     def initializer(self, variable):
         return self._owner[id(variable)].initializer(variable)
 
-    def part_weights(self, k: int, weights: list, order: list | None = None) -> list:
+    def part_weights(self, k: int, weights: list) -> list:
         """The weights of part ``k`` out of this translator's ``weights`` (in :meth:`weight_order`)."""
-        if order is None:
-            order = self._order_index()
-        return [weights[order[i]] for i in self._slots[k]]
-
-    def _order_index(self):
-        ids = [id(v) for v in self.weight_order()]
-        return [ids.index(id(v)) for v in self._variables]
+        return [weights[i] for i in self._slots[k]]
 
 
 def _inner_translator(owner, layer, input_shapes, output_shapes, conv_method):
@@ -106,10 +99,9 @@ class ModelTranslator(_Composite):
         self._set_parts([tr for tr, _, _ in self._steps])
 
     def forward(self, inputs, weights, indices):
-        order = self._order_index()
         tensors = dict(zip(self._in_keys, inputs))
         for k, (tr, ins, outs) in enumerate(self._steps):
-            y = tr.forward([tensors[i] for i in ins], self.part_weights(k, weights, order), indices)
+            y = tr.forward([tensors[i] for i in ins], self.part_weights(k, weights), indices)
             for key, t in zip(outs, y if isinstance(y, (list, tuple)) else [y]):
                 tensors[key] = t
         ys = [tensors[k] for k in self._out_keys]
@@ -166,9 +158,8 @@ class BidirectionalTranslator(_Composite):
         self._set_parts(parts)
 
     def forward(self, inputs, weights, indices):
-        order = self._order_index()
-        y = self.parts[0].forward(inputs, self.part_weights(0, weights, order), indices)
-        y_rev = self.parts[1].forward(inputs, self.part_weights(1, weights, order), indices)
+        y = self.parts[0].forward(inputs, self.part_weights(0, weights), indices)
+        y_rev = self.parts[1].forward(inputs, self.part_weights(1, weights), indices)
         states = []
         if self.layer.return_state:
             states = list(y[1:]) + list(y_rev[1:])
