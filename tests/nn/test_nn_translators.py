@@ -136,7 +136,7 @@ CASES = {
         q, v, use_causal_mask=True)),
 }
 
-SEQUENCE_VARIANTS = {  # the arguments of the sequence, wrapper and attention layers (the first three by default)
+SEQUENCE_VARIANTS = {  # the arguments of the sequence, wrapper and attention layers
     "lstm_go_backwards_state": lambda: attend([(5, 3)], lambda x: L.LSTM(4, go_backwards=True, return_sequences=True,
                                                                           return_state=True)(x)),
     "gru_simple_rnn_go_backwards": lambda: chain((5, 3), L.GRU(4, go_backwards=True, return_sequences=True),
@@ -236,7 +236,10 @@ def test_translator_agrees_with_keras(cls, tmp_path):
     _check_template(CASES[cls](), tmp_path)
 
 
-_FAST_VARIANTS = ("lstm_go_backwards_state", "attention_concat_key_scores", "mha_key_output_shape_no_bias")
+# in the default run: the one variant no other default test covers (score_mode="concat", a key, the scores);
+# go_backwards with states, the Bidirectional backward pass and cross-attention run in the registry cases
+# and tests/nn/test_nn_recurrent_policy.py; the rest with -m slow and in benchmarks/audit_keras_zoo.py
+_FAST_VARIANTS = ("attention_concat_key_scores",)
 
 
 @pytest.mark.parametrize("name", [n if n in _FAST_VARIANTS else pytest.param(n, marks=pytest.mark.slow)
