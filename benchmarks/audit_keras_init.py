@@ -13,10 +13,12 @@ Usage: ``PYTHONPATH=$PWD python benchmarks/audit_keras_init.py``
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
+
 import numpy as np
 from scipy import stats
 
@@ -51,7 +53,19 @@ TEMPLATES = {
                              L.GRU(4, reset_after=False, return_sequences=True), L.LSTM(6), L.Dense(2)),
     "lstm_no_unit_forget": lambda: seq((5, 3), L.LSTM(6, unit_forget_bias=False,
                                                       bias_initializer=I.RandomNormal(0, 1)), L.Dense(2)),
+    "sequence_attention": lambda: _sequence_attention(),
 }
+
+
+def _sequence_attention():
+    inp = keras.Input((4, 6))
+    x = L.MultiHeadAttention(2, 5, value_dim=3, output_shape=4, use_gate=True)(inp, inp)
+    x = L.Attention(use_scale=True, score_mode="concat")([x, x])
+    x = L.AdditiveAttention()([x, x])
+    x = L.TimeDistributed(L.Dense(5, kernel_initializer="he_uniform"))(x)
+    x = L.Bidirectional(L.LSTM(3, return_sequences=True), backward_layer=L.GRU(3, return_sequences=True,
+                                                                              go_backwards=True))(x)
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(x)))
 
 
 def keras_draws(template):
@@ -63,10 +77,13 @@ def keras_draws(template):
 
 
 def main():
+    only = sys.argv[1:]  # template names (default: all)
     keras.utils.set_random_seed(0)
     flagged = 0
     print(f"K={K} members per side; columns: weight, shape, mean (tfevo / keras), std, min, max, KS p")
     for name, build in TEMPLATES.items():
+        if only and name not in only:
+            continue
         template = build()
         pm = nn.PopulationModel(template)
         pop = pm.unflatten(pm.init_params(K, seed=0))

@@ -284,6 +284,65 @@ ZOO = {
     # --- attention
     "attention": lambda: fn((4, 3), lambda i: head(L.Attention()([L.Dense(3)(i), i]))),
     "mha": lambda: fn((4, 3), lambda i: head(L.MultiHeadAttention(2, 3)(i, i))),
+    # --- sequence layers, wrappers and attention: the forms added since the first audit
+    "gru_go_backwards_seq": lambda: seq((5, 3), L.GRU(4, go_backwards=True, return_sequences=True), L.Flatten(),
+                                        L.Dense(2)),
+    "simple_rnn_go_backwards_state": lambda: fn((5, 3), lambda i: L.Dense(2)(L.Concatenate()(
+        list(L.SimpleRNN(4, go_backwards=True, return_state=True)(i))))),
+    "lstm_go_backwards_seq_state": lambda: fn((5, 3), lambda i: L.Dense(2)(L.Concatenate()([
+        L.Flatten()(t) for t in L.LSTM(3, go_backwards=True, return_sequences=True, return_state=True)(i)]))),
+    "lstm_stateful": lambda: keras.Sequential([keras.Input((5, 3), batch_size=2), L.LSTM(4, stateful=True),
+                                               L.Dense(2)]),
+    "bidirectional_sum_seq": lambda: seq((5, 3), L.Bidirectional(L.GRU(4, return_sequences=True), merge_mode="sum"),
+                                         L.Flatten(), L.Dense(2)),
+    "bidirectional_mul_rnn": lambda: seq((5, 3), L.Bidirectional(L.SimpleRNN(3), merge_mode="mul"), L.Dense(2)),
+    "bidirectional_ave_backward_layer": lambda: seq((5, 3), L.Bidirectional(
+        L.LSTM(4, return_sequences=True), merge_mode="ave",
+        backward_layer=L.GRU(4, return_sequences=True, go_backwards=True)), L.Flatten(), L.Dense(2)),
+    "bidirectional_none_state": lambda: fn((5, 3), lambda i: L.Dense(2)(L.Concatenate()(
+        list(L.Bidirectional(L.LSTM(3, return_state=True), merge_mode=None)(i))))),
+    "bidirectional_open_time": lambda: seq((None, 3), L.Bidirectional(L.GRU(3, return_sequences=True)),
+                                           L.Bidirectional(L.LSTM(2)), L.Dense(2)),
+    "bidirectional_go_backwards_inner": lambda: seq((5, 3), L.Bidirectional(L.LSTM(3, go_backwards=True),
+                                                                                      backward_layer=L.LSTM(3)),
+                                                    L.Dense(2)),
+    "time_distributed_conv2d": lambda: seq((3, 6, 6, 2), L.TimeDistributed(L.Conv2D(3, 3, strides=2, padding="same",
+                                                                                     activation="relu")),
+                                           L.TimeDistributed(L.Flatten()), L.LSTM(3), L.Dense(2)),
+    "time_distributed_sequential": lambda: seq((3, 4, 4, 2), L.TimeDistributed(keras.Sequential(
+        [keras.Input((4, 4, 2)), L.Conv2D(3, 2), L.BatchNormalization(), L.Flatten(), L.Dense(4)])),
+        L.Flatten(), L.Dense(2)),
+    "time_distributed_functional": lambda: seq((3, 5), L.TimeDistributed(_td_functional()), L.Flatten(), L.Dense(2)),
+    "time_distributed_lstm": lambda: seq((2, 4, 3), L.TimeDistributed(L.LSTM(3)), L.Flatten(), L.Dense(2)),
+    "time_distributed_lambda": lambda: seq((3, 5), L.TimeDistributed(L.Lambda(lambda t: 2 * t)), L.Dense(2)),
+    "attention_scale_causal": lambda: fn((4, 3), lambda i: head(L.Attention(use_scale=True)([i, i],
+                                                                                            use_causal_mask=True))),
+    "attention_concat_key": lambda: _two_in((4, 3), (6, 3), lambda q, v: head(L.Attention(
+        use_scale=True, score_mode="concat")([q, v, L.Dense(3)(v)]))),
+    "attention_scores": lambda: fn((4, 3), lambda i: L.Dense(2)(L.Concatenate()([L.Flatten()(t) for t in L.Attention()(
+        [i, i], return_attention_scores=True)]))),
+    "attention_mask_tensor": lambda: _attention_mask(),
+    "additive_attention": lambda: _two_in((4, 3), (6, 3), lambda q, v: head(L.AdditiveAttention()([q, v]))),
+    "additive_attention_causal_no_scale": lambda: fn((4, 3), lambda i: head(L.AdditiveAttention(use_scale=False)(
+        [i, i], use_causal_mask=True))),
+    "mha_cross_causal": lambda: _two_in((4, 3), (6, 5), lambda q, v: head(L.MultiHeadAttention(
+        3, 2, value_dim=4, output_shape=(2, 3), use_bias=False)(q, v, use_causal_mask=True))),
+    "mha_key_dropout": lambda: _two_in((4, 3), (6, 5), lambda q, v: head(L.MultiHeadAttention(2, 3, dropout=0.3)(
+        q, v, key=L.Dense(2)(v)))),
+    "mha_self_scores": lambda: fn((4, 3), lambda i: L.Dense(2)(L.Concatenate()([L.Flatten()(t) for t in
+                                                                               L.MultiHeadAttention(2, 3)(
+        i, i, return_attention_scores=True)]))),
+    "mha_scores_cross_length": lambda: _two_in((4, 3), (6, 5), lambda q, v: head(L.MultiHeadAttention(2, 3)(
+        q, v, return_attention_scores=True)[1])),
+    "mha_rank4_default_axes": lambda: fn((3, 4, 2), lambda i: head(L.MultiHeadAttention(2, 3)(i, i))),
+    "mha_rank4_axis2": lambda: fn((3, 4, 2), lambda i: head(L.MultiHeadAttention(2, 3, attention_axes=(2,))(i, i))),
+    "mha_gate_sliding_window": lambda: fn((5, 3), lambda i: head(L.MultiHeadAttention(
+        2, 3, use_gate=True, sliding_window=2)(i, i, use_causal_mask=True))),
+    "mha_attention_mask": lambda: _mha_mask(),
+    "transformer_block": lambda: _transformer_block(),
+    "bidirectional_frozen": lambda: _frozen_wrapped("bi"),
+    "time_distributed_partly_frozen": lambda: _frozen_wrapped("td"),
+    "mha_frozen": lambda: _frozen_wrapped("mha"),
     # --- user code
     "lambda": lambda_model,
     "keras_ops": ops_model,
@@ -351,6 +410,48 @@ def lstm_return_state():
     inp = keras.Input((5, 3))
     seq_out, h, c = L.LSTM(4, return_sequences=True, return_state=True)(inp)
     return keras.Model(inp, L.Dense(2)(L.Concatenate()([L.Flatten()(seq_out), h, c])))
+
+
+def _two_in(s1, s2, build):
+    a, b = keras.Input(s1), keras.Input(s2)
+    return keras.Model([a, b], build(a, b))
+
+
+def _td_functional():
+    inp = keras.Input((5,))
+    h = L.Dense(4, activation="tanh")(inp)
+    return keras.Model(inp, L.Concatenate()([h, L.Dense(2)(inp)]))
+
+
+def _attention_mask():
+    q, v, qm, vm = keras.Input((4, 3)), keras.Input((6, 3)), keras.Input((4,), dtype="bool"), keras.Input((6,), dtype="bool")
+    return keras.Model([q, v, qm, vm], head(L.Attention()([q, v], mask=[qm, vm])))
+
+
+def _mha_mask():
+    q, m = keras.Input((4, 3)), keras.Input((4, 4), dtype="bool")
+    return keras.Model([q, m], head(L.MultiHeadAttention(2, 3)(q, q, attention_mask=m)))
+
+
+def _transformer_block():
+    inp = keras.Input((6, 4))
+    x = L.LayerNormalization()(L.Add()([inp, L.MultiHeadAttention(2, 4)(inp, inp, use_causal_mask=True)]))
+    f = L.TimeDistributed(L.Dense(4))(L.Dense(8, activation="gelu")(x))
+    x = L.LayerNormalization()(L.Add()([x, f]))
+    return keras.Model(inp, L.Dense(2)(L.GlobalAveragePooling1D()(x)))
+
+
+def _frozen_wrapped(kind):
+    """A wrapper or attention layer with trainable=False (a frozen encoder), or frozen inside a TimeDistributed."""
+    if kind == "td":
+        inner = keras.Sequential([keras.Input((3,)), L.Dense(4, name="enc"), L.BatchNormalization(), L.Dense(2)])
+        inner.layers[0].trainable = False
+        return seq((5, 3), L.TimeDistributed(inner), L.Flatten(), L.Dense(2))
+    layer = L.Bidirectional(L.LSTM(3, return_sequences=True)) if kind == "bi" else L.MultiHeadAttention(2, 2)
+    inp = keras.Input((4, 3))
+    out = layer(inp) if kind == "bi" else layer(inp, inp)
+    layer.trainable = False
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(out)))
 
 
 def _frozen():

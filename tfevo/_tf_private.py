@@ -417,3 +417,9 @@ def keras_node_call_kwargs(node) -> dict:
     e.g. ``{"training": True}`` for ``Dropout(0.5)(x, training=True)``."""
     args = getattr(node, "arguments", None)
     return dict(getattr(args, "kwargs", None) or {})
+
+
+def keras_node_call_arguments(node) -> tuple:
+    """``(args, kwargs)`` a functional-graph node's layer was called with (``((), {})`` if Keras keeps none)."""
+    args = getattr(node, "arguments", None)
+    return tuple(getattr(args, "args", None) or ()), dict(getattr(args, "kwargs", None) or {})

@@ -67,10 +67,22 @@ def test_ask_tell_of_every_registered_algorithm(name):
 def _templates():
     from tfevo.nn.policy import linear, mlp, nature_dqn
 
-    return {"mlp": mlp((4,), 2, hidden=(8,)), "linear": linear((3,), 2), "nature_dqn": nature_dqn(4)}
+    return {"mlp": mlp((4,), 2, hidden=(8,)), "linear": linear((3,), 2), "nature_dqn": nature_dqn(4),
+            "sequence": _sequence_template()}
 
 
-@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn"])
+def _sequence_template():
+    """Bidirectional (go_backwards inside), TimeDistributed, attention with a causal mask."""
+    import keras
+
+    L = keras.layers
+    x = keras.Input((3, 2))
+    h = L.TimeDistributed(L.Dense(2))(x)
+    h = L.MultiHeadAttention(1, 2)(h, h, use_causal_mask=True)
+    return keras.Model(x, L.Dense(2)(L.Bidirectional(L.SimpleRNN(2))(h)))
+
+
+@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn", "sequence"])
 def test_population_model_forward(template):
     from tfevo.nn import PopulationModel
 

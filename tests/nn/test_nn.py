@@ -232,8 +232,8 @@ def test_init_params_deterministic_and_per_family():
 
 
 def test_unsupported_layers_raise_clear_errors():
-    with pytest.raises(ConfigError, match=r"'bi'.*Bidirectional.*supported: .*Dense.*nn_translators.md"):
-        nn.PopulationModel(keras.Sequential([keras.Input((5, 3)), L.Bidirectional(L.LSTM(4), name="bi")]))
+    with pytest.raises(ConfigError, match=r"'cl'.*ConvLSTM1D.*supported: .*Dense.*nn_translators.md"):
+        nn.PopulationModel(keras.Sequential([keras.Input((3, 6, 2)), L.ConvLSTM1D(2, 3, name="cl")]))
     with pytest.raises(ConfigError, match=r"'ct'.*Conv2DTranspose"):
         nn.PopulationModel(keras.Sequential([keras.Input((3, 4, 2)), L.Conv2DTranspose(2, 2, name="ct")]))
     with pytest.raises(ConfigError, match="dilation_rate"):

@@ -143,3 +143,47 @@ def test_pipelined_resets_state_per_slot_refill():
     ev.close()
     np.testing.assert_allclose(fit, ref.mean(1).astype(np.float32))
     assert len(set(fit)) > 1
+
+
+def test_backwards_sequence_layers_in_policies_and_states():
+    """Bidirectional and go_backwards layers read a sequence from its end: a recurrent Policy (one observation
+    per step, forward state only) refuses them where they see the time axis; a PopulationModel runs them on
+    whole sequences, an open time axis included, and a go_backwards layer started from given states equals
+    Keras's ``initial_state=``. A TimeDistributed layer before the recurrent one steps like the whole sequence."""
+    env = make("CartPole-v1", 1)
+    for layer in (L.Bidirectional(L.LSTM(3), name="bi"), L.GRU(3, go_backwards=True, name="bi")):
+        template = keras.Sequential([keras.Input((None, 4)), L.LSTM(4, return_sequences=True), layer, L.Dense(2)])
+        with pytest.raises(ConfigError, match="'bi' .*reads the sequence backwards"):
+            nn.Policy(nn.PopulationModel(template), env.action_spec)
+    bi_only = nn.PopulationModel(keras.Sequential([keras.Input((None, 4)), L.Bidirectional(L.GRU(3)), L.Dense(2)]))
+    assert bi_only.state_sizes == ()
+    with pytest.raises(ConfigError, match="time axis open but has no recurrent layer"):
+        nn.Policy(bi_only, env.action_spec)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 2, 6, 4)).astype(np.float32)  # an open time axis, 6 steps
+    y = np.asarray(bi_only(_params(bi_only, 3, scale=0.3), x))
+    assert y.shape == (3, 2, 2) and np.isfinite(y).all()
+
+    # go_backwards from given states == Keras's initial_state
+    back = keras.Sequential([keras.Input((5, 4)), L.LSTM(3, go_backwards=True)])
+    pm = nn.PopulationModel(back)
+    params = _params(pm, 3, scale=0.5)
+    h, c = (rng.normal(size=(3, 2, 3)).astype(np.float32) for _ in range(2))
+    out, new = pm(params, x[:, :, :5], states=[h, c])
+    for p in range(3):
+        back.set_weights(pm.template_weights(params[p]))
+        ref = back.layers[0](x[p, :, :5], initial_state=[h[p], c[p]])
+        np.testing.assert_allclose(np.asarray(out[p]), np.asarray(ref), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(new[0][p]), np.asarray(ref), atol=1e-5)
+
+    # TimeDistributed before the recurrent layer: stepping with carried states == the whole sequence
+    td = keras.Sequential([keras.Input((None, 4)), L.TimeDistributed(L.Dense(5, activation="tanh")),
+                           L.LSTM(3, return_sequences=True), L.Dense(2)])
+    pm = nn.PopulationModel(td)
+    assert nn.Policy(pm, env.action_spec).state_shape == (6,)
+    params = _params(pm, 3, scale=0.5)
+    whole = np.asarray(pm(params, x))
+    states = pm.zero_states(3, 2)
+    for t in range(x.shape[2]):
+        y_t, states = pm(params, x[:, :, t:t + 1], states=states)
+        np.testing.assert_allclose(np.asarray(y_t)[:, :, 0], whole[:, :, t], atol=1e-5)

@@ -44,6 +44,15 @@ def rnn(cls, **kw):
     return keras.Sequential([keras.Input((5, 3)), cls(4, return_sequences=True, **kw), cls(3, **kw), L.Dense(2)])
 
 
+def attend(shapes, build):
+    """Inputs of ``shapes`` -> ``build(*inputs)`` -> each output flattened -> Dense(3), concatenated."""
+    ins = [keras.Input(s) for s in shapes]
+    out = build(*ins)
+    heads = [L.Dense(3)(L.Flatten()(t) if len(t.shape) > 2 else t) for t in (out if isinstance(out, (list, tuple))
+                                                                             else [out])]
+    return keras.Model(ins if len(ins) > 1 else ins[0], heads[0] if len(heads) == 1 else L.Concatenate()(heads))
+
+
 S1, S2, S3 = (8, 3), (8, 8, 3), (4, 4, 4, 2)
 CASES = {
     L.Dense: lambda: chain((5,), L.Dense(4, activation="tanh")),
@@ -117,6 +126,42 @@ CASES = {
     L.Rescaling: lambda: chain((4, 3), L.Rescaling([0.5, 2.0, -1.0], offset=0.25), L.Dense(4)),
     L.Normalization: lambda: _adapted_normalization((1, 2)),
     L.Identity: lambda: chain((5,), L.Identity()),
+    L.Bidirectional: lambda: chain((3, 2), L.Bidirectional(L.LSTM(3, return_sequences=True))),
+    L.TimeDistributed: lambda: chain((3, 4, 4, 2), L.TimeDistributed(keras.Sequential(
+        [keras.Input((4, 4, 2)), L.Conv2D(3, 2, activation="relu"), L.Flatten(), L.Dense(4)]))),
+    L.Attention: lambda: attend([(4, 3)], lambda q: L.Attention(use_scale=True)([q, L.Dense(3)(q)],
+                                                                               use_causal_mask=True)),
+    L.AdditiveAttention: lambda: attend([(4, 3), (5, 3)], lambda q, v: L.AdditiveAttention()([q, v])),
+    L.MultiHeadAttention: lambda: attend([(4, 3), (6, 5)], lambda q, v: L.MultiHeadAttention(3, 2, value_dim=4)(
+        q, v, use_causal_mask=True)),
+}
+
+SEQUENCE_VARIANTS = {  # the arguments of the sequence, wrapper and attention layers
+    "lstm_go_backwards_state": lambda: attend([(5, 3)], lambda x: L.LSTM(4, go_backwards=True, return_sequences=True,
+                                                                          return_state=True)(x)),
+    "gru_simple_rnn_go_backwards": lambda: chain((5, 3), L.GRU(4, go_backwards=True, return_sequences=True),
+                                                 L.SimpleRNN(3, go_backwards=True)),
+    "bidirectional_merge_none_state_backward_layer": lambda: attend([(5, 3)], lambda x: L.Bidirectional(
+        L.LSTM(3, return_state=True), merge_mode=None, backward_layer=L.LSTM(3, return_state=True,
+                                                                             go_backwards=True))(x)),
+    "bidirectional_sum_mul_ave": lambda: chain((5, 3), L.Bidirectional(L.GRU(4, return_sequences=True), merge_mode="sum"),
+                                               L.Bidirectional(L.SimpleRNN(3, return_sequences=True), merge_mode="mul"),
+                                               L.Bidirectional(L.GRU(2, reset_after=False), merge_mode="ave")),
+    "time_distributed_dense_conv": lambda: chain((3, 6, 6, 2), L.TimeDistributed(L.Conv2D(3, 3, strides=2,
+                                                                                          padding="same")),
+                                                 L.TimeDistributed(L.Flatten()), L.TimeDistributed(L.Dense(4))),
+    "attention_concat_key_scores": lambda: attend([(4, 3), (5, 3), (5, 2)], lambda q, v, k: L.Attention(
+        use_scale=True, score_mode="concat")([q, v, L.Dense(3)(k)], return_attention_scores=True)),
+    "additive_attention_no_scale_causal": lambda: attend([(4, 3), (5, 3)], lambda q, v: L.AdditiveAttention(
+        use_scale=False)([q, v], use_causal_mask=True)),
+    "mha_self_gate_window_scores": lambda: attend([(5, 3)], lambda x: L.MultiHeadAttention(
+        2, 3, use_gate=True, sliding_window=2, dropout=0.3)(x, x, return_attention_scores=True)),
+    "mha_key_output_shape_no_bias": lambda: attend([(4, 3), (6, 5), (6, 2)], lambda q, v, k: L.MultiHeadAttention(
+        2, 3, output_shape=(2, 3), use_bias=False)(q, v, key=k)),
+    "mha_rank4_attention_axes": lambda: attend([(3, 4, 2)], lambda x: L.Add()([
+        L.MultiHeadAttention(2, 3)(x, x), L.MultiHeadAttention(2, 2, attention_axes=(2,))(x, x)])),
+    "transformer_block_layernorm": lambda: attend([(5, 4)], lambda x: L.LayerNormalization()(L.Add()([
+        x, L.TimeDistributed(L.Dense(4))(L.MultiHeadAttention(2, 4)(x, x, use_causal_mask=True))]))),
 }
 
 
@@ -191,6 +236,18 @@ def test_translator_agrees_with_keras(cls, tmp_path):
     _check_template(CASES[cls](), tmp_path)
 
 
+# in the default run: the one variant no other default test covers (score_mode="concat", a key, the scores);
+# go_backwards with states, the Bidirectional backward pass and cross-attention run in the registry cases
+# and tests/nn/test_nn_recurrent_policy.py; the rest with -m slow and in benchmarks/audit_keras_zoo.py
+_FAST_VARIANTS = ("attention_concat_key_scores",)
+
+
+@pytest.mark.parametrize("name", [n if n in _FAST_VARIANTS else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in SEQUENCE_VARIANTS])
+def test_sequence_layer_variants_agree_with_keras(name, tmp_path):
+    _check_template(SEQUENCE_VARIANTS[name](), tmp_path)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXTRA))
 def test_translator_variants_agree_with_keras(name, tmp_path):
@@ -260,3 +317,51 @@ LAYOUTS = {  # (default, fast) rank-5 samples and channels-first layouts
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_translator_layouts_agree_with_keras(name, tmp_path):
     _check_template(LAYOUTS[name](), tmp_path)
+
+
+def test_sequence_layer_initializers():
+    """init_params samples what Keras initializes: MultiHeadAttention's EinsumDense kernels with their
+    input/output fans (Glorot limit sqrt(6 / (fan_in + fan_out)), not a convolution's fans), Attention's
+    scale at one, AdditiveAttention's [dim] scale Glorot-uniform, a Bidirectional LSTM's forget-gate biases
+    at one in both directions."""
+    inp = keras.Input((3, 16))
+    x = L.MultiHeadAttention(4, 8, name="mha")(inp, inp)
+    x = L.Attention(use_scale=True, name="att")([x, x])
+    x = L.AdditiveAttention(name="add")([x, x])
+    x = L.Bidirectional(L.LSTM(2), name="bi")(x)
+    template = keras.Model(inp, x)
+    pm = nn.PopulationModel(template)
+    params = pm.init_params(64, seed=3)
+    weights = dict(zip(pm.weight_names, pm.unflatten(params)))
+    keras_w = {v.path: np.asarray(v) for v in template.weights}
+    for name, limit in (("mha/query/kernel", (6 / (16 + 32)) ** 0.5), ("mha/attention_output/kernel", (6 / 48) ** 0.5),
+                        ("add/scale", (3 / 16) ** 0.5)):
+        w = np.asarray(weights[name])
+        assert np.abs(w).max() <= limit and np.abs(w).max() > 0.97 * limit, name
+        assert abs(w.std() / (limit / 3 ** 0.5) - 1) < 0.05, name
+        assert np.abs(keras_w[name]).max() <= limit  # Keras's own draw obeys the same limit
+    np.testing.assert_array_equal(np.asarray(weights["att/scale"]), 1.0)
+    biases = [n for n in weights if n.startswith("bi/") and n.endswith("/bias")]
+    assert len(biases) == 2  # forward and backward LSTM
+    for name in biases:
+        bias = np.asarray(weights[name])
+        np.testing.assert_array_equal(bias[:, 2:4], 1.0)
+        np.testing.assert_array_equal(bias[:, :2], 0.0)
+
+
+def test_sequence_layer_refusals_name_layer_and_argument():
+    q, v = keras.Input((4, 3)), keras.Input((6, 3))
+    mask, qm, vm = keras.Input((4, 6), dtype="bool"), keras.Input((4,), dtype="bool"), keras.Input((6,), dtype="bool")
+    refused = {
+        "'m' .*attention_mask= is not supported": lambda: keras.Model([q, v, mask], L.MultiHeadAttention(
+            2, 2, name="m")(q, v, attention_mask=mask)),
+        "'m' .*mask= is not supported": lambda: keras.Model([q, v, qm, vm], L.Attention(name="m")(
+            [q, v], mask=[qm, vm])),
+        "'m' .*declares the attention scores as \\(2, 4, 4\\) but they are \\(2, 4, 6\\)": lambda: keras.Model(
+            [q, v], L.MultiHeadAttention(2, 2, name="m")(q, v, return_attention_scores=True)[1]),
+        "'m' .*wraps 'lam' \\(Lambda\\)": lambda: keras.Sequential([keras.Input((3, 2)), L.TimeDistributed(
+            L.Lambda(lambda t: t * 2, name="lam"), name="m")]),
+    }
+    for message, build in refused.items():
+        with pytest.raises(ConfigError, match=message):
+            nn.PopulationModel(build())

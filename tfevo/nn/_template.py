@@ -23,10 +23,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfevo._tf_private import (
-    keras_functional_graph, keras_io_structure, keras_node_call_kwargs, keras_nodes_by_depth,
-)
+from tfevo._tf_private import keras_functional_graph, keras_io_structure
 from tfevo.core import ConfigError
+from tfevo.nn.translators.graph import check_inference_call, layer_nodes, make_translator
 
 L = keras.layers
 
@@ -85,32 +84,6 @@ class _Step:
     @property
     def flat_fn(self):
         return self.tr.forward_flat
-
-
-def _unsupported(name, op=None) -> ConfigError:
-    from tfevo.nn.translators import TRANSLATOR_DOCS, supported_layers
-
-    if op is not None and not isinstance(op, L.Layer):
-        # a keras.ops call on symbolic tensors (keras.ops.multiply(x, y), x * 2.0): a graph node that is
-        # no layer, often named like one (Multiply), so "unsupported layer" would contradict the list
-        return ConfigError(
-            f"operation {name} in the template is a keras.ops call on symbolic tensors, not a layer; only layers "
-            f"are translated: use the equivalent layer (supported: {', '.join(supported_layers())}). "
-            f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
-    return ConfigError(f"unsupported layer {name} in the template; supported: {', '.join(supported_layers())}. "
-                       f"A new layer type takes one translator module: see {TRANSLATOR_DOCS}")
-
-
-def _check_inference_call(name, node) -> None:
-    """A layer (or nested model) called with ``training=True`` in the graph is refused: ``model(x)``
-    honours that argument (dropout and noise applied, BatchNormalization on batch statistics), which the
-    population's inference forward does not compute."""
-    if keras_node_call_kwargs(node).get("training") is True:
-        raise ConfigError(
-            f"layer {name} is called with training=True in the template; the population computes the "
-            "inference forward (as model.predict and model(x, training=False) do: dropout and noise are the "
-            "identity, BatchNormalization uses its moving statistics), which model(x) with that call argument "
-            "does not: call the layer without training=True")
 
 
 class TemplateParser:
@@ -206,7 +179,8 @@ class TemplateParser:
         self.state_sizes = tuple(sz for st in steps for sz in st.tr.state_sizes)
         for shape in self.input_shapes:
             # a recurrent template may leave its time axis (the first sample axis) open
-            open_ok = bool(self.state_sizes) and len(shape) >= 2 and None not in shape[1:]
+            open_ok = ((bool(self.state_sizes) or any(st.tr.open_time for st in steps)) and len(shape) >= 2
+                       and None not in shape[1:])
             if None in shape and not open_ok:
                 raise ConfigError(f"the template's input shape must be fully known, got {shape}"
                                   + (" (only a recurrent template's time axis may be None)" if len(shape) > 1 else ""))
@@ -249,22 +223,17 @@ class TemplateParser:
             k = bound.get(k, k)
             return alias.get(k, k)
 
-        nodes_by_depth = keras_nodes_by_depth(graph)
-        for depth in sorted(nodes_by_depth, reverse=True):
-            for node in nodes_by_depth[depth]:
-                op = node.operation
-                if op is None or node.is_input or isinstance(op, L.InputLayer):
-                    continue
-                ins, outs = [key(t) for t in node.input_tensors], [key(t) for t in node.outputs]
-                if isinstance(op, keras.Model):
-                    self._add_nested(op, node, prefix, ins, outs, alias, steps, index_of, used)
-                    continue
-                steps.append(self._step_for(op, node, index_of, used, ins, outs))
+        for op, node in layer_nodes(graph):
+            ins, outs = [key(t) for t in node.input_tensors], [key(t) for t in node.outputs]
+            if isinstance(op, keras.Model):
+                self._add_nested(op, node, prefix, ins, outs, alias, steps, index_of, used)
+                continue
+            steps.append(self._step_for(op, node, index_of, used, ins, outs))
 
     def _add_nested(self, model, node, prefix, ins, outs, alias, steps, index_of, used):
         """Inlines a nested Sequential or functional model's layers (its weights are the template's)."""
         name = f"{model.name!r} ({type(model).__name__})"
-        _check_inference_call(name, node)
+        check_inference_call(name, node)
         inner = keras_functional_graph(model)
         if inner is None:
             raise ConfigError(f"nested model {name} in the template: only built Sequential and functional models "
@@ -281,15 +250,8 @@ class TemplateParser:
             alias[k] = alias.get(bound.get(ik, ik), bound.get(ik, ik))
 
     def _step_for(self, op, node, index_of, used, ins_keys, outs_keys):
-        from tfevo.nn.translators import translator_for
-
         name = f"{op.name!r} ({type(op).__name__})"
-        cls = translator_for(op) if isinstance(op, L.Layer) and not isinstance(op, keras.Model) else None
-        if cls is None:
-            raise _unsupported(name, op)
-        _check_inference_call(name, node)
-        ins = list(node.input_tensors)
-        tr = cls(op, [t.shape for t in ins], [t.shape for t in node.outputs], conv_method=self.conv_method)
+        tr = make_translator(op, node, self.conv_method)
         widx, frozen = [], []
         for v in tr.weight_order():
             if id(v) not in index_of:

@@ -106,12 +106,19 @@ def _check_stepwise(model) -> None:
     L = keras.layers
     elementwise = (L.Dense, L.Activation, L.ReLU, L.LeakyReLU, L.ELU, L.Embedding, L.Dropout, L.GaussianNoise,
                    L.GaussianDropout, L.AlphaDropout, L.ActivityRegularization, L.Add, L.Subtract, L.Multiply,
-                   L.Average, L.Maximum, L.Minimum)
+                   L.Average, L.Maximum, L.Minimum, L.TimeDistributed)
     timed = {model._input_id}
     for step in model._steps:
         if not any(i in timed for i in step.inputs):
             continue
         layer = step.layer
+        backwards = "a Bidirectional layer" if isinstance(layer, L.Bidirectional) else (
+            "go_backwards=True" if isinstance(step.tr, _RecurrentBase) and layer.go_backwards else None)
+        if backwards:
+            raise ConfigError(
+                f"layer {step.name} reads the sequence backwards from its last step ({backwards}); a recurrent "
+                "Policy steps one observation at a time and carries only forward state: use a forward "
+                "SimpleRNN/GRU/LSTM in a policy, or evaluate whole sequences with PopulationModel")
         if isinstance(step.tr, _RecurrentBase):
             if layer.return_sequences:
                 timed.add(step.outputs[0])
@@ -214,6 +221,11 @@ class Policy:
         #: recurrent templates: shape of the state carried per episode (all layers' states concatenated)
         self.state_shape = None
         self._time_out = False
+        if not model.state_sizes and None in tuple(model.input_shape):
+            raise ConfigError(
+                f"the template's input {model.input_shape} leaves its time axis open but has no recurrent layer "
+                "carrying state (a Bidirectional layer reads whole sequences): a Policy needs a fixed observation "
+                "shape, or a forward SimpleRNN/GRU/LSTM to step through time")
         if model.state_sizes:
             t_in = model.input_shape[0] if len(model.input_shape) >= 2 else "missing"
             if t_in not in (None, 1):

@@ -13,6 +13,7 @@ from tfevo.nn.translators import (  # noqa: F401  (registration happens on impor
     activation, batchnorm, conv1d, conv2d, conv3d, dense, depthwise, embedding, groupnorm, identity, layernorm,
     merge, pooling, preprocessing, recurrent, reshape, shape_ops,
 )
+from tfevo.nn.translators import attention, wrappers  # noqa: F401,E402  (sequence layers and wrappers)
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",
            "supported_layers", "registry", "TRANSLATOR_DOCS", "select", "per_member", "merge_leading", "split_leading"]

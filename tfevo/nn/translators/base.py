@@ -107,6 +107,9 @@ class Translator(abc.ABC):
     takes_input_scale: bool = False
     #: per-sample sizes of the recurrent state vectors this call carries (empty: stateless).
     state_sizes: tuple = ()
+    #: whether the layer reads a time axis left open (``keras.Input((None, features))``) on its own, without
+    #: carrying state (a Bidirectional layer); recurrent layers (:attr:`state_sizes`) always may.
+    open_time: bool = False
     #: number of inputs the layer call takes (``None``: any number, e.g. merge layers).
     num_inputs: int | None = 1
     #: names of variables Keras marks non-trainable that are evolved all the same while the layer is
@@ -114,11 +117,17 @@ class Translator(abc.ABC):
     #: variable of a layer with ``trainable=False``, is a frozen constant of the template.
     evolved_statistics: Sequence[str] = ()
 
-    def __init__(self, layer, input_shapes, output_shapes, conv_method: str = "auto"):
+    def __init__(self, layer, input_shapes, output_shapes, conv_method: str = "auto", call_kwargs=None,
+                 input_roles=None):
         self.layer = layer
         self.input_shapes = [tuple(s) for s in input_shapes]
         self.output_shapes = [tuple(s) for s in output_shapes]
         self.conv_method = conv_method
+        #: the call's keyword arguments that are not tensors (e.g. ``use_causal_mask=True``)
+        self.call_kwargs = dict(call_kwargs or {})
+        #: per input tensor, the name of the call argument it was given as (``"query"``, ``"mask"``...),
+        #: or ``None`` where unknown
+        self.input_roles = tuple(input_roles) if input_roles is not None else (None,) * len(self.input_shapes)
         self.name = f"{layer.name!r} ({type(layer).__name__})"
         if self.num_inputs is not None and len(self.input_shapes) != self.num_inputs:
             extra = (" (tensors given as call arguments, e.g. a recurrent layer's initial_state= or a mask=, "

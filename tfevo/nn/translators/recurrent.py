@@ -1,5 +1,5 @@
 """``keras.layers.SimpleRNN``, ``GRU`` (``reset_after`` either way) and ``LSTM``, with
-``return_sequences`` and ``return_state`` either way.
+``return_sequences``, ``return_state`` and ``go_backwards`` either way (``stateful=True`` is refused).
 
 The input projection of all time steps is one batched product per member; the recurrence then
 multiplies each member's state by its own recurrent kernel step by step (a Python loop for a
@@ -34,8 +34,6 @@ class _RecurrentBase(Translator):
 
     def check(self):
         layer = self.layer
-        if getattr(layer, "go_backwards", False):
-            raise ConfigError(f"layer {self.name}: go_backwards=True is not supported")
         if getattr(layer, "stateful", False):
             raise ConfigError(f"layer {self.name}: stateful=True is not supported (a recurrent tfevo.nn.Policy "
                               "carries the state across environment steps itself)")
@@ -70,6 +68,8 @@ class _RecurrentBase(Translator):
 
     def forward_state(self, inputs, weights, indices, states):
         x = inputs[0]  # [n, B, T, F]
+        if self.layer.go_backwards:  # Keras: the reversed sequence, outputs in the order they are computed
+            x = tf.reverse(x, [2])
         kernel, rk = weights[0], select(weights[1], indices)
         bias = weights[2] if len(weights) > 2 else None
         in_bias, rb = self._split_bias(bias)
