@@ -38,7 +38,7 @@ __all__ = [
     "PAD", "CONST", "VAR", "FUNC", "OUT", "fold_prefix",
     "Trees", "GPFunction", "FunctionSet", "register_function", "get_function",
     "builtin_functions", "validate", "check_trees", "tree_lengths",
-    "compute_sizes", "from_prefix", "to_prefix", "to_infix",
+    "compute_sizes", "from_prefix", "to_prefix", "to_infix", "to_gplearn",
     "interpret", "PROTECT_EPS", "EXP_CLIP",
 ]
 
@@ -291,6 +291,34 @@ def to_infix(trees, index: int = 0, var_names: Sequence[str] | None = None,
             c += int(s[c])
         if f.infix:
             return f.infix.format(*args)
+        return f"{f.name}({', '.join(args)})"
+
+    return rec(0)
+
+
+def to_gplearn(trees, index: int = 0, var_names: Sequence[str] | None = None) -> str:
+    """One tree in gplearn's ``_Program`` syntax: every function in call form,
+    variables ``X0``, ``X1``, ... (or ``var_names``), constants with three
+    decimals (``"add(X0, mul(X1, 0.500))"``).  An output node of a
+    multi-output tree reads ``out0(...)``."""
+    t, v, s = (np.asarray(x)[index] for x in trees)
+    if int(s[0]) == 0:
+        return "<empty>"
+
+    def rec(i):
+        ty = t[i]
+        if ty == CONST:
+            return f"{float(v[i]):.3f}"
+        if ty == VAR:
+            k = int(v[i])
+            return var_names[k] if var_names is not None else f"X{k}"
+        if ty == OUT:
+            return f"out{int(v[i])}({rec(i + 1)})"
+        f = get_function(int(v[i]))
+        args, c = [], i + 1
+        for _ in range(f.arity):
+            args.append(rec(c))
+            c += int(s[c])
         return f"{f.name}({', '.join(args)})"
 
     return rec(0)
