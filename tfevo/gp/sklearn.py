@@ -261,11 +261,15 @@ class _BaseSymbolic(BaseEstimator):
 
     def _keep_generation(self, gp, trees, raw):
         """Appends one evaluated generation to ``_programs`` (gplearn's list
-        of generations); with ``low_memory`` the previous one becomes None."""
+        of generations, here every program of each, 12 bytes per node up to
+        the generation's longest tree); with ``low_memory`` the previous one
+        becomes None."""
         programs = self.__dict__.setdefault("_programs", [])
         if self.low_memory and programs:
             programs[-1] = None
-        programs.append(SymbolicPopulation(type(trees)(*(np.array(a) for a in trees)), raw, self._var_names(),
+        width = max(1, int(np.max(trees.sizes[:, 0].numpy())))  # the padding past the longest tree is not kept
+        programs.append(SymbolicPopulation(type(trees)(*(np.array(a[:, :width]) for a in trees)), raw,
+                                           self._var_names(),
                                                  list(gp.eval_functions.names), self.use_op, gp.config.num_outputs))
 
     @property
@@ -823,6 +827,12 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+    @property
+    def _best_programs(self):
+        """gplearn's list of the components (``list(est)``)."""
+        check_is_fitted(self, "programs_")
+        return list(self)
 
     def __str__(self):
         if not hasattr(self, "programs_"):
