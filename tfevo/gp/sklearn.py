@@ -406,9 +406,15 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (same seed and data = same program, bit for bit) or a
         ``RandomState`` (each fit draws its seed from it).
       verbose: print the best fitness of each generation.
+      n_jobs: gplearn's; accepted (None or a nonzero int) and without effect
+        on the result: evaluation runs on TensorFlow's intra-op thread pool.
+      low_memory: gplearn's: keep only the last generation in ``_programs``
+        (default False: every generation).
 
     After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
-    arrays), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
+    arrays), ``_program`` (gplearn's: it as a :class:`SymbolicComponent`),
+    ``_programs`` (gplearn's list of generations, :class:`SymbolicPopulation`
+    s), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
     (gplearn's per-generation lists), ``history_`` (best fitness per generation),
     ``n_features_in_``, ``feature_names_in_`` (when X had column names),
     ``engine_`` (the run; None after unpickling).
@@ -470,7 +476,11 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     keeps the most accurate tree whatever its length).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     ``class_weight`` (None, ``"balanced"`` or ``{label: weight}``, as
     gplearn's) multiplies the weight of every row of a class, and with it
-    any ``sample_weight`` given to ``fit``.
+    any ``sample_weight`` given to ``fit``.  gplearn's ``metric`` is
+    ``"log loss"`` (the default: ``fitness`` decides) or a make_fitness
+    metric (gplearn's or tfevo's; two classes) scored on gplearn's
+    probability of ``classes_[1]``, ``predict_proba(X)[:, 1]``; gplearn's
+    ``transformer`` is ``"sigmoid"`` only.
     """
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
