@@ -632,6 +632,13 @@ def _count(name, value, lo, hi, hi_name):
     return int(value)
 
 
+def _position(i, n: int, what: str) -> int:
+    """Index ``i`` (negative counts from the end) of ``n`` items, or an IndexError."""
+    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
+        raise IndexError(f"{what} index {i!r} out of range for {n} {what}s")
+    return int(i) % n
+
+
 class SymbolicComponent:
     """One fitted component of a :class:`SymbolicTransformer` (``est[i]``),
     the counterpart of a gplearn ``_Program``: ``str()`` is its formula
@@ -685,10 +692,7 @@ class SymbolicPopulation:
         return int(self.programs.types.shape[0])
 
     def __getitem__(self, i):
-        n = len(self)
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
-            raise IndexError(f"program index {i!r} out of range for {n} programs")
-        i = int(i) % n
+        i = _position(i, len(self), "program")
         return SymbolicComponent(type(self.programs)(*(a[i:i + 1] for a in self.programs)), self.raw_fitness_[i],
                                  *self._args, k=self._k)
 
@@ -871,7 +875,4 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         return to_keras(self.programs_, self._index(component), 1, self.n_features_in_, model=model)
 
     def _index(self, i):
-        n = len(self)
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
-            raise IndexError(f"component index {i!r} out of range for {n} components")
-        return int(i) % n
+        return _position(i, len(self), "component")
