@@ -6,9 +6,11 @@ either work with gplearn's meaning or fail with a ConfigError saying why."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.gp import SymbolicClassifier, SymbolicRegressor, SymbolicTransformer, from_prefix, to_gplearn
+from tfevo.gp.metrics import subsample_mask
 
 gplearn_fitness = pytest.importorskip("gplearn.fitness")
 gplearn_functions = pytest.importorskip("gplearn.functions")
@@ -55,6 +57,11 @@ def test_programs_hold_every_generation_unless_low_memory():
     # gplearn's oob_fitness_ of the fitted program: the last generation's best_oob_fitness
     assert np.isfinite(est._program.oob_fitness_)
     assert est._program.oob_fitness_ == est.run_details_["best_oob_fitness"][-1]
+    # gplearn's meaning: the metric (mean absolute error) on the rows the best tree was not scored on
+    rows = subsample_mask(tf.constant([int(est.engine_.seeds.seed.numpy()), -1 - 2], tf.int32), 40, len(Y),
+                          int(0.7 * len(Y))).numpy()[i]
+    out_of_bag = np.mean(np.abs(last[i].execute(X)[~rows] - Y[~rows]))
+    np.testing.assert_allclose(est._program.oob_fitness_, out_of_bag, rtol=1e-5)
     assert np.isnan(SymbolicRegressor(**TINY).fit(X, Y)._program.oob_fitness_)  # max_samples=1: NaN, as gplearn
     low = SymbolicRegressor(**TINY, max_samples=0.7, low_memory=True).fit(X, Y)
     assert low._programs[:2] == [None, None]
