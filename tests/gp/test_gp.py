@@ -435,7 +435,7 @@ def test_symbolic_regressor_and_exports():
     np.testing.assert_allclose(f(X1[:, 0]) * np.ones(50), pred, rtol=1e-4, atol=1e-4)
     model = est.to_keras()
     np.testing.assert_allclose(np.asarray(model(X1)).reshape(-1), pred, rtol=1e-5, atol=1e-5)
-    assert "x0" in str(est)
+    assert "X0" in str(est)  # gplearn's formula syntax
 
 
 def test_keras_layer_multi_output_roundtrip():

@@ -14,7 +14,7 @@ Main entry points: :class:`GeneticProgramming` (ask/tell),
 
 from tfevo.gp.trees import (  # noqa: F401
     CONST, FUNC, OUT, PAD, VAR, FunctionSet, GPFunction, Trees, builtin_functions, check_trees,
-    compute_sizes, from_prefix, get_function, interpret, register_function, to_infix, to_prefix,
+    compute_sizes, from_prefix, get_function, interpret, register_function, to_gplearn, to_infix, to_prefix,
     tree_lengths, validate,
 )
 from tfevo.gp.generation import TerminalSet, generate  # noqa: F401
@@ -33,7 +33,7 @@ from tfevo.gp.policy import GPPolicy  # noqa: F401
 
 __all__ = [
     "Trees", "FunctionSet", "GPFunction", "TerminalSet", "register_function", "get_function",
-    "builtin_functions", "from_prefix", "to_prefix", "to_infix", "interpret", "validate",
+    "builtin_functions", "from_prefix", "to_prefix", "to_infix", "to_gplearn", "interpret", "validate",
     "check_trees", "compute_sizes", "tree_lengths", "generate", "evaluate", "evaluate_reference",
     "mse", "mse_reference", "subtree_exchange", "random_node", "weighted_node", "one_point_crossover",
     "leaf_biased_crossover", "subtree_mutation", "hoist_mutation", "point_mutation",

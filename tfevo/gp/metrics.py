@@ -137,11 +137,20 @@ def make_fitness(*, function, greater_is_better, wrap=True, batched=False) -> Fi
     return Fitness(function, greater_is_better, batched)
 
 
+def is_gplearn_fitness(metric) -> bool:
+    """True for a ``gplearn.fitness.make_fitness`` object (its ``function(y,
+    y_pred, sample_weight)`` is the signature of :func:`make_fitness`)."""
+    return (type(metric).__module__.startswith("gplearn.") and callable(getattr(metric, "function", None))
+            and isinstance(getattr(metric, "greater_is_better", None), bool))
+
+
 def check_metric(metric):
     """The canonical metric name or the :class:`Fitness`, or a ConfigError
     listing the accepted ones."""
     if isinstance(metric, Fitness):
         return metric
+    if is_gplearn_fitness(metric):  # same signature and direction: scored on the host like make_fitness's
+        return Fitness(metric.function, metric.greater_is_better)
     name = _ALIASES.get(metric, metric) if isinstance(metric, str) else metric
     if name not in REGRESSION_METRICS:
         raise ConfigError(f"metric must be one of {', '.join(map(repr, REGRESSION_METRICS))} "
@@ -234,6 +243,18 @@ def _custom(metric: Fitness, pred, y, w):
         return out
     with np.errstate(all="ignore"):
         return np.array([float(metric.function(yv, p[i], wv[i])) for i in range(p.shape[0])], np.float64)
+
+
+def custom_scores(metric: Fitness, pred, y, mask=None, sample_weight=None) -> tf.Tensor:
+    """A :class:`Fitness` of every row of ``pred [P, N]`` against ``y [N]``
+    (float64 ``[P]``), each weighted by the rows of ``mask`` times
+    ``sample_weight``; a non-finite value is the worst fitness."""
+    sub = row_weights(mask, sample_weight)
+    w = tf.ones(tf.shape(pred), tf.float64) if sub is None else \
+        tf.broadcast_to(tf.cast(sub, tf.float64), tf.shape(pred))
+    out = tf.constant(_custom(metric, pred, tf.cast(y, tf.float64), w))
+    worst = -np.inf if metric.greater_is_better else np.inf
+    return tf.where(tf.math.is_finite(out), out, tf.constant(worst, tf.float64))
 
 
 def regression_loss(trees: Trees, x, y, metric, functions, use_op=None, mask=None, sample_weight=None) -> tf.Tensor:

@@ -29,11 +29,11 @@ from tfevo.gp.algorithm import GeneticProgramming, GPConfig
 from tfevo import kernels
 from tfevo.gp.evaluate import evaluate, mse
 from tfevo.gp.generation import DEFAULT_DEPTH
-from tfevo.gp.metrics import (CLASSIFICATION_FITNESS, Fitness, check_metric, classification_raw, greater_is_better,
-                              regression_loss)
+from tfevo.gp.metrics import (CLASSIFICATION_FITNESS, Fitness, check_metric, classification_raw, custom_scores,
+                              greater_is_better, is_gplearn_fitness, regression_loss, row_weights)
 from tfevo.gp.sklearn_run import (check_best_program, evolve, final_program, hall_of_fame, least_correlated,
                                   operator_mix, point_replace, run_state)
-from tfevo.gp.trees import FunctionSet, Trees, to_infix
+from tfevo.gp.trees import FunctionSet, Trees, to_gplearn
 
 __all__ = ["SymbolicRegressor", "SymbolicClassifier", "SymbolicTransformer", "SymbolicComponent"]
 
@@ -49,6 +49,13 @@ def _function_names(function_set) -> list:
             raise ConfigError(f"function_set must be a sequence of function names or a comma-separated "
                               f"string, got {function_set!r}") from None
     for n in names:
+        if type(n).__module__.startswith("gplearn.") and hasattr(n, "arity"):
+            raise ConfigError(
+                f"function_set: {getattr(n, 'name', n)!r} is a gplearn make_function object, which runs NumPy "
+                f"on the host; tfevo evaluates whole populations as TensorFlow programs, so a custom "
+                f"function needs a TensorFlow body: tfevo.gp.register_function({getattr(n, 'name', 'name')!r}, "
+                f"arity={getattr(n, 'arity', '?')}, tf_fn=..., np_fn=<your NumPy function>) once, then put its "
+                f"name in function_set")
         if not isinstance(n, str):
             raise ConfigError(f"function_set entries must be function names (str), got {n!r}")
     FunctionSet(names)  # unknown names -> ConfigError naming them and the known ones
@@ -70,6 +77,13 @@ def _weights(sample_weight, X):
         return None
     w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     return None if np.all(w == w[0]) else tf.constant(w, tf.float64)
+
+
+def check_n_jobs(n_jobs):
+    """gplearn's ``n_jobs`` (None or a nonzero int, joblib's convention)."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ConfigError(f"n_jobs must be None or a nonzero integer (joblib's convention, -1 = all cores), "
+                          f"got {n_jobs!r}")
 
 
 def _base_arguments(args: dict) -> dict:
@@ -95,7 +109,7 @@ class _BaseSymbolic(BaseEstimator):
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True,
                  stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0):
+                 verbose=0, n_jobs=1, low_memory=False):
         self.population_size = population_size
         self.generations = generations
         self.max_len = max_len
@@ -136,6 +150,8 @@ class _BaseSymbolic(BaseEstimator):
         self.use_op = use_op
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
+        self.low_memory = low_memory
 
     # -- settings -> engine ------------------------------------------------
     def _seed(self) -> int:
@@ -154,6 +170,9 @@ class _BaseSymbolic(BaseEstimator):
         check_int(self.generations, "generations", 1)
         check_int(self.population_size, "population_size", 2)
         check_int(self.max_len, "max_len", 3)
+        check_n_jobs(self.n_jobs)
+        if not isinstance(self.low_memory, (bool, np.bool_)):
+            raise ConfigError(f"low_memory must be a bool, got {self.low_memory!r}")
         kernels.check_use_op(self.use_op)
         if not isinstance(self, TransformerMixin):  # the transformer keeps components, not one program
             check_best_program(self.best_program)
@@ -240,6 +259,31 @@ class _BaseSymbolic(BaseEstimator):
         y = evaluate(self.program_, X, self._k, self._eval_names, self.use_op).numpy()[0]
         return y
 
+    def _keep_generation(self, gp, trees, raw):
+        """Appends one evaluated generation to ``_programs`` (gplearn's list
+        of generations, here every program of each, 12 bytes per node up to
+        the generation's longest tree); with ``low_memory`` the previous one
+        becomes None."""
+        programs = self.__dict__.setdefault("_programs", [])
+        if self.low_memory and programs:
+            programs[-1] = None
+        width = max(1, int(np.max(trees.sizes[:, 0].numpy())))  # the padding past the longest tree is not kept
+        programs.append(SymbolicPopulation(type(trees)(*(np.array(a[:, :width]) for a in trees)), raw,
+                                           self._var_names(),
+                                                 list(gp.eval_functions.names), self.use_op, gp.config.num_outputs))
+
+    @property
+    def _program(self):
+        """gplearn's fitted program: ``program_`` as a :class:`SymbolicComponent`
+        (``str`` in gplearn's syntax, ``raw_fitness_``, ``oob_fitness_``,
+        ``length_``, ``execute``)."""
+        check_is_fitted(self, "program_")
+        rd = getattr(self, "run_details_", {})
+        oob = rd["best_oob_fitness"][-1] if rd.get("best_oob_fitness") and self.best_program == "last_generation" \
+            else np.nan
+        return SymbolicComponent(self.program_, self.best_fitness_, self._var_names(), self._eval_names, self.use_op,
+                                 k=self._k, oob_fitness=oob)
+
     def _var_names(self):
         names = self.feature_names if self.feature_names is not None else getattr(self, "feature_names_in_", None)
         return None if names is None else [str(n) for n in names]
@@ -256,7 +300,7 @@ class _BaseSymbolic(BaseEstimator):
     def __str__(self):
         if not hasattr(self, "program_"):
             return super().__repr__()
-        return to_infix(self.program_, var_names=self._var_names())
+        return to_gplearn(self.program_, var_names=self._var_names())
 
     def to_sympy(self, simplify=True, **kw):
         """The best program as a sympy expression (a list of expressions, one
@@ -362,9 +406,15 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
         (same seed and data = same program, bit for bit) or a
         ``RandomState`` (each fit draws its seed from it).
       verbose: print the best fitness of each generation.
+      n_jobs: gplearn's; accepted (None or a nonzero int) and without effect
+        on the result: evaluation runs on TensorFlow's intra-op thread pool.
+      low_memory: gplearn's: keep only the last generation in ``_programs``
+        (default False: every generation).
 
     After ``fit``: ``program_`` (best tree, a one-row ``Trees`` of NumPy
-    arrays), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
+    arrays), ``_program`` (gplearn's: it as a :class:`SymbolicComponent`),
+    ``_programs`` (gplearn's list of generations, :class:`SymbolicPopulation`
+    s), ``best_fitness_`` (its metric), ``best_mse_``, ``run_details_``
     (gplearn's per-generation lists), ``history_`` (best fitness per generation),
     ``n_features_in_``, ``feature_names_in_`` (when X had column names),
     ``engine_`` (the run; None after unpickling).
@@ -382,7 +432,7 @@ class SymbolicRegressor(RegressorMixin, _BaseSymbolic):
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
                  stopping_criteria=0.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, metric="mean absolute error"):
+                 verbose=0, n_jobs=1, low_memory=False, metric="mean absolute error"):
         super().__init__(**_base_arguments(locals()))
         self.best_program = best_program
         self.metric = metric
@@ -426,7 +476,11 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
     keeps the most accurate tree whatever its length).  ``best_fitness_`` is the best tree's accuracy or cross-entropy.
     ``class_weight`` (None, ``"balanced"`` or ``{label: weight}``, as
     gplearn's) multiplies the weight of every row of a class, and with it
-    any ``sample_weight`` given to ``fit``.
+    any ``sample_weight`` given to ``fit``.  gplearn's ``metric`` is
+    ``"log loss"`` (the default: ``fitness`` decides) or a make_fitness
+    metric (gplearn's or tfevo's; two classes) scored on gplearn's
+    probability of ``classes_[1]``, ``predict_proba(X)[:, 1]``; gplearn's
+    ``transformer`` is ``"sigmoid"`` only.
     """
 
     def __init__(self, *, population_size=1000, generations=20, max_len=128,
@@ -441,11 +495,14 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True, best_program="last_generation",
                  stopping_criteria=None, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, fitness="crossentropy", class_weight=None):
+                 verbose=0, n_jobs=1, low_memory=False, fitness="crossentropy", class_weight=None,
+                 metric="log loss", transformer="sigmoid"):
         super().__init__(**_base_arguments(locals()))
         self.best_program = best_program
         self.fitness = fitness
         self.class_weight = class_weight
+        self.metric = metric
+        self.transformer = transformer
 
     def fit(self, X, y, sample_weight=None):
         """Evolves multi-output programs for ``generations`` generations;
@@ -468,7 +525,11 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         if self.fitness not in CLASSIFICATION_FITNESS:
             raise ConfigError(f"fitness must be one of {', '.join(map(repr, CLASSIFICATION_FITNESS))}, "
                               f"got {self.fitness!r}")
+        metric = self._gplearn_metric()
         k = len(classes)
+        if metric is not None and k != 2:
+            raise ConfigError(f"metric={self.metric!r} (a make_fitness metric) scores gplearn's binary "
+                              f"probabilities, but y has {k} classes; use fitness= for more than two classes")
         cfg = self._config(X.shape[1], k)
         if self.warm_start and hasattr(self, "classes_") and not np.array_equal(classes, self.classes_) \
                 and getattr(self, "program_", None) is not None:
@@ -478,9 +539,13 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         prob = Classification(X, lab.astype(np.int32), k, kind, functions=tuple(cfg.functions), use_op=self.use_op)
 
         def score(trees, mask):
-            return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask, sw)
+            if metric is None:
+                return classification_raw(prob.outputs(trees), prob.labels, self.fitness, mask, sw)
+            s = tf.cast(prob.outputs(trees), tf.float64)  # gplearn's transformer: sigmoid of the program output
+            p1 = tf.sigmoid(s[:, 1] - s[:, 0])
+            return tf.cast(custom_scores(metric, p1, tf.cast(prob.labels, tf.float64), mask, sw), tf.float32)
 
-        lower = self.fitness != "accuracy"
+        lower = self.fitness != "accuracy" if metric is None else not metric.greater_is_better
         gp = evolve(self, cfg, score, len(lab), lower_is_better=lower)
         self.classes_ = classes
         self._k = k
@@ -488,6 +553,30 @@ class SymbolicClassifier(ClassifierMixin, _BaseSymbolic):
         fit = self._store(gp)
         self.best_fitness_ = -fit if lower else fit
         return self
+
+    def _gplearn_metric(self):
+        """gplearn's ``metric`` and ``transformer``: None when they leave the
+        fitness to ``fitness`` (``"log loss"`` and ``"sigmoid"``, gplearn's
+        defaults), or the make_fitness metric that replaces it."""
+        tr = self.transformer
+        if not (isinstance(tr, str) and tr == "sigmoid"):
+            raise ConfigError(
+                f"transformer must be 'sigmoid' (gplearn's default), got {tr!r}: the classifier evolves one "
+                f"output per class and its probabilities are their softmax (for two classes the sigmoid of the "
+                f"output difference, gplearn's 'sigmoid'); another transformer, such as a make_function one, "
+                f"is not supported")
+        m = self.metric
+        if isinstance(m, str) and m == "log loss":
+            return None
+        if isinstance(m, Fitness) or is_gplearn_fitness(m):
+            if self.fitness != "crossentropy":
+                raise ConfigError(f"metric={m!r} and fitness={self.fitness!r} both set the classifier's fitness "
+                                  f"(metric is gplearn's name); give one of them")
+            return check_metric(m)
+        raise ConfigError(f"metric must be 'log loss' (gplearn's; the same as fitness='crossentropy') or a "
+                          f"make_fitness(...) metric (scored on gplearn's sigmoid probability of classes_[1]), "
+                          f"got {m!r}; tfevo's other fitnesses are set with fitness="
+                          f"{', '.join(map(repr, CLASSIFICATION_FITNESS))}")
 
     def _scores(self, X):
         """Class scores ``[n, K]`` (float64) with NaN as -inf."""
@@ -543,6 +632,13 @@ def _count(name, value, lo, hi, hi_name):
     return int(value)
 
 
+def _position(i, n: int, what: str) -> int:
+    """Index ``i`` (negative counts from the end) of ``n`` items, or an IndexError."""
+    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
+        raise IndexError(f"{what} index {i!r} out of range for {n} {what}s")
+    return int(i) % n
+
+
 class SymbolicComponent:
     """One fitted component of a :class:`SymbolicTransformer` (``est[i]``),
     the counterpart of a gplearn ``_Program``: ``str()`` is its formula
@@ -550,31 +646,61 @@ class SymbolicComponent:
     ``[n]`` (float64), ``to_sympy()`` its sympy expression, ``raw_fitness_``
     and ``length_`` as gplearn's, ``program`` the one-row ``Trees``."""
 
-    def __init__(self, program, raw_fitness, var_names, eval_names, use_op):
+    def __init__(self, program, raw_fitness, var_names, eval_names, use_op, k=1, oob_fitness=np.nan):
         self.program = program
         self.raw_fitness_ = float(raw_fitness)
+        self.oob_fitness_ = float(oob_fitness)
         self.length_ = int(program.sizes[0, 0])
         self._var_names = var_names
         self._eval_names = eval_names
         self._use_op = use_op
+        self._k = int(k)
 
     def __str__(self):
-        return to_infix(self.program, var_names=self._var_names)
+        return to_gplearn(self.program, var_names=self._var_names)
 
     def __repr__(self):
         return f"SymbolicComponent({self}, raw_fitness_={self.raw_fitness_:.6g})"
 
     def execute(self, X):
-        """The component's output on ``X`` ``[n, n_features]`` (no input
-        checks: the transformer's ``transform`` checks its input)."""
+        """The program's output on ``X`` ``[n, n_features]``: ``[n]``
+        (float64), ``[n_classes, n]`` for a classifier's program (no input
+        checks: the estimator's ``predict`` / ``transform`` check theirs)."""
         x = tf.constant(np.asarray(X, np.float32))
-        return np.asarray(evaluate(self.program, x, 1, self._eval_names, self._use_op).numpy()[0], np.float64)
+        out = np.asarray(evaluate(self.program, x, self._k, self._eval_names, self._use_op).numpy()[0], np.float64)
+        return out
 
     def to_sympy(self, simplify=True, **kw):
         """The formula as a sympy expression (see :meth:`SymbolicRegressor.to_sympy`)."""
         from tfevo.gp.export import to_sympy
 
-        return to_sympy(self.program, 0, 1, simplify, var_names=self._var_names, **kw)
+        return to_sympy(self.program, 0, self._k, simplify, var_names=self._var_names, **kw)
+
+
+class SymbolicPopulation:
+    """One generation of ``_programs`` (gplearn's list of ``_Program``):
+    ``len()``, ``[i]`` (a :class:`SymbolicComponent`), iteration,
+    ``programs`` (the ``Trees``) and ``raw_fitness_`` ``[P]``."""
+
+    def __init__(self, programs, raw_fitness, var_names, eval_names, use_op, k=1):
+        self.programs = programs
+        self.raw_fitness_ = np.asarray(raw_fitness, np.float64)
+        self._args = (var_names, eval_names, use_op)
+        self._k = int(k)
+
+    def __len__(self):
+        return int(self.programs.types.shape[0])
+
+    def __getitem__(self, i):
+        i = _position(i, len(self), "program")
+        return SymbolicComponent(type(self.programs)(*(a[i:i + 1] for a in self.programs)), self.raw_fitness_[i],
+                                 *self._args, k=self._k)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"SymbolicPopulation({len(self)} programs)"
 
 
 class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _BaseSymbolic):
@@ -643,7 +769,7 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
                  p_multi_constant=0.5, hoist_root_only=False, demote_duplicates=True,
                  stopping_criteria=1.0, max_samples=1.0,
                  warm_start=False, feature_names=None, jit_compile=False, use_op=None, random_state=None,
-                 verbose=0, metric="pearson"):
+                 verbose=0, n_jobs=1, low_memory=False, metric="pearson"):
         super().__init__(**_base_arguments(locals()))
         self.hall_of_fame = hall_of_fame
         self.n_components = n_components
@@ -655,6 +781,8 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         return tags
 
     def _metric(self):
+        if is_gplearn_fitness(self.metric):
+            return check_metric(self.metric)
         if isinstance(self.metric, Fitness) or (isinstance(self.metric, str) and self.metric in TRANSFORMER_METRICS):
             return self.metric
         raise ConfigError(f"metric must be one of {', '.join(map(repr, TRANSFORMER_METRICS))} or a "
@@ -714,11 +842,17 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    @property
+    def _best_programs(self):
+        """gplearn's list of the components (``list(est)``)."""
+        check_is_fitted(self, "programs_")
+        return list(self)
+
     def __str__(self):
         if not hasattr(self, "programs_"):
             return super().__repr__()
         names = self._var_names()
-        return "[" + ",\n ".join(to_infix(self.programs_, i, var_names=names) for i in range(len(self))) + "]"
+        return "[" + ",\n ".join(to_gplearn(self.programs_, i, var_names=names) for i in range(len(self))) + "]"
 
     def to_sympy(self, simplify=True, component=None, **kw):
         """The components as a list of sympy expressions (one expression with
@@ -741,7 +875,4 @@ class SymbolicTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Ba
         return to_keras(self.programs_, self._index(component), 1, self.n_features_in_, model=model)
 
     def _index(self, i):
-        n = len(self)
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not -n <= int(i) < n:
-            raise IndexError(f"component index {i!r} out of range for {n} components")
-        return int(i) % n
+        return _position(i, len(self), "component")

@@ -161,6 +161,7 @@ def evolve(est, cfg, score, n_rows: int, lower_is_better: bool, keep_population:
     if gp is None:
         gp = GeneticProgramming(cfg, seed=est._seed())
         est.run_details_ = {k: [] for k in RUN_DETAILS}
+        est._programs = []
     done = int(gp.generation.numpy())
     total = int(est.generations)
     if total < done:
@@ -186,6 +187,7 @@ def evolve(est, cfg, score, n_rows: int, lower_is_better: bool, keep_population:
             gp.tell(trees, sign * raw)
         raw_np = raw.numpy().astype(np.float64)
         fit = sign * raw_np
+        est._keep_generation(gp, trees, raw_np)
         i = int(np.argmax(np.where(np.isnan(fit), -np.inf, fit)))
         lengths = trees.sizes[:, 0].numpy()
         finite = raw_np[np.isfinite(raw_np)]

@@ -38,7 +38,7 @@ __all__ = [
     "PAD", "CONST", "VAR", "FUNC", "OUT", "fold_prefix",
     "Trees", "GPFunction", "FunctionSet", "register_function", "get_function",
     "builtin_functions", "validate", "check_trees", "tree_lengths",
-    "compute_sizes", "from_prefix", "to_prefix", "to_infix",
+    "compute_sizes", "from_prefix", "to_prefix", "to_infix", "to_gplearn",
     "interpret", "PROTECT_EPS", "EXP_CLIP",
 ]
 
@@ -265,35 +265,49 @@ def _fmt_const(c: float, precision: int) -> str:
     return f"({s})" if c < 0 else s
 
 
-def to_infix(trees, index: int = 0, var_names: Sequence[str] | None = None,
-             precision: int = 4) -> str:
-    """Readable infix string of one tree (``"(x0 + sin(x1))"``)."""
+def _write(trees, index, var_names, const, var, call, out) -> str:
+    """One tree as text: ``const(value)``, ``var(k)`` (unless ``var_names``
+    names it), ``call(function, args)`` and ``out(k, text)`` write the nodes."""
     t, v, s = (np.asarray(x)[index] for x in trees)
-    n = int(s[0])
-    if n == 0:
+    if int(s[0]) == 0:
         return "<empty>"
-
-    def name(k):
-        return var_names[k] if var_names is not None else f"x{k}"
 
     def rec(i):
         ty = t[i]
         if ty == CONST:
-            return _fmt_const(float(v[i]), precision)
+            return const(float(v[i]))
         if ty == VAR:
-            return name(int(v[i]))
+            return var_names[int(v[i])] if var_names is not None else var(int(v[i]))
         if ty == OUT:
-            return f"out{int(v[i])}<- {rec(i + 1)}"
+            return out(int(v[i]), rec(i + 1))
         f = get_function(int(v[i]))
         args, c = [], i + 1
         for _ in range(f.arity):
             args.append(rec(c))
             c += int(s[c])
-        if f.infix:
-            return f.infix.format(*args)
-        return f"{f.name}({', '.join(args)})"
+        return call(f, args)
 
     return rec(0)
+
+
+def _call_form(f, args):
+    return f"{f.name}({', '.join(args)})"
+
+
+def to_infix(trees, index: int = 0, var_names: Sequence[str] | None = None,
+             precision: int = 4) -> str:
+    """Readable infix string of one tree (``"(x0 + sin(x1))"``)."""
+    return _write(trees, index, var_names, lambda c: _fmt_const(c, precision), lambda k: f"x{k}",
+                  lambda f, a: f.infix.format(*a) if f.infix else _call_form(f, a), lambda k, x: f"out{k}<- {x}")
+
+
+def to_gplearn(trees, index: int = 0, var_names: Sequence[str] | None = None) -> str:
+    """One tree in gplearn's ``_Program`` syntax: every function in call form,
+    variables ``X0``, ``X1``, ... (or ``var_names``), constants with three
+    decimals (``"add(X0, mul(X1, 0.500))"``).  An output node of a
+    multi-output tree reads ``out0(...)``."""
+    return _write(trees, index, var_names, lambda c: f"{c:.3f}", lambda k: f"X{k}", _call_form,
+                  lambda k, x: f"out{k}({x})")
 
 
 def fold_prefix(types, values, sizes, num_outputs: int, leaf, call, add):
