@@ -65,12 +65,21 @@ def test_ask_tell_of_every_registered_algorithm(name):
 
 
 def _templates():
+    import keras
+
     from tfevo.nn.policy import linear, mlp, nature_dqn
 
-    return {"mlp": mlp((4,), 2, hidden=(8,)), "linear": linear((3,), 2), "nature_dqn": nature_dqn(4)}
+    L = keras.layers
+    # the ops of dilated, grouped and transposed convolutions and of strided, dilated depthwise ones
+    conv_forms = keras.Sequential([
+        keras.Input((9, 4)), L.Conv1D(4, 3, groups=2, dilation_rate=2),
+        L.Conv1DTranspose(3, 3, strides=2, data_format="channels_first"),
+        L.SeparableConv1D(4, 2, strides=2, dilation_rate=2, padding="same"), L.Flatten(), L.Dense(2)])
+    return {"mlp": mlp((4,), 2, hidden=(8,)), "linear": linear((3,), 2), "nature_dqn": nature_dqn(4),
+            "conv_forms": conv_forms}
 
 
-@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn"])
+@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn", "conv_forms"])
 def test_population_model_forward(template):
     from tfevo.nn import PopulationModel
 

@@ -10,8 +10,8 @@ from tfevo.nn.translators.base import (  # noqa: F401
     registry, select, split_leading, supported_layers, translator_for,
 )
 from tfevo.nn.translators import (  # noqa: F401  (registration happens on import)
-    activation, batchnorm, conv1d, conv2d, conv3d, dense, depthwise, embedding, groupnorm, identity, layernorm,
-    merge, pooling, preprocessing, recurrent, reshape, shape_ops,
+    activation, batchnorm, conv1d, conv2d, conv3d, conv_transpose, dense, depthwise, embedding, groupnorm, identity,
+    layernorm, merge, pooling, preprocessing, recurrent, reshape, shape_ops,
 )
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",
