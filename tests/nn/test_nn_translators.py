@@ -308,12 +308,24 @@ def test_conv_forms_agree_with_keras(name):
     _check_template(CONV_FORMS[name]())
 
 
-def test_conv_transpose_output_padding_keras_cannot_run_is_refused():
-    """An ``output_padding`` whose output size TensorFlow's conv_transpose refuses (Keras builds the model,
-    then fails calling it) is a ConfigError naming the layer and the value, before any forward."""
-    template = chain((4, 4, 2), L.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=0, name="up"))
-    with pytest.raises(ConfigError, match=r"'up' \(Conv2DTranspose\).*output_padding=\(0, 0\).*accepted"):
-        nn.PopulationModel(template)
+def _open_time(layer):
+    return keras.Sequential([keras.Input((None, 3)), layer, L.LSTM(2), L.Dense(2)])
+
+
+@pytest.mark.parametrize("make, match", [
+    # an output_padding whose output size TensorFlow's conv_transpose refuses: Keras builds the model, then
+    # fails calling it
+    (lambda: chain((4, 4, 2), L.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=0, name="up")),
+     r"'up' \(Conv2DTranspose\).*output_padding=\(0, 0\).*accepted"),
+    # an open time axis (a recurrent template) before a form that slices it
+    (lambda: _open_time(L.Conv1D(4, 3, dilation_rate=2, name="dil")), r"'dil' \(Conv1D\): needs known spatial"),
+    (lambda: _open_time(L.Conv1DTranspose(4, 3, name="up")), r"'up' \(Conv1DTranspose\): needs known spatial"),
+    (lambda: _open_time(L.DepthwiseConv1D(3, name="dw")), r"'dw' \(DepthwiseConv1D\): needs known spatial"),
+], ids=["output_padding", "dilated_open_time", "transpose_open_time", "depthwise_open_time"])
+def test_conv_forms_refused_before_any_forward(make, match):
+    """What the population cannot compute is a ConfigError naming the layer, the value and what is accepted."""
+    with pytest.raises(ConfigError, match=match):
+        nn.PopulationModel(make())
 
 
 def test_new_conv_init_params_sample_their_initializers():

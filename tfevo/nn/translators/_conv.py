@@ -17,6 +17,7 @@ The translators of plain convolutions keep their own fast paths (the C++ direct 
 from __future__ import annotations
 
 import itertools
+import math
 
 import tensorflow as tf
 
@@ -68,7 +69,7 @@ def population_conv(x, kernel, strides, dilation, pads, groups, indices):
     ksize = kernel.shape.as_list()[1:-2]
     cg, f = kernel.shape.as_list()[-2:]
     cols = patches(x, ksize, strides, dilation, pads)  # [n, B, *out, K, C]
-    kk = len(list(itertools.product(*[range(k) for k in ksize])))
+    kk = math.prod(ksize)
     m = tf.shape(kernel)[0]
     if groups == 1:
         flat = tf.reshape(cols, tf.concat([tf.shape(cols)[:-2], [kk * cg]], 0))
@@ -146,11 +147,24 @@ def finish(tr, y, bias, indices):
     return act(y) if act is not None else y
 
 
+def require_static_spatial(tr) -> None:
+    """A ConfigError unless the call's input has known spatial sizes (an open time axis before a convolution
+    of a recurrent template has none)."""
+    shape = tr.input_shapes[0]
+    spatial = shape[2:] if tr.channels_first else shape[1:-1]
+    if None in spatial:
+        raise ConfigError(f"layer {tr.name}: needs known spatial sizes, got input shape {shape}; give the "
+                          "template's time axis a length")
+
+
 def check_conv_settings(tr) -> bool:
     """Sets ``tr.channels_first``; ``True`` when the layer needs the general convolution (dilation or groups)."""
     layer = tr.layer
     tr.channels_first = layer.data_format == "channels_first"
-    return any(int(d) != 1 for d in layer.dilation_rate) or int(getattr(layer, "groups", 1)) != 1
+    general = any(int(d) != 1 for d in layer.dilation_rate) or int(getattr(layer, "groups", 1)) != 1
+    if general:
+        require_static_spatial(tr)
+    return general
 
 
 def general_conv_forward(tr, inputs, weights, indices):

@@ -9,7 +9,9 @@ import keras
 import tensorflow as tf
 
 from tfevo.core import ConfigError
-from tfevo.nn.translators._conv import finish, population_conv, stride_dilate, transpose_pads
+from tfevo.nn.translators._conv import (
+    finish, population_conv, require_static_spatial, stride_dilate, transpose_pads,
+)
 from tfevo.nn.translators.base import Translator, register_translator
 
 L = keras.layers
@@ -25,12 +27,10 @@ class ConvTransposeTranslator(Translator):
         if layer.padding not in ("same", "valid"):
             raise ConfigError(f"layer {self.name}: padding={layer.padding!r} is not supported; a transposed "
                               "convolution takes 'valid' or 'same' (as Keras's conv_transpose)")
-        r = int(layer.rank)
+        require_static_spatial(self)
         ins, outs = self.input_shapes[0], self.output_shapes[0]
         sp_in = ins[2:] if self.channels_first else ins[1:-1]
         sp_out = outs[2:] if self.channels_first else outs[1:-1]
-        if None in sp_in or None in sp_out or len(sp_in) != r:
-            raise ConfigError(f"layer {self.name}: needs known spatial sizes, got input {ins} and output {outs}")
         self.ksize = [int(k) for k in layer.kernel_size]
         self.strides = [int(s) for s in layer.strides]
         self.dilation = [int(d) for d in layer.dilation_rate]

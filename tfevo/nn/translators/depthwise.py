@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.nn.layers import population_dense, sample_activation
-from tfevo.nn.translators._conv import forward_pads
+from tfevo.nn.translators._conv import forward_pads, require_static_spatial
 from tfevo.nn.translators.base import Translator, per_member, register_translator, select
 
 
@@ -43,6 +43,7 @@ class _DepthwiseBase(Translator):
         if layer.padding not in ("same", "valid"):
             raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
         self.one_d = int(layer.rank) == 1
+        require_static_spatial(self)
 
     def _depthwise(self, x, kernel, indices):
         """The depthwise part, channels last: ``[n, B, *spatial, C*mult]``."""
