@@ -55,7 +55,7 @@ CASES = {
     L.DepthwiseConv1D: lambda: chain(S1, L.DepthwiseConv1D(3, depth_multiplier=2, strides=2, activation="relu")),
     L.SeparableConv1D: lambda: chain(S1, L.SeparableConv1D(4, 3, depth_multiplier=2, padding="same")),
     L.Conv1DTranspose: lambda: chain(S1, L.Conv1DTranspose(3, 3, strides=2, padding="same", activation="tanh")),
-    L.Conv2DTranspose: lambda: chain((4, 4, 2), L.Conv2DTranspose(3, 3, strides=2, output_padding=1, activation="relu")),
+    L.Conv2DTranspose: lambda: chain((4, 4, 2), L.Conv2DTranspose(3, 3, strides=2, output_padding=1, activation="elu")),
     L.Conv3DTranspose: lambda: chain((3, 3, 3, 2), L.Conv3DTranspose(2, 2, strides=2, padding="same")),
     L.LayerNormalization: lambda: chain((3, 4), L.LayerNormalization(axis=[1, 2])),
     L.BatchNormalization: lambda: chain((4, 4, 3), L.BatchNormalization(), L.BatchNormalization(axis=1)),
