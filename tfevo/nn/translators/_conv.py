@@ -9,9 +9,12 @@ The translators of plain convolutions keep their own fast paths (the C++ direct 
 * one batched matrix product per member (:func:`tfevo.nn.population_dense`, which reads only the
   members ``indices`` of the weights) maps the patches to the outputs; with ``groups > 1`` the groups
   are folded into the members' axis (member ``i``, group ``g`` -> row ``i * G + g``);
-* a transposed convolution is the convolution of the stride-dilated input (``s - 1`` zeros between
-  samples) with the spatially flipped kernel, its in/out channels swapped, padded so that the output
-  has the size Keras computes (strides, padding, ``output_padding`` and dilation).
+* a transposed convolution at stride 1 (dilated or not) is the convolution of the input with the
+  spatially flipped kernel, its in/out channels swapped, padded so that the output has the size Keras
+  computes; with strides (Keras then allows no dilation), each input sample's contributions to the kernel
+  phases (offset ``t = a * s + phase`` lands at ``(i + a) * s + phase``) are one stride-1 convolution with
+  ``prod(s) * F`` output channels whose outputs interleave (:func:`strided_transpose`), so no inserted
+  zeros are multiplied.
 """
 
 from __future__ import annotations
@@ -93,30 +96,56 @@ def population_conv(x, kernel, strides, dilation, pads, groups, indices):
     return y
 
 
-def stride_dilate(x, strides):
-    """``x [n, B, *spatial, C]`` with ``s - 1`` zeros between neighbours on each spatial axis."""
+def strided_transpose(x, kernel, out_spatial, strides, padding, indices):
+    """Transposed convolution with strides (no dilation: Keras refuses both) of every member, no bias:
+    ``x [n, B, *spatial, C]``, Keras's kernel ``[M, *ksize, F, C]`` -> ``[n, B, *out_spatial, F]``.
+
+    Sub-pixel form: kernel offset ``t = a * s + phase`` of input sample ``i`` lands at output ``(i + a) * s
+    + phase``, so each output phase is a stride-1 convolution of the input with ``ceil(k / s)`` taps; all
+    phases are one :func:`population_conv` with ``prod(s) * F`` output channels (no inserted zeros are
+    multiplied), whose outputs interleave into the full output, cropped as TensorFlow's ``conv_transpose``
+    pads (SAME: ``max((H - 1) * s + k - O, 0) // 2`` before) to Keras's output size ``out_spatial``."""
     r = len(strides)
-    for i, s in enumerate(strides):
-        if s == 1:
-            continue
-        a = 2 + i
-        shape = x.shape.as_list()
-        size = shape[a]
-        y = tf.expand_dims(x, a + 1)
-        pad = [[0, 0]] * (r + 4)
-        pad[a + 1] = [0, s - 1]
-        y = tf.pad(y, pad)  # [..., size, s, ...]
-        dyn = tf.unstack(tf.shape(y))
-        y = tf.reshape(y, tf.stack(dyn[:a] + [size * s] + dyn[a + 2:]))
-        x = y[(slice(None),) * a + (slice(0, (size - 1) * s + 1),)]
-        shape[a] = (size - 1) * s + 1
-        x.set_shape(shape)
-    return x
+    ksize = kernel.shape.as_list()[1:1 + r]
+    f, c = kernel.shape.as_list()[-2:]
+    spatial = x.shape.as_list()[2:2 + r]
+    taps = [-(-k // s) for k, s in zip(ksize, strides)]
+    m = tf.shape(kernel)[0]
+    w = tf.pad(kernel, [[0, 0]] + [[0, a * s - k] for a, s, k in zip(taps, strides, ksize)] + [[0, 0], [0, 0]])
+    for i, (a, s) in enumerate(zip(taps, strides)):  # offset (a, phase) -> (tap u = a_n - 1 - a, phase)
+        w = tf.gather(w, [(a - 1 - u) * s + ph for u in range(a) for ph in range(s)], axis=1 + i)
+    w = tf.transpose(w, [0, *range(1, r + 1), r + 2, r + 1])  # [M, *(taps * s), C, F]
+    u_n, p_n = 1, 1
+    for i, (a, s) in enumerate(zip(taps, strides)):  # phases after C, one axis at a time (TF ops: rank <= 8)
+        rest = math.prod(t * st for t, st in zip(taps[i + 1:], strides[i + 1:]))
+        w = tf.reshape(w, [m, u_n, a, s, rest, c, p_n, f])
+        w = tf.transpose(w, [0, 1, 2, 4, 5, 6, 3, 7])
+        u_n, p_n = u_n * a, p_n * s
+        w = tf.reshape(w, [m, u_n, rest, c, p_n, f])
+    w = tf.reshape(w, [m, *taps, c, p_n * f])  # [M, *taps, C, (*phase, F)]
+    y = population_conv(x, w, [1] * r, [1] * r, [(a - 1, a - 1) for a in taps], 1, indices)  # [n, B, *J, ..]
+    jn = [n + a - 1 for n, a in zip(spatial, taps)]
+    y = tf.reshape(y, [-1, *jn, *strides, f])  # (members and batch merged: transposes take rank <= 8)
+    y = tf.transpose(y, [0] + [d for i in range(r) for d in (1 + i, 1 + r + i)] + [1 + 2 * r])
+    full = [j * s for j, s in zip(jn, strides)]
+    y = tf.reshape(y, [-1, *full, f])
+    ends, pads = [], []
+    for h, o, k, s, fl in zip(spatial, out_spatial, ksize, strides, full):
+        before = max((h - 1) * s + k - o, 0) // 2 if padding == "same" else 0
+        ends.append((before, before + o))
+        pads.append([0, max(before + o - fl, 0)])
+    if any(p[1] for p in pads):
+        y = tf.pad(y, [[0, 0], *pads, [0, 0]])
+    y = y[(slice(None),) + tuple(slice(a, b) for a, b in ends)]
+    y = tf.reshape(y, tf.concat([tf.shape(x)[:2], out_spatial, [f]], 0))
+    y.set_shape(x.shape[:2].concatenate(list(out_spatial) + [f]))
+    return y
 
 
 def transpose_pads(spatial, out_spatial, ksize, strides, dilation, padding, name, output_padding=None) -> list:
-    """Padding of the stride-dilated input so that the stride-1 convolution with the flipped kernel gives
-    TensorFlow's ``conv_transpose`` of output size ``out_spatial`` (Keras's, from its ``output_padding``)."""
+    """Checks that TensorFlow's ``conv_transpose`` accepts the output size ``out_spatial`` (Keras's, from its
+    ``output_padding``); for stride 1, the padding of the input that makes the convolution with the flipped
+    kernel that transposed convolution."""
     pads = []
     for h, o, k, s, d in zip(spatial, out_spatial, ksize, strides, dilation):
         ek = effective(k, d)

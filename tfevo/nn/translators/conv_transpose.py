@@ -1,7 +1,8 @@
 """``keras.layers.Conv1DTranspose``, ``Conv2DTranspose`` and ``Conv3DTranspose`` (either data format; valid or
-same padding, any strides, ``output_padding`` and dilation Keras accepts): the convolution of the
-stride-dilated input with each member's flipped kernel (:mod:`tfevo.nn.translators._conv`), padded so the
-output has the size Keras computes."""
+same padding, any strides, ``output_padding`` and dilation Keras accepts; see
+:mod:`tfevo.nn.translators._conv`): at stride 1 the convolution with each member's flipped kernel, padded
+so the output has the size Keras computes; with strides, one convolution computing every output phase
+(sub-pixel form), its outputs interleaved."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.nn.translators._conv import (
-    finish, population_conv, require_static_spatial, stride_dilate, transpose_pads,
+    finish, population_conv, require_static_spatial, strided_transpose, transpose_pads,
 )
 from tfevo.nn.translators.base import Translator, register_translator
 
@@ -34,15 +35,20 @@ class ConvTransposeTranslator(Translator):
         self.ksize = [int(k) for k in layer.kernel_size]
         self.strides = [int(s) for s in layer.strides]
         self.dilation = [int(d) for d in layer.dilation_rate]
-        self.pads = transpose_pads([int(v) for v in sp_in], [int(v) for v in sp_out], self.ksize, self.strides,
+        self.out_spatial = [int(v) for v in sp_out]
+        self.pads = transpose_pads([int(v) for v in sp_in], self.out_spatial, self.ksize, self.strides,
                                    self.dilation, layer.padding, self.name,
                                    layer.output_padding)
 
     def forward(self, inputs, weights, indices):
-        x = stride_dilate(self.to_channels_last(inputs[0]), self.strides)
+        x = self.to_channels_last(inputs[0])
+        bias = weights[1] if len(weights) > 1 else None
+        if max(self.strides) > 1:
+            y = strided_transpose(x, weights[0], self.out_spatial, self.strides, self.layer.padding, indices)
+            return finish(self, y, bias, indices)
         r = len(self.ksize)
         # Keras's kernel [*k, F, C] -> the forward convolution's [*k, C, F], flipped on every spatial axis
         k = tf.reverse(weights[0], list(range(1, r + 1)))
         k = tf.transpose(k, [0, *range(1, r + 1), r + 2, r + 1])
         y = population_conv(x, k, [1] * r, self.dilation, self.pads, 1, indices)
-        return finish(self, y, weights[1] if len(weights) > 1 else None, indices)
+        return finish(self, y, bias, indices)
