@@ -11,10 +11,10 @@ The translators of plain convolutions keep their own fast paths (the C++ direct 
   are folded into the members' axis (member ``i``, group ``g`` -> row ``i * G + g``);
 * a transposed convolution at stride 1 (dilated or not) is the convolution of the input with the
   spatially flipped kernel, its in/out channels swapped, padded so that the output has the size Keras
-  computes; with strides (Keras then allows no dilation), each input sample's contributions to the kernel
-  phases (offset ``t = a * s + phase`` lands at ``(i + a) * s + phase``) are one stride-1 convolution with
-  ``prod(s) * F`` output channels whose outputs interleave (:func:`strided_transpose`), so no inserted
-  zeros are multiplied.
+  computes; with strides (Keras then allows no dilation) it runs in sub-pixel form: kernel offset
+  ``t = a * s + phase`` of input ``i`` lands at output ``(i + a) * s + phase``, so all output phases are
+  one stride-1 convolution with ``ceil(k / s)`` taps and ``prod(s) * F`` output channels whose outputs
+  interleave (:func:`strided_transpose`); no inserted zeros are multiplied.
 """
 
 from __future__ import annotations
