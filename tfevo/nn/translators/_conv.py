@@ -62,7 +62,7 @@ def patches(x, ksize, strides, dilation, pads):
     for offs in itertools.product(*[range(k) for k in ksize]):
         idx = tuple(slice(o * d, o * d + (m - 1) * s + 1, s) for o, d, s, m in zip(offs, dilation, strides, out))
         cols.append(x[(slice(None), slice(None)) + idx])
-    return tf.stack(cols, -2) if len(cols) > 1 else cols[0][..., None, :]
+    return tf.stack(cols, -2)
 
 
 def population_conv(x, kernel, strides, dilation, pads, groups, indices):
@@ -96,15 +96,15 @@ def population_conv(x, kernel, strides, dilation, pads, groups, indices):
     return y
 
 
-def strided_transpose(x, kernel, out_spatial, strides, padding, indices):
+def strided_transpose(x, kernel, out_spatial, strides, befores, indices):
     """Transposed convolution with strides (no dilation: Keras refuses both) of every member, no bias:
     ``x [n, B, *spatial, C]``, Keras's kernel ``[M, *ksize, F, C]`` -> ``[n, B, *out_spatial, F]``.
 
     Sub-pixel form: kernel offset ``t = a * s + phase`` of input sample ``i`` lands at output ``(i + a) * s
     + phase``, so each output phase is a stride-1 convolution of the input with ``ceil(k / s)`` taps; all
     phases are one :func:`population_conv` with ``prod(s) * F`` output channels (no inserted zeros are
-    multiplied), whose outputs interleave into the full output, cropped as TensorFlow's ``conv_transpose``
-    pads (SAME: ``max((H - 1) * s + k - O, 0) // 2`` before) to Keras's output size ``out_spatial``."""
+    multiplied), whose outputs interleave into the full output, cropped from ``befores`` (TensorFlow's
+    ``conv_transpose`` padding before, :func:`transpose_geometry`) to Keras's output size ``out_spatial``."""
     r = len(strides)
     ksize = kernel.shape.as_list()[1:1 + r]
     f, c = kernel.shape.as_list()[-2:]
@@ -130,8 +130,7 @@ def strided_transpose(x, kernel, out_spatial, strides, padding, indices):
     full = [j * s for j, s in zip(jn, strides)]
     y = tf.reshape(y, [-1, *full, f])
     ends, pads = [], []
-    for h, o, k, s, fl in zip(spatial, out_spatial, ksize, strides, full):
-        before = max((h - 1) * s + k - o, 0) // 2 if padding == "same" else 0
+    for before, o, fl in zip(befores, out_spatial, full):
         ends.append((before, before + o))
         pads.append([0, max(before + o - fl, 0)])
     if any(p[1] for p in pads):
@@ -142,11 +141,12 @@ def strided_transpose(x, kernel, out_spatial, strides, padding, indices):
     return y
 
 
-def transpose_pads(spatial, out_spatial, ksize, strides, dilation, padding, name, output_padding=None) -> list:
-    """Checks that TensorFlow's ``conv_transpose`` accepts the output size ``out_spatial`` (Keras's, from its
-    ``output_padding``); for stride 1, the padding of the input that makes the convolution with the flipped
-    kernel that transposed convolution."""
-    pads = []
+def transpose_geometry(spatial, out_spatial, ksize, strides, dilation, padding, name, output_padding=None):
+    """``(befores, pads)`` of a transposed convolution whose output size ``out_spatial`` (Keras's, from its
+    ``output_padding``) TensorFlow's ``conv_transpose`` accepts, else a ConfigError: per spatial axis the
+    padding ``conv_transpose`` puts before (where the full output is cropped from), and, for stride 1, the
+    input padding that makes the convolution with the flipped kernel that transposed convolution."""
+    befores, pads = [], []
     for h, o, k, s, d in zip(spatial, out_spatial, ksize, strides, dilation):
         ek = effective(k, d)
         if padding == "same":
@@ -163,8 +163,9 @@ def transpose_pads(spatial, out_spatial, ksize, strides, dilation, padding, name
                                   f"kernel extent {ek}); accepted: {(h - 1) * s + ek} to {(h - 1) * s + ek + s - 1}")
             before = 0
         left = ek - 1 - before
+        befores.append(before)
         pads.append((left, o + ek - 1 - left - ((h - 1) * s + 1)))
-    return pads
+    return befores, pads
 
 
 def finish(tr, y, bias, indices):

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfevo.core import ConfigError
 from tfevo.nn.translators._conv import (
-    finish, population_conv, require_static_spatial, strided_transpose, transpose_pads,
+    finish, population_conv, require_static_spatial, strided_transpose, transpose_geometry,
 )
 from tfevo.nn.translators.base import Translator, register_translator
 
@@ -36,15 +36,15 @@ class ConvTransposeTranslator(Translator):
         self.strides = [int(s) for s in layer.strides]
         self.dilation = [int(d) for d in layer.dilation_rate]
         self.out_spatial = [int(v) for v in sp_out]
-        self.pads = transpose_pads([int(v) for v in sp_in], self.out_spatial, self.ksize, self.strides,
-                                   self.dilation, layer.padding, self.name,
-                                   layer.output_padding)
+        self.befores, self.pads = transpose_geometry([int(v) for v in sp_in], self.out_spatial, self.ksize,
+                                                     self.strides, self.dilation, layer.padding, self.name,
+                                                     layer.output_padding)
 
     def forward(self, inputs, weights, indices):
         x = self.to_channels_last(inputs[0])
         bias = weights[1] if len(weights) > 1 else None
         if max(self.strides) > 1:
-            y = strided_transpose(x, weights[0], self.out_spatial, self.strides, self.layer.padding, indices)
+            y = strided_transpose(x, weights[0], self.out_spatial, self.strides, self.befores, indices)
             return finish(self, y, bias, indices)
         r = len(self.ksize)
         # Keras's kernel [*k, F, C] -> the forward convolution's [*k, C, F], flipped on every spatial axis
