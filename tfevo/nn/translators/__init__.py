@@ -10,9 +10,10 @@ from tfevo.nn.translators.base import (  # noqa: F401
     registry, select, split_leading, supported_layers, translator_for,
 )
 from tfevo.nn.translators import (  # noqa: F401  (registration happens on import)
-    activation, batchnorm, conv1d, conv2d, conv3d, conv_transpose, dense, depthwise, embedding, groupnorm, identity,
-    layernorm, merge, pooling, preprocessing, recurrent, reshape, shape_ops,
+    activation, batchnorm, conv1d, conv2d, conv3d, dense, depthwise, embedding, groupnorm, identity, layernorm,
+    merge, pooling, preprocessing, recurrent, reshape, shape_ops,
 )
+from tfevo.nn.translators import conv_transpose  # noqa: F401  (registers Conv1D/2D/3DTranspose)
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",
            "supported_layers", "registry", "TRANSLATOR_DOCS", "select", "per_member", "merge_leading", "split_leading"]
