@@ -230,6 +230,69 @@ ZOO = {
     "conv3d": lambda: seq((4, 4, 4, 2), L.Conv3D(2, 2, strides=2), L.Flatten(), L.Dense(2)),
     "separable_conv1d": lambda: seq((9, 3), L.SeparableConv1D(4, 3), L.Flatten(), L.Dense(2)),
     "depthwise_conv1d": lambda: seq((9, 3), L.DepthwiseConv1D(3), L.Flatten(), L.Dense(2)),
+    # --- dilated, grouped and transposed convolutions, 1-D depthwise/separable, strides with dilation
+    # (channels first: shapes whose last axis differs from the channel count, see conv2d_cf_w_eq_filters)
+    "conv1d_dilated_causal": lambda: seq((9, 3), L.Conv1D(4, 3, dilation_rate=2, padding="causal", activation="relu"),
+                                         L.Flatten(), L.Dense(2)),
+    "conv1d_dilated_same_cf": lambda: seq((3, 9), L.Conv1D(4, 3, dilation_rate=3, padding="same",
+                                                           data_format="channels_first"), L.Flatten(), L.Dense(2)),
+    "conv1d_groups_cf": lambda: seq((4, 9), L.Conv1D(6, 3, groups=2, strides=2, activation="softmax",
+                                                     data_format="channels_first"), L.Flatten(), L.Dense(2)),
+    "conv2d_dilated_same_rect": lambda: seq((9, 8, 2), L.Conv2D(3, (3, 2), dilation_rate=(2, 3), padding="same",
+                                                                activation="tanh"), L.Flatten(), L.Dense(2)),
+    "conv2d_groups_s2_same": lambda: seq((7, 7, 4), L.Conv2D(6, 3, groups=2, strides=2, padding="same"),
+                                         L.Flatten(), L.Dense(2)),
+    "conv2d_depthwise_groups_dilated": lambda: seq((7, 7, 4), L.Conv2D(4, 3, groups=4, dilation_rate=2,
+                                                                       use_bias=False), L.Flatten(), L.Dense(2)),
+    "conv2d_groups_dilated_cf": lambda: seq((4, 7, 6), L.Conv2D(6, 3, groups=2, dilation_rate=(1, 2),
+                                                                data_format="channels_first"),
+                                            L.Flatten(), L.Dense(2)),
+    "conv3d_dilated": lambda: seq((5, 5, 5, 2), L.Conv3D(2, 2, dilation_rate=2), L.Flatten(), L.Dense(2)),
+    "conv3d_groups_same": lambda: seq((4, 4, 4, 4), L.Conv3D(4, 2, groups=2, padding="same"), L.Flatten(),
+                                      L.Dense(2)),
+    "conv3d_dilated_groups_cf": lambda: seq((4, 5, 5, 3), L.Conv3D(2, 2, dilation_rate=2, groups=2,
+                                                                   data_format="channels_first"), L.Flatten(),
+                                            L.Dense(2)),
+    "conv1d_transpose": lambda: seq((5, 3), L.Conv1DTranspose(4, 3, strides=2), L.Flatten(), L.Dense(2)),
+    "conv1d_transpose_same_op": lambda: seq((5, 3), L.Conv1DTranspose(4, 3, strides=2, padding="same",
+                                                                      output_padding=1), L.Flatten(), L.Dense(2)),
+    "conv1d_transpose_dilated_cf": lambda: seq((3, 5), L.Conv1DTranspose(4, 3, dilation_rate=2, padding="same",
+                                                                         data_format="channels_first"),
+                                               L.Flatten(), L.Dense(2)),
+    "conv2d_transpose_same": lambda: seq((4, 4, 2), L.Conv2DTranspose(3, (3, 2), strides=(2, 3), padding="same",
+                                                                      activation="relu"), L.Flatten(), L.Dense(2)),
+    "conv2d_transpose_valid_op": lambda: seq((4, 3, 2), L.Conv2DTranspose(3, 3, strides=3, output_padding=(2, 1)),
+                                             L.Flatten(), L.Dense(2)),
+    "conv2d_transpose_even_same_op": lambda: seq((4, 3, 2), L.Conv2DTranspose(3, 4, strides=2, padding="same",
+                                                                              output_padding=1), L.Flatten(),
+                                                 L.Dense(2)),
+    "conv2d_transpose_dilated": lambda: seq((4, 4, 2), L.Conv2DTranspose(3, 3, dilation_rate=2, use_bias=False),
+                                            L.Flatten(), L.Dense(2)),
+    "conv2d_transpose_cf": lambda: seq((2, 4, 5), L.Conv2DTranspose(3, 3, strides=2, padding="same",
+                                                                    data_format="channels_first"), L.Flatten(),
+                                       L.Dense(2)),
+    "conv2d_transpose_bad_op": lambda: seq((4, 4, 2), L.Conv2DTranspose(3, 4, strides=2, padding="same",
+                                                                        output_padding=0), L.Flatten(), L.Dense(2)),
+    "conv3d_transpose": lambda: seq((3, 3, 3, 2), L.Conv3DTranspose(2, 2, strides=2, padding="same"), L.Flatten(),
+                                    L.Dense(2)),
+    "conv3d_transpose_cf": lambda: seq((2, 3, 3, 4), L.Conv3DTranspose(3, 3, strides=(1, 2, 1),
+                                                                       data_format="channels_first"), L.Flatten(),
+                                       L.Dense(2)),
+    "depthwise_conv1d_s2_mult": lambda: seq((9, 3), L.DepthwiseConv1D(3, strides=2, depth_multiplier=2,
+                                                                      padding="same", activation="relu"),
+                                            L.Flatten(), L.Dense(2)),
+    "depthwise_conv1d_dilated_s2_cf": lambda: seq((3, 11), L.DepthwiseConv1D(3, strides=2, dilation_rate=2,
+                                                                             padding="same", activation="softmax",
+                                                                             data_format="channels_first"),
+                                                  L.Flatten(), L.Dense(2)),
+    "separable_conv1d_dilated_s2_cf": lambda: seq((3, 13), L.SeparableConv1D(4, 3, strides=2, dilation_rate=2,
+                                                                             data_format="channels_first"),
+                                                  L.Flatten(), L.Dense(2)),
+    "depthwise_dilated_s2": lambda: seq((9, 9, 3), L.DepthwiseConv2D(3, strides=2, dilation_rate=2, padding="same"),
+                                        L.Flatten(), L.Dense(2)),
+    "separable_dilated_s2": lambda: seq((9, 9, 3), L.SeparableConv2D(4, 3, strides=2, dilation_rate=(2, 1)),
+                                        L.Flatten(), L.Dense(2)),
+    "unet_like": lambda: unet_like(),
     # --- pooling / shape ops
     "pool1d_max_avg": lambda: seq((8, 3), L.Dense(3), L.MaxPooling1D(2), L.AveragePooling1D(2, padding="same"),
                                   L.Flatten(), L.Dense(2)),
@@ -381,6 +444,17 @@ ZOO = {
                                               bias_initializer=keras.initializers.Constant(0.7)),
                                     L.Dense(2, kernel_initializer="orthogonal")),
 }
+
+
+def unet_like():
+    """An encoder-decoder: strided and dilated convolutions down, transposed ones up, a skip connection."""
+    inp = keras.Input((8, 8, 2))
+    e1 = L.Conv2D(4, 3, padding="same", activation="relu")(inp)
+    e2 = L.Conv2D(6, 3, strides=2, padding="same", groups=2, activation="relu")(e1)
+    b = L.Conv2D(6, 3, dilation_rate=2, padding="same", activation="relu")(e2)
+    d1 = L.Conv2DTranspose(4, 3, strides=2, padding="same", activation="relu")(b)
+    out = L.Conv2D(1, 1)(L.Concatenate()([d1, e1]))
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(out)))
 
 
 def shared_two_shapes():

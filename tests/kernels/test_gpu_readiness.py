@@ -65,10 +65,18 @@ def test_ask_tell_of_every_registered_algorithm(name):
 
 
 def _templates():
+    import keras
+
     from tfevo.nn.policy import linear, mlp, nature_dqn
 
+    L = keras.layers
+    # the ops of dilated, grouped and transposed convolutions and of strided, dilated depthwise ones
+    conv_forms = keras.Sequential([
+        keras.Input((9, 4)), L.Conv1D(4, 3, groups=2, dilation_rate=2),
+        L.Conv1DTranspose(3, 3, strides=2, data_format="channels_first"),
+        L.SeparableConv1D(4, 2, strides=2, dilation_rate=2, padding="same"), L.Flatten(), L.Dense(2)])
     return {"mlp": mlp((4,), 2, hidden=(8,)), "linear": linear((3,), 2), "nature_dqn": nature_dqn(4),
-            "sequence": _sequence_template()}
+            "conv_forms": conv_forms, "sequence": _sequence_template()}
 
 
 def _sequence_template():
@@ -82,7 +90,7 @@ def _sequence_template():
     return keras.Model(x, L.Dense(2)(L.Bidirectional(L.SimpleRNN(2))(h)))
 
 
-@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn", "sequence"])
+@pytest.mark.parametrize("template", ["mlp", "linear", "nature_dqn", "conv_forms", "sequence"])
 def test_population_model_forward(template):
     from tfevo.nn import PopulationModel
 

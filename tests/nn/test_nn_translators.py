@@ -61,6 +61,11 @@ CASES = {
     L.Conv3D: lambda: chain(S3, L.Conv3D(2, 3, strides=2, padding="same", activation="elu"), L.Conv3D(2, 2)),
     L.DepthwiseConv2D: lambda: chain((7, 7, 3), L.DepthwiseConv2D(3, depth_multiplier=2, strides=2, activation="relu")),
     L.SeparableConv2D: lambda: chain((7, 7, 3), L.SeparableConv2D(4, 3, depth_multiplier=2, padding="same")),
+    L.DepthwiseConv1D: lambda: chain(S1, L.DepthwiseConv1D(3, depth_multiplier=2, strides=2, activation="relu")),
+    L.SeparableConv1D: lambda: chain(S1, L.SeparableConv1D(4, 3, depth_multiplier=2, padding="same")),
+    L.Conv1DTranspose: lambda: chain(S1, L.Conv1DTranspose(3, 3, strides=2, padding="same", activation="tanh")),
+    L.Conv2DTranspose: lambda: chain((4, 4, 2), L.Conv2DTranspose(3, 3, strides=2, output_padding=1, activation="elu")),
+    L.Conv3DTranspose: lambda: chain((3, 3, 3, 2), L.Conv3DTranspose(2, 2, strides=2, padding="same")),
     L.LayerNormalization: lambda: chain((3, 4), L.LayerNormalization(axis=[1, 2])),
     L.BatchNormalization: lambda: chain((4, 4, 3), L.BatchNormalization(), L.BatchNormalization(axis=1)),
     L.GroupNormalization: lambda: chain((4, 3, 6), L.GroupNormalization(3, gamma_initializer="random_normal"),
@@ -209,7 +214,9 @@ def _params(pm, seed=0):
     return params + tf.random.stateless_normal(params.shape, [seed, 3]) * 0.2  # distinct, non-trivial members
 
 
-def _check_template(template, tmp_path):
+def _check_template(template, tmp_path=None):
+    """Flat, split, indices and (``use_op=False``) pure-TensorFlow paths against each member's Keras model:
+    reloaded from a ``.keras`` file with ``tmp_path``, else the template with the member's weights."""
     pm = nn.PopulationModel(template)
     params = _params(pm)
     xs = _inputs(pm, 1)
@@ -222,6 +229,14 @@ def _check_template(template, tmp_path):
     np.testing.assert_allclose(y_split, y_flat, atol=TOL, rtol=0)
     np.testing.assert_allclose(y_idx, y_flat[[2, 0]], atol=TOL, rtol=0)
     assert len({float(np.abs(y_flat[p]).sum()) for p in range(P)}) == P  # the members differ
+    if tmp_path is None:
+        y_tf = np.asarray(nn.PopulationModel(template, use_op=False)(params, x))
+        np.testing.assert_allclose(y_tf, y_flat, atol=TOL, rtol=TOL)
+        for p in range(P):
+            template.set_weights(pm.template_weights(params[p]))
+            ref = np.asarray(template([t[p] for t in xs] if len(xs) > 1 else xs[0][p]))
+            np.testing.assert_allclose(y_flat[p], ref, atol=TOL, rtol=TOL)
+        return
     for p in range(P):
         path = str(tmp_path / f"m{p}.keras")
         pm.to_keras(params[p]).save(path)
@@ -365,3 +380,79 @@ def test_sequence_layer_refusals_name_layer_and_argument():
     for message, build in refused.items():
         with pytest.raises(ConfigError, match=message):
             nn.PopulationModel(build())
+
+
+CONV_FORMS = {  # dilated, grouped, transposed, 1-D depthwise/separable and strided+dilated convolutions, chained;
+    # channels first where a layer says so (the last axis never equals the channels there, see LAYOUTS)
+    "1d": lambda: chain((12, 4), L.Conv1D(4, 2, dilation_rate=2, padding="causal", activation="relu"),
+                        L.Conv1D(6, 2, groups=2, strides=2, padding="same"),
+                        L.SeparableConv1D(4, 2, dilation_rate=2, padding="same"),  # -> (6, 4)
+                        L.Conv1DTranspose(5, 3, strides=3, output_padding=2, data_format="channels_first"),
+                        L.DepthwiseConv1D(2, strides=2, dilation_rate=2, padding="same", activation="softmax",
+                                          data_format="channels_first")),
+    "2d": lambda: chain((7, 6, 4), L.Conv2D(4, 2, dilation_rate=2, padding="same", activation="relu"),
+                        L.Conv2D(6, 2, groups=2, strides=2, padding="same"),
+                        L.Conv2DTranspose(3, (4, 3), strides=(2, 3), padding="same", output_padding=1),  # (7, 8, 3)
+                        L.Conv2DTranspose(4, 2, dilation_rate=2, padding="same", data_format="channels_first"),
+                        L.SeparableConv2D(4, 2, strides=2, dilation_rate=2, padding="same",
+                                          data_format="channels_first")),
+    "3d": lambda: chain((4, 4, 4, 4), L.Conv3D(4, 2, dilation_rate=2, groups=2, padding="same"),
+                        L.Conv3DTranspose(3, 2, strides=(1, 2, 1), data_format="channels_first")),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV_FORMS))
+def test_conv_forms_agree_with_keras(name):
+    """Forms the plain convolution paths do not compute (dilation, groups, transposed, 1-D depthwise and
+    separable, strides with dilation) against the template holding each member's weights, on the flat,
+    split, indices and pure-TensorFlow paths."""
+    _check_template(CONV_FORMS[name]())
+
+
+def _open_time(layer):
+    return keras.Sequential([keras.Input((None, 3)), layer, L.LSTM(2), L.Dense(2)])
+
+
+@pytest.mark.parametrize("make, match", [
+    # an output_padding whose output size TensorFlow's conv_transpose refuses: Keras builds the model, then
+    # fails calling it
+    (lambda: chain((4, 4, 2), L.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=0, name="up")),
+     r"'up' \(Conv2DTranspose\).*output_padding=\(0, 0\).*accepted"),
+    # an open time axis (a recurrent template) before a form that slices it
+    (lambda: _open_time(L.Conv1D(4, 3, dilation_rate=2, name="dil")), r"'dil' \(Conv1D\): needs known spatial"),
+    (lambda: _open_time(L.Conv1DTranspose(4, 3, name="up")), r"'up' \(Conv1DTranspose\): needs known spatial"),
+    (lambda: _open_time(L.DepthwiseConv1D(3, name="dw")), r"'dw' \(DepthwiseConv1D\): needs known spatial"),
+], ids=["output_padding", "dilated_open_time", "transpose_open_time", "depthwise_open_time"])
+def test_conv_forms_refused_before_any_forward(make, match):
+    """What the population cannot compute is a ConfigError naming the layer, the value and what is accepted."""
+    with pytest.raises(ConfigError, match=match):
+        nn.PopulationModel(make())
+
+
+def test_new_conv_init_params_sample_their_initializers():
+    """``init_params`` draws each weight of the transposed, 1-D depthwise and 1-D separable convolutions from
+    the layer's own initializer, with the fans of the weight's shape: constants equal, random ones match
+    100 draws of the Keras initializer in mean and spread."""
+    layers = [L.Conv1DTranspose(8, 3, kernel_initializer="he_uniform", bias_initializer="random_normal"),
+              L.DepthwiseConv1D(3, depth_multiplier=2, depthwise_initializer="glorot_normal", bias_initializer="ones"),
+              L.SeparableConv1D(8, 3, depth_multiplier=2, pointwise_initializer="lecun_uniform")]
+    pm = nn.PopulationModel(chain((12, 4), *layers))
+    ours = dict(zip(pm.weight_names, pm.unflatten(pm.init_params(200, seed=1))))
+    checked = 0
+    for layer in layers:
+        for v in layer.weights:
+            init = getattr(layer, {"kernel": "depthwise_initializer" if isinstance(layer, L.DepthwiseConv1D)
+                                   else "kernel_initializer"}.get(v.name, f"{v.name.split('_')[0]}_initializer"))
+            w = np.asarray(ours[v.path])
+            # (a Keras initializer without a seed draws the same values on every call: one seed per draw)
+            cfg = init.get_config()
+            ref = np.stack([np.asarray((type(init).from_config({**cfg, "seed": i}) if "seed" in cfg else init)(v.shape))
+                            for i in range(100)])
+            assert w.shape[1:] == ref.shape[1:], v.path
+            checked += 1
+            if np.all(ref == ref.flat[0]):  # a constant initializer
+                np.testing.assert_array_equal(w, np.full(w.shape, ref.flat[0]), err_msg=v.path)
+                continue
+            assert abs(w.mean() - ref.mean()) < 0.1 * ref.std(), v.path
+            np.testing.assert_allclose(w.std(), ref.std(), rtol=0.06, err_msg=v.path)
+    assert checked == len(pm.weight_names) - 2  # every weight but the Dense head's

@@ -14,6 +14,7 @@ from tfevo.nn.translators import (  # noqa: F401  (registration happens on impor
     merge, pooling, preprocessing, recurrent, reshape, shape_ops,
 )
 from tfevo.nn.translators import attention, wrappers  # noqa: F401,E402  (sequence layers and wrappers)
+from tfevo.nn.translators import conv_transpose  # noqa: F401  (registers Conv1D/2D/3DTranspose)
 
 __all__ = ["Translator", "PerSampleTranslator", "PopulationInit", "register_translator", "translator_for",
            "supported_layers", "registry", "TRANSLATOR_DOCS", "select", "per_member", "merge_leading", "split_leading"]

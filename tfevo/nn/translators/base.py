@@ -140,17 +140,6 @@ class Translator(abc.ABC):
     def check(self) -> None:
         """Raise :class:`ConfigError` for a configuration the forward does not compute exactly."""
 
-    def check_plain_conv(self) -> None:
-        """The settings every convolution translator requires: no dilation, no groups. Sets
-        :attr:`channels_first` (such a layer computes channels last between :meth:`to_channels_last`
-        and :meth:`from_channels_last`)."""
-        layer = self.layer
-        self.channels_first = layer.data_format == "channels_first"
-        if any(int(d) != 1 for d in layer.dilation_rate):
-            raise ConfigError(f"layer {self.name}: dilation_rate {layer.dilation_rate} is not supported")
-        if int(getattr(layer, "groups", 1)) != 1:
-            raise ConfigError(f"layer {self.name}: groups={layer.groups} is not supported")
-
     def weight_order(self) -> list:
         """The layer's variables in the order :meth:`forward` expects them."""
         by_name = {v.name: v for v in self.layer.weights}
@@ -177,7 +166,8 @@ class Translator(abc.ABC):
         """Recurrent layers: ``(output(s), new_states)`` starting from ``states`` (``[n, B, size]`` each)."""
         raise ConfigError(f"layer {self.name} carries no state")
 
-    #: the layer's data_format is channels_first (convolutions: see :meth:`check_plain_conv`)
+    #: the layer's data_format is channels_first: a convolution then computes channels last between
+    #: :meth:`to_channels_last` and :meth:`from_channels_last`
     channels_first: bool = False
 
     def to_channels_last(self, x):

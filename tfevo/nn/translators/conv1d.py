@@ -1,5 +1,6 @@
-"""``keras.layers.Conv1D`` (either data format; valid, same or causal padding; no dilation or groups): a
-Conv2D of height 1, so it runs on the same population convolution."""
+"""``keras.layers.Conv1D`` (either data format; valid, same or causal padding): a Conv2D of height 1, so it
+runs on the same population convolution; a dilated or grouped one runs on the general convolution
+(:mod:`tfevo.nn.translators._conv`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from tfevo.nn.layers import builtin_activation, population_conv2d, sample_activation
+from tfevo.nn.translators._conv import check_conv_settings, general_conv_forward
 from tfevo.nn.translators.base import Translator, register_translator
 
 
@@ -15,9 +17,11 @@ class Conv1DTranslator(Translator):
     weight_names = ("kernel", "bias")
 
     def check(self):
-        self.check_plain_conv()
+        self.general = check_conv_settings(self)
 
     def forward(self, inputs, weights, indices):
+        if self.general:
+            return general_conv_forward(self, inputs, weights, indices)
         layer = self.layer
         x = self.to_channels_last(inputs[0])  # [n, B, L, C]
         k = int(layer.kernel_size[0])

@@ -1,6 +1,7 @@
-"""``keras.layers.Conv2D`` (no dilation or groups): the C++ direct population convolution (in place
-from flat parameters when it can run), else im2col + batched matmul; a channels-first layer runs
-channels last between two transposes, its activation applied to the channels-first result."""
+"""``keras.layers.Conv2D``: the C++ direct population convolution (in place from flat parameters when it
+can run), else im2col + batched matmul; a dilated or grouped one runs on the general convolution
+(:mod:`tfevo.nn.translators._conv`). A channels-first layer runs channels last between two
+transposes, its activation applied to the channels-first result."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import keras
 from tfevo.core import ConfigError
 from tfevo.nn.layers import population_conv2d, sample_activation
 from tfevo.nn.translators._kernels import flat_ops, fused_activation
+from tfevo.nn.translators._conv import check_conv_settings, general_conv_forward
 from tfevo.nn.translators.base import Translator, register_translator
 
 
@@ -18,14 +20,17 @@ class Conv2DTranslator(Translator):
     takes_input_scale = True
 
     def check(self):
-        self.check_plain_conv()
+        self.general = check_conv_settings(self)
         layer = self.layer
         if layer.padding not in ("same", "valid"):
             raise ConfigError(f"layer {self.name}: padding {layer.padding!r} is not supported")
-        if self.conv_method != "auto":
-            self.forward_flat = None  # the in-place path is the C++ op; other methods are their own reference
+        if self.conv_method != "auto" or self.general:
+            # the in-place path is the C++ op (no dilation or groups); other methods are their own reference
+            self.forward_flat = None
 
     def forward(self, inputs, weights, indices):
+        if self.general:
+            return general_conv_forward(self, inputs, weights, indices)
         layer = self.layer
         cf = self.channels_first
         y = population_conv2d(self.to_channels_last(inputs[0]), weights[0], weights[1] if len(weights) > 1 else None,

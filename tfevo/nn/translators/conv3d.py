@@ -1,5 +1,5 @@
-"""``keras.layers.Conv3D`` (either data format, no dilation or groups): volume patches (im2col) and one
-batched matrix product per member."""
+"""``keras.layers.Conv3D`` (either data format): volume patches (im2col) and one batched matrix product per
+member; a dilated or grouped one runs on the general convolution (:mod:`tfevo.nn.translators._conv`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from tfevo.nn.layers import population_dense, sample_activation
+from tfevo.nn.translators._conv import check_conv_settings, general_conv_forward
 from tfevo.nn.translators.base import Translator, register_translator
 
 
@@ -15,9 +16,11 @@ class Conv3DTranslator(Translator):
     weight_names = ("kernel", "bias")
 
     def check(self):
-        self.check_plain_conv()
+        self.general = check_conv_settings(self)
 
     def forward(self, inputs, weights, indices):
+        if self.general:
+            return general_conv_forward(self, inputs, weights, indices)
         layer = self.layer
         x = self.to_channels_last(inputs[0])  # [n, B, D, H, W, C]
         d, h, w, c = x.shape.as_list()[2:]
