@@ -142,6 +142,28 @@ def test_cli_unknown_env_and_strategy_param(tmp_path, capsys):
     assert "openai_es has no parameter 'bogus'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("field, value, msg", [
+    ("env.id", "CartPol-v1", r"^env\.id: unknown environment id 'CartPol-v1' \(did you mean 'CartPole-v1'\?\)"),
+    ("env.id", "cartpole-v1", r"^env\.id: unknown environment id 'cartpole-v1' \(did you mean 'CartPole-v1'\?\)"),
+    ("env.id", "ALE/Pongg-v5", r"^env\.id: unknown Atari game 'ALE/Pongg-v5'.*did you mean pong"),
+    ("algorithm.name", "openai-es", r"^algorithm\.name: unknown algorithm 'openai-es' \(did you mean 'openai_es'\?\)"),
+    ("algorithm.name", "CMA_ES", r"^algorithm\.name: unknown algorithm 'CMA_ES' \(did you mean 'cma_es'\?\); known: ars"),
+    ("algorithm.params", {"cr": 0.5}, r"^algorithm\.params\.cr: .*did you mean 'CR'"),
+    ("env.kwargs", {"nosuch": 1}, r"^env\.kwargs: CartPole-v1: unknown option\(s\) \['nosuch'\]"),
+])
+def test_a_mistyped_name_is_refused_naming_the_field_and_the_closest_name(field, value, msg):
+    """Names are compared without case for the suggestion, and the message starts with the config field."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    table, key = field.split(".")
+    data[table][key] = value
+    if value == {"cr": 0.5}:
+        data["algorithm"]["name"] = "de"
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))
+
+
 def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     """The refusal says which fields differ from the saved run, with both values (before any work)."""
     run = tmp_path / "run"
@@ -270,7 +292,7 @@ def test_set_algorithm_name_keeps_what_the_command_line_gives():
     with pytest.raises(ConfigError, match="policy.kind 'mlp' cannot be evolved by algorithm.name 'neat'"):
         _load(make_parser().parse_args(["train", "--set", "algorithm.name=neat", "--set", "policy.kind=mlp"]))
     # an unknown name: the closest one, before any work
-    with pytest.raises(ConfigError, match=r"unknown strategy 'cmaes' \(did you mean 'cma_es'\?\)"):
+    with pytest.raises(ConfigError, match=r"^algorithm\.name: unknown algorithm 'cmaes' \(did you mean 'cma_es'\?\)"):
         _load(make_parser().parse_args(["train", "--set", "algorithm.name=cmaes"]))
 
 
@@ -319,7 +341,6 @@ def test_a_strategy_constructor_error_names_the_config_field(params, msg):
 @pytest.mark.parametrize("kwargs, msg", [
     ({"max_episode_steps": "abc"}, r"^env\.kwargs: CartPole-v1 could not take .*'abc'.*invalid literal"),
     ({"max_episode_steps": -1}, r"^env\.kwargs\.max_episode_steps: max_episode_steps must be >= 0, got -1"),
-    ({"nosuch": 1}, r"CartPole-v1: unknown option\(s\) \['nosuch'\]"),
 ])
 def test_env_kwargs_errors_name_the_field(kwargs, msg):
     """A value the environment cannot read is a ConfigError naming env.kwargs (it was a ValueError traceback)."""
