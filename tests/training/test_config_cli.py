@@ -164,6 +164,35 @@ def test_a_mistyped_name_is_refused_naming_the_field_and_the_closest_name(field,
         build(parse_config(data))
 
 
+@pytest.mark.parametrize("env, evaluator, msg", [
+    ("CartPole-v1", {"obs_norm": True}, r"^evaluator\.obs_norm=True is not read by evaluator\.kind 'ingraph' \(auto: "
+                                        r"CartPole-v1 runs in-graph\): it is a setting of the pipelined evaluator"),
+    ("CartPole-v1", {"kind": "ingraph", "num_envs": 4}, r"^evaluator\.num_envs=4 is not read by evaluator\.kind 'ingraph'"),
+    ("CartPole-v1", {"num_subsets": 2}, r"^evaluator\.num_subsets=2 is not read"),
+    ("CartPole-v1", {"kind": "pipelined", "jit_compile": True},
+     r"^evaluator\.jit_compile=True is not read by evaluator\.kind 'pipelined': it is a setting of the in-graph"),
+    ("CartPole-v1", {"decode_chunk": 4}, r"^evaluator\.decode_chunk=4: decodes seed-list genomes"),
+])
+def test_an_evaluator_setting_the_evaluator_does_not_read_is_refused(env, evaluator, msg):
+    """They ran without a word (obs_norm on an in-graph task normalized nothing)."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["env"]["id"], data["evaluator"] = env, evaluator
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))
+    with pytest.raises(ConfigError, match=r"evaluator is not used with problem"):
+        parse_config({"run": {"generations": 1}, "algorithm": {"name": "map_elites"}, "evaluator": evaluator,
+                      "problem": {"name": "sphere_qd", "num_dims": 4}})
+
+
+def test_set_algorithm_name_drops_the_seed_ga_decode_chunk():
+    from tfevo.cli.train import _load
+
+    args = make_parser().parse_args(["train", "examples/configs/atari_ga_pong.toml", "--set", "algorithm.name=ga"])
+    assert _load(args).evaluator.decode_chunk == 0
+
+
 def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     """The refusal says which fields differ from the saved run, with both values (before any work)."""
     run = tmp_path / "run"

@@ -307,6 +307,9 @@ class Config(_Strict):
             if self.policy != PolicyConfig():
                 raise ValueError("policy is not used with problem (a QD task evolves its solution vectors "
                                  "directly, problem.num_dims of them); leave the policy table out")
+            if self.evaluator != EvaluatorConfig():
+                raise ValueError("evaluator is not used with problem (a QD task is one batched TensorFlow function "
+                                 "of the solutions, with no simulator or rollout); leave the evaluator table out")
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
         if self.run.seconds is not None and self.distribute.strategy == "multi_worker":
