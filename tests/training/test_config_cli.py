@@ -265,11 +265,26 @@ def test_set_fills_a_table_the_config_leaves_out():
     ({"kind": "nature_dqn", "activation": "elu"}, r"policy\.activation='elu' is not used by .*'nature_dqn'"),
     ({"kind": "neat", "hidden": [8]}, r"policy\.hidden=\[8\] is not used by policy\.kind 'neat'"),
     ({"kind": "gp_tree", "activation": "relu"}, r"policy\.activation='relu' is not used by .*'gp_tree'"),
+    # these ran without a word: NEAT and GP never read weight_dtype, NEAT and HyperNEAT never read continuous
+    ({"kind": "neat", "weight_dtype": "float16"}, r"policy\.weight_dtype='float16' is not used by policy\.kind 'neat'"),
+    ({"kind": "hyperneat", "continuous": "clip"}, r"policy\.continuous='clip' is not used by policy\.kind 'hyperneat' "
+                                                  r"\(NEAT and HyperNEAT map the output activation's range"),
+    ({"kind": "gp_tree", "weight_dtype": "float16"}, r"policy\.weight_dtype='float16' is not used by .*'gp_tree'"),
 ])
 def test_policy_settings_the_network_does_not_read_are_errors(policy, msg):
-    algo = {"neat": "neat", "gp_tree": "gp"}.get(policy["kind"], "openai_es")
+    algo = {"neat": "neat", "hyperneat": "neat", "gp_tree": "gp"}.get(policy["kind"], "openai_es")
     with pytest.raises(ConfigError, match=msg):
         parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": policy})
+
+
+def test_continuous_actions_setting_on_a_discrete_task_is_refused():
+    """policy.continuous = "clip" on CartPole-v1 ran as argmax without a word."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["policy"]["continuous"] = "clip"
+    with pytest.raises(ConfigError, match=r"^policy\.continuous='clip' is not used: CartPole-v1 has discrete actions"):
+        build(parse_config(data))
 
 
 def test_set_policy_kind_drops_the_former_kinds_settings(tmp_path):

@@ -194,6 +194,9 @@ def build(cfg) -> Setup:
         evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
         return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
     obs_shape, _, action_spec, in_graph = env_spec(cfg.env.id, cfg.env.kwargs)
+    if action_spec.discrete and cfg.policy.continuous != type(cfg.policy).model_fields["continuous"].default:
+        raise ConfigError(f"policy.continuous={cfg.policy.continuous!r} is not used: {cfg.env.id} has discrete "
+                          "actions (the argmax of the outputs); leave policy.continuous out")
     parts = family.policy(cfg, obs_shape, action_spec)
     check_population_fits(cfg, parts.num_params)
     policy, model = parts.policy, parts.model
