@@ -176,6 +176,14 @@ algorithm.name="seed_ga" ;; evaluator={"decode_chunk": 4}
 env=DEL ;; policy=DEL ;; algorithm={"name": "map_elites", "popsize": 8} ;; problem={"name": "rastrigin_qd", "num_dims": 4} ;; evaluator={"obs_norm": true}
 env=DEL ;; policy=DEL ;; algorithm={"name": "map_elites", "popsize": 8} ;; problem={"name": "rastrigin_qd", "num_dims": 4} ;; evaluator={"kind": "auto"}
 env.id="Hopper-v5" ;; evaluator={"jit_compile": true}
+policy.continuous="clip"
+algorithm.name="neat" ;; policy={"kind": "neat", "weight_dtype": "float16"}
+algorithm.name="neat" ;; policy={"kind": "neat", "continuous": "clip"} ;; env.id="Pendulum-v1"
+algorithm.name="neat" ;; policy={"kind": "hyperneat", "weight_dtype": "float16"}
+algorithm.name="gp" ;; policy={"kind": "gp_tree", "weight_dtype": "float16"}
+algorithm.name="gp" ;; policy={"kind": "gp_tree", "continuous": "clip"} ;; env.id="Pendulum-v1"
+policy.continuous="clip" ;; env.id="Pendulum-v1"
+policy.weight_dtype="float16"
 """
 
 
