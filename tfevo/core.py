@@ -55,6 +55,7 @@ __all__ = [
     "FastCall",
     "eager_op_runner",
     "suggest_argument",
+    "close_names",
 ]
 
 
@@ -261,15 +262,24 @@ def _public_name(cls) -> str:
     return cls.__name__
 
 
-def suggest_argument(name: str, accepted) -> list[str]:
-    """The accepted argument names closest to ``name`` (the one-vocabulary name first, if
-    ``name`` is another library's word for it; else :func:`difflib.get_close_matches`)."""
+def close_names(name: str, candidates, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """The ``candidates`` closest to a mistyped ``name``, compared without case (``CMA_ES`` and
+    ``cartpole-v1`` find ``cma_es`` and ``CartPole-v1``), in their own spelling."""
     import difflib
 
+    by_lower = {}
+    for c in candidates:
+        by_lower.setdefault(str(c).lower(), str(c))
+    return [by_lower[c] for c in difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=cutoff)]
+
+
+def suggest_argument(name: str, accepted) -> list[str]:
+    """The accepted argument names closest to ``name`` (the one-vocabulary name first, if
+    ``name`` is another library's word for it; else :func:`close_names`)."""
     accepted = list(accepted)
     if _OTHER_NAMES.get(name) in accepted:
         return [_OTHER_NAMES[name]]
-    return difflib.get_close_matches(name, accepted, n=2, cutoff=0.5)
+    return close_names(name, accepted, n=2, cutoff=0.5)
 
 
 def _argument_error(cls, problem: str, unknown: list) -> ConfigError:

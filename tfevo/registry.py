@@ -17,7 +17,7 @@ import importlib
 import re
 from typing import Any, Callable
 
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, close_names
 
 KINDS = ("strategy", "env", "problem", "policy", "evaluator")
 _REGISTRY: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
@@ -98,13 +98,12 @@ def get(kind: str, name: str) -> Any:
     if table is None:
         raise ConfigError(f"unknown registry kind {kind!r}; known: {', '.join(KINDS)}")
     if name not in table:
-        import difflib
-
         known = ", ".join(sorted(table, key=natural_key)) or "(none)"
-        close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.6)
+        close = close_names(str(name), table, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"unknown {kind} {name!r}{hint}; known: {known}")
     return table[name]
+
 
 
 def names(kind: str) -> dict[str, str]:

@@ -100,3 +100,19 @@ def test_gymnasium_twin_maps_every_in_graph_option():
     # engine options of the MuJoCo tasks do not change the task; other ids' kwargs are gym.make's
     assert gymnasium_twin("Hopper-v5", {"num_threads": 2, "backend": "threads"}) == ({}, {})
     assert gymnasium_twin("LunarLander-v3", {"continuous": True, "asynchronous": True}) == ({"continuous": True}, {})
+
+
+@pytest.mark.parametrize("command", [["play", "--video", "{no}/v.gif"], ["play", "--video", "{d}"],
+                                     ["plot", "--out", "{no}/c.png"], ["plot", "--out", "{d}"]])
+def test_an_output_file_that_cannot_be_written_is_refused_before_any_work(command, tmp_path, capsys):
+    """It was a FileNotFoundError traceback, for play after the whole episode had been played."""
+    from tfevo.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")  # never read: the output is checked first
+    (tmp_path / "d.gif").mkdir()
+    argv = [a.format(no=tmp_path / "no", d=tmp_path / "d.gif") for a in command]
+    assert main([argv[0], str(run), *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert f"{argv[1]} " in err and ("folder" in err and "does not exist" in err or "is a directory" in err), err

@@ -142,6 +142,57 @@ def test_cli_unknown_env_and_strategy_param(tmp_path, capsys):
     assert "openai_es has no parameter 'bogus'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("field, value, msg", [
+    ("env.id", "CartPol-v1", r"^env\.id: unknown environment id 'CartPol-v1' \(did you mean 'CartPole-v1'\?\)"),
+    ("env.id", "cartpole-v1", r"^env\.id: unknown environment id 'cartpole-v1' \(did you mean 'CartPole-v1'\?\)"),
+    ("env.id", "ALE/Pongg-v5", r"^env\.id: unknown Atari game 'ALE/Pongg-v5'.*did you mean pong"),
+    ("algorithm.name", "openai-es", r"^algorithm\.name: unknown algorithm 'openai-es' \(did you mean 'openai_es'\?\)"),
+    ("algorithm.name", "CMA_ES", r"^algorithm\.name: unknown algorithm 'CMA_ES' \(did you mean 'cma_es'\?\); known: ars"),
+    ("algorithm.params", {"cr": 0.5}, r"^algorithm\.params\.cr: .*did you mean 'CR'"),
+    ("env.kwargs", {"nosuch": 1}, r"^env\.kwargs: CartPole-v1: unknown option\(s\) \['nosuch'\]"),
+])
+def test_a_mistyped_name_is_refused_naming_the_field_and_the_closest_name(field, value, msg):
+    """Names are compared without case for the suggestion, and the message starts with the config field."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    table, key = field.split(".")
+    data[table][key] = value
+    if value == {"cr": 0.5}:
+        data["algorithm"]["name"] = "de"
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))
+
+
+@pytest.mark.parametrize("env, evaluator, msg", [
+    ("CartPole-v1", {"obs_norm": True}, r"^evaluator\.obs_norm=True is not read by evaluator\.kind 'ingraph' \(auto: "
+                                        r"CartPole-v1 runs in-graph\): it is a setting of the pipelined evaluator"),
+    ("CartPole-v1", {"kind": "ingraph", "num_envs": 4}, r"^evaluator\.num_envs=4 is not read by evaluator\.kind 'ingraph'"),
+    ("CartPole-v1", {"num_subsets": 2}, r"^evaluator\.num_subsets=2 is not read"),
+    ("CartPole-v1", {"kind": "pipelined", "jit_compile": True},
+     r"^evaluator\.jit_compile=True is not read by evaluator\.kind 'pipelined': it is a setting of the in-graph"),
+    ("CartPole-v1", {"decode_chunk": 4}, r"^evaluator\.decode_chunk=4: decodes seed-list genomes"),
+])
+def test_an_evaluator_setting_the_evaluator_does_not_read_is_refused(env, evaluator, msg):
+    """They ran without a word (obs_norm on an in-graph task normalized nothing)."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["env"]["id"], data["evaluator"] = env, evaluator
+    with pytest.raises(ConfigError, match=msg):
+        build(parse_config(data))
+    with pytest.raises(ConfigError, match=r"evaluator is not used with problem"):
+        parse_config({"run": {"generations": 1}, "algorithm": {"name": "map_elites"}, "evaluator": evaluator,
+                      "problem": {"name": "sphere_qd", "num_dims": 4}})
+
+
+def test_set_algorithm_name_drops_the_seed_ga_decode_chunk():
+    from tfevo.cli.train import _load
+
+    args = make_parser().parse_args(["train", "examples/configs/atari_ga_pong.toml", "--set", "algorithm.name=ga"])
+    assert _load(args).evaluator.decode_chunk == 0
+
+
 def test_resume_with_another_config_names_every_changed_field(tmp_path, capsys):
     """The refusal says which fields differ from the saved run, with both values (before any work)."""
     run = tmp_path / "run"
@@ -214,11 +265,26 @@ def test_set_fills_a_table_the_config_leaves_out():
     ({"kind": "nature_dqn", "activation": "elu"}, r"policy\.activation='elu' is not used by .*'nature_dqn'"),
     ({"kind": "neat", "hidden": [8]}, r"policy\.hidden=\[8\] is not used by policy\.kind 'neat'"),
     ({"kind": "gp_tree", "activation": "relu"}, r"policy\.activation='relu' is not used by .*'gp_tree'"),
+    # these ran without a word: NEAT and GP never read weight_dtype, NEAT and HyperNEAT never read continuous
+    ({"kind": "neat", "weight_dtype": "float16"}, r"policy\.weight_dtype='float16' is not used by policy\.kind 'neat'"),
+    ({"kind": "hyperneat", "continuous": "clip"}, r"policy\.continuous='clip' is not used by policy\.kind 'hyperneat' "
+                                                  r"\(NEAT and HyperNEAT map the output activation's range"),
+    ({"kind": "gp_tree", "weight_dtype": "float16"}, r"policy\.weight_dtype='float16' is not used by .*'gp_tree'"),
 ])
 def test_policy_settings_the_network_does_not_read_are_errors(policy, msg):
-    algo = {"neat": "neat", "gp_tree": "gp"}.get(policy["kind"], "openai_es")
+    algo = {"neat": "neat", "hyperneat": "neat", "gp_tree": "gp"}.get(policy["kind"], "openai_es")
     with pytest.raises(ConfigError, match=msg):
         parse_config({"run": {"generations": 5}, "algorithm": {"name": algo}, "policy": policy})
+
+
+def test_continuous_actions_setting_on_a_discrete_task_is_refused():
+    """policy.continuous = "clip" on CartPole-v1 ran as argmax without a word."""
+    from tfevo.training.builders import build
+
+    data = json.loads(json.dumps(DEFAULT_CONFIG))
+    data["policy"]["continuous"] = "clip"
+    with pytest.raises(ConfigError, match=r"^policy\.continuous='clip' is not used: CartPole-v1 has discrete actions"):
+        build(parse_config(data))
 
 
 def test_set_policy_kind_drops_the_former_kinds_settings(tmp_path):
@@ -270,7 +336,7 @@ def test_set_algorithm_name_keeps_what_the_command_line_gives():
     with pytest.raises(ConfigError, match="policy.kind 'mlp' cannot be evolved by algorithm.name 'neat'"):
         _load(make_parser().parse_args(["train", "--set", "algorithm.name=neat", "--set", "policy.kind=mlp"]))
     # an unknown name: the closest one, before any work
-    with pytest.raises(ConfigError, match=r"unknown strategy 'cmaes' \(did you mean 'cma_es'\?\)"):
+    with pytest.raises(ConfigError, match=r"^algorithm\.name: unknown algorithm 'cmaes' \(did you mean 'cma_es'\?\)"):
         _load(make_parser().parse_args(["train", "--set", "algorithm.name=cmaes"]))
 
 
@@ -319,7 +385,6 @@ def test_a_strategy_constructor_error_names_the_config_field(params, msg):
 @pytest.mark.parametrize("kwargs, msg", [
     ({"max_episode_steps": "abc"}, r"^env\.kwargs: CartPole-v1 could not take .*'abc'.*invalid literal"),
     ({"max_episode_steps": -1}, r"^env\.kwargs\.max_episode_steps: max_episode_steps must be >= 0, got -1"),
-    ({"nosuch": 1}, r"CartPole-v1: unknown option\(s\) \['nosuch'\]"),
 ])
 def test_env_kwargs_errors_name_the_field(kwargs, msg):
     """A value the environment cannot read is a ConfigError naming env.kwargs (it was a ValueError traceback)."""

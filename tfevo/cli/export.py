@@ -10,9 +10,9 @@ tanh-squash or clip to the bounds) is written next to it as JSON metadata.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from tfevo.cli._paths import check_output_file
 from tfevo.cli.evaluate import _restore_setup
 
 #: each action rule as a NumPy expression of the model's outputs ``y [B, K]`` and the metadata's ``action``
@@ -199,16 +199,8 @@ def cmd_export(args) -> int:
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"run directory {str(run_dir)!r} does not exist (give a directory made by tfevo train)")
-    out = Path(args.out) if args.out else run_dir / "best.keras"
-    if out.suffix != ".keras":
-        raise ConfigError(f"--out must end in .keras (the Keras 3 format), got {out.name!r}")
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConfigError(f"--out {str(out)!r}: folder {str(folder)!r} does not exist")
-    if out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a directory; give a file name ending in .keras")
-    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise ConfigError(f"--out {str(out)!r}: not writable")
+    out = check_output_file("--out", Path(args.out) if args.out else run_dir / "best.keras", (".keras",),
+                            " (the Keras 3 format)")
     cfg, params = _restore_setup(run_dir)
     model, meta = build_export(cfg, params, run_dir)
     meta_path = Path(str(out) + ".json")

@@ -11,6 +11,12 @@ def cmd_plot(args) -> int:
     from tfevo.training.builders import write_picture
     from tfevo.training.plot import plot_run
 
+    if args.out is not None:
+        from pathlib import Path
+
+        from tfevo.cli._paths import check_output_file
+
+        check_output_file("--out", Path(args.out))
     out = plot_run(args.run_dir, args.out, x=args.x)
     print(f"wrote {out}")
     picture = write_picture(args.run_dir)

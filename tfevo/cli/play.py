@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from tfevo.cli._paths import check_output_file
 from tfevo.cli.evaluate import _restore_setup
 
 _MUJOCO_RENDER = """
@@ -119,9 +120,7 @@ def cmd_play(args) -> int:
         raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
     if args.fps < 1:
         raise ConfigError(f"--fps must be >= 1, got {args.fps}")
-    out = Path(args.video)
-    if out.suffix.lower() not in (".gif", ".mp4"):
-        raise ConfigError(f"--video must end in .mp4 or .gif, got {out.name!r}")
+    out = check_output_file("--video", Path(args.video), (".mp4", ".gif"))  # before the episode is played
     run_dir = Path(args.run_dir)
     cfg, params = _restore_setup(run_dir)
     if cfg.problem is not None:

@@ -51,6 +51,11 @@ def _switch_family(data: dict, assignments) -> list[str]:
             for k in [k for k in params if k not in accepted and f"algorithm.params.{k}" not in keys]:
                 params.pop(k)
                 notes.append(f"algorithm.params.{k} (not read by {name})")
+        ev = data.get("evaluator")
+        if (name != "seed_ga" and isinstance(ev, dict) and ev.get("decode_chunk")
+                and "evaluator.decode_chunk" not in keys):
+            notes.append(f"evaluator.decode_chunk (seed-list genomes; not read by {name})")
+            ev.pop("decode_chunk")
         kinds = FAMILY_POLICIES.get(name, VECTOR_POLICIES)
         if (isinstance(policy, dict) and "policy.kind" not in keys and data.get("problem") is None
                 and policy.get("kind", "mlp") not in kinds):

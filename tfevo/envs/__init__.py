@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from tfevo._lazy import import_parts
-from tfevo.core import ConfigError
+from tfevo.core import ConfigError, close_names
 from tfevo.envs.base import ActionSpec, HostVectorEnv, StepResult, TFEnv
 
 _MODULES = ("classic", "mujoco", "atari", "gym")
@@ -75,14 +75,17 @@ def make(env_id: str, num_envs: int = 1, **kwargs):
     try:
         import gymnasium as gym
 
-        gym_known = env_id in gym.registry
+        gym_ids = tuple(gym.registry)
     except ImportError:  # pragma: no cover
-        gym_known = False
+        gym_ids = ()
+    gym_known = env_id in gym_ids
     if gym_known:
         from tfevo.envs import gym as gym_env
 
         return gym_env.GymVectorEnv(env_id, num_envs=int(num_envs), **kwargs)
+    close = close_names(env_id, [*known, *gym_ids])
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ConfigError(
-        f"unknown environment id {env_id!r}; tfevo knows {', '.join(sorted(known)) or '(none)'}, "
+        f"unknown environment id {env_id!r}{hint}; tfevo knows {', '.join(sorted(known)) or '(none)'}, "
         "'ALE/<Game>-v5' Atari ids, and any id registered with Gymnasium"
     )

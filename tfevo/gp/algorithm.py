@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, SeedStream, check_fitness, note_nonfinite, sanitize_fitness
+from tfevo.core import ConfigError, SeedStream, check_fitness, check_int, note_nonfinite, sanitize_fitness
 from tfevo.gp import operators as ops
 from tfevo.gp.generation import DEFAULT_DEPTH, METHODS, TerminalSet, generate, grow_probability
 from tfevo.gp.selection import SELECTIONS, demote_duplicates, demote_rule, parsimony, select
@@ -114,6 +114,15 @@ class GPConfig:
 
     def validate(self) -> None:
         """Raises :class:`ConfigError` naming the first bad setting."""
+        # counts and depths are integers: int() would run 64.5 as 64 and "64" as 64 without a word
+        for name in ("popsize", "max_len", "num_vars", "num_outputs", "tournament_size"):
+            check_int(getattr(self, name), name, integral_float=True)
+        for name in ("init_depth", "subtree_depth"):
+            depth = getattr(self, name)
+            if depth is not None and (isinstance(depth, (str, bytes)) or np.ndim(depth) != 1 or len(depth) != 2):
+                raise ConfigError(f"{name} must be (min, max), got {depth!r}")
+            for d in depth if depth is not None else ():
+                check_int(d, f"{name} (min, max)", integral_float=True)
         if int(self.popsize) < 2:
             raise ConfigError(f"popsize must be >= 2, got {self.popsize}")
         if int(self.max_len) < 3:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfevo.core import ConfigError, ShapeError
+from tfevo.core import ConfigError, ShapeError, check_int
 from tfevo.neat import _forward_op as _fo
 from tfevo.neat import functions as F
 from tfevo.neat import network as net
@@ -63,7 +63,8 @@ class NEATPolicy:
         self.dtype = tf.as_dtype(self.dtype_name)
         self.config = config
         self.action_spec = action_spec
-        self.settle_steps = int(settle_steps)
+        # a recurrent network computed 0 times per observation would act on its initial state for ever
+        self.settle_steps = check_int(settle_steps, "settle_steps", 1)
         self.scale_outputs = bool(scale_outputs)
         need = action_spec.policy_output_size
         if config.num_outputs != need and not (action_spec.discrete and need == 2 and config.num_outputs == 1):

@@ -15,6 +15,10 @@ from tfevo.qd.archive_base import Archive, checked_ranges
 __all__ = ["CVTArchive", "kmeans_centroids"]
 
 
+#: most distances k-means computes at once (float32: 256 MB)
+_KMEANS_BLOCK = 2**26
+
+
 def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 30, seed: int = 0) -> np.ndarray:
     """Lloyd's k-means in TensorFlow (init: k distinct samples drawn from the seed)."""
     k = check_int(k, "k", 1, integral_float=True)
@@ -31,11 +35,28 @@ def kmeans_centroids(samples: np.ndarray | tf.Tensor, k: int, iterations: int = 
     perm = tf.argsort(tf.random.stateless_uniform([n], seed=[seed, 17]))[:k]
     c = tf.gather(x, perm)
     x2 = tf.reduce_sum(x * x, 1, keepdims=True)
+    # the distances [n, k] at once would need n*k floats (100_000 cells: 10**6 samples, 400 GB); past
+    # _KMEANS_BLOCK of them the samples are assigned a block of rows at a time (same argmin per row)
+    rows = max(1, _KMEANS_BLOCK // k)
+    blocks = -(-n // rows)
+
+    def nearest(xb, x2b, c):
+        return tf.argmin(x2b - 2.0 * tf.matmul(xb, c, transpose_b=True) + tf.reduce_sum(c * c, 1)[None], 1,
+                         output_type=tf.int32)
+
+    def assign(c):
+        if blocks == 1:
+            return nearest(x, x2, c)
+        pad = blocks * rows - n
+        xb = tf.reshape(tf.pad(x, [[0, pad], [0, 0]]), [blocks, rows, -1])
+        x2b = tf.reshape(tf.pad(x2, [[0, pad], [0, 0]]), [blocks, rows, 1])
+        a = tf.map_fn(lambda t: nearest(t[0], t[1], c), (xb, x2b), fn_output_signature=tf.int32,
+                      parallel_iterations=1)
+        return tf.reshape(a, [-1])[:n]
 
     @tf.function(autograph=False)
     def step(c):
-        d = x2 - 2.0 * tf.matmul(x, c, transpose_b=True) + tf.reduce_sum(c * c, 1)[None]
-        a = tf.argmin(d, 1, output_type=tf.int32)
+        a = assign(c)
         s = tf.math.unsorted_segment_sum(x, a, k)
         cnt = tf.math.unsorted_segment_sum(tf.ones([n]), a, k)
         return tf.where(cnt[:, None] > 0, s / tf.maximum(cnt[:, None], 1.0), c)

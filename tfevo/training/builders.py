@@ -24,7 +24,7 @@ from tfevo.core import ConfigError
 from tfevo.training.parts import (QDLayout, _member_init_fn, check_population_fits, make_algorithm,  # noqa: F401
                                   make_env, make_policy, qd_layout)
 
-__all__ = ["Setup", "build", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
+__all__ = ["Setup", "build", "check_evaluator_settings", "make_policy", "make_algorithm", "make_run_strategy", "qd_layout", "load_run",
            "write_picture"]
 
 
@@ -111,6 +111,31 @@ def num_subsets_of(cfg) -> int:
     return 2 if tf.config.list_physical_devices("GPU") else 1
 
 
+def check_evaluator_settings(cfg, kind: str) -> None:
+    """:class:`ConfigError` for an ``evaluator`` setting the run's evaluator would not read (like a policy
+    setting the network does not read): it would otherwise be dropped without a word, e.g. ``obs_norm``
+    on an in-graph task, whose rollout has no observation statistics."""
+    from tfevo.training.config import EvaluatorConfig
+
+    e, default = cfg.evaluator, EvaluatorConfig()
+    where = f"evaluator.kind {kind!r}" + (f" (auto: {cfg.env.id} runs in-graph)" if e.kind == "auto" and
+                                          kind == "ingraph" else "")
+    unread = []
+    if kind == "ingraph":
+        unread += [(f, "a setting of the pipelined evaluator (host simulators)") for f in ("obs_norm", "num_envs", "num_subsets")
+                   if getattr(e, f) != getattr(default, f)]
+    elif e.jit_compile:
+        unread.append(("jit_compile", "a setting of the in-graph rollout (XLA)"))
+    if e.decode_chunk and cfg.algorithm.name != "seed_ga":
+        raise ConfigError(f"evaluator.decode_chunk={e.decode_chunk}: decodes seed-list genomes (algorithm.name "
+                          f"'seed_ga'); {cfg.algorithm.name} members are parameter vectors: leave it out")
+    if unread:
+        field, what = unread[0]
+        raise ConfigError(f"evaluator.{field}={getattr(e, field)!r} is not read by {where}: it is {what}; "
+                          + ("leave it out" if kind == "pipelined" else
+                             "leave it out, or set evaluator.kind = 'pipelined' (Gymnasium's version of the task)"))
+
+
 def make_run_strategy(cfg):
     """The run's ``tf.distribute.Strategy`` (``None`` unless ``distribute`` is on).
 
@@ -169,6 +194,9 @@ def build(cfg) -> Setup:
         evaluator = TaskEvaluator(cfg.problem.name, parts.num_params)
         return Setup(cfg, None, None, None, algorithm, evaluator, {}, num_params=parts.num_params, parts=parts)
     obs_shape, _, action_spec, in_graph = env_spec(cfg.env.id, cfg.env.kwargs)
+    if action_spec.discrete and cfg.policy.continuous != type(cfg.policy).model_fields["continuous"].default:
+        raise ConfigError(f"policy.continuous={cfg.policy.continuous!r} is not used: {cfg.env.id} has discrete "
+                          "actions (the argmax of the outputs); leave policy.continuous out")
     parts = family.policy(cfg, obs_shape, action_spec)
     check_population_fits(cfg, parts.num_params)
     policy, model = parts.policy, parts.model
@@ -179,6 +207,7 @@ def build(cfg) -> Setup:
         raise ConfigError(
             f"evaluator.kind 'ingraph' needs an in-graph TensorFlow env; {cfg.env.id} runs on the host: use 'pipelined'"
         )
+    check_evaluator_settings(cfg, kind)
     qd = family.name == "map_elites"
     if qd and kind == "ingraph":
         raise ConfigError(f"map_elites over policies needs behaviour descriptors from a host simulator "

@@ -153,6 +153,11 @@ class PolicyConfig(_Strict):
             raise ValueError(f"policy.activation={self.activation!r} is not used by policy.kind {self.kind!r} "
                              f"({_UNUSED_POLICY_WHY[self.kind]}); leave policy.activation out, or use policy.kind "
                              "'mlp' (its hidden layers take any Keras activation)")
+        for field, why in _UNUSED_POLICY_SETTING_WHY.items():
+            value = getattr(self, field)
+            if field in unused and value != PolicyConfig.model_fields[field].default:
+                raise ValueError(f"policy.{field}={value!r} is not used by policy.kind {self.kind!r} ({why}); "
+                                 f"leave policy.{field} out")
         return self
 
 
@@ -160,7 +165,12 @@ _DEFAULT_HIDDEN = PolicyConfig.model_fields["hidden"].default_factory()
 _DEFAULT_ACTIVATION = PolicyConfig.model_fields["activation"].default
 #: the policy settings each kind does not read
 _UNUSED_POLICY_FIELDS = {"linear": ("hidden", "activation"), "nature_dqn": ("hidden", "activation"),
-                         "neat": ("hidden", "activation"), "gp_tree": ("hidden", "activation")}
+                         "neat": ("hidden", "activation", "continuous", "weight_dtype"),
+                         "hyperneat": ("continuous", "weight_dtype"), "gp_tree": ("hidden", "activation", "weight_dtype")}
+_UNUSED_POLICY_SETTING_WHY = {
+    "continuous": "NEAT and HyperNEAT map the output activation's range onto the action bounds",
+    "weight_dtype": "float16 weights are for the Keras networks mlp, linear and nature_dqn",
+}
 _UNUSED_POLICY_WHY = {
     "linear": "a linear policy has no hidden layer",
     "nature_dqn": "its layers are fixed: 3 ReLU convolutions, Dense 512 ReLU",
@@ -307,6 +317,9 @@ class Config(_Strict):
             if self.policy != PolicyConfig():
                 raise ValueError("policy is not used with problem (a QD task evolves its solution vectors "
                                  "directly, problem.num_dims of them); leave the policy table out")
+            if self.evaluator != EvaluatorConfig():
+                raise ValueError("evaluator is not used with problem (a QD task is one batched TensorFlow function "
+                                 "of the solutions, with no simulator or rollout); leave the evaluator table out")
         if self.archive is not None and name != "map_elites":
             raise ValueError(f"archive is used by algorithm.name 'map_elites' only, got {name!r}")
         if self.run.seconds is not None and self.distribute.strategy == "multi_worker":

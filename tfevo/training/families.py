@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfevo.core import ConfigError, suggest_argument
-from tfevo.training.parts import check_numbers
+from tfevo.training.parts import _key_named, check_numbers
 
 __all__ = ["FlatAlgorithm", "Family", "Parts", "family_of", "check_params"]
 
@@ -70,12 +70,14 @@ def check_params(where: str, owner: str, given: dict, accepted, reserved: dict |
                               + ", ".join(accepted))
 
 
-def _prefixed(where: str, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with a ConfigError's message prefixed by the config table it came from."""
+def _prefixed(where: str, fn, *args, _keys=(), **kwargs):
+    """``fn(*args, **kwargs)`` with a ConfigError's message prefixed by the config table it came from,
+    and by the key of ``where`` (one of ``_keys`` or of ``kwargs``) the message starts with."""
     try:
         return fn(*args, **kwargs)
     except ConfigError as e:
-        raise ConfigError(f"{where}: {e}") from None
+        key = _key_named([*_keys, *kwargs], e) if where.endswith("params") else None
+        raise ConfigError(f"{where}.{key}: {e}" if key else f"{where}: {e}") from None
     except (TypeError, ValueError) as e:  # a value the callee could not read (int('abc'), 0.5 <= 'abc')
         raise ConfigError(f"{where}: {e}") from None
 
@@ -235,7 +237,7 @@ class GPFamily(Family):
         check_params("algorithm.params", "gp", params, self.param_names("gp"), self.RESERVED)
         obs_dim, out = int(np.prod(obs_shape)), int(action_spec.policy_output_size)
         gcfg = GPConfig(popsize=cfg.algorithm.popsize, num_vars=obs_dim, num_outputs=out, **params)
-        _prefixed("algorithm.params", gcfg.validate)
+        _prefixed("algorithm.params", gcfg.validate, _keys=params)
         pp = dict(cfg.policy.params)
         check_params("policy.params", "the gp_tree policy", pp, ["use_op"])
         if not isinstance(pp.get("use_op", False), bool):

@@ -57,9 +57,13 @@ def make_env(env_id: str, num_envs: int, kwargs: dict):
         return envs.make(env_id, num_envs, **kwargs)
     except ConfigError as e:
         key = _key_named(kwargs, e)
-        if key is None:
-            raise
-        raise ConfigError(f"env.kwargs.{key}: {e}") from None
+        if key is not None:
+            raise ConfigError(f"env.kwargs.{key}: {e}") from None
+        if str(e).startswith(("unknown environment id", "unknown Atari game")):
+            raise ConfigError(f"env.id: {e}") from None
+        if kwargs and any(repr(k) in str(e) or repr(v) in str(e) for k, v in kwargs.items()):
+            raise ConfigError(f"env.kwargs: {e}") from None  # an option (or its value) the environment refused
+        raise
     except (TypeError, ValueError) as e:
         raise ConfigError(f"env.kwargs: {env_id} could not take {kwargs}: {e}") from None
 
@@ -172,11 +176,19 @@ def _all_arguments(cls) -> list[str]:
         k for k in inspect.signature(cls.__init__).parameters if k != "self"]
 
 
+def strategy_class(name: str):
+    """The registered algorithm ``name``; :class:`ConfigError` naming ``algorithm.name``, the closest
+    registered name and all of them for an unknown one."""
+    try:
+        return registry.get("strategy", name)
+    except ConfigError as e:
+        raise ConfigError(f"algorithm.name: {str(e).replace('unknown strategy', 'unknown algorithm', 1)}") from None
+
+
 def strategy_arguments(name: str) -> list[str]:
     """The ``algorithm.params`` keys of the registered strategy ``name`` (its constructor's
     arguments but those set outside params); :class:`ConfigError` for an unknown name."""
-    return [a for a in _all_arguments(registry.get("strategy", name))
-            if a not in ("num_dims", "popsize", "seed", "name")]
+    return [a for a in _all_arguments(strategy_class(name)) if a not in ("num_dims", "popsize", "seed", "name")]
 
 
 def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, params: dict, init=None,
@@ -188,7 +200,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
     and the params do not set them.  Unknown params raise :class:`ConfigError`
     naming the algorithm, what it accepts and the closest match.
     """
-    cls = registry.get("strategy", name)
+    cls = strategy_class(name)
     accepted = _all_arguments(cls)
     for k in params:
         if k in ("num_dims", "popsize", "seed"):
@@ -214,7 +226,7 @@ def make_algorithm(name: str, num_dims: int, popsize: int | None, seed: int, par
         return cls(num_dims=num_dims, seed=seed, **kwargs)
     except ConfigError as e:  # the constructor's own check: say which config field it was about
         key = _key_named(params, e)
-        if key is None and popsize is not None and _key_named(["popsize"], e):
+        if key is None and popsize is not None and re.search(r"\bpopsize\b", str(e)):
             raise ConfigError(f"algorithm.popsize: {name}: {e}") from None
         raise ConfigError(f"algorithm.params.{key}: {e}" if key else f"algorithm {name}: {e}") from None
     except (TypeError, ValueError) as e:  # a registered class that does not check its own arguments
