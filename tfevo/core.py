@@ -413,7 +413,8 @@ class Algorithm(tf.Module):
     jit_compile_tell: bool | None = None
     #: the update relies on what ``ask`` stored (samples, evaluation history),
     #: so ``tell`` accepts only the population the last ``ask`` returned
-    #: (:meth:`_last_asked`); any other raises :class:`AskTellError`.
+    #: (:meth:`_last_asked`), rows in the same order (and, where :meth:`_forget_last_ask`
+    #: says so, once); any other raises :class:`AskTellError` and changes nothing.
     tell_needs_last_ask: bool = False
     #: a class whose constructor receives this class's ``**kwargs`` (for
     #: :meth:`accepted_arguments`)
@@ -526,8 +527,15 @@ class Algorithm(tf.Module):
 
                 if not check:
                     return update()
+
+                def update_once():
+                    done = update()
+                    with tf.control_dependencies([done]):
+                        self._forget_last_ask()  # told: a second tell of the same rows is refused
+                        return tf.identity(done)
+
                 same = tf.reduce_all(tf.equal(x, self._last_asked()))
-                return tf.cond(same, update, lambda: tf.constant(False))
+                return tf.cond(same, update_once, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
@@ -548,11 +556,17 @@ class Algorithm(tf.Module):
         """The population the last ``ask`` returned (for ``tell_needs_last_ask``)."""
         raise AskTellError(f"{type(self).__name__} sets tell_needs_last_ask but does not keep the last ask")
 
+    def _forget_last_ask(self) -> None:
+        """Called (in the compiled ``tell``) after a ``tell`` of the last asked population: an
+        algorithm whose stored samples are spent by that ``tell`` makes :meth:`_last_asked` match
+        nothing until the next ``ask`` (as pycma, which refuses a second ``tell`` per iteration).
+        Algorithms whose ``tell`` replaces what :meth:`_last_asked` returns need nothing here."""
+
     def _raise_if_not_last_ask(self, ok) -> None:
         name = _public_name(type(self))
         check_last_ask(ok, f"{name}.tell: the population is not the one the last ask() returned (in the same "
-                           "order); this algorithm's update uses what ask() stored, so tell it exactly that "
-                           "population.  Nothing was updated.",
+                           "order), or it was told already; this algorithm's update uses what ask() stored, so "
+                           "tell it exactly that population, once.  Nothing was updated.",
                        f"{name}.tell: the population is not the one the last ask() returned; nothing was updated")
 
     def _note_nonfinite(self, fitness) -> None:

@@ -13,7 +13,7 @@ and updates ``mu += eta_mu sigma B G_delta``, ``sigma *= exp(eta_sigma/2 G_sigma
 ``eta_mu = 1``, ``eta_sigma = eta_B = 3 (3 + ln D) / (5 D sqrt(D))``.
 Members of equal fitness share the mean utility of their ranks (as SNES).
 The samples ``z`` of the last ``ask`` are kept in a variable, so ``tell`` must
-receive that population (in order); any other raises
+receive that population (in order), once; any other raises
 :class:`~tfevo.core.AskTellError`.
 The full matrix costs O(D^2) memory and O(D^3) per generation: use SNES, OpenES
 or PGPE beyond a few hundred dimensions.
@@ -106,6 +106,9 @@ class XNES(Algorithm):
 
     def _last_asked(self):
         return self.x_last
+
+    def _forget_last_ask(self):
+        self.x_last.assign(tf.fill(tf.shape(self.x_last), tf.constant(float("nan"), self.dtype)))  # z's spent
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
