@@ -22,6 +22,7 @@ generation where every member failed) and must:
 """
 
 import os
+import re
 import warnings
 
 import numpy as np
@@ -206,6 +207,14 @@ def test_contract(name, tmp_path, fast_paths):
             np.testing.assert_array_equal(v0, v1, err_msg=f"{name}: {k} changed by a second tell")
         assert all(v == 1 for v in a.traces.values()), a.traces
 
+    # fitness as a Python list, float64 NumPy or a tf tensor is taken; [P, 1] is a ShapeError naming the shape
+    for form in (list, lambda f: f.astype(np.float64), tf.constant):
+        x = a.ask()
+        a.tell(x, form(_fitness(a, x, 0)))
+    with pytest.raises(ShapeError, match=rf"fitness must have shape \[{P}\].*got \[{P}, 1\]"):
+        a.tell(a.ask(), _fitness(a, x, 0)[:, None])
+    assert all(v == 1 for v in a.traces.values()), a.traces
+
 
 def test_tell_checks_cover_the_algorithms_that_store_samples():
     # (OpenAI-ES, PGPE, ARS and SNES keep the noise ask drew: KeptNoise; PGPE and ARS also pair rows k, k + P/2)
@@ -262,6 +271,34 @@ def test_constructor_contract(name):
 #: names replaced by the one vocabulary (init_params, sigma, learning_rate)
 OLD_NAMES = {"mean_init", "init_mean", "x0", "sigma_init", "noise_std", "step_size", "center_learning_rate",
              "lr_mean", "lr_sigma", "sigma_lr", "lr_B"}
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_sizes_and_seeds(name):
+    cls = ALGOS[name]
+    # a size that is not an integer is refused by name (popsize 8.5 or "8" ran with 8, num_dims 2.5 with 2)
+    for field, bad in (("popsize", 8.5), ("popsize", "8"), ("num_dims", 2.5), ("popsize", 0), ("num_dims", 0)):
+        with pytest.raises(ConfigError, match=rf"^{field} must be an integer >= 1, got {bad!r}"):
+            cls(**{"num_dims": D, "popsize": P, field: bad})
+    # seeds: an integer in [0, 2**31) (NumPy's too) everywhere; anything else is refused by name
+    for bad in (-1, 2**31, 2**40, 1.5, "1", True):
+        with pytest.raises(ConfigError, match="^seed must be an integer in"):
+            cls(num_dims=D, popsize=P, seed=bad)
+    # the smallest populations and D = 1: refused with an error that starts with the field (the config
+    # layer maps it to algorithm.popsize; antithetic pairs need an even P, as evosax asserts), or built
+    # (NumPy integers and integral floats are sizes and seeds too)
+    for d in (1, 2):
+        for p in (1, 2, 3, 4):
+            try:
+                a = cls(num_dims=np.int64(d), popsize=float(p), seed=np.int64(5))
+                break
+            except ConfigError as e:
+                assert re.match(r"(popsize|num_dims) must be", str(e)), f"{name}: {e}"
+        else:
+            continue
+        break
+    assert (a.num_dims, a.popsize, int(a.seeds.seed.numpy())) == (d, p, 5)
+    assert d == 1 or name == "lm_ma_es", name  # LM-MA-ES needs D >= 2
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

@@ -265,6 +265,8 @@ def _ga_sizes(popsize, truncation, num_elite_candidates) -> tuple:
     if popsize is None:
         popsize = max(GA_DEFAULT_POPSIZE, int(truncation or 0), int(num_elite_candidates or 0) + 2)
     p = int(popsize)
+    if p < 2:
+        raise ConfigError(f"popsize must be >= 2 for a GA (the elite and at least one child), got {popsize}")
     if truncation is None:
         truncation = 20 if p >= 20 else max(1, p // 2)
     if num_elite_candidates is None:
@@ -366,12 +368,13 @@ class KeptNoise:
     """
 
     tell_needs_last_ask = True
+    tell_once_per_ask = True
 
     def _init_kept_noise(self, mirrored: bool) -> None:
         p, d, dt = self.popsize, self.num_dims, self.dtype
         self._noise_rows = p // 2 if mirrored else p
         self.noise = tf.Variable(tf.zeros([self._noise_rows, d], dt), trainable=False, name="noise")
-        # NaN: equal to nothing, so a tell before the first ask (or a second tell) is refused
+        # NaN: equal to nothing, so a tell before the first ask is refused
         self.x_last = tf.Variable(tf.fill([p, d], tf.constant(np.nan, dt)), trainable=False, name="x_last")
 
     def _ask_kept_noise(self, center, scale) -> tf.Tensor:
@@ -382,9 +385,6 @@ class KeptNoise:
 
     def _last_asked(self) -> tf.Tensor:
         return self.x_last
-
-    def _forget_last_ask(self) -> None:
-        self.x_last.assign(tf.fill(tf.shape(self.x_last), tf.constant(np.nan, self.dtype)))
 
     def _weighted_noise(self, w, square: bool = False) -> tf.Tensor:
         """``sum_i w_i eps_i`` (``square``: ``sum_i w_i eps_i^2``) ``[D]`` over the rows of the last ask,

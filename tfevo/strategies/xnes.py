@@ -60,6 +60,7 @@ class XNES(Algorithm):
     # tf.linalg.expm has no XLA kernel; the graph (non-XLA) path is used.
     jit_compile = False
     tell_needs_last_ask = True  # tell uses the z's of the last ask
+    tell_once_per_ask = True
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0,
                  learning_rate: float = 1.0, sigma_learning_rate: float | None = None,
@@ -106,9 +107,6 @@ class XNES(Algorithm):
 
     def _last_asked(self):
         return self.x_last
-
-    def _forget_last_ask(self):
-        self.x_last.assign(tf.fill(tf.shape(self.x_last), tf.constant(float("nan"), self.dtype)))  # z's spent
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
