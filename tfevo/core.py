@@ -332,6 +332,11 @@ def arguments_checked(cls):
     return cls
 
 
+#: the size arguments every algorithm's constructor checks (:func:`check_int`, integral floats allowed;
+#: ``seed`` is checked too, by :func:`check_seed`)
+_SIZES = ("num_dims", "popsize")
+
+
 def _checked_init(cls, init):
     """Wraps ``cls.__init__`` so that wrong arguments raise a :class:`ConfigError`
     naming the class the user built (not a raw ``TypeError`` from a base class)."""
@@ -343,7 +348,7 @@ def _checked_init(cls, init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         try:
-            sig.bind(self, *args, **kwargs)
+            bound = sig.bind(self, *args, **kwargs)
         except TypeError as e:
             unknown = [k for k in kwargs if k not in named] if not var_kw else []
             problem = f"unknown argument(s) {', '.join(map(repr, unknown))}" if unknown else str(e)
@@ -357,6 +362,14 @@ def _checked_init(cls, init):
                 if unknown:
                     raise _argument_error(type(self), f"unknown argument(s) {', '.join(map(repr, unknown))}",
                                           unknown)
+        # before any work or int() (2.5 or "8" would silently become another size); the messages
+        # start with the field's name
+        for size in _SIZES:
+            value = bound.arguments.get(size)
+            if value is not None:
+                check_int(value, size, 1, integral_float=True)
+        if bound.arguments.get("seed") is not None:
+            check_seed(bound.arguments["seed"])
         init(self, *args, **kwargs)
 
     __init__._tfevo_checked_init = True
@@ -423,8 +436,14 @@ class Algorithm(tf.Module):
     jit_compile_tell: bool | None = None
     #: the update relies on what ``ask`` stored (samples, evaluation history),
     #: so ``tell`` accepts only the population the last ``ask`` returned
-    #: (:meth:`_last_asked`); any other raises :class:`AskTellError`.
+    #: (:meth:`_last_asked`), rows in the same order; any other raises
+    #: :class:`AskTellError` and changes nothing.
     tell_needs_last_ask: bool = False
+    #: with ``tell_needs_last_ask``: ``tell`` spends the samples ``ask`` stored (beside a
+    #: state that ``tell`` changes), so a second ``tell`` of the same population before the
+    #: next ``ask`` is refused too (as pycma refuses a second ``tell`` per iteration); the
+    #: variable ``ask_pending`` says whether the last ``ask`` is still to be told.
+    tell_once_per_ask: bool = False
     #: a class whose constructor receives this class's ``**kwargs`` (for
     #: :meth:`accepted_arguments`)
     _kwargs_forwarded_to = None
@@ -469,6 +488,8 @@ class Algorithm(tf.Module):
         self.popsize = int(popsize)
         self.seeds = SeedStream(seed)
         self.generation = tf.Variable(0, dtype=tf.int64, trainable=False, name="generation")
+        if self.tell_once_per_ask:
+            self.ask_pending = tf.Variable(False, trainable=False, name="ask_pending")
         self._trace_counter = TraceCounter()
         self._ask_fn = None
         self._tell_fn = None
@@ -497,8 +518,16 @@ class Algorithm(tf.Module):
     def ask(self) -> tf.Tensor:
         """Returns the next population, ``[popsize, num_dims]`` in :attr:`dtype`."""
         if self._ask_fn is None:
+            def ask_body():
+                x = self._ask()
+                if not self.tell_once_per_ask:
+                    return x
+                with tf.control_dependencies([x]):
+                    self.ask_pending.assign(True)
+                    return tf.identity(x)
+
             self._ask_fn = tf.function(
-                self._trace_counter.wrap("ask", self._ask),
+                self._trace_counter.wrap("ask", ask_body),
                 input_signature=[],
                 jit_compile=self.jit_compile if self.jit_compile_ask is None else self.jit_compile_ask,
             )
@@ -536,8 +565,18 @@ class Algorithm(tf.Module):
 
                 if not check:
                     return update()
+
                 same = tf.reduce_all(tf.equal(x, self._last_asked()))
-                return tf.cond(same, update, lambda: tf.constant(False))
+                if not self.tell_once_per_ask:
+                    return tf.cond(same, update, lambda: tf.constant(False))
+
+                def update_once():
+                    done = update()
+                    with tf.control_dependencies([done]):
+                        self.ask_pending.assign(False)  # told: the samples are spent until the next ask
+                        return tf.identity(done)
+
+                return tf.cond(same & self.ask_pending, update_once, lambda: tf.constant(False))
 
             self._tell_fn = tf.function(
                 self._trace_counter.wrap("tell", tell_body),
@@ -561,8 +600,8 @@ class Algorithm(tf.Module):
     def _raise_if_not_last_ask(self, ok) -> None:
         name = _public_name(type(self))
         check_last_ask(ok, f"{name}.tell: the population is not the one the last ask() returned (in the same "
-                           "order); this algorithm's update uses what ask() stored, so tell it exactly that "
-                           "population.  Nothing was updated.",
+                           "order), or it was told already; this algorithm's update uses what ask() stored, so "
+                           "tell it exactly that population, once.  Nothing was updated.",
                        f"{name}.tell: the population is not the one the last ask() returned; nothing was updated")
 
     def _note_nonfinite(self, fitness) -> None:

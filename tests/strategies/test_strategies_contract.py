@@ -22,6 +22,7 @@ generation where every member failed) and must:
 """
 
 import os
+import re
 import warnings
 
 import numpy as np
@@ -198,11 +199,60 @@ def test_contract(name, tmp_path, fast_paths):
             np.testing.assert_array_equal(v0, v1, err_msg=f"{name}: {k} changed by a refused tell")
         a.tell(x, _fitness(a, x, 0))  # the asked population is accepted
         assert int(a.generation.numpy()) == GENS + 1
+        # once: its samples are spent (pycma refuses a second tell per iteration too)
+        before = _state(a)
+        with pytest.raises(AskTellError, match="told already"):
+            a.tell(x, _fitness(a, x, 0))
+        for (k, v0), v1 in zip(before.items(), _state(a).values()):
+            np.testing.assert_array_equal(v0, v1, err_msg=f"{name}: {k} changed by a second tell")
         assert all(v == 1 for v in a.traces.values()), a.traces
+
+    # fitness as a Python list, float64 NumPy or a tf tensor is taken; [P, 1] is a ShapeError naming the shape
+    for form in (list, lambda f: f.astype(np.float64), tf.constant):
+        x = a.ask()
+        a.tell(x, form(_fitness(a, x, 0)))
+    with pytest.raises(ShapeError, match=rf"fitness must have shape \[{P}\].*got \[{P}, 1\]"):
+        a.tell(a.ask(), _fitness(a, x, 0)[:, None])
+    assert all(v == 1 for v in a.traces.values()), a.traces
 
 
 def test_tell_checks_cover_the_algorithms_that_store_samples():
-    assert {"xnes", "ga", "seed_ga"} <= {n for n, c in ALGOS.items() if c.tell_needs_last_ask}
+    # (OpenAI-ES, PGPE, ARS and SNES keep the noise ask drew: KeptNoise; PGPE and ARS also pair rows k, k + P/2)
+    assert {"xnes", "ga", "seed_ga", "openai_es", "pgpe", "ars", "snes"} <= {
+        n for n, c in ALGOS.items() if c.tell_needs_last_ask}
+    from tfevo.strategies.shaping import KeptNoise
+
+    assert {n for n, c in ALGOS.items() if issubclass(c, KeptNoise)} | {"xnes"} == set(KEEP_SAMPLES)
+
+
+#: the algorithms whose tell uses the standard-normal samples their ask drew (not recovered from x):
+#: XNES and every KeptNoise strategy (checked in test_tell_checks_cover_the_algorithms_that_store_samples)
+KEEP_SAMPLES = ["ars", "openai_es", "pgpe", "snes", "xnes"]
+#: arguments that make the step independent of where the centre is (OpenAI-ES's weight decay pulls to 0)
+#: and far above float32's resolution at 1e4 (the NES steps are learning_rate * sigma * ...)
+FAR_EXTRA = {"openai_es": {"weight_decay": 0.0}, "snes": {"learning_rate": 1e3}, "xnes": {"learning_rate": 1e3}}
+
+
+@pytest.mark.parametrize("name", KEEP_SAMPLES)
+def test_float32_step_far_from_the_origin(name):
+    # Same seed, same fitness per row, centre at 0 and at 1e4 with sigma = 1e-3 (float32 ulp there: 1e-3):
+    # the samples drawn do not depend on the centre, so the first step must be the same number, and the
+    # centre at 1e4 must be exactly float32(1e4 + step at 0).  Recovering the samples as (x - centre) / sigma
+    # (as before) kept about one bit of each there: steps off by up to their own size.
+    far = np.float32(1e4)
+    a = ALGOS[name](num_dims=D, popsize=P, seed=3, sigma=1e-3, **FAR_EXTRA.get(name, {}))
+    start = [v.numpy() for v in a.variables]
+    runs = []
+    for c in (np.float32(0.0), far):  # one object (traced once): back to the start, centre moved to c
+        for v, value in zip(a.variables, start):
+            v.assign(value)
+        a.center.assign(np.full(D, c, np.float32))
+        x = a.ask()
+        a.tell(x, np.linspace(-1.0, 1.0, P, dtype=np.float32))
+        runs.append(a.mean.numpy())
+    near, at_far = runs
+    assert np.max(np.abs(near)) > 10 * np.spacing(far), f"{name}: the step is below float32 resolution at 1e4"
+    np.testing.assert_array_equal(at_far, (far + near).astype(np.float32), err_msg=name)
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
@@ -221,6 +271,34 @@ def test_constructor_contract(name):
 #: names replaced by the one vocabulary (init_params, sigma, learning_rate)
 OLD_NAMES = {"mean_init", "init_mean", "x0", "sigma_init", "noise_std", "step_size", "center_learning_rate",
              "lr_mean", "lr_sigma", "sigma_lr", "lr_B"}
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_sizes_and_seeds(name):
+    cls = ALGOS[name]
+    # a size that is not an integer is refused by name (popsize 8.5 or "8" ran with 8, num_dims 2.5 with 2)
+    for field, bad in (("popsize", 8.5), ("popsize", "8"), ("num_dims", 2.5), ("popsize", 0), ("num_dims", 0)):
+        with pytest.raises(ConfigError, match=rf"^{field} must be an integer >= 1, got {bad!r}"):
+            cls(**{"num_dims": D, "popsize": P, field: bad})
+    # seeds: an integer in [0, 2**31) (NumPy's too) everywhere; anything else is refused by name
+    for bad in (-1, 2**31, 2**40, 1.5, "1", True):
+        with pytest.raises(ConfigError, match="^seed must be an integer in"):
+            cls(num_dims=D, popsize=P, seed=bad)
+    # the smallest populations and D = 1: refused with an error that starts with the field (the config
+    # layer maps it to algorithm.popsize; antithetic pairs need an even P, as evosax asserts), or built
+    # (NumPy integers and integral floats are sizes and seeds too)
+    for d in (1, 2):
+        for p in (1, 2, 3, 4):
+            try:
+                a = cls(num_dims=np.int64(d), popsize=float(p), seed=np.int64(5))
+                break
+            except ConfigError as e:
+                assert re.match(r"(popsize|num_dims) must be", str(e)), f"{name}: {e}"
+        else:
+            continue
+        break
+    assert (a.num_dims, a.popsize, int(a.seeds.seed.numpy())) == (d, p, 5)
+    assert d == 1 or name == "lm_ma_es", name  # LM-MA-ES needs D >= 2
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

@@ -10,8 +10,10 @@ Each generation draws ``N = P/2`` directions ``delta_k ~ N(0, I)`` and evaluates
 (``alpha`` is ``learning_rate``, ``nu`` is ``sigma``) where ``sigma_R`` is the standard deviation of the ``2b`` rewards used
 (reward-std normalization; switch off with ``normalize_rewards=False``).
 
-``tell`` reads the pairs from the row order ``ask`` returned (row ``k`` and
-row ``k + N`` share ``delta_k``, as in evosax): tell the rows in that order.
+Row ``k`` and row ``k + N`` of ``ask`` share ``delta_k`` (as in evosax).  ``tell``
+uses the ``delta`` drawn at ``ask`` (:class:`~tfevo.strategies.shaping.KeptNoise`),
+so it takes exactly the asked population, rows in that order, once; any other
+raises :class:`~tfevo.core.AskTellError`.
 
 Variants of the paper:
   * V1: ``num_top = P/2`` (all directions); V1-t: ``num_top < P/2``.
@@ -26,13 +28,13 @@ import tensorflow as tf
 
 from tfevo.core import Algorithm, ConfigError, worst_to_finite
 from tfevo.registry import register
-from tfevo.strategies.shaping import _center, _default_popsize, _gaussian_population, _positive
+from tfevo.strategies.shaping import KeptNoise, _center, _default_popsize, _positive
 
 __all__ = ["ARS"]
 
 
 @register("strategy", "ars")
-class ARS(Algorithm):
+class ARS(KeptNoise, Algorithm):
     """Augmented random search (Mania et al. 2018), V1/V1-t update with reward-std scaling.
 
     Args:
@@ -74,6 +76,7 @@ class ARS(Algorithm):
         self.sigma = _positive(sigma, "sigma")
         self.normalize_rewards = bool(normalize_rewards)
         self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
+        self._init_kept_noise(True)
         self._init_best()
 
     @property
@@ -82,14 +85,14 @@ class ARS(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        return _gaussian_population(self.center, self.sigma, self.popsize, True, self.seeds.next())
+        return self._ask_kept_noise(self.center, self.sigma)
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         r = tf.cast(worst_to_finite(fitness), self.dtype)
         n = self.popsize // 2
         rp, rm = r[:n], r[n:]
-        delta = (x[:n] - x[n:]) / (2.0 * self.sigma)
+        delta = tf.convert_to_tensor(self.noise)  # drawn at ask, not recovered from x (see KeptNoise)
         b = self.num_top
         if b < n:
             top = tf.math.top_k(tf.maximum(rp, rm), k=b, sorted=False).indices

@@ -89,7 +89,7 @@ class DifferentialEvolution(Algorithm):
         self.variant = variant
         need = 4 if variant == "rand/1/bin" else 3
         if self.popsize < need:
-            raise ConfigError(f"{variant} needs popsize >= {need}, got {self.popsize}")
+            raise ConfigError(f"popsize must be >= {need} for {variant}, got {self.popsize}")
         if not 0.0 < float(F) <= 2.0:
             raise ConfigError(f"F must be in (0, 2], got {F}")
         if not 0.0 <= float(CR) <= 1.0:

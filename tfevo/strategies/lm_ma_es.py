@@ -50,7 +50,7 @@ class LMMAES(CMABase):
     def __init__(self, num_dims, popsize=None, sigma=1.0, init_params=None, seed=0, bounds=None,
                  memory=None, dtype="float64", tolfun=1e-11, tolx=1e-11, name=None):
         if int(num_dims) < 2:
-            raise ConfigError(f"LM-MA-ES needs num_dims >= 2, got {num_dims}")
+            raise ConfigError(f"num_dims must be >= 2 for LM-MA-ES, got {num_dims}")
         self.memory = int(memory) if memory is not None else eq.default_popsize(int(num_dims))
         if self.memory < 1:
             raise ConfigError(f"memory must be >= 1, got {memory}")

@@ -8,7 +8,11 @@ fitness is replaced by centered ranks ``w`` (see
     g = 1 / (P sigma) * sum_i w_i eps_i  -  weight_decay * theta
 
 is handed to an optimizer (Adam by default) whose step is added to ``theta``.
-``sigma`` may decay geometrically to a floor.
+``sigma`` may decay geometrically to a floor.  ``tell`` uses the ``eps`` drawn at
+``ask`` (:class:`~tfevo.strategies.shaping.KeptNoise`: recovered as
+``(x - theta) / sigma`` in float32 they would keep only ``ulp(theta) / sigma`` of
+their value), so it takes exactly the asked population, rows in that order,
+once; any other raises :class:`~tfevo.core.AskTellError`.
 
 Where this differs from Salimans et al.'s code: their gradient is
 ``sum_i w_i eps_i / P`` (no ``1 / sigma``; evosax divides by sigma as here), so
@@ -29,14 +33,14 @@ from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _check_shaping, _default_popsize, _gaussian_population, _positive, _shaped,
+    KeptNoise, _center, _check_shaping, _default_popsize, _positive, _shaped,
 )
 
 __all__ = ["OpenES"]
 
 
 @register("strategy", "openai_es")
-class OpenES(Algorithm):
+class OpenES(KeptNoise, Algorithm):
     """OpenAI evolution strategy (Salimans et al. 2017).
 
     Args:
@@ -93,6 +97,7 @@ class OpenES(Algorithm):
         self.optimizer = get_optimizer(optimizer, _positive(learning_rate, "learning_rate"), self.num_dims, self.dtype)
         self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(_positive(sigma, "sigma"), dtype=self.dtype, trainable=False, name="sigma")
+        self._init_kept_noise(self.mirrored)
         self._init_best()
 
     @property
@@ -101,19 +106,13 @@ class OpenES(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
+        return self._ask_kept_noise(self.center, self.sigma)
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         w = _shaped(fitness, self.fitness_shaping, self.dtype)
-        if self.fitness_shaping == "raw":  # weights do not sum to 0: form eps explicitly
-            weighted_eps = tf.linalg.matvec((x - self.center) / self.sigma, w, transpose_a=True)
-        else:
-            # sum_i w_i eps_i = (w^T x - sum(w) theta) / sigma: one matrix-vector product,
-            # no [P, D] temporary (sum(w) = 0 up to rounding for ranks and z-scores)
-            wx = tf.linalg.matvec(x, w, transpose_a=True)
-            weighted_eps = (wx - tf.reduce_sum(w) * self.center) / self.sigma
-        grad = weighted_eps / (self.popsize * self.sigma)
+        # the noise drawn at ask, not (x - theta) / sigma (see KeptNoise)
+        grad = self._weighted_noise(w) / (self.popsize * self.sigma)
         if self.weight_decay > 0:
             grad = grad - self.weight_decay * self.center
         self.center.assign_add(self.optimizer.step(grad))

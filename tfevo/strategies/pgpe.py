@@ -13,9 +13,11 @@ al. 2020), ``sigma`` takes a plain ascent step ``sigma_learning_rate * grad_sigm
 relative size is clipped to ``sigma_max_change`` (Toklu et al. defaults:
 0.1 and 0.2).
 
-``tell`` reads the pairs from the row order ``ask`` returned: row ``k`` and
-row ``k + P/2`` are ``mu + eps_k`` and ``mu - eps_k`` (as in evosax).  Tell the
-rows in that order; re-ordered rows would pair unrelated members.
+Row ``k`` and row ``k + P/2`` of ``ask`` are ``mu + eps_k`` and ``mu - eps_k``
+(as in evosax).  ``tell`` uses the ``eps`` drawn at ``ask``
+(:class:`~tfevo.strategies.shaping.KeptNoise`), so it takes exactly the
+asked population, rows in that order, once; any other (re-ordered rows would
+pair unrelated members) raises :class:`~tfevo.core.AskTellError`.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.optimizers import get_optimizer
 from tfevo.strategies.shaping import (
-    _center, _check_shaping, _default_popsize, _gaussian_population, _per_dim, _positive, _shaped,
+    KeptNoise, _center, _check_shaping, _default_popsize, _per_dim, _positive, _shaped,
 )
 
 __all__ = ["PGPE"]
 
 
 @register("strategy", "pgpe")
-class PGPE(Algorithm):
+class PGPE(KeptNoise, Algorithm):
     """PGPE with symmetric sampling and per-dimension sigma adaptation.
 
     Args:
@@ -91,6 +93,7 @@ class PGPE(Algorithm):
             sigma0 = _per_dim(sigma, self.num_dims, "sigma", self.dtype)
         self.center = tf.Variable(_center(init_params, self.num_dims, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(sigma0, trainable=False, name="sigma")
+        self._init_kept_noise(True)
         self._init_best()
 
     @property
@@ -99,19 +102,18 @@ class PGPE(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        return _gaussian_population(self.center, self.sigma, self.popsize, True, self.seeds.next())
+        return self._ask_kept_noise(self.center, self.sigma)
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         w = _shaped(fitness, self.fitness_shaping, self.dtype)
         n = self.popsize // 2
-        eps = 0.5 * (x[:n] - x[n:])  # recovers the perturbation of each pair
-        fp, fm = w[:n], w[n:]
-        grad_mu = tf.linalg.matvec(eps, 0.5 * (fp - fm), transpose_a=True) / n
-        baseline = tf.reduce_mean(w)
         s = self.sigma
-        grad_sigma = tf.linalg.matvec(
-            (tf.square(eps) - tf.square(s)) / s, 0.5 * (fp + fm) - baseline, transpose_a=True) / n
+        # eps_k = sigma * noise_k, the perturbation drawn at ask (not recovered from x: see KeptNoise)
+        grad_mu = s * self._weighted_noise(0.5 * w) / n  # sum_k eps_k (f+ - f-) / 2, mean over pairs
+        # sum_k ((f+ + f-)/2 - b) (eps_k^2 - sigma^2) / sigma = sigma * sum_k ((f+ + f-)/2 - b) (noise_k^2 - 1)
+        centered = 0.5 * w - 0.5 * tf.reduce_mean(w)  # the halves' sum is (f+ + f-)/2 - b
+        grad_sigma = s * (self._weighted_noise(centered, square=True) - tf.reduce_sum(centered)) / n
         self.center.assign_add(self.optimizer.step(grad_mu))
         new_sigma = s + self.sigma_learning_rate * grad_sigma
         self.sigma.assign(tf.clip_by_value(new_sigma, s * (1.0 - self.sigma_max_change),

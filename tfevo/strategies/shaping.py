@@ -265,6 +265,8 @@ def _ga_sizes(popsize, truncation, num_elite_candidates) -> tuple:
     if popsize is None:
         popsize = max(GA_DEFAULT_POPSIZE, int(truncation or 0), int(num_elite_candidates or 0) + 2)
     p = int(popsize)
+    if p < 2:
+        raise ConfigError(f"popsize must be >= 2 for a GA (the elite and at least one child), got {popsize}")
     if truncation is None:
         truncation = 20 if p >= 20 else max(1, p // 2)
     if num_elite_candidates is None:
@@ -347,3 +349,50 @@ def _gaussian_population(center, sigma, popsize: int, mirrored: bool, seed, use_
         e = _normal_reference([popsize // 2, d], seed, scale=sigma, dtype=center.dtype)
         return tf.concat([center + e, center - e], axis=0)
     return center + _normal_reference([popsize, d], seed, scale=sigma, dtype=center.dtype)
+
+
+class KeptNoise:
+    """Mixin of the Gaussian strategies whose ``tell`` uses the noise their ``ask`` drew.
+
+    ``ask`` draws standard normals ``eps`` (``[P/2, D]`` mirrored, else ``[P, D]``),
+    keeps them in the variable ``noise`` and returns ``center + scale * eps``
+    (mirrored: the ``+eps`` half, then the ``-eps`` half, as evosax), also kept
+    as ``x_last``.  ``tell`` reads ``noise`` instead of recovering it as
+    ``(x - center) / scale``: in float32 that difference keeps only
+    ``ulp(center) / scale`` of it (at ``|center| = 1e4``, ``scale = 1e-3``, about
+    one bit), and the rows must be the asked ones in the asked order (pairs are
+    rows ``k`` and ``k + P/2``).  So ``tell`` accepts exactly the last asked
+    population, once (``tell_needs_last_ask``); any other raises
+    :class:`~tfevo.core.AskTellError` and changes nothing.  Memory: the two
+    variables hold ``1.5 P D`` (mirrored) or ``2 P D`` numbers beside the population.
+    """
+
+    tell_needs_last_ask = True
+    tell_once_per_ask = True
+
+    def _init_kept_noise(self, mirrored: bool) -> None:
+        p, d, dt = self.popsize, self.num_dims, self.dtype
+        self._noise_rows = p // 2 if mirrored else p
+        self.noise = tf.Variable(tf.zeros([self._noise_rows, d], dt), trainable=False, name="noise")
+        # NaN: equal to nothing, so a tell before the first ask is refused
+        self.x_last = tf.Variable(tf.fill([p, d], tf.constant(np.nan, dt)), trainable=False, name="x_last")
+
+    def _ask_kept_noise(self, center, scale) -> tf.Tensor:
+        eps = self.noise.assign(_normal([self._noise_rows, self.num_dims], self.seeds.next(), dtype=self.dtype))
+        step = scale * eps
+        x = tf.concat([center + step, center - step], axis=0) if self._noise_rows < self.popsize else center + step
+        return tf.identity(self.x_last.assign(x))
+
+    def _last_asked(self) -> tf.Tensor:
+        return self.x_last
+
+    def _weighted_noise(self, w, square: bool = False) -> tf.Tensor:
+        """``sum_i w_i eps_i`` (``square``: ``sum_i w_i eps_i^2``) ``[D]`` over the rows of the last ask,
+        one matrix-vector product over the kept ``noise`` (mirrored: the halves' weights combined)."""
+        eps = tf.convert_to_tensor(self.noise)
+        if square:
+            eps = tf.square(eps)
+        if self._noise_rows < self.popsize:
+            n = self._noise_rows
+            w = w[:n] + w[n:] if square else w[:n] - w[n:]
+        return tf.linalg.matvec(eps, w, transpose_a=True)

@@ -14,6 +14,11 @@ Members of equal fitness share the mean utility of their ranks
 (:func:`~tfevo.strategies.shaping.utility_weights`), so a generation whose
 members all tie moves nothing; evosax instead gives each tied member the
 utility of its mean rank truncated to an integer (a step along ``sum_i z_i``).
+
+``tell`` uses the ``z`` drawn at ``ask`` (:class:`~tfevo.strategies.shaping.KeptNoise`:
+recovered as ``(x - mu) / sigma`` in float32 they would keep only
+``ulp(mu) / sigma`` of their value), so it takes exactly the asked population,
+rows in that order, once; any other raises :class:`~tfevo.core.AskTellError`.
 """
 
 from __future__ import annotations
@@ -25,16 +30,16 @@ import tensorflow as tf
 from tfevo.core import Algorithm, ConfigError
 from tfevo.registry import register
 from tfevo.strategies.shaping import (
-    _center, _default_popsize, _gaussian_population, _per_dim, _positive, nes_utilities, utility_weights,
+    KeptNoise, _center, _default_popsize, _per_dim, _positive, nes_utilities, utility_weights,
 )
 
 __all__ = ["SNES"]
 
-_MIN_SIGMA = 1e-30  # keeps sigma a normal positive float32 (z = (x - mu) / sigma)
+_MIN_SIGMA = 1e-30  # keeps sigma a normal positive float32
 
 
 @register("strategy", "snes")
-class SNES(Algorithm):
+class SNES(KeptNoise, Algorithm):
     """Separable NES with utility-weights fitness shaping and the default learning rates.
 
     Args:
@@ -81,6 +86,7 @@ class SNES(Algorithm):
         self.utilities = tf.constant(nes_utilities(self.popsize, self.dtype), self.dtype)
         self.center = tf.Variable(_center(init_params, d, dtype=self.dtype), trainable=False, name="center")
         self.sigma = tf.Variable(_per_dim(sigma, d, "sigma", self.dtype), trainable=False, name="sigma")
+        self._init_kept_noise(self.mirrored)
         self._init_best()
 
     @property
@@ -89,13 +95,12 @@ class SNES(Algorithm):
         return tf.convert_to_tensor(self.center)
 
     def _ask(self):
-        return _gaussian_population(self.center, self.sigma, self.popsize, self.mirrored, self.seeds.next())
+        return self._ask_kept_noise(self.center, self.sigma)
 
     def _tell(self, x, fitness):
         self._update_best(x, fitness)
         u = utility_weights(fitness, self.utilities)
-        z = (x - self.center) / self.sigma
-        grad_mu = tf.linalg.matvec(z, u, transpose_a=True)
-        grad_sigma = tf.linalg.matvec(tf.square(z), u, transpose_a=True)  # sum(u) = 0 drops the -1
+        grad_mu = self._weighted_noise(u)  # the z's drawn at ask, not (x - mu) / sigma (see KeptNoise)
+        grad_sigma = self._weighted_noise(u, square=True)  # sum(u) = 0 drops the -1
         self.center.assign_add(self.learning_rate * self.sigma * grad_mu)
         self.sigma.assign(tf.maximum(self.sigma * tf.exp(0.5 * self.sigma_learning_rate * grad_sigma), _MIN_SIGMA))

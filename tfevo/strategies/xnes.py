@@ -13,7 +13,7 @@ and updates ``mu += eta_mu sigma B G_delta``, ``sigma *= exp(eta_sigma/2 G_sigma
 ``eta_mu = 1``, ``eta_sigma = eta_B = 3 (3 + ln D) / (5 D sqrt(D))``.
 Members of equal fitness share the mean utility of their ranks (as SNES).
 The samples ``z`` of the last ``ask`` are kept in a variable, so ``tell`` must
-receive that population (in order); any other raises
+receive that population (in order), once; any other raises
 :class:`~tfevo.core.AskTellError`.
 The full matrix costs O(D^2) memory and O(D^3) per generation: use SNES, OpenES
 or PGPE beyond a few hundred dimensions.
@@ -60,6 +60,7 @@ class XNES(Algorithm):
     # tf.linalg.expm has no XLA kernel; the graph (non-XLA) path is used.
     jit_compile = False
     tell_needs_last_ask = True  # tell uses the z's of the last ask
+    tell_once_per_ask = True
 
     def __init__(self, num_dims: int, popsize: int | None = None, sigma: float = 1.0,
                  learning_rate: float = 1.0, sigma_learning_rate: float | None = None,
