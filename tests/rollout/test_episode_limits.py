@@ -187,7 +187,7 @@ def test_train_config_env_max_steps_reaches_the_evaluator(env_id, max_steps, kin
 
     data = json.loads(json.dumps(DEFAULT_CONFIG))
     data["env"].update(id=env_id, max_steps=max_steps)
-    data["evaluator"] = {**data.get("evaluator", {}), "kind": kind, "num_envs": 2}
+    data["evaluator"] = {**data.get("evaluator", {}), "kind": kind, **({"num_envs": 2} if kind == "pipelined" else {})}
     data["algorithm"]["popsize"] = 4
     ev = build(parse_config(data)).evaluator
     try:

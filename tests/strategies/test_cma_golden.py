@@ -8,6 +8,12 @@ IPOP and BIPOP must reproduce it exactly: the asked populations of every
 generation, the final state variables (names included: ``tf.Module`` lists
 them by attribute) and the checkpoint's variable names.  A few runs are in the
 default suite; all of them (both dtypes, restarts) are marked slow.
+
+Bit-for-bit means on one machine: float32 SepCMAES runs (``sep_float32_rastrigin_bounds``,
+``ipop_sep_float32_sphere``) recorded on one CPU generation differed by one ulp from their fourth
+population on another (the C++ kernel and the TensorFlow reference agree with each other on both), so
+those two are re-recorded on the machine of the test suite's timings and the default suite checks the
+float64 bounds run instead.
 """
 
 import os
@@ -20,7 +26,7 @@ import cma_golden_runs as golden
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cma_golden.npz")
 RUNS = {run[0]: run for run in golden._runs()}
 QUICK = ["cma_float32_ellipsoid_gap3", "chol_float64_ellipsoid_gap3_solve", "sep_float32_ellipsoid",
-         "sep_float32_rastrigin_bounds",
+         "sep_float64_rastrigin_bounds",
          "lm_float64_ellipsoid", "ipop_float32_sphere"]
 
 
