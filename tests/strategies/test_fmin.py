@@ -45,7 +45,8 @@ def test_parallel_objective_with_a_large_optimum_value_reaches_1e_10():
     assert np.max(np.abs(r.x - target)) < 1e-5
 
 
-def test_bipop_solves_rastrigin_where_a_single_run_does_not():
+@pytest.mark.slow  # 13 restarts, ~1500 generations (~20 s); BIPOP's restart rules are checked in the default run
+def test_bipop_solves_rastrigin_where_a_single_run_does_not():  # against cma.fmin (test_cma_restarts.py)
     x0 = np.full(4, 3.0)
     single = fmin(None, x0, 2.0, parallel_objective=rastrigin_rows, ftarget=1e-8, seed=0, max_evals=20000)
     bipop = fmin(None, x0, 2.0, parallel_objective=rastrigin_rows, restarts="bipop", ftarget=1e-8, seed=0,
