@@ -91,7 +91,8 @@ def test_gymnasium_twin_maps_every_in_graph_option():
     from tfevo.envs import gymnasium_twin
 
     assert gymnasium_twin("Pendulum-v1", {"g": 2.5, "x_init": 0.1, "y_init": 0.2, "max_episode_steps": 9}) == (
-        {"g": 2.5}, {"x_init": 0.1, "y_init": 0.2})
+        {"g": 2.5, "max_episode_steps": 9}, {"x_init": 0.1, "y_init": 0.2})
+    assert gymnasium_twin("CartPole-v1", {"max_episode_steps": 0}) == ({}, {})  # tfevo's "no limit"
     make_kwargs, options = gymnasium_twin("MountainCar-v0", {"goal_velocity": 0.01, "reset_low": -0.5,
                                                              "reset_high": -0.45})
     env = gym.make("MountainCar-v0", **make_kwargs)

@@ -155,10 +155,8 @@ def cmd_play(args) -> int:
 
             # the run's task options, and max_steps replacing the registered TimeLimit as in training
             make_kwargs, reset_options = gymnasium_twin(env_id, cfg.env.kwargs)
-            own = cfg.env.kwargs.get("max_episode_steps")
-            limit = max_steps if max_steps else own
-            if limit:
-                make_kwargs["max_episode_steps"] = limit
+            if max_steps:
+                make_kwargs["max_episode_steps"] = max_steps
             env = gym.make(env_id, **make_kwargs)
             is_mujoco = hasattr(env.unwrapped, "set_state") and hasattr(env.unwrapped, "data")
             if not is_mujoco:

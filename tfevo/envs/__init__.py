@@ -32,15 +32,17 @@ def gymnasium_twin(env_id: str, kwargs: dict) -> tuple[dict, dict]:
     An in-graph control task maps each option it shares with Gymnasium (``sutton_barto_reward``,
     ``g``, ``goal_velocity``; the reset bounds become reset options) and has no other option that
     changes the task; the MuJoCo engine's options (threads, backend, reset stream) do not change the
-    task either; any other id's kwargs are ``gym.make`` keywords already.  The episode limit
-    (``max_episode_steps``) is left to the caller.
+    task either; any other id's kwargs are ``gym.make`` keywords already.  A positive
+    ``max_episode_steps`` is kept (0, tfevo's "no limit", has no ``gym.make`` spelling).
     """
     from tfevo import registry
 
-    kwargs = {k: v for k, v in dict(kwargs).items() if k != "max_episode_steps"}
+    kwargs = dict(kwargs)
+    limit = kwargs.pop("max_episode_steps", None)
+    limit = {"max_episode_steps": limit} if limit else {}
     if env_id in registry.names("env"):
         options = getattr(registry.get("env", env_id), "gymnasium_options", {})
-        make_kwargs, reset_options = {}, {}
+        make_kwargs, reset_options = dict(limit), {}
         for key, value in kwargs.items():
             if key in options:
                 where, name = options[key]
@@ -49,7 +51,7 @@ def gymnasium_twin(env_id: str, kwargs: dict) -> tuple[dict, dict]:
     if env_id.startswith("ALE/"):
         raise ConfigError(f"{env_id}: an Atari task is tfevo's own preprocessing over ALE; it has no "
                           "single Gymnasium twin")
-    return {k: v for k, v in kwargs.items() if k not in ("asynchronous", "env_fn")}, {}
+    return {**{k: v for k, v in kwargs.items() if k not in ("asynchronous", "env_fn")}, **limit}, {}
 
 
 def make(env_id: str, num_envs: int = 1, **kwargs):

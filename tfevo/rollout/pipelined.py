@@ -271,8 +271,6 @@ class PipelinedEvaluator(InferenceStep, tf.Module):
                 from tfevo.envs.gym import GymVectorEnv
 
                 make_kwargs, reset_options = envs_mod.gymnasium_twin(env, kwargs)
-                if kwargs.get("max_episode_steps"):  # (0, the in-graph env's "no limit", is gym's None)
-                    make_kwargs["max_episode_steps"] = kwargs["max_episode_steps"]
                 e = GymVectorEnv(env, num_envs=n, reset_options=reset_options, **make_kwargs)
         else:
             raise ConfigError(f"env must be an env id or a callable env_fn(num_slots), got {env!r}")
